@@ -1,0 +1,39 @@
+// Validation and units for options shared by the library and the CLI.
+import { TetherError } from './outcome/errors.js';
+
+/** Default grace of the TERM phase, ms (ADR-127 §2). */
+export const DEFAULT_GRACE_MS = 5000;
+/** Default budget of the KILL phase, ms (ADR-127 §2). */
+export const DEFAULT_KILL_AFTER_MS = 3000;
+/** Interval between scans, ms (ADR-127 §2). */
+export const DEFAULT_SCAN_INTERVAL_MS = 50;
+/** How long the payload's output is awaited past its exit, ms (ADR-127 §5). */
+export const DEFAULT_OUTPUT_CAP_MS = 2000;
+
+/** Checks a duration option in ms: a finite number ≥ `min`. Throws `INVALID_OPTION`. */
+export function checkMs(name: string, value: unknown, min = 0): number {
+  if (typeof value !== 'number' || !Number.isFinite(value) || value < min) {
+    throw new TetherError(
+      'INVALID_OPTION',
+      `invalid ${name}: ${String(value)} (expected a number of milliseconds ≥ ${min})`,
+    );
+  }
+  return value;
+}
+
+const UNITS_MS: Record<string, number> = { ms: 1, s: 1000, m: 60_000, h: 3_600_000 };
+
+/**
+ * Parses a CLI duration: `500ms`, `5s`, `1.5s`, `2m`, `1h`, or a bare number of seconds.
+ * Throws `INVALID_OPTION` naming `name` and the accepted forms.
+ */
+export function parseDuration(name: string, text: string): number {
+  const match = /^(\d+(?:\.\d+)?)(ms|s|m|h)?$/.exec(text.trim());
+  if (!match) {
+    throw new TetherError(
+      'INVALID_OPTION',
+      `invalid ${name} ${JSON.stringify(text)}: expected a duration such as 500ms, 5s, 1.5s, 2m`,
+    );
+  }
+  return Math.round(Number(match[1]) * (UNITS_MS[match[2] ?? 's'] ?? 1000));
+}

@@ -1,0 +1,59 @@
+// Identity of a process: pid + start time (field 22 of /proc/<pid>/stat), so that a reused pid
+// is never mistaken for the process an earlier scan found.
+import { readFileSync } from 'node:fs';
+import { listTasks } from './environ.js';
+import { readText } from './read.js';
+import { type ProcStat, parseStat } from './stat.js';
+
+/** USER_HZ: the unit of `startTime` (clock ticks). It is 100 on every Linux ABI Node runs on. */
+export const CLOCK_TICKS_PER_SECOND = 100;
+
+/** A process, named so that pid reuse cannot fool a check: `startTime` is in clock ticks since boot. */
+export interface Identity {
+  pid: number;
+  startTime: number;
+}
+
+/** `"pid:startTime"`, the key under which tether remembers a process. */
+export function identityKey(id: Identity): string {
+  return `${id.pid}:${id.startTime}`;
+}
+
+/** Reads and parses `/proc/<pid>/stat`; undefined when the process is gone. */
+export function readStat(procRoot: string, pid: number): ProcStat | undefined {
+  const text = readText(`${procRoot}/${pid}/stat`);
+  return text === undefined ? undefined : parseStat(text);
+}
+
+/**
+ * A process is alive while its pid holds the same start time and it is not a dead zombie.
+ * A zombie leader whose other threads still run (state Z, live tasks besides the leader) is
+ * alive: its threads can still fork and hold resources.
+ */
+export function isAliveStat(procRoot: string, stat: ProcStat): boolean {
+  if (stat.state === 'X') return false;
+  if (stat.state !== 'Z') return true;
+  return listTasks(procRoot, stat.pid).some((tid) => tid !== stat.pid);
+}
+
+/** Ground truth used by tests and checks: is this exact process (pid + start time) still alive? */
+export function isAlive(id: Identity, procRoot = '/proc'): boolean {
+  const stat = readStat(procRoot, id.pid);
+  return stat !== undefined && stat.startTime === id.startTime && isAliveStat(procRoot, stat);
+}
+
+/** Identity of a live pid, or undefined. */
+export function identityOf(pid: number, procRoot = '/proc'): Identity | undefined {
+  const stat = readStat(procRoot, pid);
+  return stat && isAliveStat(procRoot, stat) ? { pid, startTime: stat.startTime } : undefined;
+}
+
+/**
+ * The current time as clock ticks since boot (from `/proc/uptime`, 10 ms resolution), the unit
+ * of `startTime`: a process with `startTime >= ticksNow()` read now started after this call.
+ */
+export function ticksNow(procRoot = '/proc'): number {
+  const uptime = readFileSync(`${procRoot}/uptime`, 'latin1');
+  const seconds = Number.parseFloat(uptime);
+  return Math.floor(seconds * CLOCK_TICKS_PER_SECOND);
+}

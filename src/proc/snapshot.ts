@@ -1,0 +1,69 @@
+// One walk of the process table per round: pid, ppid, state, start time, comm, group, session.
+import { readdirSync } from 'node:fs';
+import { readInto, sharedBuffer } from './read.js';
+import { type ProcStat, isKernelThread, parseStat } from './stat.js';
+
+/** One round's view of the process table, kernel threads left out. */
+export interface Snapshot {
+  procRoot: string;
+  /** Every user-space process seen, by pid. */
+  processes: Map<number, ProcStat>;
+  /** pid → pids whose ppid it is. */
+  children: Map<number, number[]>;
+  /** Milliseconds the walk took (monotonic clock). */
+  durationMs: number;
+}
+
+/** Thrown by `takeSnapshot` when `procRoot` cannot be listed (no /proc): code `NO_PROC`. */
+export class NoProcError extends Error {
+  readonly code = 'NO_PROC';
+  constructor(procRoot: string, cause: unknown) {
+    super(`cannot list ${procRoot}: ${(cause as Error).message}`, { cause });
+  }
+}
+
+/**
+ * Walks `procRoot` once and reads each `/proc/<pid>/stat` through one reused buffer.
+ * A process that exits mid-walk is simply absent. Throws `NoProcError` when `procRoot`
+ * cannot be listed or holds no process at all (not a procfs).
+ */
+export function takeSnapshot(procRoot = '/proc'): Snapshot {
+  const started = performance.now();
+  let names: string[];
+  try {
+    names = readdirSync(procRoot);
+  } catch (error) {
+    throw new NoProcError(procRoot, error);
+  }
+  const processes = new Map<number, ProcStat>();
+  const children = new Map<number, number[]>();
+  for (const name of names) {
+    const first = name.charCodeAt(0);
+    if (first < 48 || first > 57) continue;
+    const r = readInto(`${procRoot}/${name}/stat`);
+    if (r.kind !== 'ok') continue;
+    const stat = parseStat(sharedBuffer().toString('latin1', 0, r.length));
+    if (stat === undefined || isKernelThread(stat)) continue;
+    processes.set(stat.pid, stat);
+    const siblings = children.get(stat.ppid);
+    if (siblings) siblings.push(stat.pid);
+    else children.set(stat.ppid, [stat.pid]);
+  }
+  if (processes.size === 0) {
+    throw new NoProcError(procRoot, new Error('no process entries (is procfs mounted there?)'));
+  }
+  return { procRoot, processes, children, durationMs: performance.now() - started };
+}
+
+/** The pid chain from `pid` up to (and including) PID 1, read from a snapshot. */
+export function ancestorsOf(snapshot: Snapshot, pid: number): number[] {
+  const chain: number[] = [];
+  const seen = new Set<number>();
+  let current: number | undefined = pid;
+  while (current !== undefined && current > 0 && !seen.has(current)) {
+    chain.push(current);
+    seen.add(current);
+    current = snapshot.processes.get(current)?.ppid;
+  }
+  return chain;
+}

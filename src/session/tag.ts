@@ -1,0 +1,50 @@
+// The session tag (ADR-127 §1): an exported variable TETHER_SESSION_<hex>=1 that every
+// descendant inherits through fork, exec, setsid and double forks.
+import { createHash, randomBytes } from 'node:crypto';
+import { TetherError } from '../outcome/errors.js';
+
+/** Prefix of every tether session variable. */
+export const TAG_PREFIX = 'TETHER_SESSION_';
+
+/** A tag name: the prefix and 32 lowercase hex digits (128 bits of a SHA-256 of the token). */
+export const TAG_NAME_PATTERN = /^TETHER_SESSION_[0-9a-f]{32}$/;
+
+/** A session's variable: `name` is exported as `name=1`; `entry` is that exact environ record. */
+export interface SessionTag {
+  name: string;
+  entry: string;
+}
+
+/**
+ * Draws a fresh tag: a random 128-bit token, hashed with SHA-256, the first 128 bits in hex.
+ * Hex cannot spell the words (KEY, TOKEN, SECRET) on which agent sandboxes drop variables.
+ */
+export function createTag(): SessionTag {
+  const token = randomBytes(16);
+  const hex = createHash('sha256').update(token).digest('hex').slice(0, 32);
+  return tagFromName(`${TAG_PREFIX}${hex}`);
+}
+
+/**
+ * Reads a tag given by a user (`NAME` or `NAME=1`). Throws `TetherError` `INVALID_TAG` for
+ * anything else: a sweep by a loose pattern could signal processes outside the session.
+ */
+export function parseTag(input: string): SessionTag {
+  const name = input.endsWith('=1') ? input.slice(0, -2) : input;
+  if (!TAG_NAME_PATTERN.test(name)) {
+    throw new TetherError(
+      'INVALID_TAG',
+      `invalid tag ${JSON.stringify(input)}: expected TETHER_SESSION_ followed by 32 lowercase hex digits (optionally "=1")`,
+    );
+  }
+  return tagFromName(name);
+}
+
+/** The tag names present in an environment (the sessions a process belongs to). */
+export function tagsIn(env: NodeJS.ProcessEnv): string[] {
+  return Object.keys(env).filter((k) => TAG_NAME_PATTERN.test(k) && env[k] === '1');
+}
+
+function tagFromName(name: string): SessionTag {
+  return { name, entry: `${name}=1` };
+}

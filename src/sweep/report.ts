@@ -1,0 +1,88 @@
+// The sweep report: what was stopped, what survived, what could not be inspected (docs/report.md).
+import type { FoundBy } from './scan.js';
+import type { SignalMechanism } from './signal.js';
+
+/** Version of the JSON shape below; bumped on any incompatible change. */
+export const REPORT_VERSION = 1;
+
+/** A process named in a report. `startTime` is in clock ticks since boot (field 22 of stat). */
+export interface ProcessRecord {
+  pid: number;
+  startTime: number;
+  ppid: number;
+  uid: number | null;
+  comm: string;
+  cmdline: string;
+  foundBy: FoundBy;
+  /** For a descendant: the parent pid through which it was found. */
+  via?: number;
+  /** Signals sent, in order (a stopped process gets SIGCONT right after its SIGTERM). */
+  signals: string[];
+  /**
+   * What ended it: the last signal sent before it was seen gone, or `exited` when it was gone
+   * before any signal reached it. Null while alive (survivors).
+   */
+  endedBy: 'SIGTERM' | 'SIGKILL' | 'exited' | null;
+}
+
+/** A survivor: still alive when the KILL phase ended. */
+export interface SurvivorRecord extends ProcessRecord {
+  /** `denied` (EPERM: another uid, no CAP_KILL) or `survived-kill` (still there after SIGKILL). */
+  reason: 'denied' | 'survived-kill';
+}
+
+/** A process left running because its environ could not be read (same uid, started since the session began). */
+export interface UnreadableRecord {
+  pid: number;
+  startTime: number;
+  uid: number | null;
+  comm: string;
+  cmdline: string;
+}
+
+/** Something the sweep could not do. Codes: `NO_PROC`, `SCAN_FAILED`, `NO_PIDFD`. */
+export interface SweepWarning {
+  code: 'NO_PROC' | 'SCAN_FAILED' | 'NO_PIDFD';
+  message: string;
+}
+
+/** How a phase ended: two empty scans in a row, or its time budget ran out. */
+export type PhaseEnd = 'two-empty-scans' | 'budget';
+
+/** One phase: `startedMs` is relative to the sweep's start; all durations in milliseconds. */
+export interface PhaseRecord {
+  signal: 'SIGTERM' | 'SIGKILL';
+  startedMs: number;
+  durationMs: number;
+  rounds: number;
+  endedBy: PhaseEnd;
+}
+
+/** The whole report (JSON-serialisable). */
+export interface SweepReport {
+  version: typeof REPORT_VERSION;
+  tag: string;
+  /** False when the sweep could not run or finish (see `warnings`): nothing it says is complete. */
+  complete: boolean;
+  /** True when complete and no survivor: every process found is gone. */
+  ok: boolean;
+  /** Containment layers that were active. */
+  layers: string[];
+  /** The identity check used before every signal. */
+  signalling: SignalMechanism;
+  /** What proved the end: `two-empty-scans`, or `none` (budget ran out, or the sweep did not run). */
+  proof: 'two-empty-scans' | 'none';
+  stopped: ProcessRecord[];
+  survivors: SurvivorRecord[];
+  unreadable: UnreadableRecord[];
+  warnings: SweepWarning[];
+  phases: PhaseRecord[];
+  timings: {
+    /** ISO-8601 wall-clock time the sweep began. */
+    startedAt: string;
+    durationMs: number;
+    scans: number;
+    /** Sum of the scans' own durations. */
+    scanMs: number;
+  };
+}

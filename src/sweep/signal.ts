@@ -1,0 +1,118 @@
+// Signals sent only to a process whose identity was checked right before (ADR-127 §2).
+// With a pidfd the check is race-free: pidfd_open(2), verify the start time, then
+// pidfd_send_signal(2) to the very process the fd names. Without one (no koffi, a kernel
+// before 5.3), the start time is re-checked and then kill(2) is used: a narrow race remains.
+import { createRequire } from 'node:module';
+import { constants } from 'node:os';
+import { type Identity, isAliveStat, readStat } from '../proc/identity.js';
+
+/**
+ * - `sent`: the signal was delivered to the identified process;
+ * - `gone`: the process no longer exists (ESRCH, a new start time, a dead zombie);
+ * - `denied`: EPERM — the process belongs to another uid and we lack CAP_KILL.
+ */
+export type SignalOutcome = 'sent' | 'gone' | 'denied';
+
+/** How identity checks are made race-free: `pidfd`, or the weaker `start-time-recheck`. */
+export type SignalMechanism = 'pidfd' | 'start-time-recheck';
+
+// Sends a signal to one identified process.
+export interface Signaller {
+  mechanism: SignalMechanism;
+  /** Never signals pid ≤ 1: throws a RangeError for one (a caller bug, never a decision). */
+  send(procRoot: string, id: Identity, signal: NodeJS.Signals): SignalOutcome;
+}
+
+const SYS_PIDFD_SEND_SIGNAL = 424; // x86_64 and every arch using the generic table
+const SYS_PIDFD_OPEN = 434;
+const ESRCH = 3;
+const EPERM = 1;
+
+type SyscallFn = (...args: unknown[]) => number;
+interface Ffi {
+  syscall: SyscallFn;
+  errno: () => number;
+  close: SyscallFn;
+}
+
+let ffi: Ffi | null | undefined;
+
+function loadFfi(): Ffi | null {
+  if (ffi !== undefined) return ffi;
+  try {
+    const koffi = createRequire(import.meta.url)('koffi');
+    const libc = koffi.load('libc.so.6');
+    ffi = {
+      syscall: libc.func('long syscall(long, ...)'),
+      close: libc.func('int close(int)'),
+      errno: () => koffi.errno() as number,
+    };
+    // Probe once: pidfd_open on ourselves must give an fd.
+    const fd = ffi.syscall(SYS_PIDFD_OPEN, 'int', process.pid, 'uint', 0);
+    if (fd < 0) ffi = null;
+    else ffi.close(fd);
+  } catch {
+    ffi = null;
+  }
+  return ffi;
+}
+
+/** The best signaller this machine allows: pidfd when koffi loads and the kernel has it. */
+export function createSignaller(prefer: SignalMechanism = 'pidfd'): Signaller {
+  const f = prefer === 'pidfd' ? loadFfi() : null;
+  return f ? pidfdSignaller(f) : recheckSignaller();
+}
+
+function checkPid(id: Identity): void {
+  if (!Number.isInteger(id.pid) || id.pid <= 1) {
+    throw new RangeError(`refusing to signal pid ${id.pid}: a pid ≤ 1 is never trusted`);
+  }
+}
+
+function sameProcess(procRoot: string, id: Identity): boolean {
+  const stat = readStat(procRoot, id.pid);
+  return stat !== undefined && stat.startTime === id.startTime && isAliveStat(procRoot, stat);
+}
+
+function pidfdSignaller(f: Ffi): Signaller {
+  return {
+    mechanism: 'pidfd',
+    send(procRoot, id, signal) {
+      checkPid(id);
+      const fd = f.syscall(SYS_PIDFD_OPEN, 'int', id.pid, 'uint', 0);
+      if (fd < 0) return f.errno() === ESRCH ? 'gone' : recheckSignaller().send(procRoot, id, signal);
+      try {
+        // The fd was opened before this check; if the start time still matches now, the
+        // process existed throughout and the fd names it.
+        if (!sameProcess(procRoot, id)) return 'gone';
+        const r = f.syscall(SYS_PIDFD_SEND_SIGNAL, 'int', fd, 'int', constants.signals[signal], 'void *', null, 'uint', 0);
+        if (r === 0) return 'sent';
+        const errno = f.errno();
+        if (errno === EPERM) return 'denied';
+        if (errno === ESRCH) return 'gone';
+        throw new Error(`pidfd_send_signal(${id.pid}, ${signal}) failed: errno ${errno}`);
+      } finally {
+        f.close(fd);
+      }
+    },
+  };
+}
+
+function recheckSignaller(): Signaller {
+  return {
+    mechanism: 'start-time-recheck',
+    send(procRoot, id, signal) {
+      checkPid(id);
+      if (!sameProcess(procRoot, id)) return 'gone';
+      try {
+        process.kill(id.pid, signal);
+        return 'sent';
+      } catch (error) {
+        const code = (error as NodeJS.ErrnoException).code;
+        if (code === 'ESRCH') return 'gone';
+        if (code === 'EPERM') return 'denied';
+        throw error;
+      }
+    },
+  };
+}

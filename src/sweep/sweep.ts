@@ -1,0 +1,309 @@
+// The sweep (ADR-127 §2–4; design.md §4). Read it like tini's loop:
+//   scan → signal what is new → two empty scans? done → out of time? next phase → wait 50 ms.
+// TERM phase up to the grace, then — unless TERM ended on two empty scans — KILL phase.
+import { setTimeout as delay } from 'node:timers/promises';
+import { readCmdline, readUid } from '../proc/details.js';
+import { type Identity, identityKey } from '../proc/identity.js';
+import { NoProcError, ancestorsOf, takeSnapshot } from '../proc/snapshot.js';
+import { DEFAULT_GRACE_MS, DEFAULT_KILL_AFTER_MS, DEFAULT_SCAN_INTERVAL_MS, checkMs } from '../options.js';
+import { type SessionTag, parseTag } from '../session/tag.js';
+import type { EventListener, TetherEvent } from './events.js';
+import {
+  type PhaseEnd,
+  type PhaseRecord,
+  type ProcessRecord,
+  REPORT_VERSION,
+  type SurvivorRecord,
+  type SweepReport,
+  type SweepWarning,
+  type UnreadableRecord,
+} from './report.js';
+import { type Member, type ScanContext, scanSession } from './scan.js';
+import { type Signaller, createSignaller } from './signal.js';
+
+/** Options of `sweep()` / `sweepSync()`. Durations in milliseconds. */
+export interface SweepOptions {
+  /** The session tag (or its name, validated as `TETHER_SESSION_<32 hex>`). */
+  tag: SessionTag | string;
+  /** Where procfs is mounted. Default `/proc`. */
+  procRoot?: string;
+  /** TERM phase budget. Default 5000. */
+  graceMs?: number;
+  /** KILL phase budget. Default 3000. */
+  killAfterMs?: number;
+  /** Pause between scans. Default 50. */
+  intervalMs?: number;
+  /** Session start in clock ticks since boot (see `ScanContext.notBefore`). */
+  notBefore?: number;
+  /** Earlier finds, shared by the sweeps of one session. */
+  known?: Map<string, Member>;
+  /** The session's own spawns: swept like the rest, never listed as stopped (ADR-127 §4). */
+  spawns?: Identity[];
+  /** Containment layers to name in the report. Default `['env-tag']`. */
+  layers?: string[];
+  onEvent?: EventListener;
+  /** Called after each round: for a progress line. */
+  onProgress?: (progress: SweepProgress) => void;
+  /** Identity-check mechanism; tests force `start-time-recheck`. Default: the best available. */
+  signaller?: Signaller;
+}
+
+/** Progress after a round: processes still alive, and ms since the phase's first signal. */
+export interface SweepProgress {
+  signal: 'SIGTERM' | 'SIGKILL';
+  waiting: number;
+  sinceSignalMs: number;
+}
+
+type PhaseSignal = 'SIGTERM' | 'SIGKILL';
+
+interface Tracked {
+  record: ProcessRecord;
+  identity: Identity;
+  alive: boolean;
+  denied: boolean;
+}
+
+// State of one sweep: what has been found, signalled and seen gone.
+class SweepRun {
+  readonly started = performance.now();
+  readonly startedAt = new Date().toISOString();
+  readonly tracked = new Map<string, Tracked>();
+  readonly unreadable = new Map<string, UnreadableRecord>();
+  readonly warnings: SweepWarning[] = [];
+  readonly phases: PhaseRecord[] = [];
+  readonly spawnKeys: Set<string>;
+  readonly ctx: ScanContext;
+  readonly signaller: Signaller;
+  scans = 0;
+  scanMs = 0;
+  complete = true;
+
+  constructor(readonly tag: SessionTag, readonly opts: SweepOptions) {
+    this.signaller = opts.signaller ?? createSignaller();
+    this.spawnKeys = new Set((opts.spawns ?? []).map(identityKey));
+    this.ctx = {
+      procRoot: opts.procRoot ?? '/proc',
+      entry: Buffer.from(tag.entry),
+      notBefore: opts.notBefore,
+      excluded: new Set(),
+      known: opts.known ?? new Map(),
+      uid: process.getuid?.() ?? -1,
+    };
+    if (this.signaller.mechanism !== 'pidfd') {
+      this.warn('NO_PIDFD', 'pidfd_open is unavailable: identities are re-checked by start time before each signal (a narrow pid-reuse race remains)');
+    }
+  }
+
+  warn(code: SweepWarning['code'], message: string): void {
+    this.warnings.push({ code, message });
+    emit(this.opts.onEvent, { type: 'warning', tag: this.tag.name, code, message });
+  }
+
+  /** Excludes the supervisor and its ancestors. False when the process table cannot be read. */
+  begin(): boolean {
+    try {
+      const snapshot = takeSnapshot(this.ctx.procRoot);
+      for (const pid of ancestorsOf(snapshot, process.pid)) this.ctx.excluded.add(pid);
+      return true;
+    } catch (error) {
+      return this.fail(error);
+    }
+  }
+
+  fail(error: unknown): false {
+    this.complete = false;
+    if (error instanceof NoProcError) {
+      this.warn('NO_PROC', `the sweep cannot run: ${error.message}; processes of ${this.tag.name} were not looked for`);
+    } else {
+      this.warn('SCAN_FAILED', `the sweep stopped: ${(error as Error).message}`);
+    }
+    return false;
+  }
+
+  /** One round: scan, signal every process not yet sent `signal`. Returns how many are alive, or -1. */
+  round(signal: PhaseSignal): number {
+    let scan: ReturnType<typeof scanSession>;
+    try {
+      scan = scanSession(this.ctx);
+      this.scans += 1;
+      this.scanMs += scan.snapshot.durationMs;
+      const alive = new Set<string>();
+      for (const member of scan.members) {
+        const key = identityKey(member.identity);
+        const t = this.tracked.get(key) ?? this.track(key, member);
+        if (this.deliver(t, member, signal)) alive.add(key);
+      }
+      for (const [key, t] of this.tracked) {
+        if (t.alive && !alive.has(key)) {
+          t.alive = false;
+          t.record.endedBy = lastPhaseSignal(t.record.signals) ?? 'exited';
+        }
+      }
+      for (const stat of scan.unreadable) {
+        const key = identityKey({ pid: stat.pid, startTime: stat.startTime });
+        if (this.unreadable.has(key)) continue;
+        const p = this.ctx.procRoot;
+        this.unreadable.set(key, {
+          pid: stat.pid, startTime: stat.startTime, uid: readUid(p, stat.pid) ?? null,
+          comm: stat.comm, cmdline: readCmdline(p, stat.pid) ?? '',
+        });
+      }
+      return alive.size;
+    } catch (error) {
+      return this.fail(error) ? 0 : -1;
+    }
+  }
+
+  track(key: string, member: Member): Tracked {
+    const p = this.ctx.procRoot;
+    const { pid, startTime } = member.identity;
+    const record: ProcessRecord = {
+      pid, startTime, ppid: member.stat.ppid, uid: readUid(p, pid) ?? null, comm: member.stat.comm,
+      cmdline: readCmdline(p, pid) ?? '', foundBy: member.foundBy, signals: [], endedBy: null,
+    };
+    if (member.via !== undefined) record.via = member.via;
+    const t = { record, identity: member.identity, alive: true, denied: false };
+    this.tracked.set(key, t);
+    return t;
+  }
+
+  /** Sends `signal` once per process (SIGCONT after a stopped one's TERM). False when gone. */
+  deliver(t: Tracked, member: Member, signal: PhaseSignal): boolean {
+    if (t.record.signals.includes(signal) || t.denied) return true;
+    const outcome = this.signaller.send(this.ctx.procRoot, t.identity, signal);
+    if (outcome === 'gone') return false;
+    if (outcome === 'denied') {
+      t.denied = true;
+      return true;
+    }
+    t.record.signals.push(signal);
+    const stopped = member.stat.state === 'T' || member.stat.state === 't';
+    if (signal === 'SIGTERM' && stopped && this.signaller.send(this.ctx.procRoot, t.identity, 'SIGCONT') === 'sent') {
+      t.record.signals.push('SIGCONT');
+    }
+    return true;
+  }
+
+  phaseDone(signal: PhaseSignal, startedAt: number, rounds: number, endedBy: PhaseEnd): void {
+    this.phases.push({
+      signal, startedMs: startedAt - this.started, durationMs: performance.now() - startedAt, rounds, endedBy,
+    });
+  }
+
+  report(): SweepReport {
+    const stopped: ProcessRecord[] = [];
+    const survivors: SurvivorRecord[] = [];
+    for (const [key, t] of this.tracked) {
+      if (t.alive) survivors.push({ ...t.record, reason: t.denied ? 'denied' : 'survived-kill' });
+      else if (!this.spawnKeys.has(key)) stopped.push(t.record);
+    }
+    const last = this.phases.at(-1);
+    const proof = this.complete && last?.endedBy === 'two-empty-scans' ? 'two-empty-scans' : 'none';
+    const report: SweepReport = {
+      version: REPORT_VERSION,
+      tag: this.tag.name,
+      complete: this.complete,
+      ok: this.complete && survivors.length === 0,
+      layers: this.opts.layers ?? ['env-tag'],
+      signalling: this.signaller.mechanism,
+      proof,
+      stopped,
+      survivors,
+      unreadable: [...this.unreadable.values()],
+      warnings: this.warnings,
+      phases: this.phases,
+      timings: { startedAt: this.startedAt, durationMs: performance.now() - this.started, scans: this.scans, scanMs: this.scanMs },
+    };
+    if (stopped.length || survivors.length || report.unreadable.length) {
+      emit(this.opts.onEvent, {
+        type: 'delegate_background', phase: 'abandoned', tag: this.tag.name,
+        stopped, survivors, unreadable: report.unreadable,
+      });
+    }
+    return report;
+  }
+}
+
+function lastPhaseSignal(signals: string[]): 'SIGTERM' | 'SIGKILL' | undefined {
+  for (let i = signals.length - 1; i >= 0; i--) {
+    const s = signals[i];
+    if (s === 'SIGTERM' || s === 'SIGKILL') return s;
+  }
+  return undefined;
+}
+
+function emit(listener: EventListener | undefined, event: TetherEvent): void {
+  try {
+    listener?.(event);
+  } catch {
+    // A listener's exception must not stop a sweep.
+  }
+}
+
+// The algorithm, once: yields each pause (ms) so that async and sync drivers share it.
+function* steps(opts: SweepOptions): Generator<number, SweepReport, void> {
+  const tag = typeof opts.tag === 'string' ? parseTag(opts.tag) : opts.tag;
+  const budgets: Record<PhaseSignal, number> = {
+    SIGTERM: checkMs('graceMs', opts.graceMs ?? DEFAULT_GRACE_MS),
+    SIGKILL: checkMs('killAfterMs', opts.killAfterMs ?? DEFAULT_KILL_AFTER_MS),
+  };
+  const interval = checkMs('intervalMs', opts.intervalMs ?? DEFAULT_SCAN_INTERVAL_MS, 1);
+  const run = new SweepRun(tag, opts);
+  if (!run.begin()) return run.report();
+  for (const signal of ['SIGTERM', 'SIGKILL'] as const) {
+    const phaseStart = performance.now();
+    let rounds = 0;
+    let empty = 0;
+    for (;;) {
+      const alive = run.round(signal);
+      rounds += 1;
+      if (alive < 0) {
+        run.phaseDone(signal, phaseStart, rounds, 'budget');
+        return run.report();
+      }
+      opts.onProgress?.({ signal, waiting: alive, sinceSignalMs: performance.now() - phaseStart });
+      empty = alive === 0 ? empty + 1 : 0;
+      if (empty >= 2) {
+        run.phaseDone(signal, phaseStart, rounds, 'two-empty-scans');
+        return run.report();
+      }
+      if (performance.now() - phaseStart >= budgets[signal]) break;
+      yield interval;
+    }
+    run.phaseDone(signal, phaseStart, rounds, 'budget');
+  }
+  return run.report();
+}
+
+/**
+ * Sweeps a session: finds its processes (carriers of the tag, earlier finds by identity, their
+ * descendants), sends TERM once to each, rescans every `intervalMs`, then KILL the same way
+ * unless the TERM phase ended on two empty scans (ADR-127 §2–4). Never signals pid ≤ 1, the
+ * calling process or its ancestors. Resolves to a `SweepReport`; it does not reject for what it
+ * could not do (that is in `warnings`, `complete` and `survivors`). Throws `TetherError`
+ * `INVALID_OPTION` / `INVALID_TAG` synchronously on bad options.
+ */
+export function sweep(options: SweepOptions): Promise<SweepReport> {
+  const it = steps(options);
+  const first = it.next(); // validates options and runs the first round now
+  return (async () => {
+    for (let s = first; ; s = it.next()) {
+      if (s.done) return s.value;
+      await delay(s.value);
+    }
+  })();
+}
+
+/**
+ * The same sweep, blocking the thread between scans (Atomics.wait). For exit paths where the
+ * event loop no longer runs: `process.on('exit')`, after an uncaught exception.
+ */
+export function sweepSync(options: SweepOptions): SweepReport {
+  const cell = new Int32Array(new SharedArrayBuffer(4));
+  const it = steps(options);
+  for (let s = it.next(); ; s = it.next()) {
+    if (s.done) return s.value;
+    Atomics.wait(cell, 0, 0, s.value);
+  }
+}
