@@ -1,0 +1,35 @@
+// Live processes carrying any tether tag, for `tether ps` (one walk, every environ read).
+import { readCmdline, readUid } from './details.js';
+import { readInto, sharedBuffer } from './read.js';
+import { takeSnapshot } from './snapshot.js';
+
+/** A live process and the tether tags in its environ. `startTime` in clock ticks since boot. */
+export interface TaggedProcess {
+  pid: number;
+  ppid: number;
+  startTime: number;
+  uid: number | null;
+  comm: string;
+  cmdline: string;
+  tags: string[];
+}
+
+const TAG_RECORD = /(?:^|\0)(TETHER_SESSION_[0-9a-f]{32})=1(?=\0|$)/g;
+
+/** Every live process whose environ holds a `TETHER_SESSION_<hex>=1` record. Throws `NoProcError`. */
+export function listTaggedProcesses(procRoot = '/proc'): TaggedProcess[] {
+  const found: TaggedProcess[] = [];
+  for (const stat of takeSnapshot(procRoot).processes.values()) {
+    if (stat.pid === process.pid || stat.state === 'Z') continue;
+    const r = readInto(`${procRoot}/${stat.pid}/environ`);
+    if (r.kind !== 'ok' || r.length === 0) continue;
+    const text = sharedBuffer().toString('latin1', 0, r.length);
+    const tags = [...text.matchAll(TAG_RECORD)].map((m) => m[1] as string);
+    if (tags.length === 0) continue;
+    found.push({
+      pid: stat.pid, ppid: stat.ppid, startTime: stat.startTime, uid: readUid(procRoot, stat.pid) ?? null,
+      comm: stat.comm, cmdline: readCmdline(procRoot, stat.pid) ?? '', tags,
+    });
+  }
+  return found;
+}

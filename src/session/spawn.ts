@@ -1,0 +1,100 @@
+// spawn(): one command as its own session, swept on every exit path (clean exit, failure,
+// start failure, abort, timeout, an exception in the caller's `await using` block).
+import type { ChildProcess } from 'node:child_process';
+import type { Readable, Writable } from 'node:stream';
+import { checkMs } from '../options.js';
+import { TetherError } from '../outcome/errors.js';
+import type { SweepReport } from '../sweep/report.js';
+import { type CommandOptions, type ExitResult, Session, type SessionOptions } from './session.js';
+import type { SessionTag } from './tag.js';
+
+/** Options of `spawn()`: the session's and the command's, plus when to give up. */
+export interface SpawnOptions extends SessionOptions, CommandOptions {
+  /** Aborting it ends the session: the sweep stops the command and everything it started. */
+  signal?: AbortSignal;
+  /** Milliseconds after which the session is ended as by an abort (`timedOut: true`). */
+  timeout?: number;
+}
+
+/** The outcome of a command run as a session: how it ended and what its sweep did. */
+export interface Result extends ExitResult {
+  /** Exit code ≠ 0, a signal, a timeout or an abort. */
+  failed: boolean;
+  timedOut: boolean;
+  isCanceled: boolean;
+  /** The sweep that ended the session (see docs/report.md). */
+  report: SweepReport;
+}
+
+/** Rejection of `Subprocess.result` when the command could not start; the sweep still ran. */
+export class SpawnError extends TetherError {
+  readonly report: SweepReport;
+  constructor(error: TetherError, report: SweepReport) {
+    super('SPAWN_FAILED', error.message, { cause: error.cause });
+    this.report = report;
+  }
+}
+
+// A running command and the promise of its Result; `await` it, or `await using` it.
+export interface Subprocess extends PromiseLike<Result> {
+  readonly pid: number | undefined;
+  readonly tag: SessionTag;
+  readonly child: ChildProcess;
+  readonly stdin: Writable | null;
+  readonly stdout: Readable | null;
+  readonly stderr: Readable | null;
+  /** Resolves after the command exited and the sweep ended; rejects only with `SpawnError`. */
+  readonly result: Promise<Result>;
+  /** Ends the session now (as an abort) and waits for the sweep. */
+  [Symbol.asyncDispose](): Promise<void>;
+}
+
+/**
+ * Runs `command` (no shell) as a session: the variable `TETHER_SESSION_<hex>=1` is exported to
+ * it, and when it exits — or on abort, timeout or dispose — every process carrying the variable,
+ * and every descendant of one, is swept (TERM, grace, KILL; ADR-127 §2). Throws `TetherError`
+ * `INVALID_OPTION` for a bad duration; `result` rejects with `SpawnError` (`SPAWN_FAILED`)
+ * when the command cannot start.
+ */
+export function spawn(command: string, args: readonly string[] = [], options: SpawnOptions = {}): Subprocess {
+  if (options.timeout !== undefined) checkMs('timeout', options.timeout);
+  const s = new Session(options);
+  const proc = s.spawn(command, args, options);
+  let reason: 'timeout' | 'abort' | undefined;
+  const stop = (why: 'timeout' | 'abort') => {
+    reason ??= why;
+    void s.end();
+  };
+  const onAbort = () => stop('abort');
+  if (options.signal?.aborted) onAbort();
+  else options.signal?.addEventListener('abort', onAbort, { once: true });
+  const timer = options.timeout === undefined ? undefined : setTimeout(() => stop('timeout'), options.timeout);
+
+  const result = (async (): Promise<Result> => {
+    const exit = await proc.exited;
+    clearTimeout(timer);
+    options.signal?.removeEventListener('abort', onAbort);
+    const report = await s.end();
+    if (exit.error) throw new SpawnError(exit.error, report);
+    const timedOut = reason === 'timeout';
+    const isCanceled = reason === 'abort';
+    const failed = exit.exitCode !== 0 || timedOut || isCanceled;
+    return { ...exit, failed, timedOut, isCanceled, report };
+  })();
+
+  return {
+    pid: proc.pid,
+    tag: s.tag,
+    child: proc.child,
+    stdin: proc.stdin,
+    stdout: proc.stdout,
+    stderr: proc.stderr,
+    result,
+    // biome-ignore lint/suspicious/noThenProperty: a Subprocess is awaitable, like execa's.
+    then: (onFulfilled, onRejected) => result.then(onFulfilled, onRejected),
+    async [Symbol.asyncDispose]() {
+      stop('abort');
+      await result.catch(() => undefined);
+    },
+  };
+}
