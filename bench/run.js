@@ -1,0 +1,472 @@
+// Benchmarks of the sweep (docs/benchmarks.md). Run with `npm run bench` (builds dist/ first).
+//
+// 1. Scan cost at ~1,000 and ~10,000 processes, as a ratio to a C open/read/close loop over
+//    /proc/*/environ measured in the same run (bench/environ-loop.c).
+// 2. Time for 1,000 TERM-obeying, setsid'd, tagged leftovers to be gone via sweep().
+// 3. Overhead of a clean end: sweep() with nothing to find.
+//
+// Every process is started by bench/spawner.c, which stays their parent and reaps them, and
+// kills + reaps whatever is left when its stdin closes (end of run, error, ^C, our death).
+import { execFileSync, spawn } from 'node:child_process';
+import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import os from 'node:os';
+import { dirname, join } from 'node:path';
+import { setTimeout as delay } from 'node:timers/promises';
+import { fileURLToPath } from 'node:url';
+import { ticksNow } from '../dist/proc/identity.js';
+import { ancestorsOf, takeSnapshot } from '../dist/proc/snapshot.js';
+import { createTag } from '../dist/session/tag.js';
+import { scanSession } from '../dist/sweep/scan.js';
+import { sweep } from '../dist/sweep/sweep.js';
+
+const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..');
+const BUILD = join(ROOT, 'build');
+const SLEEP_SECONDS = '1000'; // far beyond any timer of ours: the VM fast-forwards idle clocks
+const SCAN_REPS = Number(process.env.BENCH_SCAN_REPS ?? 9);
+const SWEEP_REPS = Number(process.env.BENCH_SWEEP_REPS ?? 5);
+const CLEAN_REPS = Number(process.env.BENCH_CLEAN_REPS ?? 21);
+const LEVELS = (process.env.BENCH_LEVELS ?? '1000,10000').split(',').map(Number);
+const LEFTOVERS = Number(process.env.BENCH_LEFTOVERS ?? 1000);
+
+// ---------------------------------------------------------------------------------------------
+// Helpers
+
+const median = (xs) => quantile(xs, 0.5);
+function quantile(xs, q) {
+  const s = [...xs].sort((a, b) => a - b);
+  if (s.length === 0) return Number.NaN;
+  const i = (s.length - 1) * q;
+  const lo = Math.floor(i);
+  const hi = Math.ceil(i);
+  return s[lo] + (s[hi] - s[lo]) * (i - lo);
+}
+const fmt = (ms) => (ms >= 100 ? ms.toFixed(0) : ms >= 10 ? ms.toFixed(1) : ms.toFixed(2));
+const log = (msg) => process.stderr.write(`[bench] ${msg}\n`);
+
+/** Rejects after `ms` unless `promise` settles first; the timer is always cleared. */
+async function withTimeout(promise, ms, what) {
+  let timer;
+  const timeout = new Promise((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`timed out after ${ms} ms: ${what}`)), ms);
+  });
+  try {
+    return await Promise.race([promise, timeout]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+function compile(name) {
+  const out = join(BUILD, name);
+  execFileSync('cc', ['-O2', '-o', out, join(ROOT, 'bench', `${name}.c`)], {
+    stdio: 'inherit',
+    timeout: 60_000,
+  });
+  return out;
+}
+
+/** Raises pid_max (root only) so that pids are not recycled within a run. */
+function raisePidMax() {
+  const path = '/proc/sys/kernel/pid_max';
+  try {
+    const current = Number(readFileSync(path, 'latin1'));
+    if (current < 4194304) {
+      writeFileSync(path, '4194304');
+      log(`pid_max ${current} -> 4194304`);
+    }
+  } catch (error) {
+    log(`pid_max left as is (${error.code ?? error.message})`);
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The spawner: our single long-lived child, parent and reaper of every benchmark process.
+
+class Spawner {
+  constructor(path, entry) {
+    this.child = spawn(path, [entry, '/usr/bin/sleep', SLEEP_SECONDS], {
+      stdio: ['pipe', 'pipe', 'inherit'],
+      detached: true, // its own process group: ^C reaches us, and we close its stdin
+    });
+    this.nextBatch = 0;
+    this.waiters = new Map(); // "S3" / "G3" -> resolve
+    this.replies = new Map(); // replies that arrived before anyone waited
+    this.goneNs = new Map(); // batch -> CLOCK_MONOTONIC ns of its last reap
+    this.live = new Set(); // batches not yet seen gone
+    this.exited = new Promise((resolve) => this.child.once('exit', resolve));
+    let pending = '';
+    this.child.stdout.setEncoding('latin1');
+    this.child.stdout.on('data', (chunk) => {
+      pending += chunk;
+      for (let nl = pending.indexOf('\n'); nl >= 0; nl = pending.indexOf('\n')) {
+        this.onLine(pending.slice(0, nl));
+        pending = pending.slice(nl + 1);
+      }
+    });
+  }
+
+  onLine(line) {
+    const [kind, batch, ...rest] = line.split(' ');
+    const key = `${kind}${batch}`;
+    let value = rest;
+    if (kind === 'G') {
+      value = BigInt(rest[0]);
+      this.goneNs.set(Number(batch), value);
+      this.live.delete(Number(batch));
+    } else {
+      value = rest.map(Number);
+    }
+    const waiter = this.waiters.get(key);
+    if (waiter) {
+      this.waiters.delete(key);
+      waiter(value);
+    } else {
+      this.replies.set(key, value);
+    }
+  }
+
+  reply(key, ms) {
+    if (this.replies.has(key)) {
+      const value = this.replies.get(key);
+      this.replies.delete(key);
+      return Promise.resolve(value);
+    }
+    return withTimeout(
+      new Promise((resolve) => this.waiters.set(key, resolve)),
+      ms,
+      `spawner reply ${key}`,
+    );
+  }
+
+  /** Starts `n` sleeps; resolves to { batch, pids }. */
+  async start(n, { tagged, setsid }) {
+    const batch = this.nextBatch++;
+    this.live.add(batch);
+    this.child.stdin.write(`S ${batch} ${n} ${tagged ? 1 : 0} ${setsid ? 1 : 0}\n`);
+    const pids = await this.reply(`S${batch}`, 120_000);
+    if (pids.length !== n) throw new Error(`spawner started ${pids.length} of ${n}`);
+    return { batch, pids };
+  }
+
+  /** Resolves to the CLOCK_MONOTONIC ns at which the batch's last process was reaped. */
+  gone(batch, ms = 30_000) {
+    if (this.goneNs.has(batch)) {
+      this.replies.delete(`G${batch}`);
+      return Promise.resolve(this.goneNs.get(batch));
+    }
+    return this.reply(`G${batch}`, ms);
+  }
+
+  /** SIGKILLs what is left of a batch and waits until all of it is reaped. */
+  async kill(batch) {
+    if (!this.live.has(batch)) return;
+    this.child.stdin.write(`K ${batch}\n`);
+    await this.gone(batch);
+  }
+
+  /** Closes stdin: the spawner kills and reaps everything left, then exits; we reap it. */
+  async close() {
+    if (this.child.exitCode !== null || this.child.signalCode !== null) return;
+    this.child.stdin.end();
+    try {
+      await withTimeout(this.exited, 30_000, 'spawner exit');
+    } catch (error) {
+      log(`${error.message}: SIGKILL to the spawner ${this.child.pid}`);
+      this.child.kill('SIGKILL');
+      await withTimeout(this.exited, 5_000, 'spawner exit after SIGKILL').catch(() => {});
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Measurements
+
+/** One pass of the C loop (the second of two, so that the first warms the dentry caches). */
+function cLoop(bin, entry, mode) {
+  const out = execFileSync(bin, ['2', entry, mode], { encoding: 'latin1', timeout: 60_000 });
+  const last = out.trim().split('\n').at(-1).split(' ').map(Number);
+  return { ms: last[0], files: last[1], bytes: last[2], matches: last[3] };
+}
+
+function scanContext(tag, notBefore) {
+  const snapshot = takeSnapshot();
+  return {
+    procRoot: '/proc',
+    entry: Buffer.from(tag.entry),
+    notBefore,
+    excluded: new Set(ancestorsOf(snapshot, process.pid)),
+    known: new Map(),
+    uid: process.getuid(),
+  };
+}
+
+function timeScan(tag, notBefore) {
+  const ctx = scanContext(tag, notBefore); // a fresh context: no earlier finds to lean on
+  const t0 = performance.now();
+  const result = scanSession(ctx);
+  const ms = performance.now() - t0;
+  return { ms, members: result.members.length, processes: result.snapshot.processes.size };
+}
+
+function timeSnapshot() {
+  const t0 = performance.now();
+  const snap = takeSnapshot();
+  return { ms: performance.now() - t0, processes: snap.processes.size };
+}
+
+/** Scan rows at one level: `n` sleeps, the untagged half started before the session began. */
+async function scanLevel(sp, bins, tag, n) {
+  log(`level ${n}: starting ${n / 2} untagged sleeps`);
+  const t0 = performance.now();
+  const older = await sp.start(n / 2, { tagged: false, setsid: false });
+  await delay(30); // the next clock tick (10 ms): the older half starts strictly before notBefore
+  const notBefore = ticksNow();
+  await delay(30);
+  log(`level ${n}: starting ${n / 2} tagged sleeps`);
+  const newer = await sp.start(n / 2, { tagged: true, setsid: false });
+  const startMs = performance.now() - t0;
+  log(`level ${n}: ${n} sleeps started in ${fmt(startMs)} ms`);
+
+  // Warm-up: JIT, dentry and inode caches.
+  for (let i = 0; i < 2; i++) {
+    timeScan(tag, undefined);
+    timeScan(tag, notBefore);
+    timeSnapshot();
+  }
+  const rows = { c: [], cStat: [], full: [], filtered: [], snapshot: [] };
+  let info;
+  for (let r = 0; r < SCAN_REPS; r++) {
+    // Interleaved so that drift hits every column alike.
+    const c = cLoop(bins.environLoop, tag.entry, 'environ');
+    const cs = cLoop(bins.environLoop, tag.entry, 'stat');
+    const full = timeScan(tag, undefined);
+    const filtered = timeScan(tag, notBefore);
+    const snap = timeSnapshot();
+    rows.c.push(c.ms);
+    rows.cStat.push(cs.ms);
+    rows.full.push(full.ms);
+    rows.filtered.push(filtered.ms);
+    rows.snapshot.push(snap.ms);
+    info = { c, full, filtered, snap };
+    if (full.members !== n / 2 || filtered.members !== n / 2) {
+      throw new Error(`scan found ${full.members}/${filtered.members} members, expected ${n / 2}`);
+    }
+    if (c.matches !== n / 2) throw new Error(`C loop matched ${c.matches}, expected ${n / 2}`);
+  }
+  const m = Object.fromEntries(Object.entries(rows).map(([k, v]) => [k, median(v)]));
+  const result = {
+    n,
+    processes: info.full.processes,
+    environFiles: info.c.files,
+    environBytesAvg: info.c.bytes / info.c.files,
+    startMs,
+    medians: m,
+    samples: rows,
+    ratioFull: m.full / m.c,
+    ratioFiltered: m.filtered / m.c,
+    ratioFullVsCStat: m.full / m.cStat,
+  };
+  log(
+    `level ${n}: C environ ${fmt(m.c)} ms, C stat+environ ${fmt(m.cStat)} ms, ` +
+      `scan ${fmt(m.full)} ms (${result.ratioFull.toFixed(2)}x), ` +
+      `scan notBefore ${fmt(m.filtered)} ms, snapshot ${fmt(m.snapshot)} ms`,
+  );
+  result.cleanEnd = await cleanEnd(n);
+  await sp.kill(older.batch);
+  await sp.kill(newer.batch);
+  return result;
+}
+
+/** Clean end: a sweep that finds nothing (fresh tag, the session began just now). */
+async function cleanEnd(level) {
+  const times = [];
+  let last;
+  for (let r = 0; r < CLEAN_REPS; r++) {
+    const tag = createTag();
+    const notBefore = ticksNow();
+    const t0 = performance.now();
+    last = await sweep({ tag, notBefore });
+    times.push(performance.now() - t0);
+    if (!last.ok || last.stopped.length !== 0) throw new Error('clean end found something');
+  }
+  const perScan = last.timings.scanMs / last.timings.scans;
+  const res = {
+    level,
+    p50: median(times),
+    p90: quantile(times, 0.9),
+    scans: last.timings.scans,
+    scanMsEach: perScan,
+    proof: last.proof,
+    samples: times,
+  };
+  log(
+    `clean end at ${level}: p50 ${fmt(res.p50)} ms, p90 ${fmt(res.p90)} ms, ` +
+      `${res.scans} scans of ~${fmt(perScan)} ms`,
+  );
+  return res;
+}
+
+/** The sweep of `LEFTOVERS` setsid'd tagged sleeps, `SWEEP_REPS` times. */
+async function sweepLeftovers(sp, bins) {
+  const reps = [];
+  for (let r = 0; r < SWEEP_REPS; r++) {
+    const tag = createTag();
+    const notBefore = ticksNow();
+    const { batch, pids } = await sp.start(LEFTOVERS, { tagged: true, setsid: true });
+    // Sanity: every leftover carries the tag (C loop over /proc).
+    const c = cLoop(bins.environLoop, tag.entry, 'environ');
+    if (c.matches !== LEFTOVERS) {
+      // The spawner tags with the run's first tag only: re-start with that tag instead.
+      throw new Error(`expected ${LEFTOVERS} carriers of the tag, C loop saw ${c.matches}`);
+    }
+    const startNs = process.hrtime.bigint();
+    const t0 = performance.now();
+    let firstEmptyMs;
+    const report = await sweep({
+      tag,
+      notBefore,
+      onProgress: (p) => {
+        if (p.waiting === 0 && firstEmptyMs === undefined) firstEmptyMs = performance.now() - t0;
+      },
+    });
+    const wallMs = performance.now() - t0;
+    const goneNs = await sp.gone(batch, 10_000).catch(() => undefined);
+    const stillThere = pids.filter((pid) => {
+      try {
+        const stat = readFileSync(`/proc/${pid}/stat`, 'latin1');
+        return !/\) [ZX] /.test(stat);
+      } catch {
+        return false;
+      }
+    });
+    const rep = {
+      goneMs: goneNs === undefined ? null : Number(goneNs - startNs) / 1e6,
+      durationMs: report.timings.durationMs,
+      wallMs,
+      firstEmptyRoundMs: firstEmptyMs,
+      scans: report.timings.scans,
+      scanMs: report.timings.scanMs,
+      stopped: report.stopped.length,
+      endedByTerm: report.stopped.filter((p) => p.endedBy === 'SIGTERM').length,
+      survivors: report.survivors.length,
+      proof: report.proof,
+      phases: report.phases.map((p) => `${p.signal}:${p.rounds}:${p.endedBy}`).join(','),
+      signalling: report.signalling,
+      stillAlive: stillThere.length,
+      allGone: goneNs !== undefined && stillThere.length === 0,
+    };
+    reps.push(rep);
+    log(
+      `sweep ${r + 1}/${SWEEP_REPS}: all gone ${rep.goneMs === null ? 'NO' : `${fmt(rep.goneMs)} ms`}, ` +
+        `durationMs ${fmt(rep.durationMs)}, stopped ${rep.stopped} (${rep.endedByTerm} by TERM), ` +
+        `survivors ${rep.survivors}, ${rep.scans} scans (${fmt(rep.scanMs)} ms), ${rep.signalling}`,
+    );
+    await sp.kill(batch); // nothing left normally; otherwise KILL + reap before the next rep
+  }
+  return {
+    n: LEFTOVERS,
+    goneP50: median(reps.map((r) => r.goneMs ?? Number.POSITIVE_INFINITY)),
+    durationP50: median(reps.map((r) => r.durationMs)),
+    allGone: reps.every((r) => r.allGone),
+    reps,
+  };
+}
+
+// ---------------------------------------------------------------------------------------------
+
+function table(res) {
+  const lines = [];
+  lines.push('| row | measured (median) | reference | ratio / target |');
+  lines.push('|---|---|---|---|');
+  for (const l of res.levels) {
+    const m = l.medians;
+    const label = `${l.n.toLocaleString('en')} sleeps (${l.processes} processes)`;
+    lines.push(
+      `| 1. full scan, ${label} | ${fmt(m.full)} ms | C environ loop ${fmt(m.c)} ms | ` +
+        `**${l.ratioFull.toFixed(2)}×** (target ≤ 1.3×) |`,
+    );
+    lines.push(
+      `| 1a. same scan vs C stat+environ loop | ${fmt(m.full)} ms | C stat+environ ${fmt(m.cStat)} ms | ` +
+        `${l.ratioFullVsCStat.toFixed(2)}× |`,
+    );
+    lines.push(
+      `| 1b. scan with notBefore, ${label} | ${fmt(m.filtered)} ms | C environ loop ${fmt(m.c)} ms | ` +
+        `${l.ratioFiltered.toFixed(2)}× |`,
+    );
+    lines.push(`| 1c. takeSnapshot alone, ${label} | ${fmt(m.snapshot)} ms | — | — |`);
+  }
+  const s = res.sweep;
+  lines.push(
+    `| 2. ${s.n.toLocaleString('en')} TERM-obeying leftovers gone (last reaped) | ${fmt(s.goneP50)} ms | ` +
+      `sweep durationMs ${fmt(s.durationP50)} ms | target ≤ 250 ms; all gone: ${s.allGone ? 'yes' : 'NO'} |`,
+  );
+  for (const c of res.cleanEnds) {
+    const expect = 50 + 2 * c.scanMsEach;
+    lines.push(
+      `| 3. clean end, ${c.level.toLocaleString('en')} extra sleeps | p50 ${fmt(c.p50)} ms (p90 ${fmt(c.p90)}) | ` +
+        `ADR-127: two scans 50 ms apart ≈ ${fmt(expect)} ms | ${c.scans} scans, proof ${c.proof} |`,
+    );
+  }
+  return lines.join('\n');
+}
+
+async function main() {
+  mkdirSync(BUILD, { recursive: true });
+  raisePidMax();
+  const bins = { environLoop: compile('environ-loop'), spawner: compile('spawner') };
+  log(`compiled ${bins.environLoop} and ${bins.spawner}`);
+  const runTag = createTag();
+  const sp = new Spawner(bins.spawner, runTag.entry);
+  let stopping = false;
+  const onSignal = (sig) => {
+    if (stopping) return;
+    stopping = true;
+    log(`${sig}: stopping, killing every benchmark process`);
+    sp.close().finally(() => process.exit(130));
+  };
+  process.on('SIGINT', onSignal);
+  process.on('SIGTERM', onSignal);
+  const started = performance.now();
+  try {
+    const res = {
+      machine: {
+        cores: os.cpus().length,
+        cpu: os.cpus()[0]?.model,
+        kernel: os.release(),
+        node: process.version,
+        memGiB: +(os.totalmem() / 2 ** 30).toFixed(1),
+        environBytes: Object.entries(process.env).reduce((a, [k, v]) => a + k.length + v.length + 2, 0),
+      },
+      date: new Date().toISOString(),
+      cleanEnds: [],
+      levels: [],
+    };
+    // A warm-up sweep loads koffi (pidfd) once.
+    await sweep({ tag: createTag(), notBefore: ticksNow() });
+    res.cleanEnds.push(await cleanEnd(0));
+    for (const n of LEVELS) {
+      const level = await scanLevel(sp, bins, runTag, n);
+      res.levels.push(level);
+      res.cleanEnds.push(level.cleanEnd);
+    }
+    // The spawner tags children with the run's tag: the sweep rows use it, one batch at a time.
+    res.sweep = await sweepLeftovers(sp, bins, runTag);
+    res.totalMs = performance.now() - started;
+    writeFileSync(join(BUILD, 'bench-results.json'), `${JSON.stringify(res, null, 2)}\n`);
+    process.stdout.write(`\n${table(res)}\n\n`);
+    process.stdout.write(
+      `machine: ${res.machine.cores} cores (${res.machine.cpu}), kernel ${res.machine.kernel}, ` +
+        `node ${res.machine.node}; environ ~${Math.round(res.levels[0]?.environBytesAvg ?? 0)} B per process; ` +
+        `run took ${(res.totalMs / 1000).toFixed(1)} s; raw figures in build/bench-results.json\n`,
+    );
+  } finally {
+    await sp.close();
+    process.off('SIGINT', onSignal);
+    process.off('SIGTERM', onSignal);
+  }
+}
+
+main().catch((error) => {
+  process.stderr.write(`[bench] failed: ${error.stack ?? error}\n`);
+  process.exitCode = 1;
+});

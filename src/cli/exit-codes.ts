@@ -1,0 +1,12 @@
+// Exit statuses of the tether CLI besides the payload's own.
+
+/** Invalid usage: unknown flag, bad duration, missing command, bad tag. */
+export const EXIT_USAGE = 2;
+/** A sweep that could not finish or left a survivor (`tether sweep`). */
+export const EXIT_SWEEP_FAILED = 1;
+/** The command was found but could not be executed (EACCES…), as in POSIX shells. */
+export const EXIT_CANNOT_EXECUTE = 126;
+/** The command was not found, as in POSIX shells. */
+export const EXIT_NOT_FOUND = 127;
+/** Added to a signal number when the payload was killed by a signal. */
+export const EXIT_SIGNAL_OFFSET = 128;

@@ -1,0 +1,52 @@
+// The tether CLI: parse → call the library → render → exit status.
+import { Command, CommanderError } from 'commander';
+import { TetherError } from '../outcome/errors.js';
+import { EXIT_USAGE } from './exit-codes.js';
+import { psCommand } from './ps.js';
+import { runCommand } from './run.js';
+import { sweepCommand } from './sweep.js';
+
+const program = new Command('tether')
+  .description('Run a command as a session: every process it starts ends with it.')
+  .enablePositionalOptions()
+  .exitOverride()
+  .configureOutput({ outputError: (text, write) => write(`tether: ${text.replace(/^error: /, '')}`) });
+
+program
+  .command('run')
+  .description('run CMD as a session; when it exits, stop everything it left running')
+  .option('--grace <duration>', 'TERM phase: how long to wait before KILL (500ms, 5s, 2m)', '5s')
+  .option('--kill-after <duration>', 'KILL phase budget', '3s')
+  .option('--json', 'print the sweep report as JSON on stderr instead of the table')
+  .option('--report-file <file>', 'write the sweep report as JSON to FILE')
+  .argument('<command...>', 'the command and its arguments (after --)')
+  .passThroughOptions()
+  .action(runCommand);
+
+program
+  .command('ps')
+  .description('list live processes carrying tether session tags, grouped by session')
+  .option('--json', 'print JSON')
+  .action(psCommand);
+
+program
+  .command('sweep')
+  .description('stop every process carrying one session tag')
+  .requiredOption('--tag <name>', 'TETHER_SESSION_<32 hex digits>')
+  .option('--grace <duration>', 'TERM phase budget', '5s')
+  .option('--kill-after <duration>', 'KILL phase budget', '3s')
+  .option('--json', 'print the report as JSON on stdout')
+  .action(sweepCommand);
+
+try {
+  await program.parseAsync(process.argv);
+} catch (error) {
+  if (error instanceof CommanderError) {
+    process.exitCode = error.exitCode === 0 ? 0 : EXIT_USAGE;
+  } else if (error instanceof TetherError) {
+    process.stderr.write(`tether: ${error.message}\n`);
+    process.exitCode = EXIT_USAGE;
+  } else {
+    throw error;
+  }
+}

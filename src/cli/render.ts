@@ -1,0 +1,73 @@
+// Human rendering of reports, for stderr.
+import type { TaggedProcess } from '../proc/tagged.js';
+import type { ProcessRecord, SweepReport } from '../sweep/report.js';
+
+const MAX_COMMAND = 60;
+
+function row(cells: string[], widths: number[]): string {
+  return `  ${cells.map((c, i) => (i === cells.length - 1 ? c : c.padEnd(widths[i] ?? 0))).join('  ')}`;
+}
+
+function table(header: string[], rows: string[][]): string[] {
+  const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => (r[i] ?? '').length)));
+  return [row(header, widths), ...rows.map((r) => row(r, widths))];
+}
+
+function command(p: { cmdline: string; comm: string }): string {
+  const text = p.cmdline || `[${p.comm}]`;
+  return text.length > MAX_COMMAND ? `${text.slice(0, MAX_COMMAND - 1)}…` : text;
+}
+
+function foundBy(p: ProcessRecord): string {
+  return p.foundBy === 'descendant' ? `descendant of ${p.via}` : 'carrier (env tag)';
+}
+
+/** The sweep report as lines for a person: what was stopped, what survived, what was not read. */
+export function renderReport(report: SweepReport): string[] {
+  const lines: string[] = [];
+  const ms = (n: number) => `${Math.round(n)} ms`;
+  if (report.stopped.length > 0) {
+    lines.push(`tether: stopped ${report.stopped.length} process${report.stopped.length === 1 ? '' : 'es'} the session left running:`);
+    lines.push(...table(['PID', 'FOUND BY', 'ENDED BY', 'COMMAND'],
+      report.stopped.map((p) => [String(p.pid), foundBy(p), p.endedBy ?? '', command(p)])));
+  } else if (report.complete) {
+    lines.push('tether: nothing left running');
+  }
+  if (report.survivors.length > 0) {
+    lines.push(`tether: error: ${report.survivors.length} process${report.survivors.length === 1 ? '' : 'es'} still running after SIGKILL:`);
+    lines.push(...table(['PID', 'REASON', 'FOUND BY', 'COMMAND'],
+      report.survivors.map((p) => [String(p.pid), p.reason, foundBy(p), command(p)])));
+  }
+  if (report.unreadable.length > 0) {
+    lines.push(`tether: left running, environ unreadable (may belong to the session): ${report.unreadable.map((p) => `${p.pid} ${command(p)}`).join('; ')}`);
+  }
+  for (const w of report.warnings) lines.push(`tether: warning: ${w.message}`);
+  const proof = report.proof === 'two-empty-scans' ? 'two empty scans' : 'no proof';
+  lines.push(`tether: sweep ${report.complete ? 'finished' : 'did not finish'} in ${ms(report.timings.durationMs)} (${report.timings.scans} scans, ${proof})`);
+  return lines;
+}
+
+/** `tether ps` output: processes grouped by session tag. */
+export function renderTagged(processes: TaggedProcess[]): string[] {
+  const byTag = groupByTag(processes);
+  if (byTag.size === 0) return ['no process carries a tether session tag'];
+  const lines: string[] = [];
+  for (const [tag, list] of byTag) {
+    lines.push(`${tag} (${list.length} process${list.length === 1 ? '' : 'es'})`);
+    lines.push(...table(['PID', 'PPID', 'UID', 'COMMAND'], list.map((p) => [String(p.pid), String(p.ppid), String(p.uid ?? '?'), command(p)])));
+  }
+  return lines;
+}
+
+/** Processes grouped under each tag they carry (a nested session's appear under both). */
+export function groupByTag(processes: TaggedProcess[]): Map<string, TaggedProcess[]> {
+  const byTag = new Map<string, TaggedProcess[]>();
+  for (const p of processes) {
+    for (const tag of p.tags) {
+      const list = byTag.get(tag);
+      if (list) list.push(p);
+      else byTag.set(tag, [p]);
+    }
+  }
+  return byTag;
+}

@@ -1,0 +1,54 @@
+// tether run [--grace 5s] [--kill-after 3s] [--json] [--report-file FILE] -- CMD [ARGS…]
+import { writeFileSync } from 'node:fs';
+import { constants } from 'node:os';
+import { parseDuration } from '../options.js';
+import { Session } from '../session/session.js';
+import { EXIT_CANNOT_EXECUTE, EXIT_NOT_FOUND, EXIT_SIGNAL_OFFSET } from './exit-codes.js';
+import { progressLine } from './progress.js';
+import { renderReport } from './render.js';
+
+/** Parsed options of `tether run` (durations as the user typed them). */
+export interface RunFlags {
+  grace: string;
+  killAfter: string;
+  json?: boolean;
+  reportFile?: string;
+}
+
+const FORWARDED = ['SIGINT', 'SIGTERM', 'SIGHUP'] as const;
+
+/** Runs the payload as a session with stdio passed through; sets `process.exitCode`. */
+export async function runCommand(argv: string[], flags: RunFlags): Promise<void> {
+  const graceMs = parseDuration('--grace', flags.grace);
+  const killAfterMs = parseDuration('--kill-after', flags.killAfter);
+  const [command, ...args] = argv as [string, ...string[]];
+  const progress = progressLine(process.stderr);
+  const s = new Session({ graceMs, killAfterMs, onProgress: progress.update });
+  const proc = s.spawn(command, args, { stdio: 'inherit' });
+
+  // A signal to tether goes to the payload first, then the session ends (the sweep).
+  const forward = (signal: NodeJS.Signals) => {
+    proc.child.kill(signal);
+    void s.end();
+  };
+  for (const signal of FORWARDED) process.on(signal, forward);
+
+  const exit = await proc.exited;
+  const report = await s.end();
+  progress.clear();
+  for (const signal of FORWARDED) process.off(signal, forward);
+
+  if (flags.reportFile) writeFileSync(flags.reportFile, `${JSON.stringify(report, null, 2)}\n`);
+  if (flags.json) process.stderr.write(`${JSON.stringify(report)}\n`);
+  else if (report.stopped.length || report.survivors.length || report.unreadable.length || report.warnings.length || !report.complete) {
+    process.stderr.write(`${renderReport(report).join('\n')}\n`);
+  }
+
+  if (exit.error) {
+    const code = (exit.error.cause as NodeJS.ErrnoException | undefined)?.code;
+    process.stderr.write(`tether: cannot start ${JSON.stringify(command)}: ${code === 'ENOENT' ? 'command not found' : exit.error.message}\n`);
+    process.exitCode = code === 'ENOENT' ? EXIT_NOT_FOUND : EXIT_CANNOT_EXECUTE;
+    return;
+  }
+  process.exitCode = exit.signal ? EXIT_SIGNAL_OFFSET + (constants.signals[exit.signal] ?? 0) : (exit.exitCode ?? 0);
+}

@@ -1,0 +1,20 @@
+// tether sweep --tag NAME [--grace 5s] [--kill-after 3s] [--json]: sweep one tag now.
+import { parseDuration } from '../options.js';
+import { parseTag } from '../session/tag.js';
+import { sweep } from '../sweep/sweep.js';
+import { EXIT_SWEEP_FAILED } from './exit-codes.js';
+import { progressLine } from './progress.js';
+import { renderReport } from './render.js';
+
+/** Sweeps every process carrying `flags.tag`; exit status 1 when it left a survivor or could not finish. */
+export async function sweepCommand(flags: { tag: string; grace: string; killAfter: string; json?: boolean }): Promise<void> {
+  const tag = parseTag(flags.tag);
+  const graceMs = parseDuration('--grace', flags.grace);
+  const killAfterMs = parseDuration('--kill-after', flags.killAfter);
+  const progress = progressLine(process.stderr);
+  const report = await sweep({ tag, graceMs, killAfterMs, onProgress: progress.update });
+  progress.clear();
+  if (flags.json) process.stdout.write(`${JSON.stringify(report, null, 2)}\n`);
+  else process.stderr.write(`${renderReport(report).join('\n')}\n`);
+  if (!report.ok) process.exitCode = EXIT_SWEEP_FAILED;
+}
