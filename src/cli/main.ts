@@ -10,7 +10,9 @@ const program = new Command('tether')
   .description('Run a command as a session: every process it starts ends with it.')
   .enablePositionalOptions()
   .exitOverride()
-  .configureOutput({ outputError: (text, write) => write(`tether: ${text.replace(/^error: /, '')}`) });
+  .configureOutput({
+    outputError: (text, write) => write(`tether: ${text.replace(/^error: /, '')}`),
+  });
 
 program
   .command('run')

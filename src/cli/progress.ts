@@ -2,7 +2,10 @@
 import type { SweepProgress } from '../sweep/sweep.js';
 
 /** A progress writer for `stream` (a no-op off a TTY) and the function that clears its line. */
-export function progressLine(stream: NodeJS.WriteStream): { update: (p: SweepProgress) => void; clear: () => void } {
+export function progressLine(stream: NodeJS.WriteStream): {
+  update: (p: SweepProgress) => void;
+  clear: () => void;
+} {
   if (!stream.isTTY) return { update: () => undefined, clear: () => undefined };
   let shown = false;
   return {
@@ -10,7 +13,9 @@ export function progressLine(stream: NodeJS.WriteStream): { update: (p: SweepPro
       if (p.waiting === 0) return;
       const signal = p.signal === 'SIGTERM' ? 'TERM' : 'KILL';
       const s = p.waiting === 1 ? '' : 'es';
-      stream.write(`\r\x1b[Ktether: waiting for ${p.waiting} process${s}, ${signal} sent ${(p.sinceSignalMs / 1000).toFixed(1)} s ago`);
+      stream.write(
+        `\r\x1b[Ktether: waiting for ${p.waiting} process${s}, ${signal} sent ${(p.sinceSignalMs / 1000).toFixed(1)} s ago`,
+      );
       shown = true;
     },
     clear() {

@@ -27,23 +27,39 @@ export function renderReport(report: SweepReport): string[] {
   const lines: string[] = [];
   const ms = (n: number) => `${Math.round(n)} ms`;
   if (report.stopped.length > 0) {
-    lines.push(`tether: stopped ${report.stopped.length} process${report.stopped.length === 1 ? '' : 'es'} the session left running:`);
-    lines.push(...table(['PID', 'FOUND BY', 'ENDED BY', 'COMMAND'],
-      report.stopped.map((p) => [String(p.pid), foundBy(p), p.endedBy ?? '', command(p)])));
+    lines.push(
+      `tether: stopped ${report.stopped.length} process${report.stopped.length === 1 ? '' : 'es'} the session left running:`,
+    );
+    lines.push(
+      ...table(
+        ['PID', 'FOUND BY', 'ENDED BY', 'COMMAND'],
+        report.stopped.map((p) => [String(p.pid), foundBy(p), p.endedBy ?? '', command(p)]),
+      ),
+    );
   } else if (report.complete) {
     lines.push('tether: nothing left running');
   }
   if (report.survivors.length > 0) {
-    lines.push(`tether: error: ${report.survivors.length} process${report.survivors.length === 1 ? '' : 'es'} still running after SIGKILL:`);
-    lines.push(...table(['PID', 'REASON', 'FOUND BY', 'COMMAND'],
-      report.survivors.map((p) => [String(p.pid), p.reason, foundBy(p), command(p)])));
+    lines.push(
+      `tether: error: ${report.survivors.length} process${report.survivors.length === 1 ? '' : 'es'} still running after SIGKILL:`,
+    );
+    lines.push(
+      ...table(
+        ['PID', 'REASON', 'FOUND BY', 'COMMAND'],
+        report.survivors.map((p) => [String(p.pid), p.reason, foundBy(p), command(p)]),
+      ),
+    );
   }
   if (report.unreadable.length > 0) {
-    lines.push(`tether: left running, environ unreadable (may belong to the session): ${report.unreadable.map((p) => `${p.pid} ${command(p)}`).join('; ')}`);
+    lines.push(
+      `tether: left running, environ unreadable (may belong to the session): ${report.unreadable.map((p) => `${p.pid} ${command(p)}`).join('; ')}`,
+    );
   }
   for (const w of report.warnings) lines.push(`tether: warning: ${w.message}`);
   const proof = report.proof === 'two-empty-scans' ? 'two empty scans' : 'no proof';
-  lines.push(`tether: sweep ${report.complete ? 'finished' : 'did not finish'} in ${ms(report.timings.durationMs)} (${report.timings.scans} scans, ${proof})`);
+  lines.push(
+    `tether: sweep ${report.complete ? 'finished' : 'did not finish'} in ${ms(report.timings.durationMs)} (${report.timings.scans} scans, ${proof})`,
+  );
   return lines;
 }
 
@@ -54,7 +70,12 @@ export function renderTagged(processes: TaggedProcess[]): string[] {
   const lines: string[] = [];
   for (const [tag, list] of byTag) {
     lines.push(`${tag} (${list.length} process${list.length === 1 ? '' : 'es'})`);
-    lines.push(...table(['PID', 'PPID', 'UID', 'COMMAND'], list.map((p) => [String(p.pid), String(p.ppid), String(p.uid ?? '?'), command(p)])));
+    lines.push(
+      ...table(
+        ['PID', 'PPID', 'UID', 'COMMAND'],
+        list.map((p) => [String(p.pid), String(p.ppid), String(p.uid ?? '?'), command(p)]),
+      ),
+    );
   }
   return lines;
 }

@@ -40,15 +40,25 @@ export async function runCommand(argv: string[], flags: RunFlags): Promise<void>
 
   if (flags.reportFile) writeFileSync(flags.reportFile, `${JSON.stringify(report, null, 2)}\n`);
   if (flags.json) process.stderr.write(`${JSON.stringify(report)}\n`);
-  else if (report.stopped.length || report.survivors.length || report.unreadable.length || report.warnings.length || !report.complete) {
+  else if (
+    report.stopped.length ||
+    report.survivors.length ||
+    report.unreadable.length ||
+    report.warnings.length ||
+    !report.complete
+  ) {
     process.stderr.write(`${renderReport(report).join('\n')}\n`);
   }
 
   if (exit.error) {
     const code = (exit.error.cause as NodeJS.ErrnoException | undefined)?.code;
-    process.stderr.write(`tether: cannot start ${JSON.stringify(command)}: ${code === 'ENOENT' ? 'command not found' : exit.error.message}\n`);
+    process.stderr.write(
+      `tether: cannot start ${JSON.stringify(command)}: ${code === 'ENOENT' ? 'command not found' : exit.error.message}\n`,
+    );
     process.exitCode = code === 'ENOENT' ? EXIT_NOT_FOUND : EXIT_CANNOT_EXECUTE;
     return;
   }
-  process.exitCode = exit.signal ? EXIT_SIGNAL_OFFSET + (constants.signals[exit.signal] ?? 0) : (exit.exitCode ?? 0);
+  process.exitCode = exit.signal
+    ? EXIT_SIGNAL_OFFSET + (constants.signals[exit.signal] ?? 0)
+    : (exit.exitCode ?? 0);
 }

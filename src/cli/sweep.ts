@@ -7,7 +7,12 @@ import { progressLine } from './progress.js';
 import { renderReport } from './render.js';
 
 /** Sweeps every process carrying `flags.tag`; exit status 1 when it left a survivor or could not finish. */
-export async function sweepCommand(flags: { tag: string; grace: string; killAfter: string; json?: boolean }): Promise<void> {
+export async function sweepCommand(flags: {
+  tag: string;
+  grace: string;
+  killAfter: string;
+  json?: boolean;
+}): Promise<void> {
   const tag = parseTag(flags.tag);
   const graceMs = parseDuration('--grace', flags.grace);
   const killAfterMs = parseDuration('--kill-after', flags.killAfter);

@@ -1,7 +1,7 @@
 // One walk of the process table per round: pid, ppid, state, start time, comm, group, session.
 import { readdirSync } from 'node:fs';
 import { readInto, sharedBuffer } from './read.js';
-import { type ProcStat, isKernelThread, parseStat } from './stat.js';
+import { isKernelThread, type ProcStat, parseStat } from './stat.js';
 
 /** One round's view of the process table, kernel threads left out. */
 export interface Snapshot {

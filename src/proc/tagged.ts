@@ -27,8 +27,13 @@ export function listTaggedProcesses(procRoot = '/proc'): TaggedProcess[] {
     const tags = [...text.matchAll(TAG_RECORD)].map((m) => m[1] as string);
     if (tags.length === 0) continue;
     found.push({
-      pid: stat.pid, ppid: stat.ppid, startTime: stat.startTime, uid: readUid(procRoot, stat.pid) ?? null,
-      comm: stat.comm, cmdline: readCmdline(procRoot, stat.pid) ?? '', tags,
+      pid: stat.pid,
+      ppid: stat.ppid,
+      startTime: stat.startTime,
+      uid: readUid(procRoot, stat.pid) ?? null,
+      comm: stat.comm,
+      cmdline: readCmdline(procRoot, stat.pid) ?? '',
+      tags,
     });
   }
   return found;

@@ -1,15 +1,15 @@
 // A session: one tag, any number of commands run under it, one sweep at its end (ADR-127 §1–2).
 import { type ChildProcess, type StdioOptions, spawn as spawnChild } from 'node:child_process';
 import type { Readable, Writable } from 'node:stream';
-import { type Identity, identityOf, ticksNow } from '../proc/identity.js';
-import { DEFAULT_GRACE_MS, DEFAULT_KILL_AFTER_MS, DEFAULT_OUTPUT_CAP_MS, checkMs } from '../options.js';
+import { checkMs, DEFAULT_GRACE_MS, DEFAULT_KILL_AFTER_MS, DEFAULT_OUTPUT_CAP_MS } from '../options.js';
 import { TetherError } from '../outcome/errors.js';
+import { type Identity, identityOf, ticksNow } from '../proc/identity.js';
 import type { EventListener } from '../sweep/events.js';
 import type { SweepReport } from '../sweep/report.js';
 import type { Member } from '../sweep/scan.js';
 import { type SweepProgress, sweep, sweepSync } from '../sweep/sweep.js';
 import { outputClosed, releaseOutput } from './output.js';
-import { type SessionTag, createTag } from './tag.js';
+import { createTag, type SessionTag } from './tag.js';
 
 /** Options of a session. Durations in milliseconds. */
 export interface SessionOptions {
@@ -111,7 +111,8 @@ export class Session {
    * resolves with `error` (`SPAWN_FAILED`).
    */
   spawn(command: string, args: readonly string[] = [], options: CommandOptions = {}): SessionProcess {
-    if (this.ending) throw new TetherError('SESSION_ENDED', `session ${this.tag.name} has ended: cannot spawn ${command}`);
+    if (this.ending)
+      throw new TetherError('SESSION_ENDED', `session ${this.tag.name} has ended: cannot spawn ${command}`);
     const started = performance.now();
     const child = spawnChild(command, args, {
       cwd: options.cwd,
@@ -124,8 +125,18 @@ export class Session {
     const exited = new Promise<ExitResult>((resolve) => {
       child.once('error', (cause) => {
         if (child.pid !== undefined) return; // an error after a successful start (kill failed…)
-        const error = new TetherError('SPAWN_FAILED', `cannot start ${command}: ${(cause as Error).message}`, { cause });
-        resolve({ exitCode: null, signal: null, durationMs: performance.now() - started, outputTimedOut: false, error });
+        const error = new TetherError(
+          'SPAWN_FAILED',
+          `cannot start ${command}: ${(cause as Error).message}`,
+          { cause },
+        );
+        resolve({
+          exitCode: null,
+          signal: null,
+          durationMs: performance.now() - started,
+          outputTimedOut: false,
+          error,
+        });
       });
       child.once('exit', (exitCode, signal) => {
         const durationMs = performance.now() - started;

@@ -68,7 +68,8 @@ export function spawn(command: string, args: readonly string[] = [], options: Sp
   const onAbort = () => stop('abort');
   if (options.signal?.aborted) onAbort();
   else options.signal?.addEventListener('abort', onAbort, { once: true });
-  const timer = options.timeout === undefined ? undefined : setTimeout(() => stop('timeout'), options.timeout);
+  const timer =
+    options.timeout === undefined ? undefined : setTimeout(() => stop('timeout'), options.timeout);
 
   const result = (async (): Promise<Result> => {
     const exit = await proc.exited;

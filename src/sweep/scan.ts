@@ -1,8 +1,9 @@
 // One scan (ADR-127 §2): the session's processes are the carriers of the tag, the earlier finds
 // still alive with the same identity, and every descendant of either, by parent.
-import { matchEnviron } from '../proc/environ.js';
-import { identityKey, isAliveStat, type Identity } from '../proc/identity.js';
+
 import { readUid } from '../proc/details.js';
+import { matchEnviron } from '../proc/environ.js';
+import { type Identity, identityKey, isAliveStat } from '../proc/identity.js';
 import { type Snapshot, takeSnapshot } from '../proc/snapshot.js';
 import type { ProcStat } from '../proc/stat.js';
 
@@ -64,7 +65,9 @@ export function scanSession(ctx: ScanContext): ScanResult {
         if (stat === undefined || members.has(child) || !eligible(stat)) continue;
         const identity = { pid: child, startTime: stat.startTime };
         const earlier = ctx.known.get(identityKey(identity));
-        queue.push(earlier ? { ...earlier, stat } : { identity, stat, foundBy: 'descendant', via: m.identity.pid });
+        queue.push(
+          earlier ? { ...earlier, stat } : { identity, stat, foundBy: 'descendant', via: m.identity.pid },
+        );
       }
     }
   };
@@ -84,11 +87,19 @@ export function scanSession(ctx: ScanContext): ScanResult {
     const leaderExited = stat.state === 'Z';
     const match = matchEnviron(ctx.procRoot, stat.pid, ctx.entry, leaderExited);
     if (match === 'match') {
-      addWithDescendants({ identity: { pid: stat.pid, startTime: stat.startTime }, stat, foundBy: 'carrier' });
+      addWithDescendants({
+        identity: { pid: stat.pid, startTime: stat.startTime },
+        stat,
+        foundBy: 'carrier',
+      });
     } else if (match === 'denied' && readUid(ctx.procRoot, stat.pid) === ctx.uid) {
       unreadable.push(stat);
     }
   }
   // An unreadable process later found as a descendant is a member, not unreadable.
-  return { snapshot, members: [...members.values()], unreadable: unreadable.filter((s) => !members.has(s.pid)) };
+  return {
+    snapshot,
+    members: [...members.values()],
+    unreadable: unreadable.filter((s) => !members.has(s.pid)),
+  };
 }

@@ -85,7 +85,17 @@ function pidfdSignaller(f: Ffi): Signaller {
         // The fd was opened before this check; if the start time still matches now, the
         // process existed throughout and the fd names it.
         if (!sameProcess(procRoot, id)) return 'gone';
-        const r = f.syscall(SYS_PIDFD_SEND_SIGNAL, 'int', fd, 'int', constants.signals[signal], 'void *', null, 'uint', 0);
+        const r = f.syscall(
+          SYS_PIDFD_SEND_SIGNAL,
+          'int',
+          fd,
+          'int',
+          constants.signals[signal],
+          'void *',
+          null,
+          'uint',
+          0,
+        );
         if (r === 0) return 'sent';
         const errno = f.errno();
         if (errno === EPERM) return 'denied';

@@ -2,11 +2,11 @@
 //   scan → signal what is new → two empty scans? done → out of time? next phase → wait 50 ms.
 // TERM phase up to the grace, then — unless TERM ended on two empty scans — KILL phase.
 import { setTimeout as delay } from 'node:timers/promises';
+import { checkMs, DEFAULT_GRACE_MS, DEFAULT_KILL_AFTER_MS, DEFAULT_SCAN_INTERVAL_MS } from '../options.js';
 import { readCmdline, readUid } from '../proc/details.js';
 import { type Identity, identityKey } from '../proc/identity.js';
-import { NoProcError, ancestorsOf, takeSnapshot } from '../proc/snapshot.js';
-import { DEFAULT_GRACE_MS, DEFAULT_KILL_AFTER_MS, DEFAULT_SCAN_INTERVAL_MS, checkMs } from '../options.js';
-import { type SessionTag, parseTag } from '../session/tag.js';
+import { ancestorsOf, NoProcError, takeSnapshot } from '../proc/snapshot.js';
+import { parseTag, type SessionTag } from '../session/tag.js';
 import type { EventListener, TetherEvent } from './events.js';
 import {
   type PhaseEnd,
@@ -19,7 +19,7 @@ import {
   type UnreadableRecord,
 } from './report.js';
 import { type Member, type ScanContext, scanSession } from './scan.js';
-import { type Signaller, createSignaller } from './signal.js';
+import { createSignaller, type Signaller } from './signal.js';
 
 /** Options of `sweep()` / `sweepSync()`. Durations in milliseconds. */
 export interface SweepOptions {
@@ -79,7 +79,10 @@ class SweepRun {
   scanMs = 0;
   complete = true;
 
-  constructor(readonly tag: SessionTag, readonly opts: SweepOptions) {
+  constructor(
+    readonly tag: SessionTag,
+    readonly opts: SweepOptions,
+  ) {
     this.signaller = opts.signaller ?? createSignaller();
     this.spawnKeys = new Set((opts.spawns ?? []).map(identityKey));
     this.ctx = {
@@ -91,7 +94,10 @@ class SweepRun {
       uid: process.getuid?.() ?? -1,
     };
     if (this.signaller.mechanism !== 'pidfd') {
-      this.warn('NO_PIDFD', 'pidfd_open is unavailable: identities are re-checked by start time before each signal (a narrow pid-reuse race remains)');
+      this.warn(
+        'NO_PIDFD',
+        'pidfd_open is unavailable: identities are re-checked by start time before each signal (a narrow pid-reuse race remains)',
+      );
     }
   }
 
@@ -114,7 +120,10 @@ class SweepRun {
   fail(error: unknown): false {
     this.complete = false;
     if (error instanceof NoProcError) {
-      this.warn('NO_PROC', `the sweep cannot run: ${error.message}; processes of ${this.tag.name} were not looked for`);
+      this.warn(
+        'NO_PROC',
+        `the sweep cannot run: ${error.message}; processes of ${this.tag.name} were not looked for`,
+      );
     } else {
       this.warn('SCAN_FAILED', `the sweep stopped: ${(error as Error).message}`);
     }
@@ -145,8 +154,11 @@ class SweepRun {
         if (this.unreadable.has(key)) continue;
         const p = this.ctx.procRoot;
         this.unreadable.set(key, {
-          pid: stat.pid, startTime: stat.startTime, uid: readUid(p, stat.pid) ?? null,
-          comm: stat.comm, cmdline: readCmdline(p, stat.pid) ?? '',
+          pid: stat.pid,
+          startTime: stat.startTime,
+          uid: readUid(p, stat.pid) ?? null,
+          comm: stat.comm,
+          cmdline: readCmdline(p, stat.pid) ?? '',
         });
       }
       return alive.size;
@@ -159,8 +171,15 @@ class SweepRun {
     const p = this.ctx.procRoot;
     const { pid, startTime } = member.identity;
     const record: ProcessRecord = {
-      pid, startTime, ppid: member.stat.ppid, uid: readUid(p, pid) ?? null, comm: member.stat.comm,
-      cmdline: readCmdline(p, pid) ?? '', foundBy: member.foundBy, signals: [], endedBy: null,
+      pid,
+      startTime,
+      ppid: member.stat.ppid,
+      uid: readUid(p, pid) ?? null,
+      comm: member.stat.comm,
+      cmdline: readCmdline(p, pid) ?? '',
+      foundBy: member.foundBy,
+      signals: [],
+      endedBy: null,
     };
     if (member.via !== undefined) record.via = member.via;
     const t = { record, identity: member.identity, alive: true, denied: false };
@@ -179,7 +198,11 @@ class SweepRun {
     }
     t.record.signals.push(signal);
     const stopped = member.stat.state === 'T' || member.stat.state === 't';
-    if (signal === 'SIGTERM' && stopped && this.signaller.send(this.ctx.procRoot, t.identity, 'SIGCONT') === 'sent') {
+    if (
+      signal === 'SIGTERM' &&
+      stopped &&
+      this.signaller.send(this.ctx.procRoot, t.identity, 'SIGCONT') === 'sent'
+    ) {
       t.record.signals.push('SIGCONT');
     }
     return true;
@@ -187,7 +210,11 @@ class SweepRun {
 
   phaseDone(signal: PhaseSignal, startedAt: number, rounds: number, endedBy: PhaseEnd): void {
     this.phases.push({
-      signal, startedMs: startedAt - this.started, durationMs: performance.now() - startedAt, rounds, endedBy,
+      signal,
+      startedMs: startedAt - this.started,
+      durationMs: performance.now() - startedAt,
+      rounds,
+      endedBy,
     });
   }
 
@@ -213,12 +240,21 @@ class SweepRun {
       unreadable: [...this.unreadable.values()],
       warnings: this.warnings,
       phases: this.phases,
-      timings: { startedAt: this.startedAt, durationMs: performance.now() - this.started, scans: this.scans, scanMs: this.scanMs },
+      timings: {
+        startedAt: this.startedAt,
+        durationMs: performance.now() - this.started,
+        scans: this.scans,
+        scanMs: this.scanMs,
+      },
     };
     if (stopped.length || survivors.length || report.unreadable.length) {
       emit(this.opts.onEvent, {
-        type: 'delegate_background', phase: 'abandoned', tag: this.tag.name,
-        stopped, survivors, unreadable: report.unreadable,
+        type: 'delegate_background',
+        phase: 'abandoned',
+        tag: this.tag.name,
+        stopped,
+        survivors,
+        unreadable: report.unreadable,
       });
     }
     return report;
