@@ -1,0 +1,145 @@
+import { spawn } from 'node:child_process';
+import { mkdtempSync, readFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterEach, describe, expect, it } from 'vitest';
+import { createTag, identityOf, isAlive, type Identity } from '../../src/index.js';
+
+const BIN = join(import.meta.dirname, '../../bin/tether.js');
+
+interface Ran {
+  code: number | null;
+  stdout: string;
+  stderr: string;
+}
+
+// Runs the CLI with a hard timeout (a hung run fails the test instead of hanging the suite).
+function tether(args: string[], opts: { env?: NodeJS.ProcessEnv; onStart?: (pid: number) => void } = {}): Promise<Ran> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, [BIN, ...args], { env: opts.env ?? process.env });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (d) => (stdout += d));
+    child.stderr.on('data', (d) => (stderr += d));
+    const timer = setTimeout(() => {
+      child.kill('SIGKILL');
+      reject(new Error(`tether ${args.join(' ')} did not end within 20 s; stderr: ${stderr}`));
+    }, 20_000);
+    if (child.pid) opts.onStart?.(child.pid);
+    child.on('close', (code) => {
+      clearTimeout(timer);
+      resolve({ code, stdout, stderr });
+    });
+  });
+}
+
+// Decoys and strays this file started; killed after each test if still alive.
+const started: Identity[] = [];
+afterEach(() => {
+  for (const id of started.splice(0)) if (isAlive(id)) process.kill(id.pid, 'SIGKILL');
+});
+
+// The payload records each leftover as "pid PID START" (START: field 22 of its stat, read while
+// it ran), so ground truth does not depend on reading it after tether ended it.
+const RECORD = `echo "pid $! $(cut -d' ' -f22 /proc/$!/stat)"`;
+
+function pidsFrom(text: string): Identity[] {
+  const ids = [...text.matchAll(/^pid (\d+) (\d+)$/gm)].map((m) => ({ pid: Number(m[1]), startTime: Number(m[2]) }));
+  if (ids.length === 0) throw new Error(`premise broken: the payload recorded no leftover (${JSON.stringify(text)})`);
+  started.push(...ids);
+  return ids;
+}
+
+describe('tether run', () => {
+  it('stops a setsid+nohup server the command left and passes the exit status through', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'tether-cli-'));
+    const pidFile = join(dir, 'pids');
+    const script = `nohup setsid sleep 1000 >/dev/null 2>&1 & ${RECORD} > ${pidFile}; sleep 0.2; exit 7`;
+    const ran = await tether(['run', '--grace', '2s', '--report-file', join(dir, 'r.json'), '--', 'sh', '-c', script]);
+    const [leftover] = pidsFrom(readFileSync(pidFile, 'utf8'));
+    expect(ran.code).toBe(7);
+    expect(leftover && isAlive(leftover), `the setsid'd sleep ${leftover?.pid} survived tether run`).toBe(false);
+    expect(ran.stderr).toMatch(/stopped 1 process/);
+    const report = JSON.parse(readFileSync(join(dir, 'r.json'), 'utf8'));
+    expect(report.version).toBe(1);
+    expect(report.stopped.map((p: { pid: number }) => p.pid)).toEqual([leftover?.pid]);
+  });
+
+  it('exits 128+N when the command is killed by signal N', async () => {
+    const ran = await tether(['run', '--', 'sh', '-c', 'kill -TERM $$']);
+    expect(ran.code).toBe(128 + 15);
+  });
+
+  it('prints the report as JSON on stderr with --json', async () => {
+    const ran = await tether(['run', '--json', '--', 'true']);
+    expect(ran.code).toBe(0);
+    const report = JSON.parse(ran.stderr.trim());
+    expect(report).toMatchObject({ version: 1, complete: true, ok: true, proof: 'two-empty-scans', stopped: [] });
+  });
+
+  it('forwards SIGTERM to the command, then sweeps what it started', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'tether-cli-'));
+    const pidFile = join(dir, 'pids');
+    const script = `setsid sleep 1000 & ${RECORD} > ${pidFile}; exec sleep 1001`;
+    let tetherPid = 0;
+    const running = tether(['run', '--grace', '1s', '--', 'sh', '-c', script], { onStart: (p) => (tetherPid = p) });
+    for (let i = 0; i < 100 && !readFileSafe(pidFile); i++) await new Promise((r) => setTimeout(r, 20));
+    const [leftover] = pidsFrom(readFileSync(pidFile, 'utf8'));
+    process.kill(tetherPid, 'SIGTERM');
+    const ran = await running;
+    expect(ran.code).toBe(128 + 15);
+    expect(leftover && isAlive(leftover), `sleep ${leftover?.pid} survived a SIGTERM to tether run`).toBe(false);
+  });
+
+  it.each([
+    [['run', '--bogus', '--', 'true'], /unknown option '--bogus'/],
+    [['run', '--grace', 'soon', '--', 'true'], /invalid --grace "soon": expected a duration/],
+    [['run', '--kill-after', '-3s', '--', 'true'], /invalid --kill-after/],
+    [['run'], /missing required argument 'command'/],
+    [['sweep', '--tag', 'PATH'], /invalid tag "PATH"/],
+    [['frobnicate'], /unknown command 'frobnicate'/],
+  ])('refuses %j with one line and status 2', async (args, message) => {
+    const ran = await tether(args);
+    expect(ran.code, ran.stderr).toBe(2);
+    expect(ran.stderr).toMatch(message);
+    expect(ran.stderr.trim().split('\n')).toHaveLength(1);
+  });
+
+  it('says a command that does not exist was not found, with status 127', async () => {
+    const ran = await tether(['run', '--', '/nonexistent/tether-test-command']);
+    expect(ran.code).toBe(127);
+    expect(ran.stderr).toMatch(/cannot start "\/nonexistent\/tether-test-command": command not found/);
+  });
+});
+
+describe('tether ps and tether sweep', () => {
+  it('lists a tagged process under its tag, then sweeps that tag and spares a =10 decoy', async () => {
+    const tag = createTag();
+    const member = spawn('sleep', ['1000'], { env: { ...process.env, [tag.name]: '1' }, stdio: 'ignore' });
+    const decoy = spawn('sleep', ['1000'], { env: { ...process.env, [tag.name]: '10' }, stdio: 'ignore' });
+    await new Promise((r) => setTimeout(r, 100));
+    const m = identityOf(member.pid ?? 0);
+    const d = identityOf(decoy.pid ?? 0);
+    if (!m || !d) throw new Error('premise broken: the sleeps did not start');
+    started.push(m, d);
+
+    const ps = await tether(['ps', '--json']);
+    const listed = JSON.parse(ps.stdout).sessions.find((s: { tag: string }) => s.tag === tag.name);
+    expect(listed?.processes.map((p: { pid: number }) => p.pid)).toEqual([m.pid]);
+
+    const swept = await tether(['sweep', '--tag', tag.name, '--json']);
+    expect(swept.code).toBe(0);
+    expect(JSON.parse(swept.stdout).stopped.map((p: { pid: number }) => p.pid)).toEqual([m.pid]);
+    await new Promise((r) => member.once('exit', r).pid === undefined || setTimeout(r, 200));
+    expect(isAlive(m), `tagged sleep ${m.pid} survived tether sweep`).toBe(false);
+    expect(isAlive(d), `the =10 decoy ${d.pid} was killed by tether sweep`).toBe(true);
+  });
+});
+
+function readFileSafe(path: string): string {
+  try {
+    return readFileSync(path, 'utf8');
+  } catch {
+    return '';
+  }
+}

@@ -1,0 +1,56 @@
+// globalSetup: compiles the C fixtures into build/ and the library into dist/ (the child Node
+// programs import dist/index.js); at the end, the suite guard fails the run if any process
+// carrying a TETHER_SESSION_ tag is still alive (zombies excluded), listing them.
+import { execFileSync } from 'node:child_process';
+import { mkdirSync, readdirSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { BUILD, C_FIXTURES, ROOT } from './paths.js';
+
+const TAG = /(?:^|\0)(TETHER_SESSION_[0-9a-f]{32})=1(?=\0|$)/g;
+
+function taggedAlive(ignore: Set<string>): string[] {
+  const found: string[] = [];
+  for (const name of readdirSync('/proc')) {
+    if (!/^\d+$/.test(name) || Number(name) === process.pid) continue;
+    try {
+      const stat = readFileSync(`/proc/${name}/stat`, 'latin1');
+      const rest = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+      if (rest[0] === 'Z' && Number(rest[17]) <= 1) continue; // a dead zombie (no live thread)
+      let environ = readFileSync(`/proc/${name}/environ`, 'latin1');
+      if (environ.length === 0) {
+        for (const tid of readdirSync(`/proc/${name}/task`)) {
+          environ = readFileSync(`/proc/${name}/task/${tid}/environ`, 'latin1');
+          if (environ.length) break;
+        }
+      }
+      const tags = [...environ.matchAll(TAG)].map((m) => m[1] as string).filter((t) => !ignore.has(t));
+      if (tags.length === 0) continue;
+      const cmdline = readFileSync(`/proc/${name}/cmdline`, 'latin1').replaceAll('\0', ' ').trim();
+      found.push(`pid ${name} state ${rest[0]} ppid ${rest[1]} (${cmdline}) tags ${tags.join(',')}`);
+    } catch {
+      // gone, or unreadable
+    }
+  }
+  return found;
+}
+
+export default function setup() {
+  mkdirSync(BUILD, { recursive: true });
+  for (const file of readdirSync(C_FIXTURES)) {
+    if (!file.endsWith('.c')) continue;
+    const out = join(BUILD, `zoo-${file.slice(0, -2)}`);
+    execFileSync('gcc', ['-O1', '-Wall', '-o', out, join(C_FIXTURES, file), '-lpthread'], { timeout: 60_000, stdio: 'inherit' });
+  }
+  execFileSync(join(ROOT, 'node_modules/.bin/tsc'), ['-p', ROOT], { cwd: ROOT, timeout: 180_000, stdio: 'inherit' });
+  // Tags of sessions this run itself is part of (the suite run inside tether) are not leaks.
+  const own = new Set(Object.keys(process.env).filter((k) => /^TETHER_SESSION_[0-9a-f]{32}$/.test(k)));
+  return async () => {
+    let left: string[] = [];
+    for (let i = 0; i < 20; i++) {
+      left = taggedAlive(own);
+      if (left.length === 0) return;
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    throw new Error(`suite guard: ${left.length} tagged process(es) still alive after the tests:\n  ${left.join('\n  ')}`);
+  };
+}

@@ -1,0 +1,50 @@
+// The leak zoo: each shape of leftover must be gone after its session's sweep, every decoy
+// must survive, and the report must list each leftover as stopped with how it was found.
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { identityOf, isAlive } from '../src/index.js';
+import { SHAPES } from './shapes.js';
+import { cleanup, type Decoy, problemsOf, runShape, startServer } from './support/zoo.js';
+
+let server: { decoy: Decoy; port: number };
+let runner: Decoy[];
+
+beforeAll(async () => {
+  server = await startServer();
+  const self = identityOf(process.pid);
+  const parent = identityOf(process.ppid);
+  runner = [
+    ...(self ? [{ label: 'the test runner (worker)', identity: self }] : []),
+    ...(parent ? [{ label: 'the test runner (main)', identity: parent }] : []),
+  ];
+});
+
+afterEach(() => cleanup());
+
+afterAll(() => {
+  expect(isAlive(server.decoy.identity), 'the TCP server started before the sessions survived them all').toBe(true);
+  cleanup([server.decoy]);
+});
+
+describe('every leak shape is stopped and every decoy survives', () => {
+  for (const shape of SHAPES) {
+    it(`stops ${shape.name}`, async () => {
+      const run = await runShape(shape, { port: server.port });
+      expect(run.recorded.length, `${shape.script} recorded nothing`).toBeGreaterThan(0);
+      if (shape.script === 'stdout-holder.sh') expect(run.result.outputTimedOut).toBe(true);
+      expect(problemsOf(run, [server.decoy, ...runner])).toEqual([]);
+    });
+  }
+});
+
+describe('the whole zoo, 20 times in a row', () => {
+  it('stops every shape in every round, with all shapes running at once, and spares every decoy', async () => {
+    for (let round = 1; round <= 20; round++) {
+      const runs = await Promise.all(
+        SHAPES.map((shape) => runShape({ ...shape, graceMs: shape.graceMs ? 600 : undefined }, { port: server.port, storm: 500 })),
+      );
+      const problems = runs.flatMap((run) => problemsOf(run, [server.decoy, ...runner]));
+      expect(problems, `round ${round}`).toEqual([]);
+      cleanup();
+    }
+  }, 240_000);
+});
