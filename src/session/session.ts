@@ -3,13 +3,13 @@ import { type ChildProcess, type StdioOptions, spawn as spawnChild } from 'node:
 import type { Readable, Writable } from 'node:stream';
 import { checkMs, DEFAULT_GRACE_MS, DEFAULT_KILL_AFTER_MS, DEFAULT_OUTPUT_CAP_MS } from '../options.js';
 import { TetherError } from '../outcome/errors.js';
-import { type Identity, identityOf, ticksNow } from '../proc/identity.js';
+import { type Identity, identityKey, readStat, ticksNow } from '../proc/identity.js';
 import type { EventListener } from '../sweep/events.js';
 import type { SweepReport } from '../sweep/report.js';
 import type { Member } from '../sweep/scan.js';
 import { type SweepProgress, sweep, sweepSync } from '../sweep/sweep.js';
 import { outputClosed, releaseOutput } from './output.js';
-import { createTag, type SessionTag } from './tag.js';
+import { createTag, type SessionTag, tagsIn } from './tag.js';
 
 /** Options of a session. Durations in milliseconds. */
 export interface SessionOptions {
@@ -100,9 +100,13 @@ export class Session {
     return this.ending !== undefined;
   }
 
-  /** The environment a command of this session gets: `base` plus `TAG=1` (outer tags kept). */
+  /**
+   * The environment a command of this session gets: `base`, every tag of the sessions this
+   * process itself runs in (so nesting holds even for a custom `env`, ADR-127 §1), and `TAG=1`.
+   */
   env(base: NodeJS.ProcessEnv = process.env): NodeJS.ProcessEnv {
-    return { ...base, [this.tag.name]: '1' };
+    const outer = Object.fromEntries(tagsIn(process.env).map((name) => [name, '1']));
+    return { ...base, ...outer, [this.tag.name]: '1' };
   }
 
   /**
@@ -119,8 +123,14 @@ export class Session {
       env: this.env(options.env),
       stdio: options.stdio ?? 'pipe',
     });
-    const identity = child.pid === undefined ? undefined : identityOf(child.pid, this.procRoot);
-    if (identity) this.spawned.push(identity);
+    const stat = child.pid === undefined ? undefined : readStat(this.procRoot, child.pid);
+    if (stat) {
+      // The spawn is an earlier find from the start: a payload that clears or overwrites its
+      // own environ (env -i, a title rewrite) is still swept, with everything under it.
+      const identity = { pid: stat.pid, startTime: stat.startTime };
+      this.spawned.push(identity);
+      this.known.set(identityKey(identity), { identity, stat, foundBy: 'carrier' });
+    }
     const closed = new Promise<void>((resolve) => child.once('close', () => resolve()));
     const exited = new Promise<ExitResult>((resolve) => {
       child.once('error', (cause) => {

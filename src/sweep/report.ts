@@ -46,8 +46,11 @@ export interface SweepWarning {
   message: string;
 }
 
-/** How a phase ended: two empty scans in a row, or its time budget ran out. */
-export type PhaseEnd = 'two-empty-scans' | 'budget';
+/**
+ * How a phase ended: two empty scans in a row; its time budget ran out; (KILL phase) its budget
+ * ran out but one more scan, an interval later, found nothing alive; a scan failed.
+ */
+export type PhaseEnd = 'two-empty-scans' | 'budget' | 'verified-empty' | 'scan-failed';
 
 /** One phase: `startedMs` is relative to the sweep's start; all durations in milliseconds. */
 export interface PhaseRecord {
@@ -70,8 +73,11 @@ export interface SweepReport {
   layers: string[];
   /** The identity check used before every signal. */
   signalling: SignalMechanism;
-  /** What proved the end: `two-empty-scans`, or `none` (budget ran out, or the sweep did not run). */
-  proof: 'two-empty-scans' | 'none';
+  /**
+   * What proved the end: `two-empty-scans`; `verified-empty` (the KILL budget ran out, and one
+   * last scan found nothing alive); or `none` (something survived, or the sweep did not run).
+   */
+  proof: 'two-empty-scans' | 'verified-empty' | 'none';
   stopped: ProcessRecord[];
   survivors: SurvivorRecord[];
   unreadable: UnreadableRecord[];
@@ -82,7 +88,7 @@ export interface SweepReport {
     startedAt: string;
     durationMs: number;
     scans: number;
-    /** Sum of the scans' own durations. */
+    /** Sum of the scans' process-table walks (the stat reads; environ reads not included), ms. */
     scanMs: number;
   };
 }

@@ -144,7 +144,10 @@ class SweepRun {
         if (this.deliver(t, member, signal)) alive.add(key);
       }
       for (const [key, t] of this.tracked) {
-        if (t.alive && !alive.has(key)) {
+        if (alive.has(key)) {
+          t.alive = true; // seen again (a scan that missed it was wrong, not the process gone)
+          t.record.endedBy = null;
+        } else if (t.alive) {
           t.alive = false;
           t.record.endedBy = lastPhaseSignal(t.record.signals) ?? 'exited';
         }
@@ -226,7 +229,12 @@ class SweepRun {
       else if (!this.spawnKeys.has(key)) stopped.push(t.record);
     }
     const last = this.phases.at(-1);
-    const proof = this.complete && last?.endedBy === 'two-empty-scans' ? 'two-empty-scans' : 'none';
+    const proof =
+      this.complete && last?.endedBy === 'two-empty-scans'
+        ? 'two-empty-scans'
+        : last?.endedBy === 'verified-empty' && this.complete
+          ? 'verified-empty'
+          : 'none';
     const report: SweepReport = {
       version: REPORT_VERSION,
       tag: this.tag.name,
@@ -295,7 +303,7 @@ function* steps(opts: SweepOptions): Generator<number, SweepReport, void> {
       const alive = run.round(signal);
       rounds += 1;
       if (alive < 0) {
-        run.phaseDone(signal, phaseStart, rounds, 'budget');
+        run.phaseDone(signal, phaseStart, rounds, 'scan-failed');
         return run.report();
       }
       opts.onProgress?.({ signal, waiting: alive, sinceSignalMs: performance.now() - phaseStart });
@@ -306,6 +314,17 @@ function* steps(opts: SweepOptions): Generator<number, SweepReport, void> {
       }
       if (performance.now() - phaseStart >= budgets[signal]) break;
       yield interval;
+    }
+    if (signal === 'SIGKILL') {
+      // A process first found in the last round got its KILL a moment ago: look once more
+      // before naming anything a survivor.
+      yield interval;
+      const left = run.round(signal);
+      rounds += 1;
+      if (left === 0) {
+        run.phaseDone(signal, phaseStart, rounds, 'verified-empty');
+        return run.report();
+      }
     }
     run.phaseDone(signal, phaseStart, rounds, 'budget');
   }

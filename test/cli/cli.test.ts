@@ -3,7 +3,7 @@ import { mkdtempSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { createTag, identityOf, isAlive, type Identity } from '../../src/index.js';
+import { createTag, type Identity, identityOf, isAlive } from '../../src/index.js';
 
 const BIN = join(import.meta.dirname, '../../bin/tether.js');
 
@@ -14,7 +14,10 @@ interface Ran {
 }
 
 // Runs the CLI with a hard timeout (a hung run fails the test instead of hanging the suite).
-function tether(args: string[], opts: { env?: NodeJS.ProcessEnv; onStart?: (pid: number) => void } = {}): Promise<Ran> {
+function tether(
+  args: string[],
+  opts: { env?: NodeJS.ProcessEnv; onStart?: (pid: number) => void } = {},
+): Promise<Ran> {
   return new Promise((resolve, reject) => {
     const child = spawn(process.execPath, [BIN, ...args], { env: opts.env ?? process.env });
     let stdout = '';
@@ -44,8 +47,12 @@ afterEach(() => {
 const RECORD = `echo "pid $! $(cut -d' ' -f22 /proc/$!/stat)"`;
 
 function pidsFrom(text: string): Identity[] {
-  const ids = [...text.matchAll(/^pid (\d+) (\d+)$/gm)].map((m) => ({ pid: Number(m[1]), startTime: Number(m[2]) }));
-  if (ids.length === 0) throw new Error(`premise broken: the payload recorded no leftover (${JSON.stringify(text)})`);
+  const ids = [...text.matchAll(/^pid (\d+) (\d+)$/gm)].map((m) => ({
+    pid: Number(m[1]),
+    startTime: Number(m[2]),
+  }));
+  if (ids.length === 0)
+    throw new Error(`premise broken: the payload recorded no leftover (${JSON.stringify(text)})`);
   started.push(...ids);
   return ids;
 }
@@ -55,10 +62,22 @@ describe('tether run', () => {
     const dir = mkdtempSync(join(tmpdir(), 'tether-cli-'));
     const pidFile = join(dir, 'pids');
     const script = `nohup setsid sleep 1000 >/dev/null 2>&1 & ${RECORD} > ${pidFile}; sleep 0.2; exit 7`;
-    const ran = await tether(['run', '--grace', '2s', '--report-file', join(dir, 'r.json'), '--', 'sh', '-c', script]);
+    const ran = await tether([
+      'run',
+      '--grace',
+      '2s',
+      '--report-file',
+      join(dir, 'r.json'),
+      '--',
+      'sh',
+      '-c',
+      script,
+    ]);
     const [leftover] = pidsFrom(readFileSync(pidFile, 'utf8'));
     expect(ran.code).toBe(7);
-    expect(leftover && isAlive(leftover), `the setsid'd sleep ${leftover?.pid} survived tether run`).toBe(false);
+    expect(leftover && isAlive(leftover), `the setsid'd sleep ${leftover?.pid} survived tether run`).toBe(
+      false,
+    );
     expect(ran.stderr).toMatch(/stopped 1 process/);
     const report = JSON.parse(readFileSync(join(dir, 'r.json'), 'utf8'));
     expect(report.version).toBe(1);
@@ -74,7 +93,13 @@ describe('tether run', () => {
     const ran = await tether(['run', '--json', '--', 'true']);
     expect(ran.code).toBe(0);
     const report = JSON.parse(ran.stderr.trim());
-    expect(report).toMatchObject({ version: 1, complete: true, ok: true, proof: 'two-empty-scans', stopped: [] });
+    expect(report).toMatchObject({
+      version: 1,
+      complete: true,
+      ok: true,
+      proof: 'two-empty-scans',
+      stopped: [],
+    });
   });
 
   it('forwards SIGTERM to the command, then sweeps what it started', async () => {
@@ -82,13 +107,17 @@ describe('tether run', () => {
     const pidFile = join(dir, 'pids');
     const script = `setsid sleep 1000 & ${RECORD} > ${pidFile}; exec sleep 1001`;
     let tetherPid = 0;
-    const running = tether(['run', '--grace', '1s', '--', 'sh', '-c', script], { onStart: (p) => (tetherPid = p) });
+    const running = tether(['run', '--grace', '1s', '--', 'sh', '-c', script], {
+      onStart: (p) => (tetherPid = p),
+    });
     for (let i = 0; i < 100 && !readFileSafe(pidFile); i++) await new Promise((r) => setTimeout(r, 20));
     const [leftover] = pidsFrom(readFileSync(pidFile, 'utf8'));
     process.kill(tetherPid, 'SIGTERM');
     const ran = await running;
     expect(ran.code).toBe(128 + 15);
-    expect(leftover && isAlive(leftover), `sleep ${leftover?.pid} survived a SIGTERM to tether run`).toBe(false);
+    expect(leftover && isAlive(leftover), `sleep ${leftover?.pid} survived a SIGTERM to tether run`).toBe(
+      false,
+    );
   });
 
   it.each([

@@ -82,6 +82,8 @@ describe('parseDuration', () => {
   });
   it('names the option and the accepted forms on bad input', () => {
     expect(() => parseDuration('--grace', '5 sec')).toThrow(/--grace.*500ms, 5s/);
-    expect(() => parseDuration('--kill-after', '-1s')).toThrow(expect.objectContaining({ code: 'INVALID_OPTION' }));
+    expect(() => parseDuration('--kill-after', '-1s')).toThrow(
+      expect.objectContaining({ code: 'INVALID_OPTION' }),
+    );
   });
 });
