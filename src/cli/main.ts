@@ -1,7 +1,8 @@
 // The tether CLI: parse → call the library → render → exit status.
 import { Command, CommanderError } from 'commander';
 import { TetherError } from '../outcome/errors.js';
-import { EXIT_USAGE } from './exit-codes.js';
+import { NoProcError } from '../proc/snapshot.js';
+import { EXIT_SWEEP_FAILED, EXIT_USAGE } from './exit-codes.js';
 import { psCommand } from './ps.js';
 import { runCommand } from './run.js';
 import { sweepCommand } from './sweep.js';
@@ -48,6 +49,9 @@ try {
   } else if (error instanceof TetherError) {
     process.stderr.write(`tether: ${error.message}\n`);
     process.exitCode = EXIT_USAGE;
+  } else if (error instanceof NoProcError) {
+    process.stderr.write(`tether: cannot read the process table: ${error.message}\n`);
+    process.exitCode = EXIT_SWEEP_FAILED;
   } else {
     throw error;
   }
