@@ -6,6 +6,9 @@ import { mkdirSync, readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { BUILD, C_FIXTURES, ROOT } from './paths.js';
 
+/** Exported to everything this run starts, so that the guard looks only at this run's processes. */
+const RUN_VAR = 'TETHER_ZOO_RUN';
+const runId = `${process.pid}-${Date.now()}`;
 const TAG = /(?:^|\0)(TETHER_SESSION_[0-9a-f]{32})=1(?=\0|$)/g;
 
 function taggedAlive(ignore: Set<string>): string[] {
@@ -23,6 +26,7 @@ function taggedAlive(ignore: Set<string>): string[] {
           if (environ.length) break;
         }
       }
+      if (!environ.split('\0').includes(`${RUN_VAR}=${runId}`)) continue; // not started by this run
       const tags = [...environ.matchAll(TAG)].map((m) => m[1] as string).filter((t) => !ignore.has(t));
       if (tags.length === 0) continue;
       const cmdline = readFileSync(`/proc/${name}/cmdline`, 'latin1').replaceAll('\0', ' ').trim();
@@ -35,6 +39,7 @@ function taggedAlive(ignore: Set<string>): string[] {
 }
 
 export default function setup() {
+  process.env[RUN_VAR] = runId;
   mkdirSync(BUILD, { recursive: true });
   for (const file of readdirSync(C_FIXTURES)) {
     if (!file.endsWith('.c')) continue;
