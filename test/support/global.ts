@@ -56,6 +56,8 @@ export default function setup() {
       if (left.length === 0) return;
       await new Promise((r) => setTimeout(r, 100));
     }
+    // A teardown's exception is only logged by vitest: set the exit code too.
+    process.exitCode = 1;
     throw new Error(`suite guard: ${left.length} tagged process(es) still alive after the tests:\n  ${left.join('\n  ')}`);
   };
 }
