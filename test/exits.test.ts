@@ -5,22 +5,22 @@ import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import {
   type Identity,
-  type SpawnOptions,
-  SpawnError,
-  type TetherEvent,
-  isAlive,
   identityOf,
+  isAlive,
+  SpawnError,
+  type SpawnOptions,
   session,
   spawn,
+  type TetherEvent,
 } from '../src/index.js';
 import { BUILD, FIXTURES, ROOT } from './support/paths.js';
 import {
-  type Recorded,
   cleanup,
   cmdlineOf,
   describeProcess,
   environOf,
   hasEntry,
+  type Recorded,
   readPidfile,
   started,
   tempDir,
@@ -37,13 +37,17 @@ function pidfileIn(dir = tempDir()): string {
 
 /** Waits for READY in `pidfile` and takes the identity of every recorded process. */
 async function recordedIn(pidfile: string, timeoutMs = 20_000): Promise<Recorded[]> {
-  await waitFor(`READY in ${pidfile}`, () => {
-    try {
-      return /^READY$/m.test(readFileSync(pidfile, 'latin1'));
-    } catch {
-      return false;
-    }
-  }, timeoutMs);
+  await waitFor(
+    `READY in ${pidfile}`,
+    () => {
+      try {
+        return /^READY$/m.test(readFileSync(pidfile, 'latin1'));
+      } catch {
+        return false;
+      }
+    },
+    timeoutMs,
+  );
   return readPidfile(pidfile).map((line) => {
     const identity = identityOf(line.pid);
     if (!identity) throw new Error(`${line.label} pid ${line.pid} was gone before the sweep`);
@@ -55,7 +59,10 @@ async function recordedIn(pidfile: string, timeoutMs = 20_000): Promise<Recorded
 function survivors(recorded: Recorded[], how: string): string[] {
   return recorded
     .filter((r) => isAlive(r.identity))
-    .map((r) => `survivor ${r.label} ${describeProcess(r.identity, r.cmdline)}: should have been found as ${how}`);
+    .map(
+      (r) =>
+        `survivor ${r.label} ${describeProcess(r.identity, r.cmdline)}: should have been found as ${how}`,
+    );
 }
 
 function listed(stopped: { pid: number; startTime: number }[], recorded: Recorded[]): string[] {
@@ -69,18 +76,36 @@ function fixture(name: string): string {
 }
 
 function runNode(args: string[], opts: { uid?: number; env?: NodeJS.ProcessEnv } = {}) {
-  const argv = opts.uid === undefined
-    ? [process.execPath, ...args]
-    : ['setpriv', `--reuid=${opts.uid}`, `--regid=${opts.uid}`, '--clear-groups', process.execPath, ...args];
-  const child = spawnChild(argv[0] as string, argv.slice(1), { stdio: ['ignore', 'pipe', 'pipe'], env: opts.env ?? process.env });
+  const argv =
+    opts.uid === undefined
+      ? [process.execPath, ...args]
+      : [
+          'setpriv',
+          `--reuid=${opts.uid}`,
+          `--regid=${opts.uid}`,
+          '--clear-groups',
+          process.execPath,
+          ...args,
+        ];
+  const child = spawnChild(argv[0] as string, argv.slice(1), {
+    stdio: ['ignore', 'pipe', 'pipe'],
+    env: opts.env ?? process.env,
+  });
   const id = child.pid === undefined ? undefined : identityOf(child.pid);
   if (id) started.push(id);
   let stdout = '';
   let stderr = '';
-  child.stdout.on('data', (d: Buffer) => { stdout += d.toString(); });
-  child.stderr.on('data', (d: Buffer) => { stderr += d.toString(); });
+  child.stdout.on('data', (d: Buffer) => {
+    stdout += d.toString();
+  });
+  child.stderr.on('data', (d: Buffer) => {
+    stderr += d.toString();
+  });
   const done = new Promise<{ code: number | null; stdout: string; stderr: string }>((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`node ${args.join(' ')} did not exit in 30 s: ${stderr}`)), 30_000);
+    const timer = setTimeout(
+      () => reject(new Error(`node ${args.join(' ')} did not exit in 30 s: ${stderr}`)),
+      30_000,
+    );
     child.once('close', (code) => {
       clearTimeout(timer);
       resolve({ code, stdout, stderr });
@@ -161,7 +186,7 @@ describe('every exit path sweeps the session', () => {
     const body = async () => {
       await using sub = spawn('sh', [fixture('nohup.sh'), pidfileIn()], FAST);
       payload = sub.pid === undefined ? undefined : identityOf(sub.pid);
-      const pidfile = (sub.child.spawnargs[2] as string);
+      const pidfile = sub.child.spawnargs[2] as string;
       recorded = await recordedIn(pidfile);
       throw new Error('boom inside await using');
     };
@@ -181,10 +206,13 @@ describe('every exit path sweeps the session', () => {
     expect(survivors(recorded, 'a carrier, swept synchronously by the exit hook')).toEqual([]);
   });
 
-  it('stops an inner session\'s leftovers, which carry both tags, when the outer session ends', async () => {
+  it("stops an inner session's leftovers, which carry both tags, when the outer session ends", async () => {
     const pidfile = pidfileIn();
     const ac = new AbortController();
-    const outer = spawn(process.execPath, [join(FIXTURES, 'node/nested.mjs'), pidfile], { ...FAST, signal: ac.signal });
+    const outer = spawn(process.execPath, [join(FIXTURES, 'node/nested.mjs'), pidfile], {
+      ...FAST,
+      signal: ac.signal,
+    });
     let innerTag = '';
     outer.stdout?.on('data', (d: Buffer) => {
       innerTag += d.toString();
@@ -218,7 +246,7 @@ describe('every exit path sweeps the session', () => {
     expect(report.ok).toBe(true);
   });
 
-  it("says NO_PROC and complete: false when procRoot has no procfs, never silently", async () => {
+  it('says NO_PROC and complete: false when procRoot has no procfs, never silently', async () => {
     const events: TetherEvent[] = [];
     const { sub, recorded } = await startNohup({ procRoot: '/nonexistent', onEvent: (e) => events.push(e) });
     sub.stdin?.end();
@@ -244,10 +272,16 @@ describe('every exit path sweeps the session', () => {
     const identity = identityOf(pid);
     if (identity) started.push(identity);
     expect(out.code, out.stderr).toBe(0);
-    const { uid, report } = JSON.parse(out.stdout) as { uid: number; report: import('../src/index.js').SweepReport };
+    const { uid, report } = JSON.parse(out.stdout) as {
+      uid: number;
+      report: import('../src/index.js').SweepReport;
+    };
     expect(uid).toBe(65534);
     expect(identity && isAlive(identity), `non-dumpable pid ${pid} is left running`).toBe(true);
-    expect(report.unreadable.map((u) => u.pid), JSON.stringify(report)).toContain(pid);
+    expect(
+      report.unreadable.map((u) => u.pid),
+      JSON.stringify(report),
+    ).toContain(pid);
     expect(report.unreadable.find((u) => u.pid === pid)?.uid).toBe(65534);
     expect(report.stopped.some((s) => s.pid === pid)).toBe(false);
   });

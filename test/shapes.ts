@@ -14,7 +14,8 @@ function stateOf(pid: number): string {
 function withoutTag(label: string) {
   return (recorded: Recorded[], entry: string) => {
     for (const r of recorded.filter((x) => x.label === label)) {
-      if (hasEntry(environOf(r.identity.pid), entry)) throw new Error(`fixture: ${label} pid ${r.identity.pid} still carries ${entry}`);
+      if (hasEntry(environOf(r.identity.pid), entry))
+        throw new Error(`fixture: ${label} pid ${r.identity.pid} still carries ${entry}`);
     }
   };
 }
@@ -22,7 +23,11 @@ function withoutTag(label: string) {
 export const SHAPES: Shape[] = [
   { name: 'nohup … &', script: 'nohup.sh', how: 'a carrier of the tag (nohup keeps the environment)' },
   { name: 'setsid', script: 'setsid.sh', how: 'a carrier of the tag (setsid keeps the environment)' },
-  { name: 'setsid -f', script: 'setsid-fork.sh', how: 'a carrier of the tag (setsid -f forks with the environment)' },
+  {
+    name: 'setsid -f',
+    script: 'setsid-fork.sh',
+    how: 'a carrier of the tag (setsid -f forks with the environment)',
+  },
   {
     name: 'classic double-fork daemon (closed fds, chdir /)',
     script: 'daemon.sh',
@@ -40,7 +45,8 @@ export const SHAPES: Shape[] = [
     how: 'a carrier, sent TERM then CONT',
     verify: (recorded) => {
       for (const r of recorded) {
-        for (let i = 0; i < 100 && stateOf(r.identity.pid) !== 'T'; i++) Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 10);
+        for (let i = 0; i < 100 && stateOf(r.identity.pid) !== 'T'; i++)
+          Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 10);
         if (stateOf(r.identity.pid) !== 'T') throw new Error(`fixture: pid ${r.identity.pid} is not stopped`);
       }
     },
@@ -51,8 +57,10 @@ export const SHAPES: Shape[] = [
     how: 'a carrier, its environ read through a live thread (task/<tid>/environ)',
     verify: (recorded) => {
       for (const r of recorded) {
-        for (let i = 0; i < 100 && stateOf(r.identity.pid) !== 'Z'; i++) Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 10);
-        if (stateOf(r.identity.pid) !== 'Z') throw new Error(`fixture: leader ${r.identity.pid} has not exited`);
+        for (let i = 0; i < 100 && stateOf(r.identity.pid) !== 'Z'; i++)
+          Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 10);
+        if (stateOf(r.identity.pid) !== 'Z')
+          throw new Error(`fixture: leader ${r.identity.pid} has not exited`);
       }
     },
   },
@@ -84,12 +92,24 @@ export const SHAPES: Shape[] = [
     endedBy: { storm: 'SIGKILL' },
     how: 'a carrier (the storm ignores TERM and is killed in the KILL phase; each child carries the tag)',
   },
-  { name: '100 busy loops in two process groups', script: 'busy.sh', how: 'a carrier or a descendant of its group leader' },
-  { name: "a leftover holding the payload's stdout", script: 'stdout-holder.sh', how: 'a carrier (the output cap must not hold the sweep)' },
+  {
+    name: '100 busy loops in two process groups',
+    script: 'busy.sh',
+    how: 'a carrier or a descendant of its group leader',
+  },
+  {
+    name: "a leftover holding the payload's stdout",
+    script: 'stdout-holder.sh',
+    how: 'a carrier (the output cap must not hold the sweep)',
+  },
   {
     name: 'a process that switched to another uid (65534)',
     script: 'other-uid.sh',
     how: 'a carrier (root reads and signals another uid)',
   },
-  { name: 'a process that re-execs itself in a loop', script: 'reexec.sh', how: 'a carrier (exec keeps pid, start time and environment)' },
+  {
+    name: 'a process that re-execs itself in a loop',
+    script: 'reexec.sh',
+    how: 'a carrier (exec keeps pid, start time and environment)',
+  },
 ];

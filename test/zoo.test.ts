@@ -21,7 +21,9 @@ beforeAll(async () => {
 afterEach(() => cleanup());
 
 afterAll(() => {
-  expect(isAlive(server.decoy.identity), 'the TCP server started before the sessions survived them all').toBe(true);
+  expect(isAlive(server.decoy.identity), 'the TCP server started before the sessions survived them all').toBe(
+    true,
+  );
   cleanup([server.decoy]);
 });
 
@@ -40,7 +42,9 @@ describe('the whole zoo, 20 times in a row', () => {
   it('stops every shape in every round, with all shapes running at once, and spares every decoy', async () => {
     for (let round = 1; round <= 20; round++) {
       const runs = await Promise.all(
-        SHAPES.map((shape) => runShape({ ...shape, graceMs: shape.graceMs ? 600 : undefined }, { port: server.port, storm: 500 })),
+        SHAPES.map((shape) =>
+          runShape({ ...shape, graceMs: shape.graceMs ? 600 : undefined }, { port: server.port, storm: 500 }),
+        ),
       );
       const problems = runs.flatMap((run) => problemsOf(run, [server.decoy, ...runner]));
       expect(problems, `round ${round}`).toEqual([]);

@@ -44,9 +44,16 @@ export default function setup() {
   for (const file of readdirSync(C_FIXTURES)) {
     if (!file.endsWith('.c')) continue;
     const out = join(BUILD, `zoo-${file.slice(0, -2)}`);
-    execFileSync('gcc', ['-O1', '-Wall', '-o', out, join(C_FIXTURES, file), '-lpthread'], { timeout: 60_000, stdio: 'inherit' });
+    execFileSync('gcc', ['-O1', '-Wall', '-o', out, join(C_FIXTURES, file), '-lpthread'], {
+      timeout: 60_000,
+      stdio: 'inherit',
+    });
   }
-  execFileSync(join(ROOT, 'node_modules/.bin/tsc'), ['-p', ROOT], { cwd: ROOT, timeout: 180_000, stdio: 'inherit' });
+  execFileSync(join(ROOT, 'node_modules/.bin/tsc'), ['-p', ROOT], {
+    cwd: ROOT,
+    timeout: 180_000,
+    stdio: 'inherit',
+  });
   // Tags of sessions this run itself is part of (the suite run inside tether) are not leaks.
   const own = new Set(Object.keys(process.env).filter((k) => /^TETHER_SESSION_[0-9a-f]{32}$/.test(k)));
   return async () => {
@@ -58,6 +65,8 @@ export default function setup() {
     }
     // A teardown's exception is only logged by vitest: set the exit code too.
     process.exitCode = 1;
-    throw new Error(`suite guard: ${left.length} tagged process(es) still alive after the tests:\n  ${left.join('\n  ')}`);
+    throw new Error(
+      `suite guard: ${left.length} tagged process(es) still alive after the tests:\n  ${left.join('\n  ')}`,
+    );
   };
 }

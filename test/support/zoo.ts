@@ -3,7 +3,14 @@ import { type ChildProcess, spawn as spawnChild } from 'node:child_process';
 import { chmodSync, mkdtempSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { type Identity, type Result, type SpawnOptions, identityOf, isAlive, spawn } from '../../src/index.js';
+import {
+  type Identity,
+  identityOf,
+  isAlive,
+  type Result,
+  type SpawnOptions,
+  spawn,
+} from '../../src/index.js';
 import type { ProcessRecord } from '../../src/sweep/report.js';
 import { BUILD, FIXTURES } from './paths.js';
 
@@ -192,16 +199,22 @@ export async function runShape(
   for (const d of decoys) started.push(d.identity);
   const recorded: Recorded[] = [];
   try {
-    await waitFor(`${shape.script} to say READY (stderr: ${stderr})`, () => {
-      try {
-        return /^READY$/m.test(readFileSync(pidfile, 'latin1'));
-      } catch {
-        return false;
-      }
-    }, 20_000);
+    await waitFor(
+      `${shape.script} to say READY (stderr: ${stderr})`,
+      () => {
+        try {
+          return /^READY$/m.test(readFileSync(pidfile, 'latin1'));
+        } catch {
+          return false;
+        }
+      },
+      20_000,
+    );
     for (const line of readPidfile(pidfile)) {
-      const identity = line.startTime !== undefined ? { pid: line.pid, startTime: line.startTime } : identityOf(line.pid);
-      if (!identity) throw new Error(`fixture ${shape.script}: ${line.label} pid ${line.pid} was gone before the sweep`);
+      const identity =
+        line.startTime !== undefined ? { pid: line.pid, startTime: line.startTime } : identityOf(line.pid);
+      if (!identity)
+        throw new Error(`fixture ${shape.script}: ${line.label} pid ${line.pid} was gone before the sweep`);
       started.push(identity);
       recorded.push({ label: line.label, identity, cmdline: cmdlineOf(line.pid) });
     }
@@ -235,7 +248,8 @@ export function problemsOf(run: ShapeRun, extraDecoys: Decoy[] = []): string[] {
     }
   }
   for (const d of [...run.decoys, ...extraDecoys]) {
-    if (!isAlive(d.identity)) problems.push(`${at} decoy "${d.label}" ${describeProcess(d.identity)} was killed`);
+    if (!isAlive(d.identity))
+      problems.push(`${at} decoy "${d.label}" ${describeProcess(d.identity)} was killed`);
     if (report.stopped.some((s) => s.pid === d.identity.pid && s.startTime === d.identity.startTime)) {
       problems.push(`${at} decoy "${d.label}" pid ${d.identity.pid} is listed as stopped`);
     }
@@ -243,22 +257,29 @@ export function problemsOf(run: ShapeRun, extraDecoys: Decoy[] = []): string[] {
   for (const r of run.recorded) {
     const rec = report.stopped.find((s) => s.pid === r.identity.pid && s.startTime === r.identity.startTime);
     if (!rec) {
-      problems.push(`${at} ${r.label} ${describeProcess(r.identity, r.cmdline)} is not listed in report.stopped`);
+      problems.push(
+        `${at} ${r.label} ${describeProcess(r.identity, r.cmdline)} is not listed in report.stopped`,
+      );
       continue;
     }
     const ended = run.shape.endedBy?.[r.label];
     if (ended && rec.endedBy !== ended) {
-      problems.push(`${at} ${r.label} pid ${r.identity.pid} ended by ${rec.endedBy} (signals ${rec.signals.join(',')}), expected ${ended}`);
+      problems.push(
+        `${at} ${r.label} pid ${r.identity.pid} ended by ${rec.endedBy} (signals ${rec.signals.join(',')}), expected ${ended}`,
+      );
     }
     const allowed = run.shape.foundBy?.[r.label] ?? ['carrier', 'descendant'];
     if (!allowed.includes(rec.foundBy)) {
-      problems.push(`${at} ${r.label} pid ${r.identity.pid} listed with foundBy ${rec.foundBy}, expected ${allowed.join(' or ')}`);
+      problems.push(
+        `${at} ${r.label} pid ${r.identity.pid} listed with foundBy ${rec.foundBy}, expected ${allowed.join(' or ')}`,
+      );
     }
   }
   if (report.survivors.length) {
     problems.push(`${at} report lists survivors: ${JSON.stringify(report.survivors)}`);
   }
-  if (!report.complete || !report.ok) problems.push(`${at} report not complete/ok: ${JSON.stringify(report.warnings)}`);
+  if (!report.complete || !report.ok)
+    problems.push(`${at} report not complete/ok: ${JSON.stringify(report.warnings)}`);
   return problems;
 }
 
