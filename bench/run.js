@@ -79,6 +79,31 @@ function raisePidMax() {
   }
 }
 
+/** Share of CPU time not idle over `ms`, from /proc/stat: other work on the machine. */
+async function cpuBusy(ms) {
+  const sample = () => {
+    const f = readFileSync('/proc/stat', 'latin1').split('\n')[0].trim().split(/\s+/).slice(1).map(Number);
+    const idle = f[3] + f[4]; // idle + iowait
+    return { idle, total: f.reduce((a, b) => a + b, 0) };
+  };
+  const a = sample();
+  await delay(ms);
+  const b = sample();
+  return 1 - (b.idle - a.idle) / Math.max(1, b.total - a.total);
+}
+
+/** The commit measured, with `-dirty` when src/ has uncommitted changes (dist/ is built from it). */
+function gitDescribe() {
+  try {
+    const opts = { cwd: ROOT, encoding: 'latin1', timeout: 10_000 };
+    const head = execFileSync('git', ['rev-parse', '--short', 'HEAD'], opts).trim();
+    const dirty = execFileSync('git', ['status', '--porcelain', '--', 'src'], opts).trim();
+    return dirty ? `${head}-dirty` : head;
+  } catch {
+    return 'unknown';
+  }
+}
+
 // ---------------------------------------------------------------------------------------------
 // The spawner: our single long-lived child, parent and reaper of every benchmark process.
 
@@ -131,11 +156,7 @@ class Spawner {
       this.replies.delete(key);
       return Promise.resolve(value);
     }
-    return withTimeout(
-      new Promise((resolve) => this.waiters.set(key, resolve)),
-      ms,
-      `spawner reply ${key}`,
-    );
+    return withTimeout(new Promise((resolve) => this.waiters.set(key, resolve)), ms, `spawner reply ${key}`);
   }
 
   /** Starts `n` sleeps; resolves to { batch, pids }. */
@@ -306,26 +327,29 @@ async function cleanEnd(level) {
   return res;
 }
 
-/** The sweep of `LEFTOVERS` setsid'd tagged sleeps, `SWEEP_REPS` times. */
-async function sweepLeftovers(sp, bins) {
+/**
+ * The sweep of `LEFTOVERS` setsid'd sleeps carrying `tag` (the spawner's tag), `SWEEP_REPS`
+ * times; each batch is gone before the next starts, so the tag can be reused.
+ */
+async function sweepLeftovers(sp, bins, tag) {
   const reps = [];
   for (let r = 0; r < SWEEP_REPS; r++) {
-    const tag = createTag();
     const notBefore = ticksNow();
     const { batch, pids } = await sp.start(LEFTOVERS, { tagged: true, setsid: true });
     // Sanity: every leftover carries the tag (C loop over /proc).
     const c = cLoop(bins.environLoop, tag.entry, 'environ');
     if (c.matches !== LEFTOVERS) {
-      // The spawner tags with the run's first tag only: re-start with that tag instead.
       throw new Error(`expected ${LEFTOVERS} carriers of the tag, C loop saw ${c.matches}`);
     }
     const startNs = process.hrtime.bigint();
     const t0 = performance.now();
     let firstEmptyMs;
+    let firstRoundMs;
     const report = await sweep({
       tag,
       notBefore,
       onProgress: (p) => {
+        if (firstRoundMs === undefined) firstRoundMs = performance.now() - t0;
         if (p.waiting === 0 && firstEmptyMs === undefined) firstEmptyMs = performance.now() - t0;
       },
     });
@@ -343,6 +367,7 @@ async function sweepLeftovers(sp, bins) {
       goneMs: goneNs === undefined ? null : Number(goneNs - startNs) / 1e6,
       durationMs: report.timings.durationMs,
       wallMs,
+      firstRoundMs, // begin() + round 1: scan, read each found one's details, TERM each
       firstEmptyRoundMs: firstEmptyMs,
       scans: report.timings.scans,
       scanMs: report.timings.scanMs,
@@ -358,7 +383,7 @@ async function sweepLeftovers(sp, bins) {
     reps.push(rep);
     log(
       `sweep ${r + 1}/${SWEEP_REPS}: all gone ${rep.goneMs === null ? 'NO' : `${fmt(rep.goneMs)} ms`}, ` +
-        `durationMs ${fmt(rep.durationMs)}, stopped ${rep.stopped} (${rep.endedByTerm} by TERM), ` +
+        `durationMs ${fmt(rep.durationMs)}, first round ${fmt(rep.firstRoundMs)} ms, stopped ${rep.stopped} (${rep.endedByTerm} by TERM), ` +
         `survivors ${rep.survivors}, ${rep.scans} scans (${fmt(rep.scanMs)} ms), ${rep.signalling}`,
     );
     await sp.kill(batch); // nothing left normally; otherwise KILL + reap before the next rep
@@ -367,6 +392,7 @@ async function sweepLeftovers(sp, bins) {
     n: LEFTOVERS,
     goneP50: median(reps.map((r) => r.goneMs ?? Number.POSITIVE_INFINITY)),
     durationP50: median(reps.map((r) => r.durationMs)),
+    firstRoundP50: median(reps.map((r) => r.firstRoundMs)),
     allGone: reps.every((r) => r.allGone),
     reps,
   };
@@ -398,7 +424,7 @@ function table(res) {
   const s = res.sweep;
   lines.push(
     `| 2. ${s.n.toLocaleString('en')} TERM-obeying leftovers gone (last reaped) | ${fmt(s.goneP50)} ms | ` +
-      `sweep durationMs ${fmt(s.durationP50)} ms | target ≤ 250 ms; all gone: ${s.allGone ? 'yes' : 'NO'} |`,
+      `sweep durationMs ${fmt(s.durationP50)} ms (first round ${fmt(s.firstRoundP50)} ms) | target ≤ 250 ms; all gone: ${s.allGone ? 'yes' : 'NO'} |`,
   );
   for (const c of res.cleanEnds) {
     const expect = 50 + 2 * c.scanMsEach;
@@ -438,26 +464,37 @@ async function main() {
         environBytes: Object.entries(process.env).reduce((a, [k, v]) => a + k.length + v.length + 2, 0),
       },
       date: new Date().toISOString(),
+      commit: gitDescribe(),
+      // Other work on the machine skews every row: recorded so that a noisy run shows as one.
+      loadavgStart: readFileSync('/proc/loadavg', 'latin1').trim(),
+      processesAtStart: takeSnapshot().processes.size,
       cleanEnds: [],
       levels: [],
     };
     // A warm-up sweep loads koffi (pidfd) once.
     await sweep({ tag: createTag(), notBefore: ticksNow() });
+    res.cpuBusyAtStart = await cpuBusy(1000);
+    if (res.cpuBusyAtStart > 0.2) {
+      log(
+        `warning: CPU ${(res.cpuBusyAtStart * 100).toFixed(0)}% busy before the run: figures will be noisy`,
+      );
+    }
     res.cleanEnds.push(await cleanEnd(0));
     for (const n of LEVELS) {
       const level = await scanLevel(sp, bins, runTag, n);
       res.levels.push(level);
       res.cleanEnds.push(level.cleanEnd);
     }
-    // The spawner tags children with the run's tag: the sweep rows use it, one batch at a time.
     res.sweep = await sweepLeftovers(sp, bins, runTag);
     res.totalMs = performance.now() - started;
+    res.loadavgEnd = readFileSync('/proc/loadavg', 'latin1').trim();
     writeFileSync(join(BUILD, 'bench-results.json'), `${JSON.stringify(res, null, 2)}\n`);
     process.stdout.write(`\n${table(res)}\n\n`);
     process.stdout.write(
       `machine: ${res.machine.cores} cores (${res.machine.cpu}), kernel ${res.machine.kernel}, ` +
-        `node ${res.machine.node}; environ ~${Math.round(res.levels[0]?.environBytesAvg ?? 0)} B per process; ` +
-        `run took ${(res.totalMs / 1000).toFixed(1)} s; raw figures in build/bench-results.json\n`,
+        `node ${res.machine.node}; commit ${res.commit}; environ ~${Math.round(res.levels[0]?.environBytesAvg ?? 0)} B per process; ` +
+        `run took ${(res.totalMs / 1000).toFixed(1)} s; ${res.processesAtStart} processes before the run; ` +
+        `CPU ${(res.cpuBusyAtStart * 100).toFixed(0)}% busy before the run; loadavg ${res.loadavgStart} at start, ${res.loadavgEnd} at end; raw figures in build/bench-results.json\n`,
     );
   } finally {
     await sp.close();
