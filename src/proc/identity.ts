@@ -2,8 +2,8 @@
 // is never mistaken for the process an earlier scan found.
 import { readFileSync } from 'node:fs';
 import { listTasks } from './environ.js';
-import { readText } from './read.js';
-import { type ProcStat, parseStat } from './stat.js';
+import { readInto, sharedBuffer } from './read.js';
+import { type ProcStat, parseStatBuffer } from './stat.js';
 
 /** USER_HZ: the unit of `startTime` (clock ticks). It is 100 on every Linux ABI Node runs on. */
 export const CLOCK_TICKS_PER_SECOND = 100;
@@ -21,8 +21,8 @@ export function identityKey(id: Identity): string {
 
 /** Reads and parses `/proc/<pid>/stat`; undefined when the process is gone. */
 export function readStat(procRoot: string, pid: number): ProcStat | undefined {
-  const text = readText(`${procRoot}/${pid}/stat`);
-  return text === undefined ? undefined : parseStat(text);
+  const r = readInto(`${procRoot}/${pid}/stat`);
+  return r.kind === 'ok' ? parseStatBuffer(sharedBuffer(), r.length) : undefined;
 }
 
 /**

@@ -1,7 +1,7 @@
 // One walk of the process table per round: pid, ppid, state, start time, comm, group, session.
 import { readdirSync } from 'node:fs';
 import { readInto, sharedBuffer } from './read.js';
-import { isKernelThread, type ProcStat, parseStat } from './stat.js';
+import { isKernelThread, type ProcStat, parseStatBuffer } from './stat.js';
 
 /** One round's view of the process table, kernel threads left out. */
 export interface Snapshot {
@@ -42,7 +42,7 @@ export function takeSnapshot(procRoot = '/proc'): Snapshot {
     if (first < 48 || first > 57) continue;
     const r = readInto(`${procRoot}/${name}/stat`);
     if (r.kind !== 'ok') continue;
-    const stat = parseStat(sharedBuffer().toString('latin1', 0, r.length));
+    const stat = parseStatBuffer(sharedBuffer(), r.length);
     if (stat === undefined || isKernelThread(stat)) continue;
     processes.set(stat.pid, stat);
     const siblings = children.get(stat.ppid);
@@ -55,15 +55,21 @@ export function takeSnapshot(procRoot = '/proc'): Snapshot {
   return { procRoot, processes, children, durationMs: performance.now() - started };
 }
 
-/** The pid chain from `pid` up to (and including) PID 1, read from a snapshot. */
-export function ancestorsOf(snapshot: Snapshot, pid: number): number[] {
+/**
+ * The pid chain from `pid` up to (and including) PID 1, one stat read per ancestor. Throws
+ * `NoProcError` when `pid` itself cannot be read there (no procfs at `procRoot`).
+ */
+export function ancestorsOf(procRoot: string, pid: number): number[] {
   const chain: number[] = [];
-  const seen = new Set<number>();
-  let current: number | undefined = pid;
-  while (current !== undefined && current > 0 && !seen.has(current)) {
+  let current = pid;
+  while (current > 0 && !chain.includes(current)) {
+    const r = readInto(`${procRoot}/${current}/stat`);
+    if (r.kind !== 'ok') {
+      if (current === pid) throw new NoProcError(procRoot, new Error(`no readable stat for pid ${pid}`));
+      break;
+    }
     chain.push(current);
-    seen.add(current);
-    current = snapshot.processes.get(current)?.ppid;
+    current = parseStatBuffer(sharedBuffer(), r.length)?.ppid ?? 0;
   }
   return chain;
 }

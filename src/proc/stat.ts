@@ -23,34 +23,61 @@ export interface ProcStat {
   startTime: number;
 }
 
-// Index of each field in the list that follows the last ')' (field 3 is index 0).
-const AFTER_COMM = { state: 0, ppid: 1, pgid: 2, sid: 3, flags: 6, threads: 17, startTime: 19 };
+const SPACE = 0x20;
+const OPEN_PAREN = 0x28;
+const CLOSE_PAREN = 0x29;
+// Fields after comm, counted from field 3 (state) = 0, that tether keeps.
+const PPID = 1;
+const PGID = 2;
+const SID = 3;
+const FLAGS = 6;
+const THREADS = 17;
+const START_TIME = 19;
 
 /**
- * Parses the text of `/proc/<pid>/stat`. The line is cut at the *last* ')' because `comm`
- * may itself contain spaces and parentheses. Returns undefined for text that is not a stat
- * line (a truncated read, an empty file).
+ * Parses a `/proc/<pid>/stat` line held in `buf[0, length)` without building a string per
+ * field. The line is cut at the *last* ')' because `comm` may itself contain spaces and
+ * parentheses. Returns undefined for bytes that are not a stat line (a truncated read).
  */
-export function parseStat(text: string): ProcStat | undefined {
-  const open = text.indexOf(' (');
-  const close = text.lastIndexOf(')');
-  if (open <= 0 || close < open) return undefined;
-  const rest = text.slice(close + 2).split(' ');
-  if (rest.length <= AFTER_COMM.startTime) return undefined;
-  const num = (i: number) => Number(rest[i]);
-  const stat: ProcStat = {
-    pid: Number(text.slice(0, open)),
-    comm: text.slice(open + 2, close),
-    state: rest[AFTER_COMM.state] ?? '?',
-    ppid: num(AFTER_COMM.ppid),
-    pgid: num(AFTER_COMM.pgid),
-    sid: num(AFTER_COMM.sid),
-    flags: num(AFTER_COMM.flags),
-    threads: num(AFTER_COMM.threads),
-    startTime: num(AFTER_COMM.startTime),
+export function parseStatBuffer(buf: Buffer, length: number): ProcStat | undefined {
+  const open = buf.indexOf(OPEN_PAREN);
+  const close = buf.lastIndexOf(CLOSE_PAREN, length - 1);
+  if (open <= 0 || close < open || close + 2 >= length) return undefined;
+  let pid = 0;
+  for (let i = 0; i < open - 1; i++) pid = pid * 10 + (buf[i] as number) - 48;
+  const fields = [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0];
+  const state = String.fromCharCode(buf[close + 2] as number);
+  let field = 0;
+  let value = 0;
+  let negative = false;
+  for (let i = close + 3; i < length && field <= START_TIME; i++) {
+    const c = buf[i] as number;
+    if (c === SPACE) {
+      fields[field] = negative ? -value : value;
+      field += 1;
+      value = 0;
+      negative = false;
+    } else if (c === 0x2d) negative = true;
+    else if (c >= 48 && c <= 57) value = value * 10 + c - 48;
+  }
+  if (field <= START_TIME) return undefined;
+  return {
+    pid,
+    comm: buf.toString('latin1', open + 1, close),
+    state,
+    ppid: fields[PPID] as number,
+    pgid: fields[PGID] as number,
+    sid: fields[SID] as number,
+    flags: fields[FLAGS] as number,
+    threads: fields[THREADS] as number,
+    startTime: fields[START_TIME] as number,
   };
-  if (!Number.isInteger(stat.pid) || !Number.isInteger(stat.startTime)) return undefined;
-  return stat;
+}
+
+/** `parseStatBuffer` for text (tests, captured lines). */
+export function parseStat(text: string): ProcStat | undefined {
+  const buf = Buffer.from(text, 'latin1');
+  return parseStatBuffer(buf, buf.length);
 }
 
 /** True for a kernel thread: never a member of any session. */

@@ -82,8 +82,8 @@ export function scanSession(ctx: ScanContext): ScanResult {
 
   // Carriers: read environ only where it can matter.
   for (const stat of snapshot.processes.values()) {
-    if (members.has(stat.pid) || !eligible(stat)) continue;
     if (ctx.notBefore !== undefined && stat.startTime < ctx.notBefore) continue;
+    if (members.has(stat.pid) || !eligible(stat)) continue;
     const leaderExited = stat.state === 'Z';
     const match = matchEnviron(ctx.procRoot, stat.pid, ctx.entry, leaderExited);
     if (match === 'match') {

@@ -28,27 +28,49 @@ const SYS_PIDFD_OPEN = 434;
 const ESRCH = 3;
 const EPERM = 1;
 
-type SyscallFn = (...args: unknown[]) => number;
 interface Ffi {
-  syscall: SyscallFn;
+  pidfdOpen: (pid: number) => number;
+  pidfdSendSignal: (fd: number, signal: number) => number;
+  close: (fd: number) => number;
   errno: () => number;
-  close: SyscallFn;
 }
 
 let ffi: Ffi | null | undefined;
 
+// Binds the glibc ≥ 2.36 wrappers (fixed prototypes: cheap calls); on an older glibc, the
+// variadic syscall(2) with the generic syscall numbers.
+function bind(): Ffi {
+  const koffi = createRequire(import.meta.url)('koffi');
+  const libc = koffi.load('libc.so.6');
+  const errno = () => koffi.errno() as number;
+  const close = libc.func('int close(int)');
+  try {
+    const open = libc.func('int pidfd_open(int, unsigned int)');
+    const send = libc.func('int pidfd_send_signal(int, int, void *, unsigned int)');
+    return {
+      pidfdOpen: (pid) => open(pid, 0),
+      pidfdSendSignal: (fd, sig) => send(fd, sig, null, 0),
+      close,
+      errno,
+    };
+  } catch {
+    const syscall = libc.func('long syscall(long, ...)');
+    return {
+      pidfdOpen: (pid) => syscall(SYS_PIDFD_OPEN, 'int', pid, 'uint', 0),
+      pidfdSendSignal: (fd, sig) =>
+        syscall(SYS_PIDFD_SEND_SIGNAL, 'int', fd, 'int', sig, 'void *', null, 'uint', 0),
+      close,
+      errno,
+    };
+  }
+}
+
 function loadFfi(): Ffi | null {
   if (ffi !== undefined) return ffi;
   try {
-    const koffi = createRequire(import.meta.url)('koffi');
-    const libc = koffi.load('libc.so.6');
-    ffi = {
-      syscall: libc.func('long syscall(long, ...)'),
-      close: libc.func('int close(int)'),
-      errno: () => koffi.errno() as number,
-    };
-    // Probe once: pidfd_open on ourselves must give an fd.
-    const fd = ffi.syscall(SYS_PIDFD_OPEN, 'int', process.pid, 'uint', 0);
+    ffi = bind();
+    // Probe once: pidfd_open on ourselves must give an fd (ENOSYS before Linux 5.3).
+    const fd = ffi.pidfdOpen(process.pid);
     if (fd < 0) ffi = null;
     else ffi.close(fd);
   } catch {
@@ -79,23 +101,13 @@ function pidfdSignaller(f: Ffi): Signaller {
     mechanism: 'pidfd',
     send(procRoot, id, signal) {
       checkPid(id);
-      const fd = f.syscall(SYS_PIDFD_OPEN, 'int', id.pid, 'uint', 0);
+      const fd = f.pidfdOpen(id.pid);
       if (fd < 0) return f.errno() === ESRCH ? 'gone' : recheckSignaller().send(procRoot, id, signal);
       try {
         // The fd was opened before this check; if the start time still matches now, the
         // process existed throughout and the fd names it.
         if (!sameProcess(procRoot, id)) return 'gone';
-        const r = f.syscall(
-          SYS_PIDFD_SEND_SIGNAL,
-          'int',
-          fd,
-          'int',
-          constants.signals[signal],
-          'void *',
-          null,
-          'uint',
-          0,
-        );
+        const r = f.pidfdSendSignal(fd, constants.signals[signal]);
         if (r === 0) return 'sent';
         const errno = f.errno();
         if (errno === EPERM) return 'denied';

@@ -5,7 +5,7 @@ import { setTimeout as delay } from 'node:timers/promises';
 import { checkMs, DEFAULT_GRACE_MS, DEFAULT_KILL_AFTER_MS, DEFAULT_SCAN_INTERVAL_MS } from '../options.js';
 import { readCmdline, readUid } from '../proc/details.js';
 import { type Identity, identityKey } from '../proc/identity.js';
-import { ancestorsOf, NoProcError, takeSnapshot } from '../proc/snapshot.js';
+import { ancestorsOf, NoProcError } from '../proc/snapshot.js';
 import { parseTag, type SessionTag } from '../session/tag.js';
 import type { EventListener, TetherEvent } from './events.js';
 import {
@@ -109,8 +109,7 @@ class SweepRun {
   /** Excludes the supervisor and its ancestors. False when the process table cannot be read. */
   begin(): boolean {
     try {
-      const snapshot = takeSnapshot(this.ctx.procRoot);
-      for (const pid of ancestorsOf(snapshot, process.pid)) this.ctx.excluded.add(pid);
+      for (const pid of ancestorsOf(this.ctx.procRoot, process.pid)) this.ctx.excluded.add(pid);
       return true;
     } catch (error) {
       return this.fail(error);
