@@ -1,0 +1,75 @@
+import { execFileSync } from 'node:child_process';
+import { mkdtempSync, readFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterEach, describe, expect, it } from 'vitest';
+import { type Identity, isAlive, spawn } from '../../src/index.js';
+
+// The payload is a real shell of each family an agent may run: each starts a setsid'd and a
+// nohup'd leftover in its own way, records them (pid and start time, read while they run), and
+// returns. tether must stop both.
+const SHELLS: [name: string, argv: string[]][] = [
+  ['dash', ['dash', '-c']],
+  ['bash', ['bash', '-c']],
+  ['bash --posix', ['bash', '--posix', '-c']],
+  ['busybox sh', ['busybox', 'sh', '-c']],
+  ['mksh', ['mksh', '-c']],
+];
+
+function installed(command: string): boolean {
+  try {
+    execFileSync('sh', ['-c', `command -v ${command}`], { stdio: 'ignore', timeout: 5000 });
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+const recorded: Identity[] = [];
+afterEach(() => {
+  for (const id of recorded.splice(0)) if (isAlive(id)) process.kill(id.pid, 'SIGKILL');
+});
+
+describe('leftovers started by real shells', () => {
+  for (const [name, argv] of SHELLS) {
+    const [shell, ...flags] = argv as [string, ...string[]];
+    // CI installs every shell (.ci/run); elsewhere a missing one is skipped, and says so.
+    it.skipIf(!installed(shell))(
+      `are stopped when ${name} returns (skipped if ${shell} is not installed)`,
+      async () => {
+        const pids = join(mkdtempSync(join(tmpdir(), 'tether-shell-')), 'pids');
+        const record = `echo "$! $(cut -d' ' -f22 /proc/$!/stat)" >> ${pids}`;
+        const script = [
+          `setsid sleep 1000 </dev/null >/dev/null 2>&1 & ${record}`,
+          `nohup sleep 1001 </dev/null >/dev/null 2>&1 & ${record}`,
+          '(sleep 1002 </dev/null >/dev/null 2>&1 &) ; sleep 0.1',
+          'exit 0',
+        ].join('\n');
+        const result = await spawn(shell, [...flags, script], {
+          graceMs: 1000,
+          killAfterMs: 1000,
+          stdio: 'ignore',
+        });
+        const ids = readFileSync(pids, 'utf8')
+          .trim()
+          .split('\n')
+          .map((line) => {
+            const [pid, startTime] = line.split(' ').map(Number);
+            return { pid: pid as number, startTime: startTime as number };
+          });
+        recorded.push(...ids);
+        expect(ids, `premise broken: ${name} recorded ${ids.length} leftovers`).toHaveLength(2);
+        expect(result.exitCode).toBe(0);
+        for (const id of ids) {
+          expect(
+            isAlive(id),
+            `${name}: leftover ${id.pid} (start ${id.startTime}) survived; report: ${JSON.stringify(result.report.stopped)}`,
+          ).toBe(false);
+        }
+        const stopped = result.report.stopped.map((p) => p.cmdline);
+        expect(stopped).toEqual(expect.arrayContaining(['sleep 1000', 'sleep 1001', 'sleep 1002']));
+        expect(result.report.ok).toBe(true);
+      },
+    );
+  }
+});
