@@ -1,4 +1,5 @@
 // The tether CLI: parse → call the library → render → exit status.
+import { createRequire } from 'node:module';
 import { Command, CommanderError } from 'commander';
 import { TetherError } from '../outcome/errors.js';
 import { NoProcError } from '../proc/snapshot.js';
@@ -9,6 +10,7 @@ import { sweepCommand } from './sweep.js';
 
 const program = new Command('tether')
   .description('Run a command as a session: every process it starts ends with it.')
+  .version(packageVersion(), '-V, --version')
   .enablePositionalOptions()
   .exitOverride()
   .configureOutput({
@@ -17,12 +19,16 @@ const program = new Command('tether')
 
 program
   .command('run')
-  .description('run CMD as a session; when it exits, stop everything it left running')
+  .description(
+    'run CMD as a session; when it exits, stop everything it left running. ' +
+      "Exits with CMD's status (128+N when a signal N ended it); prints a report on stderr only " +
+      'when something was stopped, survived, could not be read, or the sweep could not run.',
+  )
   .option('--grace <duration>', 'TERM phase: how long to wait before KILL (500ms, 5s, 2m)', '5s')
   .option('--kill-after <duration>', 'KILL phase budget', '3s')
   .option('--json', 'print the sweep report as JSON on stderr instead of the table')
   .option('--report-file <file>', 'write the sweep report as JSON to FILE')
-  .argument('<command...>', 'the command and its arguments (after --)')
+  .argument('<command...>', 'the command and its arguments (put them after -- when they have options)')
   .passThroughOptions()
   .action(runCommand);
 
@@ -40,6 +46,11 @@ program
   .option('--kill-after <duration>', 'KILL phase budget', '3s')
   .option('--json', 'print the report as JSON on stdout')
   .action(sweepCommand);
+
+function packageVersion(): string {
+  const pkg = createRequire(import.meta.url)('../../package.json') as { version: string };
+  return pkg.version;
+}
 
 try {
   await program.parseAsync(process.argv);
