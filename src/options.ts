@@ -10,12 +10,15 @@ export const DEFAULT_SCAN_INTERVAL_MS = 50;
 /** How long the payload's output is awaited past its exit, ms (ADR-127 §5). */
 export const DEFAULT_OUTPUT_CAP_MS = 2000;
 
-/** Checks a duration option in ms: a finite number ≥ `min`. Throws `INVALID_OPTION`. */
+/** The longest delay a Node timer holds (2³¹−1 ms, about 24.8 days); longer ones fire at once. */
+export const MAX_TIMER_MS = 2_147_483_647;
+
+/** Checks a duration option in ms: a number in [`min`, 2³¹−1]. Throws `INVALID_OPTION` naming it. */
 export function checkMs(name: string, value: unknown, min = 0): number {
-  if (typeof value !== 'number' || !Number.isFinite(value) || value < min) {
+  if (typeof value !== 'number' || !Number.isFinite(value) || value < min || value > MAX_TIMER_MS) {
     throw new TetherError(
       'INVALID_OPTION',
-      `invalid ${name}: ${String(value)} (expected a number of milliseconds ≥ ${min})`,
+      `invalid ${name}: ${String(value)} (expected a number of milliseconds from ${min} to ${MAX_TIMER_MS})`,
     );
   }
   return value;
@@ -35,5 +38,12 @@ export function parseDuration(name: string, text: string): number {
       `invalid ${name} ${JSON.stringify(text)}: expected a duration such as 500ms, 5s, 1.5s, 2m`,
     );
   }
-  return Math.round(Number(match[1]) * (UNITS_MS[match[2] ?? 's'] ?? 1000));
+  const ms = Math.round(Number(match[1]) * (UNITS_MS[match[2] ?? 's'] ?? 1000));
+  if (!Number.isFinite(ms) || ms > MAX_TIMER_MS) {
+    throw new TetherError(
+      'INVALID_OPTION',
+      `invalid ${name} ${JSON.stringify(text)}: longer than 24 days (2147483647 ms)`,
+    );
+  }
+  return ms;
 }

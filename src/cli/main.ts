@@ -52,6 +52,13 @@ function packageVersion(): string {
   return pkg.version;
 }
 
+// A reader of our output that went away (`tether sweep --json | head`) is not a crash.
+for (const stream of [process.stdout, process.stderr]) {
+  stream.on('error', (error: NodeJS.ErrnoException) => {
+    if (error.code !== 'EPIPE') throw error;
+  });
+}
+
 try {
   await program.parseAsync(process.argv);
 } catch (error) {

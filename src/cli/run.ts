@@ -1,8 +1,10 @@
 // tether run [--grace 5s] [--kill-after 3s] [--json] [--report-file FILE] -- CMD [ARGS…]
-import { writeFileSync } from 'node:fs';
+import { closeSync, openSync, writeFileSync } from 'node:fs';
 import { constants } from 'node:os';
 import { parseDuration } from '../options.js';
+import { TetherError } from '../outcome/errors.js';
 import { Session } from '../session/session.js';
+import type { SweepReport } from '../sweep/report.js';
 import { EXIT_CANNOT_EXECUTE, EXIT_NOT_FOUND, EXIT_SIGNAL_OFFSET } from './exit-codes.js';
 import { progressLine } from './progress.js';
 import { renderReport } from './render.js';
@@ -15,13 +17,36 @@ export interface RunFlags {
   reportFile?: string;
 }
 
-const FORWARDED = ['SIGINT', 'SIGTERM', 'SIGHUP'] as const;
+// Every catchable signal whose default action would end tether without its sweep (signal(7));
+// SIGKILL cannot be caught (closed by the subreaper helper), SIGSEGV/SIGBUS/SIGFPE/SIGILL are Node's.
+const FORWARDED = [
+  'SIGINT',
+  'SIGTERM',
+  'SIGHUP',
+  'SIGQUIT',
+  'SIGUSR1',
+  'SIGUSR2',
+  'SIGALRM',
+  'SIGVTALRM',
+  'SIGPROF',
+  'SIGXCPU',
+  'SIGXFSZ',
+  'SIGIO',
+  'SIGPWR',
+] as const;
 
 /** Runs the payload as a session with stdio passed through; sets `process.exitCode`. */
 export async function runCommand(argv: string[], flags: RunFlags): Promise<void> {
   const graceMs = parseDuration('--grace', flags.grace);
   const killAfterMs = parseDuration('--kill-after', flags.killAfter);
   const [command, ...args] = argv as [string, ...string[]];
+  if (!command)
+    throw new TetherError(
+      'INVALID_OPTION',
+      'invalid command: an empty string (expected a program name or path)',
+    );
+  // Refuse an unwritable report file before the payload runs, not after it.
+  if (flags.reportFile) checkWritable('--report-file', flags.reportFile);
   const progress = progressLine(process.stderr);
   const s = new Session({ graceMs, killAfterMs, onProgress: progress.update });
   const proc = s.spawn(command, args, { stdio: 'inherit' });
@@ -38,7 +63,7 @@ export async function runCommand(argv: string[], flags: RunFlags): Promise<void>
   progress.clear();
   for (const signal of FORWARDED) process.off(signal, forward);
 
-  if (flags.reportFile) writeFileSync(flags.reportFile, `${JSON.stringify(report, null, 2)}\n`);
+  if (flags.reportFile) writeReportFile(flags.reportFile, report);
   if (flags.json) process.stderr.write(`${JSON.stringify(report)}\n`);
   else if (
     report.stopped.length ||
@@ -61,4 +86,24 @@ export async function runCommand(argv: string[], flags: RunFlags): Promise<void>
   process.exitCode = exit.signal
     ? EXIT_SIGNAL_OFFSET + (constants.signals[exit.signal] ?? 0)
     : (exit.exitCode ?? 0);
+}
+
+function checkWritable(option: string, path: string): void {
+  try {
+    closeSync(openSync(path, 'a'));
+  } catch (error) {
+    throw new TetherError(
+      'INVALID_OPTION',
+      `invalid ${option} ${JSON.stringify(path)}: ${(error as Error).message}`,
+    );
+  }
+}
+
+// Writing the report must not cost the payload's exit status or the printed report.
+function writeReportFile(path: string, report: SweepReport): void {
+  try {
+    writeFileSync(path, `${JSON.stringify(report, null, 2)}\n`);
+  } catch (error) {
+    process.stderr.write(`tether: could not write the report to ${path}: ${(error as Error).message}\n`);
+  }
 }

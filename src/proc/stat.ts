@@ -80,7 +80,11 @@ export function parseStat(text: string): ProcStat | undefined {
   return parseStatBuffer(buf, buf.length);
 }
 
-/** True for a kernel thread: never a member of any session. */
+/**
+ * True for a kernel thread: never a member of any session. Only `PF_KTHREAD` says so: "pid 2
+ * and its children" holds in the root PID namespace alone — inside another, pid 2 is a
+ * user process (often the supervisor itself, under an init such as tini).
+ */
 export function isKernelThread(stat: ProcStat): boolean {
-  return (stat.flags & PF_KTHREAD) !== 0 || stat.pid === 2 || stat.ppid === 2;
+  return (stat.flags & PF_KTHREAD) !== 0;
 }

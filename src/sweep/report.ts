@@ -40,9 +40,14 @@ export interface UnreadableRecord {
   cmdline: string;
 }
 
-/** Something the sweep could not do. Codes: `NO_PROC`, `SCAN_FAILED`, `NO_PIDFD`. */
+/**
+ * Something the sweep could not do. Codes: `NO_PROC` (no readable procfs: the sweep did not
+ * run), `PROC_NAMESPACE` (the procfs is another PID namespace's: the sweep did not run),
+ * `SCAN_FAILED` (a scan threw), `UNSETTLED` (members still appearing at the end), `NO_PIDFD`
+ * (identity checks fall back to a start-time re-check).
+ */
 export interface SweepWarning {
-  code: 'NO_PROC' | 'SCAN_FAILED' | 'NO_PIDFD';
+  code: 'NO_PROC' | 'PROC_NAMESPACE' | 'SCAN_FAILED' | 'UNSETTLED' | 'NO_PIDFD';
   message: string;
 }
 

@@ -1,6 +1,7 @@
 // The sweep (ADR-127 §2–4; design.md §4). Read it like tini's loop:
 //   scan → signal what is new → two empty scans? done → out of time? next phase → wait 50 ms.
 // TERM phase up to the grace, then — unless TERM ended on two empty scans — KILL phase.
+import { readlinkSync } from 'node:fs';
 import { setTimeout as delay } from 'node:timers/promises';
 import { checkMs, DEFAULT_GRACE_MS, DEFAULT_KILL_AFTER_MS, DEFAULT_SCAN_INTERVAL_MS } from '../options.js';
 import { readCmdline, readUid } from '../proc/details.js';
@@ -77,6 +78,8 @@ class SweepRun {
   readonly signaller: Signaller;
   scans = 0;
   scanMs = 0;
+  /** Members the last scan saw alive in its snapshot, even if gone by the time of their signal. */
+  seen = 0;
   complete = true;
 
   constructor(
@@ -109,11 +112,31 @@ class SweepRun {
   /** Excludes the supervisor and its ancestors. False when the process table cannot be read. */
   begin(): boolean {
     try {
+      const self = Number(readlinkSync(`${this.ctx.procRoot}/self`));
+      if (self !== process.pid) {
+        // A procfs of another PID namespace: its pids are not ours to signal, and nothing read
+        // there can be checked from here. Saying "nothing found" would be a lie.
+        this.complete = false;
+        this.warn(
+          'PROC_NAMESPACE',
+          `${this.ctx.procRoot} belongs to another PID namespace (it names this process ${self}, the kernel ${process.pid}): the sweep did not run; mount a procfs of this namespace`,
+        );
+        return false;
+      }
       for (const pid of ancestorsOf(this.ctx.procRoot, process.pid)) this.ctx.excluded.add(pid);
       return true;
     } catch (error) {
-      return this.fail(error);
+      return this.fail(error instanceof NoProcError ? error : new NoProcError(this.ctx.procRoot, error));
     }
+  }
+
+  /** The last scan still saw members appear (and vanish before their signal): not settled. */
+  unsettled(): void {
+    this.complete = false;
+    this.warn(
+      'UNSETTLED',
+      'processes of the session were still appearing when the KILL phase ended (a fork-and-exit loop outruns a scan): some may still run',
+    );
   }
 
   fail(error: unknown): false {
@@ -134,6 +157,7 @@ class SweepRun {
     let scan: ReturnType<typeof scanSession>;
     try {
       scan = scanSession(this.ctx);
+      this.seen = scan.members.length;
       this.scans += 1;
       this.scanMs += scan.snapshot.durationMs;
       const alive = new Set<string>();
@@ -306,7 +330,9 @@ function* steps(opts: SweepOptions): Generator<number, SweepReport, void> {
         return run.report();
       }
       opts.onProgress?.({ signal, waiting: alive, sinceSignalMs: performance.now() - phaseStart });
-      empty = alive === 0 ? empty + 1 : 0;
+      // A scan is empty only if it saw no member at all: one that was there and gone by its
+      // signal (a fork-and-exit loop) is evidence the session still runs.
+      empty = run.seen === 0 ? empty + 1 : 0;
       if (empty >= 2) {
         run.phaseDone(signal, phaseStart, rounds, 'two-empty-scans');
         return run.report();
@@ -320,7 +346,9 @@ function* steps(opts: SweepOptions): Generator<number, SweepReport, void> {
       yield interval;
       const left = run.round(signal);
       rounds += 1;
-      if (left === 0) {
+      if (left === 0 && run.seen > 0) {
+        run.unsettled();
+      } else if (left === 0) {
         run.phaseDone(signal, phaseStart, rounds, 'verified-empty');
         return run.report();
       }
