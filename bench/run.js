@@ -210,12 +210,11 @@ function cLoop(bin, entry, mode) {
 }
 
 function scanContext(tag, notBefore) {
-  const snapshot = takeSnapshot();
   return {
     procRoot: '/proc',
     entry: Buffer.from(tag.entry),
     notBefore,
-    excluded: new Set(ancestorsOf(snapshot, process.pid)),
+    excluded: new Set(ancestorsOf('/proc', process.pid)),
     known: new Map(),
     uid: process.getuid(),
   };
