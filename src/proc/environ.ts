@@ -23,17 +23,16 @@ export function environHasEntry(buf: Buffer, length: number, entry: Buffer): boo
   }
 }
 
+/** An environ read: its bytes are `sharedBuffer()[0, length)` until the next read. */
+export type EnvironRead = { kind: 'ok'; length: number } | { kind: 'gone' } | { kind: 'denied' };
+
 /**
- * Reads `/proc/<pid>/environ` and tests it for `entry`. When the leader thread has exited
+ * Reads `/proc/<pid>/environ` into the shared buffer. When the leader thread has exited
  * (`leaderExited`: stat state Z while the group still has threads) the process-wide file is
  * empty, so the environ is read through one of its live threads, `task/<tid>/environ`.
+ * An empty environ (a zombie, a kernel thread, `env -i`) reads as `ok` with length 0.
  */
-export function matchEnviron(
-  procRoot: string,
-  pid: number,
-  entry: Buffer,
-  leaderExited: boolean,
-): EnvironMatch {
+export function readEnviron(procRoot: string, pid: number, leaderExited: boolean): EnvironRead {
   const paths = [`${procRoot}/${pid}/environ`];
   if (leaderExited) {
     for (const tid of listTasks(procRoot, pid)) {
@@ -41,14 +40,29 @@ export function matchEnviron(
     }
   }
   let sawDenied = false;
+  let sawOk = false;
   for (const path of paths) {
     const r = readInto(path);
     if (r.kind === 'denied') sawDenied = true;
-    if (r.kind !== 'ok' || r.length === 0) continue;
-    return environHasEntry(sharedBuffer(), r.length, entry) ? 'match' : 'no-match';
+    if (r.kind !== 'ok') continue;
+    sawOk = true;
+    if (r.length > 0) return r;
   }
-  if (sawDenied) return 'denied';
-  return 'no-match';
+  if (sawDenied) return { kind: 'denied' };
+  return sawOk ? { kind: 'ok', length: 0 } : { kind: 'gone' };
+}
+
+/** Reads a process's environ (see `readEnviron`) and tests it for `entry`. */
+export function matchEnviron(
+  procRoot: string,
+  pid: number,
+  entry: Buffer,
+  leaderExited: boolean,
+): EnvironMatch {
+  const r = readEnviron(procRoot, pid, leaderExited);
+  if (r.kind === 'denied') return 'denied';
+  if (r.kind === 'gone') return 'gone';
+  return environHasEntry(sharedBuffer(), r.length, entry) ? 'match' : 'no-match';
 }
 
 /** Thread ids of `pid` (empty when the process is gone). */

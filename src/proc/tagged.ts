@@ -1,7 +1,7 @@
 // Live processes carrying any tether tag, for `tether ps` (one walk, every environ read).
 import { readCmdline, readUid } from './details.js';
-import { listTasks } from './environ.js';
-import { readInto, sharedBuffer } from './read.js';
+import { readEnviron } from './environ.js';
+import { sharedBuffer } from './read.js';
 import { takeSnapshot } from './snapshot.js';
 
 /** A live process and the tether tags in its environ. `startTime` in clock ticks since boot. */
@@ -17,26 +17,14 @@ export interface TaggedProcess {
 
 const TAG_RECORD = /(?:^|\0)(TETHER_SESSION_[0-9a-f]{32})=1(?=\0|$)/g;
 
-// The environ text; through a live thread when the leader thread has exited (state Z).
-function readEnvironText(procRoot: string, pid: number, leaderExited: boolean): string | undefined {
-  const tids = leaderExited ? listTasks(procRoot, pid).filter((tid) => tid !== pid) : [];
-  const paths = leaderExited
-    ? tids.map((tid) => `${procRoot}/${pid}/task/${tid}/environ`)
-    : [`${procRoot}/${pid}/environ`];
-  for (const path of paths) {
-    const r = readInto(path);
-    if (r.kind === 'ok' && r.length > 0) return sharedBuffer().toString('latin1', 0, r.length);
-  }
-  return undefined;
-}
-
 /** Every live process whose environ holds a `TETHER_SESSION_<hex>=1` record. Throws `NoProcError`. */
 export function listTaggedProcesses(procRoot = '/proc'): TaggedProcess[] {
   const found: TaggedProcess[] = [];
   for (const stat of takeSnapshot(procRoot).processes.values()) {
     if (stat.pid === process.pid) continue;
-    const text = readEnvironText(procRoot, stat.pid, stat.state === 'Z');
-    if (!text) continue;
+    const r = readEnviron(procRoot, stat.pid, stat.state === 'Z');
+    if (r.kind !== 'ok' || r.length === 0) continue;
+    const text = sharedBuffer().toString('latin1', 0, r.length);
     const tags = [...text.matchAll(TAG_RECORD)].map((m) => m[1] as string);
     if (tags.length === 0) continue;
     found.push({
