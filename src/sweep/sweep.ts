@@ -189,7 +189,8 @@ class SweepRun {
       }
       return alive.size;
     } catch (error) {
-      return this.fail(error) ? 0 : -1;
+      this.fail(error);
+      return -1;
     }
   }
 
@@ -252,12 +253,9 @@ class SweepRun {
       else if (!this.spawnKeys.has(key)) stopped.push(t.record);
     }
     const last = this.phases.at(-1);
+    const ended = last?.endedBy;
     const proof =
-      this.complete && last?.endedBy === 'two-empty-scans'
-        ? 'two-empty-scans'
-        : last?.endedBy === 'verified-empty' && this.complete
-          ? 'verified-empty'
-          : 'none';
+      this.complete && (ended === 'two-empty-scans' || ended === 'verified-empty') ? ended : 'none';
     const report: SweepReport = {
       version: REPORT_VERSION,
       tag: this.tag.name,
