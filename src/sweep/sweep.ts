@@ -3,6 +3,7 @@
 // TERM phase up to the grace, then — unless TERM ended on two empty scans — KILL phase.
 import { readlinkSync } from 'node:fs';
 import { setTimeout as delay } from 'node:timers/promises';
+import { killCgroup, type SessionCgroup } from '../containment/cgroup.js';
 import { checkMs, DEFAULT_GRACE_MS, DEFAULT_KILL_AFTER_MS, DEFAULT_SCAN_INTERVAL_MS } from '../options.js';
 import { readCmdline, readUid } from '../proc/details.js';
 import { type Identity, identityKey } from '../proc/identity.js';
@@ -13,13 +14,14 @@ import {
   type PhaseEnd,
   type PhaseRecord,
   type ProcessRecord,
+  type Proof,
   REPORT_VERSION,
   type SurvivorRecord,
   type SweepReport,
   type SweepWarning,
   type UnreadableRecord,
 } from './report.js';
-import { type Member, type ScanContext, scanSession } from './scan.js';
+import { type Member, type ScanContext, type ScanResult, scanSession } from './scan.js';
 import { createSignaller, type Signaller } from './signal.js';
 
 /** Options of `sweep()` / `sweepSync()`. Durations in milliseconds. */
@@ -42,6 +44,20 @@ export interface SweepOptions {
   spawns?: Identity[];
   /** Containment layers to name in the report. Default `['env-tag']`. */
   layers?: string[];
+  /** Why a layer was not active (report `notes`). */
+  notes?: string[];
+  /** Warnings raised before the sweep (a helper that could not be used), reported with its own. */
+  warnings?: SweepWarning[];
+  /** Helpers and PID-namespace inits: never signalled, every descendant is the session's. */
+  roots?: Identity[];
+  /** The session's cgroup: its processes are members; `cgroup.kill` in the KILL phase. */
+  cgroup?: SessionCgroup;
+  /**
+   * Whether `roots` and `cgroup` hold every command of the session, so that their emptiness
+   * proves the end (`populated-0`, `helper-childless`). False when some command ran without
+   * the helper. Default true.
+   */
+  kernelProof?: boolean;
   onEvent?: EventListener;
   /** Called after each round: for a progress line. */
   onProgress?: (progress: SweepProgress) => void;
@@ -80,6 +96,8 @@ class SweepRun {
   scanMs = 0;
   /** Members the last scan saw alive in its snapshot, even if gone by the time of their signal. */
   seen = 0;
+  /** The last scan's kernel proof of emptiness, if any (see `PhaseEnd`). */
+  kernelProof: 'populated-0' | 'helper-childless' | undefined;
   complete = true;
 
   constructor(
@@ -95,7 +113,10 @@ class SweepRun {
       excluded: new Set(),
       known: opts.known ?? new Map(),
       uid: process.getuid?.() ?? -1,
+      roots: opts.roots ?? [],
+      cgroup: opts.cgroup?.path,
     };
+    for (const w of opts.warnings ?? []) this.warn(w.code, w.message);
     if (this.signaller.mechanism !== 'pidfd') {
       this.warn(
         'NO_PIDFD',
@@ -154,10 +175,11 @@ class SweepRun {
 
   /** One round: scan, signal every process not yet sent `signal`. Returns how many are alive, or -1. */
   round(signal: PhaseSignal): number {
-    let scan: ReturnType<typeof scanSession>;
+    let scan: ScanResult;
     try {
       scan = scanSession(this.ctx);
       this.seen = scan.members.length;
+      this.kernelProof = this.proofOf(scan);
       this.scans += 1;
       this.scanMs += scan.snapshot.durationMs;
       const alive = new Set<string>();
@@ -166,6 +188,8 @@ class SweepRun {
         const t = this.tracked.get(key) ?? this.track(key, member);
         if (this.deliver(t, member, signal)) alive.add(key);
       }
+      // A fork racing the per-process KILLs is killed by the kernel with the rest (Linux 5.14).
+      if (signal === 'SIGKILL' && this.opts.cgroup?.canKill) killCgroup(this.opts.cgroup.path);
       for (const [key, t] of this.tracked) {
         if (alive.has(key)) {
           t.alive = true; // seen again (a scan that missed it was wrong, not the process gone)
@@ -192,6 +216,14 @@ class SweepRun {
       this.fail(error);
       return -1;
     }
+  }
+
+  /** What, beyond this scan, proves the session empty if the scan found nothing (`PhaseEnd`). */
+  proofOf(scan: ScanResult): 'populated-0' | 'helper-childless' | undefined {
+    if (this.opts.kernelProof === false) return undefined;
+    if (scan.populated === false) return 'populated-0';
+    if (this.ctx.roots.length > 0 && scan.rootsAlive) return 'helper-childless';
+    return undefined;
   }
 
   track(key: string, member: Member): Tracked {
@@ -254,14 +286,16 @@ class SweepRun {
     }
     const last = this.phases.at(-1);
     const ended = last?.endedBy;
-    const proof =
-      this.complete && (ended === 'two-empty-scans' || ended === 'verified-empty') ? ended : 'none';
+    const proof: Proof =
+      this.complete && ended !== undefined && ended !== 'budget' && ended !== 'scan-failed' ? ended : 'none';
     const report: SweepReport = {
       version: REPORT_VERSION,
       tag: this.tag.name,
       complete: this.complete,
       ok: this.complete && survivors.length === 0,
       layers: this.opts.layers ?? ['env-tag'],
+      notes: this.opts.notes ?? [],
+      cgroup: this.opts.cgroup?.path ?? null,
       signalling: this.signaller.mechanism,
       proof,
       stopped,
@@ -331,6 +365,12 @@ function* steps(opts: SweepOptions): Generator<number, SweepReport, void> {
       // A scan is empty only if it saw no member at all: one that was there and gone by its
       // signal (a fork-and-exit loop) is evidence the session still runs.
       empty = run.seen === 0 ? empty + 1 : 0;
+      // With a helper or a cgroup, one empty scan and the kernel's word suffice: a process
+      // mid-exec (no readable environ) is still a descendant of the helper and in the cgroup.
+      if (run.seen === 0 && run.kernelProof) {
+        run.phaseDone(signal, phaseStart, rounds, run.kernelProof);
+        return run.report();
+      }
       if (empty >= 2) {
         run.phaseDone(signal, phaseStart, rounds, 'two-empty-scans');
         return run.report();
