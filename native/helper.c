@@ -17,7 +17,9 @@
 // fd 4, control pipe, supervisor -> helper: "release\n" ends the helper at once. EOF without a
 // release means the supervisor died (even by SIGKILL): the dead man's switch ends the helper's
 // whole subtree itself — TERM, up to --grace ms, then KILL (cgroup.kill when --cgroup), up to
-// --kill-after ms — removes the cgroup and exits.
+// --kill-after ms — removes the cgroup and exits. A SIGTERM from any process but the supervisor
+// (an outer session's sweep) does the same. Other signals a process sends the helper (the
+// supervisor's kill()) are forwarded to the payload; a terminal's (SI_KERNEL) are not.
 //
 // --pidns: the payload runs as the child of an init in a new PID namespace with its own /proc
 // (CLONE_NEWPID | CLONE_NEWNS); when the helper releases or kills that init, the kernel kills
@@ -49,7 +51,7 @@ static long grace_ms = 5000, kill_after_ms = 3000;
 static const char *cgroup_dir;
 static int pidns;
 
-static pid_t payload = -1, ns_init = -1;
+static pid_t supervisor, payload = -1, ns_init = -1;
 static int payload_pidfd = -1;
 static int payload_reaped;
 
@@ -371,6 +373,7 @@ int main(int argc, char **argv) {
   }
   if (i + 1 >= argc || fcntl(STATUS_FD, F_GETFD) < 0 || fcntl(CONTROL_FD, F_GETFD) < 0) usage();
   char **cmd = argv + i + 1;
+  supervisor = getppid();
   fcntl(STATUS_FD, F_SETFD, FD_CLOEXEC);
   fcntl(CONTROL_FD, F_SETFD, FD_CLOEXEC);
   signal(SIGPIPE, SIG_IGN);
@@ -476,9 +479,16 @@ int main(int argc, char **argv) {
       struct signalfd_siginfo si;
       while (read(sfd, &si, sizeof si) == sizeof si) {
         if (si.ssi_signo == SIGCHLD) continue;
-        // Forward what a process sent us (the supervisor's kill()); a terminal's signal
-        // (si_code SI_KERNEL) reached the payload's process group directly already.
-        if ((si.ssi_code == SI_USER || si.ssi_code == SI_QUEUE) && !payload_reaped) {
+        // A terminal's signal (si_code SI_KERNEL) reached the payload's process group already.
+        if (si.ssi_code != SI_USER && si.ssi_code != SI_QUEUE) continue;
+        // SIGTERM from anyone but our supervisor (an outer session's sweep, a user's kill):
+        // end the whole subtree as the supervisor's sweep would, then exit.
+        if (si.ssi_signo == SIGTERM && (pid_t)si.ssi_pid != supervisor) {
+          dead_mans_switch();
+          return 0;
+        }
+        // Anything else a process sent (the supervisor's kill()) goes to the payload.
+        if (!payload_reaped) {
           if (payload_pidfd >= 0)
             pidfd_send_signal_(payload_pidfd, (int)si.ssi_signo);
           else if (payload > 1)

@@ -97,6 +97,27 @@ export function createSessionCgroup(tagName: string, procRoot = '/proc'): Cgroup
   return { note: `cgroup: cannot create a session cgroup (${reasons.join('; ')})` };
 }
 
+/**
+ * Finds an existing session cgroup by the session's tag (for `tether sweep --tag` after its
+ * supervisor and helper are gone): looked for under `<mount>/tether` and the caller's own
+ * cgroup, nested sessions included. Undefined when there is none.
+ */
+export function findSessionCgroup(tagName: string, procRoot = '/proc'): SessionCgroup | undefined {
+  const mount = cgroup2Mount(procRoot);
+  if (!mount) return undefined;
+  const name = cgroupName(tagName);
+  const own = ownCgroup(procRoot);
+  const queue = [join(mount, 'tether'), ...(own && own !== '/' ? [join(mount, own)] : [])];
+  for (let dir = queue.shift(); dir !== undefined; dir = queue.shift()) {
+    for (const entry of subdirs(dir)) {
+      const path = join(dir, entry);
+      if (entry === name) return { path, canKill: exists(join(path, 'cgroup.kill')) };
+      if (SESSION_DIR.test(entry)) queue.push(path); // a session's cgroup may hold a nested one
+    }
+  }
+  return undefined;
+}
+
 function exists(path: string): boolean {
   try {
     accessSync(path, constants.F_OK);

@@ -56,13 +56,22 @@ export function planContainment(containment: unknown = 'auto'): ContainmentPlan 
   };
 }
 
-/** Parses the CLI's `--containment`: `auto`, or a comma list (`pidns` = `pid-namespace`). */
-export function parseContainment(text: string): Containment {
+/**
+ * Parses a CLI option such as `--containment`: `auto`, or a comma list of layers (`pidns` is
+ * short for `pid-namespace`). Throws `INVALID_OPTION` naming `option` and the accepted values.
+ */
+export function parseContainment(option: string, text: string): Containment {
   if (text.trim() === 'auto') return 'auto';
   const layers = text.split(',').map((s) => {
     const t = s.trim();
     return t === 'pidns' ? 'pid-namespace' : t;
   });
-  planContainment(layers);
+  const unknown = layers.find((l) => !CONTAINMENT_LAYERS.includes(l as ContainmentLayer));
+  if (unknown !== undefined) {
+    throw new TetherError(
+      'INVALID_OPTION',
+      `invalid ${option} ${JSON.stringify(text)}: ${JSON.stringify(unknown)} is not a layer (expected auto, or a comma list of env-tag, subreaper, cgroup, pidns)`,
+    );
+  }
   return layers as ContainmentLayer[];
 }
