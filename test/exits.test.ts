@@ -269,15 +269,15 @@ describe('every exit path sweeps the session', () => {
     const nd = lines.find((l) => l.label === 'nondumpable');
     expect(nd, `the fixture recorded its non-dumpable process (stderr: ${out.stderr})`).toBeDefined();
     const pid = nd?.pid ?? 0;
-    const identity = identityOf(pid);
-    if (identity) started.push(identity);
+    const identity = { pid, startTime: nd?.startTime ?? -1 };
+    started.push(identity);
     expect(out.code, out.stderr).toBe(0);
     const { uid, report } = JSON.parse(out.stdout) as {
       uid: number;
       report: import('../src/index.js').SweepReport;
     };
     expect(uid).toBe(65534);
-    expect(identity && isAlive(identity), `non-dumpable pid ${pid} is left running`).toBe(true);
+    expect(isAlive(identity), `non-dumpable pid ${pid} is left running`).toBe(true);
     expect(
       report.unreadable.map((u) => u.pid),
       JSON.stringify(report),
@@ -285,7 +285,6 @@ describe('every exit path sweeps the session', () => {
     expect(report.unreadable.find((u) => u.pid === pid)?.uid).toBe(65534);
     expect(report.stopped.some((s) => s.pid === pid)).toBe(false);
   });
-});
 
   it('default containment: the helper stops a non-dumpable orphan the env tag cannot read (supervisor as uid 65534)', async () => {
     const dir = tempDir(0o777);
@@ -296,8 +295,8 @@ describe('every exit path sweeps the session', () => {
     const nd = lines.find((l) => l.label === 'nondumpable');
     expect(nd, `the fixture recorded its non-dumpable process (stderr: ${out.stderr})`).toBeDefined();
     const pid = nd?.pid ?? 0;
-    const identity = identityOf(pid);
-    if (identity) started.push(identity);
+    const identity = { pid, startTime: nd?.startTime ?? -1 };
+    started.push(identity);
     expect(out.code, out.stderr).toBe(0);
     const { uid, report } = JSON.parse(out.stdout) as {
       uid: number;
@@ -307,11 +306,13 @@ describe('every exit path sweeps the session', () => {
     // Not root: no cgroup here, but the helper needs no privilege; the orphan is its descendant.
     expect(report.layers).toEqual(['env-tag', 'subreaper']);
     expect(report.notes.join(' '), 'the cgroup layer says why it is off').toMatch(/cgroup/);
-    expect(identity && isAlive(identity), `non-dumpable pid ${pid} survived the helper layer`).toBe(false);
+    expect(nd?.startTime, 'the fixture recorded its start time').toBeGreaterThan(0);
+    expect(isAlive(identity), `non-dumpable pid ${pid} survived the helper layer`).toBe(false);
     const rec = report.stopped.find((s) => s.pid === pid);
     expect(rec?.foundBy, JSON.stringify(report)).toBe('subreaper');
     expect(report.unreadable.map((u) => u.pid)).not.toContain(pid);
     expect(report.ok).toBe(true);
   });
+});
 
 void ROOT;

@@ -4,8 +4,9 @@
 
 import { cgroupPids, cgroupPopulated } from '../containment/cgroup.js';
 import { readUid } from '../proc/details.js';
-import { matchEnviron } from '../proc/environ.js';
+import { readEnviron, sessionEntriesIn } from '../proc/environ.js';
 import { type Identity, identityKey, isAliveStat } from '../proc/identity.js';
+import { sharedBuffer } from '../proc/read.js';
 import { type Snapshot, takeSnapshot } from '../proc/snapshot.js';
 import type { ProcStat } from '../proc/stat.js';
 
@@ -28,8 +29,8 @@ export interface Member {
 /** What a scan needs to know about the session. */
 export interface ScanContext {
   procRoot: string;
-  /** The exact environ record `NAME=1`, as bytes. */
-  entry: Buffer;
+  /** The exact environ record `NAME=1`. */
+  entry: string;
   /**
    * Clock ticks since boot at which the session began. A carrier must have started at or after
    * it (a process running before the session cannot have inherited its variable), so earlier
@@ -60,9 +61,32 @@ export interface ScanResult {
   rootsAlive: boolean;
 }
 
-/** Scans once. Throws `NoProcError` when the process table cannot be read. */
-export function scanSession(ctx: ScanContext): ScanResult {
-  const snapshot = takeSnapshot(ctx.procRoot);
+// The session entries of each process, read once per snapshot: sweeps of many sessions that
+// share a round's snapshot share its environ reads too.
+type Entries = Set<string> | 'denied' | 'gone';
+const entriesBySnapshot = new WeakMap<Snapshot, Map<number, Entries>>();
+
+function entriesOf(snapshot: Snapshot, stat: ProcStat): Entries {
+  let cache = entriesBySnapshot.get(snapshot);
+  if (!cache) {
+    cache = new Map();
+    entriesBySnapshot.set(snapshot, cache);
+  }
+  let entries = cache.get(stat.pid);
+  if (entries === undefined) {
+    // A zombie leader with live threads: its environ is read through a thread.
+    const r = readEnviron(snapshot.procRoot, stat.pid, stat.state === 'Z');
+    entries = r.kind === 'ok' ? new Set(sessionEntriesIn(sharedBuffer(), r.length)) : r.kind;
+    cache.set(stat.pid, entries);
+  }
+  return entries;
+}
+
+/**
+ * Scans once, on `snapshot` (default: a fresh one; sweeps ending together share one per round).
+ * Throws `NoProcError` when the process table cannot be read.
+ */
+export function scanSession(ctx: ScanContext, snapshot: Snapshot = takeSnapshot(ctx.procRoot)): ScanResult {
   const members = new Map<number, Member>();
   const unreadable: ProcStat[] = [];
   const liveRoots = ctx.roots.filter((r) => snapshot.processes.get(r.pid)?.startTime === r.startTime);
@@ -99,15 +123,14 @@ export function scanSession(ctx: ScanContext): ScanResult {
   for (const stat of snapshot.processes.values()) {
     if (ctx.notBefore !== undefined && stat.startTime < ctx.notBefore) continue;
     if (members.has(stat.pid) || !eligible(stat)) continue;
-    const leaderExited = stat.state === 'Z';
-    const match = matchEnviron(ctx.procRoot, stat.pid, ctx.entry, leaderExited);
-    if (match === 'match') {
+    const entries = entriesOf(snapshot, stat);
+    if (entries instanceof Set && entries.has(ctx.entry)) {
       addWithDescendants({
         identity: { pid: stat.pid, startTime: stat.startTime },
         stat,
         foundBy: 'carrier',
       });
-    } else if (match === 'denied' && readUid(ctx.procRoot, stat.pid) === ctx.uid) {
+    } else if (entries === 'denied' && readUid(ctx.procRoot, stat.pid) === ctx.uid) {
       unreadable.push(stat);
     }
   }

@@ -2,12 +2,11 @@
 //   scan → signal what is new → two empty scans? done → out of time? next phase → wait 50 ms.
 // TERM phase up to the grace, then — unless TERM ended on two empty scans — KILL phase.
 import { readlinkSync } from 'node:fs';
-import { setTimeout as delay } from 'node:timers/promises';
 import { killCgroup, type SessionCgroup } from '../containment/cgroup.js';
 import { checkMs, DEFAULT_GRACE_MS, DEFAULT_KILL_AFTER_MS, DEFAULT_SCAN_INTERVAL_MS } from '../options.js';
 import { readCmdline, readUid } from '../proc/details.js';
 import { type Identity, identityKey } from '../proc/identity.js';
-import { ancestorsOf, NoProcError } from '../proc/snapshot.js';
+import { ancestorsOf, NoProcError, type Snapshot, takeSnapshot } from '../proc/snapshot.js';
 import { parseTag, type SessionTag } from '../session/tag.js';
 import type { EventListener, TetherEvent } from './events.js';
 import {
@@ -65,6 +64,44 @@ export interface SweepOptions {
   signaller?: Signaller;
 }
 
+// Sweeps ending together share each round's process-table walk: the snapshot taken first in a
+// turn of the event loop serves every sweep whose round runs in that turn, and the async
+// sweeps' pauses end on a shared 10 ms grid so that their rounds fall in the same turn.
+let turnSnapshot: Snapshot | undefined;
+const SHARED_GRID_MS = 10;
+const gridWaiters = new Map<number, Array<() => void>>();
+
+function sharedSnapshot(procRoot: string): Snapshot {
+  if (turnSnapshot?.procRoot === procRoot) return turnSnapshot;
+  const snapshot = takeSnapshot(procRoot);
+  turnSnapshot = snapshot;
+  setImmediate(() => {
+    if (turnSnapshot === snapshot) turnSnapshot = undefined;
+  });
+  return snapshot;
+}
+
+// Waits at least `ms`, ending on the next multiple of SHARED_GRID_MS of the monotonic clock.
+function gridDelay(ms: number): Promise<void> {
+  const slot = Math.ceil((performance.now() + ms) / SHARED_GRID_MS) * SHARED_GRID_MS;
+  return new Promise((resolve) => {
+    const waiters = gridWaiters.get(slot);
+    if (waiters) {
+      waiters.push(resolve);
+      return;
+    }
+    gridWaiters.set(slot, [resolve]);
+    setTimeout(
+      () => {
+        const all = gridWaiters.get(slot) ?? [];
+        gridWaiters.delete(slot);
+        for (const wake of all) wake();
+      },
+      Math.max(0, slot - performance.now()),
+    );
+  });
+}
+
 /** Progress after a round: processes still alive, and ms since the phase's first signal. */
 export interface SweepProgress {
   signal: 'SIGTERM' | 'SIGKILL';
@@ -92,6 +129,8 @@ class SweepRun {
   readonly spawnKeys: Set<string>;
   readonly ctx: ScanContext;
   readonly signaller: Signaller;
+  /** Rounds take the event-loop turn's shared snapshot (async sweeps) or their own (sync). */
+  shareSnapshots = false;
   scans = 0;
   scanMs = 0;
   /** Members the last scan saw alive in its snapshot, even if gone by the time of their signal. */
@@ -108,7 +147,7 @@ class SweepRun {
     this.spawnKeys = new Set((opts.spawns ?? []).map(identityKey));
     this.ctx = {
       procRoot: opts.procRoot ?? '/proc',
-      entry: Buffer.from(tag.entry),
+      entry: tag.entry,
       notBefore: opts.notBefore,
       excluded: new Set(),
       known: opts.known ?? new Map(),
@@ -177,7 +216,10 @@ class SweepRun {
   round(signal: PhaseSignal): number {
     let scan: ScanResult;
     try {
-      scan = scanSession(this.ctx);
+      scan = scanSession(
+        this.ctx,
+        this.shareSnapshots ? sharedSnapshot(this.ctx.procRoot) : takeSnapshot(this.ctx.procRoot),
+      );
       this.seen = scan.members.length;
       this.kernelProof = this.proofOf(scan);
       this.scans += 1;
@@ -341,7 +383,7 @@ function emit(listener: EventListener | undefined, event: TetherEvent): void {
 }
 
 // The algorithm, once: yields each pause (ms) so that async and sync drivers share it.
-function* steps(opts: SweepOptions): Generator<number, SweepReport, void> {
+function* steps(opts: SweepOptions, shareSnapshots: boolean): Generator<number, SweepReport, void> {
   const tag = typeof opts.tag === 'string' ? parseTag(opts.tag) : opts.tag;
   const budgets: Record<PhaseSignal, number> = {
     SIGTERM: checkMs('graceMs', opts.graceMs ?? DEFAULT_GRACE_MS),
@@ -349,6 +391,7 @@ function* steps(opts: SweepOptions): Generator<number, SweepReport, void> {
   };
   const interval = checkMs('intervalMs', opts.intervalMs ?? DEFAULT_SCAN_INTERVAL_MS, 1);
   const run = new SweepRun(tag, opts);
+  run.shareSnapshots = shareSnapshots;
   if (!run.begin()) return run.report();
   for (const signal of ['SIGTERM', 'SIGKILL'] as const) {
     const phaseStart = performance.now();
@@ -405,12 +448,12 @@ function* steps(opts: SweepOptions): Generator<number, SweepReport, void> {
  * `INVALID_OPTION` / `INVALID_TAG` synchronously on bad options.
  */
 export function sweep(options: SweepOptions): Promise<SweepReport> {
-  const it = steps(options);
+  const it = steps(options, true);
   const first = it.next(); // validates options and runs the first round now
   return (async () => {
     for (let s = first; ; s = it.next()) {
       if (s.done) return s.value;
-      await delay(s.value);
+      await gridDelay(s.value);
     }
   })();
 }
@@ -421,7 +464,7 @@ export function sweep(options: SweepOptions): Promise<SweepReport> {
  */
 export function sweepSync(options: SweepOptions): SweepReport {
   const cell = new Int32Array(new SharedArrayBuffer(4));
-  const it = steps(options);
+  const it = steps(options, false);
   for (let s = it.next(); ; s = it.next()) {
     if (s.done) return s.value;
     Atomics.wait(cell, 0, 0, s.value);
