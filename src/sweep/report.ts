@@ -3,7 +3,7 @@ import type { FoundBy } from './scan.js';
 import type { SignalMechanism } from './signal.js';
 
 /** Version of the JSON shape below; bumped on any incompatible change. */
-export const REPORT_VERSION = 2;
+export const REPORT_VERSION = 1;
 
 /** A process named in a report. `startTime` is in clock ticks since boot (field 22 of stat). */
 export interface ProcessRecord {

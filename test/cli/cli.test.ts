@@ -80,7 +80,7 @@ describe('tether run', () => {
     );
     expect(ran.stderr).toMatch(/stopped 1 process/);
     const report = JSON.parse(readFileSync(join(dir, 'r.json'), 'utf8'));
-    expect(report.version).toBe(2);
+    expect(report.version).toBe(1);
     expect(report.stopped.map((p: { pid: number }) => p.pid)).toEqual([leftover?.pid]);
   });
 
@@ -93,7 +93,7 @@ describe('tether run', () => {
     const ran = await tether(['run', '--json', '--', 'true']);
     expect(ran.code).toBe(0);
     const report = JSON.parse(ran.stderr.trim());
-    expect(report).toMatchObject({ version: 2, complete: true, ok: true, stopped: [] });
+    expect(report).toMatchObject({ version: 1, complete: true, ok: true, stopped: [] });
     // The default containment proves a clean end with one scan and the kernel's word.
     expect(report.layers).toContain('subreaper');
     expect(['populated-0', 'helper-childless']).toContain(report.proof);
