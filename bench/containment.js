@@ -143,6 +143,17 @@ async function helperMemory() {
   return res;
 }
 
+/** VmRSS of a Node process that only waits: the floor of an FFI-based (Node) helper. */
+async function nodeFloor() {
+  const child = spawnChild(process.execPath, ['-e', 'setTimeout(() => {}, 5000)'], { stdio: 'ignore' });
+  await new Promise((r) => setTimeout(r, 500));
+  const rssKb = statusKb(child.pid, 'VmRSS');
+  child.kill('SIGKILL');
+  await new Promise((r) => child.once('exit', r));
+  log(`a waiting Node process: VmRSS ${rssKb} kB`);
+  return { rssKb };
+}
+
 const LEAVE = `i=0; while [ $i -lt "$1" ]; do setsid sleep 1000 </dev/null >/dev/null 2>&1 & i=$((i + 1)); done`;
 
 /** 50 sessions, each leaving 20 leftovers, all ended at once. */
@@ -227,6 +238,7 @@ function table(res) {
       ([name, r]) =>
         `| C3 | resident memory, ${name} | VmRSS **${r.rssKb} kB** (VmHWM ${r.hwmKb} kB)${r.initRssKb ? `; its init ${r.initRssKb} kB` : ''} | — | ≤ 2 MiB: ${Math.max(r.hwmKb, r.initRssKb ?? 0) <= 2048 ? 'met' : 'missed'} |`,
     ),
+    `| C3a | resident memory of a Node process that only waits (the floor of an FFI-based helper) | VmRSS ${res.nodeFloor.rssKb} kB | — | why the helper is native |`,
     ...m.map(
       (x) =>
         `| C4 | ${SESSIONS} sessions × ${PER_SESSION} leftovers ended at once, ${JSON.stringify(x.containment)} | all ${x.leftovers} gone; ends resolved in **${fmt(x.endedMs)} ms** (TERM phase of the slowest: ${fmt(x.lastGoneMs)} ms) | ${x.rounds} rounds on **${x.walks}** process-table walks; proofs ${x.proofs.join('/')} | ≤ 1 s: ${x.endedMs <= 1000 ? 'met' : 'missed'} |`,
@@ -259,6 +271,7 @@ async function main() {
   res.cleanEnd = await cleanEnd();
   res.spawn = await spawnOverhead();
   res.memory = await helperMemory();
+  res.nodeFloor = await nodeFloor();
   res.many = [await manySessions(AUTO), await manySessions(ENV_ONLY)];
   res.loadavgEnd = readFileSync('/proc/loadavg', 'latin1').trim();
   mkdirSync(join(ROOT, 'build'), { recursive: true });

@@ -335,7 +335,7 @@ export class Session {
       notes: this.notes,
       warnings: this.warnings,
       roots: this.helpers.flatMap((h) => (h.init ? [h.helper, h.init] : [h.helper])),
-      cgroup: this.cgroup,
+      cgroup: this.layers.has('cgroup') ? this.cgroup : undefined,
       kernelProof: !this.direct,
       onEvent: this.options.onEvent,
       onProgress: this.options.onProgress,
