@@ -18,8 +18,9 @@
 // release means the supervisor died (even by SIGKILL): the dead man's switch ends the helper's
 // whole subtree itself — TERM, up to --grace ms, then KILL (cgroup.kill when --cgroup), up to
 // --kill-after ms — removes the cgroup and exits. A SIGTERM from any process but the supervisor
-// (an outer session's sweep) does the same. Other signals a process sends the helper (the
-// supervisor's kill()) are forwarded to the payload; a terminal's (SI_KERNEL) are not.
+// (an outer session's sweep) does the same. The supervisor's other signals (its kill() on the
+// helper) are forwarded to the payload; a terminal's (SI_KERNEL) and other processes' are not
+// (sent to a process group, they reached the payload already).
 //
 // --pidns: the payload runs as the child of an init in a new PID namespace with its own /proc
 // (CLONE_NEWPID | CLONE_NEWNS); when the helper releases or kills that init, the kernel kills
@@ -487,8 +488,9 @@ int main(int argc, char **argv) {
           dead_mans_switch();
           return 0;
         }
-        // Anything else a process sent (the supervisor's kill()) goes to the payload.
-        if (!payload_reaped) {
+        // The supervisor's kill() goes to the payload. Another process's signal sent to a
+        // whole process group (a shell's `kill -INT %1`) reached the payload already.
+        if ((pid_t)si.ssi_pid == supervisor && !payload_reaped) {
           if (payload_pidfd >= 0)
             pidfd_send_signal_(payload_pidfd, (int)si.ssi_signo);
           else if (payload > 1)
