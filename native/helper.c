@@ -14,6 +14,9 @@
 //   exec-failed STAGE ERRNO  STAGE is "exec" or "cgroup" (joining DIR/cgroup.procs)
 //   exit code N | exit signal N   the payload was reaped
 //   error WHAT ERRNO       setup failed before the payload started; the helper exits 125
+// fd 5, answer pipe, helper -> supervisor: "K c\n" / "K n\n" / "K u\n" answers the control line
+//   "children? K": the helper has a child (c), none at all (n: its whole subtree is gone — every
+//   orphan of it would be its child), or cannot tell (u: with --pidns, init is always a child).
 // fd 4, control pipe, supervisor -> helper: "release\n" ends the helper at once. EOF without a
 // release means the supervisor died (even by SIGKILL): the dead man's switch ends the helper's
 // whole subtree itself — TERM, up to --grace ms, then KILL (cgroup.kill when --cgroup), up to
@@ -46,6 +49,7 @@
 
 #define STATUS_FD 3
 #define CONTROL_FD 4
+#define ANSWER_FD 5
 #define SCAN_INTERVAL_MS 50
 
 static long grace_ms = 5000, kill_after_ms = 3000;
@@ -218,11 +222,38 @@ static void reap(void) {
   }
 }
 
+// True when the helper has a child, living or a zombie not yet reaped (waitid(2) with WNOWAIT
+// only looks). A subreaper without children has no descendants at all: this is the kernel's
+// answer, exact even against a fork-and-exit loop that every /proc walk misses.
+static int has_children(void) {
+  reap();
+  siginfo_t info;
+  memset(&info, 0, sizeof info);
+  if (waitid(P_ALL, 0, &info, WEXITED | WNOHANG | WNOWAIT) < 0) return errno != ECHILD;
+  return 1;
+}
+
+// The cgroup still holds a process (cgroup.events "populated 1"); false without a cgroup.
+static int cgroup_populated(void) {
+  if (!cgroup_dir) return 0;
+  char path[4096], buf[256];
+  snprintf(path, sizeof path, "%s/cgroup.events", cgroup_dir);
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return 0;
+  ssize_t n = read(fd, buf, sizeof buf - 1);
+  close(fd);
+  if (n <= 0) return 0;
+  buf[n] = '\0';
+  return strstr(buf, "populated 1") != NULL;
+}
+
 // ---- the dead man's switch ------------------------------------------------------------------
 
 // The supervisor is gone: end the subtree as its sweep would have. TERM each descendant once
-// (SIGCONT after it, for a stopped one), rescan every 50 ms until two scans in a row find
-// nothing or the grace is spent; then the same with KILL (and cgroup.kill) up to kill_after_ms.
+// (SIGCONT after it, for a stopped one), rescan every 50 ms until the subtree is empty — by the
+// kernel's word: no child left (without --pidns) and the cgroup not populated; with --pidns,
+// two walks in a row that find nothing but init — or the grace is spent; then the same with
+// KILL (and cgroup.kill) up to kill_after_ms. Killing a --pidns init ends its namespace.
 static void dead_mans_switch(void) {
   static const int phase_signal[2] = {SIGTERM, SIGKILL};
   long budget[2] = {grace_ms, kill_after_ms};
@@ -249,7 +280,11 @@ static void dead_mans_switch(void) {
       }
       free(list);
       reap();
-      empty = n == 0 ? empty + 1 : 0;
+      if (!pidns) {
+        if (n <= 0 && !has_children() && !cgroup_populated()) empty = 2;
+      } else {
+        empty = n == 0 ? empty + 1 : 0;
+      }
       if (empty >= 2) break;
       if (now_ms() >= deadline) break;
       sleep_ms(SCAN_INTERVAL_MS);
@@ -307,6 +342,7 @@ static void run_init(char **argv, int procs_fd, int err_fd, int go_fd, int statu
   if (procs_fd >= 0) close(procs_fd);
   close(STATUS_FD);
   close(CONTROL_FD);
+  close(ANSWER_FD);
   int null = open("/dev/null", O_RDWR | O_CLOEXEC);
   for (int fd = 0; fd < 3; fd++) dup2(null, fd);
   close(null);
@@ -377,6 +413,7 @@ int main(int argc, char **argv) {
   supervisor = getppid();
   fcntl(STATUS_FD, F_SETFD, FD_CLOEXEC);
   fcntl(CONTROL_FD, F_SETFD, FD_CLOEXEC);
+  fcntl(ANSWER_FD, F_SETFD, FD_CLOEXEC); // optional: EBADF when the supervisor asks nothing
   signal(SIGPIPE, SIG_IGN);
 
   // 1. Subreaper: every orphan of the payload's subtree is reparented here, not to PID 1.
@@ -467,7 +504,9 @@ int main(int argc, char **argv) {
   close(err_pipe[0]);
   if (payload > 0) payload_pidfd = pidfd_open_(payload);
 
-  // 6. The loop: reap, forward, report, until the supervisor releases us or goes away.
+  // 6. The loop: reap, forward, report, answer, until the supervisor releases us or goes away.
+  char control[256];
+  size_t used = 0;
   struct pollfd fds[3] = {{.fd = sfd, .events = POLLIN},
                           {.fd = CONTROL_FD, .events = POLLIN},
                           {.fd = init_status[0], .events = POLLIN}};
@@ -509,12 +548,26 @@ int main(int argc, char **argv) {
       }
     }
     if (fds[1].revents) {
-      char buf[64];
-      ssize_t n = read(CONTROL_FD, buf, sizeof buf);
-      if (n > 0 && memmem(buf, (size_t)n, "release", 7)) return 0;
-      if (n > 0) continue;
+      ssize_t n = read(CONTROL_FD, control + used, sizeof control - 1 - used);
       if (n < 0 && errno == EINTR) continue;
-      break; // EOF: the supervisor died
+      if (n <= 0) break; // EOF: the supervisor died
+      used += (size_t)n;
+      control[used] = '\0';
+      char *line = control, *nl;
+      while ((nl = strchr(line, '\n'))) {
+        *nl = '\0';
+        if (!strcmp(line, "release")) return 0;
+        unsigned long k;
+        if (sscanf(line, "children? %lu", &k) == 1) {
+          char answer[32];
+          int len = snprintf(answer, sizeof answer, "%lu %c\n", k, pidns ? 'u' : has_children() ? 'c' : 'n');
+          (void)!write(ANSWER_FD, answer, (size_t)len);
+        }
+        line = nl + 1;
+      }
+      used = strlen(line);
+      memmove(control, line, used + 1);
+      if (used == sizeof control - 1) used = 0; // a line this long is not ours: drop it
     }
   }
   dead_mans_switch();

@@ -184,9 +184,9 @@ describe('every exit path sweeps the session', () => {
     let recorded: Recorded[] = [];
     let payload: Identity | undefined;
     const body = async () => {
-      await using sub = spawn('sh', [fixture('nohup.sh'), pidfileIn()], FAST);
+      const pidfile = pidfileIn();
+      await using sub = spawn('sh', [fixture('nohup.sh'), pidfile], FAST);
       payload = sub.pid === undefined ? undefined : identityOf(sub.pid);
-      const pidfile = sub.child.spawnargs[2] as string;
       recorded = await recordedIn(pidfile);
       throw new Error('boom inside await using');
     };

@@ -5,8 +5,9 @@
 //
 // Protocol (see the comment at the top of native/helper.c): the helper gets the payload's stdio
 // on fds 0–2, a status pipe on fd 3 (helper → supervisor: `init`, `started`, `exec-failed`,
-// `exit`, `error` lines) and a control pipe on fd 4 (supervisor → helper: `release`, or EOF
-// when the supervisor dies — the dead man's switch). The first lines are read synchronously, so
+// `exit`, `error` lines), a control pipe on fd 4 (supervisor → helper: `children? K` queries,
+// `release`, or EOF when the supervisor dies — the dead man's switch) and an answer pipe on
+// fd 5 (helper → supervisor: `K c|n|u`). The first lines are read synchronously, so
 // the payload's pid and start time are known when `startHelper` returns (about a millisecond).
 import { type ChildProcess, type StdioOptions, spawn } from 'node:child_process';
 import { accessSync, closeSync, constants, readSync, writeSync } from 'node:fs';
@@ -16,17 +17,30 @@ import { fileURLToPath } from 'node:url';
 import { libc } from '../libc.js';
 import { type Identity, readStat } from '../proc/identity.js';
 
-/** Where the built helper is looked for; `TETHER_HELPER` overrides it (an empty value disables it). */
-export function helperPath(): string | undefined {
-  const path =
-    process.env.TETHER_HELPER ?? fileURLToPath(new URL('../native/tether-helper', import.meta.url));
-  if (path === '') return undefined;
-  try {
-    accessSync(path, constants.X_OK);
-    return path;
-  } catch {
-    return undefined;
+/**
+ * Where the built helper is: `TETHER_HELPER` when set, else dist/native/tether-helper next to
+ * this module's package (also when this module runs from src/, as under the tests). Returns
+ * the path, or why there is none (`reason`).
+ */
+export function helperPath(): { path: string } | { reason: string } {
+  const override = process.env.TETHER_HELPER;
+  if (override === '') return { reason: 'the helper is disabled (TETHER_HELPER is empty)' };
+  const candidates = override
+    ? [override]
+    : ['../native/tether-helper', '../../dist/native/tether-helper'].map((p) =>
+        fileURLToPath(new URL(p, import.meta.url)),
+      );
+  for (const path of candidates) {
+    try {
+      accessSync(path, constants.X_OK);
+      return { path };
+    } catch {
+      // not there, or not executable
+    }
   }
+  return override
+    ? { reason: `the helper at TETHER_HELPER=${override} is not an executable file` }
+    : { reason: 'the helper is not built (dist/native/tether-helper; `npm run build` compiles it with cc)' };
 }
 
 /** What `startHelper` needs: the payload, its stdio, and the dead man's switch's budgets (ms). */
@@ -64,6 +78,12 @@ export interface Helper {
   /** The payload; undefined only if it could not be found (a --pidns start that failed). */
   payload?: Identity;
   end: Promise<PayloadEnd>;
+  /**
+   * Asks the helper whether it has any child (waitid(2) there): true when none — its whole
+   * subtree is gone; false when it has one; undefined when it cannot tell (PID namespace), is
+   * gone, or does not answer within 20 ms (stopped). Synchronous: for the sweep's rounds.
+   */
+  childless(): boolean | undefined;
   /** Tells the helper to exit now (after the sweep). Idempotent, synchronous. */
   release(): void;
 }
@@ -79,15 +99,17 @@ export class HelperStartError extends Error {
 }
 
 const O_CLOEXEC = 0o2000000;
+const O_NONBLOCK = 0o4000;
+const ANSWER_TIMEOUT_MS = 20;
 let pipe2: ((fds: Int32Array, flags: number) => number) | undefined;
 
 // pipe2(2) with O_CLOEXEC on both ends: no other child of this process inherits them.
-function cloexecPipe(): [read: number, write: number] {
+function cloexecPipe(extraFlags = 0): [read: number, write: number] {
   const c = libc();
   if (!c) throw new HelperStartError('unavailable', 'koffi cannot load: no pipe2(2) for the helper');
   pipe2 ??= c.lib.func('int pipe2(_Out_ int *fds, int flags)') as (fds: Int32Array, flags: number) => number;
   const fds = new Int32Array(2);
-  if (pipe2(fds, O_CLOEXEC) !== 0) {
+  if (pipe2(fds, O_CLOEXEC | extraFlags) !== 0) {
     throw new HelperStartError('unavailable', `pipe2 failed: errno ${c.errno()}`);
   }
   return [fds[0] as number, fds[1] as number];
@@ -136,6 +158,8 @@ export function startHelper(path: string, opts: HelperOptions): Helper {
   const stdio = stdioOf(opts.stdio);
   const [statusRead, statusWrite] = cloexecPipe();
   const [controlRead, controlWrite] = cloexecPipe();
+  // Non-blocking: a stopped helper must not hang a sweep's round.
+  const [answerRead, answerWrite] = cloexecPipe(O_NONBLOCK);
   const argv = ['--grace', String(opts.graceMs), '--kill-after', String(opts.killAfterMs)];
   if (opts.cgroup) argv.push('--cgroup', opts.cgroup);
   if (opts.pidns) argv.push('--pidns');
@@ -144,11 +168,12 @@ export function startHelper(path: string, opts: HelperOptions): Helper {
     child = spawn(path, [...argv, '--', opts.command, ...opts.args], {
       cwd: opts.cwd,
       env: opts.env,
-      stdio: [...(stdio as unknown[]), statusWrite, controlRead] as StdioOptions,
+      stdio: [...(stdio as unknown[]), statusWrite, controlRead, answerWrite] as StdioOptions,
     });
   } finally {
     closeSync(statusWrite);
     closeSync(controlRead);
+    closeSync(answerWrite);
   }
   let released = false;
   const release = () => {
@@ -160,6 +185,35 @@ export function startHelper(path: string, opts: HelperOptions): Helper {
       // the helper is already gone
     }
     closeSync(controlWrite);
+    closeSync(answerRead);
+  };
+  let query = 0;
+  const answers = Buffer.alloc(256);
+  const pause = new Int32Array(new SharedArrayBuffer(4));
+  const childless = (): boolean | undefined => {
+    if (released) return undefined;
+    const k = ++query;
+    try {
+      writeSync(controlWrite, `children? ${k}\n`);
+    } catch {
+      return undefined; // EPIPE: the helper is gone
+    }
+    const deadline = performance.now() + ANSWER_TIMEOUT_MS;
+    const answer = new RegExp(`(?:^|\n)${k} ([cnu])\n`);
+    let text = '';
+    for (;;) {
+      try {
+        const n = readSync(answerRead, answers, 0, answers.length, null);
+        if (n === 0) return undefined; // EOF: the helper is gone
+        text += answers.toString('latin1', 0, n);
+        const m = answer.exec(text);
+        if (m) return m[1] === 'n' ? true : m[1] === 'c' ? false : undefined;
+      } catch (error) {
+        if ((error as NodeJS.ErrnoException).code !== 'EAGAIN') return undefined;
+      }
+      if (performance.now() > deadline) return undefined;
+      Atomics.wait(pause, 0, 0, 0.1);
+    }
   };
   if (child.pid === undefined) {
     release();
@@ -225,6 +279,7 @@ export function startHelper(path: string, opts: HelperOptions): Helper {
     init: identity(fields('init')),
     payload: identity(fields('started')),
     end,
+    childless,
     release,
   };
 }

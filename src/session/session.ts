@@ -207,13 +207,9 @@ export class Session {
   ): Helper | undefined {
     if (this.plan.helper === 'off') return undefined;
     try {
-      const path = helperPath();
-      if (!path) {
-        throw new HelperStartError(
-          'unavailable',
-          'the helper is not built (dist/native/tether-helper; `npm run build` compiles it with cc)',
-        );
-      }
+      const found = helperPath();
+      if ('reason' in found) throw new HelperStartError('unavailable', found.reason);
+      const { path } = found;
       const cgroup = this.sessionCgroup();
       const helper = startHelper(path, {
         command,
@@ -302,6 +298,18 @@ export class Session {
     return report;
   }
 
+  // Every helper's answer: true when none has a child left, false when one has, else undefined.
+  private helpersChildless(): boolean | undefined {
+    if (this.helpers.length === 0) return undefined;
+    let all = true;
+    for (const h of this.helpers) {
+      const answer = h.childless();
+      if (answer === false) return false;
+      if (answer !== true) all = false;
+    }
+    return all ? true : undefined;
+  }
+
   // After the sweep: the helpers may go, and the cgroup is removed (a note if it cannot be).
   private release(report: SweepReport): SweepReport {
     for (const h of this.helpers) {
@@ -337,6 +345,7 @@ export class Session {
       roots: this.helpers.flatMap((h) => (h.init ? [h.helper, h.init] : [h.helper])),
       cgroup: this.layers.has('cgroup') ? this.cgroup : undefined,
       kernelProof: !this.direct,
+      helpersChildless: () => this.helpersChildless(),
       onEvent: this.options.onEvent,
       onProgress: this.options.onProgress,
     };

@@ -57,8 +57,6 @@ export interface ScanResult {
   unreadable: ProcStat[];
   /** `cgroup.events` `populated`, read after the walk (cgroup layer only; undefined if unread). */
   populated?: boolean;
-  /** Every root (helper, init) was alive in this scan: its childlessness proves something. */
-  rootsAlive: boolean;
 }
 
 // The session entries of each process, read once per snapshot: sweeps of many sessions that
@@ -160,6 +158,5 @@ export function scanSession(ctx: ScanContext, snapshot: Snapshot = takeSnapshot(
     members: [...members.values()],
     unreadable: unreadable.filter((s) => !members.has(s.pid)),
     populated,
-    rootsAlive: liveRoots.length === ctx.roots.length,
   };
 }

@@ -57,6 +57,11 @@ export interface SweepOptions {
    * the helper. Default true.
    */
   kernelProof?: boolean;
+  /**
+   * Asks the helpers whether any of them still has a child (the kernel's answer, waitid(2)):
+   * true when none has (every subtree is gone), false when one has, undefined when unknown.
+   */
+  helpersChildless?: () => boolean | undefined;
   onEvent?: EventListener;
   /** Called after each round: for a progress line. */
   onProgress?: (progress: SweepProgress) => void;
@@ -221,7 +226,8 @@ class SweepRun {
         this.shareSnapshots ? sharedSnapshot(this.ctx.procRoot) : takeSnapshot(this.ctx.procRoot),
       );
       this.seen = scan.members.length;
-      this.kernelProof = this.proofOf(scan);
+      this.kernelProof = undefined;
+      if (this.seen === 0) this.weighKernelEvidence(scan);
       this.scans += 1;
       this.scanMs += scan.snapshot.durationMs;
       const alive = new Set<string>();
@@ -260,12 +266,24 @@ class SweepRun {
     }
   }
 
-  /** What, beyond this scan, proves the session empty if the scan found nothing (`PhaseEnd`). */
-  proofOf(scan: ScanResult): 'populated-0' | 'helper-childless' | undefined {
-    if (this.opts.kernelProof === false) return undefined;
-    if (scan.populated === false) return 'populated-0';
-    if (this.ctx.roots.length > 0 && scan.rootsAlive) return 'helper-childless';
-    return undefined;
+  /**
+   * A walk that found nothing is checked against the kernel: a cgroup still `populated 1`, or
+   * a helper that still has a child, means the session still runs (a fork-and-exit loop
+   * outruns every walk) — the scan is not empty. Their emptiness proves the end (`PhaseEnd`).
+   */
+  weighKernelEvidence(scan: ScanResult): void {
+    if (scan.populated === true) {
+      this.seen = 1;
+      return;
+    }
+    const childless = this.opts.helpersChildless?.();
+    if (childless === false) {
+      this.seen = 1;
+      return;
+    }
+    if (this.opts.kernelProof === false) return;
+    if (scan.populated === false) this.kernelProof = 'populated-0';
+    else if (childless === true) this.kernelProof = 'helper-childless';
   }
 
   track(key: string, member: Member): Tracked {
