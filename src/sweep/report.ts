@@ -56,7 +56,7 @@ export interface SweepWarning {
 /**
  * How a phase ended: two empty scans in a row; a scan found nothing and the kernel proved it —
  * `populated-0` (the session's cgroup.events says `populated 0`) or `helper-childless` (every
- * helper alive with no child left: nothing of the payload's subtree remains); its time budget
+ * helper says, from waitid(2), it has no child left: nothing of its subtree remains); its time budget
  * ran out; (KILL phase) its budget ran out but one more scan, an interval later, found nothing
  * alive; a scan failed.
  */
