@@ -11,14 +11,22 @@ const root = join(dirname(fileURLToPath(import.meta.url)), '..');
 const out = join(root, 'dist/native/tether-helper');
 mkdirSync(dirname(out), { recursive: true });
 const cc = process.env.CC || 'cc';
+const source = join(root, 'native/helper.c');
+const flags = ['-O2', '-Wall', '-Wextra', '-o', out, source];
+// Static first: no dynamic loader at each start (the helper starts once per command), and a
+// smaller resident set. Without a static libc (libc.a), a dynamic build.
+function build(extra) {
+  execFileSync(cc, [...extra, ...flags], { stdio: ['ignore', 'ignore', 'pipe'], timeout: 120_000 });
+}
 try {
-  execFileSync(cc, ['-O2', '-Wall', '-Wextra', '-o', out, join(root, 'native/helper.c')], {
-    stdio: 'inherit',
-    timeout: 120_000,
-  });
-} catch (error) {
-  console.warn(
-    `tether: cannot build the subreaper helper with ${cc} (${error.message.split('\n')[0]}).\n` +
-      'tether will find processes by the env tag only (NO_HELPER warning); install a C compiler and run `npm run build`.',
-  );
+  build(['-static']);
+} catch {
+  try {
+    build([]);
+  } catch (error) {
+    console.warn(
+      `tether: cannot build the subreaper helper with ${cc} (${String(error.stderr || error.message).split('\n')[0]}).\n` +
+        'tether will find processes by the env tag only (NO_HELPER warning); install a C compiler and run `npm run build`.',
+    );
+  }
 }
