@@ -10,3 +10,8 @@ export const EXIT_CANNOT_EXECUTE = 126;
 export const EXIT_NOT_FOUND = 127;
 /** Added to a signal number when the payload was killed by a signal. */
 export const EXIT_SIGNAL_OFFSET = 128;
+/**
+ * The payload's exit status is unknown: its helper was killed before it reported the end
+ * (report warning `HELPER_LOST`). 125, as `env`, `nice` and `timeout` use for their own failure.
+ */
+export const EXIT_STATUS_UNKNOWN = 125;
