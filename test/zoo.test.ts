@@ -1,21 +1,15 @@
 // The leak zoo: each shape of leftover must be gone after its session's sweep, every decoy
 // must survive, and the report must list each leftover as stopped with how it was found.
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { identityOf, isAlive } from '../src/index.js';
+import { isAlive } from '../src/index.js';
 import { SHAPES } from './shapes.js';
-import { cleanup, type Decoy, problemsOf, runShape, startServer } from './support/zoo.js';
+import { cleanup, type Decoy, problemsOf, runShape, startFileDecoys } from './support/zoo.js';
 
 let server: { decoy: Decoy; port: number };
 let runner: Decoy[];
 
 beforeAll(async () => {
-  server = await startServer();
-  const self = identityOf(process.pid);
-  const parent = identityOf(process.ppid);
-  runner = [
-    ...(self ? [{ label: 'the test runner (worker)', identity: self }] : []),
-    ...(parent ? [{ label: 'the test runner (main)', identity: parent }] : []),
-  ];
+  ({ server, runner } = await startFileDecoys());
 });
 
 afterEach(() => cleanup());
