@@ -166,8 +166,13 @@ export async function startFileDecoys(): Promise<FileDecoys> {
 export interface Shape {
   name: string;
   script: string;
-  /** How each label's processes should be found (checked against report.stopped). */
+  /**
+   * How each label's processes should be found (checked against report.stopped); default
+   * `carrier` or `descendant`, or any layer with `anyLayer` (several layers were on, and which
+   * saw a process first depends on timing: a process mid-exec has no readable environ).
+   */
   foundBy?: Record<string, FoundBy[]>;
+  anyLayer?: boolean;
   /** Why the sweep must find them: printed with a survivor. */
   how: string;
   graceMs?: number;
@@ -306,7 +311,9 @@ export function problemsOf(run: ShapeRun, extraDecoys: Decoy[] = []): string[] {
         `${at} ${r.label} pid ${r.identity.pid} ended by ${rec.endedBy} (signals ${rec.signals.join(',')}), expected ${ended}`,
       );
     }
-    const allowed = run.shape.foundBy?.[r.label] ?? ['carrier', 'descendant'];
+    const allowed: FoundBy[] =
+      run.shape.foundBy?.[r.label] ??
+      (run.shape.anyLayer ? ['carrier', 'descendant', 'subreaper', 'cgroup'] : ['carrier', 'descendant']);
     if (!allowed.includes(rec.foundBy)) {
       problems.push(
         `${at} ${r.label} pid ${r.identity.pid} listed with foundBy ${rec.foundBy}, expected ${allowed.join(' or ')}`,
