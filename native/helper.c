@@ -9,6 +9,7 @@
 // process the payload starts, however it detaches, stays a descendant of the helper.
 //
 // fd 3, status pipe, helper -> supervisor, one line per event:
+//   helper PID START       the helper itself (first line)
 //   init PID START         (--pidns) the namespace's init, as the supervisor's namespace sees it
 //   started PID START      the payload (START: field 22 of /proc/PID/stat, clock ticks since boot)
 //   exec-failed STAGE ERRNO  STAGE is "exec" or "cgroup" (joining DIR/cgroup.procs)
@@ -436,6 +437,9 @@ int main(int argc, char **argv) {
   fcntl(ANSWER_FD, F_SETFD, FD_CLOEXEC); // optional: EBADF when the supervisor asks nothing
   signal(SIGPIPE, SIG_IGN);
 
+  unsigned long long own_start = 0;
+  read_stat(getpid(), NULL, NULL, &own_start);
+  say("helper %d %llu\n", getpid(), own_start);
   // 1. Subreaper: every orphan of the payload's subtree is reparented here, not to PID 1.
   if (prctl(PR_SET_CHILD_SUBREAPER, 1) < 0) {
     say("error subreaper %d\n", errno);

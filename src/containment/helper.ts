@@ -124,6 +124,11 @@ function cloexecPipe(extraFlags = 0): [read: number, write: number] {
   return [fds[0] as number, fds[1] as number];
 }
 
+function identityFromProc(pid: number): Identity | undefined {
+  const stat = readStat('/proc', pid);
+  return stat && { pid, startTime: stat.startTime };
+}
+
 function errnoName(n: number): string {
   return Object.entries(os.errno).find(([, v]) => v === n)?.[0] ?? `errno ${n}`;
 }
@@ -234,14 +239,15 @@ export function startHelper(path: string, opts: HelperOptions): Helper {
     // The binary was found executable a moment ago: the cwd, the argument list, the fd table.
     throw new HelperStartError('spawn-failed', `cannot start the helper ${path}`);
   }
-  const helperStat = readStat(opts.procRoot, child.pid);
   const { lines, rest } = readLinesSync(statusRead, /^(started|error) .*\n/m);
   const fields = (word: string) => lines.find((l) => l.startsWith(`${word} `))?.split(' ');
   const error = fields('error');
   const identity = (f: string[] | undefined) =>
     f ? { pid: Number(f[1]), startTime: Number(f[2]) } : undefined;
   const started = identity(fields('started'));
-  if (error || !helperStat || !started) {
+  // The helper's identity as it read it itself (the supervisor's procRoot may be another).
+  const self = identity(fields('helper')) ?? identityFromProc(child.pid);
+  if (error || !started || !self) {
     release();
     closeSync(statusRead);
     const errno = errnoName(Number(error?.[2]));
@@ -307,7 +313,7 @@ export function startHelper(path: string, opts: HelperOptions): Helper {
 
   return {
     child,
-    helper: { pid: helperStat.pid, startTime: helperStat.startTime },
+    helper: self,
     init: identity(fields('init')),
     payload: started,
     end,
