@@ -5,9 +5,27 @@
  * - `INVALID_OPTION`: an option has a value outside what it accepts (the message names both);
  * - `INVALID_TAG`: a session tag is not `TETHER_SESSION_<32 hex digits>`;
  * - `SPAWN_FAILED`: the payload could not be started (ENOENT, EACCES…; `cause` is the errno error);
- * - `SESSION_ENDED`: `spawn` on a session whose `end()` has begun.
+ * - `SESSION_ENDED`: `spawn` on a session whose `end()` has begun;
+ * - `EXEC_STATUS_UNKNOWN`: a sandbox command's completion line never arrived; its session was
+ *   swept in the container (`ExecStatusUnknownError.report`) — ADR-127 amendment §7;
+ * - `AMBIGUOUS_EFFECT`: an unknown end the sweep could not settle: the command may still run
+ *   (never retry it) — amendment §7;
+ * - `CHANNEL_UNREACHABLE`: an exec channel never reached its target, retried until its budget ran out;
+ * - `SWEEP_CUT`: the sandbox sweep program started but its output ended before its `done` line;
+ * - `INPUT_CUT`: a script or file arrived in the container smaller than sent: nothing ran or landed;
+ * - `WRITE_REFUSED`: `sandbox.writeFile` did not put the file in place (a directory, chmod, rename).
  */
-export type TetherErrorCode = 'INVALID_OPTION' | 'INVALID_TAG' | 'SPAWN_FAILED' | 'SESSION_ENDED';
+export type TetherErrorCode =
+  | 'INVALID_OPTION'
+  | 'INVALID_TAG'
+  | 'SPAWN_FAILED'
+  | 'SESSION_ENDED'
+  | 'EXEC_STATUS_UNKNOWN'
+  | 'AMBIGUOUS_EFFECT'
+  | 'CHANNEL_UNREACHABLE'
+  | 'SWEEP_CUT'
+  | 'INPUT_CUT'
+  | 'WRITE_REFUSED';
 
 // The one error class of the library; `code` says which failure it is.
 export class TetherError extends Error {

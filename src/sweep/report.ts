@@ -44,10 +44,11 @@ export interface UnreadableRecord {
  * Something the sweep could not do. Codes: `NO_PROC` (no readable procfs: the sweep did not
  * run), `PROC_NAMESPACE` (the procfs is another PID namespace's: the sweep did not run),
  * `SCAN_FAILED` (a scan threw), `UNSETTLED` (members still appearing at the end), `NO_PIDFD`
- * (identity checks fall back to a start-time re-check).
+ * (identity checks fall back to a start-time re-check), `COARSE_SLEEP` (sandbox: the target's
+ * `sleep` has no fractions, scans are 1 s apart).
  */
 export interface SweepWarning {
-  code: 'NO_PROC' | 'PROC_NAMESPACE' | 'SCAN_FAILED' | 'UNSETTLED' | 'NO_PIDFD';
+  code: 'NO_PROC' | 'PROC_NAMESPACE' | 'SCAN_FAILED' | 'UNSETTLED' | 'NO_PIDFD' | 'COARSE_SLEEP';
   message: string;
 }
 
@@ -83,6 +84,8 @@ export interface SweepReport {
    * last scan found nothing alive); or `none` (something survived, or the sweep did not run).
    */
   proof: 'two-empty-scans' | 'verified-empty' | 'none';
+  /** Sandbox sweeps only (docs/sandbox.md): how environs were read, `grep -z` or `tr`. */
+  environReader?: 'grep-z' | 'tr';
   stopped: ProcessRecord[];
   survivors: SurvivorRecord[];
   unreadable: UnreadableRecord[];
