@@ -22,17 +22,6 @@ const COMMAND = [
 ];
 const FULL = Array.from({ length: LINES }, (_, i) => `line ${i}\n`).join('');
 
-// A seeded PRNG (mulberry32): the same cut points on every run.
-function prng(seed: number): () => number {
-  let a = seed;
-  return () => {
-    a = (a + 0x6d2b79f5) | 0;
-    let t = Math.imul(a ^ (a >>> 15), 1 | a);
-    t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t;
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
-
 let box: Container;
 beforeAll(async () => {
   box = await startContainer(300);
