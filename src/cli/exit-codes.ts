@@ -10,3 +10,7 @@ export const EXIT_CANNOT_EXECUTE = 126;
 export const EXIT_NOT_FOUND = 127;
 /** Added to a signal number when the payload was killed by a signal. */
 export const EXIT_SIGNAL_OFFSET = 128;
+/** `tether sandbox exec`: the completion line never arrived; the sweep settled the session. */
+export const EXIT_UNKNOWN_END = 120;
+/** `tether sandbox exec`: an unknown end the sweep could not settle (AMBIGUOUS_EFFECT). */
+export const EXIT_AMBIGUOUS_EFFECT = 121;

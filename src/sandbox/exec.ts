@@ -11,7 +11,7 @@ import type { ClientExit, ExecChannel } from './channel.js';
 import { type Completion, CompletionStripper, createNonce } from './completion.js';
 import { ExecStatusUnknownError, nameProcesses, SandboxError } from './errors.js';
 import { program } from './programs.js';
-import { OUTPUT_CAP_MS, pause } from './run.js';
+import { OUTPUT_CAP_MS, within } from './run.js';
 import { checkShell, describeExit, type SandboxSweepOptions, sweep } from './sweep.js';
 
 /** Scripts above this size (bytes) go through a temp file whose size is checked (amendment §7). */
@@ -163,7 +163,7 @@ export async function exec(
     if (first === 'cancel') {
       cancelled = await (cancelSweep as Promise<SweepReport | Error>);
       // The sweep ended the command: the wrapper's line is on its way. Then end the client.
-      await Promise.race([client.exited, pause(OUTPUT_CAP_MS)]);
+      await within(client.exited, OUTPUT_CAP_MS);
       client.kill();
     }
     exit = await client.exited;
@@ -171,7 +171,7 @@ export async function exec(
     options.signal?.removeEventListener('abort', onAbort);
   }
   // Past the client's exit, a leftover holding the output must not hold us (ADR-127 §5).
-  await Promise.race([streams, pause(OUTPUT_CAP_MS)]);
+  await within(streams, OUTPUT_CAP_MS);
   client.kill();
   if (!stripper.completion) toOut(stripper.end());
 

@@ -56,12 +56,17 @@ export async function runOnce(
   arm();
   const exit = await client.exited;
   // Past the client's exit, a leftover holding the output must not hold us (ADR-127 §5).
-  let cap: NodeJS.Timeout | undefined;
-  await Promise.race([streams, new Promise<void>((r) => (cap = setTimeout(r, OUTPUT_CAP_MS)))]);
-  clearTimeout(cap);
+  await within(streams, OUTPUT_CAP_MS);
   clearTimeout(timer);
   client.kill();
   return { exit, stdout: Buffer.concat(stdout), stderr: Buffer.concat(stderr), timedOut };
+}
+
+/** Waits for `promise`, at most `ms`; the timer is cleared either way (it must not hold the process). */
+export async function within(promise: Promise<unknown>, ms: number): Promise<void> {
+  let timer: NodeJS.Timeout | undefined;
+  await Promise.race([promise, new Promise<void>((r) => (timer = setTimeout(r, ms)))]);
+  clearTimeout(timer);
 }
 
 // Resolves after ms, or at once when `signal` aborts.
