@@ -46,7 +46,10 @@ export interface SandboxExecResult {
   ok: boolean;
   /** The command's status as the wrapper's shell saw it (128+N for a signal N). */
   exitCode: number;
-  /** The exec client's own exit status (null when a signal ended it). */
+  /**
+   * The exec client's own exit status: null when a signal ended it, or when tether ended it
+   * 2 s after the line because a leftover still held the stream (then not held against `ok`).
+   */
   clientStatus: number | null;
   /** The command's stdout minus the completion line, byte-exact (empty when streamed). */
   stdout: Buffer;
@@ -63,7 +66,8 @@ export interface SandboxExecResult {
  * Throws `ExecStatusUnknownError` (`EXEC_STATUS_UNKNOWN`, with the sweep's `report`) when the
  * line never arrived and the sweep settled the session; `SandboxError` `AMBIGUOUS_EFFECT` when
  * it could not (`cause`: `SWEEP_CUT` / `CHANNEL_UNREACHABLE`, or `report` with survivors);
- * `INPUT_CUT` when a large script arrived cut (nothing ran); `INVALID_OPTION` on bad input.
+ * `INPUT_CUT` when a large script arrived cut (nothing ran); `CHANNEL_UNREACHABLE` when the
+ * exec client itself could not start (nothing left this machine); `INVALID_OPTION` on bad input.
  */
 export async function exec(
   channel: ExecChannel,
@@ -129,12 +133,22 @@ export async function exec(
       stream.once('close', end);
       stream.once('error', end);
     });
+  // Once the line has arrived, the command has ended and its stdout is all here: a leftover
+  // holding the stream open must not hold the call more than 2 s (ADR-127 §5). The client is
+  // then ended by us, and its status is not held against the command.
+  let lineTimer: NodeJS.Timeout | undefined;
+  let endedAfterLine = false;
+  const onStdout = (c: Buffer) => {
+    toOut(stripper.push(c));
+    if (stripper.completion && !lineTimer) {
+      lineTimer = setTimeout(() => {
+        endedAfterLine = true;
+        client.kill();
+      }, OUTPUT_CAP_MS);
+    }
+  };
   const streams = Promise.all([
-    closed(
-      client.stdout,
-      (c) => toOut(stripper.push(c)),
-      () => toOut(stripper.end()),
-    ),
+    closed(client.stdout, onStdout, () => toOut(stripper.end())),
     closed(client.stderr, (c) => (options.stderr ? options.stderr.write(c) : err.push(c))),
   ]);
   if (input === undefined) client.stdin.end();
@@ -172,11 +186,18 @@ export async function exec(
   }
   // Past the client's exit, a leftover holding the output must not hold us (ADR-127 §5).
   await within(streams, OUTPUT_CAP_MS);
+  clearTimeout(lineTimer);
   client.kill();
   if (!stripper.completion) toOut(stripper.end());
 
   const completion: Completion | undefined = stripper.completion;
   const said = describeExit(exit, Buffer.concat(err));
+  if (exit.error && !completion && out.length === 0 && err.length === 0) {
+    // The client never started here: the argv never left this machine, nothing ran.
+    throw new SandboxError('CHANNEL_UNREACHABLE', `the command was not run in ${channel.describe}: ${said}`, {
+      cause: exit.error,
+    });
+  }
   if (completion?.kind === 'refused') {
     throw new SandboxError(
       'INPUT_CUT',
@@ -185,9 +206,9 @@ export async function exec(
   }
   if (completion?.kind === 'exit') {
     const result: SandboxExecResult = {
-      ok: completion.status === 0 && exit.status === 0,
+      ok: completion.status === 0 && (exit.status === 0 || endedAfterLine),
       exitCode: completion.status,
-      clientStatus: exit.status,
+      clientStatus: endedAfterLine ? null : exit.status,
       stdout: Buffer.concat(out),
       stderr: Buffer.concat(err),
       tag: tag.name,

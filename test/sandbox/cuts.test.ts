@@ -12,6 +12,7 @@ import {
   startContainer,
   taggedOnHost,
 } from './container.js';
+import { prng } from './prng.js';
 
 const LINES = 25;
 // A command that leaves a process in its own POSIX session and writes LINES lines over ~0.4 s.

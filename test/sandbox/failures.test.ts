@@ -53,6 +53,31 @@ describe('a channel that cannot connect', () => {
   });
 });
 
+describe('a client that cannot start', () => {
+  it('runs nothing, sweeps nothing, and says so', async () => {
+    const channel = sandbox.commandChannel(['/nonexistent/docker', 'exec', '-i', 'x']);
+    const error = await sandbox.exec(channel, ['true']).catch((e: Error) => e);
+    expect((error as { code: string }).code).toBe('CHANNEL_UNREACHABLE');
+    expect((error as Error).message).toMatch(/was not run in \/nonexistent\/docker exec -i x: .*ENOENT/);
+  });
+});
+
+describe('a leftover holding the stream after the line', () => {
+  it('holds the call at most 2 s: a proven success, the client ended by tether', async () => {
+    // A client that waits for EOF on the command's stdout (as some exec clients do).
+    const channel = sandbox.commandChannel(['sh', '-c', '"$@" | cat', 'client', ...box.prefix]);
+    const tag = createTag();
+    const started = performance.now();
+    const r = await sandbox.exec(channel, ['sh', '-c', 'sleep 8 & echo hi'], { tag });
+    const ms = performance.now() - started;
+    expect([r.ok, r.exitCode, r.clientStatus, r.stdout.toString()]).toEqual([true, 0, null, 'hi\n']);
+    expect(ms, 'premise broken: nothing held the stream').toBeGreaterThan(1900);
+    expect(ms).toBeLessThan(4500);
+    await sandbox.sweep(box.channel, tag, SWEEP);
+    expect(taggedOnHost(tag.name).filter(aliveOnHost)).toEqual([]);
+  });
+});
+
 describe('a cut sweep program', () => {
   it('is a SWEEP_CUT error naming what it signalled, never a sweep that found nothing', async () => {
     const tag = createTag();
