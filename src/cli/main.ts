@@ -6,8 +6,7 @@ import { NoProcError } from '../proc/snapshot.js';
 import { EXIT_SWEEP_FAILED, EXIT_USAGE } from './exit-codes.js';
 import { psCommand } from './ps.js';
 import { runCommand } from './run.js';
-import { sandboxExecCommand, sandboxSweepCommand } from './sandbox.js';
-import { scriptCommand } from './script.js';
+import { addSandboxCommands } from './sandbox.js';
 import { sweepCommand } from './sweep.js';
 
 const program = new Command('tether')
@@ -49,41 +48,7 @@ program
   .option('--json', 'print the report as JSON on stdout')
   .action(sweepCommand);
 
-// Sandbox mode (docs/sandbox.md).
-const sandboxCmd = program
-  .command('sandbox')
-  .description('run or sweep inside a container through an exec channel (docs/sandbox.md)');
-sandboxCmd
-  .command('exec')
-  .description(
-    'run CMD in the container under the completion wrapper; exits with its status on a proven end, ' +
-      '120 on an unknown end (its session swept), 121 on an ambiguous effect',
-  )
-  .requiredOption('--via <prefix>', "the exec channel as a command prefix: 'docker exec -i ID'")
-  .option('--shell <argv>', "the container's POSIX shell", 'sh')
-  .option('--grace <duration>', 'TERM phase of a sweep', '5s')
-  .option('--kill-after <duration>', 'KILL phase of a sweep', '3s')
-  .option('--budget <duration>', 'the whole sweep, retries of an unreachable channel included', '3m')
-  .option('--json', 'on an unknown end, print the error, its code and the report as JSON on stderr')
-  .argument('<command...>', 'the command and its arguments (after --)')
-  .passThroughOptions()
-  .action(sandboxExecCommand);
-sandboxCmd
-  .command('sweep')
-  .description('stop every process carrying one session tag inside the container')
-  .requiredOption('--via <prefix>', "the exec channel as a command prefix: 'docker exec -i ID'")
-  .requiredOption('--tag <name>', 'TETHER_SESSION_<32 hex digits>')
-  .option('--shell <argv>', "the container's POSIX shell", 'sh')
-  .option('--grace <duration>', 'TERM phase budget', '5s')
-  .option('--kill-after <duration>', 'KILL phase budget', '3s')
-  .option('--budget <duration>', 'the whole sweep, retries of an unreachable channel included', '3m')
-  .option('--json', 'print the report as JSON on stdout')
-  .action(sandboxSweepCommand);
-program
-  .command('script')
-  .description('print a sandbox program (sweep, wrap or write) for callers in other languages')
-  .argument('<name>', 'sweep | wrap | write')
-  .action(scriptCommand);
+addSandboxCommands(program); // sandbox exec|sweep, script (docs/sandbox.md)
 
 function packageVersion(): string {
   const pkg = createRequire(import.meta.url)('../../package.json') as { version: string };

@@ -1,12 +1,54 @@
 // tether sandbox exec|sweep --via 'PREFIX' …: a command or a sweep inside a container, through
 // an exec channel given as a command prefix (docs/sandbox.md).
 
+import type { Command } from 'commander';
 import { parseDuration } from '../options.js';
 import { TetherError } from '../outcome/errors.js';
 import { commandChannel, ExecStatusUnknownError, exec, SandboxError, sweep } from '../sandbox/index.js';
 import { parseTag } from '../session/tag.js';
 import { EXIT_AMBIGUOUS_EFFECT, EXIT_SWEEP_FAILED, EXIT_UNKNOWN_END } from './exit-codes.js';
 import { renderReport } from './render.js';
+import { scriptCommand } from './script.js';
+
+// The options both sandbox subcommands take.
+function channelOptions(command: Command): Command {
+  return command
+    .requiredOption('--via <prefix>', "the exec channel as a command prefix: 'docker exec -i ID'")
+    .option('--shell <argv>', "the container's POSIX shell", 'sh')
+    .option('--grace <duration>', 'TERM phase of a sweep', '5s')
+    .option('--kill-after <duration>', 'KILL phase of a sweep', '3s')
+    .option('--budget <duration>', 'the whole sweep, retries of an unreachable channel included', '3m');
+}
+
+/** Adds `tether sandbox exec|sweep` and `tether script NAME` to the CLI. */
+export function addSandboxCommands(program: Command): void {
+  const sandbox = program
+    .command('sandbox')
+    .description('run or sweep inside a container through an exec channel (docs/sandbox.md)');
+  channelOptions(
+    sandbox
+      .command('exec')
+      .description(
+        'run CMD in the container under the completion wrapper; exits with its status on a proven end, ' +
+          '120 on an unknown end (its session swept), 121 on an ambiguous effect',
+      ),
+  )
+    .option('--json', 'on an unknown end, print the error, its code and the report as JSON on stderr')
+    .argument('<command...>', 'the command and its arguments (after --)')
+    .passThroughOptions()
+    .action(sandboxExecCommand);
+  channelOptions(
+    sandbox.command('sweep').description('stop every process carrying one session tag inside the container'),
+  )
+    .requiredOption('--tag <name>', 'TETHER_SESSION_<32 hex digits>')
+    .option('--json', 'print the report as JSON on stdout')
+    .action(sandboxSweepCommand);
+  program
+    .command('script')
+    .description('print a sandbox program (sweep, wrap or write) for callers in other languages')
+    .argument('<name>', 'sweep | wrap | write')
+    .action(scriptCommand);
+}
 
 /** Options shared by both subcommands (durations as typed). */
 export interface SandboxFlags {
