@@ -41,7 +41,7 @@ static long read_all(const char *path) {
   return (long)len;
 }
 
-// Same rule as environHasEntry(): ENTRY as one whole NUL-delimited record.
+// Same rule as sessionEntriesIn(): ENTRY as one whole NUL-delimited record.
 static int has_entry(const char *b, size_t len, const char *entry, size_t elen) {
   const char *p = b, *end = b + len;
   while (p < end) {

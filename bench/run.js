@@ -18,6 +18,7 @@ import { ancestorsOf, takeSnapshot } from '../dist/proc/snapshot.js';
 import { createTag } from '../dist/session/tag.js';
 import { scanSession } from '../dist/sweep/scan.js';
 import { sweep } from '../dist/sweep/sweep.js';
+import { cpuBusy, fmt, gitDescribe, log, median, quantile, raisePidMax, withTimeout } from './lib.js';
 
 const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..');
 const BUILD = join(ROOT, 'build');
@@ -31,31 +32,6 @@ const LEFTOVERS = Number(process.env.BENCH_LEFTOVERS ?? 1000);
 // ---------------------------------------------------------------------------------------------
 // Helpers
 
-const median = (xs) => quantile(xs, 0.5);
-function quantile(xs, q) {
-  const s = [...xs].sort((a, b) => a - b);
-  if (s.length === 0) return Number.NaN;
-  const i = (s.length - 1) * q;
-  const lo = Math.floor(i);
-  const hi = Math.ceil(i);
-  return s[lo] + (s[hi] - s[lo]) * (i - lo);
-}
-const fmt = (ms) => (ms >= 100 ? ms.toFixed(0) : ms >= 10 ? ms.toFixed(1) : ms.toFixed(2));
-const log = (msg) => process.stderr.write(`[bench] ${msg}\n`);
-
-/** Rejects after `ms` unless `promise` settles first; the timer is always cleared. */
-async function withTimeout(promise, ms, what) {
-  let timer;
-  const timeout = new Promise((_, reject) => {
-    timer = setTimeout(() => reject(new Error(`timed out after ${ms} ms: ${what}`)), ms);
-  });
-  try {
-    return await Promise.race([promise, timeout]);
-  } finally {
-    clearTimeout(timer);
-  }
-}
-
 function compile(name) {
   const out = join(BUILD, name);
   execFileSync('cc', ['-O2', '-o', out, join(ROOT, 'bench', `${name}.c`)], {
@@ -63,45 +39,6 @@ function compile(name) {
     timeout: 60_000,
   });
   return out;
-}
-
-/** Raises pid_max (root only) so that pids are not recycled within a run. */
-function raisePidMax() {
-  const path = '/proc/sys/kernel/pid_max';
-  try {
-    const current = Number(readFileSync(path, 'latin1'));
-    if (current < 4194304) {
-      writeFileSync(path, '4194304');
-      log(`pid_max ${current} -> 4194304`);
-    }
-  } catch (error) {
-    log(`pid_max left as is (${error.code ?? error.message})`);
-  }
-}
-
-/** Share of CPU time not idle over `ms`, from /proc/stat: other work on the machine. */
-async function cpuBusy(ms) {
-  const sample = () => {
-    const f = readFileSync('/proc/stat', 'latin1').split('\n')[0].trim().split(/\s+/).slice(1).map(Number);
-    const idle = f[3] + f[4]; // idle + iowait
-    return { idle, total: f.reduce((a, b) => a + b, 0) };
-  };
-  const a = sample();
-  await delay(ms);
-  const b = sample();
-  return 1 - (b.idle - a.idle) / Math.max(1, b.total - a.total);
-}
-
-/** The commit measured, with `-dirty` when src/ has uncommitted changes (dist/ is built from it). */
-function gitDescribe() {
-  try {
-    const opts = { cwd: ROOT, encoding: 'latin1', timeout: 10_000 };
-    const head = execFileSync('git', ['rev-parse', '--short', 'HEAD'], opts).trim();
-    const dirty = execFileSync('git', ['status', '--porcelain', '--', 'src'], opts).trim();
-    return dirty ? `${head}-dirty` : head;
-  } catch {
-    return 'unknown';
-  }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -212,11 +149,12 @@ function cLoop(bin, entry, mode) {
 function scanContext(tag, notBefore) {
   return {
     procRoot: '/proc',
-    entry: Buffer.from(tag.entry),
+    entry: tag.entry,
     notBefore,
     excluded: new Set(ancestorsOf('/proc', process.pid)),
     known: new Map(),
     uid: process.getuid(),
+    roots: [],
   };
 }
 

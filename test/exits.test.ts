@@ -184,9 +184,9 @@ describe('every exit path sweeps the session', () => {
     let recorded: Recorded[] = [];
     let payload: Identity | undefined;
     const body = async () => {
-      await using sub = spawn('sh', [fixture('nohup.sh'), pidfileIn()], FAST);
+      const pidfile = pidfileIn();
+      await using sub = spawn('sh', [fixture('nohup.sh'), pidfile], FAST);
       payload = sub.pid === undefined ? undefined : identityOf(sub.pid);
-      const pidfile = sub.child.spawnargs[2] as string;
       recorded = await recordedIn(pidfile);
       throw new Error('boom inside await using');
     };
@@ -260,30 +260,58 @@ describe('every exit path sweeps the session', () => {
     expect(recorded.every((r) => isAlive(r.identity))).toBe(true);
   });
 
-  it('lists a same-uid non-dumpable orphan as unreadable and leaves it running (supervisor as uid 65534)', async () => {
+  it('env tag alone: lists a same-uid non-dumpable orphan as unreadable and leaves it running (supervisor as uid 65534)', async () => {
     const dir = tempDir(0o777);
     const pidfile = join(dir, 'pids');
-    const node = runNode([join(FIXTURES, 'node/unreadable.mjs'), pidfile, BUILD], { uid: 65534 });
+    const node = runNode([join(FIXTURES, 'node/unreadable.mjs'), pidfile, BUILD, 'env-tag'], { uid: 65534 });
     const out = await node.done;
     const lines = readPidfile(pidfile);
     const nd = lines.find((l) => l.label === 'nondumpable');
     expect(nd, `the fixture recorded its non-dumpable process (stderr: ${out.stderr})`).toBeDefined();
     const pid = nd?.pid ?? 0;
-    const identity = identityOf(pid);
-    if (identity) started.push(identity);
+    const identity = { pid, startTime: nd?.startTime ?? -1 };
+    started.push(identity);
     expect(out.code, out.stderr).toBe(0);
     const { uid, report } = JSON.parse(out.stdout) as {
       uid: number;
       report: import('../src/index.js').SweepReport;
     };
     expect(uid).toBe(65534);
-    expect(identity && isAlive(identity), `non-dumpable pid ${pid} is left running`).toBe(true);
+    expect(isAlive(identity), `non-dumpable pid ${pid} is left running`).toBe(true);
     expect(
       report.unreadable.map((u) => u.pid),
       JSON.stringify(report),
     ).toContain(pid);
     expect(report.unreadable.find((u) => u.pid === pid)?.uid).toBe(65534);
     expect(report.stopped.some((s) => s.pid === pid)).toBe(false);
+  });
+
+  it('default containment: the helper stops a non-dumpable orphan the env tag cannot read (supervisor as uid 65534)', async () => {
+    const dir = tempDir(0o777);
+    const pidfile = join(dir, 'pids');
+    const node = runNode([join(FIXTURES, 'node/unreadable.mjs'), pidfile, BUILD, 'auto'], { uid: 65534 });
+    const out = await node.done;
+    const lines = readPidfile(pidfile);
+    const nd = lines.find((l) => l.label === 'nondumpable');
+    expect(nd, `the fixture recorded its non-dumpable process (stderr: ${out.stderr})`).toBeDefined();
+    const pid = nd?.pid ?? 0;
+    const identity = { pid, startTime: nd?.startTime ?? -1 };
+    started.push(identity);
+    expect(out.code, out.stderr).toBe(0);
+    const { uid, report } = JSON.parse(out.stdout) as {
+      uid: number;
+      report: import('../src/index.js').SweepReport;
+    };
+    expect(uid).toBe(65534);
+    // Not root: no cgroup here, but the helper needs no privilege; the orphan is its descendant.
+    expect(report.layers).toEqual(['env-tag', 'subreaper']);
+    expect(report.notes.join(' '), 'the cgroup layer says why it is off').toMatch(/cgroup/);
+    expect(nd?.startTime, 'the fixture recorded its start time').toBeGreaterThan(0);
+    expect(isAlive(identity), `non-dumpable pid ${pid} survived the helper layer`).toBe(false);
+    const rec = report.stopped.find((s) => s.pid === pid);
+    expect(rec?.foundBy, JSON.stringify(report)).toBe('subreaper');
+    expect(report.unreadable.map((u) => u.pid)).not.toContain(pid);
+    expect(report.ok).toBe(true);
   });
 });
 

@@ -27,6 +27,11 @@ program
   )
   .option('--grace <duration>', 'TERM phase: how long to wait before KILL (500ms, 5s, 2m)', '5s')
   .option('--kill-after <duration>', 'KILL phase budget', '3s')
+  .option(
+    '--containment <layers>',
+    'auto (env tag + subreaper helper + cgroup v2 when writable), or a comma list of env-tag, subreaper, cgroup, pidns; a listed layer that cannot be had is an error',
+    'auto',
+  )
   .option('--json', 'print the sweep report as JSON on stderr instead of the table')
   .option('--report-file <file>', 'write the sweep report as JSON to FILE')
   .argument('<command...>', 'the command and its arguments (put them after -- when they have options)')

@@ -19,8 +19,25 @@ function command(p: { cmdline: string; comm: string }): string {
 }
 
 function foundBy(p: ProcessRecord): string {
-  return p.foundBy === 'descendant' ? `descendant of ${p.via}` : 'carrier (env tag)';
+  switch (p.foundBy) {
+    case 'descendant':
+      return `descendant of ${p.via}`;
+    case 'subreaper':
+      return 'subreaper (helper)';
+    case 'cgroup':
+      return 'cgroup';
+    default:
+      return 'carrier (env tag)';
+  }
 }
+
+const PROOF: Record<SweepReport['proof'], string> = {
+  'two-empty-scans': 'two empty scans',
+  'populated-0': 'cgroup populated 0',
+  'helper-childless': 'helper has no child left',
+  'verified-empty': 'empty after the KILL phase',
+  none: 'no proof',
+};
 
 /** The sweep report as lines for a person: what was stopped, what survived, what was not read. */
 export function renderReport(report: SweepReport): string[] {
@@ -56,9 +73,9 @@ export function renderReport(report: SweepReport): string[] {
     );
   }
   for (const w of report.warnings) lines.push(`tether: warning: ${w.message}`);
-  const proof = report.proof === 'two-empty-scans' ? 'two empty scans' : 'no proof';
+  for (const note of report.notes) lines.push(`tether: note: ${note}`);
   lines.push(
-    `tether: sweep ${report.complete ? 'finished' : 'did not finish'} in ${ms(report.timings.durationMs)} (${report.timings.scans} scans, ${proof})`,
+    `tether: sweep ${report.complete ? 'finished' : 'did not finish'} in ${ms(report.timings.durationMs)} (${report.timings.scans} scan${report.timings.scans === 1 ? '' : 's'}, ${PROOF[report.proof]}; layers: ${report.layers.join(', ')})`,
   );
   return lines;
 }

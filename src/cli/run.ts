@@ -1,6 +1,7 @@
-// tether run [--grace 5s] [--kill-after 3s] [--json] [--report-file FILE] -- CMD [ARGS…]
+// tether run [--grace 5s] [--kill-after 3s] [--containment auto] [--json] [--report-file FILE] -- CMD [ARGS…]
 import { closeSync, openSync, writeFileSync } from 'node:fs';
 import { constants } from 'node:os';
+import { parseContainment } from '../containment/select.js';
 import { parseDuration } from '../options.js';
 import { TetherError } from '../outcome/errors.js';
 import { Session } from '../session/session.js';
@@ -13,6 +14,7 @@ import { renderReport } from './render.js';
 export interface RunFlags {
   grace: string;
   killAfter: string;
+  containment: string;
   json?: boolean;
   reportFile?: string;
 }
@@ -39,6 +41,7 @@ const FORWARDED = [
 export async function runCommand(argv: string[], flags: RunFlags): Promise<void> {
   const graceMs = parseDuration('--grace', flags.grace);
   const killAfterMs = parseDuration('--kill-after', flags.killAfter);
+  const containment = parseContainment('--containment', flags.containment);
   const [command, ...args] = argv as [string, ...string[]];
   if (!command)
     throw new TetherError(
@@ -48,7 +51,7 @@ export async function runCommand(argv: string[], flags: RunFlags): Promise<void>
   // Refuse an unwritable report file before the payload runs, not after it.
   if (flags.reportFile) checkWritable('--report-file', flags.reportFile);
   const progress = progressLine(process.stderr);
-  const s = new Session({ graceMs, killAfterMs, onProgress: progress.update });
+  const s = new Session({ graceMs, killAfterMs, containment, onProgress: progress.update });
   const proc = s.spawn(command, args, { stdio: 'inherit' });
 
   // A signal to tether goes to the payload first, then the session ends (the sweep).
@@ -70,6 +73,7 @@ export async function runCommand(argv: string[], flags: RunFlags): Promise<void>
     report.survivors.length ||
     report.unreadable.length ||
     report.warnings.length ||
+    report.notes.length ||
     !report.complete
   ) {
     process.stderr.write(`${renderReport(report).join('\n')}\n`);

@@ -1,4 +1,6 @@
-// tether sweep --tag NAME [--grace 5s] [--kill-after 3s] [--json]: sweep one tag now.
+// tether sweep --tag NAME [--grace 5s] [--kill-after 3s] [--json]: sweep one tag now — its
+// carriers, their descendants, and its session cgroup if one is left.
+import { findSessionCgroup, removeCgroup } from '../containment/cgroup.js';
 import { parseDuration } from '../options.js';
 import { parseTag } from '../session/tag.js';
 import { sweep } from '../sweep/sweep.js';
@@ -6,7 +8,11 @@ import { EXIT_SWEEP_FAILED } from './exit-codes.js';
 import { progressLine } from './progress.js';
 import { renderReport } from './render.js';
 
-/** Sweeps every process carrying `flags.tag`; exit status 1 when it left a survivor or could not finish. */
+/**
+ * Sweeps every process carrying `flags.tag`, and every process in the session's cgroup when
+ * one is left (its supervisor died); removes that cgroup once empty. Exit status 1 when it left
+ * a survivor or could not finish.
+ */
 export async function sweepCommand(flags: {
   tag: string;
   grace: string;
@@ -17,7 +23,17 @@ export async function sweepCommand(flags: {
   const graceMs = parseDuration('--grace', flags.grace);
   const killAfterMs = parseDuration('--kill-after', flags.killAfter);
   const progress = progressLine(process.stderr);
-  const report = await sweep({ tag, graceMs, killAfterMs, onProgress: progress.update });
+  const cgroup = findSessionCgroup(tag.name);
+  const report = await sweep({
+    tag,
+    graceMs,
+    killAfterMs,
+    onProgress: progress.update,
+    ...(cgroup ? { cgroup, layers: ['env-tag', 'cgroup'] } : {}),
+  });
+  if (cgroup && report.ok && !removeCgroup(cgroup.path)) {
+    report.notes.push(`cgroup: ${cgroup.path} could not be removed`);
+  }
   progress.clear();
   if (flags.json) process.stdout.write(`${JSON.stringify(report, null, 2)}\n`);
   else process.stderr.write(`${renderReport(report).join('\n')}\n`);

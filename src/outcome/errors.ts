@@ -6,6 +6,9 @@
  * - `INVALID_TAG`: a session tag is not `TETHER_SESSION_<32 hex digits>`;
  * - `SPAWN_FAILED`: the payload could not be started (ENOENT, EACCES…; `cause` is the errno error);
  * - `SESSION_ENDED`: `spawn` on a session whose `end()` has begun;
+ * - `CONTAINMENT_UNAVAILABLE`: a containment layer asked for explicitly cannot be had here (no
+ *   helper built, a cgroup v2 not writable, a PID namespace without the privilege; the message
+ *   says which and why);
  * - `EXEC_STATUS_UNKNOWN`: a sandbox command's completion line never arrived; its session was
  *   swept in the container (`ExecStatusUnknownError.report`) — ADR-127 amendment §7;
  * - `AMBIGUOUS_EFFECT`: an unknown end the sweep could not settle: the command may still run
@@ -20,6 +23,7 @@ export type TetherErrorCode =
   | 'INVALID_TAG'
   | 'SPAWN_FAILED'
   | 'SESSION_ENDED'
+  | 'CONTAINMENT_UNAVAILABLE'
   | 'EXEC_STATUS_UNKNOWN'
   | 'AMBIGUOUS_EFFECT'
   | 'CHANNEL_UNREACHABLE'

@@ -1,27 +1,6 @@
-// The env-tag test: does a process's environ hold the exact entry NAME=1 (ADR-127 §2)?
+// The env-tag test: which session entries `NAME=1` does a process's environ hold (ADR-127 §2)?
 import { readdirSync } from 'node:fs';
-import { readInto, sharedBuffer } from './read.js';
-
-/** What reading one process's environ found. */
-export type EnvironMatch = 'match' | 'no-match' | 'gone' | 'denied';
-
-/**
- * True when `buf[0, length)` — a NUL-delimited environ block — holds `entry` (`NAME=1`) as one
- * whole record: at the start or right after a NUL, and followed by a NUL or the end. So
- * `NAME=10` and `XNAME=1` and `NAME_X=1` do not match.
- */
-export function environHasEntry(buf: Buffer, length: number, entry: Buffer): boolean {
-  let from = 0;
-  for (;;) {
-    const at = buf.indexOf(entry, from);
-    if (at < 0 || at + entry.length > length) return false;
-    const startsRecord = at === 0 || buf[at - 1] === 0;
-    const end = at + entry.length;
-    const endsRecord = end === length || buf[end] === 0;
-    if (startsRecord && endsRecord) return true;
-    from = at + 1;
-  }
-}
+import { readInto } from './read.js';
 
 /** An environ read: its bytes are `sharedBuffer()[0, length)` until the next read. */
 export type EnvironRead = { kind: 'ok'; length: number } | { kind: 'gone' } | { kind: 'denied' };
@@ -52,17 +31,32 @@ export function readEnviron(procRoot: string, pid: number, leaderExited: boolean
   return sawOk ? { kind: 'ok', length: 0 } : { kind: 'gone' };
 }
 
-/** Reads a process's environ (see `readEnviron`) and tests it for `entry`. */
-export function matchEnviron(
-  procRoot: string,
-  pid: number,
-  entry: Buffer,
-  leaderExited: boolean,
-): EnvironMatch {
-  const r = readEnviron(procRoot, pid, leaderExited);
-  if (r.kind === 'denied') return 'denied';
-  if (r.kind === 'gone') return 'gone';
-  return environHasEntry(sharedBuffer(), r.length, entry) ? 'match' : 'no-match';
+const TAG_PREFIX = Buffer.from('TETHER_SESSION_');
+const TAG_RECORD_LENGTH = TAG_PREFIX.length + 32 + 2; // TETHER_SESSION_<32 hex>=1
+
+/**
+ * Every session entry (`TETHER_SESSION_<32 hex>=1`, whole records only) in
+ * `buf[0, length)`, a NUL-delimited environ block. One pass, so that the sweeps of many
+ * sessions ending together read each environ once per round.
+ */
+export function sessionEntriesIn(buf: Buffer, length: number): string[] {
+  const entries: string[] = [];
+  let from = 0;
+  for (;;) {
+    const at = buf.indexOf(TAG_PREFIX, from);
+    if (at < 0 || at + TAG_RECORD_LENGTH > length) return entries;
+    const end = at + TAG_RECORD_LENGTH;
+    if (
+      (at === 0 || buf[at - 1] === 0) &&
+      (end === length || buf[end] === 0) &&
+      buf[end - 2] === 0x3d && // '='
+      buf[end - 1] === 0x31 // '1'
+    ) {
+      const entry = buf.toString('latin1', at, end);
+      if (/^TETHER_SESSION_[0-9a-f]{32}=1$/.test(entry)) entries.push(entry);
+    }
+    from = at + 1;
+  }
 }
 
 /** Thread ids of `pid` (empty when the process is gone). */

@@ -22,6 +22,13 @@ export class NoProcError extends Error {
   }
 }
 
+let taken = 0;
+
+/** How many snapshots this process has taken (for the benchmark of shared rounds). */
+export function snapshotCount(): number {
+  return taken;
+}
+
 /**
  * Walks `procRoot` once and reads each `/proc/<pid>/stat` through one reused buffer.
  * A process that exits mid-walk is simply absent. Throws `NoProcError` when `procRoot`
@@ -29,6 +36,7 @@ export class NoProcError extends Error {
  */
 export function takeSnapshot(procRoot = '/proc'): Snapshot {
   const started = performance.now();
+  taken += 1;
   let names: string[];
   try {
     names = readdirSync(procRoot);

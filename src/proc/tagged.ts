@@ -1,6 +1,6 @@
 // Live processes carrying any tether tag, for `tether ps` (one walk, every environ read).
 import { readCmdline, readUid } from './details.js';
-import { readEnviron } from './environ.js';
+import { readEnviron, sessionEntriesIn } from './environ.js';
 import { sharedBuffer } from './read.js';
 import { takeSnapshot } from './snapshot.js';
 
@@ -15,8 +15,6 @@ export interface TaggedProcess {
   tags: string[];
 }
 
-const TAG_RECORD = /(?:^|\0)(TETHER_SESSION_[0-9a-f]{32})=1(?=\0|$)/g;
-
 /** Every live process whose environ holds a `TETHER_SESSION_<hex>=1` record. Throws `NoProcError`. */
 export function listTaggedProcesses(procRoot = '/proc'): TaggedProcess[] {
   const found: TaggedProcess[] = [];
@@ -24,8 +22,7 @@ export function listTaggedProcesses(procRoot = '/proc'): TaggedProcess[] {
     if (stat.pid === process.pid) continue;
     const r = readEnviron(procRoot, stat.pid, stat.state === 'Z');
     if (r.kind !== 'ok' || r.length === 0) continue;
-    const text = sharedBuffer().toString('latin1', 0, r.length);
-    const tags = [...text.matchAll(TAG_RECORD)].map((m) => m[1] as string);
+    const tags = sessionEntriesIn(sharedBuffer(), r.length).map((entry) => entry.slice(0, -2));
     if (tags.length === 0) continue;
     found.push({
       pid: stat.pid,

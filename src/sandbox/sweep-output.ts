@@ -192,6 +192,8 @@ export function parseSweepOutput(stdout: string, tag: string, startedAt = new Da
     complete,
     ok: complete && survivors.length === 0 && unsettled.length === 0,
     layers: ['env-tag', 'sandbox'],
+    notes: [],
+    cgroup: null,
     signalling: 'start-time-recheck',
     proof: complete && (last === 'two-empty-scans' || last === 'verified-empty') ? last : 'none',
     stopped,

@@ -1,11 +1,20 @@
 // A session: one tag, any number of commands run under it, one sweep at its end (ADR-127 §1–2).
 import { type ChildProcess, type StdioOptions, spawn as spawnChild } from 'node:child_process';
 import type { Readable, Writable } from 'node:stream';
+import { createSessionCgroup, removeCgroup, type SessionCgroup } from '../containment/cgroup.js';
+import {
+  type Helper,
+  HelperStartError,
+  helperPath,
+  type PayloadEnd,
+  startHelper,
+} from '../containment/helper.js';
+import { type Containment, type ContainmentPlan, planContainment } from '../containment/select.js';
 import { checkMs, DEFAULT_GRACE_MS, DEFAULT_KILL_AFTER_MS, DEFAULT_OUTPUT_CAP_MS } from '../options.js';
 import { TetherError } from '../outcome/errors.js';
 import { type Identity, identityKey, readStat, ticksNow } from '../proc/identity.js';
 import type { EventListener } from '../sweep/events.js';
-import type { SweepReport } from '../sweep/report.js';
+import type { SweepReport, SweepWarning } from '../sweep/report.js';
 import type { Member } from '../sweep/scan.js';
 import { type SweepProgress, sweep, sweepSync } from '../sweep/sweep.js';
 import { outputClosed, releaseOutput } from './output.js';
@@ -21,6 +30,13 @@ export interface SessionOptions {
   outputCapMs?: number;
   /** Where procfs is mounted. Default `/proc`; a path without one makes the sweep warn `NO_PROC`. */
   procRoot?: string;
+  /**
+   * Containment layers (docs/containment.md): `auto` (default: env tag + subreaper helper +
+   * a cgroup v2 when writable) or an explicit list of `env-tag`, `subreaper`, `cgroup`,
+   * `pid-namespace`. Throws `INVALID_OPTION` for another value; a layer of an explicit list
+   * that cannot be had makes `spawn` throw `CONTAINMENT_UNAVAILABLE`.
+   */
+  containment?: Containment;
   /** Receives `delegate_background` and `warning` events. */
   onEvent?: EventListener;
   /** Receives the sweep's progress after each round. */
@@ -32,7 +48,10 @@ export interface CommandOptions {
   cwd?: string;
   /** Environment of the command. Default `process.env`; the session's variable is always added. */
   env?: NodeJS.ProcessEnv;
-  /** As `child_process.spawn`'s `stdio`. Default `'pipe'`. */
+  /**
+   * As `child_process.spawn`'s `stdio`. Default `'pipe'`. Through the helper only fds 0–2
+   * pass (`auto` then runs a command with more without the helper, and warns `NO_HELPER`).
+   */
   stdio?: StdioOptions;
 }
 
@@ -49,7 +68,12 @@ export interface ExitResult {
 
 // A command running in a session: the child process and a promise of how it ended.
 export interface SessionProcess extends PromiseLike<ExitResult> {
+  /** The command's pid (as this PID namespace sees it). */
   readonly pid: number | undefined;
+  /**
+   * The process Node started: the command itself, or the helper that runs it (`kill(signal)`
+   * on the helper forwards the signal to the command; SIGKILL would end the helper alone).
+   */
   readonly child: ChildProcess;
   readonly stdin: Writable | null;
   readonly stdout: Readable | null;
@@ -82,11 +106,21 @@ export class Session {
   private readonly spawned: Identity[] = [];
   private readonly running = new Set<SessionProcess>();
   private ending: Promise<SweepReport> | undefined;
+  private readonly plan: ContainmentPlan;
+  private readonly helpers: Helper[] = [];
+  private readonly layers = new Set<string>(['env-tag']);
+  private readonly notes: string[] = [];
+  private readonly warnings: SweepWarning[] = [];
+  private cgroup: SessionCgroup | undefined;
+  private cgroupTried = false;
+  /** A command ran without the helper: kernel proofs do not cover it. */
+  private direct = false;
 
   constructor(options: SessionOptions = {}) {
     checkMs('graceMs', options.graceMs ?? DEFAULT_GRACE_MS);
     checkMs('killAfterMs', options.killAfterMs ?? DEFAULT_KILL_AFTER_MS);
     checkMs('outputCapMs', options.outputCapMs ?? DEFAULT_OUTPUT_CAP_MS);
+    this.plan = planContainment(options.containment ?? 'auto');
     this.options = { ...options };
     this.tag = createTag();
     // One tick of margin: a process started in this very tick is not missed.
@@ -110,53 +144,40 @@ export class Session {
   }
 
   /**
-   * Starts `command` with `args` in this session (no shell). Throws `TetherError`
-   * `SESSION_ENDED` once `end()` has begun. A start failure does not throw: `exited`
-   * resolves with `error` (`SPAWN_FAILED`).
+   * Starts `command` with `args` in this session (no shell), through the helper unless the
+   * containment says otherwise. Throws `TetherError` `SESSION_ENDED` once `end()` has begun,
+   * `CONTAINMENT_UNAVAILABLE` when a layer the containment lists cannot be had (the message
+   * says why). A start failure does not throw: `exited` resolves with `error` (`SPAWN_FAILED`).
    */
   spawn(command: string, args: readonly string[] = [], options: CommandOptions = {}): SessionProcess {
     if (this.ending)
       throw new TetherError('SESSION_ENDED', `session ${this.tag.name} has ended: cannot spawn ${command}`);
     const started = performance.now();
-    const child = spawnChild(command, args, {
-      cwd: options.cwd,
-      env: this.env(options.env),
-      stdio: options.stdio ?? 'pipe',
-    });
-    const stat = child.pid === undefined ? undefined : readStat(this.procRoot, child.pid);
-    if (stat) {
+    const env = this.env(options.env);
+    const stdio = options.stdio ?? 'pipe';
+    const helper = this.startHelped(command, args, options, env, stdio);
+    const child =
+      helper?.child ?? spawnChild(command, args, { cwd: options.cwd, env, stdio: options.stdio ?? 'pipe' });
+    if (!helper) this.direct = true;
+    const payload = helper ? helper.payload : this.identityOf(child.pid);
+    if (payload) {
       // The spawn is an earlier find from the start: a payload that clears or overwrites its
       // own environ (env -i, a title rewrite) is still swept, with everything under it.
-      const identity = { pid: stat.pid, startTime: stat.startTime };
-      this.spawned.push(identity);
-      this.known.set(identityKey(identity), { identity, stat, foundBy: 'carrier' });
+      this.spawned.push(payload);
+      const stat = readStat(this.procRoot, payload.pid);
+      if (stat) this.known.set(identityKey(payload), { identity: payload, stat, foundBy: 'carrier' });
     }
-    const closed = new Promise<void>((resolve) => child.once('close', () => resolve()));
-    const exited = new Promise<ExitResult>((resolve) => {
-      child.once('error', (cause) => {
-        if (child.pid !== undefined) return; // an error after a successful start (kill failed…)
-        const error = new TetherError(
-          'SPAWN_FAILED',
-          `cannot start ${command}: ${(cause as Error).message}`,
-          { cause },
-        );
-        resolve({
-          exitCode: null,
-          signal: null,
-          durationMs: performance.now() - started,
-          outputTimedOut: false,
-          error,
-        });
-      });
-      child.once('exit', (exitCode, signal) => {
-        const durationMs = performance.now() - started;
-        void outputClosed(child, closed, this.options.outputCapMs ?? DEFAULT_OUTPUT_CAP_MS).then((ok) => {
-          resolve({ exitCode, signal, durationMs, outputTimedOut: !ok });
-        });
-      });
+    const cap = this.options.outputCapMs ?? DEFAULT_OUTPUT_CAP_MS;
+    const ended = helper ? this.helperEnd(helper, command) : directEnd(child, command);
+    const exited = ended.then(async (end) => {
+      const durationMs = performance.now() - started;
+      if ('error' in end)
+        return { exitCode: null, signal: null, durationMs, outputTimedOut: false, error: end.error };
+      const ok = await outputClosed(child, cap);
+      return { ...end, durationMs, outputTimedOut: !ok };
     });
     const proc: SessionProcess = {
-      pid: child.pid,
+      pid: payload?.pid ?? (helper ? undefined : child.pid),
       child,
       stdin: child.stdin,
       stdout: child.stdout,
@@ -170,6 +191,88 @@ export class Session {
     return proc;
   }
 
+  private identityOf(pid: number | undefined): Identity | undefined {
+    const stat = pid === undefined ? undefined : readStat(this.procRoot, pid);
+    return stat && { pid: stat.pid, startTime: stat.startTime };
+  }
+
+  // Starts the command through the helper; undefined when the containment does not want one
+  // or (`auto`) the helper cannot be used here — then a `NO_HELPER` warning says why.
+  private startHelped(
+    command: string,
+    args: readonly string[],
+    options: CommandOptions,
+    env: NodeJS.ProcessEnv,
+    stdio: StdioOptions,
+  ): Helper | undefined {
+    if (this.plan.helper === 'off') return undefined;
+    try {
+      const found = helperPath();
+      if ('reason' in found) throw new HelperStartError('unavailable', found.reason);
+      const { path } = found;
+      const cgroup = this.sessionCgroup();
+      const helper = startHelper(path, {
+        command,
+        args,
+        cwd: options.cwd,
+        env,
+        stdio,
+        graceMs: this.options.graceMs ?? DEFAULT_GRACE_MS,
+        killAfterMs: this.options.killAfterMs ?? DEFAULT_KILL_AFTER_MS,
+        cgroup: cgroup?.path,
+        pidns: this.plan.pidns,
+        procRoot: this.procRoot,
+      });
+      this.helpers.push(helper);
+      this.layers.add('subreaper');
+      if (cgroup) this.layers.add('cgroup');
+      if (this.plan.pidns) this.layers.add('pid-namespace');
+      return helper;
+    } catch (error) {
+      if (!(error instanceof HelperStartError)) throw error;
+      if (this.plan.helper === 'required') throw new TetherError('CONTAINMENT_UNAVAILABLE', error.message);
+      if (!this.warnings.some((w) => w.code === 'NO_HELPER')) {
+        this.warnings.push({
+          code: 'NO_HELPER',
+          message: `${error.message}: processes were found by the env tag only (a detached process that drops the tag escapes)`,
+        });
+      }
+      return undefined;
+    }
+  }
+
+  // The session's cgroup, created at the first command that wants it; a note when it cannot be.
+  private sessionCgroup(): SessionCgroup | undefined {
+    if (this.plan.cgroup === 'off' || this.cgroupTried) return this.cgroup;
+    this.cgroupTried = true;
+    const made = createSessionCgroup(this.tag.name, this.procRoot);
+    if ('cgroup' in made) this.cgroup = made.cgroup;
+    else if (this.plan.cgroup === 'required') throw new TetherError('CONTAINMENT_UNAVAILABLE', made.note);
+    else this.notes.push(made.note);
+    return this.cgroup;
+  }
+
+  private helperEnd(helper: Helper, command: string): Promise<Ended> {
+    return helper.end.then((end: PayloadEnd): Ended => {
+      if (end.kind === 'exit') return { exitCode: end.exitCode, signal: end.signal };
+      if (end.kind === 'exec-failed') {
+        const cause = Object.assign(new Error(`spawn ${command} ${end.errno}`), { code: end.errno });
+        const why =
+          end.stage === 'exec'
+            ? cause.message
+            : end.stage === 'cgroup'
+              ? `joining the session cgroup failed (${end.errno})`
+              : `setting up the PID namespace failed (${end.errno})`;
+        return { error: new TetherError('SPAWN_FAILED', `cannot start ${command}: ${why}`, { cause }) };
+      }
+      this.warnings.push({
+        code: 'HELPER_LOST',
+        message: `the helper (pid ${helper.helper.pid}) of ${command} ended before reporting it: its exit status is unknown`,
+      });
+      return { exitCode: null, signal: null };
+    });
+  }
+
   /**
    * Ends the session: sweeps every process any of its commands started (its commands
    * themselves included, if still running) and resolves to the report. Idempotent: later
@@ -177,10 +280,12 @@ export class Session {
    */
   end(): Promise<SweepReport> {
     if (!this.ending) {
-      this.ending = sweep(this.sweepOptions()).finally(() => {
-        live.delete(this);
-        for (const p of this.running) releaseOutput(p.child);
-      });
+      this.ending = sweep(this.sweepOptions())
+        .then((report) => this.release(report))
+        .finally(() => {
+          live.delete(this);
+          for (const p of this.running) releaseOutput(p.child);
+        });
     }
     return this.ending;
   }
@@ -188,8 +293,32 @@ export class Session {
   /** Synchronous end for exit paths; used by the process `exit` hook. */
   endSync(): SweepReport {
     live.delete(this);
-    const report = sweepSync(this.sweepOptions());
+    const report = this.release(sweepSync(this.sweepOptions()));
     this.ending ??= Promise.resolve(report);
+    return report;
+  }
+
+  // Every helper's answer: true when none has a child left, false when one has, else undefined.
+  private helpersChildless(): boolean | undefined {
+    if (this.helpers.length === 0) return undefined;
+    let all = true;
+    for (const h of this.helpers) {
+      const answer = h.childless();
+      if (answer === false) return false;
+      if (answer !== true) all = false;
+    }
+    return all ? true : undefined;
+  }
+
+  // After the sweep: the helpers may go, and the cgroup is removed (a note if it cannot be).
+  private release(report: SweepReport): SweepReport {
+    for (const h of this.helpers) {
+      h.release();
+      h.child.unref();
+    }
+    if (this.cgroup && !removeCgroup(this.cgroup.path)) {
+      report.notes.push(`cgroup: ${this.cgroup.path} could not be removed (still populated?)`);
+    }
     return report;
   }
 
@@ -210,6 +339,13 @@ export class Session {
       notBefore: this.startTicks,
       known: this.known,
       spawns: this.spawned,
+      layers: [...this.layers],
+      notes: this.notes,
+      warnings: this.warnings,
+      roots: this.helpers.flatMap((h) => (h.init ? [h.helper, h.init] : [h.helper])),
+      cgroup: this.layers.has('cgroup') ? this.cgroup : undefined,
+      kernelProof: !this.direct,
+      helpersChildless: () => this.helpersChildless(),
       onEvent: this.options.onEvent,
       onProgress: this.options.onProgress,
     };
@@ -222,6 +358,24 @@ function safeTicks(procRoot = '/proc'): number {
   } catch {
     return 0; // no /proc: the sweep will say so
   }
+}
+
+/** How a command ended, before its output is awaited: a status, or a start failure. */
+type Ended = { exitCode: number | null; signal: NodeJS.Signals | null } | { error: TetherError };
+
+// A command Node started itself: its `exit` event, or its start failure (ENOENT, EACCES…).
+function directEnd(child: ChildProcess, command: string): Promise<Ended> {
+  return new Promise((resolve) => {
+    child.once('error', (cause) => {
+      if (child.pid !== undefined) return; // an error after a successful start (kill failed…)
+      resolve({
+        error: new TetherError('SPAWN_FAILED', `cannot start ${command}: ${(cause as Error).message}`, {
+          cause,
+        }),
+      });
+    });
+    child.once('exit', (exitCode, signal) => resolve({ exitCode, signal }));
+  });
 }
 
 /** Starts a session (ADR-127 §1): a fresh tag, to run one or more commands under. */

@@ -44,19 +44,41 @@ export interface UnreadableRecord {
  * Something the sweep could not do. Codes: `NO_PROC` (no readable procfs: the sweep did not
  * run), `PROC_NAMESPACE` (the procfs is another PID namespace's: the sweep did not run),
  * `SCAN_FAILED` (a scan threw), `UNSETTLED` (members still appearing at the end), `NO_PIDFD`
- * (identity checks fall back to a start-time re-check), `COARSE_SLEEP` (sandbox: the target's
- * `sleep` has no fractions, scans are 1 s apart).
+ * (identity checks fall back to a start-time re-check), `NO_HELPER` (the subreaper helper could
+ * not be used: only the env tag, and the cgroup if any, found processes), `HELPER_LOST` (a
+ * helper ended before its payload was reported: the payload's status is unknown), `COARSE_SLEEP`
+ * (sandbox: the target's `sleep` has no fractions, scans are 1 s apart).
  */
 export interface SweepWarning {
-  code: 'NO_PROC' | 'PROC_NAMESPACE' | 'SCAN_FAILED' | 'UNSETTLED' | 'NO_PIDFD' | 'COARSE_SLEEP';
+  code:
+    | 'NO_PROC'
+    | 'PROC_NAMESPACE'
+    | 'SCAN_FAILED'
+    | 'UNSETTLED'
+    | 'NO_PIDFD'
+    | 'NO_HELPER'
+    | 'HELPER_LOST'
+    | 'COARSE_SLEEP';
   message: string;
 }
 
 /**
- * How a phase ended: two empty scans in a row; its time budget ran out; (KILL phase) its budget
- * ran out but one more scan, an interval later, found nothing alive; a scan failed.
+ * How a phase ended: two empty scans in a row; a scan found nothing and the kernel proved it —
+ * `populated-0` (the session's cgroup.events says `populated 0`) or `helper-childless` (every
+ * helper says, from waitid(2), it has no child left: nothing of its subtree remains); its time budget
+ * ran out; (KILL phase) its budget ran out but one more scan, an interval later, found nothing
+ * alive; a scan failed.
  */
-export type PhaseEnd = 'two-empty-scans' | 'budget' | 'verified-empty' | 'scan-failed';
+export type PhaseEnd =
+  | 'two-empty-scans'
+  | 'populated-0'
+  | 'helper-childless'
+  | 'budget'
+  | 'verified-empty'
+  | 'scan-failed';
+
+/** What proved a sweep's end (see `PhaseEnd`), or `none`. */
+export type Proof = 'two-empty-scans' | 'populated-0' | 'helper-childless' | 'verified-empty' | 'none';
 
 /** One phase: `startedMs` is relative to the sweep's start; all durations in milliseconds. */
 export interface PhaseRecord {
@@ -75,15 +97,20 @@ export interface SweepReport {
   complete: boolean;
   /** True when complete and no survivor: every process found is gone. */
   ok: boolean;
-  /** Containment layers that were active. */
+  /** Containment layers that were active: `env-tag`, `subreaper`, `cgroup`, `pid-namespace`. */
   layers: string[];
+  /** Why a layer asked for (or tried by `auto`) was not active, e.g. a cgroup not writable. */
+  notes: string[];
+  /** The session's cgroup directory, when that layer was active. */
+  cgroup: string | null;
   /** The identity check used before every signal. */
   signalling: SignalMechanism;
   /**
-   * What proved the end: `two-empty-scans`; `verified-empty` (the KILL budget ran out, and one
-   * last scan found nothing alive); or `none` (something survived, or the sweep did not run).
+   * What proved the end: `two-empty-scans`; `populated-0` or `helper-childless` (one empty scan
+   * and the kernel's word); `verified-empty` (the KILL budget ran out, and one last scan found
+   * nothing alive); or `none` (something survived, or the sweep did not run).
    */
-  proof: 'two-empty-scans' | 'verified-empty' | 'none';
+  proof: Proof;
   /** Sandbox sweeps only (docs/sandbox.md): how environs were read, `grep -z` or `tr`. */
   environReader?: 'grep-z' | 'tr';
   stopped: ProcessRecord[];

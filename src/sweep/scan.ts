@@ -1,14 +1,21 @@
-// One scan (ADR-127 §2): the session's processes are the carriers of the tag, the earlier finds
-// still alive with the same identity, and every descendant of either, by parent.
+// One scan (ADR-127 §2; design.md §3–4): the session's processes are the carriers of the tag,
+// the earlier finds still alive with the same identity, and every descendant of either, by
+// parent; with the helper, every descendant of the helper; with a cgroup, every process in it.
 
+import { cgroupPids, cgroupPopulated } from '../containment/cgroup.js';
 import { readUid } from '../proc/details.js';
-import { matchEnviron } from '../proc/environ.js';
+import { readEnviron, sessionEntriesIn } from '../proc/environ.js';
 import { type Identity, identityKey, isAliveStat } from '../proc/identity.js';
+import { sharedBuffer } from '../proc/read.js';
 import { type Snapshot, takeSnapshot } from '../proc/snapshot.js';
 import type { ProcStat } from '../proc/stat.js';
 
-/** How a process was first found: its environ holds the tag, or its parent is in the session. */
-export type FoundBy = 'carrier' | 'descendant';
+/**
+ * Which layer first found a process, the env tag's first: `carrier` (its environ holds the tag)
+ * or `descendant` (of a carrier, by parent); `subreaper` (a descendant of the helper the env tag
+ * did not find); `cgroup` (in the session's cgroup, found by neither).
+ */
+export type FoundBy = 'carrier' | 'descendant' | 'subreaper' | 'cgroup';
 
 /** A live session process, as this scan saw it. */
 export interface Member {
@@ -22,8 +29,8 @@ export interface Member {
 /** What a scan needs to know about the session. */
 export interface ScanContext {
   procRoot: string;
-  /** The exact environ record `NAME=1`, as bytes. */
-  entry: Buffer;
+  /** The exact environ record `NAME=1`. */
+  entry: string;
   /**
    * Clock ticks since boot at which the session began. A carrier must have started at or after
    * it (a process running before the session cannot have inherited its variable), so earlier
@@ -36,6 +43,10 @@ export interface ScanContext {
   known: Map<string, Member>;
   /** Our uid: an unreadable environ of another uid is not ours to name. */
   uid: number;
+  /** The helpers (and PID-namespace inits): never members themselves, their descendants are. */
+  roots: Identity[];
+  /** The session's cgroup directory, when that layer is active. */
+  cgroup?: string;
 }
 
 /** One scan's result. */
@@ -44,17 +55,45 @@ export interface ScanResult {
   members: Member[];
   /** Processes of our uid started since the session began whose environ cannot be read. */
   unreadable: ProcStat[];
+  /** `cgroup.events` `populated`, read after the walk (cgroup layer only; undefined if unread). */
+  populated?: boolean;
 }
 
-/** Scans once. Throws `NoProcError` when the process table cannot be read. */
-export function scanSession(ctx: ScanContext): ScanResult {
-  const snapshot = takeSnapshot(ctx.procRoot);
+// The session entries of each process, read once per snapshot: sweeps of many sessions that
+// share a round's snapshot share its environ reads too.
+type Entries = Set<string> | 'denied' | 'gone';
+const entriesBySnapshot = new WeakMap<Snapshot, Map<number, Entries>>();
+
+function entriesOf(snapshot: Snapshot, stat: ProcStat): Entries {
+  let cache = entriesBySnapshot.get(snapshot);
+  if (!cache) {
+    cache = new Map();
+    entriesBySnapshot.set(snapshot, cache);
+  }
+  let entries = cache.get(stat.pid);
+  if (entries === undefined) {
+    // A zombie leader with live threads: its environ is read through a thread.
+    const r = readEnviron(snapshot.procRoot, stat.pid, stat.state === 'Z');
+    entries = r.kind === 'ok' ? new Set(sessionEntriesIn(sharedBuffer(), r.length)) : r.kind;
+    cache.set(stat.pid, entries);
+  }
+  return entries;
+}
+
+/**
+ * Scans once, on `snapshot` (default: a fresh one; sweeps ending together share one per round).
+ * Throws `NoProcError` when the process table cannot be read.
+ */
+export function scanSession(ctx: ScanContext, snapshot: Snapshot = takeSnapshot(ctx.procRoot)): ScanResult {
   const members = new Map<number, Member>();
   const unreadable: ProcStat[] = [];
+  const liveRoots = ctx.roots.filter((r) => snapshot.processes.get(r.pid)?.startTime === r.startTime);
+  const rootPids = new Set(liveRoots.map((r) => r.pid));
   const eligible = (stat: ProcStat) =>
-    stat.pid > 1 && !ctx.excluded.has(stat.pid) && isAliveStat(ctx.procRoot, stat);
+    stat.pid > 1 && !ctx.excluded.has(stat.pid) && !rootPids.has(stat.pid) && isAliveStat(ctx.procRoot, stat);
 
-  const addWithDescendants = (first: Member) => {
+  // Adds a find and, by parent, everything under it; those are labelled `below` (the layer).
+  const addWithDescendants = (first: Member, below: FoundBy = 'descendant') => {
     const queue = [first];
     for (let m = queue.pop(); m !== undefined; m = queue.pop()) {
       if (members.has(m.identity.pid)) continue;
@@ -65,9 +104,7 @@ export function scanSession(ctx: ScanContext): ScanResult {
         if (stat === undefined || members.has(child) || !eligible(stat)) continue;
         const identity = { pid: child, startTime: stat.startTime };
         const earlier = ctx.known.get(identityKey(identity));
-        queue.push(
-          earlier ? { ...earlier, stat } : { identity, stat, foundBy: 'descendant', via: m.identity.pid },
-        );
+        queue.push(earlier ? { ...earlier, stat } : { identity, stat, foundBy: below, via: m.identity.pid });
       }
     }
   };
@@ -84,22 +121,42 @@ export function scanSession(ctx: ScanContext): ScanResult {
   for (const stat of snapshot.processes.values()) {
     if (ctx.notBefore !== undefined && stat.startTime < ctx.notBefore) continue;
     if (members.has(stat.pid) || !eligible(stat)) continue;
-    const leaderExited = stat.state === 'Z';
-    const match = matchEnviron(ctx.procRoot, stat.pid, ctx.entry, leaderExited);
-    if (match === 'match') {
+    const entries = entriesOf(snapshot, stat);
+    if (entries instanceof Set && entries.has(ctx.entry)) {
       addWithDescendants({
         identity: { pid: stat.pid, startTime: stat.startTime },
         stat,
         foundBy: 'carrier',
       });
-    } else if (match === 'denied' && readUid(ctx.procRoot, stat.pid) === ctx.uid) {
+    } else if (entries === 'denied' && readUid(ctx.procRoot, stat.pid) === ctx.uid) {
       unreadable.push(stat);
     }
+  }
+  // Subreaper layer: whatever the env tag missed under a helper (a cleared or overwritten
+  // environ, an `env -i` orphan) is still its descendant.
+  const layerFind = (pid: number, foundBy: FoundBy, via?: number) => {
+    const stat = snapshot.processes.get(pid);
+    if (stat === undefined || members.has(pid) || !eligible(stat)) return;
+    // (An earlier find still alive was added above: this one is new.)
+    const member: Member = { identity: { pid, startTime: stat.startTime }, stat, foundBy };
+    if (via !== undefined) member.via = via;
+    addWithDescendants(member, foundBy);
+  };
+  for (const root of liveRoots) {
+    for (const child of snapshot.children.get(root.pid) ?? []) layerFind(child, 'subreaper', root.pid);
+  }
+  // cgroup layer, read after the walk: a pid listed now but absent from the snapshot is found
+  // next round; one whose pid was reused since the walk fails the identity check at its signal.
+  let populated: boolean | undefined;
+  if (ctx.cgroup !== undefined) {
+    for (const pid of cgroupPids(ctx.cgroup)) layerFind(pid, 'cgroup');
+    populated = cgroupPopulated(ctx.cgroup);
   }
   // An unreadable process later found as a descendant is a member, not unreadable.
   return {
     snapshot,
     members: [...members.values()],
     unreadable: unreadable.filter((s) => !members.has(s.pid)),
+    populated,
   };
 }

@@ -2,8 +2,8 @@
 // With a pidfd the check is race-free: pidfd_open(2), verify the start time, then
 // pidfd_send_signal(2) to the very process the fd names. Without one (no koffi, a kernel
 // before 5.3), the start time is re-checked and then kill(2) is used: a narrow race remains.
-import { createRequire } from 'node:module';
 import { constants } from 'node:os';
+import { libc } from '../libc.js';
 import { type Identity, isAliveStat, readStat } from '../proc/identity.js';
 
 /**
@@ -40,13 +40,13 @@ let ffi: Ffi | null | undefined;
 // Binds the glibc ≥ 2.36 wrappers (fixed prototypes: cheap calls); on an older glibc, the
 // variadic syscall(2) with the generic syscall numbers.
 function bind(): Ffi {
-  const koffi = createRequire(import.meta.url)('koffi');
-  const libc = koffi.load('libc.so.6');
-  const errno = () => koffi.errno() as number;
-  const close = libc.func('int close(int)');
+  const c = libc();
+  if (!c) throw new Error('koffi cannot load');
+  const { lib, errno } = c;
+  const close = lib.func('int close(int)');
   try {
-    const open = libc.func('int pidfd_open(int, unsigned int)');
-    const send = libc.func('int pidfd_send_signal(int, int, void *, unsigned int)');
+    const open = lib.func('int pidfd_open(int, unsigned int)');
+    const send = lib.func('int pidfd_send_signal(int, int, void *, unsigned int)');
     return {
       pidfdOpen: (pid) => open(pid, 0),
       pidfdSendSignal: (fd, sig) => send(fd, sig, null, 0),
@@ -54,7 +54,7 @@ function bind(): Ffi {
       errno,
     };
   } catch {
-    const syscall = libc.func('long syscall(long, ...)');
+    const syscall = lib.func('long syscall(long, ...)');
     return {
       pidfdOpen: (pid) => syscall(SYS_PIDFD_OPEN, 'int', pid, 'uint', 0),
       pidfdSendSignal: (fd, sig) =>

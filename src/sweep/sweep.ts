@@ -2,24 +2,25 @@
 //   scan → signal what is new → two empty scans? done → out of time? next phase → wait 50 ms.
 // TERM phase up to the grace, then — unless TERM ended on two empty scans — KILL phase.
 import { readlinkSync } from 'node:fs';
-import { setTimeout as delay } from 'node:timers/promises';
+import { killCgroup, type SessionCgroup } from '../containment/cgroup.js';
 import { checkMs, DEFAULT_GRACE_MS, DEFAULT_KILL_AFTER_MS, DEFAULT_SCAN_INTERVAL_MS } from '../options.js';
 import { readCmdline, readUid } from '../proc/details.js';
 import { type Identity, identityKey } from '../proc/identity.js';
-import { ancestorsOf, NoProcError } from '../proc/snapshot.js';
+import { ancestorsOf, NoProcError, type Snapshot, takeSnapshot } from '../proc/snapshot.js';
 import { parseTag, type SessionTag } from '../session/tag.js';
 import type { EventListener, TetherEvent } from './events.js';
 import {
   type PhaseEnd,
   type PhaseRecord,
   type ProcessRecord,
+  type Proof,
   REPORT_VERSION,
   type SurvivorRecord,
   type SweepReport,
   type SweepWarning,
   type UnreadableRecord,
 } from './report.js';
-import { type Member, type ScanContext, scanSession } from './scan.js';
+import { type Member, type ScanContext, type ScanResult, scanSession } from './scan.js';
 import { createSignaller, type Signaller } from './signal.js';
 
 /** Options of `sweep()` / `sweepSync()`. Durations in milliseconds. */
@@ -42,11 +43,68 @@ export interface SweepOptions {
   spawns?: Identity[];
   /** Containment layers to name in the report. Default `['env-tag']`. */
   layers?: string[];
+  /** Why a layer was not active (report `notes`). */
+  notes?: string[];
+  /** Warnings raised before the sweep (a helper that could not be used), reported with its own. */
+  warnings?: SweepWarning[];
+  /** Helpers and PID-namespace inits: never signalled, every descendant is the session's. */
+  roots?: Identity[];
+  /** The session's cgroup: its processes are members; `cgroup.kill` in the KILL phase. */
+  cgroup?: SessionCgroup;
+  /**
+   * Whether `roots` and `cgroup` hold every command of the session, so that their emptiness
+   * proves the end (`populated-0`, `helper-childless`). False when some command ran without
+   * the helper. Default true.
+   */
+  kernelProof?: boolean;
+  /**
+   * Asks the helpers whether any of them still has a child (the kernel's answer, waitid(2)):
+   * true when none has (every subtree is gone), false when one has, undefined when unknown.
+   */
+  helpersChildless?: () => boolean | undefined;
   onEvent?: EventListener;
   /** Called after each round: for a progress line. */
   onProgress?: (progress: SweepProgress) => void;
   /** Identity-check mechanism; tests force `start-time-recheck`. Default: the best available. */
   signaller?: Signaller;
+}
+
+// Sweeps ending together share each round's process-table walk: the snapshot taken first in a
+// turn of the event loop serves every sweep whose round runs in that turn, and the async
+// sweeps' pauses end on a shared 10 ms grid so that their rounds fall in the same turn.
+let turnSnapshot: Snapshot | undefined;
+const SHARED_GRID_MS = 10;
+const gridWaiters = new Map<number, Array<() => void>>();
+
+function sharedSnapshot(procRoot: string): Snapshot {
+  if (turnSnapshot?.procRoot === procRoot) return turnSnapshot;
+  const snapshot = takeSnapshot(procRoot);
+  turnSnapshot = snapshot;
+  setImmediate(() => {
+    if (turnSnapshot === snapshot) turnSnapshot = undefined;
+  });
+  return snapshot;
+}
+
+// Waits at least `ms`, ending on the next multiple of SHARED_GRID_MS of the monotonic clock.
+function gridDelay(ms: number): Promise<void> {
+  const slot = Math.ceil((performance.now() + ms) / SHARED_GRID_MS) * SHARED_GRID_MS;
+  return new Promise((resolve) => {
+    const waiters = gridWaiters.get(slot);
+    if (waiters) {
+      waiters.push(resolve);
+      return;
+    }
+    gridWaiters.set(slot, [resolve]);
+    setTimeout(
+      () => {
+        const all = gridWaiters.get(slot) ?? [];
+        gridWaiters.delete(slot);
+        for (const wake of all) wake();
+      },
+      Math.max(0, slot - performance.now()),
+    );
+  });
 }
 
 /** Progress after a round: processes still alive, and ms since the phase's first signal. */
@@ -76,10 +134,14 @@ class SweepRun {
   readonly spawnKeys: Set<string>;
   readonly ctx: ScanContext;
   readonly signaller: Signaller;
+  /** Rounds take the event-loop turn's shared snapshot (async sweeps) or their own (sync). */
+  shareSnapshots = false;
   scans = 0;
   scanMs = 0;
   /** Members the last scan saw alive in its snapshot, even if gone by the time of their signal. */
   seen = 0;
+  /** The last scan's kernel proof of emptiness, if any (see `PhaseEnd`). */
+  kernelProof: 'populated-0' | 'helper-childless' | undefined;
   complete = true;
 
   constructor(
@@ -90,12 +152,15 @@ class SweepRun {
     this.spawnKeys = new Set((opts.spawns ?? []).map(identityKey));
     this.ctx = {
       procRoot: opts.procRoot ?? '/proc',
-      entry: Buffer.from(tag.entry),
+      entry: tag.entry,
       notBefore: opts.notBefore,
       excluded: new Set(),
       known: opts.known ?? new Map(),
       uid: process.getuid?.() ?? -1,
+      roots: opts.roots ?? [],
+      cgroup: opts.cgroup?.path,
     };
+    for (const w of opts.warnings ?? []) this.warn(w.code, w.message);
     if (this.signaller.mechanism !== 'pidfd') {
       this.warn(
         'NO_PIDFD',
@@ -154,10 +219,15 @@ class SweepRun {
 
   /** One round: scan, signal every process not yet sent `signal`. Returns how many are alive, or -1. */
   round(signal: PhaseSignal): number {
-    let scan: ReturnType<typeof scanSession>;
+    let scan: ScanResult;
     try {
-      scan = scanSession(this.ctx);
+      scan = scanSession(
+        this.ctx,
+        this.shareSnapshots ? sharedSnapshot(this.ctx.procRoot) : takeSnapshot(this.ctx.procRoot),
+      );
       this.seen = scan.members.length;
+      this.kernelProof = undefined;
+      if (this.seen === 0) this.weighKernelEvidence(scan);
       this.scans += 1;
       this.scanMs += scan.snapshot.durationMs;
       const alive = new Set<string>();
@@ -166,6 +236,8 @@ class SweepRun {
         const t = this.tracked.get(key) ?? this.track(key, member);
         if (this.deliver(t, member, signal)) alive.add(key);
       }
+      // A fork racing the per-process KILLs is killed by the kernel with the rest (Linux 5.14).
+      if (signal === 'SIGKILL' && this.opts.cgroup?.canKill) killCgroup(this.opts.cgroup.path);
       for (const [key, t] of this.tracked) {
         if (alive.has(key)) {
           t.alive = true; // seen again (a scan that missed it was wrong, not the process gone)
@@ -192,6 +264,26 @@ class SweepRun {
       this.fail(error);
       return -1;
     }
+  }
+
+  /**
+   * A walk that found nothing is checked against the kernel: a cgroup still `populated 1`, or
+   * a helper that still has a child, means the session still runs (a fork-and-exit loop
+   * outruns every walk) — the scan is not empty. Their emptiness proves the end (`PhaseEnd`).
+   */
+  weighKernelEvidence(scan: ScanResult): void {
+    if (scan.populated === true) {
+      this.seen = 1;
+      return;
+    }
+    const childless = this.opts.helpersChildless?.();
+    if (childless === false) {
+      this.seen = 1;
+      return;
+    }
+    if (this.opts.kernelProof === false) return;
+    if (scan.populated === false) this.kernelProof = 'populated-0';
+    else if (childless === true) this.kernelProof = 'helper-childless';
   }
 
   track(key: string, member: Member): Tracked {
@@ -254,14 +346,16 @@ class SweepRun {
     }
     const last = this.phases.at(-1);
     const ended = last?.endedBy;
-    const proof =
-      this.complete && (ended === 'two-empty-scans' || ended === 'verified-empty') ? ended : 'none';
+    const proof: Proof =
+      this.complete && ended !== undefined && ended !== 'budget' && ended !== 'scan-failed' ? ended : 'none';
     const report: SweepReport = {
       version: REPORT_VERSION,
       tag: this.tag.name,
       complete: this.complete,
       ok: this.complete && survivors.length === 0,
       layers: this.opts.layers ?? ['env-tag'],
+      notes: this.opts.notes ?? [],
+      cgroup: this.opts.cgroup?.path ?? null,
       signalling: this.signaller.mechanism,
       proof,
       stopped,
@@ -307,7 +401,7 @@ function emit(listener: EventListener | undefined, event: TetherEvent): void {
 }
 
 // The algorithm, once: yields each pause (ms) so that async and sync drivers share it.
-function* steps(opts: SweepOptions): Generator<number, SweepReport, void> {
+function* steps(opts: SweepOptions, shareSnapshots: boolean): Generator<number, SweepReport, void> {
   const tag = typeof opts.tag === 'string' ? parseTag(opts.tag) : opts.tag;
   const budgets: Record<PhaseSignal, number> = {
     SIGTERM: checkMs('graceMs', opts.graceMs ?? DEFAULT_GRACE_MS),
@@ -315,6 +409,7 @@ function* steps(opts: SweepOptions): Generator<number, SweepReport, void> {
   };
   const interval = checkMs('intervalMs', opts.intervalMs ?? DEFAULT_SCAN_INTERVAL_MS, 1);
   const run = new SweepRun(tag, opts);
+  run.shareSnapshots = shareSnapshots;
   if (!run.begin()) return run.report();
   for (const signal of ['SIGTERM', 'SIGKILL'] as const) {
     const phaseStart = performance.now();
@@ -331,6 +426,12 @@ function* steps(opts: SweepOptions): Generator<number, SweepReport, void> {
       // A scan is empty only if it saw no member at all: one that was there and gone by its
       // signal (a fork-and-exit loop) is evidence the session still runs.
       empty = run.seen === 0 ? empty + 1 : 0;
+      // With a helper or a cgroup, one empty scan and the kernel's word suffice: a process
+      // mid-exec (no readable environ) is still a descendant of the helper and in the cgroup.
+      if (run.seen === 0 && run.kernelProof) {
+        run.phaseDone(signal, phaseStart, rounds, run.kernelProof);
+        return run.report();
+      }
       if (empty >= 2) {
         run.phaseDone(signal, phaseStart, rounds, 'two-empty-scans');
         return run.report();
@@ -365,12 +466,12 @@ function* steps(opts: SweepOptions): Generator<number, SweepReport, void> {
  * `INVALID_OPTION` / `INVALID_TAG` synchronously on bad options.
  */
 export function sweep(options: SweepOptions): Promise<SweepReport> {
-  const it = steps(options);
+  const it = steps(options, true);
   const first = it.next(); // validates options and runs the first round now
   return (async () => {
     for (let s = first; ; s = it.next()) {
       if (s.done) return s.value;
-      await delay(s.value);
+      await gridDelay(s.value);
     }
   })();
 }
@@ -381,7 +482,7 @@ export function sweep(options: SweepOptions): Promise<SweepReport> {
  */
 export function sweepSync(options: SweepOptions): SweepReport {
   const cell = new Int32Array(new SharedArrayBuffer(4));
-  const it = steps(options);
+  const it = steps(options, false);
   for (let s = it.next(); ; s = it.next()) {
     if (s.done) return s.value;
     Atomics.wait(cell, 0, 0, s.value);

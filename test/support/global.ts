@@ -54,6 +54,11 @@ export default function setup() {
     timeout: 180_000,
     stdio: 'inherit',
   });
+  execFileSync(process.execPath, [join(ROOT, 'scripts/build-helper.mjs')], {
+    cwd: ROOT,
+    timeout: 120_000,
+    stdio: 'inherit',
+  });
   // Tags of sessions this run itself is part of (the suite run inside tether) are not leaks.
   const own = new Set(Object.keys(process.env).filter((k) => /^TETHER_SESSION_[0-9a-f]{32}$/.test(k)));
   return async () => {

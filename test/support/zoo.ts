@@ -280,6 +280,9 @@ export function problemsOf(run: ShapeRun, extraDecoys: Decoy[] = []): string[] {
   }
   if (!report.complete || !report.ok)
     problems.push(`${at} report not complete/ok: ${JSON.stringify(report.warnings)}`);
+  // The zoo runs with the default containment: a missing helper is a broken premise, not a pass.
+  const noHelper = report.warnings.find((w) => w.code === 'NO_HELPER');
+  if (noHelper) problems.push(`${at} ran without the helper: ${noHelper.message}`);
   return problems;
 }
 

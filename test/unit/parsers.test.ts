@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { parseDuration } from '../../src/options.js';
-import { environHasEntry } from '../../src/proc/environ.js';
+import { sessionEntriesIn } from '../../src/proc/environ.js';
 import { isKernelThread, parseStat } from '../../src/proc/stat.js';
 import { createTag, parseTag, TAG_NAME_PATTERN, tagsIn } from '../../src/session/tag.js';
 
@@ -27,25 +27,29 @@ describe('parseStat', () => {
   });
 });
 
-describe('environHasEntry', () => {
-  const entry = Buffer.from('TAG_A=1');
+describe('sessionEntriesIn', () => {
+  const a = `TETHER_SESSION_${'a'.repeat(32)}`;
+  const b = `TETHER_SESSION_${'0123456789abcdef'.repeat(2)}`;
   const block = (...records: string[]) => Buffer.from(`${records.join('\0')}\0`);
-  const has = (b: Buffer) => environHasEntry(b, b.length, entry);
-  it('matches the exact record anywhere in the block', () => {
-    expect(has(block('TAG_A=1'))).toBe(true);
-    expect(has(block('PATH=/bin', 'TAG_A=1', 'HOME=/'))).toBe(true);
-    expect(has(Buffer.from('X=1\0TAG_A=1'))).toBe(true); // last record without its NUL
+  const entries = (buf: Buffer, length = buf.length) => sessionEntriesIn(buf, length);
+  it('finds every whole session record anywhere in the block', () => {
+    expect(entries(block(`${a}=1`))).toEqual([`${a}=1`]);
+    expect(entries(block('PATH=/bin', `${a}=1`, 'HOME=/', `${b}=1`))).toEqual([`${a}=1`, `${b}=1`]);
+    expect(entries(Buffer.from(`X=1\0${a}=1`))).toEqual([`${a}=1`]); // last record without its NUL
   });
-  it('does not match =10, a longer name, a prefix-sharing name or a value', () => {
-    expect(has(block('TAG_A=10'))).toBe(false);
-    expect(has(block('XTAG_A=1'))).toBe(false);
-    expect(has(block('TAG_A_X=1'))).toBe(false);
-    expect(has(block('OTHER=TAG_A=1'))).toBe(false);
-    expect(has(block('TAG_A=0', 'TAG_B=1'))).toBe(false);
+  it('does not take =10, a longer name, a prefix-sharing name, a value or a non-hex tag', () => {
+    expect(entries(block(`${a}=10`))).toEqual([]);
+    expect(entries(block(`X${a}=1`))).toEqual([]);
+    expect(entries(block(`${a}_X=1`))).toEqual([]);
+    expect(entries(block(`${a}0=1`))).toEqual([]);
+    expect(entries(block(`OTHER=${a}=1`))).toEqual([]);
+    expect(entries(block(`${a}=0`))).toEqual([]);
+    expect(entries(block(`TETHER_SESSION_${'G'.repeat(32)}=1`))).toEqual([]);
   });
   it('only looks inside the given length', () => {
-    const b = block('A=1', 'TAG_A=1');
-    expect(environHasEntry(b, 4, entry)).toBe(false);
+    const buf = block('A=1', `${a}=1`);
+    expect(entries(buf, 4)).toEqual([]);
+    expect(entries(buf, buf.length - 2)).toEqual([]); // the record cut before its "1"
   });
 });
 

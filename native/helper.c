@@ -1,0 +1,575 @@
+// tether-helper: the session's subreaper (design.md §5; issue 3). tini is the model: one loop
+// of a few named steps.
+//
+//   tether-helper [--grace MS] [--kill-after MS] [--cgroup DIR] [--pidns] -- CMD [ARG...]
+//
+// It marks itself a child subreaper (prctl(2) PR_SET_CHILD_SUBREAPER), starts CMD with its own
+// environment and stdio, hands fds 0-2 over (its own become /dev/null: it holds none of the
+// payload's pipes open), reaps every child, and stays until the supervisor releases it. Every
+// process the payload starts, however it detaches, stays a descendant of the helper.
+//
+// fd 3, status pipe, helper -> supervisor, one line per event:
+//   init PID START         (--pidns) the namespace's init, as the supervisor's namespace sees it
+//   started PID START      the payload (START: field 22 of /proc/PID/stat, clock ticks since boot)
+//   exec-failed STAGE ERRNO  STAGE is "exec" or "cgroup" (joining DIR/cgroup.procs)
+//   exit code N | exit signal N   the payload was reaped
+//   error WHAT ERRNO       setup failed before the payload started; the helper exits 125
+// fd 5, answer pipe, helper -> supervisor: "K c\n" / "K n\n" / "K u\n" answers the control line
+//   "children? K": the helper has a child (c), none at all (n: its whole subtree is gone — every
+//   orphan of it would be its child), or cannot tell (u: with --pidns, init is always a child).
+// fd 4, control pipe, supervisor -> helper: "release\n" ends the helper at once. EOF without a
+// release means the supervisor died (even by SIGKILL): the dead man's switch ends the helper's
+// whole subtree itself — TERM, up to --grace ms, then KILL (cgroup.kill when --cgroup), up to
+// --kill-after ms — removes the cgroup and exits. A SIGTERM from any process but the supervisor
+// (an outer session's sweep) does the same. The supervisor's other signals (its kill() on the
+// helper) are forwarded to the payload; a terminal's (SI_KERNEL) and other processes' are not
+// (sent to a process group, they reached the payload already).
+//
+// --pidns: the payload runs as the child of an init in a new PID namespace with its own /proc
+// (CLONE_NEWPID | CLONE_NEWNS); when the helper releases or kills that init, the kernel kills
+// everything left in the namespace.
+#define _GNU_SOURCE
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <sys/prctl.h>
+#include <sys/signalfd.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#define STATUS_FD 3
+#define CONTROL_FD 4
+#define ANSWER_FD 5
+#define SCAN_INTERVAL_MS 50
+
+static long grace_ms = 5000, kill_after_ms = 3000;
+static const char *cgroup_dir;
+static int pidns;
+
+static pid_t supervisor, payload = -1, ns_init = -1;
+static int payload_pidfd = -1;
+static int payload_reaped;
+
+// ---- small utilities -------------------------------------------------------------------------
+
+static void say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void say(const char *fmt, ...) {
+  char line[128];
+  va_list ap;
+  va_start(ap, fmt);
+  int n = vsnprintf(line, sizeof line, fmt, ap);
+  va_end(ap);
+  // The supervisor may be gone (EPIPE, SIGPIPE is ignored): nothing else to tell then.
+  if (n > 0) (void)!write(STATUS_FD, line, (size_t)n);
+}
+
+static long now_ms(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return t.tv_sec * 1000L + t.tv_nsec / 1000000L;
+}
+
+static void sleep_ms(long ms) {
+  struct timespec t = {ms / 1000, (ms % 1000) * 1000000L};
+  while (nanosleep(&t, &t) < 0 && errno == EINTR) {
+  }
+}
+
+// Reads pid's ppid, state and start time (field 22, clock ticks since boot) from
+// /proc/PID/stat, parsing after the last ')' (comm may hold spaces and parentheses).
+static int read_stat(pid_t pid, pid_t *ppid, char *state, unsigned long long *start) {
+  char path[64], buf[1024];
+  snprintf(path, sizeof path, "/proc/%d/stat", pid);
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return -1;
+  ssize_t n = read(fd, buf, sizeof buf - 1);
+  close(fd);
+  if (n <= 0) return -1;
+  buf[n] = '\0';
+  char *p = strrchr(buf, ')');
+  if (!p) return -1;
+  int pp;
+  char st;
+  unsigned long long t;
+  // fields 3 (state) and 4 (ppid), 17 skipped (5..21), then 22 (starttime)
+  if (sscanf(p + 2, "%c %d %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %llu",
+             &st, &pp, &t) != 3)
+    return -1;
+  if (ppid) *ppid = pp;
+  if (state) *state = st;
+  if (start) *start = t;
+  return 0;
+}
+
+static int pidfd_open_(pid_t pid) { return (int)syscall(SYS_pidfd_open, pid, 0); }
+
+static int pidfd_send_signal_(int fd, int sig) {
+  return (int)syscall(SYS_pidfd_send_signal, fd, sig, NULL, 0);
+}
+
+// Signals pid only if it is still the process that started at `start`: pidfd_open, re-read
+// the start time, pidfd_send_signal (race-free). Without pidfd: re-check, then kill(2).
+static void signal_identity(pid_t pid, unsigned long long start, int sig) {
+  if (pid <= 1) return;
+  unsigned long long now;
+  int fd = pidfd_open_(pid);
+  if (read_stat(pid, NULL, NULL, &now) == 0 && now == start) {
+    if (fd >= 0)
+      pidfd_send_signal_(fd, sig);
+    else
+      kill(pid, sig);
+  }
+  if (fd >= 0) close(fd);
+}
+
+// ---- the subtree -----------------------------------------------------------------------------
+
+struct proc {
+  pid_t pid, ppid;
+  unsigned long long start;
+  char state;
+};
+
+static int by_pid(const void *a, const void *b) {
+  pid_t x = ((const struct proc *)a)->pid, y = ((const struct proc *)b)->pid;
+  return (x > y) - (x < y);
+}
+
+// One walk of /proc: every live descendant of the helper except the namespace's init. Returns
+// how many were written to *out (malloc'd, sorted by pid), or -1 when /proc cannot be read.
+static int descendants(struct proc **out) {
+  DIR *d = opendir("/proc");
+  if (!d) return -1;
+  size_t n = 0, cap = 256;
+  struct proc *all = malloc(cap * sizeof *all);
+  struct dirent *e;
+  while (all && (e = readdir(d))) {
+    char *end;
+    long pid = strtol(e->d_name, &end, 10);
+    if (*end || pid <= 0) continue;
+    struct proc p = {.pid = (pid_t)pid};
+    if (read_stat(p.pid, &p.ppid, &p.state, &p.start) < 0) continue;
+    if (n == cap) {
+      struct proc *more = realloc(all, (cap *= 2) * sizeof *all);
+      if (!more) break;
+      all = more;
+    }
+    all[n++] = p;
+  }
+  closedir(d);
+  if (!all) return -1;
+  qsort(all, n, sizeof *all, by_pid);
+  pid_t self = getpid();
+  size_t kept = 0;
+  for (size_t i = 0; i < n; i++) {
+    // Follow the parent links up; a descendant reaches the helper. Depth bounded by n.
+    struct proc key = all[i];
+    int mine = 0;
+    for (size_t depth = 0; depth <= n && key.ppid > 1; depth++) {
+      if (key.ppid == self) {
+        mine = 1;
+        break;
+      }
+      struct proc *parent = bsearch(&(struct proc){.pid = key.ppid}, all, n, sizeof *all, by_pid);
+      if (!parent) break;
+      key = *parent;
+    }
+    if (mine && all[i].pid != ns_init && all[i].state != 'Z') all[kept++] = all[i];
+  }
+  *out = all;
+  return (int)kept;
+}
+
+static void write_file(const char *dir, const char *name, const char *text) {
+  char path[4096];
+  snprintf(path, sizeof path, "%s/%s", dir, name);
+  int fd = open(path, O_WRONLY | O_CLOEXEC);
+  if (fd < 0) return;
+  (void)!write(fd, text, strlen(text));
+  close(fd);
+}
+
+// ---- reaping -------------------------------------------------------------------------------
+
+static void report_exit(int status) {
+  if (WIFSIGNALED(status))
+    say("exit signal %d\n", WTERMSIG(status));
+  else
+    say("exit code %d\n", WEXITSTATUS(status));
+}
+
+// Reaps every child that has ended; the payload's status goes to the supervisor. (With
+// --pidns the payload is init's child: init reports its status on init_status_fd.)
+static void reap(void) {
+  int status;
+  pid_t pid;
+  while ((pid = waitpid(-1, &status, WNOHANG)) > 0) {
+    if (pid == payload && !pidns) {
+      payload_reaped = 1;
+      report_exit(status);
+    }
+    if (pid == ns_init) ns_init = -1;
+  }
+}
+
+// True when the helper has a child, living or a zombie not yet reaped (waitid(2) with WNOWAIT
+// only looks). A subreaper without children has no descendants at all: this is the kernel's
+// answer, exact even against a fork-and-exit loop that every /proc walk misses.
+static int has_children(void) {
+  reap();
+  siginfo_t info;
+  memset(&info, 0, sizeof info);
+  if (waitid(P_ALL, 0, &info, WEXITED | WNOHANG | WNOWAIT) < 0) return errno != ECHILD;
+  return 1;
+}
+
+// The cgroup still holds a process (cgroup.events "populated 1"); false without a cgroup.
+static int cgroup_populated(void) {
+  if (!cgroup_dir) return 0;
+  char path[4096], buf[256];
+  snprintf(path, sizeof path, "%s/cgroup.events", cgroup_dir);
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return 0;
+  ssize_t n = read(fd, buf, sizeof buf - 1);
+  close(fd);
+  if (n <= 0) return 0;
+  buf[n] = '\0';
+  return strstr(buf, "populated 1") != NULL;
+}
+
+// ---- the dead man's switch ------------------------------------------------------------------
+
+// The supervisor is gone: end the subtree as its sweep would have. TERM each descendant once
+// (SIGCONT after it, for a stopped one), rescan every 50 ms until the subtree is empty — by the
+// kernel's word: no child left (without --pidns) and the cgroup not populated; with --pidns,
+// two walks in a row that find nothing but init — or the grace is spent; then the same with
+// KILL (and cgroup.kill) up to kill_after_ms. Killing a --pidns init ends its namespace.
+static void dead_mans_switch(void) {
+  static const int phase_signal[2] = {SIGTERM, SIGKILL};
+  long budget[2] = {grace_ms, kill_after_ms};
+  struct proc *told = NULL; // processes already sent this phase's signal
+  size_t ntold = 0;
+  for (int phase = 0; phase < 2; phase++) {
+    int sig = phase_signal[phase], empty = 0;
+    long deadline = now_ms() + budget[phase];
+    ntold = 0;
+    for (;;) {
+      if (sig == SIGKILL && cgroup_dir) write_file(cgroup_dir, "cgroup.kill", "1");
+      struct proc *list = NULL;
+      int n = descendants(&list);
+      for (int i = 0; i < n; i++) {
+        int seen = 0;
+        for (size_t j = 0; j < ntold && !seen; j++)
+          seen = told[j].pid == list[i].pid && told[j].start == list[i].start;
+        if (seen) continue;
+        signal_identity(list[i].pid, list[i].start, sig);
+        if (sig == SIGTERM && (list[i].state == 'T' || list[i].state == 't'))
+          signal_identity(list[i].pid, list[i].start, SIGCONT);
+        struct proc *more = realloc(told, (ntold + 1) * sizeof *told);
+        if (more) (told = more)[ntold++] = list[i];
+      }
+      free(list);
+      reap();
+      if (!pidns) {
+        if (n <= 0 && !has_children() && !cgroup_populated()) empty = 2;
+      } else {
+        empty = n == 0 ? empty + 1 : 0;
+      }
+      if (empty >= 2) break;
+      if (now_ms() >= deadline) break;
+      sleep_ms(SCAN_INTERVAL_MS);
+    }
+    if (empty >= 2) break;
+  }
+  free(told);
+  if (ns_init > 0) kill(ns_init, SIGKILL); // the kernel ends the rest of the namespace
+  reap();
+  if (cgroup_dir) {
+    for (int i = 0; i < 20 && rmdir(cgroup_dir) < 0 && errno == EBUSY; i++) sleep_ms(10);
+  }
+}
+
+// ---- starting the payload -------------------------------------------------------------------
+
+// In the child, before exec: join the session's cgroup (so no early fork escapes it), restore
+// the signal mask and dispositions the helper changed, wait for the go byte (--pidns), exec.
+// A failure is written to err_fd as two ints (stage, errno); the child then exits 127.
+static void exec_payload(char **argv, int procs_fd, int err_fd, int go_fd) {
+  sigset_t none;
+  sigemptyset(&none);
+  sigprocmask(SIG_SETMASK, &none, NULL);
+  signal(SIGPIPE, SIG_DFL);
+  int stage = 1;
+  if (procs_fd >= 0 && write(procs_fd, "0", 1) != 1) goto fail;
+  if (go_fd >= 0) {
+    char go;
+    (void)!read(go_fd, &go, 1);
+    close(go_fd);
+  }
+  stage = 2;
+  execvp(argv[0], argv);
+fail:;
+  int msg[2] = {stage, errno};
+  (void)!write(err_fd, msg, sizeof msg);
+  _exit(127);
+}
+
+// --pidns: init of the new namespace. It mounts its own /proc, starts the payload, reaps
+// every orphan, and sends the payload's raw wait status on status_fd. It stays until its
+// parent's pipe (hold_fd) closes, then exits: the kernel kills what is left in the namespace.
+static void run_init(char **argv, int procs_fd, int err_fd, int go_fd, int status_fd, int hold_fd) {
+  if (unshare(CLONE_NEWNS) < 0 || mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0 ||
+      mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) < 0) {
+    int msg[2] = {3, errno};
+    (void)!write(err_fd, msg, sizeof msg);
+    _exit(127);
+  }
+  pid_t child = fork();
+  if (child == 0) exec_payload(argv, procs_fd, err_fd, go_fd);
+  // Init holds nothing of the payload's or the supervisor's: not its stdio, not the pipes.
+  close(err_fd);
+  close(go_fd);
+  if (procs_fd >= 0) close(procs_fd);
+  close(STATUS_FD);
+  close(CONTROL_FD);
+  close(ANSWER_FD);
+  int null = open("/dev/null", O_RDWR | O_CLOEXEC);
+  for (int fd = 0; fd < 3; fd++) dup2(null, fd);
+  close(null);
+  sigset_t chld;
+  sigemptyset(&chld);
+  sigaddset(&chld, SIGCHLD);
+  int sfd = signalfd(-1, &chld, SFD_CLOEXEC); // SIGCHLD is still blocked (inherited mask)
+  struct pollfd fds[2] = {{.fd = sfd, .events = POLLIN}, {.fd = hold_fd, .events = POLLIN}};
+  for (;;) {
+    int status;
+    pid_t pid;
+    while ((pid = waitpid(-1, &status, WNOHANG)) > 0)
+      if (pid == child) (void)!write(status_fd, &status, sizeof status);
+    if (poll(fds, 2, -1) < 0 && errno != EINTR) _exit(1);
+    if (fds[0].revents) {
+      struct signalfd_siginfo si;
+      (void)!read(sfd, &si, sizeof si);
+    }
+    if (fds[1].revents) _exit(0); // the helper released us (or died)
+  }
+}
+
+// --pidns: the payload's pid in the supervisor's namespace is found as init's only child (it
+// waits for the go byte before exec). Gives up when init reports a failure on err_fd, or 2 s.
+static int find_payload(unsigned long long *start, int err_fd) {
+  for (int tries = 0; tries < 2000; tries++) {
+    struct pollfd failed = {.fd = err_fd, .events = POLLIN};
+    if (poll(&failed, 1, 0) > 0) return -1;
+    struct proc *list = NULL;
+    int n = descendants(&list);
+    for (int i = 0; i < n; i++) {
+      if (list[i].ppid == ns_init) {
+        payload = list[i].pid;
+        *start = list[i].start;
+        free(list);
+        return 0;
+      }
+    }
+    free(list);
+    sleep_ms(1);
+  }
+  return -1;
+}
+
+static void usage(void) {
+  fprintf(stderr,
+          "usage: tether-helper [--grace MS] [--kill-after MS] [--cgroup DIR] [--pidns] -- CMD [ARG...]\n"
+          "  run by tether with a status pipe on fd 3 and a control pipe on fd 4\n");
+  exit(125);
+}
+
+int main(int argc, char **argv) {
+  int i = 1;
+  for (; i < argc && strcmp(argv[i], "--") != 0; i++) {
+    if (!strcmp(argv[i], "--grace") && i + 1 < argc)
+      grace_ms = atol(argv[++i]);
+    else if (!strcmp(argv[i], "--kill-after") && i + 1 < argc)
+      kill_after_ms = atol(argv[++i]);
+    else if (!strcmp(argv[i], "--cgroup") && i + 1 < argc)
+      cgroup_dir = argv[++i];
+    else if (!strcmp(argv[i], "--pidns"))
+      pidns = 1;
+    else
+      usage();
+  }
+  if (i + 1 >= argc || fcntl(STATUS_FD, F_GETFD) < 0 || fcntl(CONTROL_FD, F_GETFD) < 0) usage();
+  char **cmd = argv + i + 1;
+  supervisor = getppid();
+  fcntl(STATUS_FD, F_SETFD, FD_CLOEXEC);
+  fcntl(CONTROL_FD, F_SETFD, FD_CLOEXEC);
+  fcntl(ANSWER_FD, F_SETFD, FD_CLOEXEC); // optional: EBADF when the supervisor asks nothing
+  signal(SIGPIPE, SIG_IGN);
+
+  // 1. Subreaper: every orphan of the payload's subtree is reparented here, not to PID 1.
+  if (prctl(PR_SET_CHILD_SUBREAPER, 1) < 0) {
+    say("error subreaper %d\n", errno);
+    return 125;
+  }
+  // 2. Signals arrive on a signalfd: SIGCHLD to reap, and the ones to forward to the payload.
+  static const int forwarded[] = {SIGHUP,  SIGINT,  SIGQUIT, SIGTERM, SIGUSR1,   SIGUSR2,
+                                  SIGALRM, SIGVTALRM, SIGPROF, SIGXCPU, SIGXFSZ, SIGWINCH};
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGCHLD);
+  for (size_t k = 0; k < sizeof forwarded / sizeof *forwarded; k++) sigaddset(&set, forwarded[k]);
+  sigprocmask(SIG_BLOCK, &set, NULL);
+  int sfd = signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);
+  if (sfd < 0) {
+    say("error signalfd %d\n", errno);
+    return 125;
+  }
+  // 3. The session's cgroup, opened before the fork: the child joins it before exec.
+  int procs_fd = -1;
+  if (cgroup_dir) {
+    char path[4096];
+    snprintf(path, sizeof path, "%s/cgroup.procs", cgroup_dir);
+    if ((procs_fd = open(path, O_WRONLY | O_CLOEXEC)) < 0) {
+      say("error cgroup %d\n", errno);
+      return 125;
+    }
+  }
+  int err_pipe[2], go_pipe[2] = {-1, -1}, init_status[2] = {-1, -1}, hold[2] = {-1, -1};
+  if (pipe2(err_pipe, O_CLOEXEC) < 0) {
+    say("error pipe %d\n", errno);
+    return 125;
+  }
+  // 4. Start the payload (--pidns: start the namespace's init, which starts the payload).
+  if (pidns) {
+    if (pipe2(go_pipe, O_CLOEXEC) < 0 || pipe2(init_status, O_CLOEXEC) < 0 || pipe2(hold, O_CLOEXEC) < 0) {
+      say("error pipe %d\n", errno);
+      return 125;
+    }
+    if (unshare(CLONE_NEWPID) < 0) {
+      say("error unshare %d\n", errno);
+      return 125;
+    }
+  }
+  pid_t child = fork();
+  if (child < 0) {
+    say("error fork %d\n", errno);
+    return 125;
+  }
+  if (child == 0) {
+    if (!pidns) exec_payload(cmd, procs_fd, err_pipe[1], -1);
+    close(init_status[0]);
+    close(hold[1]);
+    close(go_pipe[1]);
+    close(sfd);
+    run_init(cmd, procs_fd, err_pipe[1], go_pipe[0], init_status[1], hold[0]);
+  }
+  close(err_pipe[1]);
+  if (procs_fd >= 0) close(procs_fd);
+  // 5. Hand the payload's stdio over: from here the helper holds none of it.
+  int null = open("/dev/null", O_RDWR | O_CLOEXEC);
+  for (int fd = 0; fd < 3; fd++) dup2(null, fd);
+  close(null);
+
+  unsigned long long start = 0;
+  if (pidns) {
+    close(go_pipe[0]);
+    close(init_status[1]);
+    close(hold[0]);
+    ns_init = child;
+    unsigned long long init_start = 0;
+    read_stat(ns_init, NULL, NULL, &init_start);
+    say("init %d %llu\n", ns_init, init_start);
+    if (find_payload(&start, err_pipe[0]) == 0) say("started %d %llu\n", payload, start);
+    (void)!write(go_pipe[1], "g", 1);
+    close(go_pipe[1]);
+  } else {
+    payload = child;
+    read_stat(payload, NULL, NULL, &start);
+    say("started %d %llu\n", payload, start);
+  }
+  int msg[2];
+  if (read(err_pipe[0], msg, sizeof msg) == sizeof msg) {
+    say("exec-failed %s %d\n", msg[0] == 1 ? "cgroup" : msg[0] == 3 ? "namespace" : "exec", msg[1]);
+  }
+  close(err_pipe[0]);
+  if (payload > 0) payload_pidfd = pidfd_open_(payload);
+
+  // 6. The loop: reap, forward, report, answer, until the supervisor releases us or goes away.
+  char control[256];
+  size_t used = 0;
+  struct pollfd fds[3] = {{.fd = sfd, .events = POLLIN},
+                          {.fd = CONTROL_FD, .events = POLLIN},
+                          {.fd = init_status[0], .events = POLLIN}};
+  for (;;) {
+    if (poll(fds, pidns ? 3 : 2, -1) < 0) {
+      if (errno == EINTR) continue;
+      break;
+    }
+    if (fds[0].revents) {
+      struct signalfd_siginfo si;
+      while (read(sfd, &si, sizeof si) == sizeof si) {
+        if (si.ssi_signo == SIGCHLD) continue;
+        // A terminal's signal (si_code SI_KERNEL) reached the payload's process group already.
+        if (si.ssi_code != SI_USER && si.ssi_code != SI_QUEUE) continue;
+        // SIGTERM from anyone but our supervisor (an outer session's sweep, a user's kill):
+        // end the whole subtree as the supervisor's sweep would, then exit.
+        if (si.ssi_signo == SIGTERM && (pid_t)si.ssi_pid != supervisor) {
+          dead_mans_switch();
+          return 0;
+        }
+        // The supervisor's kill() goes to the payload. Another process's signal sent to a
+        // whole process group (a shell's `kill -INT %1`) reached the payload already.
+        if ((pid_t)si.ssi_pid == supervisor && !payload_reaped) {
+          if (payload_pidfd >= 0)
+            pidfd_send_signal_(payload_pidfd, (int)si.ssi_signo);
+          else if (payload > 1)
+            kill(payload, (int)si.ssi_signo);
+        }
+      }
+      reap();
+    }
+    if (pidns && fds[2].revents) {
+      int status;
+      if (read(init_status[0], &status, sizeof status) == sizeof status) {
+        payload_reaped = 1;
+        report_exit(status);
+      } else {
+        fds[2].fd = -1; // init is gone
+      }
+    }
+    if (fds[1].revents) {
+      ssize_t n = read(CONTROL_FD, control + used, sizeof control - 1 - used);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) break; // EOF: the supervisor died
+      used += (size_t)n;
+      control[used] = '\0';
+      char *line = control, *nl;
+      while ((nl = strchr(line, '\n'))) {
+        *nl = '\0';
+        if (!strcmp(line, "release")) return 0;
+        unsigned long k;
+        if (sscanf(line, "children? %lu", &k) == 1) {
+          char answer[32];
+          int len = snprintf(answer, sizeof answer, "%lu %c\n", k, pidns ? 'u' : has_children() ? 'c' : 'n');
+          (void)!write(ANSWER_FD, answer, (size_t)len);
+        }
+        line = nl + 1;
+      }
+      used = strlen(line);
+      memmove(control, line, used + 1);
+      if (used == sizeof control - 1) used = 0; // a line this long is not ours: drop it
+    }
+  }
+  dead_mans_switch();
+  return 0;
+}

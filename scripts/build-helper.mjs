@@ -1,0 +1,32 @@
+#!/usr/bin/env node
+// Builds the subreaper helper (native/helper.c) into dist/native/tether-helper with the
+// machine's C compiler ($CC, else cc). Without one, tether still works with the env tag alone
+// and says so (a NO_HELPER warning in every report): this script warns and exits 0.
+import { execFileSync } from 'node:child_process';
+import { mkdirSync } from 'node:fs';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+const root = join(dirname(fileURLToPath(import.meta.url)), '..');
+const out = join(root, 'dist/native/tether-helper');
+mkdirSync(dirname(out), { recursive: true });
+const cc = process.env.CC || 'cc';
+const source = join(root, 'native/helper.c');
+const flags = ['-O2', '-Wall', '-Wextra', '-o', out, source];
+// Static first: no dynamic loader at each start (the helper starts once per command), and a
+// smaller resident set. Without a static libc (libc.a), a dynamic build.
+function build(extra) {
+  execFileSync(cc, [...extra, ...flags], { stdio: ['ignore', 'ignore', 'pipe'], timeout: 120_000 });
+}
+try {
+  build(['-static']);
+} catch {
+  try {
+    build([]);
+  } catch (error) {
+    console.warn(
+      `tether: cannot build the subreaper helper with ${cc} (${String(error.stderr || error.message).split('\n')[0]}).\n` +
+        'tether will find processes by the env tag only (NO_HELPER warning); install a C compiler and run `npm run build`.',
+    );
+  }
+}

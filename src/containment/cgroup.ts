@@ -1,0 +1,195 @@
+// The cgroup v2 layer (design.md §3; issue 3 item 2): one cgroup per session, which the payload
+// joins before it execs (the helper writes "0" to its cgroup.procs in the child), so every
+// process the session starts is accounted to it, however it detaches. `cgroup.kill` (Linux
+// 5.14) kills the whole subtree at once, racing forks included; `cgroup.events` `populated 0`
+// proves it is empty. See cgroups(7) and the kernel's Documentation/admin-guide/cgroup-v2.rst.
+import {
+  accessSync,
+  constants,
+  mkdirSync,
+  readdirSync,
+  readFileSync,
+  rmdirSync,
+  writeFileSync,
+} from 'node:fs';
+import { join } from 'node:path';
+
+/** A session's cgroup: its directory in the v2 hierarchy, and whether `cgroup.kill` exists. */
+export interface SessionCgroup {
+  path: string;
+  canKill: boolean;
+}
+
+/** Either a usable cgroup, or why there is none (a note for the report, not an error). */
+export type CgroupResult = { cgroup: SessionCgroup } | { note: string };
+
+/** The name of a session's cgroup: `tether-<the tag's 32 hex digits>`. */
+export function cgroupName(tagName: string): string {
+  return `tether-${tagName.slice(-32)}`;
+}
+
+const SESSION_DIR = /^tether-[0-9a-f]{32}$/;
+
+/**
+ * Where the v2 hierarchy is mounted, from `/proc/self/mountinfo` (proc(5)): the mount point of
+ * the first `cgroup2` entry whose root is `/` — `/sys/fs/cgroup` on a unified host,
+ * `/sys/fs/cgroup/unified` on a hybrid one. Undefined when there is none.
+ */
+export function cgroup2Mount(procRoot = '/proc'): string | undefined {
+  let text: string;
+  try {
+    text = readFileSync(`${procRoot}/self/mountinfo`, 'utf8');
+  } catch {
+    return undefined;
+  }
+  for (const line of text.split('\n')) {
+    const [left, right] = line.split(' - ');
+    if (!left || !right?.startsWith('cgroup2 ')) continue;
+    const fields = left.split(' ');
+    // 4th field: root of the mount within the hierarchy; 5th: mount point (octal escapes).
+    if (fields[3] !== '/' || fields[4] === undefined) continue;
+    return fields[4].replace(/\\([0-7]{3})/g, (_, o: string) => String.fromCharCode(Number.parseInt(o, 8)));
+  }
+  return undefined;
+}
+
+/** This process's v2 cgroup path (the `0::` line of `/proc/self/cgroup`), e.g. `/user.slice/x`. */
+export function ownCgroup(procRoot = '/proc'): string | undefined {
+  try {
+    const line = readFileSync(`${procRoot}/self/cgroup`, 'utf8')
+      .split('\n')
+      .find((l) => l.startsWith('0::'));
+    return line?.slice(3);
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * Creates the session's cgroup. Its parent: the supervisor's own cgroup when that is itself a
+ * session's (a nested session stays inside the outer one, so the outer `cgroup.kill` and
+ * `populated` cover it); else `<mount>/tether` (root); else the supervisor's own cgroup (a
+ * delegated subtree, `Delegate=yes`). Never throws: no v2 mount, no write access → a note.
+ */
+export function createSessionCgroup(tagName: string, procRoot = '/proc'): CgroupResult {
+  const mount = cgroup2Mount(procRoot);
+  if (!mount) return { note: 'cgroup: no cgroup v2 hierarchy is mounted (see /proc/self/mountinfo)' };
+  const own = ownCgroup(procRoot);
+  const ownDir = own === undefined ? undefined : join(mount, own);
+  const parents: string[] = [];
+  if (ownDir && SESSION_DIR.test(own?.split('/').at(-1) ?? '')) parents.push(ownDir);
+  else {
+    parents.push(join(mount, 'tether'));
+    if (ownDir && ownDir !== mount) parents.push(ownDir);
+  }
+  const reasons: string[] = [];
+  for (const parent of parents) {
+    const path = join(parent, cgroupName(tagName));
+    try {
+      mkdirSync(path, { recursive: true });
+      accessSync(join(path, 'cgroup.procs'), constants.W_OK);
+      return { cgroup: { path, canKill: exists(join(path, 'cgroup.kill')) } };
+    } catch (error) {
+      reasons.push(`${path}: ${(error as NodeJS.ErrnoException).code ?? (error as Error).message}`);
+      removeCgroup(path);
+    }
+  }
+  return { note: `cgroup: cannot create a session cgroup (${reasons.join('; ')})` };
+}
+
+/**
+ * Finds an existing session cgroup by the session's tag (for `tether sweep --tag` after its
+ * supervisor and helper are gone): looked for under `<mount>/tether` and the caller's own
+ * cgroup, nested sessions included. Undefined when there is none.
+ */
+export function findSessionCgroup(tagName: string, procRoot = '/proc'): SessionCgroup | undefined {
+  const mount = cgroup2Mount(procRoot);
+  if (!mount) return undefined;
+  const name = cgroupName(tagName);
+  const own = ownCgroup(procRoot);
+  const queue = [join(mount, 'tether'), ...(own && own !== '/' ? [join(mount, own)] : [])];
+  for (let dir = queue.shift(); dir !== undefined; dir = queue.shift()) {
+    for (const entry of subdirs(dir)) {
+      const path = join(dir, entry);
+      if (entry === name) return { path, canKill: exists(join(path, 'cgroup.kill')) };
+      if (SESSION_DIR.test(entry)) queue.push(path); // a session's cgroup may hold a nested one
+    }
+  }
+  return undefined;
+}
+
+function exists(path: string): boolean {
+  try {
+    accessSync(path, constants.F_OK);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/**
+ * Every pid in the cgroup and in the cgroups below it (a nested session's), read from each
+ * `cgroup.procs`. Pids are as this process's PID namespace sees them. Empty when it is gone.
+ */
+export function cgroupPids(path: string): number[] {
+  const pids: number[] = [];
+  const visit = (dir: string) => {
+    let text = '';
+    try {
+      text = readFileSync(join(dir, 'cgroup.procs'), 'latin1');
+    } catch {
+      return;
+    }
+    for (const line of text.split('\n')) if (line) pids.push(Number(line));
+    for (const entry of subdirs(dir)) visit(join(dir, entry));
+  };
+  visit(path);
+  return pids;
+}
+
+function subdirs(dir: string): string[] {
+  try {
+    return readdirSync(dir, { withFileTypes: true })
+      .filter((e) => e.isDirectory())
+      .map((e) => e.name);
+  } catch {
+    return [];
+  }
+}
+
+/**
+ * `cgroup.events` `populated`: false when no process is left in the cgroup or below it (the
+ * kernel's proof of emptiness), true when some are, undefined when it cannot be read.
+ */
+export function cgroupPopulated(path: string): boolean | undefined {
+  try {
+    const m = /^populated (\d)$/m.exec(readFileSync(join(path, 'cgroup.events'), 'latin1'));
+    return m ? m[1] === '1' : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+/** Writes `1` to `cgroup.kill`: SIGKILL to every process in the subtree. False if it failed. */
+export function killCgroup(path: string): boolean {
+  try {
+    writeFileSync(join(path, 'cgroup.kill'), '1');
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/**
+ * Removes the cgroup and any empty cgroups below it (depth first). False when one is still
+ * populated or cannot be removed; true when gone (or never created).
+ */
+export function removeCgroup(path: string): boolean {
+  for (const entry of subdirs(path)) removeCgroup(join(path, entry));
+  try {
+    rmdirSync(path);
+    return true;
+  } catch (error) {
+    return (error as NodeJS.ErrnoException).code === 'ENOENT';
+  }
+}

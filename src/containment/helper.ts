@@ -1,0 +1,285 @@
+// The subreaper layer's client (design.md §5; issue 3 item 1). The helper is native
+// (native/helper.c, built at install into dist/native/tether-helper): a separate process, so
+// the supervisor never becomes a subreaper itself (libuv never reaps adopted orphans, and a
+// waitpid(-1) in Node steals libuv's own children).
+//
+// Protocol (see the comment at the top of native/helper.c): the helper gets the payload's stdio
+// on fds 0–2, a status pipe on fd 3 (helper → supervisor: `init`, `started`, `exec-failed`,
+// `exit`, `error` lines), a control pipe on fd 4 (supervisor → helper: `children? K` queries,
+// `release`, or EOF when the supervisor dies — the dead man's switch) and an answer pipe on
+// fd 5 (helper → supervisor: `K c|n|u`). The first lines are read synchronously, so
+// the payload's pid and start time are known when `startHelper` returns (about a millisecond).
+import { type ChildProcess, type StdioOptions, spawn } from 'node:child_process';
+import { accessSync, closeSync, constants, readSync, writeSync } from 'node:fs';
+import { Socket } from 'node:net';
+import { constants as os } from 'node:os';
+import { fileURLToPath } from 'node:url';
+import { libc } from '../libc.js';
+import { type Identity, readStat } from '../proc/identity.js';
+
+/**
+ * Where the built helper is: `TETHER_HELPER` when set, else dist/native/tether-helper next to
+ * this module's package (also when this module runs from src/, as under the tests). Returns
+ * the path, or why there is none (`reason`).
+ */
+export function helperPath(): { path: string } | { reason: string } {
+  const override = process.env.TETHER_HELPER;
+  if (override === '') return { reason: 'the helper is disabled (TETHER_HELPER is empty)' };
+  const candidates = override
+    ? [override]
+    : ['../native/tether-helper', '../../dist/native/tether-helper'].map((p) =>
+        fileURLToPath(new URL(p, import.meta.url)),
+      );
+  for (const path of candidates) {
+    try {
+      accessSync(path, constants.X_OK);
+      return { path };
+    } catch {
+      // not there, or not executable
+    }
+  }
+  return override
+    ? { reason: `the helper at TETHER_HELPER=${override} is not an executable file` }
+    : { reason: 'the helper is not built (dist/native/tether-helper; `npm run build` compiles it with cc)' };
+}
+
+/** What `startHelper` needs: the payload, its stdio, and the dead man's switch's budgets (ms). */
+export interface HelperOptions {
+  command: string;
+  args: readonly string[];
+  cwd?: string;
+  env: NodeJS.ProcessEnv;
+  /** Only fds 0–2 pass through the helper. */
+  stdio: StdioOptions;
+  graceMs: number;
+  killAfterMs: number;
+  /** The session's cgroup directory: the payload joins it before exec. */
+  cgroup?: string;
+  /** Run the payload as the child of an init in a new PID namespace. */
+  pidns: boolean;
+  procRoot: string;
+}
+
+/** How the payload ended, as the helper saw it. */
+export type PayloadEnd =
+  | { kind: 'exit'; exitCode: number | null; signal: NodeJS.Signals | null }
+  /** exec(2) (or joining the cgroup, or setting up the namespace) failed in the child. */
+  | { kind: 'exec-failed'; stage: string; errno: string }
+  /** The helper ended before it reported the payload's end (it was killed): status unknown. */
+  | { kind: 'lost' };
+
+/** A running helper and its payload. */
+export interface Helper {
+  child: ChildProcess;
+  /** The helper itself: never a member of the session, every descendant of it is. */
+  helper: Identity;
+  /** With a PID namespace: its init (as this namespace sees it), also never a member. */
+  init?: Identity;
+  /** The payload; undefined only if it could not be found (a --pidns start that failed). */
+  payload?: Identity;
+  end: Promise<PayloadEnd>;
+  /**
+   * Asks the helper whether it has any child (waitid(2) there): true when none — its whole
+   * subtree is gone; false when it has one; undefined when it cannot tell (PID namespace), is
+   * gone, or does not answer within 20 ms (stopped). Synchronous: for the sweep's rounds.
+   */
+  childless(): boolean | undefined;
+  /** Tells the helper to exit now (after the sweep). Idempotent, synchronous. */
+  release(): void;
+}
+
+/** Why the helper could not be used: `unavailable` (fall back to the env tag) or `refused`. */
+export class HelperStartError extends Error {
+  constructor(
+    readonly kind: 'unavailable' | 'refused',
+    message: string,
+  ) {
+    super(message);
+  }
+}
+
+const O_CLOEXEC = 0o2000000;
+const O_NONBLOCK = 0o4000;
+const ANSWER_TIMEOUT_MS = 20;
+let pipe2: ((fds: Int32Array, flags: number) => number) | undefined;
+
+// pipe2(2) with O_CLOEXEC on both ends: no other child of this process inherits them.
+function cloexecPipe(extraFlags = 0): [read: number, write: number] {
+  const c = libc();
+  if (!c) throw new HelperStartError('unavailable', 'koffi cannot load: no pipe2(2) for the helper');
+  pipe2 ??= c.lib.func('int pipe2(_Out_ int *fds, int flags)') as (fds: Int32Array, flags: number) => number;
+  const fds = new Int32Array(2);
+  if (pipe2(fds, O_CLOEXEC | extraFlags) !== 0) {
+    throw new HelperStartError('unavailable', `pipe2 failed: errno ${c.errno()}`);
+  }
+  return [fds[0] as number, fds[1] as number];
+}
+
+function errnoName(n: number): string {
+  return Object.entries(os.errno).find(([, v]) => v === n)?.[0] ?? `errno ${n}`;
+}
+
+function signalName(n: number): NodeJS.Signals | null {
+  return (Object.entries(os.signals).find(([, v]) => v === n)?.[0] as NodeJS.Signals) ?? null;
+}
+
+function stdioOf(stdio: StdioOptions): StdioOptions {
+  if (!Array.isArray(stdio)) return [stdio, stdio, stdio];
+  if (stdio.length > 3 && stdio.slice(3).some((s) => s !== undefined && s !== null && s !== 'ignore')) {
+    throw new HelperStartError(
+      'refused',
+      'stdio beyond fd 2 cannot pass through the helper: use containment ["env-tag"] for extra fds or IPC',
+    );
+  }
+  return [stdio[0] ?? 'pipe', stdio[1] ?? 'pipe', stdio[2] ?? 'pipe'];
+}
+
+// Reads lines synchronously until one of `until` (or EOF); returns them and what is left over.
+function readLinesSync(fd: number, until: RegExp): { lines: string[]; rest: string } {
+  const buf = Buffer.alloc(512);
+  let text = '';
+  for (;;) {
+    const n = readSync(fd, buf, 0, buf.length, null);
+    if (n === 0) break;
+    text += buf.toString('latin1', 0, n);
+    if (until.test(text)) break;
+  }
+  const cut = text.lastIndexOf('\n') + 1;
+  return { lines: text.slice(0, cut).split('\n').filter(Boolean), rest: text.slice(cut) };
+}
+
+/**
+ * Starts the helper, which starts the payload. Throws `HelperStartError`: `unavailable` when the
+ * helper cannot run here (not built, koffi missing, its own setup failed) — the caller falls
+ * back to the env tag and warns; `refused` when what was asked cannot be done (a PID namespace
+ * without CAP_SYS_ADMIN: the unshare(2) errno is named; extra stdio fds).
+ */
+export function startHelper(path: string, opts: HelperOptions): Helper {
+  const stdio = stdioOf(opts.stdio);
+  const [statusRead, statusWrite] = cloexecPipe();
+  const [controlRead, controlWrite] = cloexecPipe();
+  // Non-blocking: a stopped helper must not hang a sweep's round.
+  const [answerRead, answerWrite] = cloexecPipe(O_NONBLOCK);
+  const argv = ['--grace', String(opts.graceMs), '--kill-after', String(opts.killAfterMs)];
+  if (opts.cgroup) argv.push('--cgroup', opts.cgroup);
+  if (opts.pidns) argv.push('--pidns');
+  let child: ChildProcess;
+  try {
+    child = spawn(path, [...argv, '--', opts.command, ...opts.args], {
+      cwd: opts.cwd,
+      env: opts.env,
+      stdio: [...(stdio as unknown[]), statusWrite, controlRead, answerWrite] as StdioOptions,
+    });
+  } finally {
+    closeSync(statusWrite);
+    closeSync(controlRead);
+    closeSync(answerWrite);
+  }
+  let released = false;
+  const release = () => {
+    if (released) return;
+    released = true;
+    try {
+      writeSync(controlWrite, 'release\n');
+    } catch {
+      // the helper is already gone
+    }
+    closeSync(controlWrite);
+    closeSync(answerRead);
+  };
+  let query = 0;
+  const answers = Buffer.alloc(256);
+  const pause = new Int32Array(new SharedArrayBuffer(4));
+  const childless = (): boolean | undefined => {
+    if (released) return undefined;
+    const k = ++query;
+    try {
+      writeSync(controlWrite, `children? ${k}\n`);
+    } catch {
+      return undefined; // EPIPE: the helper is gone
+    }
+    const deadline = performance.now() + ANSWER_TIMEOUT_MS;
+    const answer = new RegExp(`(?:^|\n)${k} ([cnu])\n`);
+    let text = '';
+    for (;;) {
+      try {
+        const n = readSync(answerRead, answers, 0, answers.length, null);
+        if (n === 0) return undefined; // EOF: the helper is gone
+        text += answers.toString('latin1', 0, n);
+        const m = answer.exec(text);
+        if (m) return m[1] === 'n' ? true : m[1] === 'c' ? false : undefined;
+      } catch (error) {
+        if ((error as NodeJS.ErrnoException).code !== 'EAGAIN') return undefined;
+      }
+      if (performance.now() > deadline) return undefined;
+      Atomics.wait(pause, 0, 0, 0.1);
+    }
+  };
+  if (child.pid === undefined) {
+    release();
+    closeSync(statusRead);
+    child.on('error', () => undefined);
+    throw new HelperStartError('unavailable', `cannot start the helper ${path}`);
+  }
+  const helperStat = readStat(opts.procRoot, child.pid);
+  const { lines, rest } = readLinesSync(statusRead, /^(started|error) .*\n/m);
+  const fields = (word: string) => lines.find((l) => l.startsWith(`${word} `))?.split(' ');
+  const error = fields('error');
+  const identity = (f: string[] | undefined) =>
+    f ? { pid: Number(f[1]), startTime: Number(f[2]) } : undefined;
+  if (error || !helperStat) {
+    release();
+    closeSync(statusRead);
+    const what = error ? `${error[1]}: ${errnoName(Number(error[2]))}` : 'it exited at once';
+    if (error?.[1] === 'unshare') {
+      throw new HelperStartError(
+        'refused',
+        `cannot create a PID namespace (unshare CLONE_NEWPID: ${errnoName(Number(error[2]))}): it needs CAP_SYS_ADMIN or unprivileged user namespaces`,
+      );
+    }
+    throw new HelperStartError('unavailable', `the helper could not start the payload (${what})`);
+  }
+
+  const end = new Promise<PayloadEnd>((resolve) => {
+    const socket = new Socket({ fd: statusRead, readable: true, writable: false });
+    let text = rest;
+    let failed: PayloadEnd | undefined;
+    const onLine = (line: string) => {
+      const f = line.split(' ');
+      if (f[0] === 'exec-failed')
+        failed = { kind: 'exec-failed', stage: f[1] ?? '', errno: errnoName(Number(f[2])) };
+      if (f[0] === 'exit') {
+        socket.destroy();
+        const n = Number(f[2]);
+        resolve(
+          failed ??
+            (f[1] === 'signal'
+              ? { kind: 'exit', exitCode: null, signal: signalName(n) }
+              : { kind: 'exit', exitCode: n, signal: null }),
+        );
+      }
+    };
+    for (const line of lines) onLine(line);
+    socket.on('data', (chunk: Buffer) => {
+      text += chunk.toString('latin1');
+      let nl = text.indexOf('\n');
+      while (nl >= 0) {
+        onLine(text.slice(0, nl));
+        text = text.slice(nl + 1);
+        nl = text.indexOf('\n');
+      }
+    });
+    socket.on('error', () => undefined);
+    socket.on('close', () => resolve(failed ?? { kind: 'lost' }));
+  });
+
+  return {
+    child,
+    helper: { pid: helperStat.pid, startTime: helperStat.startTime },
+    init: identity(fields('init')),
+    payload: identity(fields('started')),
+    end,
+    childless,
+    release,
+  };
+}

@@ -1,0 +1,104 @@
+// Shapes only the containment layers catch (issue 3 item 5, "Done when"): with default options
+// each one is stopped, found by the helper or the cgroup, with every decoy spared; the env tag
+// alone misses each one (the premise); and all of them with the whole local-session zoo, 20
+// rounds in a row.
+import { existsSync } from 'node:fs';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { identityOf, isAlive } from '../../src/index.js';
+import { CONTAINMENT_SHAPES } from '../containment-shapes.js';
+import { SHAPES } from '../shapes.js';
+import { cleanup, type Decoy, describeProcess, problemsOf, startServer } from '../support/zoo.js';
+import { type ContainedRun, runContained, workerSubtreeLeft } from './support.js';
+
+let server: { decoy: Decoy; port: number };
+let runner: Decoy[];
+
+beforeAll(async () => {
+  server = await startServer();
+  const self = identityOf(process.pid);
+  const parent = identityOf(process.ppid);
+  runner = [
+    ...(self ? [{ label: 'the test runner (worker)', identity: self }] : []),
+    ...(parent ? [{ label: 'the test runner (main)', identity: parent }] : []),
+  ];
+});
+
+afterEach(() => cleanup());
+
+afterAll(async () => {
+  expect(isAlive(server.decoy.identity), 'the TCP server started before the sessions survived them all').toBe(
+    true,
+  );
+  cleanup([server.decoy]);
+  expect(await workerSubtreeLeft(), 'processes left under the test worker').toEqual([]);
+});
+
+/** Problems specific to the layers: which were active, and that the session cgroup is gone. */
+function layerProblems(run: ContainedRun): string[] {
+  const at = `[${run.shape.name}, ${run.tagName}]`;
+  const problems: string[] = [];
+  const { report } = run.result;
+  if (report.layers.join(',') !== 'env-tag,subreaper,cgroup')
+    problems.push(`${at} layers ${report.layers.join(',')} (notes: ${report.notes.join('; ')})`);
+  if (!run.cgroupAtReady?.endsWith(`/tether-${run.tagName.slice(-32)}`))
+    problems.push(`${at} the payload was in cgroup ${run.cgroupAtReady}, not the session's`);
+  if (report.cgroup !== run.cgroupAtReady)
+    problems.push(`${at} report.cgroup ${report.cgroup} is not ${run.cgroupAtReady}`);
+  if (run.cgroupAtReady && existsSync(run.cgroupAtReady))
+    problems.push(`${at} the session cgroup ${run.cgroupAtReady} still exists after the sweep`);
+  return problems;
+}
+
+describe('default containment stops each shape the env tag misses, and spares every decoy', () => {
+  for (const shape of CONTAINMENT_SHAPES) {
+    it(`stops ${shape.name}`, async () => {
+      const run = await runContained(shape, { port: server.port });
+      expect(run.recorded.length, `${shape.script} recorded nothing`).toBeGreaterThan(0);
+      expect([...problemsOf(run, [server.decoy, ...runner]), ...layerProblems(run)]).toEqual([]);
+    });
+  }
+});
+
+describe("the premise: with containment ['env-tag'] each shape's leftovers survive the sweep", () => {
+  for (const shape of CONTAINMENT_SHAPES) {
+    it(`the env tag alone misses ${shape.name}`, async () => {
+      const run = await runContained(shape, { port: server.port }, { containment: ['env-tag'] });
+      const { report } = run.result;
+      expect(report.layers).toEqual(['env-tag']);
+      expect(report.cgroup).toBeNull();
+      expect(run.recorded.length, `${shape.script} recorded nothing`).toBeGreaterThan(0);
+      const missed = run.recorded.filter((r) => isAlive(r.identity));
+      expect(
+        missed.map((r) => r.label),
+        'every leftover survives an env-tag-only sweep',
+      ).toEqual(run.recorded.map((r) => r.label));
+      const listed = run.recorded.filter((r) =>
+        report.stopped.some((s) => s.pid === r.identity.pid && s.startTime === r.identity.startTime),
+      );
+      expect(listed.map((r) => describeProcess(r.identity, r.cmdline))).toEqual([]);
+      // cleanup() (afterEach) kills them: they are in `started`.
+    });
+  }
+});
+
+describe('every containment shape and every zoo shape, all at once, 20 rounds in a row (default options)', () => {
+  it('stops every shape in every round and spares every decoy', async () => {
+    const shapes = [...SHAPES, ...CONTAINMENT_SHAPES];
+    for (let round = 1; round <= 20; round++) {
+      const runs = await Promise.all(
+        shapes.map((shape) =>
+          runContained(
+            { ...shape, graceMs: shape.graceMs ? 600 : undefined },
+            { port: server.port, storm: 500 },
+          ),
+        ),
+      );
+      const problems = runs.flatMap((run) => [
+        ...problemsOf(run, [server.decoy, ...runner]),
+        ...layerProblems(run),
+      ]);
+      expect(problems, `round ${round}`).toEqual([]);
+      cleanup();
+    }
+  }, 240_000);
+});
