@@ -58,15 +58,16 @@ export function parseSweepOutput(stdout: string, tag: string, startedAt = new Da
     }
     const [kind, ...f] = line.split(' ');
     if (!reached) {
-      const m = /^tether-sweep 1 begin (\S+) reader=(grep-z|tr)$/.exec(line);
-      if (m && m[1] === tag) {
-        reached = true;
-        reader = m[2] as 'grep-z' | 'tr';
-      }
+      if (line === `tether-sweep 1 begin ${tag}`) reached = true;
       // Before the header: a channel's own banner, not the program's.
       continue;
     }
     switch (kind) {
+      case 'reader': {
+        if (reader !== null || f.length !== 1 || (f[0] !== 'grep-z' && f[0] !== 'tr')) bad(line);
+        else reader = f[0];
+        break;
+      }
       case 'found': {
         const [pid, start, ppid, uid, foundBy, via] = f;
         if (

@@ -1,8 +1,18 @@
 // A real container for the sandbox tests: a PID and mount namespace made by
 // `unshare --pid --mount --fork --mount-proc`, whose init is a bounded sleep loop (it reaps the
 // orphans reparented to it), entered through `nsenter -t INIT -a` — a real exec channel.
-import { type ChildProcess, spawn } from 'node:child_process';
-import { readdirSync, readFileSync } from 'node:fs';
+import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
+import {
+  chmodSync,
+  copyFileSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  symlinkSync,
+} from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { PassThrough } from 'node:stream';
 import {
   type ClientExit,
@@ -31,8 +41,37 @@ export function sleep(ms: number): Promise<void> {
   return new Promise((r) => setTimeout(r, ms));
 }
 
-/** Starts a container whose init lives at most `lifetimeS` seconds. */
-export async function startContainer(lifetimeS = 600): Promise<Container> {
+/**
+ * A root holding busybox alone (and the libraries it links): every tool the programs call is a
+ * busybox applet — no coreutils, no GNU grep. Returns its directory.
+ */
+export function busyboxRoot(): string {
+  const root = mkdtempSync(join(tmpdir(), 'tether-busybox-root-'));
+  for (const d of ['bin', 'proc', 'tmp', 'lib64', 'lib/x86_64-linux-gnu'])
+    mkdirSync(join(root, d), { recursive: true });
+  copyFileSync('/usr/bin/busybox', join(root, 'bin/busybox'));
+  chmodSync(join(root, 'bin/busybox'), 0o755);
+  chmodSync(join(root, 'tmp'), 0o1777);
+  // Every OCI container has /dev/null (the programs redirect to it).
+  mkdirSync(join(root, 'dev'));
+  execFileSync('mknod', ['-m', '666', join(root, 'dev/null'), 'c', '1', '3'], { timeout: 10_000 });
+  const ldd = execFileSync('ldd', ['/usr/bin/busybox'], { encoding: 'utf8', timeout: 10_000 });
+  for (const m of ldd.matchAll(/(\/\S+\.so[.\d]*)/g)) {
+    const lib = m[1] as string;
+    copyFileSync(lib, join(root, lib.replace(/^\/usr/, '')));
+  }
+  const applets = execFileSync('/usr/bin/busybox', ['--list'], { encoding: 'utf8', timeout: 10_000 });
+  for (const applet of applets.split('\n')) {
+    if (applet && applet !== 'busybox') symlinkSync('busybox', join(root, 'bin', applet));
+  }
+  return root;
+}
+
+/**
+ * Starts a container whose init lives at most `lifetimeS` seconds; with `root`, chrooted there
+ * (the channel then enters that root too).
+ */
+export async function startContainer(lifetimeS = 600, root?: string): Promise<Container> {
   const loops = lifetimeS * 4;
   const child: ChildProcess = spawn(
     'unshare',
@@ -40,9 +79,10 @@ export async function startContainer(lifetimeS = 600): Promise<Container> {
       '--pid',
       '--mount',
       '--fork',
-      '--mount-proc',
+      '--mount-proc', // with --root, inside the new root
+      ...(root ? [`--root=${root}`] : []),
       '--kill-child',
-      'sh',
+      root ? '/bin/sh' : 'sh',
       '-c',
       `i=0; while [ $i -lt ${loops} ]; do sleep 0.25; i=$((i+1)); done`,
     ],
@@ -63,7 +103,7 @@ export async function startContainer(lifetimeS = 600): Promise<Container> {
     child.kill('SIGKILL');
     throw new Error('premise broken: the container init did not start');
   }
-  const prefix = ['nsenter', '-t', String(init), '-a'];
+  const prefix = ['nsenter', '-t', String(init), '-a', ...(root ? ['-r', '-w'] : [])];
   return {
     init,
     prefix,

@@ -98,7 +98,7 @@ interface Model {
 
 // A valid output of the sweep program, from a random model of what it found and did.
 function validOutput(random: () => number): Model {
-  const lines = [`tether-sweep 1 begin ${TAG} reader=${random() < 0.5 ? 'grep-z' : 'tr'}`];
+  const lines = [`tether-sweep 1 begin ${TAG}`, `reader ${random() < 0.5 ? 'grep-z' : 'tr'}`];
   const n = below(random, 6);
   const stopped: number[] = [];
   const survivors: number[] = [];

@@ -14,7 +14,6 @@
 # Job control, errexit, nounset and tracing may come from the environment: each would change
 # what follows. A lost stream (SIGPIPE, SIGHUP) must not stop a sweep half-way.
 set +e +u +x +v
-set +m 2>/dev/null
 trap '' PIPE HUP
 
 say() { printf '%s\n' "$*"; }
@@ -30,6 +29,10 @@ for n in "$grace" "$kill_after" "$interval"; do
   case $n in '' | *[!0-9]*) usage "duration $n" ;; esac
 done
 entry=$tag=1
+# The header comes first, before anything that could fail (a missing /dev/null included): from
+# here on, the program has reached the target, and a run that stops is cut, not unreachable.
+say "tether-sweep 1 begin $tag"
+set +m 2>/dev/null
 # Our own children (grep, tr, sleep) must not carry the tag we look for.
 unset "$tag"
 
@@ -255,7 +258,7 @@ finish() {
 now_ms
 t0=$now
 alive_ids=' '
-say "tether-sweep 1 begin $tag reader=$reader"
+say "reader $reader"
 if ! procfs_ok; then
   complete=0
   say "warning NO_PROC /proc is missing or belongs to another PID namespace: processes of $tag were not looked for"
