@@ -37,12 +37,20 @@ beforeAll(async () => {
     '#!/bin/sh\nfor a in "$@"; do case $a in --*) ;; -*z*) echo "grep: invalid option -- z" >&2; exit 2;; esac; done\nexec /usr/bin/grep "$@"\n',
   );
   chmodSync(join(dir, 'nozgrep/grep'), 0o755);
+  // A printf that does not report a failed write, as the residual shells' builtins (ADR-127).
+  mkdirSync(join(dir, 'mutedprintf'));
+  writeFileSync(join(dir, 'mutedprintf/printf'), '#!/bin/sh\n/usr/bin/printf "$@" 2>/dev/null\nexit 0\n');
+  chmodSync(join(dir, 'mutedprintf/printf'), 0o755);
 });
 afterAll(async () => {
   await box?.stop();
 });
 
 const SWEEP = { graceMs: 1000, killAfterMs: 1000 };
+
+// python3 sets O_NONBLOCK on the shared stdout and writes until EAGAIN (stderr: how much).
+const FILL =
+  'import os,fcntl,sys\nfcntl.fcntl(1,fcntl.F_SETFL,fcntl.fcntl(1,fcntl.F_GETFL)|os.O_NONBLOCK)\nn=0\nwhile True:\n  try: n+=os.write(1,b"x"*4096)\n  except BlockingIOError: break\nsys.stderr.write(str(n))';
 
 // A channel that stops reading the command's stdout for `ms` after its first bytes, so that a
 // command filling it leaves it full (the exec client of a slow reader).
@@ -146,10 +154,7 @@ for (const [name, shell] of SHELLS) {
     });
 
     it('a command that leaves stdout non-blocking and full: the line is retried until it fits', async () => {
-      // python3 sets O_NONBLOCK on the shared stdout and writes until EAGAIN; the reader is paused.
-      const fill =
-        'import os,fcntl,sys\nfcntl.fcntl(1,fcntl.F_SETFL,fcntl.fcntl(1,fcntl.F_GETFL)|os.O_NONBLOCK)\nn=0\nwhile True:\n  try: n+=os.write(1,b"x"*4096)\n  except BlockingIOError: break\nsys.stderr.write(str(n))';
-      const r = await sandbox.exec(slowReader(box.channel, 400), ['python3', '-c', fill], { shell });
+      const r = await sandbox.exec(slowReader(box.channel, 400), ['python3', '-c', FILL], { shell });
       expect(r.ok, `stderr: ${r.stderr}`).toBe(true);
       expect(r.stdout.length, 'premise broken: nothing filled stdout').toBeGreaterThan(4096);
       expect(r.stdout.length).toBe(Number(r.stderr.toString()));
@@ -198,3 +203,18 @@ for (const [name, shell] of SHELLS) {
     });
   });
 }
+
+describe('a shell whose printf does not report a full non-blocking pipe (the documented residual)', () => {
+  it('loses the line: the call is an unknown end, never a success with partial output', async () => {
+    // mksh has no printf builtin: a muted printf first on PATH stands for the residual shells'.
+    const channel = slowReader(
+      sandbox.commandChannel([...box.prefix, 'env', `PATH=${dir}/mutedprintf:/usr/bin:/bin`]),
+      400,
+    );
+    const error = await sandbox
+      .exec(channel, ['python3', '-c', FILL], { shell: ['mksh'] })
+      .catch((e: Error) => e);
+    expect(error, 'premise broken: the line was not lost').toBeInstanceOf(sandbox.ExecStatusUnknownError);
+    expect((error as InstanceType<typeof sandbox.ExecStatusUnknownError>).report.ok).toBe(true);
+  });
+});
