@@ -78,6 +78,19 @@ describe('a leftover holding the stream after the line', () => {
   });
 });
 
+describe('a sweep started from inside the session it sweeps', () => {
+  it('never signals itself, its subshells or its children', async () => {
+    const tag = createTag();
+    await sandbox.exec(box.channel, ['sh', '-c', 'setsid sleep 51 </dev/null >/dev/null 2>&1 &'], { tag });
+    // The sweep's own environment holds the tag: its forks show it until they exec. (Its snapshot
+    // is taken by builtins alone, with no child alive; leaving out its subtree is a second guard.)
+    const inside = sandbox.commandChannel([...box.prefix, 'env', tag.entry]);
+    const report = await sandbox.sweep(inside, tag, SWEEP);
+    expect([report.ok, report.stopped.map((p) => p.cmdline)]).toEqual([true, ['sleep 51']]);
+    expect(taggedOnHost(tag.name).filter(aliveOnHost)).toEqual([]);
+  });
+});
+
 describe('a cut sweep program', () => {
   it('is a SWEEP_CUT error naming what it signalled, never a sweep that found nothing', async () => {
     const tag = createTag();

@@ -7,7 +7,7 @@
 # to each, SIGCONT after the TERM of a stopped one, a scan every INTERVAL_MS until two scans in a
 # row see nothing or GRACE_MS is over; then KILL the same way for up to KILL_AFTER_MS.
 # Never signalled: a pid <= 1 (the container's init), a process group (no negative pid ever
-# reaches kill), this program and its ancestors.
+# reaches kill), this program, its ancestors and its own children.
 # Output: one record per line (docs/sandbox.md#sweep-output); the last line, `done …`, proves
 # the program ran to its end. A run without it is an error, never "found nothing".
 
@@ -122,13 +122,17 @@ scans=0
 complete=1
 
 # snapshot: table of "PID PPID START STATE" lines of every live process we may signal.
+# Our own subshells and their children are left out too: a fork shows the environ this program
+# was started with, which may hold the tag (a caller inside the session), until it execs.
 snapshot() {
   table=
+  ours=" $$ "
   for d in /proc/[0-9]*; do
     pid=${d#/proc/}
     [ "$pid" -gt 1 ] || continue
     case $excluded in *" $pid "*) continue ;; esac
     read_stat "$pid" || continue
+    case $ours in *" $st_ppid "*) ours="$ours$pid "; continue ;; esac
     table="$table$pid $st_ppid $st_start $st_state
 "
   done
