@@ -13,7 +13,9 @@
 //   started PID START      the payload (START: field 22 of /proc/PID/stat, clock ticks since boot)
 //   exec-failed STAGE ERRNO  STAGE is "exec" or "cgroup" (joining DIR/cgroup.procs)
 //   exit code N | exit signal N   the payload was reaped
+//   exit lost              (--pidns) init was killed before it reported the payload's end
 //   error WHAT ERRNO       setup failed before the payload started; the helper exits 125
+//                          (WHAT: subreaper, signalfd, cgroup, pipe, unshare, fork, namespace)
 // fd 5, answer pipe, helper -> supervisor: "K c\n" / "K n\n" / "K u\n" answers the control line
 //   "children? K": the helper has a child (c), none at all (n: its whole subtree is gone — every
 //   orphan of it would be its child), or cannot tell (u: with --pidns, init is always a child).
@@ -249,12 +251,32 @@ static int cgroup_populated(void) {
 
 // ---- the dead man's switch ------------------------------------------------------------------
 
-// The supervisor is gone: end the subtree as its sweep would have. TERM each descendant once
-// (SIGCONT after it, for a stopped one), rescan every 50 ms until the subtree is empty — by the
-// kernel's word: no child left (without --pidns) and the cgroup not populated; with --pidns,
-// two walks in a row that find nothing but init — or the grace is spent; then the same with
-// KILL (and cgroup.kill) up to kill_after_ms. Killing a --pidns init ends its namespace.
-static void dead_mans_switch(void) {
+// Removes a cgroup and every (empty) cgroup below it, depth first; EBUSY retried briefly (a
+// cgroup stays populated for a moment after its last process is killed).
+static void remove_cgroup(const char *dir) {
+  DIR *d = opendir(dir);
+  if (d) {
+    struct dirent *e;
+    while ((e = readdir(d))) {
+      if (e->d_type != DT_DIR || e->d_name[0] == '.') continue;
+      char sub[4096];
+      snprintf(sub, sizeof sub, "%s/%s", dir, e->d_name);
+      remove_cgroup(sub);
+    }
+    closedir(d);
+  }
+  for (int i = 0; i < 20 && rmdir(dir) < 0 && errno == EBUSY; i++) sleep_ms(10);
+}
+
+// End the subtree as the supervisor's sweep would have. TERM each descendant once (SIGCONT
+// after it, for a stopped one), rescan every 50 ms until the subtree is empty — by the kernel's
+// word: no child left (without --pidns); with --pidns, two walks in a row that find nothing but
+// init — or the grace is spent; then the same with KILL up to kill_after_ms. Killing a --pidns
+// init ends its namespace. `whole_session` (the supervisor is gone, so is the session): the
+// session's cgroup counts too — cgroup.kill in the KILL phase, `populated 0` to be empty, and
+// removed at the end. Without it (a SIGTERM from an outer sweep or a user) the cgroup, shared
+// with the session's other commands, is left alone.
+static void dead_mans_switch(int whole_session) {
   static const int phase_signal[2] = {SIGTERM, SIGKILL};
   long budget[2] = {grace_ms, kill_after_ms};
   struct proc *told = NULL; // processes already sent this phase's signal
@@ -264,7 +286,7 @@ static void dead_mans_switch(void) {
     long deadline = now_ms() + budget[phase];
     ntold = 0;
     for (;;) {
-      if (sig == SIGKILL && cgroup_dir) write_file(cgroup_dir, "cgroup.kill", "1");
+      if (sig == SIGKILL && whole_session && cgroup_dir) write_file(cgroup_dir, "cgroup.kill", "1");
       struct proc *list = NULL;
       int n = descendants(&list);
       for (int i = 0; i < n; i++) {
@@ -281,7 +303,7 @@ static void dead_mans_switch(void) {
       free(list);
       reap();
       if (!pidns) {
-        if (n <= 0 && !has_children() && !cgroup_populated()) empty = 2;
+        if (n <= 0 && !has_children() && !(whole_session && cgroup_populated())) empty = 2;
       } else {
         empty = n == 0 ? empty + 1 : 0;
       }
@@ -294,9 +316,7 @@ static void dead_mans_switch(void) {
   free(told);
   if (ns_init > 0) kill(ns_init, SIGKILL); // the kernel ends the rest of the namespace
   reap();
-  if (cgroup_dir) {
-    for (int i = 0; i < 20 && rmdir(cgroup_dir) < 0 && errno == EBUSY; i++) sleep_ms(10);
-  }
+  if (whole_session && cgroup_dir) remove_cgroup(cgroup_dir);
 }
 
 // ---- starting the payload -------------------------------------------------------------------
@@ -421,13 +441,14 @@ int main(int argc, char **argv) {
     say("error subreaper %d\n", errno);
     return 125;
   }
-  // 2. Signals arrive on a signalfd: SIGCHLD to reap, and the ones to forward to the payload.
-  static const int forwarded[] = {SIGHUP,  SIGINT,  SIGQUIT, SIGTERM, SIGUSR1,   SIGUSR2,
-                                  SIGALRM, SIGVTALRM, SIGPROF, SIGXCPU, SIGXFSZ, SIGWINCH};
+  // 2. Every signal that can be caught arrives on a signalfd: SIGCHLD to reap, the rest to
+  // forward (when the supervisor sent them) or to drop. So no signal stops or ends the helper
+  // by its default action: a terminal's SIGTSTP/SIGTTIN, a forwarded SIGIO or SIGPWR, a
+  // real-time signal. (Only SIGKILL and SIGSTOP reach it; the faults stay unblocked.)
   sigset_t set;
-  sigemptyset(&set);
-  sigaddset(&set, SIGCHLD);
-  for (size_t k = 0; k < sizeof forwarded / sizeof *forwarded; k++) sigaddset(&set, forwarded[k]);
+  sigfillset(&set);
+  static const int unblocked[] = {SIGKILL, SIGSTOP, SIGSEGV, SIGBUS, SIGFPE, SIGILL};
+  for (size_t k = 0; k < sizeof unblocked / sizeof *unblocked; k++) sigdelset(&set, unblocked[k]);
   sigprocmask(SIG_BLOCK, &set, NULL);
   int sfd = signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);
   if (sfd < 0) {
@@ -489,7 +510,16 @@ int main(int argc, char **argv) {
     unsigned long long init_start = 0;
     read_stat(ns_init, NULL, NULL, &init_start);
     say("init %d %llu\n", ns_init, init_start);
-    if (find_payload(&start, err_pipe[0]) == 0) say("started %d %llu\n", payload, start);
+    if (find_payload(&start, err_pipe[0]) < 0) {
+      // init could not set up the namespace (its /proc mount refused: a masked /proc).
+      int failed[2] = {0, 0};
+      (void)!read(err_pipe[0], failed, sizeof failed);
+      say("error namespace %d\n", failed[1]);
+      kill(ns_init, SIGKILL);
+      reap();
+      return 125;
+    }
+    say("started %d %llu\n", payload, start);
     (void)!write(go_pipe[1], "g", 1);
     close(go_pipe[1]);
   } else {
@@ -524,7 +554,7 @@ int main(int argc, char **argv) {
         // SIGTERM from anyone but our supervisor (an outer session's sweep, a user's kill):
         // end the whole subtree as the supervisor's sweep would, then exit.
         if (si.ssi_signo == SIGTERM && (pid_t)si.ssi_pid != supervisor) {
-          dead_mans_switch();
+          dead_mans_switch(0);
           return 0;
         }
         // The supervisor's kill() goes to the payload. Another process's signal sent to a
@@ -544,7 +574,11 @@ int main(int argc, char **argv) {
         payload_reaped = 1;
         report_exit(status);
       } else {
-        fds[2].fd = -1; // init is gone
+        fds[2].fd = -1; // init is gone (killed): the kernel killed its namespace
+        if (!payload_reaped) {
+          payload_reaped = 1;
+          say("exit lost\n");
+        }
       }
     }
     if (fds[1].revents) {
@@ -570,6 +604,6 @@ int main(int argc, char **argv) {
       if (used == sizeof control - 1) used = 0; // a line this long is not ours: drop it
     }
   }
-  dead_mans_switch();
+  dead_mans_switch(1);
   return 0;
 }

@@ -1,5 +1,4 @@
 // Exit paths: however a session ends, its leftovers are swept (and the report says so).
-import { spawn as spawnChild } from 'node:child_process';
 import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
@@ -9,10 +8,12 @@ import {
   isAlive,
   SpawnError,
   type SpawnOptions,
+  type SweepReport,
   session,
   spawn,
   type TetherEvent,
 } from '../src/index.js';
+import { runNode } from './support/node.js';
 import { BUILD, FIXTURES, ROOT } from './support/paths.js';
 import {
   cleanup,
@@ -75,45 +76,6 @@ function fixture(name: string): string {
   return join(FIXTURES, name);
 }
 
-function runNode(args: string[], opts: { uid?: number; env?: NodeJS.ProcessEnv } = {}) {
-  const argv =
-    opts.uid === undefined
-      ? [process.execPath, ...args]
-      : [
-          'setpriv',
-          `--reuid=${opts.uid}`,
-          `--regid=${opts.uid}`,
-          '--clear-groups',
-          process.execPath,
-          ...args,
-        ];
-  const child = spawnChild(argv[0] as string, argv.slice(1), {
-    stdio: ['ignore', 'pipe', 'pipe'],
-    env: opts.env ?? process.env,
-  });
-  const id = child.pid === undefined ? undefined : identityOf(child.pid);
-  if (id) started.push(id);
-  let stdout = '';
-  let stderr = '';
-  child.stdout.on('data', (d: Buffer) => {
-    stdout += d.toString();
-  });
-  child.stderr.on('data', (d: Buffer) => {
-    stderr += d.toString();
-  });
-  const done = new Promise<{ code: number | null; stdout: string; stderr: string }>((resolve, reject) => {
-    const timer = setTimeout(
-      () => reject(new Error(`node ${args.join(' ')} did not exit in 30 s: ${stderr}`)),
-      30_000,
-    );
-    child.once('close', (code) => {
-      clearTimeout(timer);
-      resolve({ code, stdout, stderr });
-    });
-  });
-  return { child, done };
-}
-
 /** Runs nohup.sh as a session and returns it once the fixture is READY. */
 async function startNohup(options: SpawnOptions = {}) {
   const pidfile = pidfileIn();
@@ -121,6 +83,26 @@ async function startNohup(options: SpawnOptions = {}) {
   const recorded = await recordedIn(pidfile);
   const payload = sub.pid === undefined ? undefined : identityOf(sub.pid);
   return { sub, recorded, payload };
+}
+
+/**
+ * Runs node/unreadable.mjs as uid 65534 with `containment`: its payload leaves a same-uid
+ * non-dumpable orphan. Checks that the fixture recorded it and exited 0 as uid 65534; returns
+ * the orphan (its pid joins `started`) and the sweep's report.
+ */
+async function runUnreadable(containment: 'env-tag' | 'auto') {
+  const pidfile = pidfileIn(tempDir(0o777));
+  const node = runNode([join(FIXTURES, 'node/unreadable.mjs'), pidfile, BUILD, containment], { uid: 65534 });
+  const out = await node.done;
+  const nd = readPidfile(pidfile).find((l) => l.label === 'nondumpable');
+  expect(nd, `the fixture recorded its non-dumpable process (stderr: ${out.stderr})`).toBeDefined();
+  const pid = nd?.pid ?? 0;
+  const identity = { pid, startTime: nd?.startTime ?? -1 };
+  started.push(identity);
+  expect(out.code, out.stderr).toBe(0);
+  const { uid, report } = JSON.parse(out.stdout) as { uid: number; report: SweepReport };
+  expect(uid).toBe(65534);
+  return { nd, pid, identity, report };
 }
 
 describe('every exit path sweeps the session', () => {
@@ -261,22 +243,7 @@ describe('every exit path sweeps the session', () => {
   });
 
   it('env tag alone: lists a same-uid non-dumpable orphan as unreadable and leaves it running (supervisor as uid 65534)', async () => {
-    const dir = tempDir(0o777);
-    const pidfile = join(dir, 'pids');
-    const node = runNode([join(FIXTURES, 'node/unreadable.mjs'), pidfile, BUILD, 'env-tag'], { uid: 65534 });
-    const out = await node.done;
-    const lines = readPidfile(pidfile);
-    const nd = lines.find((l) => l.label === 'nondumpable');
-    expect(nd, `the fixture recorded its non-dumpable process (stderr: ${out.stderr})`).toBeDefined();
-    const pid = nd?.pid ?? 0;
-    const identity = { pid, startTime: nd?.startTime ?? -1 };
-    started.push(identity);
-    expect(out.code, out.stderr).toBe(0);
-    const { uid, report } = JSON.parse(out.stdout) as {
-      uid: number;
-      report: import('../src/index.js').SweepReport;
-    };
-    expect(uid).toBe(65534);
+    const { pid, identity, report } = await runUnreadable('env-tag');
     expect(isAlive(identity), `non-dumpable pid ${pid} is left running`).toBe(true);
     expect(
       report.unreadable.map((u) => u.pid),
@@ -287,22 +254,7 @@ describe('every exit path sweeps the session', () => {
   });
 
   it('default containment: the helper stops a non-dumpable orphan the env tag cannot read (supervisor as uid 65534)', async () => {
-    const dir = tempDir(0o777);
-    const pidfile = join(dir, 'pids');
-    const node = runNode([join(FIXTURES, 'node/unreadable.mjs'), pidfile, BUILD, 'auto'], { uid: 65534 });
-    const out = await node.done;
-    const lines = readPidfile(pidfile);
-    const nd = lines.find((l) => l.label === 'nondumpable');
-    expect(nd, `the fixture recorded its non-dumpable process (stderr: ${out.stderr})`).toBeDefined();
-    const pid = nd?.pid ?? 0;
-    const identity = { pid, startTime: nd?.startTime ?? -1 };
-    started.push(identity);
-    expect(out.code, out.stderr).toBe(0);
-    const { uid, report } = JSON.parse(out.stdout) as {
-      uid: number;
-      report: import('../src/index.js').SweepReport;
-    };
-    expect(uid).toBe(65534);
+    const { nd, pid, identity, report } = await runUnreadable('auto');
     // Not root: no cgroup here, but the helper needs no privilege; the orphan is its descendant.
     expect(report.layers).toEqual(['env-tag', 'subreaper']);
     expect(report.notes.join(' '), 'the cgroup layer says why it is off').toMatch(/cgroup/);

@@ -1,21 +1,20 @@
 // The leak zoo: each shape of leftover must be gone after its session's sweep, every decoy
-// must survive, and the report must list each leftover as stopped with how it was found.
+// must survive, and the report must list each leftover as stopped with how it was found. This
+// file tests the env-tag layer alone (ADR-127); test/containment/shapes.test.ts runs the same
+// shapes with the default containment.
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { identityOf, isAlive } from '../src/index.js';
+import { isAlive } from '../src/index.js';
 import { SHAPES } from './shapes.js';
-import { cleanup, type Decoy, problemsOf, runShape, startServer } from './support/zoo.js';
+import { cleanup, type Decoy, problemsOf, runShape, startFileDecoys } from './support/zoo.js';
+
+/** The env tag alone: each leftover must be found as a carrier or a carrier's descendant. */
+const ENV_TAG = { containment: ['env-tag'] } as const;
 
 let server: { decoy: Decoy; port: number };
 let runner: Decoy[];
 
 beforeAll(async () => {
-  server = await startServer();
-  const self = identityOf(process.pid);
-  const parent = identityOf(process.ppid);
-  runner = [
-    ...(self ? [{ label: 'the test runner (worker)', identity: self }] : []),
-    ...(parent ? [{ label: 'the test runner (main)', identity: parent }] : []),
-  ];
+  ({ server, runner } = await startFileDecoys());
 });
 
 afterEach(() => cleanup());
@@ -30,7 +29,7 @@ afterAll(() => {
 describe('every leak shape is stopped and every decoy survives', () => {
   for (const shape of SHAPES) {
     it(`stops ${shape.name}`, async () => {
-      const run = await runShape(shape, { port: server.port });
+      const run = await runShape(shape, { port: server.port, options: ENV_TAG });
       expect(run.recorded.length, `${shape.script} recorded nothing`).toBeGreaterThan(0);
       if (shape.script === 'stdout-holder.sh') expect(run.result.outputTimedOut).toBe(true);
       expect(problemsOf(run, [server.decoy, ...runner])).toEqual([]);
@@ -43,7 +42,10 @@ describe('the whole zoo, 20 times in a row', () => {
     for (let round = 1; round <= 20; round++) {
       const runs = await Promise.all(
         SHAPES.map((shape) =>
-          runShape({ ...shape, graceMs: shape.graceMs ? 600 : undefined }, { port: server.port, storm: 500 }),
+          runShape(
+            { ...shape, graceMs: shape.graceMs ? 600 : undefined },
+            { port: server.port, storm: 500, options: ENV_TAG },
+          ),
         ),
       );
       const problems = runs.flatMap((run) => problemsOf(run, [server.decoy, ...runner]));

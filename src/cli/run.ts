@@ -6,7 +6,12 @@ import { parseDuration } from '../options.js';
 import { TetherError } from '../outcome/errors.js';
 import { Session } from '../session/session.js';
 import type { SweepReport } from '../sweep/report.js';
-import { EXIT_CANNOT_EXECUTE, EXIT_NOT_FOUND, EXIT_SIGNAL_OFFSET } from './exit-codes.js';
+import {
+  EXIT_CANNOT_EXECUTE,
+  EXIT_NOT_FOUND,
+  EXIT_SIGNAL_OFFSET,
+  EXIT_STATUS_UNKNOWN,
+} from './exit-codes.js';
 import { progressLine } from './progress.js';
 import { renderReport } from './render.js';
 
@@ -82,14 +87,23 @@ export async function runCommand(argv: string[], flags: RunFlags): Promise<void>
   if (exit.error) {
     const code = (exit.error.cause as NodeJS.ErrnoException | undefined)?.code;
     process.stderr.write(
-      `tether: cannot start ${JSON.stringify(command)}: ${code === 'ENOENT' ? 'command not found' : exit.error.message}\n`,
+      code === 'ENOENT'
+        ? `tether: cannot start ${JSON.stringify(command)}: command not found\n`
+        : `tether: ${exit.error.message}\n`,
     );
     process.exitCode = code === 'ENOENT' ? EXIT_NOT_FOUND : EXIT_CANNOT_EXECUTE;
     return;
   }
-  process.exitCode = exit.signal
-    ? EXIT_SIGNAL_OFFSET + (constants.signals[exit.signal] ?? 0)
-    : (exit.exitCode ?? 0);
+  const signal = exit.signal ? constants.signals[exit.signal] : exit.signalNumber;
+  if (signal !== undefined) process.exitCode = EXIT_SIGNAL_OFFSET + signal;
+  else if (exit.exitCode !== null) process.exitCode = exit.exitCode;
+  else {
+    // The helper was killed before it reported the command's end: never pass that as success.
+    process.stderr.write(
+      `tether: the exit status of ${JSON.stringify(command)} is unknown (its helper was killed)\n`,
+    );
+    process.exitCode = EXIT_STATUS_UNKNOWN;
+  }
 }
 
 function checkWritable(option: string, path: string): void {

@@ -6,7 +6,7 @@ import { parseDuration } from '../options.js';
 import { TetherError } from '../outcome/errors.js';
 import { commandChannel, ExecStatusUnknownError, exec, SandboxError, sweep } from '../sandbox/index.js';
 import { parseTag } from '../session/tag.js';
-import { EXIT_AMBIGUOUS_EFFECT, EXIT_SWEEP_FAILED, EXIT_UNKNOWN_END } from './exit-codes.js';
+import { EXIT_AMBIGUOUS_EFFECT, EXIT_STATUS_UNKNOWN, EXIT_SWEEP_FAILED } from './exit-codes.js';
 import { renderReport } from './render.js';
 import { scriptCommand } from './script.js';
 
@@ -30,7 +30,7 @@ export function addSandboxCommands(program: Command): void {
       .command('exec')
       .description(
         'run CMD in the container under the completion wrapper; exits with its status on a proven end, ' +
-          '120 on an unknown end (its session swept), 121 on an ambiguous effect',
+          '125 on an unknown end (its session swept), 121 on an ambiguous effect',
       ),
   )
     .option('--json', 'on an unknown end, print the error, its code and the report as JSON on stderr')
@@ -121,7 +121,7 @@ function errorJson(error: TetherError): string {
 
 /**
  * `tether sandbox exec`: passes the command's stdout and stderr through byte-exact (minus the
- * completion line) and exits with its status on a proven end; 120 on an unknown end settled by
+ * completion line) and exits with its status on a proven end; 125 on an unknown end settled by
  * the sweep, 121 on an ambiguous effect (with --json: the error, its code and report on stderr).
  */
 export async function sandboxExecCommand(argv: string[], flags: SandboxFlags): Promise<void> {
@@ -153,7 +153,7 @@ export async function sandboxExecCommand(argv: string[], flags: SandboxFlags): P
     }
     process.exitCode =
       error.code === 'EXEC_STATUS_UNKNOWN'
-        ? EXIT_UNKNOWN_END
+        ? EXIT_STATUS_UNKNOWN
         : error.code === 'AMBIGUOUS_EFFECT'
           ? EXIT_AMBIGUOUS_EFFECT
           : EXIT_SWEEP_FAILED;

@@ -1,6 +1,6 @@
 // tether sweep --tag NAME [--grace 5s] [--kill-after 3s] [--json]: sweep one tag now — its
 // carriers, their descendants, and its session cgroup if one is left.
-import { findSessionCgroup, removeCgroup } from '../containment/cgroup.js';
+import { findSessionCgroup, removeCgroup, runsInside } from '../containment/cgroup.js';
 import { parseDuration } from '../options.js';
 import { parseTag } from '../session/tag.js';
 import { sweep } from '../sweep/sweep.js';
@@ -31,7 +31,7 @@ export async function sweepCommand(flags: {
     onProgress: progress.update,
     ...(cgroup ? { cgroup, layers: ['env-tag', 'cgroup'] } : {}),
   });
-  if (cgroup && report.ok && !removeCgroup(cgroup.path)) {
+  if (cgroup && report.ok && !runsInside(cgroup.path) && !removeCgroup(cgroup.path)) {
     report.notes.push(`cgroup: ${cgroup.path} could not be removed`);
   }
   progress.clear();

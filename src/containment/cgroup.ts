@@ -118,6 +118,15 @@ export function findSessionCgroup(tagName: string, procRoot = '/proc'): SessionC
   return undefined;
 }
 
+/** True when this process runs in `path` or a cgroup below it. */
+export function runsInside(path: string, procRoot = '/proc'): boolean {
+  const mount = cgroup2Mount(procRoot);
+  const own = ownCgroup(procRoot);
+  if (!mount || own === undefined) return false;
+  const dir = join(mount, own);
+  return dir === path || dir.startsWith(`${path}/`);
+}
+
 function exists(path: string): boolean {
   try {
     accessSync(path, constants.F_OK);

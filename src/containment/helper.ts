@@ -62,10 +62,14 @@ export interface HelperOptions {
 
 /** How the payload ended, as the helper saw it. */
 export type PayloadEnd =
-  | { kind: 'exit'; exitCode: number | null; signal: NodeJS.Signals | null }
+  /** `signalNumber`: the signal that ended it, also when Node has no name for it (real-time). */
+  | { kind: 'exit'; exitCode: number | null; signal: NodeJS.Signals | null; signalNumber?: number }
   /** exec(2) (or joining the cgroup, or setting up the namespace) failed in the child. */
   | { kind: 'exec-failed'; stage: string; errno: string }
-  /** The helper ended before it reported the payload's end (it was killed): status unknown. */
+  /**
+   * The helper ended before it reported the payload's end (it was killed), or a PID
+   * namespace's init was killed first: the status is unknown.
+   */
   | { kind: 'lost' };
 
 /** A running helper and its payload. */
@@ -75,8 +79,8 @@ export interface Helper {
   helper: Identity;
   /** With a PID namespace: its init (as this namespace sees it), also never a member. */
   init?: Identity;
-  /** The payload; undefined only if it could not be found (a --pidns start that failed). */
-  payload?: Identity;
+  /** The payload (pid as this namespace sees it, start time). */
+  payload: Identity;
   end: Promise<PayloadEnd>;
   /**
    * Asks the helper whether it has any child (waitid(2) there): true when none — its whole
@@ -88,10 +92,15 @@ export interface Helper {
   release(): void;
 }
 
-/** Why the helper could not be used: `unavailable` (fall back to the env tag) or `refused`. */
+/**
+ * Why the helper could not be used: `unavailable` (fall back to the env tag, and say so),
+ * `refused` (what was asked cannot be done here), or `spawn-failed` (spawn(2) of the helper
+ * failed for a reason that would fail the command too — a missing cwd, E2BIG, a NUL in an
+ * argument: start the command without the helper and let that failure be the command's).
+ */
 export class HelperStartError extends Error {
   constructor(
-    readonly kind: 'unavailable' | 'refused',
+    readonly kind: 'unavailable' | 'refused' | 'spawn-failed',
     message: string,
   ) {
     super(message);
@@ -163,13 +172,16 @@ export function startHelper(path: string, opts: HelperOptions): Helper {
   const argv = ['--grace', String(opts.graceMs), '--kill-after', String(opts.killAfterMs)];
   if (opts.cgroup) argv.push('--cgroup', opts.cgroup);
   if (opts.pidns) argv.push('--pidns');
-  let child: ChildProcess;
+  let child: ChildProcess | undefined;
   try {
     child = spawn(path, [...argv, '--', opts.command, ...opts.args], {
       cwd: opts.cwd,
       env: opts.env,
       stdio: [...(stdio as unknown[]), statusWrite, controlRead, answerWrite] as StdioOptions,
     });
+  } catch {
+    // Thrown before any process (a NUL byte in an argument…): the command's own spawn will
+    // say it, naming the user's argument rather than the helper's argv.
   } finally {
     closeSync(statusWrite);
     closeSync(controlRead);
@@ -215,11 +227,12 @@ export function startHelper(path: string, opts: HelperOptions): Helper {
       Atomics.wait(pause, 0, 0, 0.1);
     }
   };
-  if (child.pid === undefined) {
+  if (child?.pid === undefined) {
     release();
     closeSync(statusRead);
-    child.on('error', () => undefined);
-    throw new HelperStartError('unavailable', `cannot start the helper ${path}`);
+    child?.on('error', () => undefined);
+    // The binary was found executable a moment ago: the cwd, the argument list, the fd table.
+    throw new HelperStartError('spawn-failed', `cannot start the helper ${path}`);
   }
   const helperStat = readStat(opts.procRoot, child.pid);
   const { lines, rest } = readLinesSync(statusRead, /^(started|error) .*\n/m);
@@ -227,19 +240,30 @@ export function startHelper(path: string, opts: HelperOptions): Helper {
   const error = fields('error');
   const identity = (f: string[] | undefined) =>
     f ? { pid: Number(f[1]), startTime: Number(f[2]) } : undefined;
-  if (error || !helperStat) {
+  const started = identity(fields('started'));
+  if (error || !helperStat || !started) {
     release();
     closeSync(statusRead);
-    const what = error ? `${error[1]}: ${errnoName(Number(error[2]))}` : 'it exited at once';
+    const errno = errnoName(Number(error?.[2]));
     if (error?.[1] === 'unshare') {
       throw new HelperStartError(
         'refused',
-        `cannot create a PID namespace (unshare CLONE_NEWPID: ${errnoName(Number(error[2]))}): it needs CAP_SYS_ADMIN or unprivileged user namespaces`,
+        `cannot create a PID namespace (unshare CLONE_NEWPID: ${errno}): it needs CAP_SYS_ADMIN (tether does not create user namespaces)`,
       );
     }
+    if (error?.[1] === 'namespace') {
+      throw new HelperStartError(
+        'refused',
+        `cannot set up the PID namespace: mounting its own /proc failed (${errno}; a masked or read-only /proc)`,
+      );
+    }
+    const what = error
+      ? `${error[1]}: ${errno}`
+      : `it said ${JSON.stringify(lines.join('; ') || 'nothing')} and no "started" line`;
     throw new HelperStartError('unavailable', `the helper could not start the payload (${what})`);
   }
 
+  const helperChild = child;
   const end = new Promise<PayloadEnd>((resolve) => {
     const socket = new Socket({ fd: statusRead, readable: true, writable: false });
     let text = rest;
@@ -250,12 +274,17 @@ export function startHelper(path: string, opts: HelperOptions): Helper {
         failed = { kind: 'exec-failed', stage: f[1] ?? '', errno: errnoName(Number(f[2])) };
       if (f[0] === 'exit') {
         socket.destroy();
+        // The payload has ended: the helper no longer holds the event loop open (it stays, for
+        // the sweep, until released; an unended session is swept by the exit hook).
+        helperChild.unref();
         const n = Number(f[2]);
         resolve(
           failed ??
-            (f[1] === 'signal'
-              ? { kind: 'exit', exitCode: null, signal: signalName(n) }
-              : { kind: 'exit', exitCode: n, signal: null }),
+            (f[1] === 'lost'
+              ? { kind: 'lost' }
+              : f[1] === 'signal'
+                ? { kind: 'exit', exitCode: null, signal: signalName(n), signalNumber: n }
+                : { kind: 'exit', exitCode: n, signal: null }),
         );
       }
     };
@@ -270,14 +299,17 @@ export function startHelper(path: string, opts: HelperOptions): Helper {
       }
     });
     socket.on('error', () => undefined);
-    socket.on('close', () => resolve(failed ?? { kind: 'lost' }));
+    socket.on('close', () => {
+      helperChild.unref();
+      resolve(failed ?? { kind: 'lost' });
+    });
   });
 
   return {
     child,
     helper: { pid: helperStat.pid, startTime: helperStat.startTime },
     init: identity(fields('init')),
-    payload: identity(fields('started')),
+    payload: started,
     end,
     childless,
     release,

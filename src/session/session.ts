@@ -1,6 +1,7 @@
 // A session: one tag, any number of commands run under it, one sweep at its end (ADR-127 §1–2).
 import { type ChildProcess, type StdioOptions, spawn as spawnChild } from 'node:child_process';
 import type { Readable, Writable } from 'node:stream';
+import { setTimeout as delay } from 'node:timers/promises';
 import { createSessionCgroup, removeCgroup, type SessionCgroup } from '../containment/cgroup.js';
 import {
   type Helper,
@@ -12,10 +13,11 @@ import {
 import { type Containment, type ContainmentPlan, planContainment } from '../containment/select.js';
 import { checkMs, DEFAULT_GRACE_MS, DEFAULT_KILL_AFTER_MS, DEFAULT_OUTPUT_CAP_MS } from '../options.js';
 import { TetherError } from '../outcome/errors.js';
-import { type Identity, identityKey, readStat, ticksNow } from '../proc/identity.js';
+import { type Identity, identityKey, isAlive, readStat, ticksNow } from '../proc/identity.js';
 import type { EventListener } from '../sweep/events.js';
 import type { SweepReport, SweepWarning } from '../sweep/report.js';
 import type { Member } from '../sweep/scan.js';
+import { createSignaller } from '../sweep/signal.js';
 import { type SweepProgress, sweep, sweepSync } from '../sweep/sweep.js';
 import { outputClosed, releaseOutput } from './output.js';
 import { createTag, type SessionTag, tagsIn } from './tag.js';
@@ -57,8 +59,11 @@ export interface CommandOptions {
 
 /** How one command ended. `durationMs` runs from spawn to exit. */
 export interface ExitResult {
+  /** Null when a signal ended it, or when its status is unknown (a `HELPER_LOST` warning). */
   exitCode: number | null;
   signal: NodeJS.Signals | null;
+  /** The number of the signal that ended it when Node has no name for it (real-time signals). */
+  signalNumber?: number;
   durationMs: number;
   /** True when a process still held its stdout/stderr `outputCapMs` after its exit. */
   outputTimedOut: boolean;
@@ -115,6 +120,11 @@ export class Session {
   private cgroupTried = false;
   /** A command ran without the helper: kernel proofs do not cover it. */
   private direct = false;
+  /** Helpers whose command has ended (they stay for the sweep while they have children). */
+  private readonly helpersDone = new Set<Helper>();
+  private releasedIdle = 0;
+  private watchdog: NodeJS.Timeout | undefined;
+  private readonly signaller = createSignaller();
 
   constructor(options: SessionOptions = {}) {
     checkMs('graceMs', options.graceMs ?? DEFAULT_GRACE_MS);
@@ -152,6 +162,12 @@ export class Session {
   spawn(command: string, args: readonly string[] = [], options: CommandOptions = {}): SessionProcess {
     if (this.ending)
       throw new TetherError('SESSION_ENDED', `session ${this.tag.name} has ended: cannot spawn ${command}`);
+    if (typeof command !== 'string' || command === '')
+      throw new TetherError(
+        'INVALID_OPTION',
+        `invalid command: ${JSON.stringify(command)} (expected a program name or path)`,
+      );
+    this.releaseIdleHelpers();
     const started = performance.now();
     const env = this.env(options.env);
     const stdio = options.stdio ?? 'pipe';
@@ -224,12 +240,22 @@ export class Session {
         procRoot: this.procRoot,
       });
       this.helpers.push(helper);
+      this.watchHelpers();
       this.layers.add('subreaper');
       if (cgroup) this.layers.add('cgroup');
       if (this.plan.pidns) this.layers.add('pid-namespace');
       return helper;
     } catch (error) {
       if (!(error instanceof HelperStartError)) throw error;
+      // The command itself would fail the same way: let its own spawn say why. (A cgroup made
+      // for this first command is not left behind for a session that may never end.)
+      if (error.kind === 'spawn-failed') {
+        if (this.helpers.length === 0 && this.cgroup && removeCgroup(this.cgroup.path)) {
+          this.cgroup = undefined;
+          this.cgroupTried = false;
+        }
+        return undefined;
+      }
       if (this.plan.helper === 'required') throw new TetherError('CONTAINMENT_UNAVAILABLE', error.message);
       if (!this.warnings.some((w) => w.code === 'NO_HELPER')) {
         this.warnings.push({
@@ -253,8 +279,14 @@ export class Session {
   }
 
   private helperEnd(helper: Helper, command: string): Promise<Ended> {
-    return helper.end.then((end: PayloadEnd): Ended => {
-      if (end.kind === 'exit') return { exitCode: end.exitCode, signal: end.signal };
+    return helper.end.then(async (end: PayloadEnd): Promise<Ended> => {
+      this.helpersDone.add(helper);
+      if (end.kind === 'exit') {
+        const ended: Ended = { exitCode: end.exitCode, signal: end.signal };
+        if (end.signal === null && end.signalNumber !== undefined) ended.signalNumber = end.signalNumber;
+        this.releaseIdleHelpers();
+        return ended;
+      }
       if (end.kind === 'exec-failed') {
         const cause = Object.assign(new Error(`spawn ${command} ${end.errno}`), { code: end.errno });
         const why =
@@ -267,10 +299,44 @@ export class Session {
       }
       this.warnings.push({
         code: 'HELPER_LOST',
-        message: `the helper (pid ${helper.helper.pid}) of ${command} ended before reporting it: its exit status is unknown`,
+        message: `the helper (pid ${helper.helper.pid}) of ${command} could not report the command's end (it, or its PID namespace's init, was killed): its exit status is unknown`,
       });
+      // The command may still run, reparented: its end is when its identity is gone.
+      while (isAlive(helper.payload, this.procRoot)) await delay(HELPER_LOST_POLL_MS);
       return { exitCode: null, signal: null };
     });
+  }
+
+  // A helper whose command has ended and which has no child left holds nothing of the session
+  // any more (its subtree is empty and stays so): release it now, so that a long session does
+  // not keep one idle process and three fds per command until its end.
+  private releaseIdleHelpers(): void {
+    for (const h of this.helpersDone) {
+      if (h.childless() !== true) continue;
+      h.release();
+      this.releasedIdle += 1;
+      this.helpersDone.delete(h);
+      this.helpers.splice(this.helpers.indexOf(h), 1);
+    }
+    if (this.helpers.length === 0) this.stopWatchingHelpers();
+  }
+
+  // A helper stopped by SIGSTOP (a payload's `kill -STOP $PPID`) would reap nothing and report
+  // nothing: every HELPER_WATCH_MS, a stopped helper is sent SIGCONT (identity-checked).
+  private watchHelpers(): void {
+    if (this.watchdog) return;
+    this.watchdog = setInterval(() => {
+      for (const h of this.helpers) {
+        const state = readStat(this.procRoot, h.helper.pid)?.state;
+        if (state === 'T' || state === 't') this.signaller.send(this.procRoot, h.helper, 'SIGCONT');
+      }
+    }, HELPER_WATCH_MS);
+    this.watchdog.unref();
+  }
+
+  private stopWatchingHelpers(): void {
+    clearInterval(this.watchdog);
+    this.watchdog = undefined;
   }
 
   /**
@@ -300,7 +366,8 @@ export class Session {
 
   // Every helper's answer: true when none has a child left, false when one has, else undefined.
   private helpersChildless(): boolean | undefined {
-    if (this.helpers.length === 0) return undefined;
+    // Helpers released early had no child left, and an empty subtree stays empty.
+    if (this.helpers.length === 0) return this.releasedIdle > 0 ? true : undefined;
     let all = true;
     for (const h of this.helpers) {
       const answer = h.childless();
@@ -312,6 +379,7 @@ export class Session {
 
   // After the sweep: the helpers may go, and the cgroup is removed (a note if it cannot be).
   private release(report: SweepReport): SweepReport {
+    this.stopWatchingHelpers();
     for (const h of this.helpers) {
       h.release();
       h.child.unref();
@@ -361,7 +429,14 @@ function safeTicks(procRoot = '/proc'): number {
 }
 
 /** How a command ended, before its output is awaited: a status, or a start failure. */
-type Ended = { exitCode: number | null; signal: NodeJS.Signals | null } | { error: TetherError };
+type Ended =
+  | { exitCode: number | null; signal: NodeJS.Signals | null; signalNumber?: number }
+  | { error: TetherError };
+
+/** How often a command whose helper was lost is checked for its end, ms. */
+const HELPER_LOST_POLL_MS = 50;
+/** How often running helpers are checked for a SIGSTOP, ms. */
+const HELPER_WATCH_MS = 250;
 
 // A command Node started itself: its `exit` event, or its start failure (ENOENT, EACCES…).
 function directEnd(child: ChildProcess, command: string): Promise<Ended> {

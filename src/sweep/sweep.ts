@@ -2,7 +2,7 @@
 //   scan → signal what is new → two empty scans? done → out of time? next phase → wait 50 ms.
 // TERM phase up to the grace, then — unless TERM ended on two empty scans — KILL phase.
 import { readlinkSync } from 'node:fs';
-import { killCgroup, type SessionCgroup } from '../containment/cgroup.js';
+import { cgroupPids, killCgroup, type SessionCgroup } from '../containment/cgroup.js';
 import { checkMs, DEFAULT_GRACE_MS, DEFAULT_KILL_AFTER_MS, DEFAULT_SCAN_INTERVAL_MS } from '../options.js';
 import { readCmdline, readUid } from '../proc/details.js';
 import { type Identity, identityKey } from '../proc/identity.js';
@@ -142,6 +142,14 @@ class SweepRun {
   seen = 0;
   /** The last scan's kernel proof of emptiness, if any (see `PhaseEnd`). */
   kernelProof: 'populated-0' | 'helper-childless' | undefined;
+  absorbed = 0;
+  readonly notes: string[] = [];
+  /**
+   * The sweeping process (or an ancestor) is itself in the cgroup — `tether sweep --tag` run
+   * from inside the session: the cgroup still finds members, but no cgroup.kill (it would kill
+   * the sweeper) and its `populated` proves nothing.
+   */
+  cgroupShared = false;
   complete = true;
 
   constructor(
@@ -160,12 +168,21 @@ class SweepRun {
       roots: opts.roots ?? [],
       cgroup: opts.cgroup?.path,
     };
-    for (const w of opts.warnings ?? []) this.warn(w.code, w.message);
+    this.absorbWarnings();
     if (this.signaller.mechanism !== 'pidfd') {
       this.warn(
         'NO_PIDFD',
         'pidfd_open is unavailable: identities are re-checked by start time before each signal (a narrow pid-reuse race remains)',
       );
+    }
+  }
+
+  /** Takes the caller's warnings not yet taken (a helper lost while the sweep ran, too). */
+  absorbWarnings(): void {
+    const given = this.opts.warnings ?? [];
+    for (; this.absorbed < given.length; this.absorbed++) {
+      const w = given[this.absorbed] as SweepWarning;
+      this.warn(w.code, w.message);
     }
   }
 
@@ -189,6 +206,13 @@ class SweepRun {
         return false;
       }
       for (const pid of ancestorsOf(this.ctx.procRoot, process.pid)) this.ctx.excluded.add(pid);
+      const cgroup = this.opts.cgroup?.path;
+      if (cgroup && cgroupPids(cgroup).some((pid) => this.ctx.excluded.has(pid))) {
+        this.cgroupShared = true;
+        this.notes.push(
+          `cgroup: this process (or an ancestor) runs inside ${cgroup}: no cgroup.kill, and its populated flag proves nothing`,
+        );
+      }
       return true;
     } catch (error) {
       return this.fail(error instanceof NoProcError ? error : new NoProcError(this.ctx.procRoot, error));
@@ -237,7 +261,10 @@ class SweepRun {
         if (this.deliver(t, member, signal)) alive.add(key);
       }
       // A fork racing the per-process KILLs is killed by the kernel with the rest (Linux 5.14).
-      if (signal === 'SIGKILL' && this.opts.cgroup?.canKill) killCgroup(this.opts.cgroup.path);
+      if (signal === 'SIGKILL' && this.opts.cgroup?.canKill && !this.cgroupShared) {
+        killCgroup(this.opts.cgroup.path);
+      }
+      this.resumeStoppedRoots(scan);
       for (const [key, t] of this.tracked) {
         if (alive.has(key)) {
           t.alive = true; // seen again (a scan that missed it was wrong, not the process gone)
@@ -272,7 +299,8 @@ class SweepRun {
    * outruns every walk) — the scan is not empty. Their emptiness proves the end (`PhaseEnd`).
    */
   weighKernelEvidence(scan: ScanResult): void {
-    if (scan.populated === true) {
+    const populated = this.cgroupShared ? undefined : scan.populated;
+    if (populated === true) {
       this.seen = 1;
       return;
     }
@@ -282,8 +310,17 @@ class SweepRun {
       return;
     }
     if (this.opts.kernelProof === false) return;
-    if (scan.populated === false) this.kernelProof = 'populated-0';
+    if (populated === false) this.kernelProof = 'populated-0';
     else if (childless === true) this.kernelProof = 'helper-childless';
+  }
+
+  /** A helper (or init) stopped by SIGSTOP reaps and reports nothing: it gets SIGCONT. */
+  resumeStoppedRoots(scan: ScanResult): void {
+    for (const root of this.ctx.roots) {
+      const stat = scan.snapshot.processes.get(root.pid);
+      if (stat?.startTime !== root.startTime || (stat.state !== 'T' && stat.state !== 't')) continue;
+      this.signaller.send(this.ctx.procRoot, root, 'SIGCONT');
+    }
   }
 
   track(key: string, member: Member): Tracked {
@@ -338,6 +375,10 @@ class SweepRun {
   }
 
   report(): SweepReport {
+    this.absorbWarnings();
+    // A helper lost with no cgroup: its orphans went to another reaper, out of every layer's
+    // reach but the env tag's — the sweep cannot say it found everything.
+    if (this.warnings.some((w) => w.code === 'HELPER_LOST') && !this.opts.cgroup) this.complete = false;
     const stopped: ProcessRecord[] = [];
     const survivors: SurvivorRecord[] = [];
     for (const [key, t] of this.tracked) {
@@ -354,7 +395,7 @@ class SweepRun {
       complete: this.complete,
       ok: this.complete && survivors.length === 0,
       layers: this.opts.layers ?? ['env-tag'],
-      notes: this.opts.notes ?? [],
+      notes: [...(this.opts.notes ?? []), ...this.notes],
       cgroup: this.opts.cgroup?.path ?? null,
       signalling: this.signaller.mechanism,
       proof,

@@ -58,6 +58,26 @@ function pidsFrom(text: string): Identity[] {
 }
 
 describe('tether run', () => {
+  it('exits 125 when the helper is killed before it reports the exit status', async () => {
+    const ran = await tether(['run', '--grace', '300ms', '--', 'sh', '-c', 'kill -9 $PPID; exit 3']);
+    expect(ran.code, ran.stderr).toBe(125);
+    expect(ran.stderr).toMatch(/exit status of "sh" is unknown/);
+    expect(ran.stderr).toMatch(/could not report the command's end/);
+  });
+
+  it('a tether sweep run from inside its own session stops the leftover, not itself', async () => {
+    const script = `TAG=$(env | grep -o '^TETHER_SESSION_[0-9a-f]*' | head -1)
+sleep 30 & ${RECORD}
+${JSON.stringify(process.execPath)} ${JSON.stringify(BIN)} sweep --tag "$TAG" --grace 300ms --kill-after 300ms
+echo "sweep exited $?, still here"`;
+    const ran = await tether(['run', '--grace', '300ms', '--', 'sh', '-c', script]);
+    const [leftover] = pidsFrom(ran.stdout);
+    expect(ran.code, ran.stderr).toBe(0);
+    expect(ran.stdout).toMatch(/sweep exited 0, still here/);
+    expect(leftover && isAlive(leftover)).toBe(false);
+    expect(ran.stderr).toMatch(/runs inside .*no cgroup.kill/);
+  });
+
   it('stops a setsid+nohup server the command left and passes the exit status through', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'tether-cli-'));
     const pidFile = join(dir, 'pids');

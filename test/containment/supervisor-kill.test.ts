@@ -6,6 +6,7 @@ import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { type Identity, identityOf, isAlive } from '../../src/index.js';
+import { runNode } from '../support/node.js';
 import { BUILD, FIXTURES } from '../support/paths.js';
 import {
   cleanup,
@@ -15,12 +16,12 @@ import {
   readPidfile,
   sleep,
   started,
-  startServer,
+  startFileDecoys,
   startTagDecoys,
   tempDir,
   waitFor,
 } from '../support/zoo.js';
-import { cgroupDirOf, exeOf, isHelper, ppidOf, runNode, workerSubtreeLeft } from './support.js';
+import { cgroupDirOf, exeOf, isHelper, ppidOf, workerSubtreeLeft } from './support.js';
 
 const GRACE_MS = 1000;
 
@@ -28,13 +29,7 @@ let server: { decoy: Decoy; port: number };
 let runner: Decoy[];
 
 beforeAll(async () => {
-  server = await startServer();
-  const self = identityOf(process.pid);
-  const parent = identityOf(process.ppid);
-  runner = [
-    ...(self ? [{ label: 'the test runner (worker)', identity: self }] : []),
-    ...(parent ? [{ label: 'the test runner (main)', identity: parent }] : []),
-  ];
+  ({ server, runner } = await startFileDecoys());
 });
 
 afterEach(() => cleanup());

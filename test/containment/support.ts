@@ -1,27 +1,21 @@
 // Helpers of the containment tests: the zoo's runShape with SpawnOptions of the test's own
 // (containment, above all), and ground truth read straight from /proc and the cgroup tree.
 //
-// Sessions are started through the built library (dist/index.js, built by globalSetup), as a
-// user runs it: its default helper path is dist/native/tether-helper. (Run from src/, as
-// vitest imports it, the default path points at src/native/, where no helper is: every session
-// would fall back to the env tag with a NO_HELPER warning.)
-import { spawn as spawnChild } from 'node:child_process';
+// Sessions start through src/ (runShape), as in the zoo: from src/ too the library finds the
+// helper at dist/native/tether-helper (built by globalSetup), and problemsOf fails a run that
+// warns NO_HELPER.
 import { readdirSync, readFileSync, readlinkSync, realpathSync } from 'node:fs';
 import { join } from 'node:path';
-import { type Identity, identityOf, isAlive, type SpawnOptions, spawn } from '../../dist/index.js';
-import { BUILD, ROOT } from '../support/paths.js';
+import type { SpawnOptions } from '../../src/index.js';
+import { ROOT } from '../support/paths.js';
 import {
   cmdlineOf,
   environOf,
   hasEntry,
   type Recorded,
-  readPidfile,
+  runShape,
   type Shape,
   type ShapeRun,
-  started,
-  startTagDecoys,
-  tempDir,
-  waitFor,
 } from '../support/zoo.js';
 
 /** The helper binary `npm run build` makes (what /proc/<pid>/exe of a helper points to). */
@@ -180,131 +174,26 @@ export async function workerSubtreeLeft(): Promise<string[]> {
 }
 
 export interface ContainedRun extends ShapeRun {
-  /** The payload (pid + start time), as tether reported it. */
-  payload?: Identity;
   /** The session cgroup the payload was in at READY (none without the cgroup layer). */
   cgroupAtReady?: string;
 }
 
 /**
- * The zoo's runShape (test/support/zoo.ts) with `options` merged into the session's: runs a
- * fixture as a session, starts the tag decoys, waits for READY, takes every recorded process's
- * identity, verifies the shape, closes the payload's stdin and awaits the sweep.
+ * The zoo's runShape (test/support/zoo.ts) with `extra` merged into the session's options, and
+ * the payload's cgroup taken at READY.
  */
 export async function runContained(
   shape: Shape,
   ctx: { port?: number; graceMs?: number; storm?: number } = {},
   extra: SpawnOptions = {},
 ): Promise<ContainedRun> {
-  const dir = tempDir();
-  const pidfile = join(dir, 'pids');
-  const options: SpawnOptions = {
-    graceMs: shape.graceMs ?? ctx.graceMs ?? 300,
-    killAfterMs: 1000,
-    outputCapMs: 300,
-    ...extra,
-    env: {
-      ...process.env,
-      ...shape.env,
-      ZOO_BUILD: BUILD,
-      ZOO_NODE: process.execPath,
-      ZOO_PORT: ctx.port === undefined ? '' : String(ctx.port),
-      ...(ctx.storm === undefined ? {} : { ZOO_STORM_MS: String(ctx.storm) }),
-    },
-  };
-  const sub = spawn('sh', [join(ROOT, 'test/fixtures', shape.script), pidfile], options);
-  const payload = sub.pid === undefined ? undefined : identityOf(sub.pid);
-  let stderr = '';
-  sub.stderr?.on('data', (d: Buffer) => {
-    stderr += d.toString();
-  });
-  sub.stdout?.on('data', () => undefined);
-  const decoys = await startTagDecoys(sub.tag.name);
-  for (const d of decoys) started.push(d.identity);
-  const recorded: Recorded[] = [];
   let cgroupAtReady: string | undefined;
-  try {
-    await waitFor(
-      `${shape.script} to say READY (stderr: ${stderr})`,
-      () => {
-        try {
-          return /^READY$/m.test(readFileSync(pidfile, 'latin1'));
-        } catch {
-          return false;
-        }
-      },
-      20_000,
-    );
-    if (payload) cgroupAtReady = cgroupDirOf(payload.pid);
-    for (const line of readPidfile(pidfile)) {
-      const identity =
-        line.startTime !== undefined ? { pid: line.pid, startTime: line.startTime } : identityOf(line.pid);
-      if (!identity || !isAlive(identity))
-        throw new Error(`fixture ${shape.script}: ${line.label} pid ${line.pid} was gone before the sweep`);
-      started.push(identity);
-      recorded.push({ label: line.label, identity, cmdline: cmdlineOf(line.pid) });
-    }
-    shape.verify?.(recorded, `${sub.tag.name}=1`);
-  } finally {
-    sub.stdin?.end();
-  }
-  const result = await sub;
-  const known = new Set(recorded.map((r) => `${r.identity.pid}:${r.identity.startTime}`));
-  for (const line of readPidfile(pidfile)) {
-    if (line.startTime === undefined || known.has(`${line.pid}:${line.startTime}`)) continue;
-    known.add(`${line.pid}:${line.startTime}`);
-    const identity = { pid: line.pid, startTime: line.startTime };
-    started.push(identity);
-    recorded.push({ label: line.label, identity, cmdline: '(recorded itself during the sweep)' });
-  }
-  return { shape, result, recorded, decoys, stderr, tagName: sub.tag.name, payload, cgroupAtReady };
-}
-
-/** Runs `node ARGS` (as `uid` through setpriv when given), bounded at 30 s; its pid joins `started`. */
-export function runNode(args: string[], opts: { uid?: number; env?: NodeJS.ProcessEnv } = {}) {
-  const argv =
-    opts.uid === undefined
-      ? [process.execPath, ...args]
-      : [
-          'setpriv',
-          `--reuid=${opts.uid}`,
-          `--regid=${opts.uid}`,
-          '--clear-groups',
-          process.execPath,
-          ...args,
-        ];
-  const child = spawnChild(argv[0] as string, argv.slice(1), {
-    stdio: ['ignore', 'pipe', 'pipe'],
-    env: opts.env ?? process.env,
-  });
-  const id = child.pid === undefined ? undefined : identityOf(child.pid);
-  if (id) started.push(id);
-  let stdout = '';
-  let stderr = '';
-  child.stdout.on('data', (d: Buffer) => {
-    stdout += d.toString();
-  });
-  child.stderr.on('data', (d: Buffer) => {
-    stderr += d.toString();
-  });
-  const done = new Promise<{ code: number | null; stdout: string; stderr: string }>((resolve, reject) => {
-    const timer = setTimeout(() => {
-      child.kill('SIGKILL');
-      reject(new Error(`node ${args.join(' ')} did not exit in 30 s: ${stderr}`));
-    }, 30_000);
-    child.once('close', (code) => {
-      clearTimeout(timer);
-      resolve({ code, stdout, stderr });
-    });
-  });
-  return {
-    child,
-    done,
-    get stdout() {
-      return stdout;
+  const run = await runShape(shape, {
+    ...ctx,
+    options: extra,
+    atReady: (payload) => {
+      if (payload) cgroupAtReady = cgroupDirOf(payload.pid);
     },
-    get stderr() {
-      return stderr;
-    },
-  };
+  });
+  return { ...run, cgroupAtReady };
 }

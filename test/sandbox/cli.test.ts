@@ -58,7 +58,7 @@ describe('tether sandbox exec', () => {
     expect(r).toEqual({ status: 3, stdout: 'out', stderr: 'err\n' });
   });
 
-  it('on a lost stream, sweeps the session and exits 120 with the error and report as JSON', async () => {
+  it('on a lost stream, sweeps the session and exits 125 with the error and report as JSON', async () => {
     const r = await tether([
       'sandbox',
       'exec',
@@ -72,7 +72,7 @@ describe('tether sandbox exec', () => {
       '-c',
       'setsid sleep 48 </dev/null >/dev/null 2>&1 & i=0; while [ $i -lt 50 ]; do echo line $i; i=$((i+1)); sleep 0.01; done',
     ]);
-    expect(r.status, r.stderr).toBe(120);
+    expect(r.status, r.stderr).toBe(125);
     const error = JSON.parse(r.stderr.trim().split('\n').at(-1) as string);
     expect(error.code).toBe('EXEC_STATUS_UNKNOWN');
     expect(error.report.ok).toBe(true);

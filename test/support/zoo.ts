@@ -143,12 +143,36 @@ s.listen(0,'127.0.0.1',()=>console.log(s.address().port));`;
   return { decoy: { label: 'TCP server the payload connected to', identity, child }, port };
 }
 
+/** The decoys a test file starts before its sessions: the TCP server and the test runner itself. */
+export interface FileDecoys {
+  server: { decoy: Decoy; port: number };
+  /** The test worker and its parent (the main vitest process). */
+  runner: Decoy[];
+}
+
+/** Starts the TCP server decoy and takes the test runner's identities (a test file's beforeAll). */
+export async function startFileDecoys(): Promise<FileDecoys> {
+  const server = await startServer();
+  const self = identityOf(process.pid);
+  const parent = identityOf(process.ppid);
+  const runner = [
+    ...(self ? [{ label: 'the test runner (worker)', identity: self }] : []),
+    ...(parent ? [{ label: 'the test runner (main)', identity: parent }] : []),
+  ];
+  return { server, runner };
+}
+
 /** One leak shape: a fixture script and what the sweep must do with what it started. */
 export interface Shape {
   name: string;
   script: string;
-  /** How each label's processes should be found (checked against report.stopped). */
+  /**
+   * How each label's processes should be found (checked against report.stopped); default
+   * `carrier` or `descendant`, or any layer with `anyLayer` (several layers were on, and which
+   * saw a process first depends on timing: a process mid-exec has no readable environ).
+   */
   foundBy?: Record<string, FoundBy[]>;
+  anyLayer?: boolean;
   /** Why the sweep must find them: printed with a survivor. */
   how: string;
   graceMs?: number;
@@ -166,14 +190,29 @@ export interface ShapeRun {
   decoys: Decoy[];
   stderr: string;
   tagName: string;
+  /** The payload (pid + start time), taken as it started. */
+  payload?: Identity;
 }
 
 /** Everything the tests started, killed in afterEach / afterAll. */
 export const started: Identity[] = [];
 
+/**
+ * Runs a fixture as a session, starts the tag decoys, waits for READY, takes every recorded
+ * process's identity, verifies the shape, closes the payload's stdin and awaits the sweep.
+ * `ctx.options` are merged into the session's options (all but `env`, which is the zoo's);
+ * `ctx.atReady` is called at READY, while the session still runs.
+ */
 export async function runShape(
   shape: Shape,
-  ctx: { port?: number; killAfterMs?: number; graceMs?: number; storm?: number } = {},
+  ctx: {
+    port?: number;
+    killAfterMs?: number;
+    graceMs?: number;
+    storm?: number;
+    options?: SpawnOptions;
+    atReady?: (payload: Identity | undefined) => void;
+  } = {},
 ): Promise<ShapeRun> {
   const dir = tempDir();
   const pidfile = join(dir, 'pids');
@@ -181,15 +220,18 @@ export async function runShape(
     graceMs: shape.graceMs ?? ctx.graceMs ?? 300,
     killAfterMs: ctx.killAfterMs ?? 1000,
     outputCapMs: 300,
+    ...ctx.options,
     env: {
       ...process.env,
       ...shape.env,
       ZOO_BUILD: BUILD,
+      ZOO_NODE: process.execPath,
       ZOO_PORT: ctx.port === undefined ? '' : String(ctx.port),
       ...(ctx.storm === undefined ? {} : { ZOO_STORM_MS: String(ctx.storm) }),
     },
   };
   const sub = spawn('sh', [join(FIXTURES, shape.script), pidfile], options);
+  const payload = sub.pid === undefined ? undefined : identityOf(sub.pid);
   let stderr = '';
   sub.stderr?.on('data', (d: Buffer) => {
     stderr += d.toString();
@@ -210,10 +252,11 @@ export async function runShape(
       },
       20_000,
     );
+    ctx.atReady?.(payload);
     for (const line of readPidfile(pidfile)) {
       const identity =
         line.startTime !== undefined ? { pid: line.pid, startTime: line.startTime } : identityOf(line.pid);
-      if (!identity)
+      if (!identity || !isAlive(identity))
         throw new Error(`fixture ${shape.script}: ${line.label} pid ${line.pid} was gone before the sweep`);
       started.push(identity);
       recorded.push({ label: line.label, identity, cmdline: cmdlineOf(line.pid) });
@@ -226,13 +269,13 @@ export async function runShape(
   // Processes that recorded themselves after READY (the storm's children).
   const known = new Set(recorded.map((r) => `${r.identity.pid}:${r.identity.startTime}`));
   for (const line of readPidfile(pidfile)) {
-    if (line.startTime === undefined) continue;
+    if (line.startTime === undefined || known.has(`${line.pid}:${line.startTime}`)) continue;
+    known.add(`${line.pid}:${line.startTime}`);
     const identity = { pid: line.pid, startTime: line.startTime };
-    if (known.has(`${line.pid}:${line.startTime}`)) continue;
     started.push(identity);
     recorded.push({ label: line.label, identity, cmdline: '(recorded itself during the sweep)' });
   }
-  return { shape, result, recorded, decoys, stderr, tagName: sub.tag.name };
+  return { shape, result, recorded, decoys, stderr, tagName: sub.tag.name, payload };
 }
 
 /** Problems with a run, each a sentence naming the process; empty when all is well. */
@@ -268,7 +311,9 @@ export function problemsOf(run: ShapeRun, extraDecoys: Decoy[] = []): string[] {
         `${at} ${r.label} pid ${r.identity.pid} ended by ${rec.endedBy} (signals ${rec.signals.join(',')}), expected ${ended}`,
       );
     }
-    const allowed = run.shape.foundBy?.[r.label] ?? ['carrier', 'descendant'];
+    const allowed: FoundBy[] =
+      run.shape.foundBy?.[r.label] ??
+      (run.shape.anyLayer ? ['carrier', 'descendant', 'subreaper', 'cgroup'] : ['carrier', 'descendant']);
     if (!allowed.includes(rec.foundBy)) {
       problems.push(
         `${at} ${r.label} pid ${r.identity.pid} listed with foundBy ${rec.foundBy}, expected ${allowed.join(' or ')}`,

@@ -1,0 +1,105 @@
+// The helper under faults (from a breaker's findings): stopped by its payload, killed by it,
+// many commands in one session, a program that never ends its session. Ground truth from /proc.
+import { execFileSync } from 'node:child_process';
+import { existsSync, mkdtempSync, readdirSync, readFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterEach, describe, expect, it } from 'vitest';
+import { type Identity, identityOf, isAlive, session, spawn } from '../../src/index.js';
+import { ROOT } from '../support/paths.js';
+
+const started: Identity[] = [];
+afterEach(() => {
+  for (const id of started.splice(0)) if (isAlive(id)) process.kill(id.pid, 'SIGKILL');
+});
+
+const FAST = { graceMs: 300, killAfterMs: 1000, outputCapMs: 300 };
+
+/** Live children of this process whose command is the helper. */
+function helperChildren(): number[] {
+  const out: number[] = [];
+  for (const name of readdirSync('/proc')) {
+    if (!/^\d+$/.test(name)) continue;
+    try {
+      const stat = readFileSync(`/proc/${name}/stat`, 'latin1');
+      const rest = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+      if (Number(rest[1]) === process.pid && rest[0] !== 'Z' && stat.includes('(tether-helper)')) {
+        out.push(Number(name));
+      }
+    } catch {
+      // gone
+    }
+  }
+  return out;
+}
+
+describe('the helper under faults', () => {
+  it('a payload that stops its helper (kill -STOP $PPID) does not hold the session: the helper is resumed', async () => {
+    const sub = spawn('sh', ['-c', 'kill -STOP $PPID; sleep 0.3; exit 4'], { ...FAST, stdio: 'ignore' });
+    const helper = identityOf(sub.child.pid ?? 0);
+    if (helper) started.push(helper);
+    const result = await sub;
+    expect(result.exitCode, JSON.stringify(result.report.warnings)).toBe(4);
+    expect(result.report.ok).toBe(true);
+    expect(result.report.layers).toContain('subreaper');
+  });
+
+  it('a helper killed by its payload: the command is awaited, its status is unknown (HELPER_LOST)', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'tether-lost-'));
+    const marker = join(dir, 'done');
+    const sub = spawn('sh', ['-c', `kill -9 $PPID; sleep 0.3; echo done > ${marker}; exit 3`, 'sh'], {
+      ...FAST,
+      stdio: 'ignore',
+    });
+    const payload = identityOf(sub.pid ?? 0);
+    if (payload) started.push(payload);
+    const result = await sub;
+    // Not swept while it ran: it finished its own work before the session ended.
+    expect(existsSync(marker), 'the command ran to its end').toBe(true);
+    expect(payload && isAlive(payload)).toBe(false);
+    expect(result.exitCode).toBe(null);
+    expect(result.signal).toBe(null);
+    expect(result.failed).toBe(true);
+    expect(result.report.warnings.map((w) => w.code)).toContain('HELPER_LOST');
+  });
+
+  it('releases each helper whose command ended with nothing left: 30 commands, at most one helper alive', async () => {
+    const s = session(FAST);
+    try {
+      for (let i = 0; i < 30; i++) {
+        const r = await s.spawn('true', [], { stdio: 'ignore' });
+        expect(r.exitCode).toBe(0);
+      }
+      expect(helperChildren().length).toBeLessThanOrEqual(1);
+    } finally {
+      const report = await s.end();
+      expect(report.ok).toBe(true);
+      expect(report.layers).toContain('subreaper');
+    }
+    // A helper with a leftover under it stays until the end, and the end stops the leftover.
+    const t = session(FAST);
+    const left = await t.spawn('sh', ['-c', 'setsid sleep 30 & echo $!'], {
+      stdio: ['ignore', 'pipe', 'ignore'],
+    });
+    expect(left.exitCode).toBe(0);
+    expect(helperChildren().length).toBeGreaterThanOrEqual(1);
+    const report = await t.end();
+    expect(report.stopped.map((p) => p.comm)).toEqual(['sleep']);
+    for (let i = 0; i < 100 && helperChildren().length > 0; i++) await new Promise((r) => setTimeout(r, 20));
+    expect(helperChildren(), 'released helpers exit').toEqual([]);
+  });
+
+  it('a Node program that never ends its session exits, and its exit hook sweeps the leftover', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'tether-noend-'));
+    const pidfile = join(dir, 'pid');
+    const program = `import { session } from ${JSON.stringify(join(ROOT, 'dist/index.js'))};
+const s = session({ graceMs: 300 });
+await s.spawn('sh', ['-c', 'setsid sleep 30 & echo "$! $(cut -d" " -f22 /proc/$!/stat)" > ${pidfile}'], { stdio: 'ignore' });`;
+    execFileSync(process.execPath, ['--input-type=module', '-e', program], { timeout: 20_000 });
+    const [pid, startTime] = readFileSync(pidfile, 'latin1').trim().split(' ').map(Number);
+    const leftover = { pid: pid ?? 0, startTime: startTime ?? 0 };
+    started.push(leftover);
+    expect(leftover.pid).toBeGreaterThan(1);
+    expect(isAlive(leftover), 'the leftover outlived the program').toBe(false);
+  });
+});
