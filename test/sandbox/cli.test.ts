@@ -1,6 +1,6 @@
 // The sandbox CLI: tether sandbox exec|sweep --via PREFIX, tether script NAME.
 import { spawn } from 'node:child_process';
-import { chmodSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { chmodSync, mkdtempSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -8,6 +8,14 @@ import { ROOT } from '../support/paths.js';
 import { aliveOnHost, type Container, startContainer, taggedOnHost } from './container.js';
 
 const TETHER = join(ROOT, 'bin/tether.js');
+
+function cmdline(pid: string): string {
+  try {
+    return readFileSync(`/proc/${pid}/cmdline`, 'latin1').replaceAll('\0', ' ').trim();
+  } catch {
+    return '';
+  }
+}
 
 function tether(args: string[]): Promise<{ status: number | null; stdout: string; stderr: string }> {
   return new Promise((resolve) => {
@@ -78,6 +86,37 @@ describe('tether sandbox exec', () => {
     expect(error.report.ok).toBe(true);
     expect(error.report.stopped.map((p: { cmdline: string }) => p.cmdline)).toContain('sleep 48');
     expect(taggedOnHost(error.report.tag).filter(aliveOnHost)).toEqual([]);
+  });
+
+  it('SIGTERM cancels: the session is swept in the container and the command ends proven, 143', async () => {
+    const child = spawn(
+      process.execPath,
+      [TETHER, 'sandbox', 'exec', '--via', via, '--', 'sh', '-c', 'echo up; sleep 31'],
+      {
+        stdio: ['ignore', 'pipe', 'pipe'],
+      },
+    );
+    let out = '';
+    const status = new Promise<number | null>((resolve) => child.on('close', resolve));
+    await new Promise<void>((resolve) =>
+      child.stdout.on('data', (d) => {
+        out += d;
+        // The final newline is held back until more bytes arrive: it could begin the line.
+        if (out.includes('up')) resolve();
+      }),
+    );
+    let sleeper: string[] = [];
+    for (let i = 0; i < 100 && sleeper.length === 0; i++) {
+      await new Promise((r) => setTimeout(r, 10));
+      sleeper = readdirSync('/proc').filter((p) => /^\d+$/.test(p) && cmdline(p) === 'sleep 31');
+    }
+    expect(sleeper.length, 'premise broken: the command is not running').toBe(1);
+    child.kill('SIGTERM');
+    const timer = setTimeout(() => child.kill('SIGKILL'), 15_000);
+    expect(await status).toBe(143);
+    clearTimeout(timer);
+    expect(out).toBe('up\n');
+    expect(sleeper.filter((p) => cmdline(p) === 'sleep 31')).toEqual([]);
   });
 
   it('refuses an unbalanced --via, naming it', async () => {
