@@ -3,6 +3,7 @@
 export { TetherError, type TetherErrorCode } from './outcome/errors.js';
 export { type Identity, identityOf, isAlive } from './proc/identity.js';
 export { listTaggedProcesses, type TaggedProcess } from './proc/tagged.js';
+export * as sandbox from './sandbox/index.js';
 export {
   type CommandOptions,
   type ExitResult,

@@ -12,6 +12,10 @@ export const EXIT_NOT_FOUND = 127;
 export const EXIT_SIGNAL_OFFSET = 128;
 /**
  * The payload's exit status is unknown: its helper was killed before it reported the end
- * (report warning `HELPER_LOST`). 125, as `env`, `nice` and `timeout` use for their own failure.
+ * (report warning `HELPER_LOST`), or, for `tether sandbox exec`, the completion line never
+ * arrived and the sweep settled the session (EXEC_STATUS_UNKNOWN). 125, as `env`, `nice` and
+ * `timeout` use for their own failure.
  */
 export const EXIT_STATUS_UNKNOWN = 125;
+/** `tether sandbox exec`: an unknown end the sweep could not settle (AMBIGUOUS_EFFECT). */
+export const EXIT_AMBIGUOUS_EFFECT = 121;

@@ -6,6 +6,7 @@ import { NoProcError } from '../proc/snapshot.js';
 import { EXIT_SWEEP_FAILED, EXIT_USAGE } from './exit-codes.js';
 import { psCommand } from './ps.js';
 import { runCommand } from './run.js';
+import { addSandboxCommands } from './sandbox.js';
 import { sweepCommand } from './sweep.js';
 
 const program = new Command('tether')
@@ -51,6 +52,8 @@ program
   .option('--kill-after <duration>', 'KILL phase budget', '3s')
   .option('--json', 'print the report as JSON on stdout')
   .action(sweepCommand);
+
+addSandboxCommands(program); // sandbox exec|sweep, script (docs/sandbox.md)
 
 function packageVersion(): string {
   const pkg = createRequire(import.meta.url)('../../package.json') as { version: string };

@@ -8,14 +8,28 @@
  * - `SESSION_ENDED`: `spawn` on a session whose `end()` has begun;
  * - `CONTAINMENT_UNAVAILABLE`: a containment layer asked for explicitly cannot be had here (no
  *   helper built, a cgroup v2 not writable, a PID namespace without the privilege; the message
- *   says which and why).
+ *   says which and why);
+ * - `EXEC_STATUS_UNKNOWN`: a sandbox command's completion line never arrived; its session was
+ *   swept in the container (`ExecStatusUnknownError.report`) — ADR-127 amendment §7;
+ * - `AMBIGUOUS_EFFECT`: an unknown end the sweep could not settle: the command may still run
+ *   (never retry it) — amendment §7;
+ * - `CHANNEL_UNREACHABLE`: an exec channel never reached its target, retried until its budget ran out;
+ * - `SWEEP_CUT`: the sandbox sweep program started but its output ended before its `done` line;
+ * - `INPUT_CUT`: a script or file arrived in the container smaller than sent: nothing ran or landed;
+ * - `WRITE_REFUSED`: `sandbox.writeFile` did not put the file in place (a directory, chmod, rename).
  */
 export type TetherErrorCode =
   | 'INVALID_OPTION'
   | 'INVALID_TAG'
   | 'SPAWN_FAILED'
   | 'SESSION_ENDED'
-  | 'CONTAINMENT_UNAVAILABLE';
+  | 'CONTAINMENT_UNAVAILABLE'
+  | 'EXEC_STATUS_UNKNOWN'
+  | 'AMBIGUOUS_EFFECT'
+  | 'CHANNEL_UNREACHABLE'
+  | 'SWEEP_CUT'
+  | 'INPUT_CUT'
+  | 'WRITE_REFUSED';
 
 // The one error class of the library; `code` says which failure it is.
 export class TetherError extends Error {

@@ -46,10 +46,19 @@ export interface UnreadableRecord {
  * `SCAN_FAILED` (a scan threw), `UNSETTLED` (members still appearing at the end), `NO_PIDFD`
  * (identity checks fall back to a start-time re-check), `NO_HELPER` (the subreaper helper could
  * not be used: only the env tag, and the cgroup if any, found processes), `HELPER_LOST` (a
- * helper ended before its payload was reported: the payload's status is unknown).
+ * helper ended before its payload was reported: the payload's status is unknown), `COARSE_SLEEP`
+ * (sandbox: the target's `sleep` has no fractions, scans are 1 s apart).
  */
 export interface SweepWarning {
-  code: 'NO_PROC' | 'PROC_NAMESPACE' | 'SCAN_FAILED' | 'UNSETTLED' | 'NO_PIDFD' | 'NO_HELPER' | 'HELPER_LOST';
+  code:
+    | 'NO_PROC'
+    | 'PROC_NAMESPACE'
+    | 'SCAN_FAILED'
+    | 'UNSETTLED'
+    | 'NO_PIDFD'
+    | 'NO_HELPER'
+    | 'HELPER_LOST'
+    | 'COARSE_SLEEP';
   message: string;
 }
 
@@ -102,6 +111,8 @@ export interface SweepReport {
    * nothing alive); or `none` (something survived, or the sweep did not run).
    */
   proof: Proof;
+  /** Sandbox sweeps only (docs/sandbox.md): how environs were read, `grep -z` or `tr`. */
+  environReader?: 'grep-z' | 'tr';
   stopped: ProcessRecord[];
   survivors: SurvivorRecord[];
   unreadable: UnreadableRecord[];

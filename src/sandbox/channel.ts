@@ -1,0 +1,70 @@
+// Exec channels (design.md §6): anything that runs argv inside a target with stdin, stdout and
+// stderr, and reports its client's exit — `docker exec -i ID`, `kubectl exec -i POD -c C --`,
+// `nsenter -t PID -a`, or a caller's own (dockerode, @kubernetes/client-node).
+import { spawn } from 'node:child_process';
+import type { Readable, Writable } from 'node:stream';
+import { TetherError } from '../outcome/errors.js';
+
+/** How an exec client ended: its status, or the signal that ended it, or why it never started. */
+export interface ClientExit {
+  status: number | null;
+  signal: NodeJS.Signals | null;
+  /** Set when the client could not be started at all (ENOENT, EACCES…): nothing reached the target. */
+  error?: Error;
+}
+
+/** One running exec: the command's streams as the client relays them. */
+export interface ExecClient {
+  readonly stdin: Writable;
+  readonly stdout: Readable;
+  readonly stderr: Readable;
+  /** Settles (never rejects) once the client has exited; its streams may still be open. */
+  readonly exited: Promise<ClientExit>;
+  /** Ends the client (SIGKILL for a local one) and closes its streams. Idempotent. */
+  kill(): void;
+}
+
+/** Runs argv in the target. `describe` names the channel in errors. */
+export interface ExecChannel {
+  readonly describe: string;
+  exec(argv: string[]): ExecClient;
+}
+
+/**
+ * A channel over a local command prefix: `exec(argv)` runs `PREFIX… argv…` with piped stdio.
+ * `['docker', 'exec', '-i', ID]`, `['kubectl', 'exec', '-i', POD, '-c', C, '--']`,
+ * `['nsenter', '-t', PID, '-a']`. Throws `INVALID_OPTION` for an empty prefix.
+ */
+export function commandChannel(prefix: string[]): ExecChannel {
+  if (prefix.length === 0 || prefix.some((part) => typeof part !== 'string') || !prefix[0]) {
+    throw new TetherError(
+      'INVALID_OPTION',
+      `invalid exec channel prefix ${JSON.stringify(prefix)}: expected a command and its arguments, such as ["docker", "exec", "-i", "ID"]`,
+    );
+  }
+  const [command, ...args] = prefix as [string, ...string[]];
+  return {
+    describe: prefix.join(' '),
+    exec(argv) {
+      const child = spawn(command, [...args, ...argv], { stdio: ['pipe', 'pipe', 'pipe'] });
+      // A reader that went away (EPIPE on stdin) is the command's business, not a crash.
+      child.stdin.on('error', () => {});
+      const exited = new Promise<ClientExit>((resolve) => {
+        child.once('error', (error) => resolve({ status: null, signal: null, error }));
+        child.once('exit', (status, signal) => resolve({ status, signal }));
+      });
+      return {
+        stdin: child.stdin,
+        stdout: child.stdout,
+        stderr: child.stderr,
+        exited,
+        kill() {
+          if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
+          child.stdin.destroy();
+          child.stdout.destroy();
+          child.stderr.destroy();
+        },
+      };
+    },
+  };
+}

@@ -1,0 +1,105 @@
+// The completion line (ADR-127 amendment §7): the wrapper prints, after the command's stdout,
+//   "\n" + "tether-end NONCE exit STATUS" + "\n"        (the command ended with STATUS)
+//   "\n" + "tether-end NONCE refused RECEIVED SIZE" + "\n"  (a script arrived cut: nothing ran)
+// and tether removes exactly those bytes before anyone sees stdout. The leading newline is the
+// wrapper's own, so output without a final newline comes back byte-exact.
+import { randomBytes } from 'node:crypto';
+
+/** What a completion line says. Sizes in bytes; `status` 0–255 as the wrapper's shell saw it. */
+export type Completion =
+  | { kind: 'exit'; status: number }
+  | { kind: 'refused'; received: number; expected: number };
+
+/** A fresh nonce: 128 random bits in hex. The line is recognised only with it. */
+export function createNonce(): string {
+  return randomBytes(16).toString('hex');
+}
+
+/** The bytes the wrapper prints for an exit status (for tests and docs). */
+export function completionLine(nonce: string, status: number): string {
+  return `\ntether-end ${nonce} exit ${status}\n`;
+}
+
+// Longest tail after the marker: "refused " + two sizes of at most 20 digits + "\n".
+const MAX_TAIL = 64;
+const TAIL = /^(?:exit (\d{1,3})|refused (\d{1,20}) (\d{1,20}))$/;
+
+function parseTail(text: string): Completion | undefined {
+  const m = TAIL.exec(text);
+  if (!m) return undefined;
+  if (m[1] !== undefined) {
+    const status = Number(m[1]);
+    return status <= 255 ? { kind: 'exit', status } : undefined;
+  }
+  return { kind: 'refused', received: Number(m[2]), expected: Number(m[3]) };
+}
+
+/**
+ * Removes the completion line from a stdout stream as it passes: `push` returns the bytes that
+ * are certainly the command's, holding back a tail that could be the start of the line; `end`
+ * returns the rest and what the line said (undefined: no line, an unknown end). Only the first
+ * well-formed line counts; what follows it (a leftover still writing) passes through.
+ */
+export class CompletionStripper {
+  private readonly marker: Buffer;
+  private pending: Buffer = Buffer.alloc(0);
+  completion: Completion | undefined;
+
+  constructor(nonce: string) {
+    this.marker = Buffer.from(`\ntether-end ${nonce} `);
+  }
+
+  push(chunk: Buffer): Buffer {
+    if (this.completion) return chunk;
+    const buf = this.pending.length ? Buffer.concat([this.pending, chunk]) : chunk;
+    const out: Buffer[] = [];
+    let from = 0;
+    for (;;) {
+      const at = buf.indexOf(this.marker, from);
+      if (at < 0) break;
+      const tailStart = at + this.marker.length;
+      const nl = buf.indexOf(0x0a, tailStart);
+      if (nl < 0 && buf.length - tailStart <= MAX_TAIL) {
+        // The line may still be arriving: hold it back from the marker on.
+        out.push(buf.subarray(0, at));
+        this.pending = Buffer.from(buf.subarray(at));
+        return Buffer.concat(out);
+      }
+      const completion = nl < 0 ? undefined : parseTail(buf.subarray(tailStart, nl).toString('latin1'));
+      if (completion) {
+        this.completion = completion;
+        this.pending = Buffer.alloc(0);
+        return Buffer.concat([buf.subarray(0, at), buf.subarray(nl + 1)]);
+      }
+      from = at + 1; // a look-alike: the command's own bytes
+    }
+    // Keep the longest suffix that is a prefix of the marker.
+    const keep = this.partialMarker(buf);
+    this.pending = Buffer.from(buf.subarray(buf.length - keep));
+    return buf.subarray(0, buf.length - keep);
+  }
+
+  end(): Buffer {
+    const rest = this.pending;
+    this.pending = Buffer.alloc(0);
+    return rest;
+  }
+
+  private partialMarker(buf: Buffer): number {
+    const max = Math.min(this.marker.length - 1, buf.length);
+    for (let n = max; n > 0; n--) {
+      if (buf.subarray(buf.length - n).equals(this.marker.subarray(0, n))) return n;
+    }
+    return 0;
+  }
+}
+
+/** The whole stdout at once: the command's bytes and what the line said (undefined: none). */
+export function stripCompletion(
+  stdout: Buffer,
+  nonce: string,
+): { stdout: Buffer; completion: Completion | undefined } {
+  const s = new CompletionStripper(nonce);
+  const body = Buffer.concat([s.push(stdout), s.end()]);
+  return { stdout: body, completion: s.completion };
+}

@@ -1,0 +1,55 @@
+// Errors of sandbox mode (ADR-127 amendment §7). Each is a TetherError with a stable `code`.
+import { TetherError, type TetherErrorCode } from '../outcome/errors.js';
+import type { ProcessRecord, SweepReport } from '../sweep/report.js';
+
+/**
+ * A sandbox failure: `CHANNEL_UNREACHABLE`, `SWEEP_CUT`, `INPUT_CUT`, `WRITE_REFUSED` or
+ * `AMBIGUOUS_EFFECT`. `report` is the sweep's (partial when cut); `unsettled` the processes a
+ * cut sweep signalled without saying how they ended.
+ */
+export class SandboxError extends TetherError {
+  readonly report?: SweepReport;
+  readonly unsettled: ProcessRecord[];
+  constructor(
+    code: TetherErrorCode,
+    message: string,
+    options: { cause?: unknown; report?: SweepReport; unsettled?: ProcessRecord[] } = {},
+  ) {
+    super(code, message, { cause: options.cause });
+    this.name = 'SandboxError';
+    if (options.report) this.report = options.report;
+    this.unsettled = options.unsettled ?? [];
+  }
+}
+
+/**
+ * `EXEC_STATUS_UNKNOWN`: the command's completion line never arrived, so its end is unknown;
+ * its session was swept in the container and `report` says what was stopped. Never retried
+ * blindly: the command may have done part of its work.
+ */
+export class ExecStatusUnknownError extends TetherError {
+  readonly report: SweepReport;
+  /** The exec client's own exit status (often 0 on a lost stream), or null. */
+  readonly clientStatus: number | null;
+  constructor(message: string, report: SweepReport, clientStatus: number | null) {
+    super('EXEC_STATUS_UNKNOWN', message);
+    this.name = 'ExecStatusUnknownError';
+    this.report = report;
+    this.clientStatus = clientStatus;
+  }
+}
+
+/** True for an error (or its `cause` chain, or an AggregateError's members) coded `AMBIGUOUS_EFFECT`. */
+export function isAmbiguousEffect(error: unknown, depth = 0): boolean {
+  if (depth > 32 || error === null || typeof error !== 'object') return false;
+  if ((error as { code?: unknown }).code === 'AMBIGUOUS_EFFECT') return true;
+  if (error instanceof AggregateError && error.errors.some((e) => isAmbiguousEffect(e, depth + 1))) {
+    return true;
+  }
+  return isAmbiguousEffect((error as { cause?: unknown }).cause, depth + 1);
+}
+
+/** One line naming processes: "pid 12 (sleep 30), pid 14 (sh -c …)". */
+export function nameProcesses(list: { pid: number; cmdline: string; comm: string }[]): string {
+  return list.map((p) => `pid ${p.pid} (${(p.cmdline || p.comm).slice(0, 60)})`).join(', ');
+}

@@ -1,0 +1,249 @@
+// sandbox.exec (ADR-127 amendment §7): a command inside a container proves its end. It runs
+// under the completion wrapper; the completion line found → a proven end; missing → an unknown
+// end: the command's session is swept in the container and the call fails with
+// ExecStatusUnknownError, or AMBIGUOUS_EFFECT when the sweep could not settle it. Never a
+// success carrying partial output.
+import type { Readable, Writable } from 'node:stream';
+import { TetherError } from '../outcome/errors.js';
+import { createTag, parseTag, type SessionTag } from '../session/tag.js';
+import type { SweepReport } from '../sweep/report.js';
+import type { ClientExit, ExecChannel } from './channel.js';
+import { type Completion, CompletionStripper, createNonce } from './completion.js';
+import { ExecStatusUnknownError, nameProcesses, SandboxError } from './errors.js';
+import { program } from './programs.js';
+import { OUTPUT_CAP_MS, within } from './run.js';
+import { checkShell, describeExit, type SandboxSweepOptions, sweep } from './sweep.js';
+
+/** Scripts above this size (bytes) go through a temp file whose size is checked (amendment §7). */
+export const SCRIPT_ARG_MAX = 100 * 1024;
+
+/** Options of `sandbox.exec`. */
+export interface SandboxExecOptions {
+  /** The session tag exported to the command (a fresh one by default). */
+  tag?: SessionTag | string;
+  /** The target's POSIX shell that runs the wrapper, as argv. Default `['sh']`. */
+  shell?: string[];
+  /**
+   * A script for the interpreter `argv` (e.g. `['bash']`): up to 100 KB it is passed as
+   * `argv… -c SCRIPT`; above, it is streamed to a private temp file in the target and run as
+   * `argv… -s` reading that file, only once the file's size is the size sent.
+   */
+  script?: string | Buffer;
+  /** The command's stdin (not with `script`): bytes, or a stream piped in. Default: empty. */
+  input?: string | Buffer | Readable;
+  /** Stream the command's stdout / stderr here as they arrive (the result then holds none). */
+  stdout?: Writable;
+  stderr?: Writable;
+  /** A cancel: sweeps the session in the target (10 s budget), then ends the client. */
+  signal?: AbortSignal;
+  /** Options of the sweep an unknown end or a cancel runs. */
+  sweep?: Omit<SandboxSweepOptions, 'signal'>;
+}
+
+/** A proven end (the completion line arrived). */
+export interface SandboxExecResult {
+  /** `exitCode` 0 and `clientStatus` 0: the only success. */
+  ok: boolean;
+  /** The command's status as the wrapper's shell saw it (128+N for a signal N). */
+  exitCode: number;
+  /**
+   * The exec client's own exit status: null when a signal ended it, or when tether ended it
+   * 2 s after the line because a leftover still held the stream (then not held against `ok`).
+   */
+  clientStatus: number | null;
+  /** The command's stdout minus the completion line, byte-exact (empty when streamed). */
+  stdout: Buffer;
+  stderr: Buffer;
+  tag: string;
+  /** True when `signal` aborted the call; `report` is then the cancel's sweep. */
+  cancelled: boolean;
+  report?: SweepReport;
+}
+
+/**
+ * Runs `argv` in the target of `channel` under the completion wrapper, with the session tag
+ * exported to it (`env TAG=1 SHELL -c WRAPPER …`). Resolves on a proven end (check `ok`).
+ * Throws `ExecStatusUnknownError` (`EXEC_STATUS_UNKNOWN`, with the sweep's `report`) when the
+ * line never arrived and the sweep settled the session; `SandboxError` `AMBIGUOUS_EFFECT` when
+ * it could not (`cause`: `SWEEP_CUT` / `CHANNEL_UNREACHABLE`, or `report` with survivors);
+ * `INPUT_CUT` when a large script arrived cut (nothing ran); `CHANNEL_UNREACHABLE` when the
+ * exec client itself could not start (nothing left this machine); `INVALID_OPTION` on bad input.
+ */
+export async function exec(
+  channel: ExecChannel,
+  argv: string[],
+  options: SandboxExecOptions = {},
+): Promise<SandboxExecResult> {
+  if (!Array.isArray(argv) || argv.length === 0 || argv.some((a) => typeof a !== 'string') || !argv[0]) {
+    throw new TetherError(
+      'INVALID_OPTION',
+      `invalid command ${JSON.stringify(argv)}: expected a non-empty argv whose first element names a program`,
+    );
+  }
+  if (options.script !== undefined && options.input !== undefined) {
+    throw new TetherError(
+      'INVALID_OPTION',
+      'invalid options: `input` and `script` both feed stdin; give one',
+    );
+  }
+  const tag =
+    options.tag === undefined
+      ? createTag()
+      : typeof options.tag === 'string'
+        ? parseTag(options.tag)
+        : options.tag;
+  const shell = checkShell(options.shell);
+  const nonce = createNonce();
+  const wrapper = ['env', tag.entry, ...shell, '-c', program('wrap'), 'tether-wrap', nonce];
+  let input: Buffer | Readable | undefined =
+    typeof options.input === 'string' ? Buffer.from(options.input) : options.input;
+  let fullArgv: string[];
+  if (options.script === undefined) {
+    fullArgv = [...wrapper, 'run', ...argv];
+  } else {
+    const script = Buffer.from(options.script);
+    if (script.length <= SCRIPT_ARG_MAX) {
+      fullArgv = [...wrapper, 'run', ...argv, '-c', script.toString('utf8')];
+    } else {
+      fullArgv = [...wrapper, 'script', String(script.length), ...argv, '-s'];
+      input = script;
+    }
+  }
+
+  const client = channel.exec(fullArgv);
+  const stripper = new CompletionStripper(nonce);
+  const out: Buffer[] = [];
+  const err: Buffer[] = [];
+  const toOut = (b: Buffer) => {
+    if (b.length === 0) return;
+    if (options.stdout) options.stdout.write(b);
+    else out.push(b);
+  };
+  const closed = (stream: Readable, onData: (b: Buffer) => void, onEnd?: () => void) =>
+    new Promise<void>((resolve) => {
+      let ended = false;
+      const end = () => {
+        if (ended) return;
+        ended = true;
+        onEnd?.();
+        resolve();
+      };
+      stream.on('data', onData);
+      stream.once('end', end);
+      stream.once('close', end);
+      stream.once('error', end);
+    });
+  // Once the line has arrived, the command has ended and its stdout is all here: a leftover
+  // holding the stream open must not hold the call more than 2 s (ADR-127 §5). The client is
+  // then ended by us, and its status is not held against the command.
+  let lineTimer: NodeJS.Timeout | undefined;
+  let endedAfterLine = false;
+  const onStdout = (c: Buffer) => {
+    toOut(stripper.push(c));
+    if (stripper.completion && !lineTimer) {
+      lineTimer = setTimeout(() => {
+        endedAfterLine = true;
+        client.kill();
+      }, OUTPUT_CAP_MS);
+    }
+  };
+  const streams = Promise.all([
+    closed(client.stdout, onStdout, () => toOut(stripper.end())),
+    closed(client.stderr, (c) => (options.stderr ? options.stderr.write(c) : err.push(c))),
+  ]);
+  if (input === undefined) client.stdin.end();
+  else if (Buffer.isBuffer(input)) client.stdin.end(input);
+  else input.pipe(client.stdin);
+
+  // A cancel sweeps first, while the client still runs (ADR-127 §2: before the client's kill).
+  let cancelSweep: Promise<SweepReport | Error> | undefined;
+  const onAbort = () => {
+    cancelSweep ??= sweep(channel, tag, { ...options.sweep, signal: AbortSignal.abort() }).catch(
+      (e: Error) => e,
+    );
+  };
+  if (options.signal?.aborted) onAbort();
+  options.signal?.addEventListener('abort', onAbort, { once: true });
+  let exit: ClientExit;
+  let cancelled: SweepReport | Error | undefined;
+  try {
+    const first = await Promise.race([
+      client.exited,
+      new Promise<'cancel'>((resolve) => {
+        if (options.signal?.aborted) resolve('cancel');
+        options.signal?.addEventListener('abort', () => resolve('cancel'), { once: true });
+      }),
+    ]);
+    if (first === 'cancel') {
+      cancelled = await (cancelSweep as Promise<SweepReport | Error>);
+      // The sweep ended the command: the wrapper's line is on its way. Then end the client.
+      await within(client.exited, OUTPUT_CAP_MS);
+      client.kill();
+    }
+    exit = await client.exited;
+  } finally {
+    options.signal?.removeEventListener('abort', onAbort);
+  }
+  // Past the client's exit, a leftover holding the output must not hold us (ADR-127 §5).
+  await within(streams, OUTPUT_CAP_MS);
+  clearTimeout(lineTimer);
+  client.kill();
+  if (!stripper.completion) toOut(stripper.end());
+
+  const completion: Completion | undefined = stripper.completion;
+  const said = describeExit(exit, Buffer.concat(err));
+  if (exit.error && !completion && out.length === 0 && err.length === 0) {
+    // The client never started here: the argv never left this machine, nothing ran.
+    throw new SandboxError('CHANNEL_UNREACHABLE', `the command was not run in ${channel.describe}: ${said}`, {
+      cause: exit.error,
+    });
+  }
+  if (completion?.kind === 'refused') {
+    throw new SandboxError(
+      'INPUT_CUT',
+      `the script arrived cut in ${channel.describe}: ${completion.received} of ${completion.expected} bytes; nothing ran`,
+    );
+  }
+  if (completion?.kind === 'exit') {
+    const result: SandboxExecResult = {
+      ok: completion.status === 0 && (exit.status === 0 || endedAfterLine),
+      exitCode: completion.status,
+      clientStatus: endedAfterLine ? null : exit.status,
+      stdout: Buffer.concat(out),
+      stderr: Buffer.concat(err),
+      tag: tag.name,
+      cancelled: cancelled !== undefined,
+    };
+    if (cancelled && !(cancelled instanceof Error)) result.report = cancelled;
+    return result;
+  }
+
+  // An unknown end: sweep the command's session in the target (a cancel already did).
+  const what = `the end of ${JSON.stringify(argv.join(' ').slice(0, 80))} in ${channel.describe} is unknown (no completion line; ${said})`;
+  let report: SweepReport;
+  try {
+    const r = cancelled ?? (await sweep(channel, tag, options.sweep));
+    if (r instanceof Error) throw r;
+    report = r;
+  } catch (error) {
+    const e = error as SandboxError;
+    throw new SandboxError('AMBIGUOUS_EFFECT', `${what}, and the sweep could not settle it: ${e.message}`, {
+      cause: error,
+      ...(e.report ? { report: e.report } : {}),
+      unsettled: e.unsettled ?? [],
+    });
+  }
+  if (!report.ok) {
+    const left = report.survivors.length
+      ? `still running after SIGKILL: ${nameProcesses(report.survivors)}`
+      : `the sweep did not finish: ${report.warnings.map((w) => w.message).join('; ')}`;
+    throw new SandboxError('AMBIGUOUS_EFFECT', `${what}; ${left}`, { report });
+  }
+  const stopped = report.stopped.length
+    ? `the sweep stopped ${nameProcesses(report.stopped)}`
+    : 'the sweep found nothing left running';
+  const unreadable = report.unreadable.length
+    ? `; left running, environ unreadable: ${nameProcesses(report.unreadable)}`
+    : '';
+  throw new ExecStatusUnknownError(`${what}; ${stopped}${unreadable}`, report, exit.status);
+}

@@ -1,0 +1,16 @@
+// Sandbox mode (design.md §6; ADR-127 §2 "In a sandbox", amendment §7): sweep and prove the end
+// of commands inside containers reached only through an exec channel. docs/sandbox.md.
+export { type ClientExit, commandChannel, type ExecChannel, type ExecClient } from './channel.js';
+export {
+  type Completion,
+  CompletionStripper,
+  completionLine,
+  createNonce,
+  stripCompletion,
+} from './completion.js';
+export { ExecStatusUnknownError, isAmbiguousEffect, SandboxError } from './errors.js';
+export { exec, type SandboxExecOptions, type SandboxExecResult, SCRIPT_ARG_MAX } from './exec.js';
+export { type ProgramName, program } from './programs.js';
+export { CANCEL_BUDGET_MS, type SandboxSweepOptions, SWEEP_BUDGET_MS, sweep } from './sweep.js';
+export { type ParsedSweep, parseSweepOutput } from './sweep-output.js';
+export { type WriteFileOptions, writeFile } from './write-file.js';

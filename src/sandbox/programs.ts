@@ -1,0 +1,27 @@
+// The POSIX sh programs tether sends through an exec channel (docs/sandbox.md). They live as
+// .sh files beside this module's source so that each can be read, linted and run on its own.
+import { readFileSync } from 'node:fs';
+
+/** The programs: `sweep` (the sweep), `wrap` (the completion wrapper), `write` (the file writer). */
+export type ProgramName = 'sweep' | 'wrap' | 'write';
+
+const cache = new Map<ProgramName, string>();
+
+// From src/sandbox/ the files are ./programs/; from dist/sandbox/ they are ../../src/sandbox/programs/.
+const LOCATIONS = ['./programs/', '../../src/sandbox/programs/'];
+
+/** The text of one program. Throws when the package lost its .sh files (a packaging bug). */
+export function program(name: ProgramName): string {
+  const cached = cache.get(name);
+  if (cached !== undefined) return cached;
+  for (const dir of LOCATIONS) {
+    try {
+      const text = readFileSync(new URL(`${dir}${name}.sh`, import.meta.url), 'utf8');
+      cache.set(name, text);
+      return text;
+    } catch {
+      // try the next location
+    }
+  }
+  throw new Error(`tether: the sandbox program ${name}.sh is missing from this installation`);
+}

@@ -1,0 +1,312 @@
+# tether sweep program (ADR-127 §2 "In a sandbox"; docs/sandbox.md#the-sweep-program).
+# The local sweep (src/sweep/sweep.ts) in POSIX sh, run inside a container through ONE exec:
+#   sh -c "$PROGRAM" tether-sweep TAG GRACE_MS KILL_AFTER_MS INTERVAL_MS
+# Each round: take a snapshot of /proc; the session is the carriers of TAG=1 (read with
+# `grep -z`, or `tr` where grep cannot read NUL records), the earlier finds still alive with the
+# same identity (pid + start time, field 22 of stat) and every descendant of either. TERM once
+# to each, SIGCONT after the TERM of a stopped one, a scan every INTERVAL_MS until two scans in a
+# row see nothing or GRACE_MS is over; then KILL the same way for up to KILL_AFTER_MS.
+# Never signalled: a pid <= 1 (the container's init), a process group (no negative pid ever
+# reaches kill), this program, its ancestors and its own children.
+# Output: one record per line (docs/sandbox.md#sweep-output); the last line, `done …`, proves
+# the program ran to its end. A run without it is an error, never "found nothing".
+
+# Job control, errexit, nounset and tracing may come from the environment: each would change
+# what follows. A lost stream (SIGPIPE, SIGHUP) must not stop a sweep half-way.
+set +e +u +x +v
+trap '' PIPE HUP
+
+say() { printf '%s\n' "$*"; }
+
+# ---- arguments ---------------------------------------------------------------------------
+tag=$1 grace=$2 kill_after=$3 interval=$4
+usage() { say "error usage $*"; exit 2; }
+case $tag in TETHER_SESSION_*) ;; *) usage "tag $tag" ;; esac
+hex=${tag#TETHER_SESSION_}
+[ ${#hex} -eq 32 ] || usage "tag $tag"
+case $hex in *[!0-9a-f]*) usage "tag $tag" ;; esac
+for n in "$grace" "$kill_after" "$interval"; do
+  case $n in '' | *[!0-9]*) usage "duration $n" ;; esac
+done
+entry=$tag=1
+# The header comes first, before anything that could fail (a missing /dev/null included): from
+# here on, the program has reached the target, and a run that stops is cut, not unreachable.
+say "tether-sweep 1 begin $tag"
+set +m 2>/dev/null
+# Our own children (grep, tr, sleep) must not carry the tag we look for.
+unset "$tag"
+
+# ---- clock and pause ---------------------------------------------------------------------
+# /proc/uptime has centiseconds: the only sub-second clock POSIX sh can read without forking.
+now_ms() {
+  read -r up_s up_rest </proc/uptime
+  now=$(( ${up_s%.*} * 1000 + 1${up_s#*.} * 10 - 1000 ))
+}
+nap=$(( interval / 1000 )).$(( interval % 1000 / 100 ))$(( interval % 100 / 10 ))$(( interval % 10 ))
+pause() {
+  sleep "$nap" 2>/dev/null && return
+  # A sleep without fractions (POSIX only requires integers): wait one second instead.
+  [ "$nap" = 1 ] || say "warning COARSE_SLEEP sleep cannot pause $nap s here: scans are 1 s apart"
+  nap=1
+  sleep 1
+}
+
+# ---- one process ------------------------------------------------------------------------
+# read_stat PID: sets st_state st_ppid st_threads st_start st_comm; false when gone.
+# comm may hold spaces and parentheses: the fields are read after the LAST ')'.
+read_stat() {
+  st_line=
+  IFS= read -r st_line 2>/dev/null <"/proc/$1/stat" || [ -n "$st_line" ] || return 1
+  st_comm=${st_line#*\(}
+  st_comm=${st_comm%\)*}
+  set -- ${st_line##*\) }
+  st_state=$1 st_ppid=$2 st_threads=${18} st_start=${20}
+  # A zombie with no live thread is dead: it cannot act on a signal.
+  [ "$st_state" != Z ] || [ "${st_threads:-0}" -gt 1 ]
+}
+
+# send SIG PID: the only place a signal is sent. Digits only and > 1: never a group (a negative
+# pid), never 0 or -1, never the container's init.
+send() {
+  case $2 in '' | *[!0-9]*) return 1 ;; esac
+  [ "$2" -gt 1 ] || return 1
+  kill -s "$1" "$2" 2>/dev/null
+}
+
+uid_of() {
+  uid=-
+  while read -r k v rest; do
+    case $k in Uid:) uid=$v; return ;; esac
+  done 2>/dev/null <"/proc/$1/status"
+}
+
+# ---- the environ reader ------------------------------------------------------------------
+# grep -z reads NUL-separated records. Greps without it (some busybox builds, BSD) are detected
+# once; then tr turns each NUL into a newline, having first turned newlines inside values into
+# \001 so that a value cannot forge a record of its own.
+if printf 'A=1\000%s\000' "$entry" | grep -qzxF -e "$entry" 2>/dev/null; then
+  reader=grep-z
+else
+  reader=tr
+fi
+# carrier_files: prints /proc/PID/task/TID/environ of every thread whose environ holds the
+# entry. Every thread is read: a leader that has exited takes the process's file with it.
+carrier_files() {
+  if [ "$reader" = grep-z ]; then
+    grep -lzxF -e "$entry" /proc/[0-9]*/task/[0-9]*/environ 2>/dev/null
+  else
+    for f in /proc/[0-9]*/task/[0-9]*/environ; do
+      tr '\n\000' '\001\n' 2>/dev/null <"$f" | grep -qxF -e "$entry" && say "$f"
+    done
+  fi
+}
+
+# ---- this program and its ancestors ------------------------------------------------------
+procfs_ok() {
+  [ -r /proc/self/stat ] || return 1
+  read -r self_pid self_rest </proc/self/stat || return 1
+  [ "$self_pid" = "$$" ]
+}
+excluded=' '
+p=$$
+while [ "${p:-0}" -gt 1 ] && read_stat "$p"; do
+  excluded="$excluded$p "
+  p=$st_ppid
+done
+
+# ---- state -------------------------------------------------------------------------------
+# tracked: " PID:START " of every process found so far (the earlier finds).
+# sent_PID_START: signals sent to it, e.g. "TERM CONT KILL "; denied_PID_START=1 after an EPERM.
+tracked=' '
+scans=0
+complete=1
+
+# snapshot: table of "PID PPID START STATE" lines of every live process we may signal.
+# Our own subshells and their children are left out too: a fork shows the environ this program
+# was started with, which may hold the tag (a caller inside the session), until it execs.
+snapshot() {
+  table=
+  ours=" $$ "
+  for d in /proc/[0-9]*; do
+    pid=${d#/proc/}
+    [ "$pid" -gt 1 ] || continue
+    case $excluded in *" $pid "*) continue ;; esac
+    read_stat "$pid" || continue
+    case $ours in *" $st_ppid "*) ours="$ours$pid "; continue ;; esac
+    table="$table$pid $st_ppid $st_start $st_state
+"
+  done
+  [ -n "$table" ] || [ -d /proc/self ]
+}
+
+# track PID START PPID FOUNDBY VIA: first sight of a member; says so with its details.
+track() {
+  tracked="$tracked$1:$2 "
+  uid_of "$1"
+  say "found $1 $2 $3 $uid $4 $5"
+  say "comm $1 $2 $st_comm_of"
+  cmd=$(tr '\000\n' '  ' 2>/dev/null <"/proc/$1/cmdline")
+  say "cmdline $1 $2 $cmd"
+}
+
+# scan: sets members (" PID:START:STATE ... ") and seen (how many).
+scan() {
+  snapshot || return 1
+  scans=$((scans + 1))
+  members=' '
+  ids=' '
+  # Earlier finds still alive with the same identity.
+  while read -r pid ppid start state; do
+    [ -n "$pid" ] || continue
+    case $tracked in *" $pid:$start "*) members="$members$pid:$start:$state " ids="$ids$pid " ;; esac
+  done <<EOF
+$table
+EOF
+  # Carriers.
+  for f in $(carrier_files); do
+    pid=${f#/proc/}
+    pid=${pid%%/*}
+    case $ids in *" $pid "*) continue ;; esac
+    while read -r p2 ppid start state; do
+      [ "$p2" = "$pid" ] || continue
+      ids="$ids$pid "
+      members="$members$pid:$start:$state "
+      case $tracked in *" $pid:$start "*) ;; *)
+        read_stat "$pid" && st_comm_of=$st_comm || st_comm_of=
+        track "$pid" "$start" "$ppid" carrier - ;;
+      esac
+    done <<EOF
+$table
+EOF
+  done
+  # Descendants of any member, by parent, until a pass adds nothing.
+  grew=1
+  while [ $grew = 1 ]; do
+    grew=0
+    while read -r pid ppid start state; do
+      [ -n "$pid" ] || continue
+      case $ids in *" $pid "*) continue ;; esac
+      case $ids in *" $ppid "*) ;; *) continue ;; esac
+      ids="$ids$pid "
+      members="$members$pid:$start:$state "
+      grew=1
+      case $tracked in *" $pid:$start "*) ;; *)
+        read_stat "$pid" && st_comm_of=$st_comm || st_comm_of=
+        track "$pid" "$start" "$ppid" descendant "$ppid" ;;
+      esac
+    done <<EOF
+$table
+EOF
+  done
+  set -- $members
+  seen=$#
+}
+
+# deliver SIG PID START STATE: SIG once per process, to the process the scan found (its start
+# time checked right before). Counts it in `alive` unless it is gone.
+deliver() {
+  eval "sent=\${sent_$2_$3-} denied=\${denied_$2_$3-}"
+  case " $sent " in *" $1 "*) alive=$((alive + 1)); alive_ids="$alive_ids$2:$3 "; return ;; esac
+  if [ -n "$denied" ]; then alive=$((alive + 1)); alive_ids="$alive_ids$2:$3 "; return; fi
+  read_stat "$2" && [ "$st_start" = "$3" ] || return
+  if send "$1" "$2"; then
+    sent="$sent$1 "
+    say "signal $2 $3 $1"
+    case $4 in T | t)
+      if [ "$1" = TERM ] && send CONT "$2"; then sent="${sent}CONT "; say "signal $2 $3 CONT"; fi ;;
+    esac
+    eval "sent_$2_$3=\$sent"
+  elif read_stat "$2" && [ "$st_start" = "$3" ]; then
+    eval "denied_$2_$3=1"
+    say "denied $2 $3 $1"
+  else
+    return
+  fi
+  alive=$((alive + 1))
+  alive_ids="$alive_ids$2:$3 "
+}
+
+# round SIG: scan, then signal every member not yet sent SIG. False when the scan failed.
+round() {
+  scan || return 1
+  alive=0
+  alive_ids=' '
+  for m in $members; do
+    pid=${m%%:*} rest=${m#*:}
+    deliver "$1" "$pid" "${rest%%:*}" "${rest#*:}"
+  done
+  return 0
+}
+
+# phase SIG STARTED ROUNDS ENDED_BY
+phase_done() {
+  now_ms
+  say "phase $1 $(($2 - t0)) $((now - $2)) $3 $4"
+}
+
+finish() {
+  for id in $tracked; do
+    case $alive_ids in
+      *" $id "*)
+        eval "denied=\${denied_${id%:*}_${id#*:}-}"
+        if [ -n "$denied" ]; then say "end ${id%:*} ${id#*:} denied"; else say "end ${id%:*} ${id#*:} survived-kill"; fi ;;
+      *) say "end ${id%:*} ${id#*:} gone" ;;
+    esac
+  done
+  now_ms
+  say "done $tag $scans $((now - t0)) $complete"
+  exit 0
+}
+
+# ---- the sweep ---------------------------------------------------------------------------
+now_ms
+t0=$now
+alive_ids=' '
+say "reader $reader"
+if ! procfs_ok; then
+  complete=0
+  say "warning NO_PROC /proc is missing or belongs to another PID namespace: processes of $tag were not looked for"
+  finish
+fi
+for sig in TERM KILL; do
+  now_ms
+  started=$now
+  rounds=0
+  empty=0
+  budget=$grace
+  [ $sig = KILL ] && budget=$kill_after
+  while :; do
+    rounds=$((rounds + 1))
+    if ! round $sig; then
+      complete=0
+      say "warning SCAN_FAILED the process table could not be read"
+      phase_done $sig "$started" $rounds scan-failed
+      finish
+    fi
+    # Empty only if the snapshot saw no member at all: one that was there and gone by its
+    # signal (a fork-and-exit loop) is evidence the session still runs.
+    if [ "$seen" -eq 0 ]; then empty=$((empty + 1)); else empty=0; fi
+    if [ $empty -ge 2 ]; then
+      phase_done $sig "$started" $rounds two-empty-scans
+      finish
+    fi
+    now_ms
+    [ $((now - started)) -ge "$budget" ] && break
+    pause
+  done
+  if [ $sig = KILL ]; then
+    # A process first found in the last round got its KILL a moment ago: look once more.
+    pause
+    rounds=$((rounds + 1))
+    round KILL || { complete=0; phase_done KILL "$started" $rounds scan-failed; finish; }
+    if [ "$alive" -eq 0 ] && [ "$seen" -gt 0 ]; then
+      complete=0
+      say "warning UNSETTLED processes of the session were still appearing when the KILL phase ended: some may still run"
+    elif [ "$alive" -eq 0 ]; then
+      phase_done KILL "$started" $rounds verified-empty
+      finish
+    fi
+  fi
+  phase_done $sig "$started" $rounds budget
+done
+finish

@@ -1,0 +1,85 @@
+# tether completion wrapper (ADR-127 amendment §7; docs/sandbox.md#the-completion-line).
+# Runs a command inside a container and proves its end:
+#   env TETHER_SESSION_<hex>=1 sh -c "$PROGRAM" tether-wrap NONCE run CMD [ARG…]
+#   env TETHER_SESSION_<hex>=1 sh -c "$PROGRAM" tether-wrap NONCE script SIZE INTERP [ARG…]
+# Once the command has exited, it prints on stdout, after everything the command wrote there,
+#   <newline>tether-end NONCE exit STATUS<newline>
+# and exits with STATUS. The leading newline is the wrapper's own, so that the line stands alone
+# even after output without a final newline; tether strips the whole line, byte-exact.
+# In `script` mode the script arrives on stdin: it is stored in a private temp file and run as
+# `INTERP [ARG…]` reading that file only once its size is SIZE; otherwise the wrapper prints
+#   <newline>tether-end NONCE refused RECEIVED SIZE<newline>
+# and runs nothing.
+
+# Job control would put the command in a group of its own and errexit would end the wrapper
+# before its line; either may come from the environment. So may nounset and tracing.
+set +e +u +x +v
+set +m 2>/dev/null
+
+nonce=$1 mode=$2
+shift 2
+nl='
+'
+EXIT_REFUSED=125
+
+# The wrapper outlives HUP, INT and TERM: it waits on for the command and still prints its line.
+# (Handled, not ignored: an ignored signal would be inherited ignored by the command.)
+caught=
+trap 'caught=1' HUP INT TERM
+
+# line FIELDS…: prints the completion line, retried while a stdout the command left
+# non-blocking is full (EAGAIN). One printf of one string: one write(2), atomic on a pipe.
+line() {
+  text="${nl}tether-end $nonce $*$nl"
+  tries=0
+  until printf '%s' "$text" 2>/dev/null; do
+    tries=$((tries + 1))
+    [ $tries -lt 1200 ] || return 1
+    sleep 0.05 2>/dev/null || sleep 1
+  done
+}
+
+# An asynchronous command's stdin is /dev/null when job control is off: keep ours on fd 3.
+exec 3<&0
+dir=
+if [ "$mode" = script ]; then
+  size=$1
+  shift
+  umask 077
+  dir=${TMPDIR:-/tmp}/tether-script.$$.$nonce
+  if ! mkdir "$dir" 2>/dev/null; then
+    line refused 0 "$size"
+    exit $EXIT_REFUSED
+  fi
+  cat >"$dir/script" <&3
+  received=$(($(wc -c <"$dir/script")))
+  if [ "$received" != "$size" ]; then
+    # A cut stream: running the part that arrived could do half of what was asked.
+    rm -rf "$dir"
+    line refused "$received" "$size"
+    exit $EXIT_REFUSED
+  fi
+  exec 3<"$dir/script"
+fi
+
+# The command leads its own POSIX session where setsid exists, so that its own `kill 0` reaches
+# its processes and not the wrapper. Started asynchronously, it is not a group leader: setsid
+# then needs no fork, and $! is the command itself.
+if command -v setsid >/dev/null 2>&1; then
+  setsid "$@" <&3 3<&- &
+else
+  "$@" <&3 3<&- &
+fi
+pid=$!
+exec 3<&-
+
+# A handled signal ends `wait` early (status > 128): wait again until the command has ended.
+while :; do
+  caught=
+  wait "$pid"
+  status=$?
+  [ -n "$caught" ] || break
+done
+[ -z "$dir" ] || rm -rf "$dir"
+line exit "$status"
+exit "$status"

@@ -1,0 +1,139 @@
+// The sandbox sweep (ADR-127 §2 "In a sandbox", amendment §7): the sweep program, run through
+// one exec; tried again, backing off, only when that exec never reached the target.
+import { checkMs, DEFAULT_GRACE_MS, DEFAULT_KILL_AFTER_MS, DEFAULT_SCAN_INTERVAL_MS } from '../options.js';
+import { parseTag, type SessionTag } from '../session/tag.js';
+import type { SweepReport } from '../sweep/report.js';
+import type { ExecChannel } from './channel.js';
+import { nameProcesses, SandboxError } from './errors.js';
+import { program } from './programs.js';
+import { pause, runOnce } from './run.js';
+import { parseSweepOutput } from './sweep-output.js';
+
+/** The whole sweep's budget, retries included, ms (amendment §7). */
+export const SWEEP_BUDGET_MS = 180_000;
+/** The budget left once a cancel arrives, ms (amendment §7). */
+export const CANCEL_BUDGET_MS = 10_000;
+/** First pause before a retry, ms; doubled each time up to RETRY_MAX_MS. */
+export const RETRY_FIRST_MS = 250;
+export const RETRY_MAX_MS = 15_000;
+
+/** Options of `sandbox.sweep`. Durations in milliseconds. */
+export interface SandboxSweepOptions {
+  /** TERM phase in the target. Default 5000. */
+  graceMs?: number;
+  /** KILL phase in the target. Default 3000. */
+  killAfterMs?: number;
+  /** Pause between scans in the target. Default 50. */
+  intervalMs?: number;
+  /** Whole sweep, retries included. Default 180 000. */
+  budgetMs?: number;
+  /** The target's shell, as argv. Default `['sh']`. */
+  shell?: string[];
+  /** A cancel: the budget left becomes at most 10 s (`cancelBudgetMs`). */
+  signal?: AbortSignal;
+  cancelBudgetMs?: number;
+  /** Called before each retry with the attempt number (1 = first retry) and why. */
+  onRetry?: (attempt: number, reason: string) => void;
+}
+
+/** The program's argv: `SHELL -c PROGRAM tether-sweep TAG GRACE KILL INTERVAL`. */
+export function sweepArgv(
+  tag: SessionTag,
+  o: Required<Pick<SandboxSweepOptions, 'graceMs' | 'killAfterMs' | 'intervalMs' | 'shell'>>,
+): string[] {
+  return [
+    ...o.shell,
+    '-c',
+    program('sweep'),
+    'tether-sweep',
+    tag.name,
+    String(Math.round(o.graceMs)),
+    String(Math.round(o.killAfterMs)),
+    String(Math.round(o.intervalMs)),
+  ];
+}
+
+/**
+ * Sweeps the session `tag` inside the target of `channel` (ADR-127 §2): resolves to the same
+ * `SweepReport` as a local sweep (`layers: ['env-tag', 'sandbox']`, `environReader`). Throws
+ * `SandboxError` `CHANNEL_UNREACHABLE` when no attempt reached the target within the budget,
+ * `SWEEP_CUT` when the program started but its output ended before its `done` line (`report`
+ * partial, `unsettled` what it signalled); `INVALID_TAG` / `INVALID_OPTION` on bad input.
+ */
+export async function sweep(
+  channel: ExecChannel,
+  tag: SessionTag | string,
+  options: SandboxSweepOptions = {},
+): Promise<SweepReport> {
+  const t = typeof tag === 'string' ? parseTag(tag) : tag;
+  const argv = sweepArgv(t, {
+    graceMs: checkMs('graceMs', options.graceMs ?? DEFAULT_GRACE_MS),
+    killAfterMs: checkMs('killAfterMs', options.killAfterMs ?? DEFAULT_KILL_AFTER_MS),
+    intervalMs: checkMs('intervalMs', options.intervalMs ?? DEFAULT_SCAN_INTERVAL_MS, 1),
+    shell: checkShell(options.shell),
+  });
+  const start = performance.now();
+  let deadline = start + checkMs('budgetMs', options.budgetMs ?? SWEEP_BUDGET_MS);
+  const cancelBudget = checkMs('cancelBudgetMs', options.cancelBudgetMs ?? CANCEL_BUDGET_MS);
+  const onAbort = () => {
+    deadline = Math.min(deadline, performance.now() + cancelBudget);
+  };
+  if (options.signal?.aborted) onAbort();
+  options.signal?.addEventListener('abort', onAbort, { once: true });
+  try {
+    let wait = RETRY_FIRST_MS;
+    for (let attempt = 0; ; attempt++) {
+      const startedAt = new Date();
+      const run = await runOnce(channel, argv, { deadline: () => deadline });
+      const parsed = parseSweepOutput(run.stdout.toString('utf8'), t.name, startedAt);
+      if (parsed.finished) return parsed.report;
+      const said = describeExit(run.exit, run.stderr);
+      if (parsed.reached) {
+        // It may have signalled processes no later scan can find again: final (amendment §7).
+        throw new SandboxError(
+          'SWEEP_CUT',
+          `the sweep program in ${channel.describe} stopped before its last line (${run.timedOut ? 'its budget ran out' : said})${parsed.problems.length ? `; malformed output ${parsed.problems.slice(0, 3).join(', ')}` : ''}: ${parsed.unsettled.length ? `signalled and not seen gone: ${nameProcesses(parsed.unsettled)}` : 'what it found is not known'}`,
+          { report: parsed.report, unsettled: parsed.unsettled },
+        );
+      }
+      const left = deadline - performance.now();
+      if (left <= wait) {
+        throw new SandboxError(
+          'CHANNEL_UNREACHABLE',
+          `the sweep could not reach ${channel.describe} in ${attempt + 1} attempt${attempt ? 's' : ''} over ${Math.round(performance.now() - start)} ms (last: ${said})`,
+        );
+      }
+      options.onRetry?.(attempt + 1, said);
+      await pause(wait, options.signal);
+      wait = Math.min(wait * 2, RETRY_MAX_MS);
+    }
+  } finally {
+    options.signal?.removeEventListener('abort', onAbort);
+  }
+}
+
+/** Checks a shell argv option: a non-empty array of non-empty strings. Default `['sh']`. */
+export function checkShell(shell: string[] | undefined): string[] {
+  if (shell === undefined) return ['sh'];
+  if (!Array.isArray(shell) || shell.length === 0 || shell.some((s) => typeof s !== 'string' || !s)) {
+    throw new SandboxError(
+      'INVALID_OPTION',
+      `invalid shell ${JSON.stringify(shell)}: expected the target's POSIX shell as argv, such as ["sh"] or ["bash", "--posix"]`,
+    );
+  }
+  return shell;
+}
+
+// "exit status 1: <stderr>" for messages.
+export function describeExit(
+  exit: { status: number | null; signal: string | null; error?: Error },
+  stderr: Buffer,
+): string {
+  const how = exit.error
+    ? `the client could not start: ${exit.error.message}`
+    : exit.signal
+      ? `the client was ended by ${exit.signal}`
+      : `the client exited with status ${exit.status}`;
+  const text = stderr.toString('utf8').trim().split('\n').slice(-2).join(' / ').slice(0, 300);
+  return text ? `${how}: ${text}` : how;
+}

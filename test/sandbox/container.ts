@@ -1,0 +1,262 @@
+// A real container for the sandbox tests: a PID and mount namespace made by
+// `unshare --pid --mount --fork --mount-proc`, whose init is a bounded sleep loop (it reaps the
+// orphans reparented to it), entered through `nsenter -t INIT -a` — a real exec channel.
+import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
+import {
+  chmodSync,
+  copyFileSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  symlinkSync,
+} from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { PassThrough } from 'node:stream';
+import {
+  type ClientExit,
+  commandChannel,
+  type ExecChannel,
+  type ExecClient,
+} from '../../src/sandbox/index.js';
+
+export interface Container {
+  /** The host pid of the container's init. */
+  init: number;
+  prefix: string[];
+  channel: ExecChannel;
+  stop(): Promise<void>;
+}
+
+/** The four shells every program runs under (design.md §10). */
+export const SHELLS: [name: string, argv: string[]][] = [
+  ['dash', ['dash']],
+  ['bash --posix', ['bash', '--posix']],
+  ['busybox sh', ['busybox', 'sh']],
+  ['mksh', ['mksh']],
+];
+
+export function sleep(ms: number): Promise<void> {
+  return new Promise((r) => setTimeout(r, ms));
+}
+
+/**
+ * A root holding busybox alone (and the libraries it links): every tool the programs call is a
+ * busybox applet — no coreutils, no GNU grep. Returns its directory.
+ */
+export function busyboxRoot(): string {
+  const root = mkdtempSync(join(tmpdir(), 'tether-busybox-root-'));
+  for (const d of ['bin', 'proc', 'tmp', 'lib64', 'lib/x86_64-linux-gnu'])
+    mkdirSync(join(root, d), { recursive: true });
+  copyFileSync('/usr/bin/busybox', join(root, 'bin/busybox'));
+  chmodSync(join(root, 'bin/busybox'), 0o755);
+  chmodSync(join(root, 'tmp'), 0o1777);
+  // Every OCI container has /dev/null (the programs redirect to it).
+  mkdirSync(join(root, 'dev'));
+  execFileSync('mknod', ['-m', '666', join(root, 'dev/null'), 'c', '1', '3'], { timeout: 10_000 });
+  const ldd = execFileSync('ldd', ['/usr/bin/busybox'], { encoding: 'utf8', timeout: 10_000 });
+  for (const m of ldd.matchAll(/(\/\S+\.so[.\d]*)/g)) {
+    const lib = m[1] as string;
+    copyFileSync(lib, join(root, lib.replace(/^\/usr/, '')));
+  }
+  const applets = execFileSync('/usr/bin/busybox', ['--list'], { encoding: 'utf8', timeout: 10_000 });
+  for (const applet of applets.split('\n')) {
+    if (applet && applet !== 'busybox') symlinkSync('busybox', join(root, 'bin', applet));
+  }
+  return root;
+}
+
+/**
+ * Starts a container whose init lives at most `lifetimeS` seconds; with `root`, chrooted there
+ * (the channel then enters that root too).
+ */
+export async function startContainer(lifetimeS = 600, root?: string): Promise<Container> {
+  const loops = lifetimeS * 4;
+  const child: ChildProcess = spawn(
+    'unshare',
+    [
+      '--pid',
+      '--mount',
+      '--fork',
+      '--mount-proc', // with --root, inside the new root
+      ...(root ? [`--root=${root}`] : []),
+      '--kill-child',
+      root ? '/bin/sh' : 'sh',
+      '-c',
+      `i=0; while [ $i -lt ${loops} ]; do sleep 0.25; i=$((i+1)); done`,
+    ],
+    { stdio: 'ignore' },
+  );
+  const exited = new Promise<void>((r) => child.once('exit', () => r()));
+  let init = 0;
+  for (let i = 0; i < 100 && !init; i++) {
+    try {
+      const kids = readFileSync(`/proc/${child.pid}/task/${child.pid}/children`, 'utf8').trim();
+      if (kids) init = Number(kids.split(' ')[0]);
+    } catch {
+      // not yet
+    }
+    if (!init) await sleep(20);
+  }
+  if (!init) {
+    child.kill('SIGKILL');
+    throw new Error('premise broken: the container init did not start');
+  }
+  const prefix = ['nsenter', '-t', String(init), '-a', ...(root ? ['-r', '-w'] : [])];
+  return {
+    init,
+    prefix,
+    channel: commandChannel(prefix),
+    async stop() {
+      child.kill('SIGKILL'); // --kill-child: the init dies, the kernel kills the namespace
+      await Promise.race([exited, sleep(5000)]);
+    },
+  };
+}
+
+/** Identities of live processes (not dead zombies) whose environ holds `TAG=1`, read from the host's /proc. */
+export function taggedOnHost(tag: string): { pid: number; startTime: number; cmdline: string }[] {
+  const entry = `${tag}=1`;
+  const found: { pid: number; startTime: number; cmdline: string }[] = [];
+  for (const name of readdirSync('/proc')) {
+    if (!/^\d+$/.test(name)) continue;
+    try {
+      const stat = readFileSync(`/proc/${name}/stat`, 'latin1');
+      const rest = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+      if (rest[0] === 'Z' && Number(rest[17]) <= 1) continue;
+      let environ = readFileSync(`/proc/${name}/environ`, 'latin1');
+      if (environ.length === 0) {
+        for (const tid of readdirSync(`/proc/${name}/task`)) {
+          environ = readFileSync(`/proc/${name}/task/${tid}/environ`, 'latin1');
+          if (environ.length) break;
+        }
+      }
+      if (!environ.split('\0').includes(entry)) continue;
+      found.push({
+        pid: Number(name),
+        startTime: Number(rest[19]),
+        cmdline: readFileSync(`/proc/${name}/cmdline`, 'latin1').replaceAll('\0', ' ').trim(),
+      });
+    } catch {
+      // gone or unreadable
+    }
+  }
+  return found;
+}
+
+/** True while the process with this identity exists on the host (a dead zombie does not count). */
+export function aliveOnHost(id: { pid: number; startTime: number }): boolean {
+  try {
+    const stat = readFileSync(`/proc/${id.pid}/stat`, 'latin1');
+    const rest = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    if (Number(rest[19]) !== id.startTime) return false;
+    return !(rest[0] === 'Z' && Number(rest[17]) <= 1);
+  } catch {
+    return false;
+  }
+}
+
+/** When to lose the stream of the first exec: after `ms`, or as soon as stdout holds `after`. */
+export interface Cut {
+  ms?: number;
+  after?: string;
+  /** Forward at most this many stdin bytes, then close stdin and lose the stream. */
+  stdinBytes?: number;
+}
+
+/**
+ * A channel whose first exec loses its stream at the cut: the client is killed, our ends of its
+ * streams are closed, and the exit reads as status 0 — as client-go reads a stream lost behind
+ * it (ADR-127 amendment). Later execs (the sweep) go through `inner` untouched.
+ */
+export function lossyChannel(inner: ExecChannel, cut: Cut): ExecChannel & { cutAt: () => number | null } {
+  let used = false;
+  let cutAt: number | null = null;
+  return {
+    describe: `${inner.describe} (lossy)`,
+    cutAt: () => cutAt,
+    exec(argv) {
+      if (used) return inner.exec(argv);
+      used = true;
+      const real = inner.exec(argv);
+      const stdout = new PassThrough();
+      const stderr = new PassThrough();
+      const stdin = new PassThrough();
+      const started = performance.now();
+      let lost = false;
+      let finished = false;
+      let resolveExit: (e: ClientExit) => void = () => {};
+      const exited = new Promise<ClientExit>((r) => (resolveExit = r));
+      let seen = '';
+      const lose = () => {
+        if (lost || finished) return;
+        lost = true;
+        cutAt = performance.now() - started;
+        clearTimeout(timer);
+        real.kill();
+        stdout.end();
+        stderr.end();
+        resolveExit({ status: 0, signal: null });
+      };
+      const timer = cut.ms === undefined ? undefined : setTimeout(lose, cut.ms);
+      real.stdout.on('data', (c: Buffer) => {
+        if (lost) return;
+        if (cut.after !== undefined) {
+          seen += c.toString('latin1');
+          const at = seen.indexOf(cut.after);
+          if (at >= 0) {
+            // Deliver up to the marker's end, then lose the rest (the completion line).
+            const keep = c.length - (seen.length - (at + cut.after.length));
+            if (keep > 0) stdout.write(c.subarray(0, keep));
+            lose();
+            return;
+          }
+        }
+        stdout.write(c);
+      });
+      real.stderr.on('data', (c: Buffer) => {
+        if (!lost) stderr.write(c);
+      });
+      let sent = 0;
+      stdin.on('data', (c: Buffer) => {
+        if (lost) return;
+        if (cut.stdinBytes !== undefined && sent + c.length >= cut.stdinBytes) {
+          real.stdin.write(c.subarray(0, cut.stdinBytes - sent));
+          sent = cut.stdinBytes;
+          real.stdin.end();
+          setTimeout(lose, 50);
+          return;
+        }
+        sent += c.length;
+        real.stdin.write(c);
+      });
+      stdin.on('end', () => {
+        if (!lost) real.stdin.end();
+      });
+      let realStreams = 0;
+      const realClosed = () => {
+        if (++realStreams === 2 && !lost) {
+          stdout.end();
+          stderr.end();
+        }
+      };
+      real.stdout.once('close', realClosed);
+      real.stderr.once('close', realClosed);
+      void real.exited.then((e) => {
+        if (lost) return;
+        clearTimeout(timer);
+        finished = true;
+        resolveExit(e);
+      });
+      const client: ExecClient = {
+        stdin,
+        stdout,
+        stderr,
+        exited,
+        kill: () => lose(),
+      };
+      return client;
+    },
+  };
+}

@@ -1,0 +1,182 @@
+// Fuzz of the two parsers tether trusts with a command's end: the completion-line stripper and
+// the sweep-output parser. Seeded loops: a failure names its case number and reproduces.
+import { describe, expect, it } from 'vitest';
+import {
+  CompletionStripper,
+  completionLine,
+  createNonce,
+  parseSweepOutput,
+} from '../../src/sandbox/index.js';
+import { below, prng } from './prng.js';
+
+const NONCE = createNonce();
+
+function randomBytes(random: () => number, n: number): Buffer {
+  // Biased towards the bytes that matter: newlines, the marker's letters, digits, spaces.
+  const alphabet = Buffer.from('\n\n tether-end exit refused 0123456789abcdef\0\xff');
+  const out = Buffer.alloc(n);
+  for (let i = 0; i < n; i++)
+    out[i] = random() < 0.8 ? (alphabet[below(random, alphabet.length)] as number) : below(random, 256);
+  return out;
+}
+
+// Pieces that look like the line but are not it: another nonce, a cut tail, a bad status.
+function decoy(random: () => number): string {
+  const other = createNonce();
+  return [
+    `\ntether-end ${other} exit 0\n`,
+    `\ntether-end ${NONCE} exit 256\n`,
+    `\ntether-end ${NONCE} exit x\n`,
+    `\ntether-end ${NONCE} exi`,
+    `tether-end ${NONCE} `,
+    `\ntether-end ${NONCE.slice(0, 31)} exit 0\n`,
+  ][below(random, 6)] as string;
+}
+
+function feed(stdout: Buffer, random: () => number): { out: Buffer; completion: unknown } {
+  const s = new CompletionStripper(NONCE);
+  const parts: Buffer[] = [];
+  for (let i = 0; i < stdout.length; ) {
+    const n = 1 + below(random, 40);
+    parts.push(s.push(stdout.subarray(i, i + n)));
+    i += n;
+  }
+  parts.push(s.end());
+  return { out: Buffer.concat(parts), completion: s.completion };
+}
+
+describe('the completion-line stripper', () => {
+  it('gives back the command bytes exactly and the status, over 3000 random outputs and chunkings', () => {
+    const random = prng(42);
+    for (let c = 0; c < 3000; c++) {
+      let body = randomBytes(random, below(random, 300));
+      if (random() < 0.3) body = Buffer.concat([body, Buffer.from(decoy(random), 'latin1')]);
+      // The real nonce never occurs in the command's bytes by chance (128 random bits).
+      const real = new RegExp(
+        `\\ntether-end ${NONCE} (?:exit (?:\\d|\\d\\d|1\\d\\d|2[0-4]\\d|25[0-5])|refused \\d+ \\d+)\\n`,
+      );
+      if (real.test(body.toString('latin1'))) continue;
+      const mode = below(random, 3); // 0 no line; 1 line last; 2 line then a leftover's bytes
+      const status = below(random, 256);
+      const after = mode === 2 ? randomBytes(random, below(random, 50)) : Buffer.alloc(0);
+      const stdout =
+        mode === 0 ? body : Buffer.concat([body, Buffer.from(completionLine(NONCE, status)), after]);
+      const { out, completion } = feed(stdout, random);
+      if (mode === 0) {
+        expect(completion, `case ${c}: a line found where none was`).toBeUndefined();
+        expect(out.equals(stdout), `case ${c}: bytes changed without a line`).toBe(true);
+      } else {
+        expect(completion, `case ${c}: the line was missed`).toEqual({ kind: 'exit', status });
+        expect(out.equals(Buffer.concat([body, after])), `case ${c}: not byte-exact`).toBe(true);
+      }
+    }
+  });
+
+  it('never finds a line in a strict prefix of the line', () => {
+    const line = Buffer.from(completionLine(NONCE, 0));
+    for (let n = 0; n < line.length; n++) {
+      const { out, completion } = feed(Buffer.concat([Buffer.from('out'), line.subarray(0, n)]), prng(n));
+      expect(completion, `prefix of ${n} bytes`).toBeUndefined();
+      expect(out.length).toBe(3 + n);
+    }
+  });
+
+  it('reads a refusal', () => {
+    const { completion } = feed(Buffer.from(`\ntether-end ${NONCE} refused 10 20\n`), prng(1));
+    expect(completion).toEqual({ kind: 'refused', received: 10, expected: 20 });
+  });
+});
+
+const TAG = 'TETHER_SESSION_0123456789abcdef0123456789abcdef';
+
+interface Model {
+  text: string;
+  stopped: number[];
+  survivors: number[];
+  complete: boolean;
+}
+
+// A valid output of the sweep program, from a random model of what it found and did.
+function validOutput(random: () => number): Model {
+  const lines = [`tether-sweep 1 begin ${TAG}`, `reader ${random() < 0.5 ? 'grep-z' : 'tr'}`];
+  const n = below(random, 6);
+  const stopped: number[] = [];
+  const survivors: number[] = [];
+  const ends: string[] = [];
+  for (let i = 0; i < n; i++) {
+    const pid = 2 + below(random, 100000);
+    const start = below(random, 1e9);
+    const by = random() < 0.5 ? 'carrier -' : `descendant ${2 + below(random, 1000)}`;
+    lines.push(`found ${pid} ${start} ${below(random, 1000)} ${below(random, 2000)} ${by}`);
+    lines.push(`comm ${pid} ${start} a (b) c`, `cmdline ${pid} ${start} sleep 30 `);
+    lines.push(`signal ${pid} ${start} TERM`);
+    if (random() < 0.3) lines.push(`signal ${pid} ${start} KILL`);
+    const survived = random() < 0.2;
+    (survived ? survivors : stopped).push(pid);
+    ends.push(`end ${pid} ${start} ${survived ? 'survived-kill' : 'gone'}`);
+  }
+  if (random() < 0.2) lines.push('warning UNSETTLED some may still run');
+  lines.push(`phase TERM 0 ${below(random, 5000)} ${1 + below(random, 100)} two-empty-scans`);
+  lines.push(...ends);
+  const complete = random() < 0.9;
+  lines.push(`done ${TAG} ${below(random, 200)} ${below(random, 9000)} ${complete ? 1 : 0}`);
+  return { text: `${lines.join('\n')}\n`, stopped, survivors, complete };
+}
+
+describe('the sweep-output parser', () => {
+  it('reads 500 random valid outputs, and no strict prefix of any is finished', () => {
+    const random = prng(7);
+    for (let c = 0; c < 500; c++) {
+      const m = validOutput(random);
+      const p = parseSweepOutput(m.text, TAG);
+      expect([p.reached, p.finished, p.problems], `case ${c}`).toEqual([true, true, []]);
+      expect(p.report.complete).toBe(m.complete);
+      expect(p.report.stopped.map((r) => r.pid)).toEqual(m.stopped);
+      expect(p.report.survivors.map((r) => r.pid)).toEqual(m.survivors);
+      expect(p.report.ok).toBe(m.complete && m.survivors.length === 0);
+      for (let cut = 0; cut < m.text.length; cut += 1 + below(random, 40)) {
+        const q = parseSweepOutput(m.text.slice(0, cut), TAG);
+        expect(q.finished, `case ${c}: a prefix of ${cut} bytes read as finished`).toBe(false);
+        expect(q.report.complete).toBe(false);
+        expect(q.report.ok).toBe(false);
+      }
+    }
+  });
+
+  it('never throws and never reads a mangled output as finished unless its last line is a well-formed done', () => {
+    const random = prng(99);
+    for (let c = 0; c < 2000; c++) {
+      const bytes = Buffer.from(validOutput(random).text, 'latin1');
+      const edits = 1 + below(random, 4);
+      let text = bytes.toString('latin1');
+      for (let e = 0; e < edits; e++) {
+        const at = below(random, text.length + 1);
+        const what = below(random, 4);
+        if (what === 0) text = text.slice(0, at) + text.slice(at + 1 + below(random, 20));
+        else if (what === 1)
+          text = text.slice(0, at) + String.fromCharCode(below(random, 256)) + text.slice(at + 1);
+        else if (what === 2) text = `${text}junk ${below(random, 10)}\n`;
+        else
+          text =
+            text.slice(0, at) + randomBytes(random, below(random, 10)).toString('latin1') + text.slice(at);
+      }
+      const p = parseSweepOutput(text, TAG);
+      if (p.finished) {
+        const last = text.split('\n').at(-2) ?? '';
+        expect(last, `case ${c}: finished without a done line last`).toMatch(
+          new RegExp(`^done ${TAG} \\d+ \\d+ [01]$`),
+        );
+        expect(text.endsWith('\n')).toBe(true);
+      }
+    }
+  });
+
+  it('an output without its header never reached the target; one with a foreign tag neither', () => {
+    expect(parseSweepOutput('', TAG).reached).toBe(false);
+    expect(parseSweepOutput('nsenter: cannot open /proc/1/ns/ipc\n', TAG).reached).toBe(false);
+    const other = 'TETHER_SESSION_ffffffffffffffffffffffffffffffff';
+    expect(
+      parseSweepOutput(`tether-sweep 1 begin ${other} reader=tr\ndone ${other} 1 1 1\n`, TAG).reached,
+    ).toBe(false);
+  });
+});

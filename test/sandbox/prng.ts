@@ -1,0 +1,15 @@
+// A seeded PRNG (mulberry32) for property-style loops: the same cases on every run.
+export function prng(seed: number): () => number {
+  let a = seed;
+  return () => {
+    a = (a + 0x6d2b79f5) | 0;
+    let t = Math.imul(a ^ (a >>> 15), 1 | a);
+    t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t;
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
+
+/** An integer in [0, n). */
+export function below(random: () => number, n: number): number {
+  return Math.floor(random() * n);
+}
