@@ -39,6 +39,7 @@
 #include <sched.h>
 #include <signal.h>
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -322,6 +323,36 @@ static void dead_mans_switch(int whole_session) {
 
 // ---- starting the payload -------------------------------------------------------------------
 
+#ifndef SYS_clone3
+#define SYS_clone3 435
+#endif
+#define CLONE_INTO_CGROUP_ 0x200000000ULL
+
+// clone3(2)'s argument, as of Linux 5.7 (struct clone_args).
+struct clone_args_ {
+  uint64_t flags, pidfd, child_tid, parent_tid, exit_signal, stack, stack_size, tls, set_tid,
+      set_tid_size, cgroup;
+};
+
+// fork(2), with the child born in the cgroup whose directory `cgroup_fd` is open
+// (clone3(2) CLONE_INTO_CGROUP, Linux 5.7): no migration of a running task, which costs an
+// RCU grace period (~15 ms) when the kernel's cgroup_threadgroup_rwsem has been idle. *joined
+// says whether it happened; without it (an older kernel) the child joins by writing
+// cgroup.procs before exec. Only for a child that execs or _exits: glibc's fork bookkeeping is
+// skipped.
+static pid_t fork_into(int cgroup_fd, int *joined) {
+  *joined = 0;
+  if (cgroup_fd >= 0) {
+    struct clone_args_ args = {.flags = CLONE_INTO_CGROUP_, .exit_signal = SIGCHLD, .cgroup = (uint64_t)cgroup_fd};
+    long pid = syscall(SYS_clone3, &args, sizeof args);
+    if (pid >= 0) {
+      *joined = 1;
+      return (pid_t)pid;
+    }
+  }
+  return fork();
+}
+
 // In the child, before exec: join the session's cgroup (so no early fork escapes it), restore
 // the signal mask and dispositions the helper changed, wait for the go byte (--pidns), exec.
 // A failure is written to err_fd as two ints (stage, errno); the child then exits 127.
@@ -459,8 +490,9 @@ int main(int argc, char **argv) {
     say("error signalfd %d\n", errno);
     return 125;
   }
-  // 3. The session's cgroup, opened before the fork: the child joins it before exec.
-  int procs_fd = -1;
+  // 3. The session's cgroup, opened before the fork: the child is born in it (clone3) or joins
+  // it before exec.
+  int procs_fd = -1, cgroup_fd = -1;
   if (cgroup_dir) {
     char path[4096];
     snprintf(path, sizeof path, "%s/cgroup.procs", cgroup_dir);
@@ -468,6 +500,7 @@ int main(int argc, char **argv) {
       say("error cgroup %d\n", errno);
       return 125;
     }
+    cgroup_fd = open(cgroup_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   }
   int err_pipe[2], go_pipe[2] = {-1, -1}, init_status[2] = {-1, -1}, hold[2] = {-1, -1};
   if (pipe2(err_pipe, O_CLOEXEC) < 0) {
@@ -485,13 +518,14 @@ int main(int argc, char **argv) {
       return 125;
     }
   }
-  pid_t child = fork();
+  int joined = 0;
+  pid_t child = pidns ? fork() : fork_into(cgroup_fd, &joined);
   if (child < 0) {
     say("error fork %d\n", errno);
     return 125;
   }
   if (child == 0) {
-    if (!pidns) exec_payload(cmd, procs_fd, err_pipe[1], -1);
+    if (!pidns) exec_payload(cmd, joined ? -1 : procs_fd, err_pipe[1], -1);
     close(init_status[0]);
     close(hold[1]);
     close(go_pipe[1]);
@@ -500,6 +534,7 @@ int main(int argc, char **argv) {
   }
   close(err_pipe[1]);
   if (procs_fd >= 0) close(procs_fd);
+  if (cgroup_fd >= 0) close(cgroup_fd);
   // 5. Hand the payload's stdio over: from here the helper holds none of it.
   int null = open("/dev/null", O_RDWR | O_CLOEXEC);
   for (int fd = 0; fd < 3; fd++) dup2(null, fd);
