@@ -14,6 +14,8 @@ afterEach(() => {
 });
 
 const FAST = { graceMs: 300, killAfterMs: 1000, outputCapMs: 300 };
+/** Guards a payload's signal to its parent: only when the parent is the helper. */
+const IF_HELPER = '[ "$(cat /proc/$PPID/comm)" = tether-helper ] || exit 99;';
 
 /** Live children of this process whose command is the helper. */
 function helperChildren(): number[] {
@@ -35,7 +37,11 @@ function helperChildren(): number[] {
 
 describe('the helper under faults', () => {
   it('a payload that stops its helper (kill -STOP $PPID) does not hold the session: the helper is resumed', async () => {
-    const sub = spawn('sh', ['-c', 'kill -STOP $PPID; sleep 0.3; exit 4'], { ...FAST, stdio: 'ignore' });
+    // (The parent is checked first: were the helper missing, $PPID would be the test runner.)
+    const sub = spawn('sh', ['-c', `${IF_HELPER} kill -STOP $PPID; sleep 0.3; exit 4`], {
+      ...FAST,
+      stdio: 'ignore',
+    });
     const helper = identityOf(sub.child.pid ?? 0);
     if (helper) started.push(helper);
     const result = await sub;
@@ -47,10 +53,14 @@ describe('the helper under faults', () => {
   it('a helper killed by its payload: the command is awaited, its status is unknown (HELPER_LOST)', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'tether-lost-'));
     const marker = join(dir, 'done');
-    const sub = spawn('sh', ['-c', `kill -9 $PPID; sleep 0.3; echo done > ${marker}; exit 3`, 'sh'], {
-      ...FAST,
-      stdio: 'ignore',
-    });
+    const sub = spawn(
+      'sh',
+      ['-c', `${IF_HELPER} kill -9 $PPID; sleep 0.3; echo done > ${marker}; exit 3`, 'sh'],
+      {
+        ...FAST,
+        stdio: 'ignore',
+      },
+    );
     const payload = identityOf(sub.pid ?? 0);
     if (payload) started.push(payload);
     const result = await sub;
