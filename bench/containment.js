@@ -34,6 +34,7 @@ async function cleanEndOnce(containment) {
   const p = s.spawn('true', [], { stdio: 'ignore' });
   const exit = await withTimeout(p.exited, 10_000, 'true to exit');
   if (exit.exitCode !== 0) throw new Error(`true exited ${exit.exitCode}`);
+  await new Promise((r) => setImmediate(r)); // a fresh turn: no walk shared with a previous end
   const t0 = performance.now();
   const report = await s.end();
   const ms = performance.now() - t0;
