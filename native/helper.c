@@ -354,7 +354,9 @@ static pid_t fork_into(int cgroup_fd, int *joined) {
 }
 
 // In the child, before exec: join the session's cgroup (so no early fork escapes it), restore
-// the signal mask and dispositions the helper changed, wait for the go byte (--pidns), exec.
+// the signal mask and dispositions the helper changed, wait for the go byte, exec. The go byte
+// comes once the helper has reported "started": a command that kills its helper at once can
+// never leave the supervisor believing it never ran. No go byte (the helper died): no exec.
 // A failure is written to err_fd as two ints (stage, errno); the child then exits 127.
 static void exec_payload(char **argv, int procs_fd, int err_fd, int go_fd) {
   sigset_t none;
@@ -363,11 +365,9 @@ static void exec_payload(char **argv, int procs_fd, int err_fd, int go_fd) {
   signal(SIGPIPE, SIG_DFL);
   int stage = 1;
   if (procs_fd >= 0 && write(procs_fd, "0", 1) != 1) goto fail;
-  if (go_fd >= 0) {
-    char go;
-    (void)!read(go_fd, &go, 1);
-    close(go_fd);
-  }
+  char go;
+  if (read(go_fd, &go, 1) != 1) _exit(125);
+  close(go_fd);
   stage = 2;
   execvp(argv[0], argv);
 fail:;
@@ -508,8 +508,12 @@ int main(int argc, char **argv) {
     return 125;
   }
   // 4. Start the payload (--pidns: start the namespace's init, which starts the payload).
+  if (pipe2(go_pipe, O_CLOEXEC) < 0) {
+    say("error pipe %d\n", errno);
+    return 125;
+  }
   if (pidns) {
-    if (pipe2(go_pipe, O_CLOEXEC) < 0 || pipe2(init_status, O_CLOEXEC) < 0 || pipe2(hold, O_CLOEXEC) < 0) {
+    if (pipe2(init_status, O_CLOEXEC) < 0 || pipe2(hold, O_CLOEXEC) < 0) {
       say("error pipe %d\n", errno);
       return 125;
     }
@@ -525,10 +529,10 @@ int main(int argc, char **argv) {
     return 125;
   }
   if (child == 0) {
-    if (!pidns) exec_payload(cmd, joined ? -1 : procs_fd, err_pipe[1], -1);
+    close(go_pipe[1]);
+    if (!pidns) exec_payload(cmd, joined ? -1 : procs_fd, err_pipe[1], go_pipe[0]);
     close(init_status[0]);
     close(hold[1]);
-    close(go_pipe[1]);
     close(sfd);
     run_init(cmd, procs_fd, err_pipe[1], go_pipe[0], init_status[1], hold[0]);
   }
@@ -541,8 +545,8 @@ int main(int argc, char **argv) {
   close(null);
 
   unsigned long long start = 0;
+  close(go_pipe[0]);
   if (pidns) {
-    close(go_pipe[0]);
     close(init_status[1]);
     close(hold[0]);
     ns_init = child;
@@ -559,13 +563,13 @@ int main(int argc, char **argv) {
       return 125;
     }
     say("started %d %llu\n", payload, start);
-    (void)!write(go_pipe[1], "g", 1);
-    close(go_pipe[1]);
   } else {
     payload = child;
     read_stat(payload, NULL, NULL, &start);
     say("started %d %llu\n", payload, start);
   }
+  (void)!write(go_pipe[1], "g", 1);
+  close(go_pipe[1]);
   int msg[2];
   if (read(err_pipe[0], msg, sizeof msg) == sizeof msg) {
     say("exec-failed %s %d\n", msg[0] == 1 ? "cgroup" : msg[0] == 3 ? "namespace" : "exec", msg[1]);
