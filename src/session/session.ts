@@ -247,15 +247,13 @@ export class Session {
       return helper;
     } catch (error) {
       if (!(error instanceof HelperStartError)) throw error;
-      // The command itself would fail the same way: let its own spawn say why. (A cgroup made
-      // for this first command is not left behind for a session that may never end.)
-      if (error.kind === 'spawn-failed') {
-        if (this.helpers.length === 0 && this.cgroup && removeCgroup(this.cgroup.path)) {
-          this.cgroup = undefined;
-          this.cgroupTried = false;
-        }
-        return undefined;
+      // A cgroup made for this first command is not left behind for a session that may never end.
+      if (this.helpers.length === 0 && this.cgroup && removeCgroup(this.cgroup.path)) {
+        this.cgroup = undefined;
+        this.cgroupTried = false;
       }
+      // The command itself would fail the same way: let its own spawn say why.
+      if (error.kind === 'spawn-failed') return undefined;
       if (this.plan.helper === 'required') throw new TetherError('CONTAINMENT_UNAVAILABLE', error.message);
       if (!this.warnings.some((w) => w.code === 'NO_HELPER')) {
         this.warnings.push({
