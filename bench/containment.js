@@ -13,12 +13,22 @@
 // measurement, and the run checks ground truth after each.
 import { spawn as spawnChild } from 'node:child_process';
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
-import os from 'node:os';
 import { join } from 'node:path';
 import { isAlive } from '../dist/proc/identity.js';
 import { snapshotCount, takeSnapshot } from '../dist/proc/snapshot.js';
 import { session } from '../dist/session/session.js';
-import { cpuBusy, fmt, gitDescribe, log, median, quantile, ROOT, raisePidMax, withTimeout } from './lib.js';
+import {
+  cpuBusy,
+  fmt,
+  gitDescribe,
+  log,
+  machineInfo,
+  median,
+  quantile,
+  ROOT,
+  raisePidMax,
+  withTimeout,
+} from './lib.js';
 
 const REPS = Number(process.env.BENCH_CONTAINMENT_REPS ?? 31);
 const SESSIONS = Number(process.env.BENCH_SESSIONS ?? 50);
@@ -255,12 +265,7 @@ function table(res) {
 async function main() {
   raisePidMax();
   const res = {
-    machine: {
-      cores: os.cpus().length,
-      cpu: os.cpus()[0]?.model,
-      kernel: os.release(),
-      node: process.version,
-    },
+    machine: machineInfo(),
     date: new Date().toISOString(),
     commit: gitDescribe(),
     loadavgStart: readFileSync('/proc/loadavg', 'latin1').trim(),

@@ -1,6 +1,7 @@
 // Small helpers shared by the benchmarks (bench/run.js, bench/containment.js).
 import { execFileSync } from 'node:child_process';
 import { readFileSync, writeFileSync } from 'node:fs';
+import os from 'node:os';
 import { dirname, join } from 'node:path';
 import { setTimeout as delay } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
@@ -69,4 +70,16 @@ export function gitDescribe() {
   } catch {
     return 'unknown';
   }
+}
+
+/** The machine a run measured: cores, CPU model, kernel, Node, memory (GiB), environ (bytes). */
+export function machineInfo() {
+  return {
+    cores: os.cpus().length,
+    cpu: os.cpus()[0]?.model,
+    kernel: os.release(),
+    node: process.version,
+    memGiB: +(os.totalmem() / 2 ** 30).toFixed(1),
+    environBytes: Object.entries(process.env).reduce((a, [k, v]) => a + k.length + (v?.length ?? 0) + 2, 0),
+  };
 }

@@ -9,7 +9,6 @@
 // kills + reaps whatever is left when its stdin closes (end of run, error, ^C, our death).
 import { execFileSync, spawn } from 'node:child_process';
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
-import os from 'node:os';
 import { dirname, join } from 'node:path';
 import { setTimeout as delay } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
@@ -18,7 +17,17 @@ import { ancestorsOf, takeSnapshot } from '../dist/proc/snapshot.js';
 import { createTag } from '../dist/session/tag.js';
 import { scanSession } from '../dist/sweep/scan.js';
 import { sweep } from '../dist/sweep/sweep.js';
-import { cpuBusy, fmt, gitDescribe, log, median, quantile, raisePidMax, withTimeout } from './lib.js';
+import {
+  cpuBusy,
+  fmt,
+  gitDescribe,
+  log,
+  machineInfo,
+  median,
+  quantile,
+  raisePidMax,
+  withTimeout,
+} from './lib.js';
 
 const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..');
 const BUILD = join(ROOT, 'build');
@@ -395,14 +404,7 @@ async function main() {
   const started = performance.now();
   try {
     const res = {
-      machine: {
-        cores: os.cpus().length,
-        cpu: os.cpus()[0]?.model,
-        kernel: os.release(),
-        node: process.version,
-        memGiB: +(os.totalmem() / 2 ** 30).toFixed(1),
-        environBytes: Object.entries(process.env).reduce((a, [k, v]) => a + k.length + v.length + 2, 0),
-      },
+      machine: machineInfo(),
       date: new Date().toISOString(),
       commit: gitDescribe(),
       // Other work on the machine skews every row: recorded so that a noisy run shows as one.

@@ -1,5 +1,6 @@
 // tether: run a command as a session; every process it starts ends with it.
 
+export type { Containment, ContainmentLayer } from './containment/select.js';
 export { TetherError, type TetherErrorCode } from './outcome/errors.js';
 export { type Identity, identityOf, isAlive } from './proc/identity.js';
 export { listTaggedProcesses, type TaggedProcess } from './proc/tagged.js';

@@ -15,7 +15,7 @@ import { Socket } from 'node:net';
 import { constants as os } from 'node:os';
 import { fileURLToPath } from 'node:url';
 import { libc } from '../libc.js';
-import { type Identity, readStat } from '../proc/identity.js';
+import { type Identity, identityOf } from '../proc/identity.js';
 
 /**
  * Where the built helper is: `TETHER_HELPER` when set, else dist/native/tether-helper next to
@@ -122,11 +122,6 @@ function cloexecPipe(extraFlags = 0): [read: number, write: number] {
     throw new HelperStartError('unavailable', `pipe2 failed: errno ${c.errno()}`);
   }
   return [fds[0] as number, fds[1] as number];
-}
-
-function identityFromProc(pid: number): Identity | undefined {
-  const stat = readStat('/proc', pid);
-  return stat && { pid, startTime: stat.startTime };
 }
 
 function errnoName(n: number): string {
@@ -246,7 +241,7 @@ export function startHelper(path: string, opts: HelperOptions): Helper {
     f ? { pid: Number(f[1]), startTime: Number(f[2]) } : undefined;
   const started = identity(fields('started'));
   // The helper's identity as it read it itself (the supervisor's procRoot may be another).
-  const self = identity(fields('helper')) ?? identityFromProc(child.pid);
+  const self = identity(fields('helper')) ?? identityOf(child.pid);
   if (error || !started || !self) {
     release();
     closeSync(statusRead);
