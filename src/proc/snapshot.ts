@@ -10,6 +10,8 @@ export interface Snapshot {
   processes: Map<number, ProcStat>;
   /** pid → pids whose ppid it is. */
   children: Map<number, number[]>;
+  /** When the walk began: `performance.now()` (ms, monotonic clock). */
+  takenAt: number;
   /** Milliseconds the walk took (monotonic clock). */
   durationMs: number;
 }
@@ -60,7 +62,7 @@ export function takeSnapshot(procRoot = '/proc'): Snapshot {
   if (processes.size === 0) {
     throw new NoProcError(procRoot, new Error('no process entries (is procfs mounted there?)'));
   }
-  return { procRoot, processes, children, durationMs: performance.now() - started };
+  return { procRoot, processes, children, takenAt: started, durationMs: performance.now() - started };
 }
 
 /**

@@ -69,25 +69,41 @@ export interface SweepOptions {
   signaller?: Signaller;
 }
 
-// Sweeps ending together share each round's process-table walk: the snapshot taken first in a
-// turn of the event loop serves every sweep whose round runs in that turn, and the async
-// sweeps' pauses end on a shared 10 ms grid so that their rounds fall in the same turn.
+// Sweeps ending together share each round's process-table walk, but a walk serves a round only
+// if it shows the table as it was when that round became due, never earlier:
+// - a sweep's first round is due when the sweep starts, on an event read in the current task
+//   of the event loop (a command's end; one callback and the promise jobs it sets off): it
+//   takes a walk made in this task, or a new one. (A walk from an earlier task showed a
+//   daemon's copy still under its parent, which had exited before the command ended.)
+// - a later round is due at the end of its pause: the pauses end on a shared 10 ms grid, and a
+//   round takes any walk of this loop iteration made since its pause ended.
 let turnSnapshot: Snapshot | undefined;
+let walkedInThisTask = false;
 const SHARED_GRID_MS = 10;
-const gridWaiters = new Map<number, Array<() => void>>();
+const gridWaiters = new Map<number, Array<(endedAt: number) => void>>();
 
-function sharedSnapshot(procRoot: string): Snapshot {
-  if (turnSnapshot?.procRoot === procRoot) return turnSnapshot;
+/** `dueAt`: when a later round's pause ended (performance.now() ms); undefined for a first round. */
+function sharedSnapshot(procRoot: string, dueAt: number | undefined): Snapshot {
+  const last = turnSnapshot;
+  if (last?.procRoot === procRoot && (dueAt === undefined ? walkedInThisTask : last.takenAt >= dueAt)) {
+    return last;
+  }
   const snapshot = takeSnapshot(procRoot);
   turnSnapshot = snapshot;
+  walkedInThisTask = true;
+  // A tick queued from a promise job runs once the job queue is drained: the end of the task.
+  process.nextTick(() => {
+    if (turnSnapshot === snapshot) walkedInThisTask = false;
+  });
   setImmediate(() => {
     if (turnSnapshot === snapshot) turnSnapshot = undefined;
   });
   return snapshot;
 }
 
-// Waits at least `ms`, ending on the next multiple of SHARED_GRID_MS of the monotonic clock.
-function gridDelay(ms: number): Promise<void> {
+// Waits at least `ms`, ending on the next multiple of SHARED_GRID_MS of the monotonic clock;
+// resolves to the moment the pause ended (performance.now() ms).
+function gridDelay(ms: number): Promise<number> {
   const slot = Math.ceil((performance.now() + ms) / SHARED_GRID_MS) * SHARED_GRID_MS;
   return new Promise((resolve) => {
     const waiters = gridWaiters.get(slot);
@@ -98,9 +114,12 @@ function gridDelay(ms: number): Promise<void> {
     gridWaiters.set(slot, [resolve]);
     setTimeout(
       () => {
+        // The pause ended at the slot, or now if Node's timer fired a fraction of a
+        // millisecond before it (its clock is rounded to milliseconds).
+        const endedAt = Math.min(slot, performance.now());
         const all = gridWaiters.get(slot) ?? [];
         gridWaiters.delete(slot);
-        for (const wake of all) wake();
+        for (const wake of all) wake(endedAt);
       },
       Math.max(0, slot - performance.now()),
     );
@@ -136,6 +155,8 @@ class SweepRun {
   readonly signaller: Signaller;
   /** Rounds take the event-loop turn's shared snapshot (async sweeps) or their own (sync). */
   shareSnapshots = false;
+  /** When the current round's pause ended (performance.now() ms); undefined for the first round. */
+  dueAt: number | undefined;
   scans = 0;
   scanMs = 0;
   /** Members the last scan saw alive in its snapshot, even if gone by the time of their signal. */
@@ -247,7 +268,7 @@ class SweepRun {
     try {
       scan = scanSession(
         this.ctx,
-        this.shareSnapshots ? sharedSnapshot(this.ctx.procRoot) : takeSnapshot(this.ctx.procRoot),
+        this.shareSnapshots ? sharedSnapshot(this.ctx.procRoot, this.dueAt) : takeSnapshot(this.ctx.procRoot),
       );
       this.seen = scan.members.length;
       this.kernelProof = undefined;
@@ -442,7 +463,10 @@ function emit(listener: EventListener | undefined, event: TetherEvent): void {
 }
 
 // The algorithm, once: yields each pause (ms) so that async and sync drivers share it.
-function* steps(opts: SweepOptions, shareSnapshots: boolean): Generator<number, SweepReport, void> {
+function* steps(
+  opts: SweepOptions,
+  shareSnapshots: boolean,
+): Generator<number, SweepReport, number | undefined> {
   const tag = typeof opts.tag === 'string' ? parseTag(opts.tag) : opts.tag;
   const budgets: Record<PhaseSignal, number> = {
     SIGTERM: checkMs('graceMs', opts.graceMs ?? DEFAULT_GRACE_MS),
@@ -478,12 +502,12 @@ function* steps(opts: SweepOptions, shareSnapshots: boolean): Generator<number, 
         return run.report();
       }
       if (performance.now() - phaseStart >= budgets[signal]) break;
-      yield interval;
+      run.dueAt = yield interval;
     }
     if (signal === 'SIGKILL') {
       // A process first found in the last round got its KILL a moment ago: look once more
       // before naming anything a survivor.
-      yield interval;
+      run.dueAt = yield interval;
       const left = run.round(signal);
       rounds += 1;
       if (left === 0 && run.seen > 0) {
@@ -510,10 +534,9 @@ export function sweep(options: SweepOptions): Promise<SweepReport> {
   const it = steps(options, true);
   const first = it.next(); // validates options and runs the first round now
   return (async () => {
-    for (let s = first; ; s = it.next()) {
-      if (s.done) return s.value;
-      await gridDelay(s.value);
-    }
+    let s = first;
+    while (!s.done) s = it.next(await gridDelay(s.value));
+    return s.value;
   })();
 }
 

@@ -316,7 +316,7 @@ export function problemsOf(run: ShapeRun, extraDecoys: Decoy[] = []): string[] {
       (run.shape.anyLayer ? ['carrier', 'descendant', 'subreaper', 'cgroup'] : ['carrier', 'descendant']);
     if (!allowed.includes(rec.foundBy)) {
       problems.push(
-        `${at} ${r.label} pid ${r.identity.pid} listed with foundBy ${rec.foundBy}, expected ${allowed.join(' or ')}`,
+        `${at} ${r.label} pid ${r.identity.pid} listed with foundBy ${rec.foundBy}${rec.via === undefined ? '' : ` via ${rec.via}`}, expected ${allowed.join(' or ')}; payload ${run.payload?.pid}, stopped: ${report.stopped.map((s) => `${s.pid}<${s.ppid} ${s.comm} ${s.foundBy}`).join(', ')}`,
       );
     }
   }
