@@ -113,6 +113,12 @@ export class Session {
   private ending: Promise<SweepReport> | undefined;
   private readonly plan: ContainmentPlan;
   private readonly helpers: Helper[] = [];
+  /**
+   * Every helper this session started, and its PID-namespace init: released ones too. They
+   * stay the sweep's roots (never members): a helper released a moment ago still runs, and
+   * carries the session's tag.
+   */
+  private readonly helperRoots: Identity[] = [];
   private readonly layers = new Set<string>(['env-tag']);
   private readonly notes: string[] = [];
   private readonly warnings: SweepWarning[] = [];
@@ -240,6 +246,7 @@ export class Session {
         procRoot: this.procRoot,
       });
       this.helpers.push(helper);
+      this.helperRoots.push(helper.helper, ...(helper.init ? [helper.init] : []));
       this.watchHelpers();
       this.layers.add('subreaper');
       if (cgroup) this.layers.add('cgroup');
@@ -408,7 +415,7 @@ export class Session {
       layers: [...this.layers],
       notes: this.notes,
       warnings: this.warnings,
-      roots: this.helpers.flatMap((h) => (h.init ? [h.helper, h.init] : [h.helper])),
+      roots: this.helperRoots,
       cgroup: this.layers.has('cgroup') ? this.cgroup : undefined,
       kernelProof: !this.direct,
       helpersChildless: () => this.helpersChildless(),
