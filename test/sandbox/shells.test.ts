@@ -79,11 +79,15 @@ for (const [name, shell] of SHELLS) {
 
     it('the wrapper outlives HUP, INT and TERM and still prints its line', async () => {
       const tag = createTag();
-      const call = sandbox.exec(box.channel, ['sh', '-c', 'sleep 0.6; echo finished'], { shell, tag });
+      const call = sandbox.exec(box.channel, ['sh', '-c', 'sleep 1; echo finished'], { shell, tag });
+      // The wrapper sets its traps before it starts the command: signal it once the command runs
+      // (a signal to a wrapper still starting up, on a loaded machine, ends it as any shell).
       let wrapper: { pid: number } | undefined;
-      for (let i = 0; i < 100 && !wrapper; i++) {
+      for (const until = performance.now() + 3000; performance.now() < until; ) {
         await sleep(10);
-        wrapper = taggedOnHost(tag.name).find((p) => p.cmdline.includes('tether-wrap'));
+        const tagged = taggedOnHost(tag.name);
+        wrapper = tagged.find((p) => p.cmdline.includes('tether-wrap'));
+        if (wrapper && tagged.some((p) => p.cmdline === 'sleep 1')) break;
       }
       expect(wrapper, 'premise broken: the wrapper was not seen running').toBeDefined();
       for (const signal of ['SIGHUP', 'SIGINT', 'SIGTERM'] as const) {
