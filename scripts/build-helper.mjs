@@ -3,7 +3,7 @@
 // machine's C compiler ($CC, else cc). Without one, tether still works with the env tag alone
 // and says so (a NO_HELPER warning in every report): this script warns and exits 0.
 import { execFileSync } from 'node:child_process';
-import { mkdirSync } from 'node:fs';
+import { mkdirSync, renameSync, rmSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
@@ -12,7 +12,11 @@ const out = join(root, 'dist/native/tether-helper');
 mkdirSync(dirname(out), { recursive: true });
 const cc = process.env.CC || 'cc';
 const source = join(root, 'native/helper.c');
-const flags = ['-O2', '-Wall', '-Wextra', '-o', out, source];
+// Built beside the output, then renamed over it: a session starting a helper while this runs
+// (a test run, a rebuild during work) execs the old binary or the new one, never a half-written
+// file or none (the linker removes its output before writing it).
+const temp = `${out}.${process.pid}.tmp`;
+const flags = ['-O2', '-Wall', '-Wextra', '-o', temp, source];
 // Static first: no dynamic loader at each start (the helper starts once per command), and a
 // smaller resident set. Without a static libc (libc.a), a dynamic build.
 function build(extra) {
@@ -20,10 +24,13 @@ function build(extra) {
 }
 try {
   build(['-static']);
+  renameSync(temp, out);
 } catch {
   try {
     build([]);
+    renameSync(temp, out);
   } catch (error) {
+    rmSync(temp, { force: true });
     console.warn(
       `tether: cannot build the subreaper helper with ${cc} (${String(error.stderr || error.message).split('\n')[0]}).\n` +
         'tether will find processes by the env tag only (NO_HELPER warning); install a C compiler and run `npm run build`.',

@@ -53,7 +53,8 @@ export function ppidOf(pid: number): number {
 
 /** A tether helper (or the init of its PID namespace, a fork of it): never a session member. */
 export function isHelper(pid: number): boolean {
-  return exeOf(pid) === helperExe();
+  // A helper started before a rebuild runs a binary renamed over since: "PATH (deleted)".
+  return exeOf(pid).replace(/ \(deleted\)$/, '') === helperExe();
 }
 
 /** The ancestors of `pid`, nearest first, up to (not including) PID 1. */
