@@ -49,15 +49,25 @@ afterAll(async () => {
 const SWEEP = { graceMs: 1000, killAfterMs: 1000 };
 
 // python3 sets O_NONBLOCK on the shared stdout and writes until EAGAIN — in 4 KB writes, then
-// in 1-byte ones, so that not even a short line fits. stderr: how many bytes.
+// in 1-byte ones, so that not even a short line fits — then creates the file argv[1] (the
+// reader's cue). stderr: how many bytes.
 const FILL =
-  'import os,fcntl,sys\nfcntl.fcntl(1,fcntl.F_SETFL,fcntl.fcntl(1,fcntl.F_GETFL)|os.O_NONBLOCK)\nn=0\nfor size in (4096,1):\n  while True:\n    try: n+=os.write(1,b"x"*size)\n    except BlockingIOError: break\nsys.stderr.write(str(n))';
+  'import os,fcntl,sys\nfcntl.fcntl(1,fcntl.F_SETFL,fcntl.fcntl(1,fcntl.F_GETFL)|os.O_NONBLOCK)\nn=0\nfor size in (4096,1):\n  while True:\n    try: n+=os.write(1,b"x"*size)\n    except BlockingIOError: break\nopen(sys.argv[1],"w").close()\nsys.stderr.write(str(n))';
 
-// A channel whose client reads nothing of the command's stdout for its first 0.4 s: a pipe to a
-// reader that sleeps first, so that a command filling it leaves it full. (A Node socket cannot
+// A fresh path for FILL's cue.
+let cues = 0;
+function fillCue(): string {
+  cues += 1;
+  return join(dir, `filled-${process.pid}-${cues}`);
+}
+
+// A channel whose client reads nothing of the command's stdout until 0.4 s after FILL created
+// `cue` (at most 20 s): a pipe to a reader that waits first, so that the command fills it and
+// leaves it full, however late the command starts on a loaded machine. (A Node socket cannot
 // be kept from reading: it reads a chunk whenever its loop turns.)
-function slowReader(prefix: string[]): ExecChannel {
-  return sandbox.commandChannel(['sh', '-c', '"$@" | { sleep 0.4; cat; }', 'slow-reader', ...prefix]);
+function slowReader(prefix: string[], cue: string): ExecChannel {
+  const wait = `i=0; while [ ! -e '${cue}' ] && [ $i -lt 400 ]; do sleep 0.05; i=$((i+1)); done; sleep 0.4`;
+  return sandbox.commandChannel(['sh', '-c', `"$@" | { ${wait}; cat; }`, 'slow-reader', ...prefix]);
 }
 
 for (const [name, shell] of SHELLS) {
@@ -147,7 +157,8 @@ for (const [name, shell] of SHELLS) {
     });
 
     it('a command that leaves stdout non-blocking and full: the line is retried until it fits', async () => {
-      const r = await sandbox.exec(slowReader(box.prefix), ['python3', '-c', FILL], { shell });
+      const cue = fillCue();
+      const r = await sandbox.exec(slowReader(box.prefix, cue), ['python3', '-c', FILL, cue], { shell });
       expect(r.ok, `stderr: ${r.stderr}`).toBe(true);
       expect(r.stdout.length, 'premise broken: nothing filled stdout').toBeGreaterThan(4096);
       expect(r.stdout.length).toBe(Number(r.stderr.toString()));
@@ -200,9 +211,10 @@ for (const [name, shell] of SHELLS) {
 describe('a shell whose printf does not report a full non-blocking pipe (the documented residual)', () => {
   it('loses the line: the call is an unknown end, never a success with partial output', async () => {
     // mksh has no printf builtin: a muted printf first on PATH stands for the residual shells'.
-    const channel = slowReader([...box.prefix, 'env', `PATH=${dir}/mutedprintf:/usr/bin:/bin`]);
+    const cue = fillCue();
+    const channel = slowReader([...box.prefix, 'env', `PATH=${dir}/mutedprintf:/usr/bin:/bin`], cue);
     const error = await sandbox
-      .exec(channel, ['python3', '-c', FILL], { shell: ['mksh'] })
+      .exec(channel, ['python3', '-c', FILL, cue], { shell: ['mksh'] })
       .catch((e: Error) => e);
     expect(error, `premise broken: the line was not lost: ${JSON.stringify(error)}`).toBeInstanceOf(
       sandbox.ExecStatusUnknownError,
