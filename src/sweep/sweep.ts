@@ -153,7 +153,7 @@ class SweepRun {
   readonly spawnKeys: Set<string>;
   readonly ctx: ScanContext;
   readonly signaller: Signaller;
-  /** Rounds take the event-loop turn's shared snapshot (async sweeps) or their own (sync). */
+  /** Rounds take a shared walk when it is fresh enough (async sweeps: sharedSnapshot) or their own (sync). */
   shareSnapshots = false;
   /** When the current round's pause ended (performance.now() ms); undefined for the first round. */
   dueAt: number | undefined;
