@@ -20,11 +20,7 @@ export interface ExecClient {
   readonly stderr: Readable;
   /** Settles (never rejects) once the client has exited; its streams may still be open. */
   readonly exited: Promise<ClientExit>;
-  /**
-   * Ends the client (for `commandChannel`: SIGKILL to the client's own process group, so a
-   * fork of it that has not yet started the command never does) and closes its streams.
-   * Idempotent.
-   */
+  /** Ends the client (SIGKILL for a local one) and closes its streams. Idempotent. */
   kill(): void;
 }
 
@@ -50,10 +46,7 @@ export function commandChannel(prefix: string[]): ExecChannel {
   return {
     describe: prefix.join(' '),
     exec(argv) {
-      // The client leads a process group of its own: a client that forks the command and
-      // waits for it (`nsenter` into a PID namespace does) is ended with that fork, which
-      // would otherwise run the command after the client was cut, and after the sweep.
-      const child = spawn(command, [...args, ...argv], { stdio: ['pipe', 'pipe', 'pipe'], detached: true });
+      const child = spawn(command, [...args, ...argv], { stdio: ['pipe', 'pipe', 'pipe'] });
       // A reader that went away (EPIPE on stdin) is the command's business, not a crash.
       child.stdin.on('error', () => {});
       const exited = new Promise<ClientExit>((resolve) => {
@@ -66,15 +59,7 @@ export function commandChannel(prefix: string[]): ExecChannel {
         stderr: child.stderr,
         exited,
         kill() {
-          if (child.exitCode === null && child.signalCode === null && child.pid !== undefined) {
-            // Its leader not yet reaped, the group's id cannot have been reused: the group is
-            // the client and what it forked (kill(2) with -pgid).
-            try {
-              process.kill(-child.pid, 'SIGKILL');
-            } catch {
-              child.kill('SIGKILL');
-            }
-          }
+          if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
           child.stdin.destroy();
           child.stdout.destroy();
           child.stderr.destroy();

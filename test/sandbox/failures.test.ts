@@ -153,30 +153,3 @@ describe('a cancel', () => {
     expect(left.filter(aliveOnHost)).toEqual([]);
   });
 });
-
-describe('a client cut before its command started', () => {
-  it('takes its fork along: the command never starts after the call (nsenter-like clients fork and wait)', async () => {
-    const tag = createTag();
-    // The first exec's client forks, waits 0.4 s in the fork, then execs the real channel (as
-    // `nsenter` into a PID namespace forks and waits); the sweep's exec goes straight through.
-    const slow = sandbox.commandChannel(['sh', '-c', '( sleep 0.4; exec "$@" ) & wait', 'sh', ...box.prefix]);
-    let execs = 0;
-    const firstSlow: sandbox.ExecChannel = {
-      describe: 'slow first exec',
-      exec: (argv) => (execs++ === 0 ? slow : box.channel).exec(argv),
-    };
-    const call = sandbox.exec(lossyChannel(firstSlow, { ms: 50 }), ['sleep', '20'], { tag, sweep: SWEEP });
-    await expect(call).rejects.toBeInstanceOf(sandbox.ExecStatusUnknownError);
-    // Ground truth, for longer than the fork's wait: nothing of the session ever appears.
-    const seen: ReturnType<typeof taggedOnHost> = [];
-    try {
-      for (let i = 0; i < 40; i++) {
-        seen.push(...taggedOnHost(tag.name));
-        await sleep(20);
-      }
-    } finally {
-      if (seen.length) await sandbox.sweep(box.channel, tag, SWEEP); // what a failure started
-    }
-    expect(seen, 'the command started after the call').toEqual([]);
-  });
-});
