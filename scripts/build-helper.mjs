@@ -3,7 +3,7 @@
 // machine's C compiler ($CC, else cc). Without one, tether still works with the env tag alone
 // and says so (a NO_HELPER warning in every report): this script warns and exits 0.
 import { execFileSync } from 'node:child_process';
-import { mkdirSync, renameSync, rmSync } from 'node:fs';
+import { existsSync, mkdirSync, readdirSync, renameSync, rmSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
@@ -16,6 +16,12 @@ const source = join(root, 'native/helper.c');
 // (a test run, a rebuild during work) execs the old binary or the new one, never a half-written
 // file or none (the linker removes its output before writing it).
 const temp = `${out}.${process.pid}.tmp`;
+// A build killed part-way left its temp file: not shipped, not kept (one whose builder still
+// runs is another build's, in progress).
+for (const name of readdirSync(dirname(out))) {
+  const builder = /^tether-helper\.(\d+)\.tmp$/.exec(name)?.[1];
+  if (builder && !existsSync(`/proc/${builder}`)) rmSync(join(dirname(out), name), { force: true });
+}
 const flags = ['-O2', '-Wall', '-Wextra', '-o', temp, source];
 // Static first: no dynamic loader at each start (the helper starts once per command), and a
 // smaller resident set. Without a static libc (libc.a), a dynamic build.

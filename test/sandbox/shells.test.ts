@@ -93,13 +93,14 @@ for (const [name, shell] of SHELLS) {
       // The wrapper sets its traps before it starts the command: signal it once the command runs
       // (a signal to a wrapper still starting up, on a loaded machine, ends it as any shell).
       let wrapper: { pid: number } | undefined;
-      for (const until = performance.now() + 3000; performance.now() < until; ) {
+      let running = false;
+      for (const until = performance.now() + 3000; performance.now() < until && !running; ) {
         await sleep(10);
         const tagged = taggedOnHost(tag.name);
         wrapper = tagged.find((p) => p.cmdline.includes('tether-wrap'));
-        if (wrapper && tagged.some((p) => p.cmdline === 'sleep 1')) break;
+        running = wrapper !== undefined && tagged.some((p) => p.cmdline === 'sleep 1');
       }
-      expect(wrapper, 'premise broken: the wrapper was not seen running').toBeDefined();
+      expect(running, 'premise broken: the wrapper and its command were not seen running').toBe(true);
       for (const signal of ['SIGHUP', 'SIGINT', 'SIGTERM'] as const) {
         process.kill(wrapper?.pid as number, signal);
         await sleep(30);
