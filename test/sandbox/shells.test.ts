@@ -1,5 +1,6 @@
 // Every sandbox program under dash, bash --posix, busybox sh and mksh, inside a real container
 // (unshare --pid --mount --fork --mount-proc, entered with nsenter).
+import { execFileSync } from 'node:child_process';
 import {
   chmodSync,
   existsSync,
@@ -53,6 +54,13 @@ const SWEEP = { graceMs: 1000, killAfterMs: 1000 };
 // reader's cue). stderr: how many bytes.
 const FILL =
   'import os,fcntl,sys\nfcntl.fcntl(1,fcntl.F_SETFL,fcntl.fcntl(1,fcntl.F_GETFL)|os.O_NONBLOCK)\nn=0\nfor size in (4096,1):\n  while True:\n    try: n+=os.write(1,b"x"*size)\n    except BlockingIOError: break\nopen(sys.argv[1],"w").close()\nsys.stderr.write(str(n))';
+
+// The interpreter itself, not a version manager's shim: a pyenv shim may run `pyenv rehash`,
+// whose lock file stays behind when it is killed mid-way (a sweep, a test run cut short), and
+// then every later python3 call waits 60 s for that lock.
+const PYTHON = execFileSync('python3', ['-c', 'import sys; print(sys.executable)'], {
+  encoding: 'utf8',
+}).trim();
 
 // A fresh path for FILL's cue.
 let cues = 0;
@@ -159,7 +167,7 @@ for (const [name, shell] of SHELLS) {
 
     it('a command that leaves stdout non-blocking and full: the line is retried until it fits', async () => {
       const cue = fillCue();
-      const r = await sandbox.exec(slowReader(box.prefix, cue), ['python3', '-c', FILL, cue], { shell });
+      const r = await sandbox.exec(slowReader(box.prefix, cue), [PYTHON, '-c', FILL, cue], { shell });
       expect(r.ok, `stderr: ${r.stderr}`).toBe(true);
       expect(r.stdout.length, 'premise broken: nothing filled stdout').toBeGreaterThan(4096);
       expect(r.stdout.length).toBe(Number(r.stderr.toString()));
@@ -217,7 +225,7 @@ describe('a shell whose printf does not report a full non-blocking pipe (the doc
     const cue = fillCue();
     const channel = slowReader([...box.prefix, 'env', `PATH=${dir}/mutedprintf:/usr/bin:/bin`], cue);
     const error = await sandbox
-      .exec(channel, ['python3', '-c', FILL, cue], { shell: ['mksh'] })
+      .exec(channel, [PYTHON, '-c', FILL, cue], { shell: ['mksh'] })
       .catch((e: Error) => e);
     expect(error, `premise broken: the line was not lost: ${JSON.stringify(error)}`).toBeInstanceOf(
       sandbox.ExecStatusUnknownError,
