@@ -173,11 +173,11 @@ export class Session {
         'INVALID_OPTION',
         `invalid command: ${JSON.stringify(command)} (expected a program name or path)`,
       );
-    this.releaseIdleHelpers();
     const started = performance.now();
     const env = this.env(options.env);
     const stdio = options.stdio ?? 'pipe';
     const helper = this.startHelped(command, args, options, env, stdio);
+    this.releaseIdleHelpers(); // after the start: the new helper now guards the cgroup
     const child =
       helper?.child ?? spawnChild(command, args, { cwd: options.cwd, env, stdio: options.stdio ?? 'pipe' });
     if (!helper) this.direct = true;
@@ -314,9 +314,12 @@ export class Session {
 
   // A helper whose command has ended and which has no child left holds nothing of the session
   // any more (its subtree is empty and stays so): release it now, so that a long session does
-  // not keep one idle process and three fds per command until its end.
+  // not keep one idle process and three fds per command until its end. With a session cgroup,
+  // one helper stays until the end: if this process dies, its dead man's switch removes the
+  // cgroup (a session whose helpers were all released left it behind, empty).
   private releaseIdleHelpers(): void {
     for (const h of this.helpersDone) {
+      if (this.cgroup && this.helpers.length <= 1) break;
       if (h.childless() !== true) continue;
       h.release();
       this.releasedIdle += 1;

@@ -21,7 +21,7 @@ import {
   tempDir,
   waitFor,
 } from '../support/zoo.js';
-import { cgroupDirOf, exeOf, isHelper, ppidOf, workerSubtreeLeft } from './support.js';
+import { cgroup2Mount, cgroupDirOf, exeOf, isHelper, ppidOf, workerSubtreeLeft } from './support.js';
 
 const GRACE_MS = 1000;
 
@@ -161,5 +161,18 @@ describe('the supervisor is killed with SIGKILL mid-session', () => {
     expect(goneMs, 'it ended after the grace').toBeGreaterThanOrEqual(GRACE_MS - 100);
     expect(goneMs, 'it ended within grace + 1 s').toBeLessThanOrEqual(GRACE_MS + 1000);
     await waitFor(`the session cgroup ${s.cgroup} removed`, () => !existsSync(s.cgroup), 1000);
+  });
+});
+
+describe('the supervisor killed by SIGKILL once its command ended with nothing left', () => {
+  it('leaves no session cgroup: the idle helper kept for it removes it', async () => {
+    const node = runNode([join(FIXTURES, 'node/idle-supervisor.mjs')]);
+    const { code, stdout, stderr } = await node.done;
+    expect(code, `the supervisor did not die by SIGKILL: ${stderr}`).toBeNull();
+    const rel = /^CGROUP (\/\S*tether-[0-9a-f]{32})$/m.exec(stdout)?.[1];
+    expect(rel, `premise broken: the command was not in a session cgroup: ${stdout}${stderr}`).toBeDefined();
+    const dir = join(cgroup2Mount() ?? '/nonexistent', rel ?? '');
+    for (let i = 0; i < 100 && existsSync(dir); i++) await sleep(20);
+    expect(existsSync(dir), `${dir} is left behind`).toBe(false);
   });
 });
