@@ -15,6 +15,7 @@ export const SWEEP_BUDGET_MS = 180_000;
 export const CANCEL_BUDGET_MS = 10_000;
 /** First pause before a retry, ms; doubled each time up to RETRY_MAX_MS. */
 export const RETRY_FIRST_MS = 250;
+/** Longest pause between two retries of a sweep whose exec never reached the target, ms. */
 export const RETRY_MAX_MS = 15_000;
 
 /** Options of `sandbox.sweep`. Durations in milliseconds. */
