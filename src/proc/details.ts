@@ -1,16 +1,40 @@
-// Details read once per found process, for the report: cmdline and real uid.
-import { readText } from './read.js';
+// Details read once per found process, for the report: cmdline and real uid, each read bounded.
+import { readInto, readText, sharedBuffer } from './read.js';
 
-/** `/proc/<pid>/cmdline` with NULs as spaces; '' for a zombie or a kernel thread, undefined when gone. */
+/**
+ * Bytes of `/proc/<pid>/cmdline` kept for the report: 4 KiB. A process can point its cmdline at
+ * gigabytes (prctl(2) `PR_SET_MM_MAP`); 4 KiB names any ordinary command.
+ */
+export const CMDLINE_CAP_BYTES = 4096;
+
+/**
+ * Appended to a cmdline cut at `CMDLINE_CAP_BYTES`: U+2026 HORIZONTAL ELLIPSIS. The text is
+ * decoded as latin1 (one character per byte, U+0000–U+00FF), so the mark cannot come from the
+ * process itself.
+ */
+export const CMDLINE_TRUNCATED_MARK = '\u2026';
+
+// The Uid: line comes ninth in /proc/<pid>/status (proc(5)); 4 KiB holds it with room to spare.
+const STATUS_READ_BYTES = 4096;
+
+/**
+ * `/proc/<pid>/cmdline` with NULs as spaces, at most `CMDLINE_CAP_BYTES` of it (then followed by
+ * `CMDLINE_TRUNCATED_MARK`); '' for a zombie or a kernel thread, undefined when gone or denied.
+ */
 export function readCmdline(procRoot: string, pid: number): string | undefined {
-  const text = readText(`${procRoot}/${pid}/cmdline`);
-  if (text === undefined) return undefined;
-  return text.replace(/\0+$/, '').replaceAll('\0', ' ');
+  // One byte past the cap, so that a command of exactly the cap and its final NUL is whole.
+  const r = readInto(`${procRoot}/${pid}/cmdline`, CMDLINE_CAP_BYTES + 1);
+  if (r.kind !== 'ok') return undefined;
+  const text = sharedBuffer().toString('latin1', 0, r.length).replace(/\0+$/, '');
+  if (r.truncated || text.length > CMDLINE_CAP_BYTES) {
+    return text.slice(0, CMDLINE_CAP_BYTES).replaceAll('\0', ' ') + CMDLINE_TRUNCATED_MARK;
+  }
+  return text.replaceAll('\0', ' ');
 }
 
 /** Real uid from the `Uid:` line of `/proc/<pid>/status` (proc(5)); undefined when gone. */
 export function readUid(procRoot: string, pid: number): number | undefined {
-  const text = readText(`${procRoot}/${pid}/status`);
+  const text = readText(`${procRoot}/${pid}/status`, STATUS_READ_BYTES);
   const match = text?.match(/^Uid:\s+(\d+)/m);
   return match ? Number(match[1]) : undefined;
 }

@@ -1,44 +1,46 @@
-// Small-file reads from /proc with one reused buffer: no allocation per file on the hot path.
+// Reads from /proc through one fixed-size buffer: no allocation per file on the hot path, and
+// no file, however large a process makes it, grows the supervisor's memory.
 import { closeSync, openSync, readSync } from 'node:fs';
 
 /** What a read of a /proc file came to. */
 export type ReadOutcome =
-  | { kind: 'ok'; length: number }
+  /** `truncated`: the file holds more than the `limit` bytes read (only `length` of them kept). */
+  | { kind: 'ok'; length: number; truncated: boolean }
   /** ENOENT / ESRCH: the process (or thread) is gone. */
   | { kind: 'gone' }
   /** EACCES / EPERM: the file exists but this uid may not read it (proc(5), ptrace access mode). */
   | { kind: 'denied'; code: string };
 
-let buffer = Buffer.allocUnsafe(64 * 1024);
+/** Size of the one buffer every /proc read goes through, in bytes. It is never grown. */
+export const READ_BUFFER_BYTES = 64 * 1024;
 
-/** The shared buffer the last `readInto` filled; valid until the next read. */
+const buffer = Buffer.allocUnsafe(READ_BUFFER_BYTES);
+const GONE: ReadOutcome = { kind: 'gone' };
+
+/** The shared buffer the last read filled; valid until the next read. Always `READ_BUFFER_BYTES` long. */
 export function sharedBuffer(): Buffer {
   return buffer;
 }
 
 /**
- * Reads the whole file at `path` into the shared buffer (grown as needed), one open/read…/close.
- * Errors other than gone/denied (EIO, EMFILE…) are thrown: the caller reports them.
+ * Reads at most `limit` bytes (default and maximum `READ_BUFFER_BYTES - 1`) of the file at `path`
+ * into the shared buffer: one open/read…/close. `truncated` when the file holds more — found by
+ * reading one byte past `limit`, never the rest of the file (a process can point its cmdline at
+ * gigabytes: prctl(2) `PR_SET_MM_MAP`). Errors other than gone/denied (EIO, EMFILE…) are
+ * thrown: the caller reports them.
  */
-export function readInto(path: string): ReadOutcome {
-  let fd: number;
-  try {
-    fd = openSync(path, 'r');
-  } catch (error) {
-    return classify(error);
-  }
+export function readInto(path: string, limit = READ_BUFFER_BYTES - 1): ReadOutcome {
+  const want = Math.min(limit, READ_BUFFER_BYTES - 1) + 1;
+  const fd = openProc(path);
+  if (typeof fd !== 'number') return fd;
   try {
     let length = 0;
-    for (;;) {
-      if (length === buffer.length) {
-        const bigger = Buffer.allocUnsafe(buffer.length * 2);
-        buffer.copy(bigger, 0, 0, length);
-        buffer = bigger;
-      }
-      const n = readSync(fd, buffer, length, buffer.length - length, null);
-      if (n === 0) return { kind: 'ok', length };
+    while (length < want) {
+      const n = readSync(fd, buffer, length, want - length, null);
+      if (n === 0) break;
       length += n;
     }
+    return length === want ? { kind: 'ok', length: want - 1, truncated: true } : { kind: 'ok', length, truncated: false };
   } catch (error) {
     return classify(error);
   } finally {
@@ -46,15 +48,33 @@ export function readInto(path: string): ReadOutcome {
   }
 }
 
-/** Reads a small text file (stat, status, cmdline); undefined when gone or denied. */
-export function readText(path: string): string | undefined {
-  const r = readInto(path);
+/** Reads a small text file (stat, status, cmdline), at most `limit` bytes; undefined when gone or denied. */
+export function readText(path: string, limit?: number): string | undefined {
+  const r = readInto(path, limit);
   return r.kind === 'ok' ? buffer.toString('latin1', 0, r.length) : undefined;
 }
 
-function classify(error: unknown): ReadOutcome {
+/** Opens `path` read-only for a streamed read (see `readChunk`): the fd, or why it cannot be read. */
+export function openProc(path: string): number | ReadOutcome {
+  try {
+    return openSync(path, 'r');
+  } catch (error) {
+    return classify(error);
+  }
+}
+
+/**
+ * One read(2) from `fd` into the shared buffer at `[offset, READ_BUFFER_BYTES)`: the bytes read,
+ * 0 at the end of the file. Throws what read(2) throws (see `classify`).
+ */
+export function readChunk(fd: number, offset: number): number {
+  return readSync(fd, buffer, offset, READ_BUFFER_BYTES - offset, null);
+}
+
+/** Maps a /proc open or read error to gone/denied; rethrows anything else. */
+export function classify(error: unknown): ReadOutcome {
   const code = (error as NodeJS.ErrnoException).code ?? '';
-  if (code === 'ENOENT' || code === 'ESRCH') return { kind: 'gone' };
+  if (code === 'ENOENT' || code === 'ESRCH') return GONE;
   if (code === 'EACCES' || code === 'EPERM') return { kind: 'denied', code };
   throw error;
 }

@@ -1,7 +1,6 @@
-// Live processes carrying any tether tag, for `tether ps` (one walk, every environ read).
+// Live processes carrying any tether tag, for `tether ps` (one walk, every environ read, bounded).
 import { readCmdline, readUid } from './details.js';
-import { readEnviron, sessionEntriesIn } from './environ.js';
-import { sharedBuffer } from './read.js';
+import { readEnviron } from './environ.js';
 import { takeSnapshot } from './snapshot.js';
 
 /** A live process and the tether tags in its environ. `startTime` in clock ticks since boot. */
@@ -21,8 +20,9 @@ export function listTaggedProcesses(procRoot = '/proc'): TaggedProcess[] {
   for (const stat of takeSnapshot(procRoot).processes.values()) {
     if (stat.pid === process.pid) continue;
     const r = readEnviron(procRoot, stat.pid, stat.state === 'Z');
-    if (r.kind !== 'ok' || r.length === 0) continue;
-    const tags = sessionEntriesIn(sharedBuffer(), r.length).map((entry) => entry.slice(0, -2));
+    // An oversized environ (ENVIRON_BYTE_BUDGET) is listed by the entries within its budget.
+    if (r.kind !== 'ok' || r.entries.length === 0) continue;
+    const tags = r.entries.map((entry) => entry.slice(0, -2));
     if (tags.length === 0) continue;
     found.push({
       pid: stat.pid,

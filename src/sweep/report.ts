@@ -12,6 +12,7 @@ export interface ProcessRecord {
   ppid: number;
   uid: number | null;
   comm: string;
+  /** At most 4 KiB of /proc/<pid>/cmdline, NULs as spaces; a longer one ends in `…` (docs/report.md). */
   cmdline: string;
   foundBy: FoundBy;
   /** For a descendant: the parent pid through which it was found. */
@@ -31,13 +32,25 @@ export interface SurvivorRecord extends ProcessRecord {
   reason: 'denied' | 'survived-kill';
 }
 
-/** A process left running because its environ could not be read (same uid, started since the session began). */
+/**
+ * Why an environ could not be decided: `denied` (EACCES/EPERM: a non-dumpable process) or
+ * `oversized` (larger than `ENVIRON_BYTE_BUDGET`, 6 MiB, or slower than `ENVIRON_TIME_BUDGET_MS`,
+ * with no session entry in what was read: src/proc/environ.ts).
+ */
+export type UnreadableReason = 'denied' | 'oversized';
+
+/**
+ * A process left running because its environ could not be decided, started since the session
+ * began: `denied` ones of our uid only, `oversized` ones of any uid (docs/sweep.md).
+ */
 export interface UnreadableRecord {
   pid: number;
   startTime: number;
   uid: number | null;
   comm: string;
+  /** At most 4 KiB of /proc/<pid>/cmdline; a longer one ends in `…` (docs/report.md). */
   cmdline: string;
+  reason: UnreadableReason;
 }
 
 /**

@@ -4,11 +4,11 @@
 
 import { cgroupPids, cgroupPopulated } from '../containment/cgroup.js';
 import { readUid } from '../proc/details.js';
-import { readEnviron, sessionEntriesIn } from '../proc/environ.js';
+import { type EnvironRead, readEnviron } from '../proc/environ.js';
 import { type Identity, identityKey, isAliveStat } from '../proc/identity.js';
-import { sharedBuffer } from '../proc/read.js';
 import { type Snapshot, takeSnapshot } from '../proc/snapshot.js';
 import type { ProcStat } from '../proc/stat.js';
+import type { UnreadableReason } from './report.js';
 
 /**
  * Which layer first found a process, the env tag's first: `carrier` (its environ holds the tag)
@@ -41,7 +41,7 @@ export interface ScanContext {
   excluded: Set<number>;
   /** Earlier finds by identity key, kept across scans and across sweeps of one session. */
   known: Map<string, Member>;
-  /** Our uid: an unreadable environ of another uid is not ours to name. */
+  /** Our uid: a denied environ of another uid is not ours to name (docs/sweep.md). */
   uid: number;
   /** The helpers (and PID-namespace inits): never members themselves, their descendants are. */
   roots: Identity[];
@@ -53,18 +53,20 @@ export interface ScanContext {
 export interface ScanResult {
   snapshot: Snapshot;
   members: Member[];
-  /** Processes of our uid started since the session began whose environ cannot be read. */
-  unreadable: ProcStat[];
+  /**
+   * Processes started since the session began whose environ could not be decided: `denied`
+   * (of our uid), or `oversized` (any uid: we could read it, so we could have signalled it).
+   */
+  unreadable: { stat: ProcStat; reason: UnreadableReason }[];
   /** `cgroup.events` `populated`, read after the walk (cgroup layer only; undefined if unread). */
   populated?: boolean;
 }
 
 // The session entries of each process, read once per snapshot: sweeps of many sessions that
 // share a round's snapshot share its environ reads too.
-type Entries = Set<string> | 'denied' | 'gone';
-const entriesBySnapshot = new WeakMap<Snapshot, Map<number, Entries>>();
+const entriesBySnapshot = new WeakMap<Snapshot, Map<number, EnvironRead>>();
 
-function entriesOf(snapshot: Snapshot, stat: ProcStat): Entries {
+function entriesOf(snapshot: Snapshot, stat: ProcStat): EnvironRead {
   let cache = entriesBySnapshot.get(snapshot);
   if (!cache) {
     cache = new Map();
@@ -73,8 +75,7 @@ function entriesOf(snapshot: Snapshot, stat: ProcStat): Entries {
   let entries = cache.get(stat.pid);
   if (entries === undefined) {
     // A zombie leader with live threads: its environ is read through a thread.
-    const r = readEnviron(snapshot.procRoot, stat.pid, stat.state === 'Z');
-    entries = r.kind === 'ok' ? new Set(sessionEntriesIn(sharedBuffer(), r.length)) : r.kind;
+    entries = readEnviron(snapshot.procRoot, stat.pid, stat.state === 'Z');
     cache.set(stat.pid, entries);
   }
   return entries;
@@ -86,7 +87,7 @@ function entriesOf(snapshot: Snapshot, stat: ProcStat): Entries {
  */
 export function scanSession(ctx: ScanContext, snapshot: Snapshot = takeSnapshot(ctx.procRoot)): ScanResult {
   const members = new Map<number, Member>();
-  const unreadable: ProcStat[] = [];
+  const unreadable: ScanResult['unreadable'] = [];
   const liveRoots = ctx.roots.filter((r) => snapshot.processes.get(r.pid)?.startTime === r.startTime);
   const rootPids = new Set(liveRoots.map((r) => r.pid));
   const eligible = (stat: ProcStat) =>
@@ -121,15 +122,17 @@ export function scanSession(ctx: ScanContext, snapshot: Snapshot = takeSnapshot(
   for (const stat of snapshot.processes.values()) {
     if (ctx.notBefore !== undefined && stat.startTime < ctx.notBefore) continue;
     if (members.has(stat.pid) || !eligible(stat)) continue;
-    const entries = entriesOf(snapshot, stat);
-    if (entries instanceof Set && entries.has(ctx.entry)) {
+    const r = entriesOf(snapshot, stat);
+    if (r.kind === 'ok' && r.entries.includes(ctx.entry)) {
       addWithDescendants({
         identity: { pid: stat.pid, startTime: stat.startTime },
         stat,
         foundBy: 'carrier',
       });
-    } else if (entries === 'denied' && readUid(ctx.procRoot, stat.pid) === ctx.uid) {
-      unreadable.push(stat);
+    } else if (r.kind === 'ok' && r.oversized) {
+      unreadable.push({ stat, reason: 'oversized' });
+    } else if (r.kind === 'denied' && readUid(ctx.procRoot, stat.pid) === ctx.uid) {
+      unreadable.push({ stat, reason: 'denied' });
     }
   }
   // Subreaper layer: whatever the env tag missed under a helper (a cleared or overwritten
@@ -156,7 +159,7 @@ export function scanSession(ctx: ScanContext, snapshot: Snapshot = takeSnapshot(
   return {
     snapshot,
     members: [...members.values()],
-    unreadable: unreadable.filter((s) => !members.has(s.pid)),
+    unreadable: unreadable.filter((u) => !members.has(u.stat.pid)),
     populated,
   };
 }

@@ -295,7 +295,7 @@ class SweepRun {
           t.record.endedBy = lastPhaseSignal(t.record.signals) ?? 'exited';
         }
       }
-      for (const stat of scan.unreadable) {
+      for (const { stat, reason } of scan.unreadable) {
         const key = identityKey({ pid: stat.pid, startTime: stat.startTime });
         if (this.unreadable.has(key)) continue;
         const p = this.ctx.procRoot;
@@ -305,6 +305,7 @@ class SweepRun {
           uid: readUid(p, stat.pid) ?? null,
           comm: stat.comm,
           cmdline: readCmdline(p, stat.pid) ?? '',
+          reason,
         });
       }
       return alive.size;
