@@ -40,7 +40,9 @@ export function readInto(path: string, limit = READ_BUFFER_BYTES - 1): ReadOutco
       if (n === 0) break;
       length += n;
     }
-    return length === want ? { kind: 'ok', length: want - 1, truncated: true } : { kind: 'ok', length, truncated: false };
+    return length === want
+      ? { kind: 'ok', length: want - 1, truncated: true }
+      : { kind: 'ok', length, truncated: false };
   } catch (error) {
     return classify(error);
   } finally {
