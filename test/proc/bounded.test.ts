@@ -5,12 +5,12 @@ import { type ChildProcess, spawn as spawnChild } from 'node:child_process';
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { type Identity, identityOf, isAlive, session } from '../../src/index.js';
+import { type Identity, identityOf, session } from '../../src/index.js';
 import { readCmdline } from '../../src/proc/details.js';
 import { readEnviron } from '../../src/proc/environ.js';
 import { sharedBuffer } from '../../src/proc/read.js';
 import { BUILD } from '../support/paths.js';
-import { killIfAlive, readPidfile, tempDir, waitFor } from '../support/zoo.js';
+import { readPidfile, tempDir, waitFor } from '../support/zoo.js';
 
 const BOMB = join(BUILD, 'zoo-environ-bomb');
 const MIB = 1024 * 1024;
@@ -20,8 +20,21 @@ const BUFFER_BYTES = 64 * 1024;
 const started: Identity[] = [];
 const children: ChildProcess[] = [];
 
+// Read here, not through src/: ground truth and cleanup must hold even when the code under test
+// broke its reader (the old reader's 2 GiB buffer made every later read throw).
+/** Ground truth: that very process (pid and start time) still exists, and is not a zombie. */
+function alive(id: Identity): boolean {
+  try {
+    const text = readFileSync(`/proc/${id.pid}/stat`, 'latin1');
+    const f = text.slice(text.lastIndexOf(')') + 2).split(' ');
+    return f[0] !== 'Z' && Number(f[19]) === id.startTime;
+  } catch {
+    return false;
+  }
+}
+
 afterEach(() => {
-  for (const id of started.splice(0)) killIfAlive(id);
+  for (const id of started.splice(0)) if (alive(id)) process.kill(id.pid, 'SIGKILL');
   for (const c of children.splice(0)) if (c.exitCode === null && c.signalCode === null) c.kill('SIGKILL');
 });
 
@@ -152,7 +165,7 @@ describe('bounded reads', () => {
     const report = await s.end();
     const json = JSON.stringify(report);
 
-    expect(isAlive(leftover), `the tagged leftover sleep ${leftover.pid} survived the sweep: ${json}`).toBe(
+    expect(alive(leftover), `the tagged leftover sleep ${leftover.pid} survived the sweep: ${json}`).toBe(
       false,
     );
     expect(report.stopped.map((r) => r.pid)).toContain(leftover.pid);
@@ -161,7 +174,7 @@ describe('bounded reads', () => {
       json,
     ).not.toContain('SCAN_FAILED');
     expect(report.complete).toBe(true);
-    expect(isAlive(bystander), `the bystander ${bystander.pid} was signalled`).toBe(true);
+    expect(alive(bystander), `the bystander ${bystander.pid} was signalled`).toBe(true);
     expect(
       report.unreadable.find((u) => u.pid === bystander.pid),
       json,
@@ -189,10 +202,9 @@ describe('bounded reads', () => {
     );
     const ids = [within, beyond].map((f) => {
       const r = readPidfile(f)[0];
-      const id = r ? identityOf(r.pid) : undefined;
-      if (!id || id.startTime !== r?.startTime)
-        throw new Error(`premise broken: the bomb of ${f} is not running`);
+      const id = { pid: r?.pid ?? 0, startTime: r?.startTime ?? -1 };
       started.push(id);
+      if (!alive(id)) throw new Error(`premise broken: the bomb of ${f} is not running`);
       return id;
     });
     const [carrier, hidden] = ids as [Identity, Identity];
@@ -202,9 +214,9 @@ describe('bounded reads', () => {
 
     const report = await s.end();
     const json = JSON.stringify(report);
-    expect(isAlive(carrier), `the bomb with its entry at 4 KiB survived: ${json}`).toBe(false);
+    expect(alive(carrier), `the bomb with its entry at 4 KiB survived: ${json}`).toBe(false);
     expect(report.stopped.find((r) => r.pid === carrier.pid)?.foundBy).toBe('carrier');
-    expect(isAlive(hidden), 'the bomb with its entry at 7 MiB was signalled without evidence').toBe(true);
+    expect(alive(hidden), 'the bomb with its entry at 7 MiB was signalled without evidence').toBe(true);
     expect(
       report.unreadable.find((u) => u.pid === hidden.pid),
       json,
