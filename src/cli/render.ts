@@ -69,7 +69,7 @@ export function renderReport(report: SweepReport): string[] {
   }
   if (report.unreadable.length > 0) {
     lines.push(
-      `tether: left running, environ unreadable (may belong to the session): ${report.unreadable.map((p) => `${p.pid} ${command(p)}`).join('; ')}`,
+      `tether: left running, environ unreadable (may belong to the session): ${report.unreadable.map((p) => `${p.pid} ${command(p)} (${p.reason})`).join('; ')}`,
     );
   }
   for (const w of report.warnings) lines.push(`tether: warning: ${w.message}`);
