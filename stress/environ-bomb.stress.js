@@ -62,7 +62,9 @@ async function run(withBomb) {
     }
     const g = stat(child.pid);
     if (!g || Number(g[48]) - Number(g[47]) !== BOMB_MIB * MIB) {
-      throw new Error(`premise broken: the bystander ${child.pid} did not move its environ to ${BOMB_MIB} MiB`);
+      throw new Error(
+        `premise broken: the bystander ${child.pid} did not move its environ to ${BOMB_MIB} MiB`,
+      );
     }
   }
   const p = s.spawn('sh', ['-c', 'sleep 300 </dev/null >/dev/null 2>&1 & echo $!']);
@@ -97,15 +99,24 @@ try {
   const maxAfter = maxRssMiB();
   const named = report.unreadable.find((u) => u.pid === bystander.pid);
 
-  console.log(`bystander: ${BOMB_MIB} MiB environ and cmdline, uid ${process.getuid?.() === 0 ? 65534 : 'ours'}`);
+  console.log(
+    `bystander: ${BOMB_MIB} MiB environ and cmdline, uid ${process.getuid?.() === 0 ? 65534 : 'ours'}`,
+  );
   console.log(`sweep: ${durationMs.toFixed(1)} ms, ${report.timings.scans} scans, proof ${report.proof}`);
-  console.log(`rss: ${rssBefore.toFixed(1)} -> ${rssAfter.toFixed(1)} MiB (${(rssAfter - rssBefore).toFixed(1)})`);
-  console.log(`peak rss: ${maxBefore.toFixed(1)} -> ${maxAfter.toFixed(1)} MiB (${(maxAfter - maxBefore).toFixed(1)})`);
+  console.log(
+    `rss: ${rssBefore.toFixed(1)} -> ${rssAfter.toFixed(1)} MiB (${(rssAfter - rssBefore).toFixed(1)})`,
+  );
+  console.log(
+    `peak rss: ${maxBefore.toFixed(1)} -> ${maxAfter.toFixed(1)} MiB (${(maxAfter - maxBefore).toFixed(1)})`,
+  );
   console.log(`shared buffer: ${sharedBuffer().length} bytes`);
   check(report.complete && !report.warnings.some((w) => w.code === 'SCAN_FAILED'), 'the sweep completed');
   check(!alive(leftover), `the tagged leftover sleep ${leftover.pid} ended`);
   check(alive(bystander), `the bystander ${bystander.pid} was left running`);
-  check(named?.reason === 'oversized', `the bystander is named unreadable, oversized (reason ${named?.reason}, uid ${named?.uid}, cmdline of ${named?.cmdline.length} characters)`);
+  check(
+    named?.reason === 'oversized',
+    `the bystander is named unreadable, oversized (reason ${named?.reason}, uid ${named?.uid}, cmdline of ${named?.cmdline.length} characters)`,
+  );
   check(rssAfter - rssBefore <= LIMIT_MIB, `RSS grew by at most ${LIMIT_MIB} MiB`);
   check(maxAfter - maxBefore <= LIMIT_MIB, `peak RSS grew by at most ${LIMIT_MIB} MiB`);
 } finally {
