@@ -82,7 +82,7 @@ export function helperPath(): { path: string } | { reason: string } {
     if (why !== MISSING) return { reason: `the helper at ${path} ${why}` };
   }
   const build = `node ${BUILD_SCRIPT} --host`;
-  const host = describeTarget(hostTarget());
+  const host = `linux-${process.arch}`;
   return PREBUILT_ARCHES.includes(process.arch)
     ? {
         reason: `the helper for ${host} is not built (dist/${file}): \`npm run build\` or \`${build}\` compiles it with cc`,
