@@ -325,6 +325,16 @@ describe('the build: each architecture it can, and prepack refuses a package wit
     },
   );
 
+  it("--host (the fallback the NO_HELPER warning names) builds this machine's helper only", () => {
+    const out = mkdtempSync(join(tmpdir(), 'tether-build-'));
+    const ran = buildInto(out, ['--host'], {});
+    expect(ran.status, ran.stderr).toBe(0);
+    expect(ran.stderr).toBe('');
+    const own = readElf(join(out, `linux-${process.arch}/tether-helper`));
+    expect(own.kind === 'elf' && own.target.arch).toBe(process.arch);
+    expect(existsSync(join(out, `linux-${OTHER_ARCH}`)), 'no other architecture was tried').toBe(false);
+  });
+
   it('an unknown argument is refused, naming the accepted ones', () => {
     const ran = buildInto(mkdtempSync(join(tmpdir(), 'tether-build-')), ['--arch'], {});
     expect(ran.status).toBe(2);
