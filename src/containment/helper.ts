@@ -1,6 +1,7 @@
 // The subreaper layer's client (design.md §5; issue 3 item 1). The helper is native
-// (native/helper.c, built at install into dist/native/tether-helper): a separate process, so
-// the supervisor never becomes a subreaper itself (libuv never reaps adopted orphans, and a
+// (native/helper.c, built per architecture into dist/native/linux-<arch>/tether-helper by
+// scripts/build-helper.mjs; `helperPath` picks this machine's): a separate process, so the
+// supervisor never becomes a subreaper itself (libuv never reaps adopted orphans, and a
 // waitpid(-1) in Node steals libuv's own children).
 //
 // Protocol (see the comment at the top of native/helper.c): the helper gets the payload's stdio
@@ -10,37 +11,85 @@
 // fd 5 (helper → supervisor: `K c|n|u`). The first lines are read synchronously, so
 // the payload's pid and start time are known when `startHelper` returns (about a millisecond).
 import { type ChildProcess, type StdioOptions, spawn } from 'node:child_process';
-import { accessSync, closeSync, constants, readSync, writeSync } from 'node:fs';
+import { accessSync, closeSync, constants, readSync, statSync, writeSync } from 'node:fs';
 import { Socket } from 'node:net';
 import { constants as os } from 'node:os';
 import { fileURLToPath } from 'node:url';
 import { libc } from '../libc.js';
 import { type Identity, identityOf } from '../proc/identity.js';
+import { describeTarget, hostTarget, readElf, runsOn } from './elf.js';
+import { helperFile, PREBUILT_ARCHES } from './prebuilt.js';
+
+// The fallback for an architecture without a prebuilt helper (or a checkout not yet built):
+// this script, shipped in the package, compiles native/helper.c with cc.
+const BUILD_SCRIPT = fileURLToPath(new URL('../../scripts/build-helper.mjs', import.meta.url));
+const MISSING = 'missing';
+/** Per path: the verdict on its header, for the file version (dev, inode, size, mtime) read. */
+const verdicts = new Map<string, { version: string; why: string | undefined }>();
+
+// Why the file at `path` cannot be this process's helper: MISSING, a reason, or undefined (it
+// can). The header is read once per file version: a rebuild renames a new file over the old.
+function unusable(path: string): string | undefined {
+  let version: string;
+  try {
+    const st = statSync(path);
+    if (!st.isFile()) return 'is not a regular file';
+    version = `${st.dev}:${st.ino}:${st.size}:${st.mtimeMs}`;
+    accessSync(path, constants.X_OK);
+  } catch (error) {
+    const code = (error as NodeJS.ErrnoException).code;
+    if (code === 'ENOENT' || code === 'ENOTDIR') return MISSING;
+    return code === 'EACCES' ? 'is not executable' : `cannot be read (${code})`;
+  }
+  const known = verdicts.get(path);
+  if (known?.version === version) return known.why;
+  let why: string | undefined;
+  try {
+    const head = readElf(path);
+    const host = hostTarget();
+    if (head.kind === 'other') why = `is ${head.reason}`;
+    else if (head.kind === 'elf' && !runsOn(head.target, host)) {
+      why = `is built for ${describeTarget(head.target)}, not for this process's ${describeTarget(host)}: it cannot exec here`;
+    }
+  } catch (error) {
+    why = `cannot be read (${(error as NodeJS.ErrnoException).code})`;
+  }
+  verdicts.set(path, { version, why });
+  return why;
+}
 
 /**
- * Where the built helper is: `TETHER_HELPER` when set, else dist/native/tether-helper next to
- * this module's package (also when this module runs from src/, as under the tests). Returns
- * the path, or why there is none (`reason`).
+ * Where this machine's helper is: `TETHER_HELPER` when set, else the package's
+ * dist/native/linux-<process.arch>/tether-helper (also when this module runs from src/, as
+ * under the tests). The file must be executable and, when it is an ELF file, built for this
+ * process's architecture (machine, class, byte order: `readElf`); a `#!` script is taken as is.
+ * Returns the path, or why there is none (`reason`, shown in the NO_HELPER warning): it names
+ * the architectures, and for one without a prebuilt helper the command that builds one with cc.
  */
 export function helperPath(): { path: string } | { reason: string } {
   const override = process.env.TETHER_HELPER;
   if (override === '') return { reason: 'the helper is disabled (TETHER_HELPER is empty)' };
-  const candidates = override
-    ? [override]
-    : ['../native/tether-helper', '../../dist/native/tether-helper'].map((p) =>
-        fileURLToPath(new URL(p, import.meta.url)),
-      );
-  for (const path of candidates) {
-    try {
-      accessSync(path, constants.X_OK);
-      return { path };
-    } catch {
-      // not there, or not executable
-    }
+  if (override) {
+    const why = unusable(override);
+    if (why === undefined) return { path: override };
+    return { reason: `the helper at TETHER_HELPER=${override} ${why === MISSING ? 'does not exist' : why}` };
   }
-  return override
-    ? { reason: `the helper at TETHER_HELPER=${override} is not an executable file` }
-    : { reason: 'the helper is not built (dist/native/tether-helper; `npm run build` compiles it with cc)' };
+  const file = helperFile(process.arch);
+  for (const relative of [`../${file}`, `../../dist/${file}`]) {
+    const path = fileURLToPath(new URL(relative, import.meta.url));
+    const why = unusable(path);
+    if (why === undefined) return { path };
+    if (why !== MISSING) return { reason: `the helper at ${path} ${why}` };
+  }
+  const build = `node ${BUILD_SCRIPT} --host`;
+  const host = `linux-${process.arch}`;
+  return PREBUILT_ARCHES.includes(process.arch)
+    ? {
+        reason: `the helper for ${host} is not built (dist/${file}): \`npm run build\` or \`${build}\` compiles it with cc`,
+      }
+    : {
+        reason: `this package carries no helper for ${host} (prebuilt: ${PREBUILT_ARCHES.map((a) => `linux-${a}`).join(', ')}): \`${build}\` compiles one with cc`,
+      };
 }
 
 /** What `startHelper` needs: the payload, its stdio, and the dead man's switch's budgets (ms). */

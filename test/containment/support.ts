@@ -2,10 +2,11 @@
 // (containment, above all), and ground truth read straight from /proc and the cgroup tree.
 //
 // Sessions start through src/ (runShape), as in the zoo: from src/ too the library finds the
-// helper at dist/native/tether-helper (built by globalSetup), and problemsOf fails a run that
+// helper at dist/native/linux-<arch>/tether-helper (built by globalSetup), and problemsOf fails a run that
 // warns NO_HELPER.
 import { readdirSync, readFileSync, readlinkSync, realpathSync } from 'node:fs';
 import { join } from 'node:path';
+import { helperFile } from '../../src/containment/prebuilt.js';
 import type { SpawnOptions } from '../../src/index.js';
 import { ROOT } from '../support/paths.js';
 import {
@@ -18,8 +19,8 @@ import {
   type ShapeRun,
 } from '../support/zoo.js';
 
-/** The helper binary `npm run build` makes (what /proc/<pid>/exe of a helper points to). */
-export const HELPER_EXE = join(ROOT, 'dist/native/tether-helper');
+/** The helper binary `npm run build` makes for this machine (what /proc/<pid>/exe of a helper points to). */
+export const HELPER_EXE = join(ROOT, 'dist', helperFile(process.arch));
 
 function helperExe(): string {
   try {

@@ -1,0 +1,120 @@
+// Which machine an executable is built for, read from its ELF header (elf(5)): the helper is a
+// native binary, and one built for another architecture cannot exec here. Node's spawn would
+// get ENOEXEC, and libuv's execvp(3) then runs the file through /bin/sh: raw shell noise on the
+// payload's stderr and a helper that "said nothing". Used by `helperPath` before a start and by
+// scripts/build-helper.mjs to check what it built and what a package ships.
+import { closeSync, openSync, readSync } from 'node:fs';
+import { endianness } from 'node:os';
+
+/** A machine in `process.arch`'s terms, with the ELF class (bits) and byte order it implies. */
+export interface ElfTarget {
+  /** `process.arch`'s name (`x64`, `arm64`…), or `e_machine N` for a machine it has none for. */
+  arch: string;
+  bits: 32 | 64;
+  endian: 'LE' | 'BE';
+}
+
+/** What `readElf` found at the start of a file. */
+export type ElfHead =
+  | {
+      kind: 'elf';
+      target: ElfTarget /** PT_INTERP: needs a dynamic loader (not static). */;
+      dynamic: boolean;
+    }
+  | { kind: 'script' } // `#!`: the kernel runs its interpreter (no ENOEXEC fallback)
+  | { kind: 'other'; reason: string };
+
+// e_machine values (elf.h) → process.arch. s390/s390x and mips/mipsel share one value: the
+// class or the byte order tells them apart.
+const MACHINES: Record<number, (bits: 32 | 64, endian: 'LE' | 'BE') => string> = {
+  3: () => 'ia32',
+  8: (_b, e) => (e === 'LE' ? 'mipsel' : 'mips'),
+  20: () => 'ppc',
+  21: () => 'ppc64',
+  22: (b) => (b === 64 ? 's390x' : 's390'),
+  40: () => 'arm',
+  62: () => 'x64',
+  183: () => 'arm64',
+  243: () => 'riscv64',
+  258: () => 'loong64',
+};
+const BITS: Record<string, 32 | 64> = {
+  ia32: 32,
+  mips: 32,
+  mipsel: 32,
+  ppc: 32,
+  ppc64: 64,
+  s390: 32,
+  s390x: 64,
+  arm: 32,
+  x64: 64,
+  arm64: 64,
+  riscv64: 64,
+  loong64: 64,
+};
+
+const PT_INTERP = 3;
+/** Enough for the ELF header and the program headers of any helper a C compiler links. */
+const HEAD_BYTES = 4096;
+
+/**
+ * The machine this process runs on, as an ELF header would name it (`process.arch`, its word
+ * size, `os.endianness()`); `bits` is undefined for an architecture this table does not know.
+ */
+export function hostTarget(arch: string = process.arch): {
+  arch: string;
+  bits?: 32 | 64;
+  endian: 'LE' | 'BE';
+} {
+  return { arch, bits: BITS[arch], endian: endianness() };
+}
+
+/** `linux-x64, 64-bit LE`: how a target is named in messages. */
+export function describeTarget(t: { arch: string; bits?: number; endian: string }): string {
+  return `linux-${t.arch}${t.bits ? `, ${t.bits}-bit ${t.endian}` : ''}`;
+}
+
+/** Whether an ELF target runs natively on `host` (same machine, class and byte order). */
+export function runsOn(target: ElfTarget, host: ReturnType<typeof hostTarget> = hostTarget()): boolean {
+  // A host this table does not know: a machine it does not know either may well be its own.
+  if (host.bits === undefined) return target.arch === host.arch || target.arch.startsWith('e_machine ');
+  return target.arch === host.arch && target.endian === host.endian && host.bits === target.bits;
+}
+
+/** Parses the start of a file (at least the 20 bytes up to e_machine; `HEAD_BYTES` for `dynamic`). */
+export function parseElf(head: Buffer): ElfHead {
+  if (head.length >= 2 && head[0] === 0x23 && head[1] === 0x21) return { kind: 'script' };
+  if (head.length < 20 || head.readUInt32BE(0) !== 0x7f454c46) {
+    return { kind: 'other', reason: 'not an ELF executable (no ELF magic) nor a #! script' };
+  }
+  const bits = head[4] === 1 ? 32 : head[4] === 2 ? 64 : undefined;
+  const endian = head[5] === 1 ? 'LE' : head[5] === 2 ? 'BE' : undefined;
+  if (!bits || !endian)
+    return { kind: 'other', reason: `an ELF file of unknown class ${head[4]} / data ${head[5]}` };
+  const u16 = (at: number) => (endian === 'LE' ? head.readUInt16LE(at) : head.readUInt16BE(at));
+  const u32 = (at: number) => (endian === 'LE' ? head.readUInt32LE(at) : head.readUInt32BE(at));
+  const machine = u16(18);
+  const arch = MACHINES[machine]?.(bits, endian) ?? `e_machine ${machine}`;
+  // Program headers (e_phoff, e_phentsize, e_phnum): a PT_INTERP one names a dynamic loader.
+  const phoff =
+    bits === 64 ? Number(endian === 'LE' ? head.readBigUInt64LE(32) : head.readBigUInt64BE(32)) : u32(28);
+  const phentsize = u16(bits === 64 ? 54 : 42);
+  const phnum = u16(bits === 64 ? 56 : 44);
+  let dynamic = false;
+  for (let i = 0; i < phnum && phoff + (i + 1) * phentsize <= head.length; i++) {
+    if (u32(phoff + i * phentsize) === PT_INTERP) dynamic = true;
+  }
+  return { kind: 'elf', target: { arch, bits, endian }, dynamic };
+}
+
+/** Reads and parses the start of the file at `path`. Throws the open/read error (`code` ENOENT…). */
+export function readElf(path: string): ElfHead {
+  const fd = openSync(path, 'r');
+  try {
+    const head = Buffer.alloc(HEAD_BYTES);
+    const n = readSync(fd, head, 0, HEAD_BYTES, 0);
+    return parseElf(head.subarray(0, n));
+  } finally {
+    closeSync(fd);
+  }
+}
