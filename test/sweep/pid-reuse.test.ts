@@ -4,7 +4,7 @@
 // process from the moment it becomes known and drops it once the pidfd reports the exit, so a
 // process that was never the session's is never signalled. Measured on the old code (8552bd3,
 // the spawn's identity kept for the whole session): every trial whose decoy collided was
-// signalled — 24 of 40 trials.
+// signalled — 90 of 200 trials (this test), 24 of 40.
 import { execFile } from 'node:child_process';
 import { readdirSync } from 'node:fs';
 import { join } from 'node:path';
