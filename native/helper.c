@@ -20,13 +20,17 @@
 // fd 5, answer pipe, helper -> supervisor: "K c\n" / "K n\n" / "K u\n" answers the control line
 //   "children? K": the helper has a child (c), none at all (n: its whole subtree is gone — every
 //   orphan of it would be its child), or cannot tell (u: with --pidns, init is always a child).
-// fd 4, control pipe, supervisor -> helper: "release\n" ends the helper at once. EOF without a
-// release means the supervisor died (even by SIGKILL): the dead man's switch ends the helper's
-// whole subtree itself — TERM, up to --grace ms, then KILL (cgroup.kill when --cgroup), up to
-// --kill-after ms — removes the cgroup and exits. A SIGTERM from any process but the supervisor
-// (an outer session's sweep) does the same. The supervisor's other signals (its kill() on the
-// helper) are forwarded to the payload; a terminal's (SI_KERNEL) and other processes' are not
-// (sent to a process group, they reached the payload already).
+// fd 4, control pipe, supervisor -> helper: first "go\n", once the supervisor holds the payload's
+// pidfd after the "started" line (until then the payload waits before exec and the helper reaps
+// nothing, so the pid it reported cannot be reused: the supervisor's pidfd names the payload).
+// EOF or any other line before "go": the payload never execs. Then "release\n" ends the helper
+// at once. EOF without a release means the supervisor died (even by SIGKILL): the dead man's
+// switch ends the helper's whole subtree itself — TERM, up to --grace ms, then KILL
+// (cgroup.kill when --cgroup), up to --kill-after ms — removes the cgroup and exits. A SIGTERM
+// from any process but the supervisor (an outer session's sweep) does the same. The
+// supervisor's other signals (its kill() on the helper) are forwarded to the payload; a
+// terminal's (SI_KERNEL) and other processes' are not (sent to a process group, they reached
+// the payload already).
 //
 // --pidns: the payload runs as the child of an init in a new PID namespace with its own /proc
 // (CLONE_NEWPID | CLONE_NEWNS); when the helper releases or kills that init, the kernel kills
@@ -355,8 +359,10 @@ static pid_t fork_into(int cgroup_fd, int *joined) {
 
 // In the child, before exec: join the session's cgroup (so no early fork escapes it), restore
 // the signal mask and dispositions the helper changed, wait for the go byte, exec. The go byte
-// comes once the helper has reported "started": a command that kills its helper at once can
-// never leave the supervisor believing it never ran. No go byte (the helper died): no exec.
+// comes once the helper has reported "started" and the supervisor has answered "go" (it holds
+// the payload's pidfd): a command that kills its helper at once can never leave the supervisor
+// believing it never ran, and a payload that exits at once cannot free its pid before the
+// supervisor holds it. No go byte (the helper died, the supervisor never said go): no exec.
 // A failure is written to err_fd as two ints (stage, errno); the child then exits 127.
 static void exec_payload(char **argv, int procs_fd, int err_fd, int go_fd) {
   sigset_t none;
@@ -435,6 +441,21 @@ static int find_payload(unsigned long long *start, int err_fd) {
     }
     free(list);
     sleep_ms(1);
+  }
+  return -1;
+}
+
+// Waits for the supervisor's "go" line on the control pipe, read a byte at a time so that
+// nothing after it is consumed. 0 on "go"; 1 on EOF (the supervisor died); -1 on another line.
+static int await_go(void) {
+  char line[8];
+  size_t used = 0;
+  while (used < sizeof line) {
+    ssize_t n = read(CONTROL_FD, line + used, 1);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return 1;
+    if (line[used] == '\n') return used == 2 && !memcmp(line, "go", 2) ? 0 : -1;
+    used++;
   }
   return -1;
 }
@@ -567,6 +588,13 @@ int main(int argc, char **argv) {
     payload = child;
     read_stat(payload, NULL, NULL, &start);
     say("started %d %llu\n", payload, start);
+  }
+  // The supervisor opens the payload's pidfd now; nothing is reaped until it says go.
+  int go = await_go();
+  if (go != 0) {
+    close(go_pipe[1]); // the payload sees EOF and exits 125 without exec
+    dead_mans_switch(go == 1);
+    return 0;
   }
   (void)!write(go_pipe[1], "g", 1);
   close(go_pipe[1]);

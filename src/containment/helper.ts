@@ -6,10 +6,12 @@
 //
 // Protocol (see the comment at the top of native/helper.c): the helper gets the payload's stdio
 // on fds 0–2, a status pipe on fd 3 (helper → supervisor: `init`, `started`, `exec-failed`,
-// `exit`, `error` lines), a control pipe on fd 4 (supervisor → helper: `children? K` queries,
-// `release`, or EOF when the supervisor dies — the dead man's switch) and an answer pipe on
-// fd 5 (helper → supervisor: `K c|n|u`). The first lines are read synchronously, so
-// the payload's pid and start time are known when `startHelper` returns (about a millisecond).
+// `exit`, `error` lines), a control pipe on fd 4 (supervisor → helper: `go` once, then
+// `children? K` queries, `release`, or EOF when the supervisor dies — the dead man's switch) and
+// an answer pipe on fd 5 (helper → supervisor: `K c|n|u`). The first lines are read
+// synchronously, up to `started PID START`; the payload then waits before exec, and the helper
+// reaps nothing, until the supervisor has opened the payload's pidfd and answered `go`: a
+// payload that exits at once cannot free its pid before it is held (about a millisecond).
 import { type ChildProcess, type StdioOptions, spawn } from 'node:child_process';
 import { accessSync, closeSync, constants, readSync, statSync, writeSync } from 'node:fs';
 import { Socket } from 'node:net';
@@ -17,6 +19,7 @@ import { constants as os } from 'node:os';
 import { fileURLToPath } from 'node:url';
 import { libc } from '../libc.js';
 import { type Identity, identityOf } from '../proc/identity.js';
+import { createSignaller, type Hold } from '../sweep/signal.js';
 import { describeTarget, hostTarget, readElf, runsOn } from './elf.js';
 import { helperFile, PREBUILT_ARCHES } from './prebuilt.js';
 
@@ -130,6 +133,11 @@ export interface Helper {
   init?: Identity;
   /** The payload (pid as this namespace sees it, start time). */
   payload: Identity;
+  /**
+   * The payload's pidfd, opened before it could exec (src/sweep/signal.ts `Hold`; fd -1 without
+   * pidfd, or on EMFILE — then `why` names the errno). The caller owns it: `releaseHold` it.
+   */
+  payloadHold: Hold;
   end: Promise<PayloadEnd>;
   /**
    * Asks the helper whether it has any child (waitid(2) there): true when none — its whole
@@ -313,6 +321,15 @@ export function startHelper(path: string, opts: HelperOptions): Helper {
     throw new HelperStartError('unavailable', `the helper could not start the payload (${what})`);
   }
 
+  // The payload waits for our go before exec, and the helper reaps nothing until then: the pid
+  // is still the payload's, whatever it does next.
+  const payloadHold = createSignaller().hold(opts.procRoot, started);
+  try {
+    writeSync(controlWrite, 'go\n');
+  } catch {
+    // EPIPE: the helper is gone; its status pipe says so (`exit lost`)
+  }
+
   const helperChild = child;
   const end = new Promise<PayloadEnd>((resolve) => {
     const socket = new Socket({ fd: statusRead, readable: true, writable: false });
@@ -360,6 +377,7 @@ export function startHelper(path: string, opts: HelperOptions): Helper {
     helper: self,
     init: identity(fields('init')),
     payload: started,
+    payloadHold,
     end,
     childless,
     release,

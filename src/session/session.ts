@@ -17,7 +17,7 @@ import { type Identity, identityKey, isAlive, readStat, ticksNow } from '../proc
 import type { EventListener } from '../sweep/events.js';
 import type { SweepReport, SweepWarning } from '../sweep/report.js';
 import type { Member } from '../sweep/scan.js';
-import { createSignaller } from '../sweep/signal.js';
+import { createSignaller, type Hold, releaseHold } from '../sweep/signal.js';
 import { type SweepProgress, sweep, sweepSync } from '../sweep/sweep.js';
 import { outputClosed, releaseOutput } from './output.js';
 import { createTag, type SessionTag, tagsIn } from './tag.js';
@@ -109,6 +109,8 @@ export class Session {
   readonly options: Readonly<SessionOptions>;
   private readonly known = new Map<string, Member>();
   private readonly spawned: Identity[] = [];
+  /** The spawns' pidfds: held until the session's end (`release`). */
+  private readonly spawnHolds: Hold[] = [];
   private readonly running = new Set<SessionProcess>();
   private ending: Promise<SweepReport> | undefined;
   private readonly plan: ContainmentPlan;
@@ -184,10 +186,23 @@ export class Session {
     const payload = helper ? helper.payload : this.identityOf(child.pid);
     if (payload) {
       // The spawn is an earlier find from the start: a payload that clears or overwrites its
-      // own environ (env -i, a title rewrite) is still swept, with everything under it.
+      // own environ (env -i, a title rewrite) is still swept, with everything under it. It is
+      // known by its pidfd, held from here: once it exits it is dropped, so a process that
+      // takes its pid (even in the same clock tick) is never taken for it. Through the helper,
+      // the pidfd was opened before the payload could exec. Started directly: Node's child
+      // cannot be reaped before libuv's SIGCHLD handler runs, which needs the event loop, so
+      // this synchronous open right after the spawn names the child.
       this.spawned.push(payload);
+      const hold = helper ? helper.payloadHold : this.signaller.hold(this.procRoot, payload);
+      this.spawnHolds.push(hold);
+      if (hold.fd < 0 && hold.why !== 'gone' && hold.why !== 'no-pidfd')
+        this.warnings.push({
+          code: 'NO_PIDFD',
+          message: `pidfd_open failed for ${command} (pid ${payload.pid}, ${hold.why}): it is re-checked by start time before each signal (a narrow pid-reuse race remains)`,
+        });
       const stat = readStat(this.procRoot, payload.pid);
-      if (stat) this.known.set(identityKey(payload), { identity: payload, stat, foundBy: 'carrier' });
+      if (stat && hold.why !== 'gone')
+        this.known.set(identityKey(payload), { identity: payload, stat, foundBy: 'carrier', hold });
     }
     const cap = this.options.outputCapMs ?? DEFAULT_OUTPUT_CAP_MS;
     const ended = helper ? this.helperEnd(helper, command) : directEnd(child, command);
@@ -388,6 +403,8 @@ export class Session {
   // After the sweep: the helpers may go, and the cgroup is removed (a note if it cannot be).
   private release(report: SweepReport): SweepReport {
     this.stopWatchingHelpers();
+    for (const h of this.spawnHolds.splice(0)) releaseHold(h);
+    this.known.clear(); // without their pidfds, no entry can be told from a reused pid
     for (const h of this.helpers) {
       h.release();
       h.child.unref();

@@ -5,10 +5,11 @@
 import { cgroupPids, cgroupPopulated } from '../containment/cgroup.js';
 import { readUid } from '../proc/details.js';
 import { type EnvironRead, readEnviron } from '../proc/environ.js';
-import { type Identity, identityKey, isAliveStat } from '../proc/identity.js';
+import { type Identity, identityKey, isAliveStat, readStat } from '../proc/identity.js';
 import { type Snapshot, takeSnapshot } from '../proc/snapshot.js';
 import type { ProcStat } from '../proc/stat.js';
 import type { UnreadableReason } from './report.js';
+import { type Hold, hasExited, releaseHold } from './signal.js';
 
 /**
  * Which layer first found a process, the env tag's first: `carrier` (its environ holds the tag)
@@ -24,6 +25,12 @@ export interface Member {
   foundBy: FoundBy;
   /** For a descendant: the pid of the parent through which it was found. */
   via?: number;
+  /**
+   * Its pidfd, held since it became known (src/sweep/signal.ts): signals go through it, and once
+   * it reports the exit the member is dropped from `known`. A `gone` hold: it was in the walk
+   * but had exited (or its pid named another process) by the time it was held.
+   */
+  hold?: Hold;
 }
 
 /** What a scan needs to know about the session. */
@@ -39,8 +46,17 @@ export interface ScanContext {
   notBefore?: number;
   /** Never members: the supervisor and its ancestors. */
   excluded: Set<number>;
-  /** Earlier finds by identity key, kept across scans and across sweeps of one session. */
+  /**
+   * Earlier finds by identity key, kept across scans and across sweeps of one session. An entry
+   * whose hold reports the exit is deleted: a pid + start time is never trusted across a reap.
+   */
   known: Map<string, Member>;
+  /**
+   * Holds a process the moment it becomes known (pidfd_open(2) + start-time re-check; the
+   * caller owns the hold and releases it). Without it, nothing is held and earlier finds are
+   * trusted by start time alone.
+   */
+  hold?: (id: Identity) => Hold;
   /** Our uid: a denied environ of another uid is not ours to name (docs/sweep.md). */
   uid: number;
   /** The helpers (and PID-namespace inits): never members themselves, their descendants are. */
@@ -82,6 +98,29 @@ function entriesOf(snapshot: Snapshot, stat: ProcStat): EnvironRead {
 }
 
 /**
+ * Holds a new member, then re-reads the evidence that made it one — a carrier's environ still
+ * holds the entry; a descendant's parent is still the one it was found through — and checks
+ * that the pidfd has not reported an exit since: the evidence was read from the held process,
+ * not from one that took its pid between the walk and the hold. A `gone` hold when not.
+ * (A cgroup find is held on its start time alone.)
+ */
+function holdOnEvidence(ctx: ScanContext, m: Member, hold: (id: Identity) => Hold): Hold {
+  const h = hold(m.identity);
+  if (h.fd < 0) return h; // gone, or no pidfd to pin the evidence to (the fallback)
+  let holds = true;
+  if (m.foundBy === 'carrier') {
+    const r = readEnviron(ctx.procRoot, m.identity.pid, m.stat.state === 'Z');
+    holds = r.kind === 'ok' && r.entries.includes(ctx.entry);
+  } else if (m.via !== undefined) {
+    holds = readStat(ctx.procRoot, m.identity.pid)?.ppid === m.via;
+  }
+  if (holds && !hasExited(h)) return h;
+  releaseHold(h);
+  h.why = 'gone';
+  return h;
+}
+
+/**
  * Scans once, on `snapshot` (default: a fresh one; sweeps ending together share one per round).
  * Throws `NoProcError` when the process table cannot be read.
  */
@@ -99,7 +138,10 @@ export function scanSession(ctx: ScanContext, snapshot: Snapshot = takeSnapshot(
     for (let m = queue.pop(); m !== undefined; m = queue.pop()) {
       if (members.has(m.identity.pid)) continue;
       members.set(m.identity.pid, m);
-      ctx.known.set(identityKey(m.identity), m);
+      if (ctx.hold && m.hold === undefined) m.hold = holdOnEvidence(ctx, m, ctx.hold);
+      // One gone before it could be held is still counted as seen (the session still runs),
+      // but never known: its pid may already name another process.
+      if (m.hold?.why !== 'gone') ctx.known.set(identityKey(m.identity), m);
       for (const child of snapshot.children.get(m.identity.pid) ?? []) {
         const stat = snapshot.processes.get(child);
         if (stat === undefined || members.has(child) || !eligible(stat)) continue;
@@ -110,8 +152,15 @@ export function scanSession(ctx: ScanContext, snapshot: Snapshot = takeSnapshot(
     }
   };
 
-  // Earlier finds that are still the same process.
-  for (const earlier of ctx.known.values()) {
+  // Earlier finds that are still the same process. Checked after the walk: a held process
+  // whose pidfd has not reported its exit now was alive, at that pid, when the walk read it.
+  // One that has exited is dropped for good — its pid may already name another process, even
+  // one started in the same clock tick (the same start time). Without a pidfd: start time.
+  for (const [key, earlier] of ctx.known) {
+    if (earlier.hold && hasExited(earlier.hold)) {
+      ctx.known.delete(key);
+      continue;
+    }
     const stat = snapshot.processes.get(earlier.identity.pid);
     if (stat && stat.startTime === earlier.identity.startTime && eligible(stat)) {
       addWithDescendants({ ...earlier, stat });

@@ -2,6 +2,12 @@
 // With a pidfd the check is race-free: pidfd_open(2), verify the start time, then
 // pidfd_send_signal(2) to the very process the fd names. Without one (no koffi, a kernel
 // before 5.3), the start time is re-checked and then kill(2) is used: a narrow race remains.
+//
+// A process the session knows is *held* (`Hold`): its pidfd is opened once, when it becomes
+// known, and kept while it is tracked. The fd names that process and no other for as long as it
+// is open, even after its pid is reused; it becomes readable (poll(2)) when the process exits
+// (docs/sweep.md, "Identity checks").
+import { closeSync } from 'node:fs';
 import { constants } from 'node:os';
 import { libc } from '../libc.js';
 import { type Identity, isAliveStat, readStat } from '../proc/identity.js';
@@ -16,22 +22,57 @@ export type SignalOutcome = 'sent' | 'gone' | 'denied';
 /** How identity checks are made race-free: `pidfd`, or the weaker `start-time-recheck`. */
 export type SignalMechanism = 'pidfd' | 'start-time-recheck';
 
+/**
+ * A process held from the moment it became known. `fd` is its pidfd, or -1 when none is held;
+ * then `why` says why: `gone` (it had exited, or its pid named another process, when the hold
+ * was taken), `closed` (released), `no-pidfd` (this machine has no pidfd: koffi or the kernel),
+ * or the errno name of the failed pidfd_open(2) (`EMFILE`, `ENFILE`…: the fd limit).
+ */
+export interface Hold {
+  readonly identity: Identity;
+  fd: number;
+  why?: string;
+}
+
 // Sends a signal to one identified process.
 export interface Signaller {
   mechanism: SignalMechanism;
   /** Never signals pid ≤ 1: throws a RangeError for one (a caller bug, never a decision). */
   send(procRoot: string, id: Identity, signal: NodeJS.Signals): SignalOutcome;
+  /**
+   * Holds `id`: pidfd_open(2), then the start time re-checked in `<procRoot>/<pid>/stat` (the fd
+   * was opened first: if it still matches, the fd names that process). Never throws for the
+   * process's state (a `gone` hold, or a fallback hold with fd -1 and the errno); throws a
+   * RangeError for pid ≤ 1. Each hold with `fd >= 0` costs one fd until `releaseHold`.
+   */
+  hold(procRoot: string, id: Identity): Hold;
+  /**
+   * Signals a held process through its pidfd (`gone` once it has exited: a zombie is not
+   * signalled). A hold without a pidfd (`no-pidfd`, `EMFILE`…) falls back to `send`, the
+   * start-time re-check; a `gone` or `closed` hold is `gone`.
+   */
+  sendHeld(procRoot: string, hold: Hold, signal: NodeJS.Signals): SignalOutcome;
 }
 
 const SYS_PIDFD_SEND_SIGNAL = 424; // x86_64 and every arch using the generic table
 const SYS_PIDFD_OPEN = 434;
 const ESRCH = 3;
 const EPERM = 1;
+const POLLIN = 0x1;
+const POLLNVAL = 0x20;
+
+interface PollFd {
+  fd: number;
+  events: number;
+  revents: number;
+}
 
 interface Ffi {
   pidfdOpen: (pid: number) => number;
   pidfdSendSignal: (fd: number, signal: number) => number;
   close: (fd: number) => number;
+  /** poll(2) on one fd; `revents` is written back. */
+  poll: (fds: PollFd, nfds: number, timeoutMs: number) => number;
   errno: () => number;
 }
 
@@ -42,8 +83,10 @@ let ffi: Ffi | null | undefined;
 function bind(): Ffi {
   const c = libc();
   if (!c) throw new Error('koffi cannot load');
-  const { lib, errno } = c;
+  const { koffi, lib, errno } = c;
   const close = lib.func('int close(int)');
+  const pollFd = koffi.struct({ fd: 'int', events: 'short', revents: 'short' });
+  const poll = lib.func('poll', 'int', [koffi.inout(koffi.pointer(pollFd)), 'ulong', 'int']);
   try {
     const open = lib.func('int pidfd_open(int, unsigned int)');
     const send = lib.func('int pidfd_send_signal(int, int, void *, unsigned int)');
@@ -51,6 +94,7 @@ function bind(): Ffi {
       pidfdOpen: (pid) => open(pid, 0),
       pidfdSendSignal: (fd, sig) => send(fd, sig, null, 0),
       close,
+      poll,
       errno,
     };
   } catch {
@@ -60,6 +104,7 @@ function bind(): Ffi {
       pidfdSendSignal: (fd, sig) =>
         syscall(SYS_PIDFD_SEND_SIGNAL, 'int', fd, 'int', sig, 'void *', null, 'uint', 0),
       close,
+      poll,
       errno,
     };
   }
@@ -96,9 +141,67 @@ function sameProcess(procRoot: string, id: Identity): boolean {
   return stat !== undefined && stat.startTime === id.startTime && isAliveStat(procRoot, stat);
 }
 
+/**
+ * Whether a held process has exited: true once its pidfd is readable (the whole thread group
+ * has exited: a zombie, or reaped — poll(2) with timeout 0), false while it runs, undefined when
+ * no pidfd is held (`no-pidfd`, `EMFILE`: the caller falls back to the start time). A `gone` or
+ * `closed` hold has exited: its key is never trusted again.
+ */
+export function hasExited(hold: Hold): boolean | undefined {
+  if (hold.fd < 0) return hold.why === 'gone' || hold.why === 'closed' ? true : undefined;
+  const f = loadFfi();
+  if (!f) return undefined;
+  const p: PollFd = { fd: hold.fd, events: POLLIN, revents: 0 };
+  if (f.poll(p, 1, 0) < 0) throw new Error(`poll(pidfd of ${hold.identity.pid}) failed: errno ${f.errno()}`);
+  if (p.revents & POLLNVAL) throw new Error(`the pidfd of ${hold.identity.pid} (fd ${hold.fd}) is not open`);
+  return p.revents !== 0;
+}
+
+/** Closes a hold's pidfd (idempotent): from here it is `closed`, never trusted again. */
+export function releaseHold(hold: Hold): void {
+  if (hold.fd >= 0) {
+    try {
+      closeSync(hold.fd);
+    } catch {
+      // EBADF: already closed elsewhere; the hold is closed either way
+    }
+  }
+  hold.fd = -1;
+  hold.why = 'closed';
+}
+
+function errnoName(n: number): string {
+  return Object.entries(constants.errno).find(([, v]) => v === n)?.[0] ?? `errno ${n}`;
+}
+
 function pidfdSignaller(f: Ffi): Signaller {
-  return {
+  const self: Signaller = {
     mechanism: 'pidfd',
+    hold(procRoot, id) {
+      checkPid(id);
+      const fd = f.pidfdOpen(id.pid);
+      if (fd < 0) {
+        const errno = f.errno();
+        if (errno === ESRCH) return { identity: id, fd: -1, why: 'gone' };
+        // EMFILE/ENFILE (the fd limit) or another failure: this one process falls back to the
+        // start-time re-check at each use (no check now: with no fd left, no stat read either);
+        // the caller warns.
+        return { identity: id, fd: -1, why: errnoName(errno) };
+      }
+      // The fd was opened before this check: if the start time still matches now, the process
+      // existed throughout and the fd names it.
+      if (!sameProcess(procRoot, id)) {
+        f.close(fd);
+        return { identity: id, fd: -1, why: 'gone' };
+      }
+      return { identity: id, fd };
+    },
+    sendHeld(procRoot, hold, signal) {
+      checkPid(hold.identity);
+      if (hold.fd < 0) return hasExited(hold) ? 'gone' : self.send(procRoot, hold.identity, signal);
+      if (hasExited(hold)) return 'gone';
+      return sendThrough(f, hold.fd, hold.identity, signal);
+    },
     send(procRoot, id, signal) {
       checkPid(id);
       const fd = f.pidfdOpen(id.pid);
@@ -107,22 +210,35 @@ function pidfdSignaller(f: Ffi): Signaller {
         // The fd was opened before this check; if the start time still matches now, the
         // process existed throughout and the fd names it.
         if (!sameProcess(procRoot, id)) return 'gone';
-        const r = f.pidfdSendSignal(fd, constants.signals[signal]);
-        if (r === 0) return 'sent';
-        const errno = f.errno();
-        if (errno === EPERM) return 'denied';
-        if (errno === ESRCH) return 'gone';
-        throw new Error(`pidfd_send_signal(${id.pid}, ${signal}) failed: errno ${errno}`);
+        return sendThrough(f, fd, id, signal);
       } finally {
         f.close(fd);
       }
     },
   };
+  return self;
+}
+
+function sendThrough(f: Ffi, fd: number, id: Identity, signal: NodeJS.Signals): SignalOutcome {
+  const r = f.pidfdSendSignal(fd, constants.signals[signal]);
+  if (r === 0) return 'sent';
+  const errno = f.errno();
+  if (errno === EPERM) return 'denied';
+  if (errno === ESRCH) return 'gone';
+  throw new Error(`pidfd_send_signal(${id.pid}, ${signal}) failed: errno ${errno}`);
 }
 
 function recheckSignaller(): Signaller {
-  return {
+  const self: Signaller = {
     mechanism: 'start-time-recheck',
+    hold(procRoot, id) {
+      checkPid(id);
+      return { identity: id, fd: -1, why: sameProcess(procRoot, id) ? 'no-pidfd' : 'gone' };
+    },
+    sendHeld(procRoot, hold, signal) {
+      checkPid(hold.identity);
+      return hasExited(hold) ? 'gone' : self.send(procRoot, hold.identity, signal);
+    },
     send(procRoot, id, signal) {
       checkPid(id);
       if (!sameProcess(procRoot, id)) return 'gone';
@@ -137,4 +253,5 @@ function recheckSignaller(): Signaller {
       }
     },
   };
+  return self;
 }

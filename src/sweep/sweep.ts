@@ -21,7 +21,7 @@ import {
   type UnreadableRecord,
 } from './report.js';
 import { type Member, type ScanContext, type ScanResult, scanSession } from './scan.js';
-import { createSignaller, type Signaller } from './signal.js';
+import { createSignaller, type Hold, hasExited, releaseHold, type Signaller } from './signal.js';
 
 /** Options of `sweep()` / `sweepSync()`. Durations in milliseconds. */
 export interface SweepOptions {
@@ -153,6 +153,9 @@ class SweepRun {
   readonly spawnKeys: Set<string>;
   readonly ctx: ScanContext;
   readonly signaller: Signaller;
+  /** The holds (pidfds) this sweep took on the members it found: released as they exit, and at its end. */
+  holds: Hold[] = [];
+  private warnedHold = false;
   /** Rounds take a shared walk when it is fresh enough (async sweeps: sharedSnapshot) or their own (sync). */
   shareSnapshots = false;
   /** When the current round's pause ended (performance.now() ms); undefined for the first round. */
@@ -188,6 +191,7 @@ class SweepRun {
       uid: process.getuid?.() ?? -1,
       roots: opts.roots ?? [],
       cgroup: opts.cgroup?.path,
+      hold: (id) => this.hold(id),
     };
     this.absorbWarnings();
     if (this.signaller.mechanism !== 'pidfd') {
@@ -196,6 +200,31 @@ class SweepRun {
         'pidfd_open is unavailable: identities are re-checked by start time before each signal (a narrow pid-reuse race remains)',
       );
     }
+  }
+
+  /** Holds a member found for the first time (scan.ts calls it); warns when no pidfd could be had. */
+  hold(id: Identity): Hold {
+    const h = this.signaller.hold(this.ctx.procRoot, id);
+    if (h.fd >= 0) this.holds.push(h);
+    else if (h.why !== 'gone' && h.why !== 'no-pidfd' && !this.warnedHold) {
+      this.warnedHold = true;
+      this.warn(
+        'NO_PIDFD',
+        `pidfd_open failed for pid ${id.pid} (${h.why}): such a process is re-checked by start time before each signal (a narrow pid-reuse race remains)`,
+      );
+    }
+    return h;
+  }
+
+  /** Closes the pidfds of members that have exited; all of them with `all` (the sweep's end). */
+  releaseHolds(all: boolean): void {
+    this.holds = this.holds.filter((h) => {
+      if (!all && !hasExited(h)) return true;
+      releaseHold(h);
+      return false;
+    });
+    // A known entry whose pidfd is closed can no longer be told from a process that takes its pid.
+    if (all) for (const [key, m] of this.ctx.known) if (m.hold?.why === 'closed') this.ctx.known.delete(key);
   }
 
   /** Takes the caller's warnings not yet taken (a helper lost while the sweep ran, too). */
@@ -286,6 +315,7 @@ class SweepRun {
         killCgroup(this.opts.cgroup.path);
       }
       this.resumeStoppedRoots(scan);
+      this.releaseHolds(false);
       for (const [key, t] of this.tracked) {
         if (alive.has(key)) {
           t.alive = true; // seen again (a scan that missed it was wrong, not the process gone)
@@ -368,7 +398,7 @@ class SweepRun {
   /** Sends `signal` once per process (SIGCONT after a stopped one's TERM). False when gone. */
   deliver(t: Tracked, member: Member, signal: PhaseSignal): boolean {
     if (t.record.signals.includes(signal) || t.denied) return true;
-    const outcome = this.signaller.send(this.ctx.procRoot, t.identity, signal);
+    const outcome = this.sendTo(member, signal);
     if (outcome === 'gone') return false;
     if (outcome === 'denied') {
       t.denied = true;
@@ -376,14 +406,18 @@ class SweepRun {
     }
     t.record.signals.push(signal);
     const stopped = member.stat.state === 'T' || member.stat.state === 't';
-    if (
-      signal === 'SIGTERM' &&
-      stopped &&
-      this.signaller.send(this.ctx.procRoot, t.identity, 'SIGCONT') === 'sent'
-    ) {
+    if (signal === 'SIGTERM' && stopped && this.sendTo(member, 'SIGCONT') === 'sent') {
       t.record.signals.push('SIGCONT');
     }
     return true;
+  }
+
+  /** Through the member's pidfd, held since it became known; a fresh check without one. */
+  sendTo(member: Member, signal: NodeJS.Signals) {
+    const p = this.ctx.procRoot;
+    return member.hold
+      ? this.signaller.sendHeld(p, member.hold, signal)
+      : this.signaller.send(p, member.identity, signal);
   }
 
   phaseDone(signal: PhaseSignal, startedAt: number, rounds: number, endedBy: PhaseEnd): void {
@@ -397,6 +431,7 @@ class SweepRun {
   }
 
   report(): SweepReport {
+    this.releaseHolds(true);
     this.absorbWarnings();
     // A helper lost with no cgroup: its orphans went to another reaper, out of every layer's
     // reach but the env tag's — the sweep cannot say it found everything.
