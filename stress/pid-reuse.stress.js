@@ -11,10 +11,20 @@ const TRIALS = 1000;
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
 const decoy = join(root, 'build/zoo-pid-decoy');
 mkdirSync(join(root, 'build'), { recursive: true });
-execFileSync('gcc', ['-O1', '-Wall', '-o', decoy, join(root, 'test/fixtures/c/pid-decoy.c')], { stdio: 'inherit' });
+execFileSync('gcc', ['-O1', '-Wall', '-o', decoy, join(root, 'test/fixtures/c/pid-decoy.c')], {
+  stdio: 'inherit',
+});
 const out = execFileSync(
   'unshare',
-  ['--pid', '--fork', '--mount-proc', process.execPath, join(root, 'test/fixtures/node/pid-reuse-trials.mjs'), String(TRIALS), decoy],
+  [
+    '--pid',
+    '--fork',
+    '--mount-proc',
+    process.execPath,
+    join(root, 'test/fixtures/node/pid-reuse-trials.mjs'),
+    String(TRIALS),
+    decoy,
+  ],
   { encoding: 'utf8', timeout: 600_000 },
 );
 const result = JSON.parse(out.trim().split('\n').at(-1));
