@@ -19,3 +19,20 @@ export const EXIT_SIGNAL_OFFSET = 128;
 export const EXIT_STATUS_UNKNOWN = 125;
 /** `tether sandbox exec`: an unknown end the sweep could not settle (AMBIGUOUS_EFFECT). */
 export const EXIT_AMBIGUOUS_EFFECT = 121;
+/**
+ * `tether sandbox exec`: the command proved it exited 0, but the exec client did not exit 0
+ * (a status, or a signal). A distinct status, not 1: the command's own `exit 1` is 1.
+ */
+export const EXIT_CLIENT_FAILED = 120;
+/**
+ * `tether sandbox exec|sweep`: the exec client given by `--via` could not be started (ENOENT,
+ * EACCES…): nothing left this machine, nothing ran, nothing was swept.
+ */
+export const EXIT_CLIENT_NOT_STARTED = 122;
+/** `tether sandbox exec`: a large script arrived cut in the container (INPUT_CUT): nothing ran. */
+export const EXIT_INPUT_CUT = 123;
+/**
+ * `tether sandbox exec`: tether's stdout was closed by its reader (EPIPE, `… | head -1`): the call
+ * was stopped and its session swept. 128 + SIGPIPE, what a shell shows for such a writer.
+ */
+export const EXIT_OUTPUT_CLOSED = 141;

@@ -4,9 +4,24 @@
 import type { Command } from 'commander';
 import { parseDuration } from '../options.js';
 import { TetherError } from '../outcome/errors.js';
-import { commandChannel, ExecStatusUnknownError, exec, SandboxError, sweep } from '../sandbox/index.js';
-import { parseTag } from '../session/tag.js';
-import { EXIT_AMBIGUOUS_EFFECT, EXIT_STATUS_UNKNOWN, EXIT_SWEEP_FAILED } from './exit-codes.js';
+import {
+  commandChannel,
+  ExecStatusUnknownError,
+  exec,
+  SandboxError,
+  type SandboxExecResult,
+  sweep,
+} from '../sandbox/index.js';
+import { createTag, parseTag } from '../session/tag.js';
+import {
+  EXIT_AMBIGUOUS_EFFECT,
+  EXIT_CLIENT_FAILED,
+  EXIT_CLIENT_NOT_STARTED,
+  EXIT_INPUT_CUT,
+  EXIT_OUTPUT_CLOSED,
+  EXIT_STATUS_UNKNOWN,
+  EXIT_SWEEP_FAILED,
+} from './exit-codes.js';
 import { renderReport } from './render.js';
 import { scriptCommand } from './script.js';
 
@@ -30,10 +45,22 @@ export function addSandboxCommands(program: Command): void {
       .command('exec')
       .description(
         'run CMD in the container under the completion wrapper; exits with its status on a proven end, ' +
-          '125 on an unknown end (its session swept), 121 on an ambiguous effect',
+          '125 on an unknown end (its session swept), 121 on an ambiguous effect (docs/cli.md)',
       ),
   )
-    .option('--json', 'on an unknown end, print the error, its code and the report as JSON on stderr')
+    .option(
+      '--tag <name>',
+      'the session tag to export (TETHER_SESSION_<32 hex digits>); default: a fresh one',
+    )
+    .option(
+      '--silence <duration>',
+      'stop the call when the exec client has said nothing for this long (0: never)',
+      '30m',
+    )
+    .option(
+      '--json',
+      'print the end (the error, its code and report, or the status) as one JSON line on stderr',
+    )
     .argument('<command...>', 'the command and its arguments (after --)')
     .passThroughOptions()
     .action(sandboxExecCommand);
@@ -112,59 +139,130 @@ function sweepOptions(flags: SandboxFlags) {
   };
 }
 
-// An error as JSON for --json: its code, message, and the sweep's report when there is one.
-function errorJson(error: TetherError): string {
+// An error as JSON for --json: its code, message, tag, and the sweep's report when there is one.
+function errorJson(error: TetherError, tag?: string): string {
   const report = (error as { report?: unknown }).report;
   const cause = (error.cause as { code?: string } | undefined)?.code;
-  return `${JSON.stringify({ code: error.code, message: error.message, ...(cause ? { cause } : {}), ...(report ? { report } : {}) })}\n`;
+  return `${JSON.stringify({ code: error.code, message: error.message, ...(tag ? { tag } : {}), ...(cause ? { cause } : {}), ...(report ? { report } : {}) })}\n`;
 }
+
+// The status of a sandbox error (docs/cli.md#sandbox-exec-exit-status).
+function errorStatus(error: SandboxError | ExecStatusUnknownError): number {
+  switch (error.code) {
+    case 'EXEC_STATUS_UNKNOWN':
+      return EXIT_STATUS_UNKNOWN;
+    case 'AMBIGUOUS_EFFECT':
+      return EXIT_AMBIGUOUS_EFFECT;
+    case 'INPUT_CUT':
+      return EXIT_INPUT_CUT;
+    case 'CHANNEL_UNREACHABLE':
+      return error.cause instanceof Error ? EXIT_CLIENT_NOT_STARTED : EXIT_SWEEP_FAILED;
+    default:
+      return EXIT_SWEEP_FAILED;
+  }
+}
+
+// "status 3" / "signal SIGKILL" for messages.
+function clientEnd(r: SandboxExecResult): string {
+  return r.clientSignal ? `was ended by ${r.clientSignal}` : `exited with status ${r.clientStatus}`;
+}
+
+const CANCEL_SIGNALS = ['SIGINT', 'SIGTERM', 'SIGHUP'] as const;
 
 /**
  * `tether sandbox exec`: passes the command's stdout and stderr through byte-exact (minus the
- * completion line) and exits with its status on a proven end; 125 on an unknown end settled by
- * the sweep, 121 on an ambiguous effect (with --json: the error, its code and report on stderr).
+ * completion line) and exits with its status on a proven end; 120 when it said 0 and the client
+ * failed, 122 when the client could not start, 123 on a cut script, 125 on an unknown end
+ * settled by the sweep, 121 on an ambiguous effect, 141 when our stdout's reader went away.
+ * Every end prints the session tag on stderr (`tether: session --tag NAME`; with --json, one
+ * JSON line holding `tag`). SIGINT, SIGTERM and SIGHUP cancel: a sweep, then the client's end.
  */
-export async function sandboxExecCommand(argv: string[], flags: SandboxFlags): Promise<void> {
+export async function sandboxExecCommand(
+  argv: string[],
+  flags: SandboxFlags & { tag?: string; silence: string },
+): Promise<void> {
   const channel = commandChannel(splitWords('--via', flags.via));
   const sweepOpts = sweepOptions(flags);
+  const silenceMs = parseDuration('--silence', flags.silence);
+  const tag = flags.tag === undefined ? createTag() : parseTag(flags.tag);
   const abort = new AbortController();
   const onSignal = () => abort.abort();
-  for (const s of ['SIGINT', 'SIGTERM', 'SIGHUP'] as const) process.on(s, onSignal);
+  for (const s of CANCEL_SIGNALS) process.on(s, onSignal);
+  // Our stdout's reader went away (`… | head -1`): the library stops the call; we say so.
+  let outputClosed = false;
+  const onStdoutError = (error: NodeJS.ErrnoException) => {
+    if (error.code === 'EPIPE') outputClosed = true;
+  };
+  process.stdout.on('error', onStdoutError);
   const stdin = process.stdin.isTTY ? undefined : process.stdin;
+  const notes: string[] = [];
+  let json: Record<string, unknown> = {};
   try {
     const r = await exec(channel, argv, {
+      tag,
       shell: sweepOpts.shell,
       ...(stdin ? { input: stdin } : {}),
       stdout: process.stdout,
       stderr: process.stderr,
       signal: abort.signal,
+      silenceMs,
       sweep: { graceMs: sweepOpts.graceMs, killAfterMs: sweepOpts.killAfterMs, budgetMs: sweepOpts.budgetMs },
     });
-    if (r.exitCode === 0 && r.clientStatus !== 0) {
-      process.stderr.write(`tether: the command ended with 0 but the exec client with ${r.clientStatus}\n`);
+    if (r.streamHeld) {
+      notes.push(
+        "a process the command left still held its output 2 s after its end: the exec client was ended (the status is the command's)",
+      );
     }
-    process.exitCode = r.exitCode !== 0 ? r.exitCode : r.clientStatus === 0 ? 0 : EXIT_SWEEP_FAILED;
+    if (r.exitCode === 0 && !r.ok) {
+      notes.push(`the command exited with 0 but the exec client ${clientEnd(r)}`);
+      process.exitCode = EXIT_CLIENT_FAILED;
+    } else {
+      process.exitCode = r.exitCode;
+    }
+    if (r.stoppedBy === 'silence')
+      notes.push(`the exec client was silent for ${flags.silence}: the call was stopped`);
+    json = {
+      tag: r.tag,
+      ok: r.ok,
+      exitCode: r.exitCode,
+      clientStatus: r.clientStatus,
+      clientSignal: r.clientSignal,
+      streamHeld: r.streamHeld,
+      stoppedBy: r.stoppedBy,
+      ...(r.report ? { report: r.report } : {}),
+    };
   } catch (error) {
     if (!(error instanceof ExecStatusUnknownError) && !(error instanceof SandboxError)) throw error;
-    if (flags.json) process.stderr.write(errorJson(error));
+    if (flags.json) process.stderr.write(errorJson(error, tag.name));
     else {
       process.stderr.write(`tether: ${error.message}\n`);
       if (error.report) process.stderr.write(`${renderReport(error.report).join('\n')}\n`);
     }
-    process.exitCode =
-      error.code === 'EXEC_STATUS_UNKNOWN'
-        ? EXIT_STATUS_UNKNOWN
-        : error.code === 'AMBIGUOUS_EFFECT'
-          ? EXIT_AMBIGUOUS_EFFECT
-          : EXIT_SWEEP_FAILED;
+    process.exitCode = errorStatus(error);
   } finally {
-    for (const s of ['SIGINT', 'SIGTERM', 'SIGHUP'] as const) process.off(s, onSignal);
+    for (const s of CANCEL_SIGNALS) process.off(s, onSignal);
+    process.stdout.off('error', onStdoutError);
     stdin?.unpipe();
     stdin?.destroy();
   }
+  if (outputClosed && process.exitCode !== EXIT_AMBIGUOUS_EFFECT) {
+    notes.push('stdout was closed by its reader (EPIPE): the command was stopped and its session swept');
+    process.exitCode = EXIT_OUTPUT_CLOSED;
+  }
+  if (flags.json) {
+    if (Object.keys(json).length) process.stderr.write(`${JSON.stringify({ ...json, notes })}\n`);
+  } else {
+    for (const note of notes) process.stderr.write(`tether: ${note}\n`);
+    // The tag, on every end: what the command left (a proven end sweeps nothing) or started late
+    // is swept with it (docs/sandbox.md#docker).
+    process.stderr.write(`tether: session --tag ${tag.name}\n`);
+  }
 }
 
-/** `tether sandbox sweep`: the sweep program through the channel; exit 1 when not ok or not run. */
+/**
+ * `tether sandbox sweep`: the sweep program through the channel; exit 1 when not ok or not run,
+ * 122 when the exec client could not be started.
+ */
 export async function sandboxSweepCommand(flags: SandboxFlags & { tag: string }): Promise<void> {
   const tag = parseTag(flags.tag);
   const channel = commandChannel(splitWords('--via', flags.via));
@@ -177,6 +275,6 @@ export async function sandboxSweepCommand(flags: SandboxFlags & { tag: string })
     if (!(error instanceof SandboxError)) throw error;
     if (flags.json) process.stdout.write(errorJson(error));
     else process.stderr.write(`tether: ${error.message}\n`);
-    process.exitCode = EXIT_SWEEP_FAILED;
+    process.exitCode = errorStatus(error);
   }
 }

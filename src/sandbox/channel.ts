@@ -31,7 +31,8 @@ export interface ExecChannel {
 }
 
 /**
- * A channel over a local command prefix: `exec(argv)` runs `PREFIX… argv…` with piped stdio.
+ * A channel over a local command prefix: `exec(argv)` runs `PREFIX… argv…` with piped stdio, in
+ * a process group and POSIX session of its own (`detached`: no controlling terminal).
  * `['docker', 'exec', '-i', ID]`, `['kubectl', 'exec', '-i', POD, '-c', C, '--']`,
  * `['nsenter', '-t', PID, '-a']`. Throws `INVALID_OPTION` for an empty prefix.
  */
@@ -46,7 +47,12 @@ export function commandChannel(prefix: string[]): ExecChannel {
   return {
     describe: prefix.join(' '),
     exec(argv) {
-      const child = spawn(command, [...args, ...argv], { stdio: ['pipe', 'pipe', 'pipe'] });
+      // Its own process group (and POSIX session), on this side: a command in a container
+      // without setsid shares the client's group through the exec, and its `kill 0` would
+      // otherwise reach the caller's whole group — the script that called tether. A Ctrl-C at
+      // the terminal then reaches the caller alone, which cancels (sweeps) before it ends the
+      // client, instead of killing the client under the command.
+      const child = spawn(command, [...args, ...argv], { stdio: ['pipe', 'pipe', 'pipe'], detached: true });
       // A reader that went away (EPIPE on stdin) is the command's business, not a crash.
       child.stdin.on('error', () => {});
       const exited = new Promise<ClientExit>((resolve) => {

@@ -1,8 +1,10 @@
-// The completion line (ADR-127 amendment §7): the wrapper prints, after the command's stdout,
-//   "\n" + "tether-end NONCE exit STATUS" + "\n"        (the command ended with STATUS)
-//   "\n" + "tether-end NONCE refused RECEIVED SIZE" + "\n"  (a script arrived cut: nothing ran)
-// and tether removes exactly those bytes before anyone sees stdout. The leading newline is the
-// wrapper's own, so output without a final newline comes back byte-exact.
+// The completion line (ADR-127 amendment §7): the wrapper prints, right after the command's stdout,
+//   "tether-end NONCE exit STATUS" + "\n"           (the command ended with STATUS)
+//   "tether-end NONCE refused RECEIVED SIZE" + "\n"  (a script arrived cut: nothing ran)
+// and tether removes exactly those bytes before anyone sees stdout. No newline comes before it:
+// the line is found wherever it starts (the nonce, which the command cannot read, makes it
+// unique), so output without a final newline comes back byte-exact, and a complete line of the
+// command's output is never held back (a newline cannot begin the line).
 import { randomBytes } from 'node:crypto';
 
 /** What a completion line says. Sizes in bytes; `status` 0–255 as the wrapper's shell saw it. */
@@ -17,7 +19,7 @@ export function createNonce(): string {
 
 /** The bytes the wrapper prints for an exit status (for tests and docs). */
 export function completionLine(nonce: string, status: number): string {
-  return `\ntether-end ${nonce} exit ${status}\n`;
+  return `tether-end ${nonce} exit ${status}\n`;
 }
 
 // Longest tail after the marker: "refused " + two sizes of at most 20 digits + "\n".
@@ -36,7 +38,8 @@ function parseTail(text: string): Completion | undefined {
 
 /**
  * Removes the completion line from a stdout stream as it passes: `push` returns the bytes that
- * are certainly the command's, holding back a tail that could be the start of the line; `end`
+ * are certainly the command's, holding back only a tail that could be the start of the line (a
+ * partial `tether-end NONCE `, or the line itself while its newline has not come); `end`
  * returns the rest and what the line said (undefined: no line, an unknown end). Only the first
  * well-formed line counts; what follows it (a leftover still writing) passes through.
  */
@@ -46,7 +49,7 @@ export class CompletionStripper {
   completion: Completion | undefined;
 
   constructor(nonce: string) {
-    this.marker = Buffer.from(`\ntether-end ${nonce} `);
+    this.marker = Buffer.from(`tether-end ${nonce} `);
   }
 
   push(chunk: Buffer): Buffer {

@@ -10,14 +10,17 @@ import type { ProcessRecord, SweepReport } from '../sweep/report.js';
 export class SandboxError extends TetherError {
   readonly report?: SweepReport;
   readonly unsettled: ProcessRecord[];
+  /** `sandbox.exec`: the session tag of the call (`TETHER_SESSION_<hex>`), to sweep it later. */
+  readonly tag?: string;
   constructor(
     code: TetherErrorCode,
     message: string,
-    options: { cause?: unknown; report?: SweepReport; unsettled?: ProcessRecord[] } = {},
+    options: { cause?: unknown; report?: SweepReport; unsettled?: ProcessRecord[]; tag?: string } = {},
   ) {
     super(code, message, { cause: options.cause });
     this.name = 'SandboxError';
     if (options.report) this.report = options.report;
+    if (options.tag) this.tag = options.tag;
     this.unsettled = options.unsettled ?? [];
   }
 }
@@ -31,11 +34,14 @@ export class ExecStatusUnknownError extends TetherError {
   readonly report: SweepReport;
   /** The exec client's own exit status (often 0 on a lost stream), or null. */
   readonly clientStatus: number | null;
-  constructor(message: string, report: SweepReport, clientStatus: number | null) {
+  /** The session tag of the call (`TETHER_SESSION_<hex>`): what started late can be swept with it. */
+  readonly tag: string;
+  constructor(message: string, report: SweepReport, clientStatus: number | null, tag: string = report.tag) {
     super('EXEC_STATUS_UNKNOWN', message);
     this.name = 'ExecStatusUnknownError';
     this.report = report;
     this.clientStatus = clientStatus;
+    this.tag = tag;
   }
 }
 

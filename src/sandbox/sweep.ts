@@ -57,7 +57,9 @@ export function sweepArgv(
 /**
  * Sweeps the session `tag` inside the target of `channel` (ADR-127 §2): resolves to the same
  * `SweepReport` as a local sweep (`layers: ['env-tag', 'sandbox']`, `environReader`). Throws
- * `SandboxError` `CHANNEL_UNREACHABLE` when no attempt reached the target within the budget,
+ * `SandboxError` `CHANNEL_UNREACHABLE` when no attempt reached the target within the budget
+ * (retried, backing off, while the client ran and exited without the program's header), or at
+ * once when the client could not be started at all (`cause`: the spawn error, ENOENT…);
  * `SWEEP_CUT` when the program started but its output ended before its `done` line (`report`
  * partial, `unsettled` what it signalled); `INVALID_TAG` / `INVALID_OPTION` on bad input.
  */
@@ -95,6 +97,15 @@ export async function sweep(
           'SWEEP_CUT',
           `the sweep program in ${channel.describe} stopped before its last line (${run.timedOut ? 'its budget ran out' : said})${parsed.problems.length ? `; malformed output ${parsed.problems.slice(0, 3).join(', ')}` : ''}: ${parsed.unsettled.length ? `signalled and not seen gone: ${nameProcesses(parsed.unsettled)}` : 'what it found is not known'}`,
           { report: parsed.report, unsettled: parsed.unsettled },
+        );
+      }
+      if (run.exit.error) {
+        // The client itself could not be started here (ENOENT, EACCES…): nothing left this
+        // machine, and no retry will change that — not a channel that may come back.
+        throw new SandboxError(
+          'CHANNEL_UNREACHABLE',
+          `the sweep could not reach ${channel.describe}: ${said}; not retried`,
+          { cause: run.exit.error },
         );
       }
       const left = deadline - performance.now();

@@ -1,6 +1,14 @@
 // The sandbox CLI: tether sandbox exec|sweep --via PREFIX, tether script NAME.
 import { spawn } from 'node:child_process';
-import { chmodSync, mkdtempSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import {
+  chmodSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  symlinkSync,
+  writeFileSync,
+} from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -63,7 +71,180 @@ describe('tether sandbox exec', () => {
       '-c',
       'printf out; echo err >&2; exit 3',
     ]);
-    expect(r).toEqual({ status: 3, stdout: 'out', stderr: 'err\n' });
+    expect([r.status, r.stdout]).toEqual([3, 'out']);
+    expect(r.stderr).toMatch(/^err\ntether: session --tag TETHER_SESSION_[0-9a-f]{32}\n$/);
+  });
+
+  it('prints the session tag on every end, and in --json, so that the sweep recipe can be followed', async () => {
+    const r = await tether(['sandbox', 'exec', '--via', via, '--json', '--', 'true']);
+    expect(r.status, r.stderr).toBe(0);
+    const end = JSON.parse(r.stderr.trim().split('\n').at(-1) as string);
+    expect([end.ok, end.exitCode]).toEqual([true, 0]);
+    expect(end.tag).toMatch(/^TETHER_SESSION_[0-9a-f]{32}$/);
+    const chosen = `TETHER_SESSION_${'5e'.repeat(16)}`;
+    const mine = await tether(['sandbox', 'exec', '--via', via, '--tag', chosen, '--', 'sh', '-c', 'exit 4']);
+    expect(mine.status).toBe(4);
+    expect(mine.stderr).toBe(`tether: session --tag ${chosen}\n`);
+  });
+
+  it("a proven end whose leftover holds stdout exits with the command's status; the printed tag sweeps the leftover", async () => {
+    // A client that waits for EOF on the command's stdout (as some exec clients do).
+    const holding = `sh -c '"$@" | cat' client ${via}`;
+    const r = await tether(['sandbox', 'exec', '--via', holding, '--', 'sh', '-c', 'sleep 8 & echo hi']);
+    expect([r.status, r.stdout], r.stderr).toEqual([0, 'hi\n']);
+    expect(r.stderr).toMatch(/still held its output 2 s after its end/);
+    const tag = /--tag (TETHER_SESSION_[0-9a-f]{32})/.exec(r.stderr)?.[1] as string;
+    expect(tag, `premise broken: no tag printed: ${r.stderr}`).toBeDefined();
+    const left = taggedOnHost(tag);
+    expect(
+      left.map((p) => p.cmdline),
+      'premise broken: no leftover',
+    ).toEqual(['sleep 8']);
+    const swept = await tether(['sandbox', 'sweep', '--via', via, '--tag', tag, '--grace', '1s']);
+    expect(swept.status, swept.stderr).toBe(0);
+    expect(left.filter(aliveOnHost), 'the leftover sleep 8 survived the printed recipe').toEqual([]);
+  });
+
+  it('passes each complete stdout line at once: stdout and stderr on one pipe keep their lines', async () => {
+    const r = await new Promise<string>((resolve) => {
+      const child = spawn(
+        'sh',
+        [
+          '-c',
+          '"$@" 2>&1',
+          'joined',
+          process.execPath,
+          TETHER,
+          'sandbox',
+          'exec',
+          '--via',
+          via,
+          '--',
+          'sh',
+          '-c',
+          'echo "step 1: building"; sleep 0.3; echo warn >&2; sleep 0.3; echo "step 2: done"',
+        ],
+        { stdio: ['ignore', 'pipe', 'inherit'] },
+      );
+      let out = '';
+      child.stdout.on('data', (d) => (out += d));
+      const timer = setTimeout(() => child.kill('SIGKILL'), 30_000);
+      child.on('close', () => {
+        clearTimeout(timer);
+        resolve(out);
+      });
+    });
+    expect(r).toMatch(/^step 1: building\nwarn\nstep 2: done\ntether: session --tag /);
+  });
+
+  it('with its stdout closed by the reader (yes | head -1) ends promptly, 141, the session swept', async () => {
+    const child = spawn(
+      process.execPath,
+      [TETHER, 'sandbox', 'exec', '--via', via, '--grace', '1s', '--', 'yes'],
+      {
+        stdio: ['ignore', 'pipe', 'pipe'],
+      },
+    );
+    let err = '';
+    child.stderr.on('data', (d) => (err += d));
+    const status = new Promise<number | null>((resolve) => child.on('close', resolve));
+    await new Promise<void>((resolve) => child.stdout.once('data', () => resolve()));
+    let yes: string[] = [];
+    for (let i = 0; i < 100 && yes.length === 0; i++) {
+      yes = readdirSync('/proc').filter((p) => /^\d+$/.test(p) && cmdline(p) === 'yes');
+      if (!yes.length) await new Promise((r) => setTimeout(r, 10));
+    }
+    expect(yes.length, 'premise broken: yes is not running').toBeGreaterThan(0);
+    child.stdout.destroy(); // the reader goes away, as head does after its line
+    const started = performance.now();
+    const timer = setTimeout(() => child.kill('SIGKILL'), 20_000);
+    const code = await status;
+    clearTimeout(timer);
+    expect(code, `tether did not end on EPIPE (stderr: ${err})`).toBe(141);
+    expect(performance.now() - started).toBeLessThan(10_000);
+    expect(err).toMatch(/stdout was closed by its reader \(EPIPE\)/);
+    const tag = /--tag (TETHER_SESSION_[0-9a-f]{32})/.exec(err)?.[1] as string;
+    expect(taggedOnHost(tag).filter(aliveOnHost), 'yes survived').toEqual([]);
+  });
+
+  it("a --via client that cannot be started exits 122, not 1 like a command's exit 1", async () => {
+    const r = await tether(['sandbox', 'exec', '--via', '/nonexistent/docker exec -i x', '--', 'true']);
+    expect(r.status, r.stderr).toBe(122);
+    expect(r.stderr).toMatch(/was not run in \/nonexistent\/docker exec -i x: .*ENOENT/);
+  });
+
+  it("keeps a command's kill 0 off the script that called tether (no setsid in the container)", async () => {
+    // A container PATH with a shell and env but no setsid: the command shares the wrapper's group.
+    const bare = join(mkdtempSync(join(tmpdir(), 'tether-nosetsid-')), 'bin');
+    mkdirSync(bare);
+    symlinkSync('/bin/dash', join(bare, 'sh'));
+    symlinkSync('/usr/bin/env', join(bare, 'env'));
+    const caller = `trap 'echo "caller got TERM"' TERM; "$@"; echo "tether exited $?"`;
+    const out = await new Promise<string>((resolve) => {
+      // The caller in a group of its own (as a script started from a terminal): a signal that
+      // reaches its group reaches nothing of the test runner's.
+      const child = spawn(
+        'sh',
+        [
+          '-c',
+          caller,
+          'caller',
+          process.execPath,
+          TETHER,
+          'sandbox',
+          'exec',
+          '--via',
+          `${via} env PATH=${bare}`,
+          '--grace',
+          '1s',
+          '--',
+          'sh',
+          '-c',
+          'kill -TERM 0; sleep 0.2; echo after',
+        ],
+        { stdio: ['ignore', 'pipe', 'pipe'], detached: true },
+      );
+      let text = '';
+      child.stdout.on('data', (d) => (text += d));
+      child.stderr.on('data', (d) => (text += d));
+      const timer = setTimeout(() => process.kill(-(child.pid as number), 'SIGKILL'), 30_000);
+      child.on('close', () => {
+        clearTimeout(timer);
+        resolve(text);
+      });
+    });
+    expect(out, 'premise broken: tether did not run to its end').toMatch(/tether exited \d+/);
+    expect(out, "the command's kill 0 reached the caller").not.toMatch(/caller got TERM/);
+  });
+
+  it('a Ctrl-C at the terminal reaches tether, which cancels: the session swept, the command ends proven', async () => {
+    // tether as the terminal's foreground job: SIGINT to its whole process group.
+    const child = spawn(
+      process.execPath,
+      [TETHER, 'sandbox', 'exec', '--via', via, '--grace', '1s', '--', 'sh', '-c', 'echo up; sleep 32'],
+      {
+        stdio: ['ignore', 'pipe', 'pipe'],
+        detached: true,
+      },
+    );
+    let err = '';
+    child.stderr.on('data', (d) => (err += d));
+    const status = new Promise<number | null>((resolve) => child.on('close', resolve));
+    await new Promise<void>((resolve) => child.stdout.once('data', () => resolve()));
+    let sleeper: string[] = [];
+    for (let i = 0; i < 100 && sleeper.length === 0; i++) {
+      sleeper = readdirSync('/proc').filter((p) => /^\d+$/.test(p) && cmdline(p) === 'sleep 32');
+      if (!sleeper.length) await new Promise((r) => setTimeout(r, 10));
+    }
+    expect(sleeper.length, 'premise broken: the command is not running').toBe(1);
+    process.kill(-(child.pid as number), 'SIGINT');
+    const timer = setTimeout(() => child.kill('SIGKILL'), 15_000);
+    expect(await status, err).toBe(143);
+    clearTimeout(timer);
+    expect(
+      sleeper.filter((p) => cmdline(p) === 'sleep 32'),
+      'sleep 32 survived the cancel',
+    ).toEqual([]);
   });
 
   it('on a lost stream, sweeps the session and exits 125 with the error and report as JSON', async () => {
@@ -101,8 +282,8 @@ describe('tether sandbox exec', () => {
     await new Promise<void>((resolve) =>
       child.stdout.on('data', (d) => {
         out += d;
-        // The final newline is held back until more bytes arrive: it could begin the line.
-        if (out.includes('up')) resolve();
+        // A complete line passes at once (a newline cannot begin the completion line).
+        if (out.includes('up\n')) resolve();
       }),
     );
     let sleeper: string[] = [];
@@ -137,6 +318,15 @@ describe('tether sandbox sweep', () => {
 
   it('says when the channel cannot reach the container', async () => {
     const tag = `TETHER_SESSION_${'cd'.repeat(16)}`;
+    const gone = 'nsenter -t 2147483646 -a';
+    const r = await tether(['sandbox', 'sweep', '--via', gone, '--tag', tag, '--budget', '1s']);
+    expect(r.status).toBe(1);
+    expect(r.stderr).toMatch(/could not reach nsenter -t 2147483646 -a in \d+ attempts/);
+  });
+
+  it('a client that cannot be started is not retried for the budget: 122 at once', async () => {
+    const tag = `TETHER_SESSION_${'cd'.repeat(16)}`;
+    const started = performance.now();
     const r = await tether([
       'sandbox',
       'sweep',
@@ -145,10 +335,13 @@ describe('tether sandbox sweep', () => {
       '--tag',
       tag,
       '--budget',
-      '1s',
+      '20s',
     ]);
-    expect(r.status).toBe(1);
-    expect(r.stderr).toMatch(/could not reach \/nonexistent\/kubectl exec -i p -- in \d+ attempts/);
+    expect(r.status, r.stderr).toBe(122);
+    expect(r.stderr).toMatch(
+      /could not reach \/nonexistent\/kubectl exec -i p --: the client could not start: .*ENOENT; not retried/,
+    );
+    expect(performance.now() - started, 'ENOENT was retried').toBeLessThan(5000);
   });
 });
 

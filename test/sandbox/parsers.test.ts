@@ -53,7 +53,7 @@ describe('the completion-line stripper', () => {
       if (random() < 0.3) body = Buffer.concat([body, Buffer.from(decoy(random), 'latin1')]);
       // The real nonce never occurs in the command's bytes by chance (128 random bits).
       const real = new RegExp(
-        `\\ntether-end ${NONCE} (?:exit (?:\\d|\\d\\d|1\\d\\d|2[0-4]\\d|25[0-5])|refused \\d+ \\d+)\\n`,
+        `tether-end ${NONCE} (?:exit (?:\\d|\\d\\d|1\\d\\d|2[0-4]\\d|25[0-5])|refused \\d+ \\d+)\\n`,
       );
       if (real.test(body.toString('latin1'))) continue;
       const mode = below(random, 3); // 0 no line; 1 line last; 2 line then a leftover's bytes
@@ -81,8 +81,19 @@ describe('the completion-line stripper', () => {
     }
   });
 
+  it('passes each complete line at once: a newline is never held back', () => {
+    const s = new CompletionStripper(NONCE);
+    expect(s.push(Buffer.from('step 1: building\n')).toString()).toBe('step 1: building\n');
+    expect(s.push(Buffer.from('a\n\n')).toString()).toBe('a\n\n');
+    // Only what could begin the line is held: a partial marker at the end of an unfinished line.
+    expect(s.push(Buffer.from('partial tether-e')).toString()).toBe('partial ');
+    expect(s.push(Buffer.from('nd of nothing\n')).toString()).toBe('tether-end of nothing\n');
+    expect(s.push(Buffer.from(`last${completionLine(NONCE, 0)}`)).toString()).toBe('last');
+    expect([s.end().length, s.completion]).toEqual([0, { kind: 'exit', status: 0 }]);
+  });
+
   it('reads a refusal', () => {
-    const { completion } = feed(Buffer.from(`\ntether-end ${NONCE} refused 10 20\n`), prng(1));
+    const { completion } = feed(Buffer.from(`tether-end ${NONCE} refused 10 20\n`), prng(1));
     expect(completion).toEqual({ kind: 'refused', received: 10, expected: 20 });
   });
 });

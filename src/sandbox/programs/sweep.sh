@@ -38,9 +38,17 @@ unset "$tag"
 
 # ---- clock and pause ---------------------------------------------------------------------
 # /proc/uptime has centiseconds: the only sub-second clock POSIX sh can read without forking.
+# Without a readable /proc (no /proc, or an empty one) the clock stays where it was (0 at the
+# start): the program then says NO_PROC and finishes, never dies on an empty number.
+now=0
 now_ms() {
-  read -r up_s up_rest </proc/uptime
-  now=$(( ${up_s%.*} * 1000 + 1${up_s#*.} * 10 - 1000 ))
+  up_s=
+  read -r up_s up_rest 2>/dev/null </proc/uptime
+  case $up_s in
+    *[!0-9.]* | '' | .* | *.) return 1 ;;
+    *.*) now=$(( ${up_s%.*} * 1000 + 1${up_s#*.} * 10 - 1000 )) ;;
+    *) now=$(( up_s * 1000 )) ;;
+  esac
 }
 nap=$(( interval / 1000 )).$(( interval % 1000 / 100 ))$(( interval % 100 / 10 ))$(( interval % 10 ))
 pause() {

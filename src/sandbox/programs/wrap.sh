@@ -1,26 +1,45 @@
 # tether completion wrapper (ADR-127 amendment §7; docs/sandbox.md#the-completion-line).
 # Runs a command inside a container and proves its end:
-#   env TETHER_SESSION_<hex>=1 sh -c "$PROGRAM" tether-wrap NONCE run CMD [ARG…]
-#   env TETHER_SESSION_<hex>=1 sh -c "$PROGRAM" tether-wrap NONCE script SIZE INTERP [ARG…]
-# Once the command has exited, it prints on stdout, after everything the command wrote there,
-#   <newline>tether-end NONCE exit STATUS<newline>
-# and exits with STATUS. The leading newline is the wrapper's own, so that the line stands alone
-# even after output without a final newline; tether strips the whole line, byte-exact.
-# In `script` mode the script arrives on stdin: it is stored in a private temp file and run as
-# `INTERP [ARG…]` reading that file only once its size is SIZE; otherwise the wrapper prints
-#   <newline>tether-end NONCE refused RECEIVED SIZE<newline>
-# and runs nothing.
+#   env TETHER_SESSION_<hex>=1 sh -c "$PROGRAM" tether-wrap run CMD [ARG…]
+#   env TETHER_SESSION_<hex>=1 sh -c "$PROGRAM" tether-wrap script SIZE INTERP [ARG…]
+# Its stdin begins with one line, the NONCE (32 hex digits); what follows is the command's stdin
+# (or, in `script` mode, the script). The nonce travels there and nowhere else: not in argv
+# (/proc/PID/cmdline) and not in the environment (/proc/PID/environ), both of which the command
+# could read; it is read before the command starts and kept in an unexported variable.
+# Once the command has exited, it prints on stdout, right after everything the command wrote,
+#   tether-end NONCE exit STATUS<newline>
+# and exits with STATUS. No newline comes first: tether finds the line wherever it starts and
+# strips it, byte-exact, so output without a final newline comes back as it was.
+# In `script` mode the script is stored in a private temp file and run as `INTERP [ARG…]`
+# reading that file only once its size is SIZE; otherwise the wrapper prints
+#   tether-end NONCE refused RECEIVED SIZE<newline>
+# and runs nothing. Without a well-formed nonce line it runs nothing and prints no line.
 
 # Job control would put the command in a group of its own and errexit would end the wrapper
 # before its line; either may come from the environment. So may nounset and tracing.
-set +e +u +x +v
+# Allexport would export the nonce to the command.
+set +e +u +x +v +a
 set +m 2>/dev/null
 
-nonce=$1 mode=$2
-shift 2
+EXIT_REFUSED=125
+# A variable of that name in the environment is exported: assigning to it would hand the
+# nonce to the command. Unset first, the variables then made are the shell's own.
+unset nonce text
+mode=$1
+shift
+# `read` takes one byte at a time from a pipe, so the command's stdin starts right after it.
+IFS= read -r nonce
+case $nonce in
+  *[!0-9a-f]* | '')
+    echo "tether-wrap: no nonce on stdin (is the exec channel's stdin attached? docker exec needs -i)" >&2
+    exit $EXIT_REFUSED ;;
+esac
+if [ ${#nonce} -ne 32 ]; then
+  echo "tether-wrap: a malformed nonce on stdin" >&2
+  exit $EXIT_REFUSED
+fi
 nl='
 '
-EXIT_REFUSED=125
 
 # The wrapper outlives HUP, INT and TERM: it waits on for the command and still prints its line.
 # (Handled, not ignored: an ignored signal would be inherited ignored by the command.)
@@ -30,7 +49,7 @@ trap 'caught=1' HUP INT TERM
 # line FIELDS…: prints the completion line, retried while a stdout the command left
 # non-blocking is full (EAGAIN). One printf of one string: one write(2), atomic on a pipe.
 line() {
-  text="${nl}tether-end $nonce $*$nl"
+  text="tether-end $nonce $*$nl"
   tries=0
   until printf '%s' "$text" 2>/dev/null; do
     tries=$((tries + 1))
@@ -39,7 +58,8 @@ line() {
   done
 }
 
-# An asynchronous command's stdin is /dev/null when job control is off: keep ours on fd 3.
+# An asynchronous command's stdin is /dev/null when job control is off: keep ours (past the
+# nonce line) on fd 3.
 exec 3<&0
 dir=
 if [ "$mode" = script ]; then
