@@ -14,15 +14,27 @@ export interface Libc {
 }
 
 let cached: Libc | null | undefined;
+let lastError = '';
 
-/** The shared binding, or null when koffi or libc.so.6 cannot be loaded. */
+/**
+ * The shared binding, or null when koffi or libc.so.6 cannot be loaded (`libcError()` says
+ * why). A failure for want of a file descriptor (EMFILE, ENFILE) is not remembered: the next
+ * call tries again, once fds are free.
+ */
 export function libc(): Libc | null {
   if (cached !== undefined) return cached;
   try {
     const koffi = createRequire(import.meta.url)('koffi');
     cached = { koffi, lib: koffi.load('libc.so.6'), errno: () => koffi.errno() as number };
-  } catch {
-    cached = null;
+  } catch (error) {
+    lastError = (error as Error).message;
+    if (!/EMFILE|ENFILE|too many open files/i.test(lastError)) cached = null;
+    return null;
   }
   return cached;
+}
+
+/** Why the last `libc()` call returned null (its error's message), or ''. */
+export function libcError(): string {
+  return lastError;
 }

@@ -61,7 +61,7 @@ export async function runCommand(argv: string[], flags: RunFlags): Promise<void>
 
   // A signal to tether goes to the payload first, then the session ends (the sweep).
   const forward = (signal: NodeJS.Signals) => {
-    proc.child.kill(signal);
+    proc.kill(signal);
     void s.end();
   };
   for (const signal of FORWARDED) process.on(signal, forward);

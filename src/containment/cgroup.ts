@@ -12,7 +12,7 @@ import {
   rmdirSync,
   writeFileSync,
 } from 'node:fs';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 
 /** A session's cgroup: its directory in the v2 hierarchy, and whether `cgroup.kill` exists. */
 export interface SessionCgroup {
@@ -33,14 +33,29 @@ const SESSION_DIR = /^tether-[0-9a-f]{32}$/;
 /**
  * Where the v2 hierarchy is mounted, from `/proc/self/mountinfo` (proc(5)): the mount point of
  * the first `cgroup2` entry whose root is `/` — `/sys/fs/cgroup` on a unified host,
- * `/sys/fs/cgroup/unified` on a hybrid one. Undefined when there is none.
+ * `/sys/fs/cgroup/unified` on a hybrid one. Undefined when there is none, or when mountinfo
+ * cannot be read (`findCgroup2Mount` tells the two apart).
  */
 export function cgroup2Mount(procRoot = '/proc'): string | undefined {
+  const found = findCgroup2Mount(procRoot);
+  return 'mount' in found ? found.mount : undefined;
+}
+
+/**
+ * The v2 mount point, or why there is none as a report note: mountinfo lists no `cgroup2`
+ * entry, or mountinfo itself cannot be read (no procfs at `procRoot`, EMFILE…) — then
+ * nothing is known about the mounts, and the note says that instead.
+ */
+export function findCgroup2Mount(procRoot = '/proc'): { mount: string } | { note: string } {
+  const mountinfo = `${procRoot}/self/mountinfo`;
   let text: string;
   try {
-    text = readFileSync(`${procRoot}/self/mountinfo`, 'utf8');
-  } catch {
-    return undefined;
+    text = readFileSync(mountinfo, 'utf8');
+  } catch (error) {
+    const why = (error as NodeJS.ErrnoException).code ?? (error as Error).message;
+    return {
+      note: `cgroup: cannot read ${mountinfo} (${why}): whether a cgroup v2 hierarchy is mounted is unknown`,
+    };
   }
   for (const line of text.split('\n')) {
     const [left, right] = line.split(' - ');
@@ -48,9 +63,11 @@ export function cgroup2Mount(procRoot = '/proc'): string | undefined {
     const fields = left.split(' ');
     // 4th field: root of the mount within the hierarchy; 5th: mount point (octal escapes).
     if (fields[3] !== '/' || fields[4] === undefined) continue;
-    return fields[4].replace(/\\([0-7]{3})/g, (_, o: string) => String.fromCharCode(Number.parseInt(o, 8)));
+    return {
+      mount: fields[4].replace(/\\([0-7]{3})/g, (_, o: string) => String.fromCharCode(Number.parseInt(o, 8))),
+    };
   }
-  return undefined;
+  return { note: `cgroup: no cgroup v2 hierarchy is mounted (${mountinfo} lists none)` };
 }
 
 /** This process's v2 cgroup path (the `0::` line of `/proc/self/cgroup`), e.g. `/user.slice/x`. */
@@ -72,8 +89,9 @@ export function ownCgroup(procRoot = '/proc'): string | undefined {
  * delegated subtree, `Delegate=yes`). Never throws: no v2 mount, no write access → a note.
  */
 export function createSessionCgroup(tagName: string, procRoot = '/proc'): CgroupResult {
-  const mount = cgroup2Mount(procRoot);
-  if (!mount) return { note: 'cgroup: no cgroup v2 hierarchy is mounted (see /proc/self/mountinfo)' };
+  const found = findCgroup2Mount(procRoot);
+  if ('note' in found) return found;
+  const { mount } = found;
   const own = ownCgroup(procRoot);
   const ownDir = own === undefined ? undefined : join(mount, own);
   const parents: string[] = [];
@@ -86,7 +104,10 @@ export function createSessionCgroup(tagName: string, procRoot = '/proc'): Cgroup
   for (const parent of parents) {
     const path = join(parent, cgroupName(tagName));
     try {
-      mkdirSync(path, { recursive: true });
+      // One level at a time, not `recursive`: Node's recursive mkdir reports ENOENT where the
+      // kernel said EROFS (a read-only cgroup mount) or EACCES.
+      mkdirExisting(parent, mount);
+      mkdirSync(path);
       accessSync(join(path, 'cgroup.procs'), constants.W_OK);
       return { cgroup: { path, canKill: exists(join(path, 'cgroup.kill')) } };
     } catch (error) {
@@ -95,6 +116,17 @@ export function createSessionCgroup(tagName: string, procRoot = '/proc'): Cgroup
     }
   }
   return { note: `cgroup: cannot create a session cgroup (${reasons.join('; ')})` };
+}
+
+// Creates `dir` and its missing parents below `top` (which exists); an existing one is fine.
+function mkdirExisting(dir: string, top: string): void {
+  if (dir === top || exists(dir)) return;
+  mkdirExisting(dirname(dir), top);
+  try {
+    mkdirSync(dir);
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code !== 'EEXIST') throw error;
+  }
 }
 
 /**
@@ -179,13 +211,19 @@ export function cgroupPopulated(path: string): boolean | undefined {
   }
 }
 
-/** Writes `1` to `cgroup.kill`: SIGKILL to every process in the subtree. False if it failed. */
-export function killCgroup(path: string): boolean {
+/**
+ * Writes `1` to `cgroup.kill`: SIGKILL to every process in the subtree (Linux 5.14). True when
+ * written, or the cgroup is gone (ENOENT: nothing left to kill); else the errno's code (EMFILE,
+ * EACCES…) so that the caller can report why.
+ */
+export function killCgroup(path: string): true | string {
   try {
     writeFileSync(join(path, 'cgroup.kill'), '1');
     return true;
-  } catch {
-    return false;
+  } catch (error) {
+    const code = (error as NodeJS.ErrnoException).code;
+    if (code === 'ENOENT' && !exists(path)) return true;
+    return code ?? (error as Error).message;
   }
 }
 

@@ -17,7 +17,7 @@ import { accessSync, closeSync, constants, readSync, statSync, writeSync } from 
 import { Socket } from 'node:net';
 import { constants as os } from 'node:os';
 import { fileURLToPath } from 'node:url';
-import { libc } from '../libc.js';
+import { libc, libcError } from '../libc.js';
 import { type Identity, identityOf } from '../proc/identity.js';
 import { createSignaller, type Hold } from '../sweep/signal.js';
 import { describeTarget, hostTarget, readElf, runsOn } from './elf.js';
@@ -147,6 +147,14 @@ export interface Helper {
   childless(): boolean | undefined;
   /** Tells the helper to exit now (after the sweep). Idempotent, synchronous. */
   release(): void;
+  /**
+   * Closes the control pipe without `release` (when the supervisor's own sweep could not run):
+   * the helper's dead man's switch ends its subtree itself — TERM, grace, KILL, cgroup.kill —
+   * removes the cgroup and exits. Idempotent, synchronous; a no-op after `release`.
+   */
+  abandon(): void;
+  /** Resolves when the helper process has exited (Node saw it end). */
+  exited: Promise<void>;
 }
 
 /**
@@ -159,6 +167,11 @@ export class HelperStartError extends Error {
   constructor(
     readonly kind: 'unavailable' | 'refused' | 'spawn-failed',
     message: string,
+    /**
+     * When spawn(2) of the helper failed with an errno Node reports only on the next tick
+     * (EMFILE, ENFILE, EAGAIN): resolves to that errno's code, for the warning's message.
+     */
+    readonly errno?: Promise<string>,
   ) {
     super(message);
   }
@@ -169,15 +182,23 @@ const O_NONBLOCK = 0o4000;
 const ANSWER_TIMEOUT_MS = 20;
 let pipe2: ((fds: Int32Array, flags: number) => number) | undefined;
 
-// pipe2(2) with O_CLOEXEC on both ends: no other child of this process inherits them.
-function cloexecPipe(extraFlags = 0): [read: number, write: number] {
+// pipe2(2) with O_CLOEXEC on both ends: no other child of this process inherits them. On a
+// failure the pipes `opened` so far are closed (fd exhaustion must not leak what remains).
+function cloexecPipe(opened: number[], extraFlags = 0): [read: number, write: number] {
   const c = libc();
-  if (!c) throw new HelperStartError('unavailable', 'koffi cannot load: no pipe2(2) for the helper');
+  if (!c)
+    throw new HelperStartError(
+      'unavailable',
+      `koffi cannot load: no pipe2(2) for the helper (${libcError()})`,
+    );
   pipe2 ??= c.lib.func('int pipe2(_Out_ int *fds, int flags)') as (fds: Int32Array, flags: number) => number;
   const fds = new Int32Array(2);
   if (pipe2(fds, O_CLOEXEC | extraFlags) !== 0) {
-    throw new HelperStartError('unavailable', `pipe2 failed: errno ${c.errno()}`);
+    const errno = errnoName(c.errno());
+    for (const fd of opened.splice(0)) closeSync(fd);
+    throw new HelperStartError('unavailable', `the helper's pipes cannot be made (pipe2: ${errno})`);
   }
+  opened.push(fds[0] as number, fds[1] as number);
   return [fds[0] as number, fds[1] as number];
 }
 
@@ -222,40 +243,48 @@ function readLinesSync(fd: number, until: RegExp): { lines: string[]; rest: stri
  */
 export function startHelper(path: string, opts: HelperOptions): Helper {
   const stdio = stdioOf(opts.stdio);
-  const [statusRead, statusWrite] = cloexecPipe();
-  const [controlRead, controlWrite] = cloexecPipe();
+  const opened: number[] = [];
+  const [statusRead, statusWrite] = cloexecPipe(opened);
+  const [controlRead, controlWrite] = cloexecPipe(opened);
   // Non-blocking: a stopped helper must not hang a sweep's round.
-  const [answerRead, answerWrite] = cloexecPipe(O_NONBLOCK);
+  const [answerRead, answerWrite] = cloexecPipe(opened, O_NONBLOCK);
   const argv = ['--grace', String(opts.graceMs), '--kill-after', String(opts.killAfterMs)];
   if (opts.cgroup) argv.push('--cgroup', opts.cgroup);
   if (opts.pidns) argv.push('--pidns');
   let child: ChildProcess | undefined;
+  let thrown: NodeJS.ErrnoException | undefined;
   try {
     child = spawn(path, [...argv, '--', opts.command, ...opts.args], {
       cwd: opts.cwd,
       env: opts.env,
       stdio: [...(stdio as unknown[]), statusWrite, controlRead, answerWrite] as StdioOptions,
     });
-  } catch {
-    // Thrown before any process (a NUL byte in an argument…): the command's own spawn will
-    // say it, naming the user's argument rather than the helper's argv.
+  } catch (error) {
+    // Thrown before any process (a NUL byte in an argument, E2BIG…): the command's own spawn
+    // will say it, naming the user's argument rather than the helper's argv.
+    thrown = error as NodeJS.ErrnoException;
   } finally {
     closeSync(statusWrite);
     closeSync(controlRead);
     closeSync(answerWrite);
   }
   let released = false;
-  const release = () => {
+  // `say`: "release\n" (the helper exits), or nothing (EOF: its dead man's switch runs).
+  const close = (say: boolean) => {
     if (released) return;
     released = true;
-    try {
-      writeSync(controlWrite, 'release\n');
-    } catch {
-      // the helper is already gone
+    if (say) {
+      try {
+        writeSync(controlWrite, 'release\n');
+      } catch {
+        // the helper is already gone
+      }
     }
     closeSync(controlWrite);
     closeSync(answerRead);
   };
+  const release = () => close(true);
+  const abandon = () => close(false);
   let query = 0;
   const answers = Buffer.alloc(256);
   const pause = new Int32Array(new SharedArrayBuffer(4));
@@ -287,9 +316,19 @@ export function startHelper(path: string, opts: HelperOptions): Helper {
   if (child?.pid === undefined) {
     release();
     closeSync(statusRead);
-    child?.on('error', () => undefined);
-    // The binary was found executable a moment ago: the cwd, the argument list, the fd table.
-    throw new HelperStartError('spawn-failed', `cannot start the helper ${path}`);
+    // The binary was found executable a moment ago. A thrown error (E2BIG, a NUL byte) or a
+    // missing cwd would fail the command the same way: the command's own spawn says it.
+    if (thrown || (opts.cwd !== undefined && !searchableDir(opts.cwd)) || !child) {
+      child?.on('error', () => undefined);
+      throw new HelperStartError('spawn-failed', `cannot start the helper ${path}`);
+    }
+    // Otherwise Node reports the errno on the next tick: EMFILE, ENFILE (no fd left for the
+    // helper's stdio), EAGAIN (no process left). The helper is what is missing.
+    const failed = child;
+    const errno = new Promise<string>((resolve) =>
+      failed.once('error', (error: NodeJS.ErrnoException) => resolve(error.code ?? error.message)),
+    );
+    throw new HelperStartError('unavailable', `the helper could not be spawned (${path})`, errno);
   }
   const { lines, rest } = readLinesSync(statusRead, /^(started|error) .*\n/m);
   const fields = (word: string) => lines.find((l) => l.startsWith(`${word} `))?.split(' ');
@@ -302,6 +341,7 @@ export function startHelper(path: string, opts: HelperOptions): Helper {
   if (error || !started || !self) {
     release();
     closeSync(statusRead);
+    child.on('error', () => undefined);
     const errno = errnoName(Number(error?.[2]));
     if (error?.[1] === 'unshare') {
       throw new HelperStartError(
@@ -372,6 +412,10 @@ export function startHelper(path: string, opts: HelperOptions): Helper {
     });
   });
 
+  const exited = new Promise<void>((resolve) => {
+    if (helperChild.exitCode !== null || helperChild.signalCode !== null) resolve();
+    else helperChild.once('exit', () => resolve());
+  });
   return {
     child,
     helper: self,
@@ -381,5 +425,16 @@ export function startHelper(path: string, opts: HelperOptions): Helper {
     end,
     childless,
     release,
+    abandon,
+    exited,
   };
+}
+
+function searchableDir(path: string): boolean {
+  try {
+    accessSync(path, constants.X_OK);
+    return statSync(path).isDirectory();
+  } catch {
+    return false;
+  }
 }

@@ -1,8 +1,10 @@
 // A session: one tag, any number of commands run under it, one sweep at its end (ADR-127 §1–2).
-import { type ChildProcess, type StdioOptions, spawn as spawnChild } from 'node:child_process';
+import { ChildProcess, type StdioOptions, spawn as spawnChild } from 'node:child_process';
+import { existsSync } from 'node:fs';
+import { constants as osConstants } from 'node:os';
 import type { Readable, Writable } from 'node:stream';
 import { setTimeout as delay } from 'node:timers/promises';
-import { createSessionCgroup, removeCgroup, type SessionCgroup } from '../containment/cgroup.js';
+import { createSessionCgroup, killCgroup, removeCgroup, type SessionCgroup } from '../containment/cgroup.js';
 import {
   type Helper,
   HelperStartError,
@@ -76,10 +78,19 @@ export interface SessionProcess extends PromiseLike<ExitResult> {
   /** The command's pid (as this PID namespace sees it). */
   readonly pid: number | undefined;
   /**
-   * The process Node started: the command itself, or the helper that runs it (`kill(signal)`
-   * on the helper forwards the signal to the command; SIGKILL would end the helper alone).
+   * The process Node started: the command itself, or — with the subreaper layer — the helper
+   * that runs it. Signal the command with `kill()`, not `child.kill()`: a signal sent to the
+   * helper is not the command's (SIGKILL ends the helper alone; the session then reports
+   * `HELPER_LOST`). Its stdio streams are the command's.
    */
   readonly child: ChildProcess;
+  /**
+   * Sends `signal` (a name such as `'SIGINT'` or its number; default `'SIGTERM'`) to the command
+   * itself, identity-checked (pidfd, see docs/sweep.md): never to a process that took its pid.
+   * True when sent; false when the command has ended (or never started). Throws `TetherError`
+   * `INVALID_OPTION` for a signal that is not one (signal(7)).
+   */
+  kill(signal?: NodeJS.Signals | number): boolean;
   readonly stdin: Writable | null;
   readonly stdout: Readable | null;
   readonly stderr: Readable | null;
@@ -89,6 +100,19 @@ export interface SessionProcess extends PromiseLike<ExitResult> {
 
 const live = new Set<Session>();
 let exitHookInstalled = false;
+
+/** How many sessions of this process have not ended yet (each is swept by the exit hook). */
+export function liveSessionCount(): number {
+  return live.size;
+}
+
+/** `spawn()`'s view of a command's helper: resolves if that helper is lost (HELPER_LOST). */
+const lostHelpers = new WeakMap<SessionProcess, Promise<void>>();
+
+/** Resolves when the helper of `proc` is lost (killed before it reported the command's end). */
+export function helperLost(proc: SessionProcess): Promise<void> | undefined {
+  return lostHelpers.get(proc);
+}
 
 // Last resort on exit paths the event loop does not survive (process.exit, an uncaught
 // exception): every session not yet ended is swept synchronously before the process goes.
@@ -170,20 +194,32 @@ export class Session {
   spawn(command: string, args: readonly string[] = [], options: CommandOptions = {}): SessionProcess {
     if (this.ending)
       throw new TetherError('SESSION_ENDED', `session ${this.tag.name} has ended: cannot spawn ${command}`);
-    if (typeof command !== 'string' || command === '')
-      throw new TetherError(
-        'INVALID_OPTION',
-        `invalid command: ${JSON.stringify(command)} (expected a program name or path)`,
-      );
+    checkCommand(command, args, options);
     const started = performance.now();
     const env = this.env(options.env);
     const stdio = options.stdio ?? 'pipe';
-    const helper = this.startHelped(command, args, options, env, stdio);
+    // A NUL byte cannot pass execve(2): refused before any process, naming where it is.
+    const nul = nulByteIn(command, args, env);
+    let thrown: unknown =
+      nul && Object.assign(new Error(`${nul} holds a NUL byte`), { code: 'ERR_INVALID_ARG_VALUE' });
+    const helper = nul ? undefined : this.startHelped(command, args, options, env, stdio);
     this.releaseIdleHelpers(); // after the start: the new helper now guards the cgroup
-    const child =
-      helper?.child ?? spawnChild(command, args, { cwd: options.cwd, env, stdio: options.stdio ?? 'pipe' });
-    if (!helper) this.direct = true;
+    let child: ChildProcess;
+    if (helper) child = helper.child;
+    else if (nul) child = unstarted();
+    else {
+      try {
+        child = spawnChild(command, args, { cwd: options.cwd, env, stdio });
+      } catch (error) {
+        // Node throws before any process for E2BIG, a NUL byte, EINVAL…: a start failure like
+        // ENOENT, reported the same way (`exited` resolves with SPAWN_FAILED).
+        thrown = error;
+        child = unstarted();
+      }
+      this.direct = true;
+    }
     const payload = helper ? helper.payload : this.identityOf(child.pid);
+    let payloadHold: Hold | undefined;
     if (payload) {
       // The spawn is an earlier find from the start: a payload that clears or overwrites its
       // own environ (env -i, a title rewrite) is still swept, with everything under it. It is
@@ -194,6 +230,7 @@ export class Session {
       // this synchronous open right after the spawn names the child.
       this.spawned.push(payload);
       const hold = helper ? helper.payloadHold : this.signaller.hold(this.procRoot, payload);
+      payloadHold = hold;
       this.spawnHolds.push(hold);
       if (hold.fd < 0 && hold.why !== 'gone' && hold.why !== 'no-pidfd')
         this.warnings.push({
@@ -205,7 +242,21 @@ export class Session {
         this.known.set(identityKey(payload), { identity: payload, stat, foundBy: 'carrier', hold });
     }
     const cap = this.options.outputCapMs ?? DEFAULT_OUTPUT_CAP_MS;
-    const ended = helper ? this.helperEnd(helper, command) : directEnd(child, command);
+    let reported = false; // the command's end is known: nothing to signal any more
+    let onLost = () => {};
+    const lost = new Promise<void>((resolve) => {
+      onLost = resolve;
+    });
+    const ended =
+      thrown !== undefined
+        ? Promise.resolve<Ended>({ error: spawnFailed(command, thrown) })
+        : helper
+          ? this.helperEnd(helper, command, onLost)
+          : directEnd(child, command);
+    // (A lost helper's command ends when its identity is gone: until then it can be signalled.)
+    void ended.then(() => {
+      reported = true;
+    });
     const exited = ended.then(async (end) => {
       const durationMs = performance.now() - started;
       if ('error' in end)
@@ -213,9 +264,19 @@ export class Session {
       const ok = await outputClosed(child, cap);
       return { ...end, durationMs, outputTimedOut: !ok };
     });
+    const kill = (signal: NodeJS.Signals | number = 'SIGTERM'): boolean => {
+      const name = signalOf(signal);
+      if (reported || thrown !== undefined) return false;
+      if (!helper) return child.pid !== undefined && child.kill(name);
+      // Straight to the command through its held pidfd: the helper would take SIGKILL itself.
+      return (
+        payloadHold !== undefined && this.signaller.sendHeld(this.procRoot, payloadHold, name) === 'sent'
+      );
+    };
     const proc: SessionProcess = {
       pid: payload?.pid ?? (helper ? undefined : child.pid),
       child,
+      kill,
       stdin: child.stdin,
       stdout: child.stdout,
       stderr: child.stderr,
@@ -223,6 +284,7 @@ export class Session {
       // biome-ignore lint/suspicious/noThenProperty: a SessionProcess is awaitable, like execa's.
       then: (onFulfilled, onRejected) => exited.then(onFulfilled, onRejected),
     };
+    lostHelpers.set(proc, lost);
     this.running.add(proc);
     void exited.then(() => this.running.delete(proc));
     return proc;
@@ -278,9 +340,13 @@ export class Session {
       if (error.kind === 'spawn-failed') return undefined;
       if (this.plan.helper === 'required') throw new TetherError('CONTAINMENT_UNAVAILABLE', error.message);
       if (!this.warnings.some((w) => w.code === 'NO_HELPER')) {
-        this.warnings.push({
-          code: 'NO_HELPER',
-          message: `${error.message}: processes were found by the env tag only (a detached process that drops the tag escapes)`,
+        const tail =
+          'processes were found by the env tag only (a detached process that drops the tag escapes)';
+        const warning: SweepWarning = { code: 'NO_HELPER', message: `${error.message}: ${tail}` };
+        this.warnings.push(warning);
+        // The errno arrives on the next tick, before any sweep can take the warning.
+        void error.errno?.then((errno) => {
+          warning.message = `${error.message}: ${errno}${errnoHint(errno)}: ${tail}`;
         });
       }
       return undefined;
@@ -298,7 +364,7 @@ export class Session {
     return this.cgroup;
   }
 
-  private helperEnd(helper: Helper, command: string): Promise<Ended> {
+  private helperEnd(helper: Helper, command: string, onLost: () => void): Promise<Ended> {
     return helper.end.then(async (end: PayloadEnd): Promise<Ended> => {
       this.helpersDone.add(helper);
       if (end.kind === 'exit') {
@@ -321,7 +387,9 @@ export class Session {
         code: 'HELPER_LOST',
         message: `the helper (pid ${helper.helper.pid}) of ${command} could not report the command's end (it, or its PID namespace's init, was killed): its exit status is unknown`,
       });
-      // The command may still run, reparented: its end is when its identity is gone.
+      onLost();
+      // The command may still run, reparented: its end is when its identity is gone (the
+      // session's end sweeps it; `spawn()` ends its session at once).
       while (isAlive(helper.payload, this.procRoot)) await delay(HELPER_LOST_POLL_MS);
       return { exitCode: null, signal: null };
     });
@@ -370,7 +438,7 @@ export class Session {
   end(): Promise<SweepReport> {
     if (!this.ending) {
       this.ending = sweep(this.sweepOptions())
-        .then((report) => this.release(report))
+        .then((report) => (sweepRan(report) ? this.release(report) : this.handOver(report)))
         .finally(() => {
           live.delete(this);
           for (const p of this.running) releaseOutput(p.child);
@@ -382,7 +450,8 @@ export class Session {
   /** Synchronous end for exit paths; used by the process `exit` hook. */
   endSync(): SweepReport {
     live.delete(this);
-    const report = this.release(sweepSync(this.sweepOptions()));
+    const swept = sweepSync(this.sweepOptions());
+    const report = sweepRan(swept) ? this.release(swept) : this.abandonHelpers(swept);
     this.ending ??= Promise.resolve(report);
     return report;
   }
@@ -415,6 +484,67 @@ export class Session {
     return report;
   }
 
+  // The sweep could not run (no process table: NO_PROC, SCAN_FAILED, PROC_NAMESPACE): no
+  // helper is released unswept. Each is left to its dead man's switch (TERM, grace, KILL of its
+  // subtree, cgroup.kill, the cgroup removed) and awaited; then the cgroup is checked.
+  private async handOver(report: SweepReport): Promise<SweepReport> {
+    const helpers = [...this.helpers];
+    this.abandonHelpers(report, false);
+    if (helpers.length === 0) return this.removeCgroupAfter(report);
+    const budget =
+      (this.options.graceMs ?? DEFAULT_GRACE_MS) + (this.options.killAfterMs ?? DEFAULT_KILL_AFTER_MS);
+    let timer: NodeJS.Timeout | undefined;
+    const timeout = new Promise<'timeout'>((resolve) => {
+      timer = setTimeout(() => resolve('timeout'), budget + HANDOVER_MARGIN_MS);
+    });
+    const outcome = await Promise.race([Promise.all(helpers.map((h) => h.exited)), timeout]);
+    clearTimeout(timer);
+    for (const h of helpers) h.child.unref();
+    const pids = helpers.map((h) => h.helper.pid).join(', ');
+    const cgroupLeft = this.cgroup !== undefined && existsSync(this.cgroup.path);
+    report.warnings.push({
+      code: 'HELPER_SWEPT',
+      message:
+        outcome === 'timeout'
+          ? `the sweep could not run: the helpers (pid ${pids}) were left to end their subtrees themselves and had not exited after ${budget + HANDOVER_MARGIN_MS} ms`
+          : `the sweep could not run: the helpers (pid ${pids}) ended their subtrees themselves (TERM, grace, KILL${this.cgroup ? ', cgroup.kill' : ''}) and exited${this.cgroup ? (cgroupLeft ? `; the cgroup ${this.cgroup.path} is still there` : '; the cgroup is removed') : ''}`,
+    });
+    return this.removeCgroupAfter(report);
+  }
+
+  // The helpers are not released: closing their control pipes runs their dead man's switch.
+  private abandonHelpers(report: SweepReport, sync = true): SweepReport {
+    this.stopWatchingHelpers();
+    const helpers = this.helpers.splice(0);
+    for (const h of helpers) h.abandon();
+    if (sync && helpers.length > 0) {
+      report.warnings.push({
+        code: 'HELPER_SWEPT',
+        message: `the sweep could not run: the helpers (pid ${helpers.map((h) => h.helper.pid).join(', ')}) were left to end their subtrees themselves (TERM, grace, KILL${this.cgroup ? ', cgroup.kill, the cgroup removed' : ''}) after this process exits`,
+      });
+    }
+    if (sync) for (const h of helpers) h.child.unref();
+    return report;
+  }
+
+  // A cgroup still there after its helpers: killed as a whole (if the sweep could not) and
+  // removed; a note when that fails too.
+  private removeCgroupAfter(report: SweepReport): SweepReport {
+    const cgroup = this.cgroup;
+    if (!cgroup || removeCgroup(cgroup.path)) return report;
+    const killed = cgroup.canKill ? killCgroup(cgroup.path) : 'no cgroup.kill';
+    if (killed !== true && !report.warnings.some((w) => w.code === 'CGROUP_KILL_FAILED')) {
+      report.warnings.push({
+        code: 'CGROUP_KILL_FAILED',
+        message: `cgroup.kill of ${cgroup.path} failed (${killed}): its processes may still run`,
+      });
+    }
+    if (!removeCgroup(cgroup.path)) {
+      report.notes.push(`cgroup: ${cgroup.path} could not be removed (still populated?)`);
+    }
+    return report;
+  }
+
   async [Symbol.asyncDispose](): Promise<void> {
     await this.end();
   }
@@ -437,6 +567,8 @@ export class Session {
       warnings: this.warnings,
       roots: this.helperRoots,
       cgroup: this.layers.has('cgroup') ? this.cgroup : undefined,
+      // This process made the cgroup and never joined it: cgroup.kill cannot reach it.
+      outsideCgroup: true,
       kernelProof: !this.direct,
       helpersChildless: () => this.helpersChildless(),
       onEvent: this.options.onEvent,
@@ -457,6 +589,103 @@ function safeTicks(procRoot = '/proc'): number {
 type Ended =
   | { exitCode: number | null; signal: NodeJS.Signals | null; signalNumber?: number }
   | { error: TetherError };
+
+/** Past the helpers' own budgets (grace + kill-after), how long a hand-over is awaited, ms. */
+const HANDOVER_MARGIN_MS = 2000;
+
+/** True when the sweep ran its phases: no scan failed, and it began at all. */
+function sweepRan(report: SweepReport): boolean {
+  return report.phases.length > 0 && !report.phases.some((p) => p.endedBy === 'scan-failed');
+}
+
+const STDIO_NAMES = ['pipe', 'ignore', 'inherit', 'overlapped'];
+
+/**
+ * Checks a command's arguments before anything starts; throws `TetherError` `INVALID_OPTION`
+ * naming the option, what it got and what is accepted. (A string for `args` would otherwise be
+ * spread into one argument per character.)
+ */
+export function checkCommand(command: unknown, args: unknown, options: unknown): void {
+  if (typeof command !== 'string' || command === '')
+    throw invalid('command', command, 'a program name or path');
+  if (!Array.isArray(args)) throw invalid('args', args, 'an array of strings');
+  args.forEach((arg, i) => {
+    if (typeof arg !== 'string') throw invalid(`args[${i}]`, arg, 'a string');
+  });
+  if (options === undefined) return;
+  if (typeof options !== 'object' || options === null || Array.isArray(options))
+    throw invalid('options', options, 'an object');
+  const { cwd, env, stdio } = options as Record<string, unknown>;
+  if (cwd !== undefined && (typeof cwd !== 'string' || cwd === ''))
+    throw invalid('cwd', cwd, 'a directory path (a non-empty string)');
+  if (env !== undefined && (typeof env !== 'object' || env === null || Array.isArray(env)))
+    throw invalid('env', env, 'an object of NAME: value strings');
+  if (stdio !== undefined && !Array.isArray(stdio) && !STDIO_NAMES.includes(stdio as string))
+    throw invalid('stdio', stdio, `${STDIO_NAMES.map((n) => `'${n}'`).join(', ')} or an array`);
+}
+
+function invalid(option: string, value: unknown, expected: string): TetherError {
+  return new TetherError('INVALID_OPTION', `invalid ${option}: ${describe(value)} (expected ${expected})`);
+}
+
+// A value for an error message: its type, and a short rendering.
+function describe(value: unknown): string {
+  if (value === null) return 'null';
+  if (Array.isArray(value)) return `an array of ${value.length}`;
+  if (typeof value === 'string') return `the string ${JSON.stringify(clip(value))}`;
+  if (typeof value === 'object') return 'an object';
+  return `${typeof value} ${clip(String(value))}`;
+}
+
+function clip(text: string, max = 60): string {
+  return text.length > max ? `${text.slice(0, max)}… (${text.length} characters)` : text;
+}
+
+/** A signal name or number as a name `kill` takes; throws `INVALID_OPTION` for another value. */
+function signalOf(signal: NodeJS.Signals | number): NodeJS.Signals {
+  const signals = osConstants.signals as Record<string, number>;
+  if (typeof signal === 'string' && signals[signal] !== undefined) return signal;
+  if (typeof signal === 'number') {
+    const name = Object.keys(signals).find((n) => signals[n] === signal);
+    if (name) return name as NodeJS.Signals;
+  }
+  throw invalid('signal', signal, "a signal name such as 'SIGTERM', or its number (signal(7))");
+}
+
+// A start failure Node threw synchronously, as SPAWN_FAILED naming the errno (E2BIG: the
+// arguments and environment exceed the kernel's limit, execve(2)).
+function spawnFailed(command: string, cause: unknown): TetherError {
+  const code = (cause as NodeJS.ErrnoException).code;
+  const why =
+    code === 'E2BIG'
+      ? 'E2BIG: its arguments and environment are too large for execve(2) (one string over 128 KiB, or all of them over the limit)'
+      : clip((cause as Error).message, 200);
+  return new TetherError('SPAWN_FAILED', `cannot start ${clip(command)}: ${why}`, { cause });
+}
+
+function errnoHint(errno: string): string {
+  if (errno === 'EMFILE') return ' (this process has no file descriptor left)';
+  if (errno === 'ENFILE') return ' (the system has no file descriptor left)';
+  if (errno === 'EAGAIN') return ' (no process can be created)';
+  return '';
+}
+
+// Where a NUL byte is (`args[2]`, `env.NAME`…), or undefined.
+function nulByteIn(command: string, args: readonly string[], env: NodeJS.ProcessEnv): string | undefined {
+  if (command.includes('\0')) return 'the command';
+  const i = args.findIndex((a) => a.includes('\0'));
+  if (i >= 0) return `args[${i}]`;
+  for (const [name, value] of Object.entries(env)) {
+    if (name.includes('\0') || (typeof value === 'string' && value.includes('\0')))
+      return `env.${clip(name.replace(/\0/g, '\\0'))}`;
+  }
+  return undefined;
+}
+
+// A stand-in for a command Node refused to start: no pid, no streams, no event.
+function unstarted(): ChildProcess {
+  return new ChildProcess();
+}
 
 /** How often a command whose helper was lost is checked for its end, ms. */
 const HELPER_LOST_POLL_MS = 50;

@@ -5,7 +5,14 @@ import type { Readable, Writable } from 'node:stream';
 import { checkMs } from '../options.js';
 import { TetherError } from '../outcome/errors.js';
 import type { SweepReport } from '../sweep/report.js';
-import { type CommandOptions, type ExitResult, Session, type SessionOptions } from './session.js';
+import {
+  type CommandOptions,
+  checkCommand,
+  type ExitResult,
+  helperLost,
+  Session,
+  type SessionOptions,
+} from './session.js';
 import type { SessionTag } from './tag.js';
 
 /** Options of `spawn()`: the session's and the command's, plus when to give up. */
@@ -39,7 +46,17 @@ export class SpawnError extends TetherError {
 export interface Subprocess extends PromiseLike<Result> {
   readonly pid: number | undefined;
   readonly tag: SessionTag;
+  /**
+   * The process Node started: the command, or the helper that runs it (see
+   * `SessionProcess.child`). Signal the command with `kill()`: a SIGKILL sent to the helper
+   * ends the helper alone, and the session then ends at once (a sweep, warning `HELPER_LOST`).
+   */
   readonly child: ChildProcess;
+  /**
+   * Sends `signal` (name or number, default `'SIGTERM'`) to the command itself, identity-checked.
+   * True when sent, false once it has ended. Throws `INVALID_OPTION` for an unknown signal.
+   */
+  kill(signal?: NodeJS.Signals | number): boolean;
   readonly stdin: Writable | null;
   readonly stdout: Readable | null;
   readonly stderr: Readable | null;
@@ -53,13 +70,24 @@ export interface Subprocess extends PromiseLike<Result> {
  * Runs `command` (no shell) as a session: the variable `TETHER_SESSION_<hex>=1` is exported to
  * it, and when it exits — or on abort, timeout or dispose — every process carrying the variable,
  * and every descendant of one, is swept (TERM, grace, KILL; ADR-127 §2). Throws `TetherError`
- * `INVALID_OPTION` for a bad duration; `result` rejects with `SpawnError` (`SPAWN_FAILED`)
- * when the command cannot start.
+ * `INVALID_OPTION` for a bad duration, a bad option or argument type (`args` not an array of
+ * strings, a non-object `options`/`env`, a bad `cwd`/`stdio`); `result` rejects with
+ * `SpawnError` (`SPAWN_FAILED`) when the command cannot start (ENOENT, EACCES, E2BIG, a NUL
+ * byte in an argument). A helper lost while the command runs (killed: `HELPER_LOST`) ends the
+ * session at once: its status is unknown, and the sweep stops the command and what it started.
  */
 export function spawn(command: string, args: readonly string[] = [], options: SpawnOptions = {}): Subprocess {
+  checkCommand(command, args, options);
   if (options.timeout !== undefined) checkMs('timeout', options.timeout);
   const s = new Session(options);
-  const proc = s.spawn(command, args, options);
+  let proc: ReturnType<Session['spawn']>;
+  try {
+    proc = s.spawn(command, args, options);
+  } catch (error) {
+    // CONTAINMENT_UNAVAILABLE…: this session ran nothing, and is not left for the exit hook.
+    void s.end();
+    throw error;
+  }
   let reason: 'timeout' | 'abort' | undefined;
   const stop = (why: 'timeout' | 'abort') => {
     reason ??= why;
@@ -70,6 +98,8 @@ export function spawn(command: string, args: readonly string[] = [], options: Sp
   else options.signal?.addEventListener('abort', onAbort, { once: true });
   const timer =
     options.timeout === undefined ? undefined : setTimeout(() => stop('timeout'), options.timeout);
+  // The command's status can no longer be known, and nothing reaps its subtree: end it now.
+  void helperLost(proc)?.then(() => void s.end());
 
   const result = (async (): Promise<Result> => {
     const exit = await proc.exited;
@@ -87,6 +117,7 @@ export function spawn(command: string, args: readonly string[] = [], options: Sp
     pid: proc.pid,
     tag: s.tag,
     child: proc.child,
+    kill: (signal) => proc.kill(signal),
     stdin: proc.stdin,
     stdout: proc.stdout,
     stderr: proc.stderr,

@@ -60,7 +60,12 @@ export interface UnreadableRecord {
  * (identity checks fall back to a start-time re-check), `NO_HELPER` (the subreaper helper could
  * not be used: only the env tag, and the cgroup if any, found processes), `HELPER_LOST` (a
  * helper ended before its payload was reported: the payload's status is unknown), `COARSE_SLEEP`
- * (sandbox: the target's `sleep` has no fractions, scans are 1 s apart).
+ * (sandbox: the target's `sleep` has no fractions, scans are 1 s apart), `LISTENER_FAILED` (an
+ * `onEvent` or `onProgress` listener threw: caught, once per listener, the sweep went on),
+ * `CGROUP_KILL_FAILED` (writing the session cgroup's `cgroup.kill` failed: the errno is named),
+ * `HELPER_SWEPT` (the sweep could not run, so each helper was left to end its own subtree — its
+ * dead man's switch — instead of being released; the message says whether the helpers exited and
+ * the cgroup is gone).
  */
 export interface SweepWarning {
   code:
@@ -71,7 +76,10 @@ export interface SweepWarning {
     | 'NO_PIDFD'
     | 'NO_HELPER'
     | 'HELPER_LOST'
-    | 'COARSE_SLEEP';
+    | 'COARSE_SLEEP'
+    | 'LISTENER_FAILED'
+    | 'CGROUP_KILL_FAILED'
+    | 'HELPER_SWEPT';
   message: string;
 }
 

@@ -67,6 +67,12 @@ export interface SweepOptions {
   onProgress?: (progress: SweepProgress) => void;
   /** Identity-check mechanism; tests force `start-time-recheck`. Default: the best available. */
   signaller?: Signaller;
+  /**
+   * The caller knows it is not inside `cgroup` (it created it and never joined it): when the
+   * process table cannot be read, `cgroup.kill` still runs. Without it a sweep that cannot
+   * read /proc cannot tell whether the kill would reach itself, and does not write it.
+   */
+  outsideCgroup?: boolean;
 }
 
 // Sweeps ending together share each round's process-table walk, but a walk serves a round only
@@ -231,14 +237,43 @@ class SweepRun {
   absorbWarnings(): void {
     const given = this.opts.warnings ?? [];
     for (; this.absorbed < given.length; this.absorbed++) {
+      // The caller's own object: a message it completes later (an errno Node reports on the
+      // next tick) shows in the report.
       const w = given[this.absorbed] as SweepWarning;
-      this.warn(w.code, w.message);
+      this.warnings.push(w);
+      this.emit({ type: 'warning', tag: this.tag.name, code: w.code, message: w.message });
     }
   }
 
   warn(code: SweepWarning['code'], message: string): void {
     this.warnings.push({ code, message });
-    emit(this.opts.onEvent, { type: 'warning', tag: this.tag.name, code, message });
+    this.emit({ type: 'warning', tag: this.tag.name, code, message });
+  }
+
+  /** Hands an event to `onEvent`; a listener that throws gets a `LISTENER_FAILED` warning. */
+  emit(event: TetherEvent): void {
+    const error = callListener(this.opts.onEvent, event);
+    if (error !== undefined) this.listenerFailed('onEvent', error);
+  }
+
+  /** Hands a round's progress to `onProgress`; one that throws gets a `LISTENER_FAILED` warning. */
+  progress(progress: SweepProgress): void {
+    const error = callListener(this.opts.onProgress, progress);
+    if (error !== undefined) this.listenerFailed('onProgress', error);
+  }
+
+  private readonly failedListeners = new Set<string>();
+
+  // Once per listener: its later throws are as caught, not repeated in the report. Pushed, not
+  // emitted: the event listener may be the one that throws.
+  private listenerFailed(name: 'onEvent' | 'onProgress', error: unknown): void {
+    if (this.failedListeners.has(name)) return;
+    this.failedListeners.add(name);
+    const why = error instanceof Error ? error.message : String(error);
+    this.warnings.push({
+      code: 'LISTENER_FAILED',
+      message: `the ${name} listener threw (${why}): the sweep went on without it`,
+    });
   }
 
   /** Excludes the supervisor and its ancestors. False when the process table cannot be read. */
@@ -262,7 +297,7 @@ class SweepRun {
         this.notes.push(
           `cgroup: this process (or an ancestor) runs inside ${cgroup}: no cgroup.kill, and its populated flag proves nothing`,
         );
-      }
+      } else this.outside = true;
       return true;
     } catch (error) {
       return this.fail(error instanceof NoProcError ? error : new NoProcError(this.ctx.procRoot, error));
@@ -288,8 +323,46 @@ class SweepRun {
     } else {
       this.warn('SCAN_FAILED', `the sweep stopped: ${(error as Error).message}`);
     }
+    this.killCgroupBlind();
     return false;
   }
+
+  /**
+   * The next layer when the process table cannot be read: the kernel kills the session's cgroup
+   * as a whole (`cgroup.kill`), whatever a scan could not see. Only when this process is known
+   * to be outside it (`begin()` checked it, or the caller created it). Its failure is said.
+   */
+  killCgroupBlind(): void {
+    const cgroup = this.opts.cgroup;
+    if (!cgroup || this.cgroupShared || this.blindKill !== undefined) return;
+    if (!cgroup.canKill) {
+      this.notes.push(`cgroup: ${cgroup.path} has no cgroup.kill (Linux < 5.14): not killed as a whole`);
+      this.blindKill = false;
+      return;
+    }
+    if (!this.outside && !this.opts.outsideCgroup) {
+      this.notes.push(
+        `cgroup: ${cgroup.path} not killed as a whole: without the process table this process cannot tell whether it runs inside it`,
+      );
+      this.blindKill = false;
+      return;
+    }
+    const killed = killCgroup(cgroup.path);
+    this.blindKill = killed === true;
+    if (killed === true) {
+      this.notes.push(`cgroup: the scan failed, so ${cgroup.path} was killed as a whole (cgroup.kill)`);
+    } else {
+      this.warn(
+        'CGROUP_KILL_FAILED',
+        `cgroup.kill of ${cgroup.path} failed (${killed}): its processes may still run`,
+      );
+    }
+  }
+
+  /** Set once the blind cgroup.kill was tried (true: written). */
+  blindKill: boolean | undefined;
+  /** `begin()` found this process and its ancestors outside the cgroup. */
+  outside = false;
 
   /** One round: scan, signal every process not yet sent `signal`. Returns how many are alive, or -1. */
   round(signal: PhaseSignal): number {
@@ -312,7 +385,13 @@ class SweepRun {
       }
       // A fork racing the per-process KILLs is killed by the kernel with the rest (Linux 5.14).
       if (signal === 'SIGKILL' && this.opts.cgroup?.canKill && !this.cgroupShared) {
-        killCgroup(this.opts.cgroup.path);
+        const killed = killCgroup(this.opts.cgroup.path);
+        if (killed !== true && !this.warnings.some((w) => w.code === 'CGROUP_KILL_FAILED')) {
+          this.warn(
+            'CGROUP_KILL_FAILED',
+            `cgroup.kill of ${this.opts.cgroup.path} failed (${killed}): only the per-process signals were sent`,
+          );
+        }
       }
       this.resumeStoppedRoots(scan);
       this.releaseHolds(false);
@@ -469,7 +548,7 @@ class SweepRun {
       },
     };
     if (stopped.length || survivors.length || report.unreadable.length) {
-      emit(this.opts.onEvent, {
+      this.emit({
         type: 'delegate_background',
         phase: 'abandoned',
         tag: this.tag.name,
@@ -490,11 +569,13 @@ function lastPhaseSignal(signals: string[]): 'SIGTERM' | 'SIGKILL' | undefined {
   return undefined;
 }
 
-function emit(listener: EventListener | undefined, event: TetherEvent): void {
+// Calls a caller's listener; returns what it threw (a listener's exception must not stop a sweep).
+function callListener<T>(listener: ((value: T) => void) | undefined, value: T): unknown {
   try {
-    listener?.(event);
-  } catch {
-    // A listener's exception must not stop a sweep.
+    listener?.(value);
+    return undefined;
+  } catch (error) {
+    return error ?? new Error(String(error));
   }
 }
 
@@ -523,7 +604,7 @@ function* steps(
         run.phaseDone(signal, phaseStart, rounds, 'scan-failed');
         return run.report();
       }
-      opts.onProgress?.({ signal, waiting: alive, sinceSignalMs: performance.now() - phaseStart });
+      run.progress({ signal, waiting: alive, sinceSignalMs: performance.now() - phaseStart });
       // A scan is empty only if it saw no member at all: one that was there and gone by its
       // signal (a fork-and-exit loop) is evidence the session still runs.
       empty = run.seen === 0 ? empty + 1 : 0;

@@ -1,0 +1,329 @@
+// A session under a hostile caller and a starved machine: throwing listeners, bad input,
+// signals to the helper, fd exhaustion at the start and at the end, notes that must not lie.
+// Ground truth: a leftover's pid + start time gone from /proc, the cgroup directory gone.
+import { execFileSync, spawn as spawnChild } from 'node:child_process';
+import { existsSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterEach, describe, expect, it } from 'vitest';
+import { createSessionCgroup } from '../../src/containment/cgroup.js';
+import { type Identity, identityOf, isAlive, type SweepReport, session, spawn } from '../../src/index.js';
+import { liveSessionCount } from '../../src/session/session.js';
+import { ROOT } from '../support/paths.js';
+
+const FAST = { graceMs: 300, killAfterMs: 1000, outputCapMs: 300 };
+const DIST = join(ROOT, 'dist/index.js');
+
+const started: Identity[] = [];
+afterEach(() => {
+  for (const id of started.splice(0)) if (isAlive(id)) process.kill(id.pid, 'SIGKILL');
+});
+
+/** A payload leaving one detached leftover that ignores SIGTERM; it prints the leftover's pid. */
+const TERM_IGNORING_LEFTOVER = [
+  '-c',
+  `trap '' TERM; setsid sleep 30 & echo "$! $(cut -d' ' -f22 /proc/$!/stat)"`,
+];
+
+/** The leftover's identity, as the payload printed it ("PID START") while it ran. */
+function leftoverOf(line: string): Identity {
+  const [pid, startTime] = line.trim().split(' ').map(Number);
+  if (!pid || pid <= 1 || !startTime) throw new Error(`premise broken: the payload printed "${line.trim()}"`);
+  const id = { pid, startTime };
+  started.push(id);
+  return id;
+}
+
+async function withBound<T>(what: string, ms: number, p: PromiseLike<T>): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const bound = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`${what} did not settle within ${ms} ms (it hangs)`)), ms);
+  });
+  try {
+    return await Promise.race([p, bound]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+/** Runs a Node ESM program (bounded at 30 s) and parses its last stdout line as JSON. */
+function runProgram(program: string): Promise<{ out: Record<string, unknown>; stderr: string }> {
+  return new Promise((resolve, reject) => {
+    const child = spawnChild(process.execPath, ['--input-type=module', '-e', program], {
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (d) => (stdout += d));
+    child.stderr.on('data', (d) => (stderr += d));
+    const timer = setTimeout(() => child.kill('SIGKILL'), 30_000);
+    child.on('close', (code) => {
+      clearTimeout(timer);
+      const last = stdout.trim().split('\n').at(-1) ?? '';
+      try {
+        resolve({ out: JSON.parse(last), stderr });
+      } catch {
+        reject(
+          new Error(`the program exited ${code} without a JSON line; stdout: ${stdout}; stderr: ${stderr}`),
+        );
+      }
+    });
+  });
+}
+
+// Fills this process's fd table, keeping `leave` fds free (a program's prelude).
+const FILL = `import { openSync, closeSync } from 'node:fs';
+const held = [];
+const fill = (leave) => { try { for (;;) held.push(openSync('/dev/null', 'r')); } catch {} for (let i = 0; i < leave; i++) closeSync(held.pop()); };
+const free = () => { for (const fd of held.splice(0)) closeSync(fd); };`;
+
+describe('listeners are isolated', () => {
+  it('a throwing onProgress does not stop the sweep: the KILL phase ends a TERM-ignoring leftover, and the report warns LISTENER_FAILED', async () => {
+    const sub = spawn('sh', TERM_IGNORING_LEFTOVER, {
+      ...FAST,
+      stdio: ['ignore', 'pipe', 'ignore'],
+      onProgress: () => {
+        throw new Error('listener bug');
+      },
+    });
+    let out = '';
+    sub.stdout?.on('data', (d) => (out += d));
+    const result = await withBound('the result', 20_000, sub.result);
+    const leftover = leftoverOf(out);
+    expect(isAlive(leftover), `the TERM-ignoring leftover ${leftover.pid} survived the sweep`).toBe(false);
+    expect(result.report.phases.map((p) => p.signal)).toContain('SIGKILL');
+    const warning = result.report.warnings.find((w) => w.code === 'LISTENER_FAILED');
+    expect(warning?.message).toMatch(/onProgress.*listener bug/);
+  });
+
+  it('a throwing onEvent is reported as LISTENER_FAILED, once, and the sweep still stops the leftover', async () => {
+    const s = session({
+      ...FAST,
+      onEvent: () => {
+        throw new Error('event bug');
+      },
+    });
+    const p = s.spawn('sh', TERM_IGNORING_LEFTOVER, { stdio: ['ignore', 'pipe', 'ignore'] });
+    let out = '';
+    p.stdout?.on('data', (d) => (out += d));
+    await p;
+    const report = await s.end();
+    const leftover = leftoverOf(out);
+    expect(isAlive(leftover), `the leftover ${leftover.pid} survived`).toBe(false);
+    expect(report.stopped.map((r) => r.pid)).toContain(leftover.pid);
+    const failed = report.warnings.filter((w) => w.code === 'LISTENER_FAILED');
+    expect(failed.map((w) => w.message)).toEqual([expect.stringMatching(/onEvent.*event bug/)]);
+  });
+});
+
+describe('inputs are validated', () => {
+  it('E2BIG and a NUL byte reject `result` with SpawnError, never throw, and leave no session behind', async () => {
+    const before = liveSessionCount();
+    for (const args of [['x'.repeat(300_000)], ['a\0b']]) {
+      let sub: ReturnType<typeof spawn> | undefined;
+      expect(
+        () => {
+          sub = spawn('echo', args, FAST);
+        },
+        `spawn('echo', [${args[0]?.slice(0, 5)}…]) threw synchronously`,
+      ).not.toThrow();
+      const error = await withBound(
+        'result',
+        10_000,
+        sub?.result.then(
+          () => undefined,
+          (e: unknown) => e,
+        ) as Promise<unknown>,
+      );
+      expect((error as { code?: string })?.code).toBe('SPAWN_FAILED');
+      expect((error as Error).message.length).toBeLessThan(300);
+    }
+    expect(liveSessionCount(), 'a failed spawn left its session in the live set').toBe(before);
+  });
+
+  it('session.spawn with a NUL byte resolves `exited` with SPAWN_FAILED naming the argument', async () => {
+    const s = session(FAST);
+    const r = await s.spawn('echo', ['ok', 'a\0b']);
+    expect(r.error?.code).toBe('SPAWN_FAILED');
+    expect(r.error?.message).toMatch(/args\[1\].*NUL/);
+    await s.end();
+  });
+
+  it('a string where the argument array belongs, and other wrong types, throw INVALID_OPTION naming the option', () => {
+    const cases: Array<[string, () => unknown, RegExp]> = [
+      [
+        'args string',
+        () => spawn('echo', 'abc' as unknown as string[]),
+        /invalid args: .*"abc".*array of strings/,
+      ],
+      ['args element', () => spawn('echo', ['a', 3 as unknown as string]), /invalid args\[1\]: number 3/],
+      ['options', () => spawn('echo', [], 'x' as unknown as object), /invalid options/],
+      ['env', () => spawn('echo', [], { env: 'A=1' as unknown as NodeJS.ProcessEnv }), /invalid env/],
+      ['cwd', () => spawn('echo', [], { cwd: 5 as unknown as string }), /invalid cwd/],
+      ['stdio', () => spawn('echo', [], { stdio: 'bogus' as 'pipe' }), /invalid stdio.*'pipe'/],
+      ['session args', () => session(FAST).spawn('echo', 'abc' as unknown as string[]), /invalid args/],
+    ];
+    for (const [name, run, message] of cases) {
+      let error: unknown;
+      try {
+        const sub = run() as { result?: Promise<unknown> } | undefined;
+        sub?.result?.catch(() => undefined);
+      } catch (e) {
+        error = e;
+      }
+      expect((error as { code?: string })?.code, `${name}: no INVALID_OPTION`).toBe('INVALID_OPTION');
+      expect((error as Error).message, name).toMatch(message);
+    }
+  });
+
+  it('a 1 MiB variable in tether run\u2019s own environment gives one line on stderr and status 126, not a stack trace', () => {
+    // A variable this size cannot pass an execve(2) into tether: it is set inside tether's
+    // process (as a wrapper or a Node orchestrator embedding the CLI would), before main runs.
+    const bin = join(ROOT, 'bin/tether.js');
+    const program = `process.env.BIG = 'x'.repeat(1 << 20); process.argv = [process.argv[0], ${JSON.stringify(bin)}, 'run', '--', 'true']; await import(${JSON.stringify(bin)});`;
+    let status = 0;
+    let stderr = '';
+    try {
+      execFileSync(process.execPath, ['--input-type=module', '-e', program], {
+        stdio: ['ignore', 'ignore', 'pipe'],
+        timeout: 20_000,
+      });
+    } catch (error) {
+      status = (error as { status: number }).status;
+      stderr = String((error as { stderr: Buffer }).stderr);
+    }
+    expect(status, stderr).toBe(126);
+    const lines = stderr.trim().split('\n');
+    expect(
+      lines.filter((l) => l.startsWith('tether: ')),
+      stderr,
+    ).toEqual([expect.stringMatching(/^tether: cannot start true: E2BIG/)]);
+    expect(stderr).not.toMatch(/\n\s+at /);
+  });
+
+  it('kill(signal) reaches the command through the helper, and is false once it ended', async () => {
+    const sub = spawn('sleep', ['30'], { ...FAST, stdio: 'ignore' });
+    const payload = identityOf(sub.pid ?? 0);
+    if (!payload) throw new Error('premise broken: the payload is not running');
+    started.push(payload);
+    expect(sub.child.pid, 'premise broken: the command did not run under the helper').not.toBe(sub.pid);
+    expect(sub.kill('SIGINT')).toBe(true);
+    const result = await withBound('the result', 10_000, sub.result);
+    expect(result.signal).toBe('SIGINT');
+    expect(sub.kill('SIGINT')).toBe(false);
+    expect(() => sub.kill('SIGNOPE' as NodeJS.Signals)).toThrow(/invalid signal/);
+  });
+
+  it('a helper killed by child.kill(SIGKILL) ends the session at once: await does not hang, the command is swept, HELPER_LOST', async () => {
+    const sub = spawn('sleep', ['30'], { ...FAST, stdio: 'ignore' });
+    const payload = identityOf(sub.pid ?? 0);
+    if (!payload) throw new Error('premise broken: the payload is not running');
+    started.push(payload);
+    const helper = identityOf(sub.child.pid ?? 0);
+    if (helper) started.push(helper);
+    expect(sub.child.pid, 'premise broken: the command did not run under the helper').not.toBe(sub.pid);
+    sub.child.kill('SIGKILL');
+    const result = await withBound('await of the spawn', 10_000, sub.result);
+    expect(isAlive(payload), `the command ${payload.pid} still runs after its helper was killed`).toBe(false);
+    expect(result.exitCode).toBe(null);
+    expect(result.failed).toBe(true);
+    expect(result.report.warnings.map((w) => w.code)).toContain('HELPER_LOST');
+  });
+});
+
+describe('every failure of a layer falls back to the next', () => {
+  it('with too few fds for the helper, the report says NO_HELPER naming EMFILE (never env-tag alone in silence)', async () => {
+    const program = `${FILL}
+const { spawn } = await import(${JSON.stringify(DIST)});
+await spawn('true'); // koffi and the helper's path are loaded while fds are free
+const runs = [];
+for (const leave of [0, 2, 4, 6, 8, 10, 12, 16]) {
+  fill(leave);
+  let r;
+  try { r = await spawn('sh', ['-c', 'setsid sleep 30 & echo $!'], { graceMs: 300, stdio: ['ignore', 'pipe', 'ignore'] }); } catch (e) { r = e; }
+  free();
+  runs.push({ leave, code: r.code ?? null, layers: r.report.layers, warnings: r.report.warnings, stopped: r.report.stopped.length });
+}
+console.log(JSON.stringify({ runs }));`;
+    const { out } = await runProgram(program);
+    const runs = out.runs as Array<{
+      leave: number;
+      code: string | null;
+      layers: string[];
+      warnings: SweepReport['warnings'];
+    }>;
+    const silent = runs.filter(
+      (r) =>
+        !r.layers.includes('subreaper') &&
+        !r.warnings.some((w) => w.code === 'NO_HELPER' && /EMFILE/.test(w.message)),
+    );
+    expect(
+      silent.map((r) => `${r.leave} fds free: layers ${r.layers}, warnings ${JSON.stringify(r.warnings)}`),
+    ).toEqual([]);
+    expect(
+      runs.some((r) => !r.layers.includes('subreaper')),
+      'premise broken: no run lacked the helper',
+    ).toBe(true);
+    expect(runs.at(-1)?.layers, 'premise broken: with fds free the helper runs').toContain('subreaper');
+  });
+
+  it('with no fd left at end(), the helper sweeps its own subtree: the TERM-ignoring leftover and the cgroup are gone', async () => {
+    const program = `${FILL}
+const { session } = await import(${JSON.stringify(DIST)});
+const s = session({ graceMs: 300, killAfterMs: 1000 });
+const p = s.spawn('sh', ['-c', ${JSON.stringify(TERM_IGNORING_LEFTOVER[1])}], { stdio: ['ignore', 'pipe', 'ignore'] });
+let out = '';
+p.stdout.on('data', (d) => (out += d));
+await p;
+const [pid, startTime] = out.trim().split(' ').map(Number);
+fill(0);
+const report = await s.end();
+free();
+console.log(JSON.stringify({ pid, startTime, report }));`;
+    const { out } = await runProgram(program);
+    const leftover = { pid: out.pid as number, startTime: out.startTime as number };
+    started.push(leftover);
+    const report = out.report as SweepReport;
+    expect(report.layers, 'premise broken: the session had no helper').toContain('subreaper');
+    expect(report.complete, 'premise broken: the sweep ran despite no fd left').toBe(false);
+    expect(isAlive(leftover), `the leftover ${leftover.pid} survived a sweep that could not run`).toBe(false);
+    if (report.cgroup) expect(existsSync(report.cgroup), `the cgroup ${report.cgroup} was left`).toBe(false);
+    expect(report.warnings.map((w) => w.code)).toContain('HELPER_SWEPT');
+  });
+});
+
+describe('notes tell the truth', () => {
+  it('without a procfs the cgroup note says mountinfo cannot be read, not that no cgroup v2 is mounted', async () => {
+    const empty = mkdtempSync(join(tmpdir(), 'tether-noproc-'));
+    const s = session({ ...FAST, procRoot: empty });
+    await s.spawn('true', [], { stdio: 'ignore' });
+    const report = await s.end();
+    const note = report.notes.find((n) => n.startsWith('cgroup:'));
+    expect(note).toMatch(/cannot read .*self\/mountinfo \(ENOENT\)/);
+    expect(note).not.toMatch(/no cgroup v2 hierarchy is mounted/);
+  });
+
+  it('a read-only cgroup mount is named EROFS', () => {
+    const mount = readFileSync('/proc/self/mountinfo', 'utf8')
+      .split('\n')
+      .map((l) => l.split(' - '))
+      .find(([l, r]) => r?.startsWith('cgroup2 ') && l?.split(' ')[3] === '/')?.[0]
+      ?.split(' ')[4];
+    if (!mount) throw new Error('premise broken: no cgroup v2 mount on this machine');
+    expect(createSessionCgroup, 'premise').toBeTypeOf('function');
+    const dir = mkdtempSync(join(tmpdir(), 'tether-ro-'));
+    const script = join(dir, 'ro.sh');
+    writeFileSync(
+      script,
+      `mount --bind ${mount} ${mount} && mount -o remount,bind,ro ${mount} || exit 99
+exec ${process.execPath} --input-type=module -e "const { createSessionCgroup } = await import('${join(ROOT, 'dist/containment/cgroup.js')}'); console.log(JSON.stringify(createSessionCgroup('TETHER_SESSION_${'ab'.repeat(16)}')))"`,
+    );
+    const out = execFileSync('unshare', ['--mount', '--propagation', 'private', 'sh', script], {
+      encoding: 'utf8',
+      timeout: 20_000,
+    });
+    const made = JSON.parse(out.trim()) as { note?: string };
+    expect(made.note).toMatch(/EROFS/);
+    expect(made.note).not.toMatch(/ENOENT/);
+  });
+});
