@@ -9,7 +9,7 @@
 // (docs/sweep.md, "Identity checks").
 import { closeSync } from 'node:fs';
 import { constants } from 'node:os';
-import { libc } from '../libc.js';
+import { libc, libcError } from '../libc.js';
 import { type Identity, isAliveStat, readStat } from '../proc/identity.js';
 
 /**
@@ -58,6 +58,9 @@ const SYS_PIDFD_SEND_SIGNAL = 424; // x86_64 and every arch using the generic ta
 const SYS_PIDFD_OPEN = 434;
 const ESRCH = 3;
 const EPERM = 1;
+const EMFILE = 24;
+const EINTR = 4;
+const ENFILE = 23;
 const POLLIN = 0x1;
 const POLLNVAL = 0x20;
 
@@ -112,16 +115,25 @@ function bind(): Ffi {
 
 function loadFfi(): Ffi | null {
   if (ffi !== undefined) return ffi;
+  let bound: Ffi;
   try {
-    ffi = bind();
-    // Probe once: pidfd_open on ourselves must give an fd (ENOSYS before Linux 5.3).
-    const fd = ffi.pidfdOpen(process.pid);
-    if (fd < 0) ffi = null;
-    else ffi.close(fd);
+    bound = bind();
   } catch {
-    ffi = null;
+    // koffi cannot load. libc() does not cache an fd-exhaustion failure: neither does this.
+    if (libc() !== null || !/EMFILE|ENFILE|too many open files/i.test(libcError())) ffi = null;
+    return null;
   }
-  return ffi;
+  // Probe once: pidfd_open on ourselves must give an fd (ENOSYS before Linux 5.3). EMFILE /
+  // ENFILE says nothing about the kernel: not cached, the next signaller probes again.
+  const fd = bound.pidfdOpen(process.pid);
+  if (fd >= 0) {
+    bound.close(fd);
+    ffi = bound;
+    return ffi;
+  }
+  const errno = bound.errno();
+  if (errno !== EMFILE && errno !== ENFILE) ffi = null;
+  return null;
 }
 
 /** The best signaller this machine allows: pidfd when koffi loads and the kernel has it. */
@@ -152,7 +164,13 @@ export function hasExited(hold: Hold): boolean | undefined {
   const f = loadFfi();
   if (!f) return undefined;
   const p: PollFd = { fd: hold.fd, events: POLLIN, revents: 0 };
-  if (f.poll(p, 1, 0) < 0) throw new Error(`poll(pidfd of ${hold.identity.pid}) failed: errno ${f.errno()}`);
+  // A signal arriving during the call (SIGCHLD, as the session's processes die) interrupts
+  // even a zero-timeout poll(2): EINTR means "ask again". Any other failure (ENOMEM) leaves
+  // the answer unknown, which the callers treat as "not known to have exited".
+  for (;;) {
+    if (f.poll(p, 1, 0) >= 0) break;
+    if (f.errno() !== EINTR) return undefined;
+  }
   if (p.revents & POLLNVAL) throw new Error(`the pidfd of ${hold.identity.pid} (fd ${hold.fd}) is not open`);
   return p.revents !== 0;
 }

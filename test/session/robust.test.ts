@@ -13,6 +13,7 @@ import { ROOT } from '../support/paths.js';
 
 const FAST = { graceMs: 300, killAfterMs: 1000, outputCapMs: 300 };
 const DIST = join(ROOT, 'dist/index.js');
+const SIGNAL = join(ROOT, 'dist/sweep/signal.js');
 
 const started: Identity[] = [];
 afterEach(() => {
@@ -265,6 +266,20 @@ console.log(JSON.stringify({ runs }));`;
       'premise broken: no run lacked the helper',
     ).toBe(true);
     expect(runs.at(-1)?.layers, 'premise broken: with fds free the helper runs').toContain('subreaper');
+  });
+
+  it('a pidfd probe that met a full fd table is not remembered: once fds are free, signals go by pidfd again', async () => {
+    // The first signaller of this program is created with no fd free: koffi cannot load (or
+    // pidfd_open gives EMFILE) — that says nothing about the kernel.
+    const program = `${FILL}
+const { createSignaller } = await import(${JSON.stringify(SIGNAL)});
+fill(0);
+const starved = createSignaller().mechanism;
+free();
+console.log(JSON.stringify({ starved, freed: createSignaller().mechanism }));`;
+    const { out } = await runProgram(program);
+    expect(out.starved, 'premise broken: pidfd was had with no fd free').toBe('start-time-recheck');
+    expect(out.freed, 'the fd-starved probe was cached: NO_PIDFD for the rest of the process').toBe('pidfd');
   });
 
   it('with no fd left at end(), the helper sweeps its own subtree: the TERM-ignoring leftover and the cgroup are gone', async () => {

@@ -62,8 +62,9 @@ describe('ownCgroup and the session cgroup', () => {
       fakeProc(`31 30 0:27 / ${mount} rw - cgroup2 cgroup2 rw\n`),
     );
     expect('note' in made && made.note).toMatch(/cannot create a session cgroup .*cgroup\.procs|ENOENT/);
-    expect(createSessionCgroup(`TETHER_SESSION_${'cd'.repeat(16)}`, fakeProc('\n'))).toEqual({
-      note: 'cgroup: no cgroup v2 hierarchy is mounted (see /proc/self/mountinfo)',
+    const fake = fakeProc('\n');
+    expect(createSessionCgroup(`TETHER_SESSION_${'cd'.repeat(16)}`, fake)).toEqual({
+      note: `cgroup: no cgroup v2 hierarchy is mounted (${fake}/self/mountinfo lists none)`,
     });
     expect(findSessionCgroup(`TETHER_SESSION_${'cd'.repeat(16)}`, fakeProc('\n'))).toBe(undefined);
   });
