@@ -80,3 +80,12 @@ export function classify(error: unknown): ReadOutcome {
   if (code === 'EACCES' || code === 'EPERM') return { kind: 'denied', code };
   throw error;
 }
+
+/**
+ * True for EMFILE / ENFILE: this process (or the system) has no fd left. A read that fails so
+ * says nothing about /proc itself, so it is never reported as "no procfs" (`NO_PROC`).
+ */
+export function isFdExhaustion(error: unknown): boolean {
+  const code = (error as NodeJS.ErrnoException | undefined)?.code;
+  return code === 'EMFILE' || code === 'ENFILE';
+}

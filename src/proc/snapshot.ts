@@ -1,6 +1,6 @@
 // One walk of the process table per round: pid, ppid, state, start time, comm, group, session.
 import { readdirSync } from 'node:fs';
-import { readInto, sharedBuffer } from './read.js';
+import { isFdExhaustion, readInto, sharedBuffer } from './read.js';
 import { isKernelThread, type ProcStat, parseStatBuffer } from './stat.js';
 
 /** One round's view of the process table, kernel threads left out. */
@@ -43,6 +43,8 @@ export function takeSnapshot(procRoot = '/proc'): Snapshot {
   try {
     names = readdirSync(procRoot);
   } catch (error) {
+    if (isFdExhaustion(error))
+      throw new Error(`cannot list ${procRoot}: no fd left (${(error as Error).message})`, { cause: error });
     throw new NoProcError(procRoot, error);
   }
   const processes = new Map<number, ProcStat>();

@@ -6,6 +6,7 @@ import { cgroupPids, killCgroup, type SessionCgroup } from '../containment/cgrou
 import { checkMs, DEFAULT_GRACE_MS, DEFAULT_KILL_AFTER_MS, DEFAULT_SCAN_INTERVAL_MS } from '../options.js';
 import { readCmdline, readUid } from '../proc/details.js';
 import { type Identity, identityKey } from '../proc/identity.js';
+import { isFdExhaustion } from '../proc/read.js';
 import { ancestorsOf, NoProcError, type Snapshot, takeSnapshot } from '../proc/snapshot.js';
 import { parseTag, type SessionTag } from '../session/tag.js';
 import type { EventListener, TetherEvent } from './events.js';
@@ -300,7 +301,12 @@ class SweepRun {
       } else this.outside = true;
       return true;
     } catch (error) {
-      return this.fail(error instanceof NoProcError ? error : new NoProcError(this.ctx.procRoot, error));
+      // No fd left (EMFILE) is a failed scan, not a missing procfs.
+      const noProc =
+        error instanceof NoProcError || isFdExhaustion(error)
+          ? error
+          : new NoProcError(this.ctx.procRoot, error);
+      return this.fail(noProc);
     }
   }
 
@@ -321,7 +327,11 @@ class SweepRun {
         `the sweep cannot run: ${error.message}; processes of ${this.tag.name} were not looked for`,
       );
     } else {
-      this.warn('SCAN_FAILED', `the sweep stopped: ${(error as Error).message}`);
+      const why = (error as Error).message;
+      this.warn(
+        'SCAN_FAILED',
+        isFdExhaustion(error) ? `the sweep stopped: no fd left (${why})` : `the sweep stopped: ${why}`,
+      );
     }
     this.killCgroupBlind();
     return false;

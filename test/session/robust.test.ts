@@ -304,6 +304,9 @@ console.log(JSON.stringify({ pid, startTime, report }));`;
     expect(isAlive(leftover), `the leftover ${leftover.pid} survived a sweep that could not run`).toBe(false);
     if (report.cgroup) expect(existsSync(report.cgroup), `the cgroup ${report.cgroup} was left`).toBe(false);
     expect(report.warnings.map((w) => w.code)).toContain('HELPER_SWEPT');
+    // No fd left is a scan that failed, named so — never "no procfs".
+    expect(report.warnings.map((w) => w.code)).not.toContain('NO_PROC');
+    expect(report.warnings.find((w) => w.code === 'SCAN_FAILED')?.message).toMatch(/no fd left/);
   });
 });
 
