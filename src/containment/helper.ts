@@ -138,6 +138,13 @@ export interface Helper {
    * pidfd, or on EMFILE — then `why` names the errno). The caller owns it: `releaseHold` it.
    */
   payloadHold: Hold;
+  /**
+   * The helper's own pidfd, and its init's with a PID namespace, opened before the payload's
+   * go: a root is trusted only while its hold has not reported its exit (a released helper's
+   * pid, reused, must never make a bystander's children the session's). The caller owns them.
+   */
+  helperHold: Hold;
+  initHold?: Hold;
   end: Promise<PayloadEnd>;
   /**
    * Asks the helper whether it has any child (waitid(2) there): true when none — its whole
@@ -363,7 +370,13 @@ export function startHelper(path: string, opts: HelperOptions): Helper {
 
   // The payload waits for our go before exec, and the helper reaps nothing until then: the pid
   // is still the payload's, whatever it does next.
-  const payloadHold = createSignaller().hold(opts.procRoot, started);
+  const signaller = createSignaller();
+  const payloadHold = signaller.hold(opts.procRoot, started);
+  // The helper is this process's child (libuv reaps it only from the event loop, not before this
+  // synchronous code returns); its init waits for the payload, which waits for our go.
+  const helperHold = signaller.hold(opts.procRoot, self);
+  const init = identity(fields('init'));
+  const initHold = init && signaller.hold(opts.procRoot, init);
   try {
     writeSync(controlWrite, 'go\n');
   } catch {
@@ -419,9 +432,11 @@ export function startHelper(path: string, opts: HelperOptions): Helper {
   return {
     child,
     helper: self,
-    init: identity(fields('init')),
+    init,
     payload: started,
     payloadHold,
+    helperHold,
+    initHold,
     end,
     childless,
     release,

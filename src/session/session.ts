@@ -18,8 +18,8 @@ import { TetherError } from '../outcome/errors.js';
 import { type Identity, identityKey, isAlive, readStat, ticksNow } from '../proc/identity.js';
 import type { EventListener } from '../sweep/events.js';
 import type { SweepReport, SweepWarning } from '../sweep/report.js';
-import type { Member } from '../sweep/scan.js';
-import { createSignaller, type Hold, releaseHold } from '../sweep/signal.js';
+import type { Member, Root } from '../sweep/scan.js';
+import { createSignaller, type Hold, hasExited, releaseHold } from '../sweep/signal.js';
 import { type SweepProgress, sweep, sweepSync } from '../sweep/sweep.js';
 import { outputClosed, releaseOutput } from './output.js';
 import { createTag, type SessionTag, tagsIn } from './tag.js';
@@ -144,7 +144,7 @@ export class Session {
    * stay the sweep's roots (never members): a helper released a moment ago still runs, and
    * carries the session's tag.
    */
-  private readonly helperRoots: Identity[] = [];
+  private readonly helperRoots: Root[] = [];
   private readonly layers = new Set<string>(['env-tag']);
   private readonly notes: string[] = [];
   private readonly warnings: SweepWarning[] = [];
@@ -204,6 +204,7 @@ export class Session {
       nul && Object.assign(new Error(`${nul} holds a NUL byte`), { code: 'ERR_INVALID_ARG_VALUE' });
     const helper = nul ? undefined : this.startHelped(command, args, options, env, stdio);
     this.releaseIdleHelpers(); // after the start: the new helper now guards the cgroup
+    this.closeExitedHolds();
     let child: ChildProcess;
     if (helper) child = helper.child;
     else if (nul) child = unstarted();
@@ -323,7 +324,8 @@ export class Session {
         procRoot: this.procRoot,
       });
       this.helpers.push(helper);
-      this.helperRoots.push(helper.helper, ...(helper.init ? [helper.init] : []));
+      this.helperRoots.push({ identity: helper.helper, hold: helper.helperHold });
+      if (helper.init) this.helperRoots.push({ identity: helper.init, hold: helper.initHold });
       this.watchHelpers();
       this.layers.add('subreaper');
       if (cgroup) this.layers.add('cgroup');
@@ -412,6 +414,25 @@ export class Session {
     if (this.helpers.length === 0) this.stopWatchingHelpers();
   }
 
+  // A long session keeps one pidfd per command and per helper only while that process runs: a
+  // hold whose process has exited names nothing any more (its payload is dropped from `known`
+  // by the next scan; an exited helper is no root), so its fd is closed here, at each spawn.
+  private closeExitedHolds(): void {
+    const exited = (h: Hold | undefined) => h !== undefined && h.fd >= 0 && hasExited(h) === true;
+    for (let i = this.spawnHolds.length - 1; i >= 0; i--) {
+      const h = this.spawnHolds[i] as Hold;
+      if (!exited(h)) continue;
+      releaseHold(h);
+      this.spawnHolds.splice(i, 1);
+    }
+    for (let i = this.helperRoots.length - 1; i >= 0; i--) {
+      const r = this.helperRoots[i] as Root;
+      if (!exited(r.hold)) continue;
+      releaseHold(r.hold as Hold);
+      this.helperRoots.splice(i, 1);
+    }
+  }
+
   // A helper stopped by SIGSTOP (a payload's `kill -STOP $PPID`) would reap nothing and report
   // nothing: every HELPER_WATCH_MS, a stopped helper is sent SIGCONT (identity-checked).
   private watchHelpers(): void {
@@ -419,7 +440,7 @@ export class Session {
     this.watchdog = setInterval(() => {
       for (const h of this.helpers) {
         const state = readStat(this.procRoot, h.helper.pid)?.state;
-        if (state === 'T' || state === 't') this.signaller.send(this.procRoot, h.helper, 'SIGCONT');
+        if (state === 'T' || state === 't') this.signaller.sendHeld(this.procRoot, h.helperHold, 'SIGCONT');
       }
     }, HELPER_WATCH_MS);
     this.watchdog.unref();
@@ -473,6 +494,7 @@ export class Session {
   private release(report: SweepReport): SweepReport {
     this.stopWatchingHelpers();
     for (const h of this.spawnHolds.splice(0)) releaseHold(h);
+    for (const r of this.helperRoots.splice(0)) if (r.hold) releaseHold(r.hold);
     this.known.clear(); // without their pidfds, no entry can be told from a reused pid
     for (const h of this.helpers) {
       h.release();

@@ -33,6 +33,12 @@ export interface Member {
   hold?: Hold;
 }
 
+/** A helper or a PID-namespace init, held by its pidfd when it could be (`hold`). */
+export interface Root {
+  identity: Identity;
+  hold?: Hold;
+}
+
 /** What a scan needs to know about the session. */
 export interface ScanContext {
   procRoot: string;
@@ -59,8 +65,11 @@ export interface ScanContext {
   hold?: (id: Identity) => Hold;
   /** Our uid: a denied environ of another uid is not ours to name (docs/sweep.md). */
   uid: number;
-  /** The helpers (and PID-namespace inits): never members themselves, their descendants are. */
-  roots: Identity[];
+  /**
+   * The helpers (and PID-namespace inits): never members themselves, their descendants are. A
+   * root whose hold reports its exit is no root any more (its pid may name another process).
+   */
+  roots: Root[];
   /** The session's cgroup directory, when that layer is active. */
   cgroup?: string;
 }
@@ -127,7 +136,12 @@ function holdOnEvidence(ctx: ScanContext, m: Member, hold: (id: Identity) => Hol
 export function scanSession(ctx: ScanContext, snapshot: Snapshot = takeSnapshot(ctx.procRoot)): ScanResult {
   const members = new Map<number, Member>();
   const unreadable: ScanResult['unreadable'] = [];
-  const liveRoots = ctx.roots.filter((r) => snapshot.processes.get(r.pid)?.startTime === r.startTime);
+  // Checked after the walk, as earlier finds are: a held root whose pidfd has not reported its
+  // exit now was alive, at that pid, when the walk read it. Without a hold: start time alone.
+  const liveRoots = ctx.roots
+    .filter((r) => !(r.hold && hasExited(r.hold)))
+    .map((r) => r.identity)
+    .filter((r) => snapshot.processes.get(r.pid)?.startTime === r.startTime);
   const rootPids = new Set(liveRoots.map((r) => r.pid));
   const eligible = (stat: ProcStat) =>
     stat.pid > 1 && !ctx.excluded.has(stat.pid) && !rootPids.has(stat.pid) && isAliveStat(ctx.procRoot, stat);

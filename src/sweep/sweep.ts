@@ -21,7 +21,7 @@ import {
   type SweepWarning,
   type UnreadableRecord,
 } from './report.js';
-import { type Member, type ScanContext, type ScanResult, scanSession } from './scan.js';
+import { type Member, type Root, type ScanContext, type ScanResult, scanSession } from './scan.js';
 import { createSignaller, type Hold, hasExited, releaseHold, type Signaller } from './signal.js';
 
 /** Options of `sweep()` / `sweepSync()`. Durations in milliseconds. */
@@ -49,7 +49,7 @@ export interface SweepOptions {
   /** Warnings raised before the sweep (a helper that could not be used), reported with its own. */
   warnings?: SweepWarning[];
   /** Helpers and PID-namespace inits: never signalled, every descendant is the session's. */
-  roots?: Identity[];
+  roots?: Root[];
   /** The session's cgroup: its processes are members; `cgroup.kill` in the KILL phase. */
   cgroup?: SessionCgroup;
   /**
@@ -457,10 +457,11 @@ class SweepRun {
 
   /** A helper (or init) stopped by SIGSTOP reaps and reports nothing: it gets SIGCONT. */
   resumeStoppedRoots(scan: ScanResult): void {
-    for (const root of this.ctx.roots) {
-      const stat = scan.snapshot.processes.get(root.pid);
-      if (stat?.startTime !== root.startTime || (stat.state !== 'T' && stat.state !== 't')) continue;
-      this.signaller.send(this.ctx.procRoot, root, 'SIGCONT');
+    for (const { identity, hold } of this.ctx.roots) {
+      const stat = scan.snapshot.processes.get(identity.pid);
+      if (stat?.startTime !== identity.startTime || (stat.state !== 'T' && stat.state !== 't')) continue;
+      if (hold) this.signaller.sendHeld(this.ctx.procRoot, hold, 'SIGCONT');
+      else this.signaller.send(this.ctx.procRoot, identity, 'SIGCONT');
     }
   }
 

@@ -90,4 +90,19 @@ describe('identity that cannot be reused', () => {
       `${after - baseline} fds left open after 10 sessions (pidfds not released?)`,
     ).toBeLessThanOrEqual(baseline);
   }, 60_000);
+
+  it('a long session holds no pidfd of a command or a helper that has ended: 300 commands, fds flat', async () => {
+    const s = session({ graceMs: 1000 });
+    const run = () => s.spawn('true', [], { stdio: 'ignore' });
+    for (let i = 0; i < 10; i++) await run(); // warm up: koffi, the helper, the cgroup
+    const baseline = openFds();
+    for (let i = 0; i < 300; i++) await run();
+    const after = openFds();
+    const report = await s.end();
+    expect(report.ok, 'premise broken: the session did not end cleanly').toBe(true);
+    expect(
+      after - baseline,
+      `${after - baseline} more fds open after 300 more commands of one session (a pidfd per ended command or helper?)`,
+    ).toBeLessThanOrEqual(8);
+  }, 60_000);
 });
