@@ -1,6 +1,9 @@
 // The completion nonce travels on the wrapper's stdin, read before the command starts: a command
 // that reads every cmdline and environ it can see (its parent's, its own) and its stdin cannot
 // find it, and so cannot forge its own success.
+import { chmodSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { PassThrough } from 'node:stream';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTag, sandbox } from '../../src/index.js';
@@ -45,6 +48,13 @@ sleep 3
 exit 1
 `;
 const BIG_FORGER = `${SCRIPT_FORGER}\n${'#'.repeat(110 * 1024)}\n`;
+
+// A `printf` in the new directory `dir` that appends its argv to `log`, then runs the real one.
+function printfSpy(dir: string, log: string): void {
+  mkdirSync(dir);
+  writeFileSync(join(dir, 'printf'), `#!/bin/sh\necho "$*" >>'${log}'\nexec /usr/bin/printf "$@"\n`);
+  chmodSync(join(dir, 'printf'), 0o755);
+}
 
 describe('the completion nonce', () => {
   for (const [name, shell] of SHELLS) {
@@ -115,6 +125,54 @@ describe('the completion nonce', () => {
     it(`under ${name}, the command's stdin is what was sent, after the nonce line`, async () => {
       const r = await sandbox.exec(box.channel, ['cat'], { shell, input: 'first\nsecond\nno newline' });
       expect([r.ok, r.stdout.toString()]).toEqual([true, 'first\nsecond\nno newline']);
+    });
+  }
+
+  // The programs' argv as the channel hands it to the container, and every `printf` they run from
+  // PATH (a spy that logs its argv, then runs the real one); the nonces read back from the
+  // programs' stdout, which the channel copies too.
+  for (const [name, shell] of SHELLS) {
+    it(`under ${name}, the nonces of a large script and of a file write are in no argv: the programs', their external commands'`, async () => {
+      const dir = mkdtempSync(join(tmpdir(), 'tether-nonce-argv-'));
+      try {
+        const spy = join(dir, 'bin');
+        writeFileSync(join(dir, 'printf.log'), '');
+        printfSpy(spy, join(dir, 'printf.log'));
+        const channel = sandbox.commandChannel([
+          'sh',
+          '-c',
+          'printf "%s\\n" "$@" >>"$0/argv.log"; "$@" | tee -a "$0/stdout.log"',
+          dir,
+          'env',
+          `PATH=${spy}:${process.env.PATH}`,
+          ...box.prefix,
+        ]);
+        const script = `echo ran; exit 0\n${'#'.repeat(110 * 1024)}\n`;
+        const r = await sandbox.exec(channel, ['sh'], { shell, script });
+        expect([r.ok, r.stdout.toString()], 'premise broken: the large script did not run').toEqual([
+          true,
+          'ran\n',
+        ]);
+        const target = join(dir, 'written');
+        await sandbox.writeFile(channel, target, 'bytes', 0o600, { shell });
+        expect(readFileSync(target, 'utf8'), 'premise broken: the file was not written').toBe('bytes');
+        const out = readFileSync(join(dir, 'stdout.log'), 'utf8');
+        const nonces = [...out.matchAll(/tether-(?:end|write) ([0-9a-f]{32}) /g)].map((m) => m[1] as string);
+        expect(nonces.length, `premise broken: the two lines were not copied: ${JSON.stringify(out)}`).toBe(
+          2,
+        );
+        const argv = readFileSync(join(dir, 'argv.log'), 'utf8');
+        const printfArgv = readFileSync(join(dir, 'printf.log'), 'utf8');
+        for (const nonce of nonces) {
+          expect(argv.includes(nonce), `the nonce ${nonce} is in a program's argv`).toBe(false);
+          expect(
+            printfArgv.includes(nonce),
+            `the nonce ${nonce} is in an external printf's argv: ${printfArgv}`,
+          ).toBe(false);
+        }
+      } finally {
+        rmSync(dir, { recursive: true, force: true });
+      }
     });
   }
 
