@@ -133,6 +133,7 @@ export async function exec(
   let input: Buffer | Readable | undefined =
     typeof options.input === 'string' ? Buffer.from(options.input) : options.input;
   let fullArgv: string[];
+  let scriptMode = false;
   if (options.script === undefined) {
     fullArgv = [...wrapper, 'run', ...argv];
   } else {
@@ -142,6 +143,7 @@ export async function exec(
     } else {
       fullArgv = [...wrapper, 'script', String(script.length), ...argv, '-s'];
       input = script;
+      scriptMode = true;
     }
   }
 
@@ -230,8 +232,9 @@ export async function exec(
     closed(client.stdout, onStdout, () => toOut(stripper.end())),
     closed(client.stderr, (c) => deliver(options.stderr, client.stderr, err, c)),
   ]);
-  // The nonce goes first on stdin, where the command cannot read it (docs/sandbox.md).
-  const nonceLine = Buffer.from(`${nonce}\n`);
+  // The nonce goes first on stdin, where the command cannot read it (docs/sandbox.md); in script
+  // mode with the temp dir's own token after it — the dir's name shows, so it is never the nonce.
+  const nonceLine = Buffer.from(scriptMode ? `${nonce} ${createNonce()}\n` : `${nonce}\n`);
   if (input === undefined) client.stdin.end(nonceLine);
   else if (Buffer.isBuffer(input)) client.stdin.end(Buffer.concat([nonceLine, input]));
   else {

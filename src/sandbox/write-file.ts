@@ -49,13 +49,14 @@ export async function writeFile(
     '-c',
     program('write'),
     'tether-write',
-    nonce,
     path,
     String(data.length),
     mode.toString(8),
   ];
   const deadline = performance.now() + (options.timeoutMs ?? 180_000);
-  const run = await runOnce(channel, argv, { input: data, deadline: () => deadline });
+  // The nonce goes first on stdin, never in argv, which any process of the target can read.
+  const input = Buffer.concat([Buffer.from(`${nonce}\n`), data]);
+  const run = await runOnce(channel, argv, { input, deadline: () => deadline });
   const lines = run.stdout.toString('utf8').split('\n');
   const said =
     lines

@@ -42,6 +42,7 @@ beforeAll(async () => {
   mkdirSync(join(dir, 'mutedprintf'));
   writeFileSync(join(dir, 'mutedprintf/printf'), '#!/bin/sh\n/usr/bin/printf "$@" 2>/dev/null\nexit 0\n');
   chmodSync(join(dir, 'mutedprintf/printf'), 0o755);
+  writeFileSync(join(dir, 'no-printf-builtin.bash'), 'enable -n printf\n');
 });
 afterAll(async () => {
   await box?.stop();
@@ -221,11 +222,20 @@ for (const [name, shell] of SHELLS) {
 
 describe('a shell whose printf does not report a full non-blocking pipe (the documented residual)', () => {
   it('loses the line: the call is an unknown end, never a success with partial output', async () => {
-    // mksh has no printf builtin: a muted printf first on PATH stands for the residual shells'.
+    // bash with its printf builtin disabled (BASH_ENV) and a muted printf first on PATH stands
+    // for the residual shells' printf (mksh now prints with its `print` builtin).
     const cue = fillCue();
-    const channel = slowReader([...box.prefix, 'env', `PATH=${dir}/mutedprintf:/usr/bin:/bin`], cue);
+    const channel = slowReader(
+      [
+        ...box.prefix,
+        'env',
+        `PATH=${dir}/mutedprintf:/usr/bin:/bin`,
+        `BASH_ENV=${join(dir, 'no-printf-builtin.bash')}`,
+      ],
+      cue,
+    );
     const error = await sandbox
-      .exec(channel, [PYTHON, '-c', FILL, cue], { shell: ['mksh'] })
+      .exec(channel, [PYTHON, '-c', FILL, cue], { shell: ['bash'] })
       .catch((e: Error) => e);
     expect(error, `premise broken: the line was not lost: ${JSON.stringify(error)}`).toBeInstanceOf(
       sandbox.ExecStatusUnknownError,

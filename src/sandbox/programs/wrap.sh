@@ -2,10 +2,13 @@
 # Runs a command inside a container and proves its end:
 #   env TETHER_SESSION_<hex>=1 sh -c "$PROGRAM" tether-wrap run CMD [ARG…]
 #   env TETHER_SESSION_<hex>=1 sh -c "$PROGRAM" tether-wrap script SIZE INTERP [ARG…]
-# Its stdin begins with one line, the NONCE (32 hex digits); what follows is the command's stdin
-# (or, in `script` mode, the script). The nonce travels there and nowhere else: not in argv
-# (/proc/PID/cmdline) and not in the environment (/proc/PID/environ), both of which the command
-# could read; it is read before the command starts and kept in an unexported variable.
+# Its stdin begins with one line: in `run` mode the NONCE (32 hex digits), in `script` mode
+# `NONCE DIRTOKEN` (two of them); what follows is the command's stdin (or the script). The nonce
+# travels there and nowhere else: not in argv (/proc/PID/cmdline), not in the environment
+# (/proc/PID/environ), not in a path (an fd link, a listing of /tmp) and not in the argv of an
+# external command this program runs, all of which the command could read; it is read before
+# the command starts and kept in an unexported variable. DIRTOKEN names the script's temp dir:
+# drawn apart from the nonce, it may be seen.
 # Once the command has exited, it prints on stdout, right after everything the command wrote,
 #   tether-end NONCE exit STATUS<newline>
 # and exits with STATUS. No newline comes first: tether finds the line wherever it starts and
@@ -24,11 +27,14 @@ set +m 2>/dev/null
 EXIT_REFUSED=125
 # A variable of that name in the environment is exported: assigning to it would hand the
 # nonce to the command. Unset first, the variables then made are the shell's own.
-unset nonce text
+unset nonce text first token
 mode=$1
 shift
 # `read` takes one byte at a time from a pipe, so the command's stdin starts right after it.
-IFS= read -r nonce
+IFS= read -r first
+nonce=${first%% *}
+token=
+[ "$nonce" = "$first" ] || token=${first#* }
 case $nonce in
   *[!0-9a-f]* | '')
     echo "tether-wrap: no nonce on stdin (is the exec channel's stdin attached? docker exec needs -i)" >&2
@@ -38,6 +44,18 @@ if [ ${#nonce} -ne 32 ]; then
   echo "tether-wrap: a malformed nonce on stdin" >&2
   exit $EXIT_REFUSED
 fi
+first=
+# The temp dir's name: its own 32 hex digits, never the nonce (the name shows in the command's
+# fd links, in listings, in the argv of mkdir and rm).
+if [ "$mode" = script ]; then
+  case $token in
+    *[!0-9a-f]* | '') token=x ;;
+  esac
+  if [ ${#token} -ne 32 ]; then
+    echo "tether-wrap: a malformed temp dir token on stdin (script mode)" >&2
+    exit $EXIT_REFUSED
+  fi
+fi
 nl='
 '
 
@@ -46,12 +64,26 @@ nl='
 caught=
 trap 'caught=1' HUP INT TERM
 
+# put TEXT: writes TEXT with a builtin, so that no external command's argv holds the nonce:
+# `printf` where it is one (dash, bash, busybox), else mksh's `print` (Debian's mksh has no
+# `printf` builtin); only a shell with neither runs an external `printf`. Both report a write
+# that failed (EAGAIN) with a non-zero status.
+case $(command -v printf) in
+  printf) put() { printf '%s' "$1"; } ;;
+  *)
+    if [ "$(command -v print)" = print ]; then
+      put() { print -rn -- "$1"; }
+    else
+      put() { printf '%s' "$1"; }
+    fi ;;
+esac
+
 # line FIELDS…: prints the completion line, retried while a stdout the command left
-# non-blocking is full (EAGAIN). One printf of one string: one write(2), atomic on a pipe.
+# non-blocking is full (EAGAIN). One put of one string: one write(2), atomic on a pipe.
 line() {
   text="tether-end $nonce $*$nl"
   tries=0
-  until printf '%s' "$text" 2>/dev/null; do
+  until put "$text" 2>/dev/null; do
     tries=$((tries + 1))
     [ $tries -lt 1200 ] || return 1
     sleep 0.05 2>/dev/null || sleep 1
@@ -66,7 +98,7 @@ if [ "$mode" = script ]; then
   size=$1
   shift
   umask 077
-  dir=${TMPDIR:-/tmp}/tether-script.$$.$nonce
+  dir=${TMPDIR:-/tmp}/tether-script.$$.$token
   if ! mkdir "$dir" 2>/dev/null; then
     line refused 0 "$size"
     exit $EXIT_REFUSED

@@ -1,16 +1,43 @@
 # tether file writer (ADR-127 amendment §7, "the input proves its end"; docs/sandbox.md).
-#   sh -c "$PROGRAM" tether-write NONCE PATH SIZE MODE      (the bytes on stdin)
+#   sh -c "$PROGRAM" tether-write PATH SIZE MODE      (stdin: NONCE\n, then the bytes)
+# The NONCE (32 hex digits) travels on stdin, never in argv: another process of the container
+# can read this program's cmdline, and could write a forged receipt to its stdout.
 # Puts the bytes in place at PATH only once the size received is SIZE: written to a temp file
 # beside PATH, given MODE (octal), then renamed over PATH. Says what it did on stdout:
 #   tether-write NONCE wrote SIZE          the file is in place
 #   tether-write NONCE refused REASON …    nothing was put in place
 # A write is a success only when the `wrote` line arrived. A cut stream, a directory at PATH
 # and a signal (HUP, INT, TERM, PIPE) leave nothing in place and no temp file behind.
-set +e +u +x +v
+# Allexport would export the nonce to the commands this program runs (cat, chmod, mv).
+set +e +u +x +v +a
 set +m 2>/dev/null
 
-nonce=$1 path=$2 size=$3 mode=$4
-say() { printf '%s\n' "tether-write $nonce $*"; }
+unset nonce
+path=$1 size=$2 mode=$3
+# `read` takes one byte at a time from a pipe: the bytes start right after the nonce line.
+IFS= read -r nonce
+case $nonce in
+  *[!0-9a-f]* | '') nonce=x ;;
+esac
+if [ ${#nonce} -ne 32 ]; then
+  echo "tether-write: no nonce on stdin (is the exec channel's stdin attached? docker exec needs -i)" >&2
+  exit 3
+fi
+# put TEXT: writes TEXT with a builtin, so that no external command's argv holds the nonce:
+# `printf` where it is one (dash, bash, busybox), else mksh's `print` (Debian's mksh has no
+# `printf` builtin); only a shell with neither runs an external `printf`.
+case $(command -v printf) in
+  printf) put() { printf '%s' "$1"; } ;;
+  *)
+    if [ "$(command -v print)" = print ]; then
+      put() { print -rn -- "$1"; }
+    else
+      put() { printf '%s' "$1"; }
+    fi ;;
+esac
+nl='
+'
+say() { put "tether-write $nonce $*$nl"; }
 
 if [ -d "$path" ]; then
   say refused directory
