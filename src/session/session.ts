@@ -85,10 +85,12 @@ export interface SessionProcess extends PromiseLike<ExitResult> {
    */
   readonly child: ChildProcess;
   /**
-   * Sends `signal` (a name such as `'SIGINT'` or its number; default `'SIGTERM'`) to the command
-   * itself, identity-checked (pidfd, see docs/sweep.md): never to a process that took its pid.
-   * True when sent; false when the command has ended (or never started). Throws `TetherError`
-   * `INVALID_OPTION` for a signal that is not one (signal(7)).
+   * Sends `signal` (a name Node knows such as `'SIGINT'`, a real-time name `'SIGRTMIN'`,
+   * `'SIGRTMIN+n'`, `'SIGRTMAX-n'`, `'SIGRTMAX'`, or a number from 1 to 64; default
+   * `'SIGTERM'`) to the command itself, identity-checked (pidfd, see docs/sweep.md): never to a
+   * process that took its pid. True when sent; false when the command has ended (or never
+   * started). Throws `TetherError` `INVALID_OPTION` for a signal that is not one (signal(7)):
+   * 0, a negative or fractional number, one above 64, an unknown name.
    */
   kill(signal?: NodeJS.Signals | number): boolean;
   readonly stdin: Writable | null;

@@ -78,8 +78,9 @@ export interface Subprocess extends PromiseLike<Result> {
    */
   readonly child: ChildProcess;
   /**
-   * Sends `signal` (name or number, default `'SIGTERM'`) to the command itself, identity-checked.
-   * True when sent, false once it has ended. Throws `INVALID_OPTION` for an unknown signal.
+   * Sends `signal` (a name, `'SIGRTMIN+n'`…, or a number from 1 to 64; default `'SIGTERM'`) to
+   * the command itself, identity-checked. True when sent, false once it has ended. Throws
+   * `INVALID_OPTION` for what is no signal (0, 65, an unknown name: `SessionProcess.kill`).
    */
   kill(signal?: NodeJS.Signals | number): boolean;
   readonly stdin: Writable | null;
