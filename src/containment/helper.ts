@@ -9,11 +9,11 @@
 // `exit`, `error` lines), a control pipe on fd 4 (supervisor → helper: `go` once, then
 // `children? K` queries, `release`, or EOF when the supervisor dies — the dead man's switch) and
 // an answer pipe on fd 5 (helper → supervisor: `K c|n|u`). The first lines are read
-// synchronously, up to `started PID START`; the payload then waits before exec, and the helper
+// synchronously, up to `started PID START` (for at most HELPER_START_TIMEOUT_MS); the payload then waits before exec, and the helper
 // reaps nothing, until the supervisor has opened the payload's pidfd and answered `go`: a
 // payload that exits at once cannot free its pid before it is held (about a millisecond).
 import { type ChildProcess, type StdioOptions, spawn } from 'node:child_process';
-import { accessSync, closeSync, constants, readSync, statSync, writeSync } from 'node:fs';
+import { accessSync, closeSync, constants, readFileSync, readSync, statSync, writeSync } from 'node:fs';
 import { Socket } from 'node:net';
 import { constants as os } from 'node:os';
 import { fileURLToPath } from 'node:url';
@@ -228,18 +228,100 @@ function stdioOf(stdio: StdioOptions): StdioOptions {
   return [stdio[0] ?? 'pipe', stdio[1] ?? 'pipe', stdio[2] ?? 'pipe'];
 }
 
-// Reads lines synchronously until one of `until` (or EOF); returns them and what is left over.
-function readLinesSync(fd: number, until: RegExp): { lines: string[]; rest: string } {
+/**
+ * How long `startHelper` waits, synchronously, for the helper's `started` (or `error`) line, ms.
+ * A real helper answers in about a millisecond (a fork, a pidfd, a line); a loaded machine may
+ * take a hundred times that. A file that never answers (a `#!` script that sleeps) would
+ * otherwise freeze the event loop — every timer, `timeout` included — for as long as it lives.
+ */
+export const HELPER_START_TIMEOUT_MS = 5000;
+/** The pause between reads of the status pipe while the helper has not answered, ms. */
+const START_POLL_MS = 1;
+const F_GETFL = 3;
+const F_SETFL = 4;
+let fcntl: ((fd: number, cmd: number, ...typed: unknown[]) => number) | undefined;
+
+// O_NONBLOCK on one end of a pipe (fcntl(2) F_SETFL): the helper's end stays blocking.
+function setNonBlocking(fd: number): void {
+  const c = libc();
+  if (!c) throw new HelperStartError('unavailable', `koffi cannot load: no fcntl(2) (${libcError()})`);
+  fcntl ??= c.lib.func('int fcntl(int fd, int cmd, ...)') as typeof fcntl;
+  const flags = fcntl?.(fd, F_GETFL) ?? -1;
+  if (flags < 0 || (fcntl?.(fd, F_SETFL, 'int', flags | O_NONBLOCK) ?? -1) < 0)
+    throw new HelperStartError(
+      'unavailable',
+      `the helper's status pipe cannot be polled (fcntl: ${errnoName(c.errno())})`,
+    );
+}
+
+/**
+ * Reads lines from the non-blocking `fd` until one matches `until`, EOF, or `boundMs` passed
+ * (`timedOut`); returns them and what is left over. Synchronous: short pauses (Atomics.wait).
+ */
+function readLinesSync(
+  fd: number,
+  until: RegExp,
+  boundMs: number,
+): { lines: string[]; rest: string; eof: boolean; timedOut: boolean } {
   const buf = Buffer.alloc(512);
+  const pause = new Int32Array(new SharedArrayBuffer(4));
+  const deadline = performance.now() + boundMs;
   let text = '';
+  let eof = false;
+  let timedOut = false;
   for (;;) {
-    const n = readSync(fd, buf, 0, buf.length, null);
-    if (n === 0) break;
-    text += buf.toString('latin1', 0, n);
-    if (until.test(text)) break;
+    let n = -1;
+    try {
+      n = readSync(fd, buf, 0, buf.length, null);
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code !== 'EAGAIN') throw error;
+    }
+    if (n === 0) {
+      eof = true;
+      break;
+    }
+    if (n > 0) {
+      text += buf.toString('latin1', 0, n);
+      if (until.test(text)) break;
+      continue;
+    }
+    if (performance.now() >= deadline) {
+      timedOut = true;
+      break;
+    }
+    Atomics.wait(pause, 0, 0, START_POLL_MS);
   }
   const cut = text.lastIndexOf('\n') + 1;
-  return { lines: text.slice(0, cut).split('\n').filter(Boolean), rest: text.slice(cut) };
+  return { lines: text.slice(0, cut).split('\n').filter(Boolean), rest: text.slice(cut), eof, timedOut };
+}
+
+// How a helper that ended its status pipe without a line ended: its wait status, read from
+// /proc/PID/stat (field 52, exit_code, readable while it is our unreaped zombie; Linux ≥ 3.5),
+// waited for up to `boundMs`. Undefined while it still runs (it only closed the pipe).
+function zombieStatus(procRoot: string, pid: number, boundMs: number): string | undefined {
+  const pause = new Int32Array(new SharedArrayBuffer(4));
+  const deadline = performance.now() + boundMs;
+  for (;;) {
+    let fields: string[] | undefined;
+    try {
+      const stat = readFileSync(`${procRoot}/${pid}/stat`, 'latin1');
+      fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    } catch {
+      return undefined; // no procfs here: the status cannot be read
+    }
+    if (fields[0] === 'Z' && fields[49] !== undefined) {
+      const status = Number(fields[49]);
+      const sig = status & 0x7f;
+      const code = (status >> 8) & 0xff;
+      if (sig !== 0) return `it was killed by ${signalName(sig) ?? `signal ${sig}`}`;
+      // 127: the kernel refused the file (ENOEXEC: truncated, foreign), and execvp(3) then ran
+      // it through /bin/sh, which could not either.
+      const hint = code === 127 ? ': the kernel would not exec it (ENOEXEC) nor could /bin/sh run it' : '';
+      return `it exited with status ${code}${hint}`;
+    }
+    if (performance.now() >= deadline) return undefined;
+    Atomics.wait(pause, 0, 0, START_POLL_MS);
+  }
 }
 
 /**
@@ -252,6 +334,12 @@ export function startHelper(path: string, opts: HelperOptions): Helper {
   const stdio = stdioOf(opts.stdio);
   const opened: number[] = [];
   const [statusRead, statusWrite] = cloexecPipe(opened);
+  try {
+    setNonBlocking(statusRead); // read with a bound: see HELPER_START_TIMEOUT_MS
+  } catch (error) {
+    for (const fd of opened.splice(0)) closeSync(fd);
+    throw error;
+  }
   const [controlRead, controlWrite] = cloexecPipe(opened);
   // Non-blocking: a stopped helper must not hang a sweep's round.
   const [answerRead, answerWrite] = cloexecPipe(opened, O_NONBLOCK);
@@ -337,7 +425,11 @@ export function startHelper(path: string, opts: HelperOptions): Helper {
     );
     throw new HelperStartError('unavailable', `the helper could not be spawned (${path})`, errno);
   }
-  const { lines, rest } = readLinesSync(statusRead, /^(started|error) .*\n/m);
+  const { lines, rest, eof, timedOut } = readLinesSync(
+    statusRead,
+    /^(started|error) .*\n/m,
+    HELPER_START_TIMEOUT_MS,
+  );
   const fields = (word: string) => lines.find((l) => l.startsWith(`${word} `))?.split(' ');
   const error = fields('error');
   const identity = (f: string[] | undefined) =>
@@ -346,9 +438,15 @@ export function startHelper(path: string, opts: HelperOptions): Helper {
   // The helper's identity as it read it itself (the supervisor's procRoot may be another).
   const self = identity(fields('helper')) ?? identityOf(child.pid);
   if (error || !started || !self) {
+    // How a helper that said nothing ended, read before it is killed below.
+    const status =
+      eof && lines.length === 0 ? (zombieStatus(opts.procRoot, child.pid, 200) ?? 'it still ran') : undefined;
     release();
     closeSync(statusRead);
     child.on('error', () => undefined);
+    // Our own child, not yet reaped (the event loop has not run since its spawn): its pid is
+    // still its own. A payload it may have forked never gets its `go`, and never execs.
+    child.kill('SIGKILL');
     const errno = errnoName(Number(error?.[2]));
     if (error?.[1] === 'unshare') {
       throw new HelperStartError(
@@ -362,9 +460,14 @@ export function startHelper(path: string, opts: HelperOptions): Helper {
         `cannot set up the PID namespace: mounting its own /proc failed (${errno}; a masked or read-only /proc)`,
       );
     }
+    const said = lines.length > 0 ? `it said ${JSON.stringify(lines.join('; '))} and ` : '';
     const what = error
       ? `${error[1]}: ${errno}`
-      : `it said ${JSON.stringify(lines.join('; ') || 'nothing')} and no "started" line`;
+      : timedOut
+        ? `${said}no "started" line within ${HELPER_START_TIMEOUT_MS} ms: it was killed`
+        : status
+          ? `it closed its status pipe without a line: ${status}${status === 'it still ran' ? ', and was killed' : ''}`
+          : `${said}no "started" line`;
     throw new HelperStartError('unavailable', `the helper could not start the payload (${what})`);
   }
 

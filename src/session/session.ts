@@ -85,10 +85,12 @@ export interface SessionProcess extends PromiseLike<ExitResult> {
    */
   readonly child: ChildProcess;
   /**
-   * Sends `signal` (a name such as `'SIGINT'` or its number; default `'SIGTERM'`) to the command
-   * itself, identity-checked (pidfd, see docs/sweep.md): never to a process that took its pid.
-   * True when sent; false when the command has ended (or never started). Throws `TetherError`
-   * `INVALID_OPTION` for a signal that is not one (signal(7)).
+   * Sends `signal` (a name Node knows such as `'SIGINT'`, a real-time name `'SIGRTMIN'`,
+   * `'SIGRTMIN+n'`, `'SIGRTMAX-n'`, `'SIGRTMAX'`, or a number from 1 to 64; default
+   * `'SIGTERM'`) to the command itself, identity-checked (pidfd, see docs/sweep.md): never to a
+   * process that took its pid. True when sent; false when the command has ended (or never
+   * started). Throws `TetherError` `INVALID_OPTION` for a signal that is not one (signal(7)):
+   * 0, a negative or fractional number, one above 64, an unknown name.
    */
   kill(signal?: NodeJS.Signals | number): boolean;
   readonly stdin: Writable | null;
@@ -159,6 +161,7 @@ export class Session {
   private readonly signaller = createSignaller();
 
   constructor(options: SessionOptions = {}) {
+    checkSessionOptions(options);
     checkMs('graceMs', options.graceMs ?? DEFAULT_GRACE_MS);
     checkMs('killAfterMs', options.killAfterMs ?? DEFAULT_KILL_AFTER_MS);
     checkMs('outputCapMs', options.outputCapMs ?? DEFAULT_OUTPUT_CAP_MS);
@@ -266,13 +269,22 @@ export class Session {
       return { ...end, durationMs, outputTimedOut: !ok };
     });
     const kill = (signal: NodeJS.Signals | number = 'SIGTERM'): boolean => {
-      const name = signalOf(signal);
+      const sig = signalOf(signal);
       if (reported || thrown !== undefined) return false;
-      if (!helper) return child.pid !== undefined && child.kill(name);
+      if (!helper) {
+        if (typeof sig === 'string') return child.pid !== undefined && child.kill(sig);
+        // A real-time signal: Node's child.kill names none. Node has not reaped the child while
+        // it reports no exit (libuv reaps and reports in one callback): its pid is still its own.
+        if (child.pid === undefined || child.exitCode !== null || child.signalCode !== null) return false;
+        try {
+          process.kill(child.pid, sig);
+          return true;
+        } catch {
+          return false; // ESRCH: it has exited, not yet reported
+        }
+      }
       // Straight to the command through its held pidfd: the helper would take SIGKILL itself.
-      return (
-        payloadHold !== undefined && this.signaller.sendHeld(this.procRoot, payloadHold, name) === 'sent'
-      );
+      return payloadHold !== undefined && this.signaller.sendHeld(this.procRoot, payloadHold, sig) === 'sent';
     };
     const proc: SessionProcess = {
       pid: payload?.pid ?? (helper ? undefined : child.pid),
@@ -631,9 +643,10 @@ export function checkCommand(command: unknown, args: unknown, options: unknown):
   if (typeof command !== 'string' || command === '')
     throw invalid('command', command, 'a program name or path');
   if (!Array.isArray(args)) throw invalid('args', args, 'an array of strings');
-  args.forEach((arg, i) => {
-    if (typeof arg !== 'string') throw invalid(`args[${i}]`, arg, 'a string');
-  });
+  // Every index, holes too: `forEach` skips a sparse array's holes (`[, 'a']`).
+  for (let i = 0; i < args.length; i++) {
+    if (typeof args[i] !== 'string') throw invalid(`args[${i}]`, args[i], 'a string');
+  }
   if (options === undefined) return;
   if (typeof options !== 'object' || options === null || Array.isArray(options))
     throw invalid('options', options, 'an object');
@@ -642,8 +655,36 @@ export function checkCommand(command: unknown, args: unknown, options: unknown):
     throw invalid('cwd', cwd, 'a directory path (a non-empty string)');
   if (env !== undefined && (typeof env !== 'object' || env === null || Array.isArray(env)))
     throw invalid('env', env, 'an object of NAME: value strings');
+  if (env !== undefined) {
+    try {
+      Object.entries(env); // runs its getters: one that throws is refused here, before any start
+    } catch (error) {
+      throw invalid(
+        'env',
+        env,
+        `an object whose entries can be read (reading it threw: ${clip(String(error))})`,
+      );
+    }
+  }
   if (stdio !== undefined && !Array.isArray(stdio) && !STDIO_NAMES.includes(stdio as string))
     throw invalid('stdio', stdio, `${STDIO_NAMES.map((n) => `'${n}'`).join(', ')} or an array`);
+}
+
+/**
+ * Checks a session's options that are not durations (those are `checkMs`'s) before anything
+ * starts; throws `TetherError` `INVALID_OPTION` naming the option, what it got and what is
+ * accepted. (`containment` is `planContainment`'s.)
+ */
+export function checkSessionOptions(options: unknown): void {
+  if (typeof options !== 'object' || options === null || Array.isArray(options))
+    throw invalid('options', options, 'an object');
+  const { procRoot, onEvent, onProgress } = options as Record<string, unknown>;
+  if (procRoot !== undefined && (typeof procRoot !== 'string' || procRoot === ''))
+    throw invalid('procRoot', procRoot, "a directory path (a non-empty string, default '/proc')");
+  if (onEvent !== undefined && typeof onEvent !== 'function')
+    throw invalid('onEvent', onEvent, 'a function (event) => void');
+  if (onProgress !== undefined && typeof onProgress !== 'function')
+    throw invalid('onProgress', onProgress, 'a function (progress) => void');
 }
 
 function invalid(option: string, value: unknown, expected: string): TetherError {
@@ -653,6 +694,7 @@ function invalid(option: string, value: unknown, expected: string): TetherError 
 // A value for an error message: its type, and a short rendering.
 function describe(value: unknown): string {
   if (value === null) return 'null';
+  if (value === undefined) return 'undefined';
   if (Array.isArray(value)) return `an array of ${value.length}`;
   if (typeof value === 'string') return `the string ${JSON.stringify(clip(value))}`;
   if (typeof value === 'object') return 'an object';
@@ -663,15 +705,40 @@ function clip(text: string, max = 60): string {
   return text.length > max ? `${text.slice(0, max)}… (${text.length} characters)` : text;
 }
 
-/** A signal name or number as a name `kill` takes; throws `INVALID_OPTION` for another value. */
-function signalOf(signal: NodeJS.Signals | number): NodeJS.Signals {
+/**
+ * The highest signal number on Linux (signal(7): SIGRTMAX is 64; the kernel's _NSIG) and glibc's
+ * SIGRTMIN (34: glibc keeps the kernel's 32 and 33 for its threads). Node names none of the
+ * real-time signals: `SIGRTMIN`, `SIGRTMIN+n`, `SIGRTMAX-n` and `SIGRTMAX` are read as signal(7)
+ * writes them.
+ */
+const SIGRTMIN = 34;
+const SIGRTMAX = 64;
+const ACCEPTED_SIGNALS = `a signal name Node knows such as 'SIGTERM', 'SIGRTMIN', 'SIGRTMIN+n' or 'SIGRTMAX-n' (${SIGRTMIN}..${SIGRTMAX}), or a signal number from 1 to ${SIGRTMAX} (signal(7))`;
+
+/**
+ * A signal `kill` takes: the name Node knows, or the number (real-time signals have no name in
+ * Node). Throws `INVALID_OPTION` for anything else: 0, a negative or fractional number, a number
+ * above SIGRTMAX, an unknown name.
+ */
+function signalOf(signal: unknown): NodeJS.Signals | number {
   const signals = osConstants.signals as Record<string, number>;
-  if (typeof signal === 'string' && signals[signal] !== undefined) return signal;
-  if (typeof signal === 'number') {
-    const name = Object.keys(signals).find((n) => signals[n] === signal);
-    if (name) return name as NodeJS.Signals;
+  if (typeof signal === 'string') {
+    if (Object.hasOwn(signals, signal)) return signal as NodeJS.Signals;
+    const rt = /^SIGRT(MIN|MAX)(?:([+-])(\d{1,2}))?$/.exec(signal);
+    // SIGRTMIN+n counts up, SIGRTMAX-n down (SIGRTMIN-1 and SIGRTMAX+1 are no signals).
+    if (rt && (rt[2] === undefined || (rt[1] === 'MIN') === (rt[2] === '+'))) {
+      const n = (rt[1] === 'MIN' ? SIGRTMIN : SIGRTMAX) + (rt[2] === '-' ? -1 : 1) * Number(rt[3] ?? 0);
+      if (n >= SIGRTMIN && n <= SIGRTMAX) return n;
+    }
   }
-  throw invalid('signal', signal, "a signal name such as 'SIGTERM', or its number (signal(7))");
+  if (typeof signal === 'number' && Number.isInteger(signal) && signal >= 1 && signal <= SIGRTMAX)
+    return nameOfSignal(signal) ?? signal;
+  throw invalid('signal', signal, ACCEPTED_SIGNALS);
+}
+
+function nameOfSignal(n: number): NodeJS.Signals | undefined {
+  const signals = osConstants.signals as Record<string, number>;
+  return Object.keys(signals).find((name) => signals[name] === n) as NodeJS.Signals | undefined;
 }
 
 // A start failure Node threw synchronously, as SPAWN_FAILED naming the errno (E2BIG: the

@@ -23,6 +23,31 @@ export interface SpawnOptions extends SessionOptions, CommandOptions {
   timeout?: number;
 }
 
+// An AbortSignal, or something that behaves as one (another realm's, a polyfill's): `aborted`
+// and the two listener methods. Throws `INVALID_OPTION` otherwise, before anything starts.
+function checkAbortSignal(signal: unknown): void {
+  if (signal === undefined || signal instanceof AbortSignal) return;
+  const s = signal as Partial<AbortSignal> | null;
+  if (
+    typeof s === 'object' &&
+    s !== null &&
+    'aborted' in s &&
+    typeof s.addEventListener === 'function' &&
+    typeof s.removeEventListener === 'function'
+  )
+    return;
+  const got =
+    s === null
+      ? 'null'
+      : typeof s === 'object'
+        ? 'an object that is not an AbortSignal'
+        : `${typeof s} ${String(s).slice(0, 60)}`;
+  throw new TetherError(
+    'INVALID_OPTION',
+    `invalid signal: ${got} (expected an AbortSignal, e.g. AbortController's signal or AbortSignal.timeout(ms))`,
+  );
+}
+
 /** The outcome of a command run as a session: how it ended and what its sweep did. */
 export interface Result extends ExitResult {
   /** Exit code ≠ 0, a signal, a timeout or an abort. */
@@ -53,8 +78,9 @@ export interface Subprocess extends PromiseLike<Result> {
    */
   readonly child: ChildProcess;
   /**
-   * Sends `signal` (name or number, default `'SIGTERM'`) to the command itself, identity-checked.
-   * True when sent, false once it has ended. Throws `INVALID_OPTION` for an unknown signal.
+   * Sends `signal` (a name, `'SIGRTMIN+n'`…, or a number from 1 to 64; default `'SIGTERM'`) to
+   * the command itself, identity-checked. True when sent, false once it has ended. Throws
+   * `INVALID_OPTION` for what is no signal (0, 65, an unknown name: `SessionProcess.kill`).
    */
   kill(signal?: NodeJS.Signals | number): boolean;
   readonly stdin: Writable | null;
@@ -70,22 +96,28 @@ export interface Subprocess extends PromiseLike<Result> {
  * Runs `command` (no shell) as a session: the variable `TETHER_SESSION_<hex>=1` is exported to
  * it, and when it exits — or on abort, timeout or dispose — every process carrying the variable,
  * and every descendant of one, is swept (TERM, grace, KILL; ADR-127 §2). Throws `TetherError`
- * `INVALID_OPTION` for a bad duration, a bad option or argument type (`args` not an array of
- * strings, a non-object `options`/`env`, a bad `cwd`/`stdio`); `result` rejects with
+ * `INVALID_OPTION`, before anything starts, for a bad duration (`timeout`, `graceMs`…), a bad
+ * option or argument type (`args` not an array of strings — holes too —, a non-object
+ * `options`/`env`, an `env` whose entries throw when read, a bad `cwd`/`stdio`/`procRoot`, a
+ * `signal` that is not an AbortSignal, an `onEvent`/`onProgress` that is not a function); `result` rejects with
  * `SpawnError` (`SPAWN_FAILED`) when the command cannot start (ENOENT, EACCES, E2BIG, a NUL
  * byte in an argument). A helper lost while the command runs (killed: `HELPER_LOST`) ends the
  * session at once: its status is unknown, and the sweep stops the command and what it started.
  */
 export function spawn(command: string, args: readonly string[] = [], options: SpawnOptions = {}): Subprocess {
+  // Every option is checked before anything starts (the session's own in its constructor).
   checkCommand(command, args, options);
   if (options.timeout !== undefined) checkMs('timeout', options.timeout);
+  checkAbortSignal(options.signal);
   const s = new Session(options);
   let proc: ReturnType<Session['spawn']>;
   try {
     proc = s.spawn(command, args, options);
   } catch (error) {
     // CONTAINMENT_UNAVAILABLE…: this session ran nothing, and is not left for the exit hook.
-    void s.end();
+    // Swept synchronously all the same: were anything started before the throw, it is ended
+    // before the error reaches the caller, who gets no handle on it.
+    s.endSync();
     throw error;
   }
   let reason: 'timeout' | 'abort' | undefined;
@@ -94,10 +126,18 @@ export function spawn(command: string, args: readonly string[] = [], options: Sp
     void s.end();
   };
   const onAbort = () => stop('abort');
-  if (options.signal?.aborted) onAbort();
-  else options.signal?.addEventListener('abort', onAbort, { once: true });
-  const timer =
-    options.timeout === undefined ? undefined : setTimeout(() => stop('timeout'), options.timeout);
+  let timer: NodeJS.Timeout | undefined;
+  try {
+    if (options.signal?.aborted) onAbort();
+    else options.signal?.addEventListener('abort', onAbort, { once: true });
+    timer = options.timeout === undefined ? undefined : setTimeout(() => stop('timeout'), options.timeout);
+  } catch (error) {
+    // The command runs, and the caller gets no handle to end it (a signal whose `aborted` or
+    // `addEventListener` throws): it is swept now, synchronously, before the error goes on.
+    clearTimeout(timer);
+    s.endSync();
+    throw error;
+  }
   // The command's status can no longer be known, and nothing reaps its subtree: end it now.
   void helperLost(proc)?.then(() => void s.end());
 

@@ -38,7 +38,7 @@ export interface Hold {
 export interface Signaller {
   mechanism: SignalMechanism;
   /** Never signals pid ≤ 1: throws a RangeError for one (a caller bug, never a decision). */
-  send(procRoot: string, id: Identity, signal: NodeJS.Signals): SignalOutcome;
+  send(procRoot: string, id: Identity, signal: NodeJS.Signals | number): SignalOutcome;
   /**
    * Holds `id`: pidfd_open(2), then the start time re-checked in `<procRoot>/<pid>/stat` (the fd
    * was opened first: if it still matches, the fd names that process). Never throws for the
@@ -49,9 +49,10 @@ export interface Signaller {
   /**
    * Signals a held process through its pidfd (`gone` once it has exited: a zombie is not
    * signalled). A hold without a pidfd (`no-pidfd`, `EMFILE`…) falls back to `send`, the
-   * start-time re-check; a `gone` or `closed` hold is `gone`.
+   * start-time re-check; a `gone` or `closed` hold is `gone`. `signal`: a name Node knows, or a
+   * number (a real-time signal, which Node does not name).
    */
-  sendHeld(procRoot: string, hold: Hold, signal: NodeJS.Signals): SignalOutcome;
+  sendHeld(procRoot: string, hold: Hold, signal: NodeJS.Signals | number): SignalOutcome;
 }
 
 const SYS_PIDFD_SEND_SIGNAL = 424; // x86_64 and every arch using the generic table
@@ -237,8 +238,8 @@ function pidfdSignaller(f: Ffi): Signaller {
   return self;
 }
 
-function sendThrough(f: Ffi, fd: number, id: Identity, signal: NodeJS.Signals): SignalOutcome {
-  const r = f.pidfdSendSignal(fd, constants.signals[signal]);
+function sendThrough(f: Ffi, fd: number, id: Identity, signal: NodeJS.Signals | number): SignalOutcome {
+  const r = f.pidfdSendSignal(fd, typeof signal === 'number' ? signal : constants.signals[signal]);
   if (r === 0) return 'sent';
   const errno = f.errno();
   if (errno === EPERM) return 'denied';
