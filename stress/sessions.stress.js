@@ -1,5 +1,5 @@
 // Many sessions in one process, and fd exhaustion at every step of one (docs/sessions.md).
-//   node stress/run.js sessions          (SEQUENTIAL=10000 CONCURRENT=500 by default)
+//   node stress/run.js sessions   (SEQUENTIAL=10000, then WAVES=3 waves of CONCURRENT=500 at once)
 //   SEQUENTIAL=500 CONCURRENT=50 node stress/sessions.stress.js
 // Each session runs a short command that leaves one detached leftover. Checks, against ground
 // truth read from /proc: every leftover's pid + start time is gone, this process's fds
@@ -46,6 +46,10 @@ function helpers() {
 function rssMb() {
   globalThis.gc?.();
   return process.memoryUsage().rss / 2 ** 20;
+}
+
+function heapMb() {
+  return process.memoryUsage().heapUsed / 2 ** 20;
 }
 
 function sample() {
@@ -129,23 +133,51 @@ judge('sequential', bad);
 check(bad.length === 0, `sequential: ${bad.length} sessions left a leftover, lost it or reported not ok`);
 growth('sequential', before, after, peakOf(peak, after));
 
-// 2. Concurrent.
-before = sample();
-peak = before;
-t0 = performance.now();
-const pending = [];
-for (let i = 0; i < CONCURRENT; i++) pending.push(oneSession());
-const sampler = setInterval(() => {
-  peak = peakOf(peak, sample());
-}, 200);
-const concurrent = await Promise.all(pending);
-clearInterval(sampler);
-await waitHelpersGone(before.helpers);
-after = sample();
-const conMs = performance.now() - t0;
-console.log(`concurrent: ${CONCURRENT} sessions at once in ${(conMs / 1000).toFixed(1)} s`);
-judge('concurrent', concurrent);
-growth('concurrent', before, after, peakOf(peak, after));
+// 2. Concurrent, in waves. The first wave sets the high-water mark of memory (500 sessions,
+// their helpers and pipes at once: malloc keeps what it grew to); the later waves must not
+// grow past it. A leak grows with every wave; a high-water mark does not.
+const WAVES = Number(process.env.WAVES ?? 3);
+const waves = [];
+for (let wave = 0; wave < WAVES; wave++) {
+  before = sample();
+  peak = before;
+  t0 = performance.now();
+  const pending = [];
+  for (let i = 0; i < CONCURRENT; i++) pending.push(oneSession());
+  const sampler = setInterval(() => {
+    peak = peakOf(peak, sample());
+  }, 200);
+  const concurrent = await Promise.all(pending);
+  clearInterval(sampler);
+  await waitHelpersGone(before.helpers);
+  after = sample();
+  const conMs = performance.now() - t0;
+  console.log(
+    `concurrent wave ${wave + 1}: ${CONCURRENT} sessions at once in ${(conMs / 1000).toFixed(1)} s`,
+  );
+  judge(`concurrent wave ${wave + 1}`, concurrent);
+  const p = peakOf(peak, after);
+  console.log(
+    `concurrent wave ${wave + 1}: fds ${before.fds} → ${after.fds} (peak ${p.fds}), helpers ${before.helpers} → ${after.helpers} (peak ${p.helpers}), RSS ${before.rssMb.toFixed(1)} → ${after.rssMb.toFixed(1)} MB (peak ${p.rssMb.toFixed(1)}), JS heap ${heapMb().toFixed(1)} MB`,
+  );
+  check(
+    after.fds - before.fds <= MAX_FD_GROWTH,
+    `concurrent wave ${wave + 1}: fds grew ${before.fds} → ${after.fds}`,
+  );
+  check(
+    after.helpers - before.helpers <= MAX_HELPER_GROWTH,
+    `concurrent wave ${wave + 1}: helpers grew ${before.helpers} → ${after.helpers}`,
+  );
+  waves.push(after);
+}
+if (waves.length > 1) {
+  const first = waves[0];
+  const last = waves.at(-1);
+  check(
+    last.rssMb - first.rssMb <= MAX_RSS_GROWTH_MB,
+    `concurrent: RSS grew from wave 1 to wave ${waves.length}: ${first.rssMb.toFixed(1)} → ${last.rssMb.toFixed(1)} MB`,
+  );
+}
 
 // 3. fd exhaustion at every step: spawn, mid-session (a second command), end.
 const held = [];
