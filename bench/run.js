@@ -285,8 +285,14 @@ async function sweepLeftovers(sp, bins, tag) {
   for (let r = 0; r < SWEEP_REPS; r++) {
     const notBefore = ticksNow();
     const { batch, pids } = await sp.start(LEFTOVERS, { tagged: true, setsid: true });
-    // Sanity: every leftover carries the tag (C loop over /proc).
-    const c = cLoop(bins.environLoop, tag.entry, 'environ');
+    // Sanity: every leftover carries the tag (C loop over /proc). A sleep the spawner forked a
+    // moment ago may still be in its setsid + exec (no readable environ then): look again,
+    // up to 2 s, before calling the batch short.
+    let c = cLoop(bins.environLoop, tag.entry, 'environ');
+    for (let i = 0; i < 40 && c.matches !== LEFTOVERS; i++) {
+      await new Promise((resolve) => setTimeout(resolve, 50));
+      c = cLoop(bins.environLoop, tag.entry, 'environ');
+    }
     if (c.matches !== LEFTOVERS) {
       throw new Error(`expected ${LEFTOVERS} carriers of the tag, C loop saw ${c.matches}`);
     }

@@ -1,6 +1,6 @@
 // glibc through koffi, loaded once: the few system calls Node does not expose (pidfd_open(2),
-// pidfd_send_signal(2), pipe2(2)). Null when koffi cannot load (no prebuilt binary for this
-// platform, a blocked install): callers fall back and say so.
+// pidfd_send_signal(2), pipe2(2), fcntl(2), poll(2) on one fd). Null when koffi cannot load
+// (no prebuilt binary for this platform, a blocked install): callers fall back and say so.
 import { createRequire } from 'node:module';
 
 /** koffi's module and its handle on `libc.so.6` (both untyped: koffi ships no types we use). */
@@ -37,4 +37,34 @@ export function libc(): Libc | null {
 /** Why the last `libc()` call returned null (its error's message), or ''. */
 export function libcError(): string {
   return lastError;
+}
+
+/** `poll(2)` event bits (poll.h). */
+export const POLLIN = 0x1;
+export const POLLNVAL = 0x20;
+const EINTR = 4;
+
+// biome-ignore lint/suspicious/noExplicitAny: a koffi function handle.
+let pollFn: any;
+
+/**
+ * poll(2) on one fd for `events`, waiting up to `timeoutMs` (0: just ask). Returns the
+ * `revents` bits (0 when the wait ran out), or null when poll failed (its errno other than
+ * EINTR — an interrupted call is asked again with the time left) or koffi cannot load.
+ * Synchronous: it blocks the thread, never past `timeoutMs`.
+ */
+export function pollOne(fd: number, events: number, timeoutMs: number): number | null {
+  const c = libc();
+  if (!c) return null;
+  if (pollFn === undefined) {
+    const pollFd = c.koffi.struct({ fd: 'int', events: 'short', revents: 'short' });
+    pollFn = c.lib.func('poll', 'int', [c.koffi.inout(c.koffi.pointer(pollFd)), 'ulong', 'int']);
+  }
+  const deadline = performance.now() + timeoutMs;
+  for (;;) {
+    const p = { fd, events, revents: 0 };
+    const wait = Math.max(0, Math.ceil(deadline - performance.now()));
+    if (pollFn(p, 1, wait) >= 0) return p.revents;
+    if (c.errno() !== EINTR) return null;
+  }
 }

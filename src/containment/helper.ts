@@ -17,7 +17,7 @@ import { accessSync, closeSync, constants, readFileSync, readSync, statSync, wri
 import { Socket } from 'node:net';
 import { constants as os } from 'node:os';
 import { fileURLToPath } from 'node:url';
-import { libc, libcError } from '../libc.js';
+import { libc, libcError, POLLIN, pollOne } from '../libc.js';
 import { type Identity, identityOf } from '../proc/identity.js';
 import { createSignaller, type Hold } from '../sweep/signal.js';
 import { describeTarget, hostTarget, readElf, runsOn } from './elf.js';
@@ -256,7 +256,8 @@ function setNonBlocking(fd: number): void {
 
 /**
  * Reads lines from the non-blocking `fd` until one matches `until`, EOF, or `boundMs` passed
- * (`timedOut`); returns them and what is left over. Synchronous: short pauses (Atomics.wait).
+ * (`timedOut`); returns them and what is left over. Synchronous: between reads it waits in
+ * poll(2) for the fd, never past the bound (a short pause where poll cannot be had).
  */
 function readLinesSync(
   fd: number,
@@ -285,11 +286,12 @@ function readLinesSync(
       if (until.test(text)) break;
       continue;
     }
-    if (performance.now() >= deadline) {
+    const left = deadline - performance.now();
+    if (left <= 0) {
       timedOut = true;
       break;
     }
-    Atomics.wait(pause, 0, 0, START_POLL_MS);
+    if (pollOne(fd, POLLIN, left) === null) Atomics.wait(pause, 0, 0, START_POLL_MS);
   }
   const cut = text.lastIndexOf('\n') + 1;
   return { lines: text.slice(0, cut).split('\n').filter(Boolean), rest: text.slice(cut), eof, timedOut };

@@ -9,7 +9,7 @@
 // (docs/sweep.md, "Identity checks").
 import { closeSync } from 'node:fs';
 import { constants } from 'node:os';
-import { libc, libcError } from '../libc.js';
+import { libc, libcError, POLLIN, POLLNVAL, pollOne } from '../libc.js';
 import { type Identity, isAliveStat, readStat } from '../proc/identity.js';
 
 /**
@@ -60,23 +60,11 @@ const SYS_PIDFD_OPEN = 434;
 const ESRCH = 3;
 const EPERM = 1;
 const EMFILE = 24;
-const EINTR = 4;
 const ENFILE = 23;
-const POLLIN = 0x1;
-const POLLNVAL = 0x20;
-
-interface PollFd {
-  fd: number;
-  events: number;
-  revents: number;
-}
-
 interface Ffi {
   pidfdOpen: (pid: number) => number;
   pidfdSendSignal: (fd: number, signal: number) => number;
   close: (fd: number) => number;
-  /** poll(2) on one fd; `revents` is written back. */
-  poll: (fds: PollFd, nfds: number, timeoutMs: number) => number;
   errno: () => number;
 }
 
@@ -87,10 +75,8 @@ let ffi: Ffi | null | undefined;
 function bind(): Ffi {
   const c = libc();
   if (!c) throw new Error('koffi cannot load');
-  const { koffi, lib, errno } = c;
+  const { lib, errno } = c;
   const close = lib.func('int close(int)');
-  const pollFd = koffi.struct({ fd: 'int', events: 'short', revents: 'short' });
-  const poll = lib.func('poll', 'int', [koffi.inout(koffi.pointer(pollFd)), 'ulong', 'int']);
   try {
     const open = lib.func('int pidfd_open(int, unsigned int)');
     const send = lib.func('int pidfd_send_signal(int, int, void *, unsigned int)');
@@ -98,7 +84,6 @@ function bind(): Ffi {
       pidfdOpen: (pid) => open(pid, 0),
       pidfdSendSignal: (fd, sig) => send(fd, sig, null, 0),
       close,
-      poll,
       errno,
     };
   } catch {
@@ -108,7 +93,6 @@ function bind(): Ffi {
       pidfdSendSignal: (fd, sig) =>
         syscall(SYS_PIDFD_SEND_SIGNAL, 'int', fd, 'int', sig, 'void *', null, 'uint', 0),
       close,
-      poll,
       errno,
     };
   }
@@ -162,18 +146,14 @@ function sameProcess(procRoot: string, id: Identity): boolean {
  */
 export function hasExited(hold: Hold): boolean | undefined {
   if (hold.fd < 0) return hold.why === 'gone' || hold.why === 'closed' ? true : undefined;
-  const f = loadFfi();
-  if (!f) return undefined;
-  const p: PollFd = { fd: hold.fd, events: POLLIN, revents: 0 };
+  if (!loadFfi()) return undefined;
   // A signal arriving during the call (SIGCHLD, as the session's processes die) interrupts
-  // even a zero-timeout poll(2): EINTR means "ask again". Any other failure (ENOMEM) leaves
-  // the answer unknown, which the callers treat as "not known to have exited".
-  for (;;) {
-    if (f.poll(p, 1, 0) >= 0) break;
-    if (f.errno() !== EINTR) return undefined;
-  }
-  if (p.revents & POLLNVAL) throw new Error(`the pidfd of ${hold.identity.pid} (fd ${hold.fd}) is not open`);
-  return p.revents !== 0;
+  // even a zero-timeout poll(2): pollOne asks again. Any other failure (ENOMEM) leaves the
+  // answer unknown, which the callers treat as "not known to have exited".
+  const revents = pollOne(hold.fd, POLLIN, 0);
+  if (revents === null) return undefined;
+  if (revents & POLLNVAL) throw new Error(`the pidfd of ${hold.identity.pid} (fd ${hold.fd}) is not open`);
+  return revents !== 0;
 }
 
 /** Closes a hold's pidfd (idempotent): from here it is `closed`, never trusted again. */
