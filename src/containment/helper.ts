@@ -13,7 +13,16 @@
 // reaps nothing, until the supervisor has opened the payload's pidfd and answered `go`: a
 // payload that exits at once cannot free its pid before it is held (about a millisecond).
 import { type ChildProcess, type StdioOptions, spawn } from 'node:child_process';
-import { accessSync, closeSync, constants, readFileSync, readSync, statSync, writeSync } from 'node:fs';
+import {
+  accessSync,
+  closeSync,
+  constants,
+  readdirSync,
+  readFileSync,
+  readSync,
+  statSync,
+  writeSync,
+} from 'node:fs';
 import { Socket } from 'node:net';
 import { constants as os } from 'node:os';
 import { fileURLToPath } from 'node:url';
@@ -254,6 +263,19 @@ function setNonBlocking(fd: number): void {
     );
 }
 
+// What a caller told synchronously of a failed spawn (its errno comes a tick later) can still
+// learn now: how many fds this process holds against its limit (/proc/self/fd, and the soft
+// "Max open files" of /proc/self/limits, proc(5)). '' when either cannot be read.
+function fdUsage(): string {
+  try {
+    const open = readdirSync('/proc/self/fd').length;
+    const limit = /^Max open files\s+(\d+)/m.exec(readFileSync('/proc/self/limits', 'latin1'))?.[1];
+    return limit ? `; ${open} fds open of this process's limit of ${limit}` : '';
+  } catch {
+    return ''; // no fd even to look (EMFILE): the errno follows in the warning
+  }
+}
+
 /**
  * Reads lines from the non-blocking `fd` until one matches `until`, EOF, or `boundMs` passed
  * (`timedOut`); returns them and what is left over. Synchronous: between reads it waits in
@@ -425,7 +447,7 @@ export function startHelper(path: string, opts: HelperOptions): Helper {
     const errno = new Promise<string>((resolve) =>
       failed.once('error', (error: NodeJS.ErrnoException) => resolve(error.code ?? error.message)),
     );
-    throw new HelperStartError('unavailable', `the helper could not be spawned (${path})`, errno);
+    throw new HelperStartError('unavailable', `the helper could not be spawned (${path}${fdUsage()})`, errno);
   }
   const { lines, rest, eof, timedOut } = readLinesSync(
     statusRead,

@@ -270,6 +270,32 @@ console.log(JSON.stringify({ runs }));`;
     expect(runs.at(-1)?.layers, 'premise broken: with fds free the helper runs').toContain('subreaper');
   });
 
+  it('an explicit helper that cannot start for want of fds throws CONTAINMENT_UNAVAILABLE saying so', async () => {
+    const program = `${FILL}
+const { session } = await import(${JSON.stringify(DIST)});
+await session().spawn('true').exited; // koffi and the helper's path are loaded while fds are free
+const messages = [];
+for (const leave of [0, 2, 4, 6, 8, 10, 12, 16]) {
+  const s = session({ containment: ['env-tag', 'subreaper'], graceMs: 300 });
+  fill(leave);
+  let message = null;
+  try { await s.spawn('true', [], { stdio: 'ignore' }).exited; } catch (e) { message = e.code + ': ' + e.message; }
+  free();
+  await s.end();
+  if (message) messages.push(message);
+}
+console.log(JSON.stringify({ messages }));`;
+    const { out } = await runProgram(program);
+    const messages = out.messages as string[];
+    expect(messages.length, 'premise broken: the helper started with every fd budget').toBeGreaterThan(0);
+    expect(
+      messages.filter(
+        (m) => !/^CONTAINMENT_UNAVAILABLE: .*(EMFILE|ENFILE|fds open of this process's limit)/.test(m),
+      ),
+      'a helper refused for want of fds did not say so',
+    ).toEqual([]);
+  });
+
   it('a pidfd probe that met a full fd table is not remembered: once fds are free, signals go by pidfd again', async () => {
     // The first signaller of this program is created with no fd free: koffi cannot load (or
     // pidfd_open gives EMFILE) — that says nothing about the kernel.
