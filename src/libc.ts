@@ -2,6 +2,7 @@
 // pidfd_send_signal(2), pipe2(2), fcntl(2), poll(2) on one fd). Null when koffi cannot load
 // (no prebuilt binary for this platform, a blocked install): callers fall back and say so.
 import { createRequire } from 'node:module';
+import { constants } from 'node:os';
 
 /** koffi's module and its handle on `libc.so.6` (both untyped: koffi ships no types we use). */
 export interface Libc {
@@ -28,7 +29,7 @@ export function libc(): Libc | null {
     cached = { koffi, lib: koffi.load('libc.so.6'), errno: () => koffi.errno() as number };
   } catch (error) {
     lastError = (error as Error).message;
-    if (!/EMFILE|ENFILE|too many open files/i.test(lastError)) cached = null;
+    if (!libcFailedForFds()) cached = null;
     return null;
   }
   return cached;
@@ -37,6 +38,21 @@ export function libc(): Libc | null {
 /** Why the last `libc()` call returned null (its error's message), or ''. */
 export function libcError(): string {
   return lastError;
+}
+
+/** Whether the last `libc()` call failed for want of a file descriptor (EMFILE, ENFILE). */
+export function libcFailedForFds(): boolean {
+  return /EMFILE|ENFILE|too many open files/i.test(lastError);
+}
+
+/** The name of errno `n` (`EMFILE`), from Node's `os.constants.errno`; `errno N` when it has none. */
+export function errnoName(n: number): string {
+  return Object.entries(constants.errno).find(([, v]) => v === n)?.[0] ?? `errno ${n}`;
+}
+
+/** The name of signal `n` (`SIGTERM`), from Node's `os.constants.signals`; undefined for a real-time signal. */
+export function signalName(n: number): NodeJS.Signals | undefined {
+  return Object.entries(constants.signals).find(([, v]) => v === n)?.[0] as NodeJS.Signals | undefined;
 }
 
 /** `poll(2)` event bits (poll.h). */

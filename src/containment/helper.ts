@@ -13,21 +13,12 @@
 // reaps nothing, until the supervisor has opened the payload's pidfd and answered `go`: a
 // payload that exits at once cannot free its pid before it is held (about a millisecond).
 import { type ChildProcess, type StdioOptions, spawn } from 'node:child_process';
-import {
-  accessSync,
-  closeSync,
-  constants,
-  readdirSync,
-  readFileSync,
-  readSync,
-  statSync,
-  writeSync,
-} from 'node:fs';
+import { accessSync, closeSync, constants, readdirSync, readSync, statSync, writeSync } from 'node:fs';
 import { Socket } from 'node:net';
-import { constants as os } from 'node:os';
 import { fileURLToPath } from 'node:url';
-import { libc, libcError, POLLIN, pollOne } from '../libc.js';
+import { errnoName, libc, libcError, POLLIN, pollOne, signalName } from '../libc.js';
 import { type Identity, identityOf } from '../proc/identity.js';
+import { readText } from '../proc/read.js';
 import { createSignaller, type Hold } from '../sweep/signal.js';
 import { describeTarget, hostTarget, readElf, runsOn } from './elf.js';
 import { helperFile, PREBUILT_ARCHES } from './prebuilt.js';
@@ -218,14 +209,6 @@ function cloexecPipe(opened: number[], extraFlags = 0): [read: number, write: nu
   return [fds[0] as number, fds[1] as number];
 }
 
-function errnoName(n: number): string {
-  return Object.entries(os.errno).find(([, v]) => v === n)?.[0] ?? `errno ${n}`;
-}
-
-function signalName(n: number): NodeJS.Signals | null {
-  return (Object.entries(os.signals).find(([, v]) => v === n)?.[0] as NodeJS.Signals) ?? null;
-}
-
 function stdioOf(stdio: StdioOptions): StdioOptions {
   if (!Array.isArray(stdio)) return [stdio, stdio, stdio];
   if (stdio.length > 3 && stdio.slice(3).some((s) => s !== undefined && s !== null && s !== 'ignore')) {
@@ -269,7 +252,7 @@ function setNonBlocking(fd: number): void {
 function fdUsage(): string {
   try {
     const open = readdirSync('/proc/self/fd').length;
-    const limit = /^Max open files\s+(\d+)/m.exec(readFileSync('/proc/self/limits', 'latin1'))?.[1];
+    const limit = /^Max open files\s+(\d+)/m.exec(readText('/proc/self/limits') ?? '')?.[1];
     return limit ? `; ${open} fds open of this process's limit of ${limit}` : '';
   } catch {
     return ''; // no fd even to look (EMFILE): the errno follows in the warning
@@ -326,13 +309,16 @@ function zombieStatus(procRoot: string, pid: number, boundMs: number): string | 
   const pause = new Int32Array(new SharedArrayBuffer(4));
   const deadline = performance.now() + boundMs;
   for (;;) {
-    let fields: string[] | undefined;
+    // Through the shared bounded reader; cut at the last ')' (comm may hold one), so that
+    // fields[0] is field 3 and fields[49] field 52.
+    let stat: string | undefined;
     try {
-      const stat = readFileSync(`${procRoot}/${pid}/stat`, 'latin1');
-      fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+      stat = readText(`${procRoot}/${pid}/stat`);
     } catch {
-      return undefined; // no procfs here: the status cannot be read
+      // EMFILE, EIO: the status cannot be read
     }
+    if (stat === undefined) return undefined; // gone (reaped), or no procfs here
+    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
     if (fields[0] === 'Z' && fields[49] !== undefined) {
       const status = Number(fields[49]);
       const sig = status & 0x7f;
@@ -530,7 +516,7 @@ export function startHelper(path: string, opts: HelperOptions): Helper {
             (f[1] === 'lost'
               ? { kind: 'lost' }
               : f[1] === 'signal'
-                ? { kind: 'exit', exitCode: null, signal: signalName(n), signalNumber: n }
+                ? { kind: 'exit', exitCode: null, signal: signalName(n) ?? null, signalNumber: n }
                 : { kind: 'exit', exitCode: n, signal: null }),
         );
       }

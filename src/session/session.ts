@@ -13,6 +13,7 @@ import {
   startHelper,
 } from '../containment/helper.js';
 import { type Containment, type ContainmentPlan, planContainment } from '../containment/select.js';
+import { signalName } from '../libc.js';
 import { checkMs, DEFAULT_GRACE_MS, DEFAULT_KILL_AFTER_MS, DEFAULT_OUTPUT_CAP_MS } from '../options.js';
 import { TetherError } from '../outcome/errors.js';
 import { type Identity, identityKey, isAlive, readStat, ticksNow } from '../proc/identity.js';
@@ -732,13 +733,8 @@ function signalOf(signal: unknown): NodeJS.Signals | number {
     }
   }
   if (typeof signal === 'number' && Number.isInteger(signal) && signal >= 1 && signal <= SIGRTMAX)
-    return nameOfSignal(signal) ?? signal;
+    return signalName(signal) ?? signal;
   throw invalid('signal', signal, ACCEPTED_SIGNALS);
-}
-
-function nameOfSignal(n: number): NodeJS.Signals | undefined {
-  const signals = osConstants.signals as Record<string, number>;
-  return Object.keys(signals).find((name) => signals[name] === n) as NodeJS.Signals | undefined;
 }
 
 // A start failure Node threw synchronously, as SPAWN_FAILED naming the errno (E2BIG: the

@@ -9,7 +9,7 @@
 // (docs/sweep.md, "Identity checks").
 import { closeSync } from 'node:fs';
 import { constants } from 'node:os';
-import { libc, libcError, POLLIN, POLLNVAL, pollOne } from '../libc.js';
+import { errnoName, libc, libcFailedForFds, POLLIN, POLLNVAL, pollOne } from '../libc.js';
 import { type Identity, isAliveStat, readStat } from '../proc/identity.js';
 
 /**
@@ -105,7 +105,7 @@ function loadFfi(): Ffi | null {
     bound = bind();
   } catch {
     // koffi cannot load. libc() does not cache an fd-exhaustion failure: neither does this.
-    if (libc() !== null || !/EMFILE|ENFILE|too many open files/i.test(libcError())) ffi = null;
+    if (libc() !== null || !libcFailedForFds()) ffi = null;
     return null;
   }
   // Probe once: pidfd_open on ourselves must give an fd (ENOSYS before Linux 5.3). EMFILE /
@@ -167,10 +167,6 @@ export function releaseHold(hold: Hold): void {
   }
   hold.fd = -1;
   hold.why = 'closed';
-}
-
-function errnoName(n: number): string {
-  return Object.entries(constants.errno).find(([, v]) => v === n)?.[0] ?? `errno ${n}`;
 }
 
 function pidfdSignaller(f: Ffi): Signaller {
