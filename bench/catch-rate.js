@@ -17,8 +17,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import treeKill from 'tree-kill';
 import { identityOf, isAlive } from '../dist/proc/identity.js';
+import { createTag } from '../dist/proc/tag.js';
 import { spawn } from '../dist/session/spawn.js';
-import { createTag } from '../dist/session/tag.js';
 import { log, ROOT, raisePidMax, withTimeout } from './lib.js';
 
 const FIXTURES = join(ROOT, 'test/fixtures');

@@ -14,7 +14,7 @@ import { setTimeout as delay } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
 import { ticksNow } from '../dist/proc/identity.js';
 import { ancestorsOf, takeSnapshot } from '../dist/proc/snapshot.js';
-import { createTag } from '../dist/session/tag.js';
+import { createTag } from '../dist/proc/tag.js';
 import { scanSession } from '../dist/sweep/scan.js';
 import { sweep } from '../dist/sweep/sweep.js';
 import {

@@ -1,8 +1,9 @@
 // tether: run a command as a session; every process it starts ends with it.
 
 export type { Containment, ContainmentLayer } from './containment/select.js';
-export { TetherError, type TetherErrorCode } from './outcome/errors.js';
+export { TetherError, type TetherErrorCode } from './errors.js';
 export { type Identity, identityOf, isAlive } from './proc/identity.js';
+export { createTag, parseTag, type SessionTag, TAG_NAME_PATTERN, tagsIn } from './proc/tag.js';
 export { listTaggedProcesses, type TaggedProcess } from './proc/tagged.js';
 export * as sandbox from './sandbox/index.js';
 export {
@@ -20,7 +21,6 @@ export {
   type Subprocess,
   spawn,
 } from './session/spawn.js';
-export { createTag, parseTag, type SessionTag, TAG_NAME_PATTERN, tagsIn } from './session/tag.js';
 export type * from './sweep/events.js';
 export type * from './sweep/report.js';
 export { type SweepOptions, type SweepProgress, sweep, sweepSync } from './sweep/sweep.js';

@@ -1,5 +1,5 @@
 // Validation and units for options shared by the library and the CLI.
-import { TetherError } from './outcome/errors.js';
+import { TetherError } from './errors.js';
 
 /** Default grace of the TERM phase, ms (ADR-127 §2). */
 export const DEFAULT_GRACE_MS = 5000;

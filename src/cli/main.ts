@@ -1,7 +1,7 @@
 // The tether CLI: parse → call the library → render → exit status.
 import { createRequire } from 'node:module';
 import { Command, CommanderError } from 'commander';
-import { TetherError } from '../outcome/errors.js';
+import { TetherError } from '../errors.js';
 import { NoProcError } from '../proc/snapshot.js';
 import { EXIT_SWEEP_FAILED, EXIT_USAGE } from './exit-codes.js';
 import { psCommand } from './ps.js';

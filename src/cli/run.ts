@@ -2,8 +2,8 @@
 import { closeSync, openSync, writeFileSync } from 'node:fs';
 import { constants } from 'node:os';
 import { parseContainment } from '../containment/select.js';
+import { TetherError } from '../errors.js';
 import { parseDuration } from '../options.js';
-import { TetherError } from '../outcome/errors.js';
 import { Session } from '../session/session.js';
 import type { SweepReport } from '../sweep/report.js';
 import {

@@ -2,8 +2,9 @@
 // an exec channel given as a command prefix (docs/sandbox.md).
 
 import type { Command } from 'commander';
+import { TetherError } from '../errors.js';
 import { parseDuration } from '../options.js';
-import { TetherError } from '../outcome/errors.js';
+import { createTag, parseTag } from '../proc/tag.js';
 import {
   commandChannel,
   ExecStatusUnknownError,
@@ -12,7 +13,6 @@ import {
   type SandboxExecResult,
   sweep,
 } from '../sandbox/index.js';
-import { createTag, parseTag } from '../session/tag.js';
 import {
   EXIT_AMBIGUOUS_EFFECT,
   EXIT_CLIENT_FAILED,

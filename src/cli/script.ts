@@ -1,6 +1,6 @@
 // tether script sweep|wrap|write: prints a sandbox program, for callers in other languages
 // (docs/sandbox.md says how to call each and read its output).
-import { TetherError } from '../outcome/errors.js';
+import { TetherError } from '../errors.js';
 import { type ProgramName, program } from '../sandbox/index.js';
 
 const NAMES: ProgramName[] = ['sweep', 'wrap', 'write'];

@@ -2,7 +2,7 @@
 // carriers, their descendants, and its session cgroup if one is left.
 import { findSessionCgroup, removeCgroup, runsInside } from '../containment/cgroup.js';
 import { parseDuration } from '../options.js';
-import { parseTag } from '../session/tag.js';
+import { parseTag } from '../proc/tag.js';
 import { sweep } from '../sweep/sweep.js';
 import { EXIT_SWEEP_FAILED } from './exit-codes.js';
 import { progressLine } from './progress.js';

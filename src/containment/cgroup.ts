@@ -3,32 +3,20 @@
 // process the session starts is accounted to it, however it detaches. `cgroup.kill` (Linux
 // 5.14) kills the whole subtree at once, racing forks included; `cgroup.events` `populated 0`
 // proves it is empty. See cgroups(7) and the kernel's Documentation/admin-guide/cgroup-v2.rst.
-import {
-  accessSync,
-  constants,
-  mkdirSync,
-  readdirSync,
-  readFileSync,
-  rmdirSync,
-  writeFileSync,
-} from 'node:fs';
+import { accessSync, constants, mkdirSync, readFileSync, rmdirSync } from 'node:fs';
 import { dirname, join } from 'node:path';
-
-/** A session's cgroup: its directory in the v2 hierarchy, and whether `cgroup.kill` exists. */
-export interface SessionCgroup {
-  path: string;
-  canKill: boolean;
-}
+import { pathExists, type SessionCgroup, subdirs } from '../proc/cgroup.js';
+import { TAG_HEX_DIGITS } from '../proc/tag.js';
 
 /** Either a usable cgroup, or why there is none (a note for the report, not an error). */
 export type CgroupResult = { cgroup: SessionCgroup } | { note: string };
 
 /** The name of a session's cgroup: `tether-<the tag's 32 hex digits>`. */
 export function cgroupName(tagName: string): string {
-  return `tether-${tagName.slice(-32)}`;
+  return `tether-${tagName.slice(-TAG_HEX_DIGITS)}`;
 }
 
-const SESSION_DIR = /^tether-[0-9a-f]{32}$/;
+const SESSION_DIR = new RegExp(`^tether-[0-9a-f]{${TAG_HEX_DIGITS}}$`);
 
 /**
  * Where the v2 hierarchy is mounted, from `/proc/self/mountinfo` (proc(5)): the mount point of
@@ -109,7 +97,7 @@ export function createSessionCgroup(tagName: string, procRoot = '/proc'): Cgroup
       mkdirExisting(parent, mount);
       mkdirSync(path);
       accessSync(join(path, 'cgroup.procs'), constants.W_OK);
-      return { cgroup: { path, canKill: exists(join(path, 'cgroup.kill')) } };
+      return { cgroup: { path, canKill: pathExists(join(path, 'cgroup.kill')) } };
     } catch (error) {
       reasons.push(`${path}: ${(error as NodeJS.ErrnoException).code ?? (error as Error).message}`);
       removeCgroup(path);
@@ -120,7 +108,7 @@ export function createSessionCgroup(tagName: string, procRoot = '/proc'): Cgroup
 
 // Creates `dir` and its missing parents below `top` (which exists); an existing one is fine.
 function mkdirExisting(dir: string, top: string): void {
-  if (dir === top || exists(dir)) return;
+  if (dir === top || pathExists(dir)) return;
   mkdirExisting(dirname(dir), top);
   try {
     mkdirSync(dir);
@@ -143,7 +131,7 @@ export function findSessionCgroup(tagName: string, procRoot = '/proc'): SessionC
   for (let dir = queue.shift(); dir !== undefined; dir = queue.shift()) {
     for (const entry of subdirs(dir)) {
       const path = join(dir, entry);
-      if (entry === name) return { path, canKill: exists(join(path, 'cgroup.kill')) };
+      if (entry === name) return { path, canKill: pathExists(join(path, 'cgroup.kill')) };
       if (SESSION_DIR.test(entry)) queue.push(path); // a session's cgroup may hold a nested one
     }
   }
@@ -157,74 +145,6 @@ export function runsInside(path: string, procRoot = '/proc'): boolean {
   if (!mount || own === undefined) return false;
   const dir = join(mount, own);
   return dir === path || dir.startsWith(`${path}/`);
-}
-
-function exists(path: string): boolean {
-  try {
-    accessSync(path, constants.F_OK);
-    return true;
-  } catch {
-    return false;
-  }
-}
-
-/**
- * Every pid in the cgroup and in the cgroups below it (a nested session's), read from each
- * `cgroup.procs`. Pids are as this process's PID namespace sees them. Empty when it is gone.
- */
-export function cgroupPids(path: string): number[] {
-  const pids: number[] = [];
-  const visit = (dir: string) => {
-    let text = '';
-    try {
-      text = readFileSync(join(dir, 'cgroup.procs'), 'latin1');
-    } catch {
-      return;
-    }
-    for (const line of text.split('\n')) if (line) pids.push(Number(line));
-    for (const entry of subdirs(dir)) visit(join(dir, entry));
-  };
-  visit(path);
-  return pids;
-}
-
-function subdirs(dir: string): string[] {
-  try {
-    return readdirSync(dir, { withFileTypes: true })
-      .filter((e) => e.isDirectory())
-      .map((e) => e.name);
-  } catch {
-    return [];
-  }
-}
-
-/**
- * `cgroup.events` `populated`: false when no process is left in the cgroup or below it (the
- * kernel's proof of emptiness), true when some are, undefined when it cannot be read.
- */
-export function cgroupPopulated(path: string): boolean | undefined {
-  try {
-    const m = /^populated (\d)$/m.exec(readFileSync(join(path, 'cgroup.events'), 'latin1'));
-    return m ? m[1] === '1' : undefined;
-  } catch {
-    return undefined;
-  }
-}
-
-/**
- * Writes `1` to `cgroup.kill`: SIGKILL to every process in the subtree (Linux 5.14). True when
- * written, or the cgroup is gone (ENOENT: nothing left to kill); else the errno's code (EMFILE,
- * EACCES…) so that the caller can report why.
- */
-export function killCgroup(path: string): true | string {
-  try {
-    writeFileSync(join(path, 'cgroup.kill'), '1');
-    return true;
-  } catch (error) {
-    const code = (error as NodeJS.ErrnoException).code;
-    if (code === 'ENOENT' && !exists(path)) return true;
-    return code ?? (error as Error).message;
-  }
 }
 
 /**

@@ -1,5 +1,5 @@
 // Which containment layers a session asks for (design.md §3; issue 3 item 4).
-import { TetherError } from '../outcome/errors.js';
+import { TetherError } from '../errors.js';
 
 /**
  * The layers, strongest last: `env-tag` (ADR-127: always on — the tag also serves attribution,

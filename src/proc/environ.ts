@@ -2,6 +2,7 @@
 // Streamed through the shared fixed-size buffer, within a per-process byte and time budget.
 import { closeSync, readdirSync } from 'node:fs';
 import { classify, openProc, readChunk, sharedBuffer } from './read.js';
+import { TAG_ENTRY_PATTERN, TAG_PREFIX, TAG_RECORD_LENGTH } from './tag.js';
 
 /**
  * Bytes of one environ read before it stops undecided (`oversized`): 6 MiB. An environ set by
@@ -60,10 +61,8 @@ export function readEnviron(procRoot: string, pid: number, leaderExited: boolean
   return sawOk ? { kind: 'ok', entries: [], bytes: 0, oversized: false } : GONE;
 }
 
-const TAG_PREFIX = Buffer.from('TETHER_SESSION_');
-/** `TETHER_SESSION_<32 hex>=1`: 49 bytes. A longer record cannot be a session entry. */
-const TAG_RECORD_LENGTH = TAG_PREFIX.length + 32 + 2;
-const ENTRY = /^TETHER_SESSION_[0-9a-f]{32}=1$/;
+// The tag's format is proc/tag.ts's: its prefix as bytes, to search a buffer for it.
+const PREFIX_BYTES = Buffer.from(TAG_PREFIX, 'latin1');
 
 /**
  * Streams one environ file through the shared buffer. Whole records only: the partial record at
@@ -129,7 +128,7 @@ function streamEntries(path: string, deadline: number): EnvironRead {
  */
 function collect(buf: Buffer, from: number, to: number, entries: string[]): void {
   const view = to === buf.length ? buf : buf.subarray(0, to);
-  for (let at = view.indexOf(TAG_PREFIX, from); at >= 0; at = view.indexOf(TAG_PREFIX, at + 1)) {
+  for (let at = view.indexOf(PREFIX_BYTES, from); at >= 0; at = view.indexOf(PREFIX_BYTES, at + 1)) {
     const end = at + TAG_RECORD_LENGTH;
     if (end > to) return;
     if (
@@ -139,7 +138,7 @@ function collect(buf: Buffer, from: number, to: number, entries: string[]): void
       buf[end - 1] === 0x31 // '1'
     ) {
       const entry = buf.toString('latin1', at, end);
-      if (ENTRY.test(entry)) entries.push(entry);
+      if (TAG_ENTRY_PATTERN.test(entry)) entries.push(entry);
     }
   }
 }

@@ -3,7 +3,7 @@
 // `nsenter -t PID -a`, or a caller's own (dockerode, @kubernetes/client-node).
 import { spawn } from 'node:child_process';
 import type { Readable, Writable } from 'node:stream';
-import { TetherError } from '../outcome/errors.js';
+import { TetherError } from '../errors.js';
 
 /** How an exec client ended: its status, or the signal that ended it, or why it never started. */
 export interface ClientExit {

@@ -1,5 +1,5 @@
 // Errors of sandbox mode (ADR-127 amendment §7). Each is a TetherError with a stable `code`.
-import { TetherError, type TetherErrorCode } from '../outcome/errors.js';
+import { TetherError, type TetherErrorCode } from '../errors.js';
 import type { ProcessRecord, SweepReport } from '../sweep/report.js';
 
 /**

@@ -4,9 +4,9 @@
 // ExecStatusUnknownError, or AMBIGUOUS_EFFECT when the sweep could not settle it. Never a
 // success carrying partial output.
 import type { Readable, Writable } from 'node:stream';
+import { TetherError } from '../errors.js';
 import { checkMs, MAX_TIMER_MS } from '../options.js';
-import { TetherError } from '../outcome/errors.js';
-import { createTag, parseTag, type SessionTag } from '../session/tag.js';
+import { createTag, parseTag, type SessionTag } from '../proc/tag.js';
 import type { SweepReport } from '../sweep/report.js';
 import type { ClientExit, ExecChannel } from './channel.js';
 import { type Completion, CompletionStripper, createNonce } from './completion.js';

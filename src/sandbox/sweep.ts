@@ -1,7 +1,7 @@
 // The sandbox sweep (ADR-127 §2 "In a sandbox", amendment §7): the sweep program, run through
 // one exec; tried again, backing off, only when that exec never reached the target.
 import { checkMs, DEFAULT_GRACE_MS, DEFAULT_KILL_AFTER_MS, DEFAULT_SCAN_INTERVAL_MS } from '../options.js';
-import { parseTag, type SessionTag } from '../session/tag.js';
+import { parseTag, type SessionTag } from '../proc/tag.js';
 import type { SweepReport } from '../sweep/report.js';
 import type { ExecChannel } from './channel.js';
 import { nameProcesses, SandboxError } from './errors.js';

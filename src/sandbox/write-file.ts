@@ -1,6 +1,6 @@
 // sandbox.writeFile (ADR-127 amendment §7, "the input proves its end"): a file lands in the
 // target only when its received size is the size sent, and the writer says so on stdout.
-import { TetherError } from '../outcome/errors.js';
+import { TetherError } from '../errors.js';
 import type { ExecChannel } from './channel.js';
 import { createNonce } from './completion.js';
 import { SandboxError } from './errors.js';

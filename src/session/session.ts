@@ -4,7 +4,7 @@ import { existsSync } from 'node:fs';
 import { constants as osConstants } from 'node:os';
 import type { Readable, Writable } from 'node:stream';
 import { setTimeout as delay } from 'node:timers/promises';
-import { createSessionCgroup, killCgroup, removeCgroup, type SessionCgroup } from '../containment/cgroup.js';
+import { createSessionCgroup, removeCgroup } from '../containment/cgroup.js';
 import {
   type Helper,
   HelperStartError,
@@ -13,17 +13,18 @@ import {
   startHelper,
 } from '../containment/helper.js';
 import { type Containment, type ContainmentPlan, planContainment } from '../containment/select.js';
+import { TetherError } from '../errors.js';
 import { signalName } from '../libc.js';
 import { checkMs, DEFAULT_GRACE_MS, DEFAULT_KILL_AFTER_MS, DEFAULT_OUTPUT_CAP_MS } from '../options.js';
-import { TetherError } from '../outcome/errors.js';
+import { killCgroup, type SessionCgroup } from '../proc/cgroup.js';
 import { type Identity, identityKey, isAlive, readStat, ticksNow } from '../proc/identity.js';
+import { createTag, type SessionTag, tagsIn } from '../proc/tag.js';
 import type { EventListener } from '../sweep/events.js';
 import type { SweepReport, SweepWarning } from '../sweep/report.js';
 import type { Member, Root } from '../sweep/scan.js';
 import { createSignaller, type Hold, hasExited, releaseHold } from '../sweep/signal.js';
 import { type SweepProgress, sweep, sweepSync } from '../sweep/sweep.js';
 import { outputClosed, releaseOutput } from './output.js';
-import { createTag, type SessionTag, tagsIn } from './tag.js';
 
 /** Options of a session. Durations in milliseconds. */
 export interface SessionOptions {

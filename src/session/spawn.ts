@@ -2,8 +2,9 @@
 // start failure, abort, timeout, an exception in the caller's `await using` block).
 import type { ChildProcess } from 'node:child_process';
 import type { Readable, Writable } from 'node:stream';
+import { TetherError } from '../errors.js';
 import { checkMs } from '../options.js';
-import { TetherError } from '../outcome/errors.js';
+import type { SessionTag } from '../proc/tag.js';
 import type { SweepReport } from '../sweep/report.js';
 import {
   type CommandOptions,
@@ -13,7 +14,6 @@ import {
   Session,
   type SessionOptions,
 } from './session.js';
-import type { SessionTag } from './tag.js';
 
 /** Options of `spawn()`: the session's and the command's, plus when to give up. */
 export interface SpawnOptions extends SessionOptions, CommandOptions {

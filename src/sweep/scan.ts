@@ -2,7 +2,7 @@
 // the earlier finds still alive with the same identity, and every descendant of either, by
 // parent; with the helper, every descendant of the helper; with a cgroup, every process in it.
 
-import { cgroupPids, cgroupPopulated } from '../containment/cgroup.js';
+import { cgroupPids, cgroupPopulated } from '../proc/cgroup.js';
 import { readUid } from '../proc/details.js';
 import { type EnvironRead, readEnviron } from '../proc/environ.js';
 import { type Identity, identityKey, isAliveStat, readStat } from '../proc/identity.js';

@@ -2,13 +2,13 @@
 //   scan → signal what is new → two empty scans? done → out of time? next phase → wait 50 ms.
 // TERM phase up to the grace, then — unless TERM ended on two empty scans — KILL phase.
 import { readlinkSync } from 'node:fs';
-import { cgroupPids, killCgroup, type SessionCgroup } from '../containment/cgroup.js';
 import { checkMs, DEFAULT_GRACE_MS, DEFAULT_KILL_AFTER_MS, DEFAULT_SCAN_INTERVAL_MS } from '../options.js';
+import { cgroupPids, killCgroup, type SessionCgroup } from '../proc/cgroup.js';
 import { readCmdline, readUid } from '../proc/details.js';
 import { type Identity, identityKey } from '../proc/identity.js';
 import { isFdExhaustion } from '../proc/read.js';
 import { ancestorsOf, NoProcError, type Snapshot, takeSnapshot } from '../proc/snapshot.js';
-import { parseTag, type SessionTag } from '../session/tag.js';
+import { parseTag, type SessionTag } from '../proc/tag.js';
 import type { EventListener, TetherEvent } from './events.js';
 import {
   type PhaseEnd,

@@ -11,7 +11,7 @@ import {
   ownCgroup,
 } from '../../src/containment/cgroup.js';
 import { parseContainment, planContainment } from '../../src/containment/select.js';
-import { TetherError } from '../../src/outcome/errors.js';
+import { TetherError } from '../../src/errors.js';
 
 // A directory that stands in for /proc: self/mountinfo and self/cgroup with the given text.
 function fakeProc(mountinfo: string, cgroup = '0::/\n'): string {

@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { parseDuration } from '../../src/options.js';
 import { sessionEntriesIn } from '../../src/proc/environ.js';
 import { isKernelThread, parseStat } from '../../src/proc/stat.js';
-import { createTag, parseTag, TAG_NAME_PATTERN, tagsIn } from '../../src/session/tag.js';
+import { createTag, parseTag, TAG_NAME_PATTERN, tagsIn } from '../../src/proc/tag.js';
 
 // Captured from a real /proc/<pid>/stat, with a comm holding spaces and parentheses.
 const STAT =

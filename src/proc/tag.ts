@@ -1,13 +1,24 @@
 // The session tag (ADR-127 §1): an exported variable TETHER_SESSION_<hex>=1 that every
 // descendant inherits through fork, exec, setsid and double forks.
 import { createHash, randomBytes } from 'node:crypto';
-import { TetherError } from '../outcome/errors.js';
+import { TetherError } from '../errors.js';
 
 /** Prefix of every tether session variable. */
 export const TAG_PREFIX = 'TETHER_SESSION_';
 
+/** Hex digits after the prefix: 32 lowercase (128 bits of a SHA-256 of the token). */
+export const TAG_HEX_DIGITS = 32;
+
+const TAG_HEX = `[0-9a-f]{${TAG_HEX_DIGITS}}`;
+
 /** A tag name: the prefix and 32 lowercase hex digits (128 bits of a SHA-256 of the token). */
-export const TAG_NAME_PATTERN = /^TETHER_SESSION_[0-9a-f]{32}$/;
+export const TAG_NAME_PATTERN = new RegExp(`^${TAG_PREFIX}${TAG_HEX}$`);
+
+/** A session's environ record, whole: `TETHER_SESSION_<32 hex>=1`. */
+export const TAG_ENTRY_PATTERN = new RegExp(`^${TAG_PREFIX}${TAG_HEX}=1$`);
+
+/** Bytes of a session's environ record `TETHER_SESSION_<32 hex>=1`: 49. A longer one is not one. */
+export const TAG_RECORD_LENGTH = TAG_PREFIX.length + TAG_HEX_DIGITS + 2;
 
 /** A session's variable: `name` is exported as `name=1`; `entry` is that exact environ record. */
 export interface SessionTag {
@@ -21,7 +32,7 @@ export interface SessionTag {
  */
 export function createTag(): SessionTag {
   const token = randomBytes(16);
-  const hex = createHash('sha256').update(token).digest('hex').slice(0, 32);
+  const hex = createHash('sha256').update(token).digest('hex').slice(0, TAG_HEX_DIGITS);
   return tagFromName(`${TAG_PREFIX}${hex}`);
 }
 
