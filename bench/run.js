@@ -15,8 +15,8 @@ import { fileURLToPath } from 'node:url';
 import { ticksNow } from '../dist/proc/identity.js';
 import { ancestorsOf, takeSnapshot } from '../dist/proc/snapshot.js';
 import { createTag } from '../dist/proc/tag.js';
+import { sweep } from '../dist/sweep/loop.js';
 import { scanSession } from '../dist/sweep/scan.js';
-import { sweep } from '../dist/sweep/sweep.js';
 import {
   cpuBusy,
   fmt,
@@ -251,7 +251,7 @@ async function cleanEnd(level) {
   for (let r = 0; r < CLEAN_REPS; r++) {
     const tag = createTag();
     const notBefore = ticksNow();
-    // A fresh turn of the event loop: sweeps in one turn share a walk (src/sweep/sweep.ts), and
+    // A fresh turn of the event loop: sweeps in one turn share a walk (src/sweep/shared-walk.ts), and
     // this sweep must not start on the previous one's last snapshot.
     await new Promise((r) => setImmediate(r));
     const t0 = performance.now();

@@ -22,5 +22,6 @@ export {
   spawn,
 } from './session/spawn.js';
 export type * from './sweep/events.js';
+export { sweep, sweepSync } from './sweep/loop.js';
 export type * from './sweep/report.js';
-export { type SweepOptions, type SweepProgress, sweep, sweepSync } from './sweep/sweep.js';
+export type { SweepOptions, SweepProgress } from './sweep/sweep-options.js';

@@ -1,5 +1,5 @@
 // The progress line on a TTY while a grace runs: "waiting for 3 processes, TERM sent 1.2 s ago".
-import type { SweepProgress } from '../sweep/sweep.js';
+import type { SweepProgress } from '../sweep/sweep-options.js';
 
 /** A progress writer for `stream` (a no-op off a TTY) and the function that clears its line. */
 export function progressLine(stream: NodeJS.WriteStream): {

@@ -3,7 +3,7 @@
 import { findSessionCgroup, removeCgroup, runsInside } from '../containment/cgroup.js';
 import { parseDuration } from '../options.js';
 import { parseTag } from '../proc/tag.js';
-import { sweep } from '../sweep/sweep.js';
+import { sweep } from '../sweep/loop.js';
 import { EXIT_SWEEP_FAILED } from './exit-codes.js';
 import { progressLine } from './progress.js';
 import { renderReport } from './render.js';

@@ -20,10 +20,11 @@ import { killCgroup, type SessionCgroup } from '../proc/cgroup.js';
 import { type Identity, identityKey, isAlive, readStat, ticksNow } from '../proc/identity.js';
 import { createTag, type SessionTag, tagsIn } from '../proc/tag.js';
 import type { EventListener } from '../sweep/events.js';
+import { sweep, sweepSync } from '../sweep/loop.js';
 import type { SweepReport, SweepWarning } from '../sweep/report.js';
 import type { Member, Root } from '../sweep/scan.js';
 import { createSignaller, type Hold, hasExited, releaseHold } from '../sweep/signal.js';
-import { type SweepProgress, sweep, sweepSync } from '../sweep/sweep.js';
+import type { SweepProgress } from '../sweep/sweep-options.js';
 import { outputClosed, releaseOutput } from './output.js';
 
 /** Options of a session. Durations in milliseconds. */

@@ -1,5 +1,5 @@
 # tether sweep program (ADR-127 §2 "In a sandbox"; docs/sandbox.md#the-sweep-program).
-# The local sweep (src/sweep/sweep.ts) in POSIX sh, run inside a container through ONE exec:
+# The local sweep (src/sweep/loop.ts) in POSIX sh, run inside a container through ONE exec:
 #   sh -c "$PROGRAM" tether-sweep TAG GRACE_MS KILL_AFTER_MS INTERVAL_MS
 # Each round: take a snapshot of /proc; the session is the carriers of TAG=1 (read with
 # `grep -z`, or `tr` where grep cannot read NUL records), the earlier finds still alive with the

@@ -1,0 +1,51 @@
+// The sweep's report, built from what a run kept (src/sweep/run.ts): every process found is
+// stopped (seen gone) or a survivor (alive at the end); the proof is the last phase's end, when
+// the sweep was complete (docs/report.md).
+import {
+  type ProcessRecord,
+  type Proof,
+  REPORT_VERSION,
+  type SurvivorRecord,
+  type SweepReport,
+} from './report.js';
+import type { SweepRun } from './run.js';
+
+/**
+ * The `SweepReport` of a run that has ended: its timings run up to now (ms). The session's own
+ * spawns are swept like the rest but never listed as stopped. Pure: events and holds are the
+ * run's (`SweepRun.report`).
+ */
+export function buildReport(run: SweepRun): SweepReport {
+  const stopped: ProcessRecord[] = [];
+  const survivors: SurvivorRecord[] = [];
+  for (const [key, t] of run.tracked) {
+    if (t.alive) survivors.push({ ...t.record, reason: t.denied ? 'denied' : 'survived-kill' });
+    else if (!run.spawnKeys.has(key)) stopped.push(t.record);
+  }
+  const last = run.phases.at(-1);
+  const ended = last?.endedBy;
+  const proof: Proof =
+    run.complete && ended !== undefined && ended !== 'budget' && ended !== 'scan-failed' ? ended : 'none';
+  return {
+    version: REPORT_VERSION,
+    tag: run.tag.name,
+    complete: run.complete,
+    ok: run.complete && survivors.length === 0,
+    layers: run.opts.layers ?? ['env-tag'],
+    notes: [...(run.opts.notes ?? []), ...run.notes],
+    cgroup: run.opts.cgroup?.path ?? null,
+    signalling: run.signaller.mechanism,
+    proof,
+    stopped,
+    survivors,
+    unreadable: [...run.unreadable.values()],
+    warnings: run.warnings,
+    phases: run.phases,
+    timings: {
+      startedAt: run.startedAt,
+      durationMs: performance.now() - run.started,
+      scans: run.scans,
+      scanMs: run.scanMs,
+    },
+  };
+}

@@ -1,0 +1,509 @@
+// One sweep's state, and the two halves of a round the loop drives (src/sweep/loop.ts): `scan`
+// (walk the table, find the session's members) and `signalNew` (signal what has not had this
+// phase's signal, note what is gone). Its report is built in src/sweep/build-report.ts.
+import { readlinkSync } from 'node:fs';
+import { cgroupPids, killCgroup } from '../proc/cgroup.js';
+import { readCmdline, readUid } from '../proc/details.js';
+import { type Identity, identityKey } from '../proc/identity.js';
+import { isFdExhaustion } from '../proc/read.js';
+import { ancestorsOf, NoProcError, takeSnapshot } from '../proc/snapshot.js';
+import type { SessionTag } from '../proc/tag.js';
+import { buildReport } from './build-report.js';
+import type { TetherEvent } from './events.js';
+import type {
+  PhaseEnd,
+  PhaseRecord,
+  ProcessRecord,
+  SweepReport,
+  SweepWarning,
+  UnreadableRecord,
+} from './report.js';
+import { type Member, type ScanContext, type ScanResult, scanSession } from './scan.js';
+import { sharedSnapshot } from './shared-walk.js';
+import { createSignaller, type Hold, hasExited, releaseHold, type Signaller } from './signal.js';
+import type { PhaseSignal, SweepOptions, SweepProgress } from './sweep-options.js';
+
+/**
+ * A phase under way: its signal, when it began (performance.now() ms), its budget (ms), its
+ * rounds so far, and how many scans in a row saw no member (`empty`).
+ */
+export interface Phase {
+  readonly signal: PhaseSignal;
+  readonly startedAt: number;
+  readonly budgetMs: number;
+  rounds: number;
+  empty: number;
+}
+
+/** A process the run has found: its record as reported, and whether the last scan saw it. */
+export interface Tracked {
+  record: ProcessRecord;
+  identity: Identity;
+  alive: boolean;
+  /** A signal to it was refused (EPERM): not sent again; it survives as `denied`. */
+  denied: boolean;
+}
+
+/**
+ * The state of one sweep: what has been found, signalled and seen gone, the warnings and notes
+ * it will report, and the holds (pidfds) it keeps. The loop (src/sweep/loop.ts) drives it a
+ * round at a time: `scan`, then `signalNew`.
+ */
+export class SweepRun {
+  readonly started = performance.now();
+  readonly startedAt = new Date().toISOString();
+  readonly tracked = new Map<string, Tracked>();
+  readonly unreadable = new Map<string, UnreadableRecord>();
+  readonly warnings: SweepWarning[] = [];
+  readonly phases: PhaseRecord[] = [];
+  readonly spawnKeys: Set<string>;
+  readonly ctx: ScanContext;
+  readonly signaller: Signaller;
+  /** The holds (pidfds) this sweep took on the members it found: released as they exit, and at its end. */
+  holds: Hold[] = [];
+  private warnedHold = false;
+  /** When the current round's pause ended (performance.now() ms); undefined for the first round. */
+  dueAt: number | undefined;
+  scans = 0;
+  scanMs = 0;
+  /** Members the last scan saw alive in its snapshot, even if gone by the time of their signal. */
+  seen = 0;
+  /** The last scan's kernel proof of emptiness, if any (see `PhaseEnd`). */
+  kernelProof: 'populated-0' | 'helper-childless' | undefined;
+  absorbed = 0;
+  readonly notes: string[] = [];
+  /**
+   * The sweeping process (or an ancestor) is itself in the cgroup — `tether sweep --tag` run
+   * from inside the session: the cgroup still finds members, but no cgroup.kill (it would kill
+   * the sweeper) and its `populated` proves nothing.
+   */
+  cgroupShared = false;
+  /** `begin()` found this process and its ancestors outside the cgroup. */
+  outside = false;
+  /** Set once the blind cgroup.kill was tried (true: written). */
+  blindKill: boolean | undefined;
+  complete = true;
+
+  constructor(
+    readonly tag: SessionTag,
+    readonly opts: SweepOptions,
+    /** Rounds take a shared walk when it is fresh enough (async sweeps: sharedSnapshot) or their own (sync). */
+    readonly shareSnapshots: boolean,
+  ) {
+    this.signaller = opts.signaller ?? createSignaller();
+    this.spawnKeys = new Set((opts.spawns ?? []).map(identityKey));
+    this.ctx = {
+      procRoot: opts.procRoot ?? '/proc',
+      entry: tag.entry,
+      notBefore: opts.notBefore,
+      excluded: new Set(),
+      known: opts.known ?? new Map(),
+      uid: process.getuid?.() ?? -1,
+      roots: opts.roots ?? [],
+      cgroup: opts.cgroup?.path,
+      hold: (id) => this.hold(id),
+    };
+    this.absorbWarnings();
+    if (this.signaller.mechanism !== 'pidfd') {
+      this.warn(
+        'NO_PIDFD',
+        'pidfd_open is unavailable: identities are re-checked by start time before each signal (a narrow pid-reuse race remains)',
+      );
+    }
+  }
+
+  /** Holds a member found for the first time (scan.ts calls it); warns when no pidfd could be had. */
+  hold(id: Identity): Hold {
+    const h = this.signaller.hold(this.ctx.procRoot, id);
+    if (h.fd >= 0) this.holds.push(h);
+    else if (h.why !== 'gone' && h.why !== 'no-pidfd' && !this.warnedHold) {
+      this.warnedHold = true;
+      this.warn(
+        'NO_PIDFD',
+        `pidfd_open failed for pid ${id.pid} (${h.why}): such a process is re-checked by start time before each signal (a narrow pid-reuse race remains)`,
+      );
+    }
+    return h;
+  }
+
+  /** Closes the pidfds of members that have exited; all of them with `all` (the sweep's end). */
+  releaseHolds(all: boolean): void {
+    this.holds = this.holds.filter((h) => {
+      if (!all && !hasExited(h)) return true;
+      releaseHold(h);
+      return false;
+    });
+    // A known entry whose pidfd is closed can no longer be told from a process that takes its pid.
+    if (all) for (const [key, m] of this.ctx.known) if (m.hold?.why === 'closed') this.ctx.known.delete(key);
+  }
+
+  /** Takes the caller's warnings not yet taken (a helper lost while the sweep ran, too). */
+  absorbWarnings(): void {
+    const given = this.opts.warnings ?? [];
+    for (; this.absorbed < given.length; this.absorbed++) {
+      // The caller's own object: a message it completes later (an errno Node reports on the
+      // next tick) shows in the report.
+      const w = given[this.absorbed] as SweepWarning;
+      this.warnings.push(w);
+      this.emit({ type: 'warning', tag: this.tag.name, code: w.code, message: w.message });
+    }
+  }
+
+  warn(code: SweepWarning['code'], message: string): void {
+    this.warnings.push({ code, message });
+    this.emit({ type: 'warning', tag: this.tag.name, code, message });
+  }
+
+  /** Hands an event to `onEvent`; a listener that throws gets a `LISTENER_FAILED` warning. */
+  emit(event: TetherEvent): void {
+    const error = callListener(this.opts.onEvent, event);
+    if (error !== undefined) this.listenerFailed('onEvent', error);
+  }
+
+  /** Hands a round's progress to `onProgress`; one that throws gets a `LISTENER_FAILED` warning. */
+  progress(progress: SweepProgress): void {
+    const error = callListener(this.opts.onProgress, progress);
+    if (error !== undefined) this.listenerFailed('onProgress', error);
+  }
+
+  private readonly failedListeners = new Set<string>();
+
+  // Once per listener: its later throws are as caught, not repeated in the report. Pushed, not
+  // emitted: the event listener may be the one that throws.
+  private listenerFailed(name: 'onEvent' | 'onProgress', error: unknown): void {
+    if (this.failedListeners.has(name)) return;
+    this.failedListeners.add(name);
+    const why = error instanceof Error ? error.message : String(error);
+    this.warnings.push({
+      code: 'LISTENER_FAILED',
+      message: `the ${name} listener threw (${why}): the sweep went on without it`,
+    });
+  }
+
+  /** Excludes the supervisor and its ancestors. False when the process table cannot be read. */
+  begin(): boolean {
+    try {
+      const self = Number(readlinkSync(`${this.ctx.procRoot}/self`));
+      if (self !== process.pid) {
+        // A procfs of another PID namespace: its pids are not ours to signal, and nothing read
+        // there can be checked from here. Saying "nothing found" would be a lie.
+        this.complete = false;
+        this.warn(
+          'PROC_NAMESPACE',
+          `${this.ctx.procRoot} belongs to another PID namespace (it names this process ${self}, the kernel ${process.pid}): the sweep did not run; mount a procfs of this namespace`,
+        );
+        return false;
+      }
+      for (const pid of ancestorsOf(this.ctx.procRoot, process.pid)) this.ctx.excluded.add(pid);
+      const cgroup = this.opts.cgroup?.path;
+      if (cgroup && cgroupPids(cgroup).some((pid) => this.ctx.excluded.has(pid))) {
+        this.cgroupShared = true;
+        this.notes.push(
+          `cgroup: this process (or an ancestor) runs inside ${cgroup}: no cgroup.kill, and its populated flag proves nothing`,
+        );
+      } else this.outside = true;
+      return true;
+    } catch (error) {
+      // No fd left (EMFILE) is a failed scan, not a missing procfs.
+      const noProc =
+        error instanceof NoProcError || isFdExhaustion(error)
+          ? error
+          : new NoProcError(this.ctx.procRoot, error);
+      return this.fail(noProc);
+    }
+  }
+
+  /** The last scan still saw members appear (and vanish before their signal): not settled. */
+  unsettled(): void {
+    this.complete = false;
+    this.warn(
+      'UNSETTLED',
+      'processes of the session were still appearing when the KILL phase ended (a fork-and-exit loop outruns a scan): some may still run',
+    );
+  }
+
+  fail(error: unknown): false {
+    this.complete = false;
+    if (error instanceof NoProcError) {
+      this.warn(
+        'NO_PROC',
+        `the sweep cannot run: ${error.message}; processes of ${this.tag.name} were not looked for`,
+      );
+    } else {
+      const why = (error as Error).message;
+      this.warn(
+        'SCAN_FAILED',
+        isFdExhaustion(error) ? `the sweep stopped: no fd left (${why})` : `the sweep stopped: ${why}`,
+      );
+    }
+    this.killCgroupBlind();
+    return false;
+  }
+
+  /**
+   * The next layer when the process table cannot be read: the kernel kills the session's cgroup
+   * as a whole (`cgroup.kill`), whatever a scan could not see. Only when this process is known
+   * to be outside it (`begin()` checked it, or the caller created it). Its failure is said.
+   */
+  killCgroupBlind(): void {
+    const cgroup = this.opts.cgroup;
+    if (!cgroup || this.cgroupShared || this.blindKill !== undefined) return;
+    if (!cgroup.canKill) {
+      this.notes.push(`cgroup: ${cgroup.path} has no cgroup.kill (Linux < 5.14): not killed as a whole`);
+      this.blindKill = false;
+      return;
+    }
+    if (!this.outside && !this.opts.outsideCgroup) {
+      this.notes.push(
+        `cgroup: ${cgroup.path} not killed as a whole: without the process table this process cannot tell whether it runs inside it`,
+      );
+      this.blindKill = false;
+      return;
+    }
+    const killed = killCgroup(cgroup.path);
+    this.blindKill = killed === true;
+    if (killed === true) {
+      this.notes.push(`cgroup: the scan failed, so ${cgroup.path} was killed as a whole (cgroup.kill)`);
+    } else {
+      this.warn(
+        'CGROUP_KILL_FAILED',
+        `cgroup.kill of ${cgroup.path} failed (${killed}): its processes may still run`,
+      );
+    }
+  }
+
+  /**
+   * Step 1 of a round (counted in `phase`): walks the process table — the walk shared with the
+   * sweeps ending together, or this run's own — and finds the session's members in it; when none
+   * is seen, weighs the kernel's evidence. Undefined when it failed (`fail` said why).
+   */
+  scan(phase: Phase): ScanResult | undefined {
+    phase.rounds += 1;
+    try {
+      const scan = scanSession(
+        this.ctx,
+        this.shareSnapshots ? sharedSnapshot(this.ctx.procRoot, this.dueAt) : takeSnapshot(this.ctx.procRoot),
+      );
+      this.seen = scan.members.length;
+      this.kernelProof = undefined;
+      if (this.seen === 0) this.weighKernelEvidence(scan);
+      this.scans += 1;
+      this.scanMs += scan.snapshot.durationMs;
+      return scan;
+    } catch (error) {
+      this.fail(error);
+      return undefined;
+    }
+  }
+
+  /**
+   * Step 2 of a round: sends `signal` to every member not yet sent it (in the KILL phase, the
+   * cgroup as a whole too), then notes who is gone and what could not be read. Returns how many
+   * members are alive, or -1 when it failed (`fail` said why).
+   */
+  signalNew(scan: ScanResult, signal: PhaseSignal): number {
+    try {
+      const alive = this.signalMembers(scan, signal);
+      if (signal === 'SIGKILL') this.killCgroupWhole();
+      this.resumeStoppedRoots(scan);
+      this.releaseHolds(false);
+      this.markGone(alive);
+      this.recordUnreadable(scan);
+      return alive.size;
+    } catch (error) {
+      this.fail(error);
+      return -1;
+    }
+  }
+
+  /** Signals each member, tracked from its first sight; the identity keys of those alive. */
+  private signalMembers(scan: ScanResult, signal: PhaseSignal): Set<string> {
+    const alive = new Set<string>();
+    for (const member of scan.members) {
+      const key = identityKey(member.identity);
+      const t = this.tracked.get(key) ?? this.track(key, member);
+      if (this.deliver(t, member, signal)) alive.add(key);
+    }
+    return alive;
+  }
+
+  /** A fork racing the per-process KILLs is killed by the kernel with the rest (Linux 5.14). */
+  private killCgroupWhole(): void {
+    const cgroup = this.opts.cgroup;
+    if (!cgroup?.canKill || this.cgroupShared) return;
+    const killed = killCgroup(cgroup.path);
+    if (killed !== true && !this.warnings.some((w) => w.code === 'CGROUP_KILL_FAILED')) {
+      this.warn(
+        'CGROUP_KILL_FAILED',
+        `cgroup.kill of ${cgroup.path} failed (${killed}): only the per-process signals were sent`,
+      );
+    }
+  }
+
+  /** Each tracked process is alive (seen in this scan) or gone, ended by its last signal. */
+  private markGone(alive: Set<string>): void {
+    for (const [key, t] of this.tracked) {
+      if (alive.has(key)) {
+        t.alive = true; // seen again (a scan that missed it was wrong, not the process gone)
+        t.record.endedBy = null;
+      } else if (t.alive) {
+        t.alive = false;
+        t.record.endedBy = lastPhaseSignal(t.record.signals) ?? 'exited';
+      }
+    }
+  }
+
+  /** Names each process whose environ could not be decided, once. */
+  private recordUnreadable(scan: ScanResult): void {
+    for (const { stat, reason } of scan.unreadable) {
+      const key = identityKey({ pid: stat.pid, startTime: stat.startTime });
+      if (this.unreadable.has(key)) continue;
+      const p = this.ctx.procRoot;
+      this.unreadable.set(key, {
+        pid: stat.pid,
+        startTime: stat.startTime,
+        uid: readUid(p, stat.pid) ?? null,
+        comm: stat.comm,
+        cmdline: readCmdline(p, stat.pid) ?? '',
+        reason,
+      });
+    }
+  }
+
+  /**
+   * A walk that found nothing is checked against the kernel: a cgroup still `populated 1`, or
+   * a helper that still has a child, means the session still runs (a fork-and-exit loop
+   * outruns every walk) — the scan is not empty. Their emptiness proves the end (`PhaseEnd`).
+   */
+  weighKernelEvidence(scan: ScanResult): void {
+    const populated = this.cgroupShared ? undefined : scan.populated;
+    if (populated === true) {
+      this.seen = 1;
+      return;
+    }
+    const childless = this.opts.helpersChildless?.();
+    if (childless === false) {
+      this.seen = 1;
+      return;
+    }
+    if (this.opts.kernelProof === false) return;
+    if (populated === false) this.kernelProof = 'populated-0';
+    else if (childless === true) this.kernelProof = 'helper-childless';
+  }
+
+  /** A helper (or init) stopped by SIGSTOP reaps and reports nothing: it gets SIGCONT. */
+  resumeStoppedRoots(scan: ScanResult): void {
+    for (const { identity, hold } of this.ctx.roots) {
+      const stat = scan.snapshot.processes.get(identity.pid);
+      if (stat?.startTime !== identity.startTime || (stat.state !== 'T' && stat.state !== 't')) continue;
+      if (hold) this.signaller.sendHeld(this.ctx.procRoot, hold, 'SIGCONT');
+      else this.signaller.send(this.ctx.procRoot, identity, 'SIGCONT');
+    }
+  }
+
+  track(key: string, member: Member): Tracked {
+    const p = this.ctx.procRoot;
+    const { pid, startTime } = member.identity;
+    const record: ProcessRecord = {
+      pid,
+      startTime,
+      ppid: member.stat.ppid,
+      uid: readUid(p, pid) ?? null,
+      comm: member.stat.comm,
+      cmdline: readCmdline(p, pid) ?? '',
+      foundBy: member.foundBy,
+      signals: [],
+      endedBy: null,
+    };
+    if (member.via !== undefined) record.via = member.via;
+    const t = { record, identity: member.identity, alive: true, denied: false };
+    this.tracked.set(key, t);
+    return t;
+  }
+
+  /** Sends `signal` once per process (SIGCONT after a stopped one's TERM). False when gone. */
+  deliver(t: Tracked, member: Member, signal: PhaseSignal): boolean {
+    if (t.record.signals.includes(signal) || t.denied) return true;
+    const outcome = this.sendTo(member, signal);
+    if (outcome === 'gone') return false;
+    if (outcome === 'denied') {
+      t.denied = true;
+      return true;
+    }
+    t.record.signals.push(signal);
+    const stopped = member.stat.state === 'T' || member.stat.state === 't';
+    if (signal === 'SIGTERM' && stopped && this.sendTo(member, 'SIGCONT') === 'sent') {
+      t.record.signals.push('SIGCONT');
+    }
+    return true;
+  }
+
+  /** Through the member's pidfd, held since it became known; a fresh check without one. */
+  sendTo(member: Member, signal: NodeJS.Signals) {
+    const p = this.ctx.procRoot;
+    return member.hold
+      ? this.signaller.sendHeld(p, member.hold, signal)
+      : this.signaller.send(p, member.identity, signal);
+  }
+
+  /** A phase begins: `signal` to each member, for up to `budgetMs`. */
+  startPhase(signal: PhaseSignal, budgetMs: number): Phase {
+    return { signal, startedAt: performance.now(), budgetMs, rounds: 0, empty: 0 };
+  }
+
+  /** A phase ends, by `endedBy`: its record for the report. */
+  phaseDone(phase: Phase, endedBy: PhaseEnd): void {
+    this.phases.push({
+      signal: phase.signal,
+      startedMs: phase.startedAt - this.started,
+      durationMs: performance.now() - phase.startedAt,
+      rounds: phase.rounds,
+      endedBy,
+    });
+  }
+
+  /** The sweep ends with this phase, by `endedBy`: the report. */
+  end(phase: Phase, endedBy: PhaseEnd): SweepReport {
+    this.phaseDone(phase, endedBy);
+    return this.report();
+  }
+
+  report(): SweepReport {
+    this.releaseHolds(true);
+    this.absorbWarnings();
+    // A helper lost with no cgroup: its orphans went to another reaper, out of every layer's
+    // reach but the env tag's — the sweep cannot say it found everything.
+    if (this.warnings.some((w) => w.code === 'HELPER_LOST') && !this.opts.cgroup) this.complete = false;
+    const report = buildReport(this);
+    const { stopped, survivors, unreadable } = report;
+    if (stopped.length || survivors.length || unreadable.length) {
+      this.emit({
+        type: 'delegate_background',
+        phase: 'abandoned',
+        tag: this.tag.name,
+        stopped,
+        survivors,
+        unreadable,
+      });
+    }
+    return report;
+  }
+}
+
+function lastPhaseSignal(signals: string[]): 'SIGTERM' | 'SIGKILL' | undefined {
+  for (let i = signals.length - 1; i >= 0; i--) {
+    const s = signals[i];
+    if (s === 'SIGTERM' || s === 'SIGKILL') return s;
+  }
+  return undefined;
+}
+
+// Calls a caller's listener; returns what it threw (a listener's exception must not stop a sweep).
+function callListener<T>(listener: ((value: T) => void) | undefined, value: T): unknown {
+  try {
+    listener?.(value);
+    return undefined;
+  } catch (error) {
+    return error ?? new Error(String(error));
+  }
+}

@@ -1,0 +1,70 @@
+// What a sweep is given (`SweepOptions`) and what it tells after each round (`SweepProgress`).
+import type { SessionCgroup } from '../proc/cgroup.js';
+import type { Identity } from '../proc/identity.js';
+import type { SessionTag } from '../proc/tag.js';
+import type { EventListener } from './events.js';
+import type { SweepWarning } from './report.js';
+import type { Member, Root } from './scan.js';
+import type { Signaller } from './signal.js';
+
+/** Options of `sweep()` / `sweepSync()`. Durations in milliseconds. */
+export interface SweepOptions {
+  /** The session tag (or its name, validated as `TETHER_SESSION_<32 hex>`). */
+  tag: SessionTag | string;
+  /** Where procfs is mounted. Default `/proc`. */
+  procRoot?: string;
+  /** TERM phase budget. Default 5000. */
+  graceMs?: number;
+  /** KILL phase budget. Default 3000. */
+  killAfterMs?: number;
+  /** Pause between scans. Default 50. */
+  intervalMs?: number;
+  /** Session start in clock ticks since boot (see `ScanContext.notBefore`). */
+  notBefore?: number;
+  /** Earlier finds, shared by the sweeps of one session. */
+  known?: Map<string, Member>;
+  /** The session's own spawns: swept like the rest, never listed as stopped (ADR-127 §4). */
+  spawns?: Identity[];
+  /** Containment layers to name in the report. Default `['env-tag']`. */
+  layers?: string[];
+  /** Why a layer was not active (report `notes`). */
+  notes?: string[];
+  /** Warnings raised before the sweep (a helper that could not be used), reported with its own. */
+  warnings?: SweepWarning[];
+  /** Helpers and PID-namespace inits: never signalled, every descendant is the session's. */
+  roots?: Root[];
+  /** The session's cgroup: its processes are members; `cgroup.kill` in the KILL phase. */
+  cgroup?: SessionCgroup;
+  /**
+   * Whether `roots` and `cgroup` hold every command of the session, so that their emptiness
+   * proves the end (`populated-0`, `helper-childless`). False when some command ran without
+   * the helper. Default true.
+   */
+  kernelProof?: boolean;
+  /**
+   * Asks the helpers whether any of them still has a child (the kernel's answer, waitid(2)):
+   * true when none has (every subtree is gone), false when one has, undefined when unknown.
+   */
+  helpersChildless?: () => boolean | undefined;
+  onEvent?: EventListener;
+  /** Called after each round: for a progress line. */
+  onProgress?: (progress: SweepProgress) => void;
+  /** Identity-check mechanism; tests force `start-time-recheck`. Default: the best available. */
+  signaller?: Signaller;
+  /**
+   * The caller knows it is not inside `cgroup` (it created it and never joined it): when the
+   * process table cannot be read, `cgroup.kill` still runs. Without it a sweep that cannot
+   * read /proc cannot tell whether the kill would reach itself, and does not write it.
+   */
+  outsideCgroup?: boolean;
+}
+
+/** Progress after a round: processes still alive, and ms since the phase's first signal. */
+export interface SweepProgress {
+  signal: 'SIGTERM' | 'SIGKILL';
+  waiting: number;
+  sinceSignalMs: number;
+}
+
+/** The signal of a phase: TERM up to the grace, then KILL. */
+export type PhaseSignal = 'SIGTERM' | 'SIGKILL';
