@@ -80,7 +80,8 @@ function unfit(out, arch, needStatic) {
   }
   if (head.kind !== 'elf') return `not an ELF executable (${head.kind})`;
   if (!elf.runsOn(head.target, elf.hostTarget(arch))) return `built for ${elf.describeTarget(head.target)}`;
-  if (needStatic && head.dynamic) return 'dynamically linked (it needs the libc of the machine that built it)';
+  if (needStatic && head.dynamic)
+    return 'dynamically linked (it needs the libc of the machine that built it)';
   return undefined;
 }
 
@@ -100,7 +101,8 @@ async function build(arch) {
   mkdirSync(dir, { recursive: true });
   removeDeadTemps(dir);
   const inputs = Math.max(mtime(source) ?? 0, mtime(fileURLToPath(import.meta.url)) ?? 0);
-  if ((mtime(out) ?? -1) >= inputs && unfit(out, arch, requireAll || arch !== process.arch) === undefined) return undefined;
+  if ((mtime(out) ?? -1) >= inputs && unfit(out, arch, requireAll || arch !== process.arch) === undefined)
+    return undefined;
   const cc = compilerFor(arch);
   if (!cc) return `linux-${arch}: no compiler known for it (set CC_${arch.toUpperCase()})`;
   // Built beside the output, then renamed over it: a session starting a helper while this runs
@@ -120,7 +122,8 @@ async function build(arch) {
       renameSync(temp, out);
       return undefined;
     } catch (error) {
-      failure = error.code === 'ENOENT' ? 'not installed' : String(error.stderr || error.message).split('\n')[0];
+      failure =
+        error.code === 'ENOENT' ? 'not installed' : String(error.stderr || error.message).split('\n')[0];
     } finally {
       rmSync(temp, { force: true });
     }

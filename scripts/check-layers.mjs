@@ -1,0 +1,109 @@
+#!/usr/bin/env node
+// Checks that src/ imports one way (README.md, "Code layout"):
+//   base (errors.ts, options.ts, libc.ts) ← proc ← sweep ← containment ← session
+//     ← sandbox | guard | adapters | outcome (peers: none imports another) ← cli ← index.ts
+// A file may import its own layer or a lower one. Every `import … from`, `export … from`,
+// `import x = require()`, dynamic `import()` and `import('…')` type of every .ts under the
+// source root is read with the TypeScript parser (comments and strings are not imports).
+// Usage: node scripts/check-layers.mjs [SRC_DIR]   (default: ./src)
+// Exit 0 when every import goes down or sideways within a layer; else 1, one line per offence:
+//   src/sweep/x.ts:3 imports ../session/tag.js (layer sweep → higher layer session)
+// A file the script cannot place (a new top-level folder or file) is an offence too: add it
+// to LAYERS below, and to README.md's "Code layout", on purpose.
+import { readdirSync, readFileSync } from 'node:fs';
+import { dirname, join, relative, resolve, sep } from 'node:path';
+import ts from 'typescript';
+
+/** Each layer: its rank, and the top-level entries of src/ that belong to it. */
+const LAYERS = [
+  { name: 'base', rank: 0, entries: ['errors.ts', 'options.ts', 'libc.ts'] },
+  { name: 'proc', rank: 1, entries: ['proc'] },
+  { name: 'sweep', rank: 2, entries: ['sweep'] },
+  { name: 'containment', rank: 3, entries: ['containment'] },
+  { name: 'session', rank: 4, entries: ['session'] },
+  // Peers: each may import below rank 5, none another.
+  { name: 'sandbox', rank: 5, entries: ['sandbox'] },
+  { name: 'guard', rank: 5, entries: ['guard'] },
+  { name: 'adapters', rank: 5, entries: ['adapters'] },
+  { name: 'outcome', rank: 5, entries: ['outcome'] },
+  { name: 'cli', rank: 6, entries: ['cli'] },
+  { name: 'index', rank: 7, entries: ['index.ts'] },
+];
+
+/** The layer of a path relative to the source root (`sweep/loop.ts`), or undefined. */
+function layerOf(rel) {
+  const top = rel.split(sep)[0];
+  return LAYERS.find((l) => l.entries.includes(top));
+}
+
+function listTs(dir) {
+  const out = [];
+  for (const e of readdirSync(dir, { withFileTypes: true })) {
+    const path = join(dir, e.name);
+    if (e.isDirectory()) out.push(...listTs(path));
+    else if (e.name.endsWith('.ts')) out.push(path);
+  }
+  return out.sort();
+}
+
+/** Every module specifier in `text`, with the 1-based line it is on. */
+function importsOf(file, text) {
+  const source = ts.createSourceFile(file, text, ts.ScriptTarget.Latest, true, ts.ScriptKind.TS);
+  const found = [];
+  const add = (node) => {
+    if (node && ts.isStringLiteralLike(node)) {
+      const line = source.getLineAndCharacterOfPosition(node.getStart(source)).line + 1;
+      found.push({ specifier: node.text, line });
+    }
+  };
+  const visit = (node) => {
+    if (ts.isImportDeclaration(node) || ts.isExportDeclaration(node)) add(node.moduleSpecifier);
+    else if (ts.isImportEqualsDeclaration(node) && ts.isExternalModuleReference(node.moduleReference)) {
+      add(node.moduleReference.expression);
+    } else if (ts.isCallExpression(node) && node.expression.kind === ts.SyntaxKind.ImportKeyword) {
+      add(node.arguments[0]);
+    } else if (ts.isImportTypeNode(node) && ts.isLiteralTypeNode(node.argument)) {
+      add(node.argument.literal);
+    }
+    ts.forEachChild(node, visit);
+  };
+  visit(source);
+  return found;
+}
+
+/** The offences in the tree at `srcDir`, as report lines (paths relative to the cwd). */
+export function checkLayers(srcDir) {
+  const root = resolve(srcDir);
+  const problems = [];
+  const show = (path) => relative(process.cwd(), path) || path;
+  for (const file of listTs(root)) {
+    const from = layerOf(relative(root, file));
+    if (!from) {
+      problems.push(
+        `${show(file)}: not in any layer (a new top-level entry of ${show(root)}: add it to scripts/check-layers.mjs)`,
+      );
+      continue;
+    }
+    for (const { specifier, line } of importsOf(file, readFileSync(file, 'utf8'))) {
+      if (!specifier.startsWith('.')) continue; // node:, packages
+      // ESM TypeScript names the emitted file: `../errors.js` is src/errors.ts.
+      const target = resolve(dirname(file), specifier.replace(/\.js$/, '.ts'));
+      const rel = relative(root, target);
+      if (rel.startsWith('..') || rel === '') continue; // outside the source root
+      const to = layerOf(rel);
+      const at = `${show(file)}:${line} imports ${specifier}`;
+      if (!to) problems.push(`${at} (layer ${from.name} → ${rel}, which is in no layer)`);
+      else if (to.rank > from.rank) problems.push(`${at} (layer ${from.name} → higher layer ${to.name})`);
+      else if (to.rank === from.rank && to !== from)
+        problems.push(`${at} (layer ${from.name} → peer layer ${to.name})`);
+    }
+  }
+  return problems;
+}
+
+const problems = checkLayers(process.argv[2] ?? 'src');
+for (const p of problems) console.error(p);
+if (problems.length > 0) {
+  console.error(`check-layers: ${problems.length} import(s) against the layers`);
+  process.exit(1);
+}
