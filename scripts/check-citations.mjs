@@ -1,0 +1,59 @@
+#!/usr/bin/env node
+// Checks that the repository cites only what it holds: no comment, docs page or message names
+// a document that lives outside it — the lifecycle ADR and its amendment ("ADR-127 §2"), the
+// shared design notes ("design.md §4"), or a tracker item ("issue 3 item 2"). Decisions are
+// cited as `decisions.md D<n>` (docs/decisions.md); everything else points to docs/ or stands
+// alone.
+// Usage: node scripts/check-citations.mjs [ROOT]   (default: the current directory)
+// Exit 0 when none is found; else 1, one line per hit: `path:line: text`.
+import { readdirSync, readFileSync, statSync } from 'node:fs';
+import { join, relative } from 'node:path';
+
+/** What is searched, relative to ROOT: folders (recursively) and single files. */
+const SEARCHED = ['src', 'native', 'test', 'bench', 'stress', 'scripts', 'examples', 'docs', 'README.md'];
+const EXTENSIONS = /\.(ts|js|mjs|c|h|sh|md)$/;
+/** Never searched: fixtures' generated output and this file's own description of the patterns. */
+const SKIPPED = new Set(['node_modules', 'dist', 'build', 'check-citations.mjs']);
+
+/** Each outside citation, as it is written in this repository's history. */
+const OUTSIDE = [
+  { what: 'the lifecycle ADR', pattern: /\bADR-\d+/ },
+  { what: 'its amendment', pattern: /\bamendment §/ },
+  { what: 'the shared design notes', pattern: /\bdesign\.md\b/ },
+  { what: 'a tracker item', pattern: /\bissues? \d+( items?\b| §|,? "Done when")?/ },
+];
+
+function* files(path) {
+  let stat;
+  try {
+    stat = statSync(path);
+  } catch {
+    return; // a folder this checkout does not have (examples/ is optional)
+  }
+  if (stat.isFile()) {
+    if (EXTENSIONS.test(path)) yield path;
+    return;
+  }
+  for (const entry of readdirSync(path)) {
+    if (!SKIPPED.has(entry)) yield* files(join(path, entry));
+  }
+}
+
+const root = process.argv[2] ?? process.cwd();
+const hits = [];
+for (const top of SEARCHED) {
+  for (const file of files(join(root, top))) {
+    const lines = readFileSync(file, 'utf8').split('\n');
+    lines.forEach((line, i) => {
+      const found = OUTSIDE.find((o) => o.pattern.test(line));
+      if (found) hits.push(`${relative(root, file)}:${i + 1}: cites ${found.what}: ${line.trim()}`);
+    });
+  }
+}
+for (const hit of hits) process.stdout.write(`${hit}\n`);
+if (hits.length > 0) {
+  process.stdout.write(
+    `${hits.length} citation(s) of documents outside the repository: cite docs/decisions.md (D<n>) or docs/, or let the sentence stand alone\n`,
+  );
+  process.exitCode = 1;
+}
