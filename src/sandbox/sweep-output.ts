@@ -37,146 +37,180 @@ interface Entry {
   end?: 'gone' | 'survived-kill' | 'denied';
 }
 
+// What the lines after the header build up, record by record.
+interface Lines {
+  tag: string;
+  entries: Map<string, Entry>;
+  warnings: SweepWarning[];
+  phases: PhaseRecord[];
+  reader: ParsedSweep['reader'];
+  done?: { scans: number; durationMs: number; complete: boolean };
+}
+
 /** Parses the program's whole stdout for `tag`. Never throws: what is wrong is in `problems`. */
 export function parseSweepOutput(stdout: string, tag: string, startedAt = new Date()): ParsedSweep {
   const problems: string[] = [];
-  const entries = new Map<string, Entry>();
-  const warnings: SweepWarning[] = [];
-  const phases: PhaseRecord[] = [];
+  const state: Lines = { tag, entries: new Map(), warnings: [], phases: [], reader: null };
   let reached = false;
-  let reader: ParsedSweep['reader'] = null;
-  let done: { scans: number; durationMs: number; complete: boolean } | undefined;
   const lines = stdout.split('\n');
   const terminated = lines.pop() === ''; // the text after the last newline: '' when it ends in one
-  const bad = (line: string) => problems.push(JSON.stringify(line.slice(0, 200)));
-  const entry = (pid: string, start: string) => entries.get(`${pid}:${start}`);
-
   for (const line of lines) {
-    if (done) {
-      bad(line); // nothing may follow the proof
-      continue;
-    }
-    const [kind, ...f] = line.split(' ');
+    // Before the header: a channel's own banner, not the program's.
     if (!reached) {
-      if (line === `tether-sweep 1 begin ${tag}`) reached = true;
-      // Before the header: a channel's own banner, not the program's.
+      reached = line === `tether-sweep 1 begin ${tag}`;
       continue;
     }
-    switch (kind) {
-      case 'reader': {
-        if (reader !== null || f.length !== 1 || (f[0] !== 'grep-z' && f[0] !== 'tr')) bad(line);
-        else reader = f[0];
-        break;
-      }
-      case 'found': {
-        const [pid, start, ppid, uid, foundBy, via] = f;
-        if (
-          f.length !== 6 ||
-          ![pid, start, ppid].every((x) => NUM.test(x ?? '')) ||
-          !(uid === '-' || NUM.test(uid ?? '')) ||
-          (foundBy !== 'carrier' && foundBy !== 'descendant') ||
-          !(via === '-' || NUM.test(via ?? ''))
-        ) {
-          bad(line);
-          break;
-        }
-        const record: ProcessRecord = {
-          pid: Number(pid),
-          startTime: Number(start),
-          ppid: Number(ppid),
-          uid: uid === '-' ? null : Number(uid),
-          comm: '',
-          cmdline: '',
-          foundBy: foundBy as FoundBy,
-          signals: [],
-          endedBy: null,
-        };
-        if (via !== '-') record.via = Number(via);
-        entries.set(`${pid}:${start}`, { record });
-        break;
-      }
-      case 'comm':
-      case 'cmdline': {
-        const e = entry(f[0] ?? '', f[1] ?? '');
-        if (!e) {
-          bad(line);
-          break;
-        }
-        const text = f.slice(2).join(' ');
-        if (kind === 'comm') e.record.comm = text;
-        else e.record.cmdline = text.trimEnd();
-        break;
-      }
-      case 'signal':
-      case 'denied': {
-        const e = entry(f[0] ?? '', f[1] ?? '');
-        const signal = SIGNALS[f[2] ?? ''];
-        if (!e || !signal || f.length !== 3) bad(line);
-        else if (kind === 'signal') e.record.signals.push(signal);
-        break;
-      }
-      case 'warning': {
-        const code = f[0] ?? '';
-        if (!WARNING_CODES.has(code)) bad(line);
-        else warnings.push({ code: code as SweepWarning['code'], message: f.slice(1).join(' ') });
-        break;
-      }
-      case 'phase': {
-        const [sig, started, duration, rounds, endedBy] = f;
-        if (
-          f.length !== 5 ||
-          (sig !== 'TERM' && sig !== 'KILL') ||
-          ![started, duration, rounds].every((x) => NUM.test(x ?? '')) ||
-          !PHASE_ENDS.has(endedBy ?? '')
-        ) {
-          bad(line);
-          break;
-        }
-        phases.push({
-          signal: sig === 'TERM' ? 'SIGTERM' : 'SIGKILL',
-          startedMs: Number(started),
-          durationMs: Number(duration),
-          rounds: Number(rounds),
-          endedBy: endedBy as PhaseEnd,
-        });
-        break;
-      }
-      case 'end': {
-        const e = entry(f[0] ?? '', f[1] ?? '');
-        const state = f[2];
-        if (!e || f.length !== 3 || (state !== 'gone' && state !== 'survived-kill' && state !== 'denied')) {
-          bad(line);
-          break;
-        }
-        e.end = state;
-        break;
-      }
-      case 'done': {
-        const [t, scans, duration, complete] = f;
-        if (
-          f.length !== 4 ||
-          t !== tag ||
-          !NUM.test(scans ?? '') ||
-          !NUM.test(duration ?? '') ||
-          (complete !== '0' && complete !== '1')
-        ) {
-          bad(line);
-          break;
-        }
-        done = { scans: Number(scans), durationMs: Number(duration), complete: complete === '1' };
-        break;
-      }
-      default:
-        bad(line);
-    }
+    const [kind = '', ...fields] = line.split(' ');
+    const parse = RECORDS.get(kind);
+    // Nothing may follow the proof (`done`).
+    if (state.done || !parse?.(state, fields, kind)) problems.push(JSON.stringify(line.slice(0, 200)));
   }
-  const finished = done !== undefined && terminated && problems.length === 0;
-  const complete = finished && done?.complete === true;
+  const finished = state.done !== undefined && terminated && problems.length === 0;
+  const complete = finished && state.done?.complete === true;
+  const { report, unsettled } = buildReport(state, complete, startedAt);
+  return { reached, finished, reader: state.reader, report, unsettled, problems };
+}
 
+// One parser per record of docs/sandbox.md#sweep-output: false for a malformed line.
+type RecordParser = (state: Lines, f: string[], kind: string) => boolean;
+
+const RECORDS = new Map<string, RecordParser>([
+  ['reader', readerRecord],
+  ['found', foundRecord],
+  ['comm', textRecord],
+  ['cmdline', textRecord],
+  ['signal', signalRecord],
+  ['denied', signalRecord],
+  ['warning', warningRecord],
+  ['phase', phaseRecord],
+  ['end', endRecord],
+  ['done', doneRecord],
+]);
+
+// The member a record names by `PID START`, first seen in a `found`.
+function entryOf(state: Lines, f: string[]): Entry | undefined {
+  return state.entries.get(`${f[0] ?? ''}:${f[1] ?? ''}`);
+}
+
+// `reader grep-z|tr`, once.
+function readerRecord(state: Lines, f: string[]): boolean {
+  if (state.reader !== null || f.length !== 1 || (f[0] !== 'grep-z' && f[0] !== 'tr')) return false;
+  state.reader = f[0];
+  return true;
+}
+
+// `found PID START PPID UID carrier|descendant VIA`: a member, first seen.
+function foundRecord(state: Lines, f: string[]): boolean {
+  const [pid, start, ppid, uid, foundBy, via] = f;
+  if (
+    f.length !== 6 ||
+    ![pid, start, ppid].every((x) => NUM.test(x ?? '')) ||
+    !(uid === '-' || NUM.test(uid ?? '')) ||
+    (foundBy !== 'carrier' && foundBy !== 'descendant') ||
+    !(via === '-' || NUM.test(via ?? ''))
+  ) {
+    return false;
+  }
+  const record: ProcessRecord = {
+    pid: Number(pid),
+    startTime: Number(start),
+    ppid: Number(ppid),
+    uid: uid === '-' ? null : Number(uid),
+    comm: '',
+    cmdline: '',
+    foundBy: foundBy as FoundBy,
+    signals: [],
+    endedBy: null,
+  };
+  if (via !== '-') record.via = Number(via);
+  state.entries.set(`${pid}:${start}`, { record });
+  return true;
+}
+
+// `comm PID START TEXT` / `cmdline PID START TEXT`: the rest of the line.
+function textRecord(state: Lines, f: string[], kind: string): boolean {
+  const e = entryOf(state, f);
+  if (!e) return false;
+  const text = f.slice(2).join(' ');
+  if (kind === 'comm') e.record.comm = text;
+  else e.record.cmdline = text.trimEnd();
+  return true;
+}
+
+// `signal PID START SIG` (delivered) / `denied PID START SIG` (refused: its `end` says so).
+function signalRecord(state: Lines, f: string[], kind: string): boolean {
+  const e = entryOf(state, f);
+  const signal = SIGNALS[f[2] ?? ''];
+  if (!e || !signal || f.length !== 3) return false;
+  if (kind === 'signal') e.record.signals.push(signal);
+  return true;
+}
+
+// `warning CODE TEXT`.
+function warningRecord(state: Lines, f: string[]): boolean {
+  const code = f[0] ?? '';
+  if (!WARNING_CODES.has(code)) return false;
+  state.warnings.push({ code: code as SweepWarning['code'], message: f.slice(1).join(' ') });
+  return true;
+}
+
+// `phase TERM|KILL STARTED_MS DURATION_MS ROUNDS ENDED_BY`.
+function phaseRecord(state: Lines, f: string[]): boolean {
+  const [sig, started, duration, rounds, endedBy] = f;
+  if (
+    f.length !== 5 ||
+    (sig !== 'TERM' && sig !== 'KILL') ||
+    ![started, duration, rounds].every((x) => NUM.test(x ?? '')) ||
+    !PHASE_ENDS.has(endedBy ?? '')
+  ) {
+    return false;
+  }
+  state.phases.push({
+    signal: sig === 'TERM' ? 'SIGTERM' : 'SIGKILL',
+    startedMs: Number(started),
+    durationMs: Number(duration),
+    rounds: Number(rounds),
+    endedBy: endedBy as PhaseEnd,
+  });
+  return true;
+}
+
+// `end PID START gone|survived-kill|denied`: a member's fate.
+function endRecord(state: Lines, f: string[]): boolean {
+  const e = entryOf(state, f);
+  const fate = f[2];
+  if (!e || f.length !== 3 || (fate !== 'gone' && fate !== 'survived-kill' && fate !== 'denied'))
+    return false;
+  e.end = fate;
+  return true;
+}
+
+// `done TAG SCANS DURATION_MS COMPLETE`: the proof the program finished.
+function doneRecord(state: Lines, f: string[]): boolean {
+  const [t, scans, duration, complete] = f;
+  if (
+    f.length !== 4 ||
+    t !== state.tag ||
+    !NUM.test(scans ?? '') ||
+    !NUM.test(duration ?? '') ||
+    (complete !== '0' && complete !== '1')
+  ) {
+    return false;
+  }
+  state.done = { scans: Number(scans), durationMs: Number(duration), complete: complete === '1' };
+  return true;
+}
+
+// The SweepReport the records make, and the members signalled whose end was never said.
+function buildReport(
+  state: Lines,
+  complete: boolean,
+  startedAt: Date,
+): { report: SweepReport; unsettled: ProcessRecord[] } {
   const stopped: ProcessRecord[] = [];
   const survivors: SurvivorRecord[] = [];
   const unsettled: ProcessRecord[] = [];
-  for (const { record, end } of entries.values()) {
+  for (const { record, end } of state.entries.values()) {
     if (end === 'gone') {
       record.endedBy = lastPhaseSignal(record.signals) ?? 'exited';
       stopped.push(record);
@@ -186,10 +220,10 @@ export function parseSweepOutput(stdout: string, tag: string, startedAt = new Da
       unsettled.push(record);
     }
   }
-  const last = phases.at(-1)?.endedBy;
+  const last = state.phases.at(-1)?.endedBy;
   const report: SweepReport = {
     version: REPORT_VERSION,
-    tag,
+    tag: state.tag,
     complete,
     ok: complete && survivors.length === 0 && unsettled.length === 0,
     layers: ['env-tag', 'sandbox'],
@@ -200,17 +234,17 @@ export function parseSweepOutput(stdout: string, tag: string, startedAt = new Da
     stopped,
     survivors,
     unreadable: [],
-    warnings,
-    phases,
-    ...(reader ? { environReader: reader } : {}),
+    warnings: state.warnings,
+    phases: state.phases,
+    ...(state.reader ? { environReader: state.reader } : {}),
     timings: {
       startedAt: startedAt.toISOString(),
-      durationMs: done?.durationMs ?? 0,
-      scans: done?.scans ?? 0,
+      durationMs: state.done?.durationMs ?? 0,
+      scans: state.done?.scans ?? 0,
       scanMs: 0,
     },
   };
-  return { reached, finished, reader, report, unsettled, problems };
+  return { report, unsettled };
 }
 
 function lastPhaseSignal(signals: string[]): 'SIGTERM' | 'SIGKILL' | undefined {

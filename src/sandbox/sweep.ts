@@ -6,8 +6,8 @@ import type { SweepReport } from '../sweep/report.js';
 import type { ExecChannel } from './channel.js';
 import { nameProcesses, SandboxError } from './errors.js';
 import { program } from './programs.js';
-import { pause, runOnce } from './run.js';
-import { parseSweepOutput } from './sweep-output.js';
+import { pause, type RunOutcome, runOnce } from './run.js';
+import { type ParsedSweep, parseSweepOutput } from './sweep-output.js';
 
 /** The whole sweep's budget, retries included, ms (amendment §7). */
 export const SWEEP_BUDGET_MS = 180_000;
@@ -91,25 +91,9 @@ export async function sweep(
       const parsed = parseSweepOutput(run.stdout.toString('utf8'), t.name, startedAt);
       if (parsed.finished) return parsed.report;
       const said = describeExit(run.exit, run.stderr);
-      if (parsed.reached) {
-        // It may have signalled processes no later scan can find again: final (amendment §7).
-        throw new SandboxError(
-          'SWEEP_CUT',
-          `the sweep program in ${channel.describe} stopped before its last line (${run.timedOut ? 'its budget ran out' : said})${parsed.problems.length ? `; malformed output ${parsed.problems.slice(0, 3).join(', ')}` : ''}: ${parsed.unsettled.length ? `signalled and not seen gone: ${nameProcesses(parsed.unsettled)}` : 'what it found is not known'}`,
-          { report: parsed.report, unsettled: parsed.unsettled },
-        );
-      }
-      if (run.exit.error) {
-        // The client itself could not be started here (ENOENT, EACCES…): nothing left this
-        // machine, and no retry will change that — not a channel that may come back.
-        throw new SandboxError(
-          'CHANNEL_UNREACHABLE',
-          `the sweep could not reach ${channel.describe}: ${said}; not retried`,
-          { cause: run.exit.error },
-        );
-      }
-      const left = deadline - performance.now();
-      if (left <= wait) {
+      const final = finalFailure(channel, run, parsed, said);
+      if (final) throw final;
+      if (deadline - performance.now() <= wait) {
         throw new SandboxError(
           'CHANNEL_UNREACHABLE',
           `the sweep could not reach ${channel.describe} in ${attempt + 1} attempt${attempt ? 's' : ''} over ${Math.round(performance.now() - start)} ms (last: ${said})`,
@@ -122,6 +106,36 @@ export async function sweep(
   } finally {
     options.signal?.removeEventListener('abort', onAbort);
   }
+}
+
+// An unfinished attempt that no retry may follow, or undefined for one that never reached the
+// target (no header) through a client that did start: only that one is tried again.
+function finalFailure(
+  channel: ExecChannel,
+  run: RunOutcome,
+  parsed: ParsedSweep,
+  said: string,
+): SandboxError | undefined {
+  if (parsed.reached) {
+    // It may have signalled processes no later scan can find again: final (amendment §7).
+    return new SandboxError(
+      'SWEEP_CUT',
+      `the sweep program in ${channel.describe} stopped before its last line (${run.timedOut ? 'its budget ran out' : said})${parsed.problems.length ? `; malformed output ${parsed.problems.slice(0, 3).join(', ')}` : ''}: ${parsed.unsettled.length ? `signalled and not seen gone: ${nameProcesses(parsed.unsettled)}` : 'what it found is not known'}`,
+      { report: parsed.report, unsettled: parsed.unsettled },
+    );
+  }
+  if (run.exit.error) {
+    // The client itself could not be started here (ENOENT, EACCES…): nothing left this
+    // machine, and no retry will change that — not a channel that may come back.
+    return new SandboxError(
+      'CHANNEL_UNREACHABLE',
+      `the sweep could not reach ${channel.describe}: ${said}; not retried`,
+      {
+        cause: run.exit.error,
+      },
+    );
+  }
+  return undefined;
 }
 
 /** Checks a shell argv option: a non-empty array of non-empty strings. Default `['sh']`. */

@@ -1,0 +1,130 @@
+// What a sandbox.exec call's end means, decided in one place: the ladder below follows the
+// tables of docs/sandbox.md ("The completion line", "Errors (`code`)"); the CLI's exit status
+// for each outcome is in src/cli/exit-codes.ts.
+import type { SessionTag } from '../proc/tag.js';
+import type { SweepReport } from '../sweep/report.js';
+import type { ClientExit, ExecChannel } from './channel.js';
+import type { Completion } from './completion.js';
+import { ExecStatusUnknownError, nameProcesses, SandboxError } from './errors.js';
+import type { SandboxExecResult } from './exec.js';
+import type { CallOutput } from './exec-output.js';
+import type { StopReason } from './exec-stops.js';
+import { describeExit, type SandboxSweepOptions, sweep } from './sweep.js';
+
+/** Everything the decision reads: how the client and the line ended, and what a stop did. */
+export interface CallEnd {
+  channel: ExecChannel;
+  argv: string[];
+  tag: SessionTag;
+  exit: ClientExit;
+  completion: Completion | undefined;
+  output: CallOutput;
+  stoppedBy: StopReason | null;
+  /** A stop's sweep: its report, or the error it ended with. */
+  stopped: SweepReport | Error | undefined;
+  silenceMs: number;
+  /** The sweep an unknown end runs, when no stop already swept (with the caller's signal). */
+  sweepOptions: SandboxSweepOptions;
+}
+
+// The ladder, first match wins: nothing ran → CHANNEL_UNREACHABLE; a cut script → INPUT_CUT;
+// the line → a proven end; no line → the unknown end's sweep decides (it always throws).
+export async function decide(end: CallEnd): Promise<SandboxExecResult> {
+  const { channel, completion, exit, output, tag } = end;
+  const said = describeExit(exit, Buffer.concat(output.err));
+  if (exit.error && !completion && output.out.length === 0 && output.err.length === 0) {
+    // The client never started here: the argv never left this machine, nothing ran.
+    throw new SandboxError('CHANNEL_UNREACHABLE', `the command was not run in ${channel.describe}: ${said}`, {
+      cause: exit.error,
+      tag: tag.name,
+    });
+  }
+  if (completion?.kind === 'refused') {
+    throw new SandboxError(
+      'INPUT_CUT',
+      `the script arrived cut in ${channel.describe}: ${completion.received} of ${completion.expected} bytes; nothing ran`,
+      { tag: tag.name },
+    );
+  }
+  if (completion?.kind === 'exit') return provenEnd(end, completion.status);
+  return unknownEnd(end, said);
+}
+
+// The line arrived: the command's status; `ok` only when the client agrees (or was ended by us).
+function provenEnd(end: CallEnd, status: number): SandboxExecResult {
+  const { exit, output } = end;
+  const byUs = output.endedAfterLine;
+  const result: SandboxExecResult = {
+    ok: status === 0 && (exit.status === 0 || byUs),
+    exitCode: status,
+    clientStatus: byUs ? null : exit.status,
+    clientSignal: byUs ? null : exit.signal,
+    streamHeld: byUs,
+    stdout: Buffer.concat(output.out),
+    stderr: Buffer.concat(output.err),
+    tag: end.tag.name,
+    cancelled: end.stoppedBy === 'cancel',
+    stoppedBy: end.stoppedBy,
+  };
+  if (output.outputError) result.outputError = output.outputError;
+  if (end.stopped && !(end.stopped instanceof Error)) result.report = end.stopped;
+  return result;
+}
+
+// No line: the session is swept in the target (a stop already did), and the call fails with
+// what that sweep could prove — EXEC_STATUS_UNKNOWN when settled, AMBIGUOUS_EFFECT otherwise.
+async function unknownEnd(end: CallEnd, said: string): Promise<never> {
+  const command = JSON.stringify(end.argv.join(' ').slice(0, 80));
+  const what = `the end of ${command} in ${end.channel.describe} is unknown (no completion line; ${said}${stopNote(end)})`;
+  const report = await settle(end, what);
+  if (!report.ok) {
+    const left = report.survivors.length
+      ? `still running after SIGKILL: ${nameProcesses(report.survivors)}`
+      : `the sweep did not finish: ${report.warnings.map((w) => w.message).join('; ')}`;
+    throw new SandboxError('AMBIGUOUS_EFFECT', `${what}; ${left}`, { report, tag: end.tag.name });
+  }
+  const stoppedWhat = report.stopped.length
+    ? `the sweep stopped ${nameProcesses(report.stopped)}`
+    : 'the sweep found nothing left running';
+  const unreadable = report.unreadable.length
+    ? `; left running, environ unreadable: ${nameProcesses(report.unreadable)}`
+    : '';
+  throw new ExecStatusUnknownError(
+    `${what}; ${stoppedWhat}${unreadable}`,
+    report,
+    end.exit.status,
+    end.tag.name,
+  );
+}
+
+// The unknown end's sweep (or the stop's); one that failed is an AMBIGUOUS_EFFECT. A cancel
+// arriving during that sweep cuts its budget to the cancel budget (the sweep's own listener).
+async function settle(end: CallEnd, what: string): Promise<SweepReport> {
+  try {
+    const r = end.stopped ?? (await sweep(end.channel, end.tag, end.sweepOptions));
+    if (r instanceof Error) throw r;
+    return r;
+  } catch (error) {
+    const e = error as SandboxError;
+    throw new SandboxError('AMBIGUOUS_EFFECT', `${what}, and the sweep could not settle it: ${e.message}`, {
+      cause: error,
+      ...(e.report ? { report: e.report } : {}),
+      unsettled: e.unsettled ?? [],
+      tag: end.tag.name,
+    });
+  }
+}
+
+// "; cancelled" and the like: which stop, if any, came before the unknown end.
+function stopNote(end: CallEnd): string {
+  switch (end.stoppedBy) {
+    case 'silence':
+      return `; the exec client was silent for ${end.silenceMs} ms`;
+    case 'output-error':
+      return `; the output stream failed: ${(end.output.outputError as Error).message}`;
+    case 'cancel':
+      return '; cancelled';
+    default:
+      return '';
+  }
+}

@@ -1,0 +1,137 @@
+// The output of one sandbox.exec call: the client's stdout, minus the completion line, and its
+// stderr — collected, or streamed to the caller's streams with backpressure (docs/sandbox.md,
+// "Library" and "Stops").
+import type { Readable, Writable } from 'node:stream';
+import type { ExecClient } from './channel.js';
+import { type Completion, CompletionStripper } from './completion.js';
+import { OUTPUT_CAP_MS, within } from './run.js';
+
+/** The caller's streams; a missing one is collected instead. */
+export interface OutputTargets {
+  stdout?: Writable;
+  stderr?: Writable;
+}
+
+/** What the silence bound reads: when the last byte came, and how many streams are held back. */
+export interface Activity {
+  /** performance.now() ms of the last byte, or of the last drain of a caller's stream. */
+  readonly lastByte: number;
+  /** Client streams paused for the caller's backpressure (that time is not silence). */
+  readonly held: number;
+}
+
+// One client's output: what was collected, the first error of a caller's stream, the completion
+// line, and whether tether ended a client a leftover still held open after that line.
+export class CallOutput implements Activity {
+  readonly out: Buffer[] = [];
+  readonly err: Buffer[] = [];
+  lastByte = performance.now();
+  held = 0;
+  /** The first error of a caller's stream (EPIPE…): what comes after it is discarded. */
+  outputError: Error | undefined;
+  /** The client was ended by us 2 s after the line: its status is not held against the command. */
+  endedAfterLine = false;
+  private readonly stripper: CompletionStripper;
+  private readonly closed: Promise<unknown>;
+  private readonly targets: Writable[];
+  private lineTimer: NodeJS.Timeout | undefined;
+
+  constructor(
+    private readonly client: ExecClient,
+    nonce: string,
+    private readonly to: OutputTargets,
+    private readonly onFailed: () => void,
+  ) {
+    this.stripper = new CompletionStripper(nonce);
+    this.targets = [...new Set([to.stdout, to.stderr])].filter((w): w is Writable => w !== undefined);
+    for (const w of this.targets) w.on('error', this.onOutputError);
+    this.closed = Promise.all([
+      this.follow(
+        client.stdout,
+        (c) => this.onStdout(c),
+        () => this.toOut(this.stripper.end()),
+      ),
+      this.follow(client.stderr, (c) => this.deliver(to.stderr, client.stderr, this.err, c)),
+    ]);
+  }
+
+  // Past the client's exit: waits for both streams, 2 s at most (a leftover may hold them), ends
+  // the client, and gives what the completion line said (undefined: no line, an unknown end).
+  async settle(): Promise<Completion | undefined> {
+    await within(this.closed, OUTPUT_CAP_MS);
+    clearTimeout(this.lineTimer);
+    this.client.kill();
+    this.detach();
+    if (!this.stripper.completion) this.toOut(this.stripper.end());
+    return this.stripper.completion;
+  }
+
+  // Leaves the caller's streams as they were and stops the line timer. Idempotent.
+  detach(): void {
+    clearTimeout(this.lineTimer);
+    for (const w of this.targets) w.off('error', this.onOutputError);
+  }
+
+  // A caller's stream failed (EPIPE: its reader went away): drain the client, stop the call.
+  private readonly onOutputError = (error: Error) => {
+    this.outputError ??= error;
+    this.client.stdout.resume();
+    this.client.stderr.resume();
+    this.onFailed();
+  };
+
+  // Once the line has arrived, the command has ended and its stdout is all here: a leftover
+  // holding the stream open must not hold the call more than 2 s (docs/sandbox.md, "Library").
+  private onStdout(chunk: Buffer): void {
+    this.toOut(this.stripper.push(chunk));
+    if (this.stripper.completion && !this.lineTimer) {
+      this.lineTimer = setTimeout(() => {
+        this.endedAfterLine = true;
+        this.client.kill();
+      }, OUTPUT_CAP_MS);
+    }
+  }
+
+  private toOut(bytes: Buffer): void {
+    this.deliver(this.to.stdout, this.client.stdout, this.out, bytes);
+  }
+
+  // Collects `bytes`, or writes them to the caller's stream, pausing `from` until it drains.
+  private deliver(into: Writable | undefined, from: Readable, list: Buffer[], bytes: Buffer): void {
+    if (bytes.length === 0) return;
+    if (!into) {
+      list.push(bytes);
+      return;
+    }
+    if (this.outputError) return;
+    if (!into.write(bytes) && !from.isPaused()) {
+      from.pause();
+      this.held += 1;
+      into.once('drain', () => {
+        this.held -= 1;
+        this.lastByte = performance.now();
+        from.resume();
+      });
+    }
+  }
+
+  // Resolves once `stream` ended, closed or failed; each chunk counts as activity.
+  private follow(stream: Readable, onData: (b: Buffer) => void, onEnd?: () => void): Promise<void> {
+    return new Promise<void>((resolve) => {
+      let ended = false;
+      const end = () => {
+        if (ended) return;
+        ended = true;
+        onEnd?.();
+        resolve();
+      };
+      stream.on('data', (b: Buffer) => {
+        this.lastByte = performance.now();
+        onData(b);
+      });
+      stream.once('end', end);
+      stream.once('close', end);
+      stream.once('error', end);
+    });
+  }
+}
