@@ -99,7 +99,8 @@ const ANSWERS: Record<string, ChildrenAnswer> = { c: 'child', n: 'none', u: 'unk
 export function findAnswer(text: string, k: number): ChildrenAnswer | undefined {
   for (const line of text.split('\n').slice(0, -1)) {
     const [n, a, ...rest] = line.split(' ');
-    if (rest.length === 0 && n === String(k) && a !== undefined && Object.hasOwn(ANSWERS, a)) return ANSWERS[a];
+    if (rest.length === 0 && n === String(k) && a !== undefined && Object.hasOwn(ANSWERS, a))
+      return ANSWERS[a];
   }
   return undefined;
 }
