@@ -476,6 +476,27 @@ function startFailure(said: StartLines, status: string | undefined): HelperStart
   return new HelperStartError('unavailable', `the helper could not start the payload (${what})`);
 }
 
+// A helper that did not say `started`: how it ended if it said nothing (read before it is
+// killed), then killed — our own child, not yet reaped (the event loop has not run since its
+// spawn), so its pid is still its own; a payload it may have forked never gets its `go`, and
+// never execs. Returns the error to throw.
+function abortStart(
+  child: ChildProcess,
+  said: StartLines,
+  statusRead: number,
+  control: Control,
+  procRoot: string,
+): HelperStartError {
+  const pid = child.pid as number;
+  const status =
+    said.eof && said.lines.length === 0 ? (zombieStatus(procRoot, pid, 200) ?? 'it still ran') : undefined;
+  control.release();
+  closeSync(statusRead);
+  child.on('error', () => undefined);
+  child.kill('SIGKILL');
+  return startFailure(said, status);
+}
+
 /** Our ends of the control and answer pipes: `go`, the childless query, release or abandon. */
 interface Control {
   go(): void;
@@ -630,18 +651,7 @@ export function startHelper(path: string, opts: HelperOptions): Helper {
   // The helper's identity as it read it itself (the supervisor's procRoot may be another).
   const self = first(said.statuses, 'helper')?.identity ?? identityOf(child.pid);
   if (first(said.statuses, 'error') || !started || !self) {
-    // How a helper that said nothing ended, read before it is killed below.
-    const status =
-      said.eof && said.lines.length === 0
-        ? (zombieStatus(opts.procRoot, child.pid, 200) ?? 'it still ran')
-        : undefined;
-    control.release();
-    closeSync(pipes.statusRead);
-    child.on('error', () => undefined);
-    // Our own child, not yet reaped (the event loop has not run since its spawn): its pid is
-    // still its own. A payload it may have forked never gets its `go`, and never execs.
-    child.kill('SIGKILL');
-    throw startFailure(said, status);
+    throw abortStart(child, said, pipes.statusRead, control, opts.procRoot);
   }
   // The payload waits for our go before exec, and the helper reaps nothing until then: the pid
   // is still the payload's, whatever it does next. The helper is this process's child (libuv
