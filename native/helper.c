@@ -1,36 +1,20 @@
-// tether-helper: the session's subreaper (design.md §5; issue 3). tini is the model: one loop
-// of a few named steps.
+// tether-helper: the session's subreaper (docs/containment.md, "The helper"). tini is the model:
+// one loop of a few named steps.
 //
 //   tether-helper [--grace MS] [--kill-after MS] [--cgroup DIR] [--pidns] -- CMD [ARG...]
 //
 // It marks itself a child subreaper (prctl(2) PR_SET_CHILD_SUBREAPER), starts CMD with its own
 // environment and stdio, hands fds 0-2 over (its own become /dev/null: it holds none of the
 // payload's pipes open), reaps every child, and stays until the supervisor releases it. Every
-// process the payload starts, however it detaches, stays a descendant of the helper.
+// process the payload starts, however it detaches, stays a descendant of the helper. EOF on the
+// control pipe without a release (the supervisor died), or a SIGTERM from anyone but the
+// supervisor, runs the dead man's switch: the helper ends its subtree itself.
 //
-// fd 3, status pipe, helper -> supervisor, one line per event:
-//   helper PID START       the helper itself (first line)
-//   init PID START         (--pidns) the namespace's init, as the supervisor's namespace sees it
-//   started PID START      the payload (START: field 22 of /proc/PID/stat, clock ticks since boot)
-//   exec-failed STAGE ERRNO  STAGE is "exec" or "cgroup" (joining DIR/cgroup.procs)
-//   exit code N | exit signal N   the payload was reaped
-//   exit lost              (--pidns) init was killed before it reported the payload's end
-//   error WHAT ERRNO       setup failed before the payload started; the helper exits 125
-//                          (WHAT: subreaper, signalfd, cgroup, pipe, unshare, fork, namespace)
-// fd 5, answer pipe, helper -> supervisor: "K c\n" / "K n\n" / "K u\n" answers the control line
-//   "children? K": the helper has a child (c), none at all (n: its whole subtree is gone — every
-//   orphan of it would be its child), or cannot tell (u: with --pidns, init is always a child).
-// fd 4, control pipe, supervisor -> helper: first "go\n", once the supervisor holds the payload's
-// pidfd after the "started" line (until then the payload waits before exec and the helper reaps
-// nothing, so the pid it reported cannot be reused: the supervisor's pidfd names the payload).
-// EOF or any other line before "go": the payload never execs. Then "release\n" ends the helper
-// at once. EOF without a release means the supervisor died (even by SIGKILL): the dead man's
-// switch ends the helper's whole subtree itself — TERM, up to --grace ms, then KILL
-// (cgroup.kill when --cgroup), up to --kill-after ms — removes the cgroup and exits. A SIGTERM
-// from any process but the supervisor (an outer session's sweep) does the same. The
-// supervisor's other signals (its kill() on the helper) are forwarded to the payload; a
-// terminal's (SI_KERNEL) and other processes' are not (sent to a process group, they reached
-// the payload already).
+// The wire protocol (fds 3, 4 and 5: every line and byte, in each direction, and what the
+// reader does with an unknown or malformed one) is the table in docs/containment.md, "The
+// helper's wire protocol"; src/containment/helper-protocol.ts reads it. Each errno a system
+// call can return here has a meaning: retried (EINTR), fine (ESRCH: already gone), or a `warn`
+// line on the status pipe — see the same page, "What each errno means".
 //
 // --pidns: the payload runs as the child of an init in a new PID namespace with its own /proc
 // (CLONE_NEWPID | CLONE_NEWNS); when the helper releases or kills that init, the kernel kills
@@ -70,6 +54,21 @@ static int payload_reaped;
 
 // ---- small utilities -------------------------------------------------------------------------
 
+// write(2) of all of `len` bytes, EINTR retried and a short write continued. 0, or -1 with errno.
+static int write_all(int fd, const char *buf, size_t len) {
+  while (len > 0) {
+    ssize_t n = write(fd, buf, len);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return -1;
+    buf += n;
+    len -= (size_t)n;
+  }
+  return 0;
+}
+
+// One status line to the supervisor. A failed write has nowhere else to go: EPIPE (SIGPIPE is
+// ignored) means the supervisor is gone or stopped reading (after the payload's `exit` line);
+// stderr is /dev/null by then. So the result is dropped, knowingly, here and only here.
 static void say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 static void say(const char *fmt, ...) {
   char line[128];
@@ -77,8 +76,21 @@ static void say(const char *fmt, ...) {
   va_start(ap, fmt);
   int n = vsnprintf(line, sizeof line, fmt, ap);
   va_end(ap);
-  // The supervisor may be gone (EPIPE, SIGPIPE is ignored): nothing else to tell then.
-  if (n > 0) (void)!write(STATUS_FD, line, (size_t)n);
+  if (n > 0) (void)write_all(STATUS_FD, line, (size_t)n < sizeof line ? (size_t)n : sizeof line - 1);
+}
+
+// A `warn WHAT ERRNO` line, at most once per WHAT per run (a failure in a 50 ms loop is
+// reported once, not 60 times a second). `what` is one of a fixed set: a pointer compare.
+static void warn_once(const char *what, int err) {
+  static const char *told[16];
+  for (size_t i = 0; i < sizeof told / sizeof *told && told[i]; i++)
+    if (told[i] == what) return;
+  for (size_t i = 0; i < sizeof told / sizeof *told; i++)
+    if (!told[i]) {
+      told[i] = what;
+      break;
+    }
+  say("warn %s %d\n", what, err);
 }
 
 static long now_ms(void) {
@@ -125,19 +137,28 @@ static int pidfd_send_signal_(int fd, int sig) {
   return (int)syscall(SYS_pidfd_send_signal, fd, sig, NULL, 0);
 }
 
+enum sent { SENT, GONE, FAILED };
+
 // Signals pid only if it is still the process that started at `start`: pidfd_open, re-read
-// the start time, pidfd_send_signal (race-free). Without pidfd: re-check, then kill(2).
-static void signal_identity(pid_t pid, unsigned long long start, int sig) {
-  if (pid <= 1) return;
+// the start time, pidfd_send_signal (race-free). Without a pidfd (ENOSYS: before Linux 5.3;
+// EMFILE/ENFILE: no fd left) the start time is re-checked, then kill(2) — a narrow race.
+// GONE: ESRCH from any of the three, or another process now holds the pid (the start time
+// differs): the one we meant has ended, which is what was asked. FAILED (errno kept): EPERM
+// (it changed uid beyond ours), or anything else the kernel refused.
+static enum sent signal_identity(pid_t pid, unsigned long long start, int sig) {
+  if (pid <= 1) return GONE;
   unsigned long long now;
   int fd = pidfd_open_(pid);
+  if (fd < 0 && errno == ESRCH) return GONE;
+  enum sent result = GONE;
   if (read_stat(pid, NULL, NULL, &now) == 0 && now == start) {
-    if (fd >= 0)
-      pidfd_send_signal_(fd, sig);
-    else
-      kill(pid, sig);
+    int rc = fd >= 0 ? pidfd_send_signal_(fd, sig) : kill(pid, sig);
+    result = rc == 0 ? SENT : errno == ESRCH ? GONE : FAILED;
   }
+  int err = errno;
   if (fd >= 0) close(fd);
+  errno = err;
+  return result;
 }
 
 // ---- the subtree -----------------------------------------------------------------------------
@@ -198,13 +219,15 @@ static int descendants(struct proc **out) {
   return (int)kept;
 }
 
-static void write_file(const char *dir, const char *name, const char *text) {
+// Writes `text` to DIR/NAME. 0, or the errno of the open or the write.
+static int write_file(const char *dir, const char *name, const char *text) {
   char path[4096];
   snprintf(path, sizeof path, "%s/%s", dir, name);
   int fd = open(path, O_WRONLY | O_CLOEXEC);
-  if (fd < 0) return;
-  (void)!write(fd, text, strlen(text));
+  if (fd < 0) return errno;
+  int err = write_all(fd, text, strlen(text)) < 0 ? errno : 0;
   close(fd);
+  return err;
 }
 
 // ---- reaping -------------------------------------------------------------------------------
@@ -217,7 +240,9 @@ static void report_exit(int status) {
 }
 
 // Reaps every child that has ended; the payload's status goes to the supervisor. (With
-// --pidns the payload is init's child: init reports its status on init_status_fd.)
+// --pidns the payload is init's child: init reports its status on init_status_fd.) waitpid
+// ends the loop with 0 (children left, none ended) or ECHILD (no child at all); EINTR cannot
+// happen with WNOHANG, and EINVAL only with bad flags.
 static void reap(void) {
   int status;
   pid_t pid;
@@ -230,15 +255,17 @@ static void reap(void) {
   }
 }
 
-// True when the helper has a child, living or a zombie not yet reaped (waitid(2) with WNOWAIT
-// only looks). A subreaper without children has no descendants at all: this is the kernel's
-// answer, exact even against a fork-and-exit loop that every /proc walk misses.
+// 1 when the helper has a child, living or a zombie not yet reaped (waitid(2) with WNOWAIT
+// only looks); 0 when it has none (ECHILD); -1 when the kernel would not say (any other errno:
+// none is expected with these flags — the answer is then "cannot tell", never "none"). A
+// subreaper without children has no descendants at all: this is the kernel's answer, exact
+// even against a fork-and-exit loop that every /proc walk misses.
 static int has_children(void) {
   reap();
   siginfo_t info;
   memset(&info, 0, sizeof info);
-  if (waitid(P_ALL, 0, &info, WEXITED | WNOHANG | WNOWAIT) < 0) return errno != ECHILD;
-  return 1;
+  if (waitid(P_ALL, 0, &info, WEXITED | WNOHANG | WNOWAIT) == 0) return 1;
+  return errno == ECHILD ? 0 : -1;
 }
 
 // The cgroup still holds a process (cgroup.events "populated 1"); false without a cgroup.
@@ -271,7 +298,12 @@ static void remove_cgroup(const char *dir) {
     }
     closedir(d);
   }
-  for (int i = 0; i < 20 && rmdir(dir) < 0 && errno == EBUSY; i++) sleep_ms(10);
+  for (int i = 0; i < 20; i++) {
+    if (rmdir(dir) == 0 || errno == ENOENT) return;
+    if (errno != EBUSY) break;
+    sleep_ms(10);
+  }
+  warn_once("rmdir", errno); // EBUSY still populated after 200 ms, EACCES, EROFS…
 }
 
 // End the subtree as the supervisor's sweep would have. TERM each descendant once (SIGCONT
@@ -282,6 +314,32 @@ static void remove_cgroup(const char *dir) {
 // session's cgroup counts too — cgroup.kill in the KILL phase, `populated 0` to be empty, and
 // removed at the end. Without it (a SIGTERM from an outer sweep or a user) the cgroup, shared
 // with the session's other commands, is left alone.
+// TERM (or KILL) one descendant by identity; SIGCONT after a TERM to a stopped one. GONE is
+// fine; a FAILED signal is said (`warn signal ERRNO PID`) and the rounds go on: the process is
+// then a survivor the supervisor's report (if it still runs) or the cgroup.kill may still end.
+static void end_one(const struct proc *p, int sig) {
+  if (signal_identity(p->pid, p->start, sig) == FAILED) say("warn signal %d %d\n", errno, p->pid);
+  if (sig == SIGTERM && (p->state == 'T' || p->state == 't')) signal_identity(p->pid, p->start, SIGCONT);
+}
+
+// cgroup.kill of the session's cgroup (whole_session only). ENOENT: the cgroup is gone, so is
+// everything in it: done. Another errno (EMFILE, EACCES, EROFS, ENODEV before Linux 5.14) is
+// said once (`warn cgroup-kill ERRNO`); the per-process KILLs go on.
+static void kill_cgroup(void) {
+  int err = write_file(cgroup_dir, "cgroup.kill", "1");
+  if (err && err != ENOENT) warn_once("cgroup-kill", err);
+}
+
+// A walk of /proc that failed (EMFILE, ENOMEM, no /proc): said once (`warn scan ERRNO`), and
+// the payload is still signalled through the pidfd held since its go — the one descendant the
+// helper can name without /proc. Orphans then wait for the kernel: cgroup.kill, or (--pidns)
+// init's death.
+static void end_payload_blind(int sig) {
+  warn_once("scan", errno);
+  if (payload_reaped || payload_pidfd < 0) return;
+  if (pidfd_send_signal_(payload_pidfd, sig) < 0 && errno != ESRCH) say("warn signal %d %d\n", errno, payload);
+}
+
 static void dead_mans_switch(int whole_session) {
   static const int phase_signal[2] = {SIGTERM, SIGKILL};
   long budget[2] = {grace_ms, kill_after_ms};
@@ -292,24 +350,24 @@ static void dead_mans_switch(int whole_session) {
     long deadline = now_ms() + budget[phase];
     ntold = 0;
     for (;;) {
-      if (sig == SIGKILL && whole_session && cgroup_dir) write_file(cgroup_dir, "cgroup.kill", "1");
+      if (sig == SIGKILL && whole_session && cgroup_dir) kill_cgroup();
       struct proc *list = NULL;
       int n = descendants(&list);
+      if (n < 0) end_payload_blind(sig);
       for (int i = 0; i < n; i++) {
         int seen = 0;
         for (size_t j = 0; j < ntold && !seen; j++)
           seen = told[j].pid == list[i].pid && told[j].start == list[i].start;
         if (seen) continue;
-        signal_identity(list[i].pid, list[i].start, sig);
-        if (sig == SIGTERM && (list[i].state == 'T' || list[i].state == 't'))
-          signal_identity(list[i].pid, list[i].start, SIGCONT);
+        end_one(&list[i], sig);
         struct proc *more = realloc(told, (ntold + 1) * sizeof *told);
         if (more) (told = more)[ntold++] = list[i];
       }
       free(list);
       reap();
       if (!pidns) {
-        if (n <= 0 && !has_children() && !(whole_session && cgroup_populated())) empty = 2;
+        // has_children() -1 (cannot tell) counts as a child: never "empty" without the kernel.
+        if (n <= 0 && has_children() == 0 && !(whole_session && cgroup_populated())) empty = 2;
       } else {
         empty = n == 0 ? empty + 1 : 0;
       }
@@ -320,7 +378,9 @@ static void dead_mans_switch(int whole_session) {
     if (empty >= 2) break;
   }
   free(told);
-  if (ns_init > 0) kill(ns_init, SIGKILL); // the kernel ends the rest of the namespace
+  // The namespace's init is our own unreaped child (ns_init is cleared when it is reaped): its
+  // pid cannot name another process, and the kernel ends the rest of the namespace with it.
+  if (ns_init > 0) kill(ns_init, SIGKILL);
   reap();
   if (whole_session && cgroup_dir) remove_cgroup(cgroup_dir);
 }
@@ -372,14 +432,40 @@ static void exec_payload(char **argv, int procs_fd, int err_fd, int go_fd) {
   int stage = 1;
   if (procs_fd >= 0 && write(procs_fd, "0", 1) != 1) goto fail;
   char go;
-  if (read(go_fd, &go, 1) != 1) _exit(125);
+  ssize_t n;
+  while ((n = read(go_fd, &go, 1)) < 0 && errno == EINTR) {
+  }
+  if (n != 1) _exit(125); // EOF: the helper never wrote it (died, or the supervisor said no)
   close(go_fd);
   stage = 2;
   execvp(argv[0], argv);
 fail:;
   int msg[2] = {stage, errno};
-  (void)!write(err_fd, msg, sizeof msg);
+  (void)write_all(err_fd, (const char *)msg, sizeof msg); // EPIPE: the helper is gone too
   _exit(127);
+}
+
+// poll(2) on `fds`, EINTR asked again. Another errno (EINVAL: RLIMIT_NOFILE was lowered below
+// the fds polled, as prlimit(1) can do from outside; ENOMEM) must not end the loop — that
+// would run the dead man's switch on a supervisor that is alive. The caller is told (-1, errno
+// kept) once; from then on every call waits SCAN_INTERVAL_MS and marks each fd readable: the
+// loop reads them all, non-blocking, every 50 ms instead of when they are ready.
+static int poll_or_tick(struct pollfd *fds, nfds_t n, int *degraded) {
+  if (!*degraded) {
+    int rc;
+    while ((rc = poll(fds, n, -1)) < 0 && errno == EINTR) {
+    }
+    if (rc >= 0) return rc;
+    int err = errno;
+    *degraded = 1;
+    for (nfds_t i = 0; i < n; i++)
+      if (fds[i].fd >= 0) fcntl(fds[i].fd, F_SETFL, fcntl(fds[i].fd, F_GETFL) | O_NONBLOCK);
+    errno = err;
+    return -1;
+  }
+  sleep_ms(SCAN_INTERVAL_MS);
+  for (nfds_t i = 0; i < n; i++) fds[i].revents = fds[i].fd >= 0 ? POLLIN : 0;
+  return (int)n;
 }
 
 // --pidns: init of the new namespace. It mounts its own /proc, starts the payload, reaps
@@ -389,10 +475,15 @@ static void run_init(char **argv, int procs_fd, int err_fd, int go_fd, int statu
   if (unshare(CLONE_NEWNS) < 0 || mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0 ||
       mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) < 0) {
     int msg[2] = {3, errno};
-    (void)!write(err_fd, msg, sizeof msg);
+    (void)write_all(err_fd, (const char *)msg, sizeof msg);
     _exit(127);
   }
   pid_t child = fork();
+  if (child < 0) {
+    int msg[2] = {2, errno}; // reported as `exec-failed exec ERRNO` (EAGAIN: no process left)
+    (void)write_all(err_fd, (const char *)msg, sizeof msg);
+    _exit(127);
+  }
   if (child == 0) exec_payload(argv, procs_fd, err_fd, go_fd);
   // Init holds nothing of the payload's or the supervisor's: not its stdio, not the pipes.
   close(err_fd);
@@ -407,24 +498,36 @@ static void run_init(char **argv, int procs_fd, int err_fd, int go_fd, int statu
   sigset_t chld;
   sigemptyset(&chld);
   sigaddset(&chld, SIGCHLD);
-  int sfd = signalfd(-1, &chld, SFD_CLOEXEC); // SIGCHLD is still blocked (inherited mask)
+  // SIGCHLD is still blocked (inherited mask). Without a signalfd (EMFILE) init still reaps:
+  // poll then has only hold_fd, and fails over to the 50 ms tick when it cannot wait either.
+  int sfd = signalfd(-1, &chld, SFD_CLOEXEC | SFD_NONBLOCK);
   struct pollfd fds[2] = {{.fd = sfd, .events = POLLIN}, {.fd = hold_fd, .events = POLLIN}};
+  int degraded = sfd < 0;
+  if (degraded) fcntl(hold_fd, F_SETFL, fcntl(hold_fd, F_GETFL) | O_NONBLOCK);
   for (;;) {
     int status;
     pid_t pid;
     while ((pid = waitpid(-1, &status, WNOHANG)) > 0)
-      if (pid == child) (void)!write(status_fd, &status, sizeof status);
-    if (poll(fds, 2, -1) < 0 && errno != EINTR) _exit(1);
+      if (pid == child) (void)write_all(status_fd, (const char *)&status, sizeof status);
+    // init has no status line of its own to say a poll failure on: it is handled, not said.
+    poll_or_tick(fds, 2, &degraded);
     if (fds[0].revents) {
       struct signalfd_siginfo si;
-      (void)!read(sfd, &si, sizeof si);
+      while (read(sfd, &si, sizeof si) == sizeof si) {
+      }
     }
-    if (fds[1].revents) _exit(0); // the helper released us (or died)
+    if (fds[1].revents) {
+      char byte;
+      ssize_t n = read(hold_fd, &byte, 1);
+      if (n < 0 && (errno == EAGAIN || errno == EINTR)) continue;
+      _exit(0); // EOF (or an error on it): the helper released us, or died
+    }
   }
 }
 
 // --pidns: the payload's pid in the supervisor's namespace is found as init's only child (it
 // waits for the go byte before exec). Gives up when init reports a failure on err_fd, or 2 s.
+// A walk that fails (descendants() -1: EMFILE, ENOMEM) is tried again within the same bound.
 static int find_payload(unsigned long long *start, int err_fd) {
   for (int tries = 0; tries < 2000; tries++) {
     struct pollfd failed = {.fd = err_fd, .events = POLLIN};
@@ -446,7 +549,9 @@ static int find_payload(unsigned long long *start, int err_fd) {
 }
 
 // Waits for the supervisor's "go" line on the control pipe, read a byte at a time so that
-// nothing after it is consumed. 0 on "go"; 1 on EOF (the supervisor died); -1 on another line.
+// nothing after it is consumed. 0 on "go"; 1 on EOF (the supervisor died) or a read error
+// other than EINTR (the pipe cannot tell us anything any more: treated as EOF); -1 on another
+// line.
 static int await_go(void) {
   char line[8];
   size_t used = 0;
@@ -465,6 +570,96 @@ static void usage(void) {
           "usage: tether-helper [--grace MS] [--kill-after MS] [--cgroup DIR] [--pidns] -- CMD [ARG...]\n"
           "  run by tether with a status pipe on fd 3 and a control pipe on fd 4\n");
   exit(125);
+}
+
+// ---- the loop's steps ------------------------------------------------------------------------
+
+static int sfd = -1, init_status_fd = -1;
+
+// Forwards one signal the supervisor sent to the payload. ESRCH: the payload has ended (its
+// `exit` line follows); another errno (EPERM: it gained privileges by a set-uid exec) is said.
+static void forward(int sig) {
+  if (payload_reaped) return;
+  int rc = payload_pidfd >= 0 ? pidfd_send_signal_(payload_pidfd, sig) : payload > 1 ? kill(payload, sig) : 0;
+  if (rc < 0 && errno != ESRCH) say("warn forward %d %d\n", errno, payload);
+}
+
+// Step 1: the signals. SIGCHLD reaps; the supervisor's signals are forwarded; a SIGTERM from
+// anyone else ends the subtree (returns 1: the helper then exits). EAGAIN ends the batch.
+static int on_signals(void) {
+  struct signalfd_siginfo si;
+  while (read(sfd, &si, sizeof si) == sizeof si) {
+    if (si.ssi_signo == SIGCHLD) continue;
+    // A terminal's signal (si_code SI_KERNEL) reached the payload's process group already.
+    if (si.ssi_code != SI_USER && si.ssi_code != SI_QUEUE) continue;
+    // SIGTERM from anyone but our supervisor (an outer session's sweep, a user's kill):
+    // end the whole subtree as the supervisor's sweep would, then exit.
+    if (si.ssi_signo == SIGTERM && (pid_t)si.ssi_pid != supervisor) {
+      dead_mans_switch(0);
+      return 1;
+    }
+    // The supervisor's kill() goes to the payload. Another process's signal sent to a
+    // whole process group (a shell's `kill -INT %1`) reached the payload already.
+    if ((pid_t)si.ssi_pid == supervisor) forward((int)si.ssi_signo);
+  }
+  reap();
+  return 0;
+}
+
+// Step 2 (--pidns): init's report of the payload's wait status. EOF (or an error on the pipe):
+// init is gone — killed — and the kernel killed its namespace: the status is lost. Returns 1
+// when the pipe is done.
+static int on_init_status(void) {
+  int status;
+  ssize_t n = read(init_status_fd, &status, sizeof status);
+  if (n < 0 && (errno == EAGAIN || errno == EINTR)) return 0;
+  if (n == sizeof status) {
+    payload_reaped = 1;
+    report_exit(status);
+    return 0;
+  }
+  if (!payload_reaped) {
+    payload_reaped = 1;
+    say("exit lost\n");
+  }
+  return 1;
+}
+
+// Answers `children? K` on the answer pipe. A write that fails is dropped: EAGAIN (the
+// supervisor left earlier answers unread: it gave up on them after its 20 ms bound and will
+// on this one), EPIPE (it closed the pipe: released us), EBADF (it gave no answer pipe) — each
+// leaves the supervisor without a proof, which is what it then assumes.
+static void answer(unsigned long k) {
+  int has = pidns ? -1 : has_children();
+  char line[32];
+  int len = snprintf(line, sizeof line, "%lu %c\n", k, has == 0 ? 'n' : has > 0 ? 'c' : 'u');
+  (void)write_all(ANSWER_FD, line, (size_t)len);
+}
+
+// Step 3: the control pipe. Returns 1 on `release`, -1 when the supervisor is gone (EOF, or a
+// read error other than EINTR/EAGAIN: said first), 0 otherwise. Unknown lines are ignored; a
+// line longer than the buffer is dropped.
+static int on_control(void) {
+  static char control[256];
+  static size_t used;
+  ssize_t n = read(CONTROL_FD, control + used, sizeof control - 1 - used);
+  if (n < 0 && (errno == EINTR || errno == EAGAIN)) return 0;
+  if (n < 0) warn_once("control", errno);
+  if (n <= 0) return -1;
+  used += (size_t)n;
+  control[used] = '\0';
+  char *line = control, *nl;
+  while ((nl = strchr(line, '\n'))) {
+    *nl = '\0';
+    if (!strcmp(line, "release")) return 1;
+    unsigned long k;
+    if (sscanf(line, "children? %lu", &k) == 1) answer(k);
+    line = nl + 1;
+  }
+  used = strlen(line);
+  memmove(control, line, used + 1);
+  if (used == sizeof control - 1) used = 0; // a line this long is not ours: drop it
+  return 0;
 }
 
 int main(int argc, char **argv) {
@@ -489,9 +684,10 @@ int main(int argc, char **argv) {
   fcntl(ANSWER_FD, F_SETFD, FD_CLOEXEC); // optional: EBADF when the supervisor asks nothing
   signal(SIGPIPE, SIG_IGN);
 
+  // The helper's own identity, when it can read it (no fd left, no /proc: the supervisor then
+  // reads it itself from its child's pid).
   unsigned long long own_start = 0;
-  read_stat(getpid(), NULL, NULL, &own_start);
-  say("helper %d %llu\n", getpid(), own_start);
+  if (read_stat(getpid(), NULL, NULL, &own_start) == 0) say("helper %d %llu\n", getpid(), own_start);
   // 1. Subreaper: every orphan of the payload's subtree is reparented here, not to PID 1.
   if (prctl(PR_SET_CHILD_SUBREAPER, 1) < 0) {
     say("error subreaper %d\n", errno);
@@ -506,13 +702,13 @@ int main(int argc, char **argv) {
   static const int unblocked[] = {SIGKILL, SIGSTOP, SIGSEGV, SIGBUS, SIGFPE, SIGILL};
   for (size_t k = 0; k < sizeof unblocked / sizeof *unblocked; k++) sigdelset(&set, unblocked[k]);
   sigprocmask(SIG_BLOCK, &set, NULL);
-  int sfd = signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);
+  sfd = signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);
   if (sfd < 0) {
     say("error signalfd %d\n", errno);
     return 125;
   }
   // 3. The session's cgroup, opened before the fork: the child is born in it (clone3) or joins
-  // it before exec.
+  // it before exec. (Without the directory's fd — EMFILE — the child joins by cgroup.procs.)
   int procs_fd = -1, cgroup_fd = -1;
   if (cgroup_dir) {
     char path[4096];
@@ -572,7 +768,12 @@ int main(int argc, char **argv) {
     close(hold[0]);
     ns_init = child;
     unsigned long long init_start = 0;
-    read_stat(ns_init, NULL, NULL, &init_start);
+    if (read_stat(ns_init, NULL, NULL, &init_start) < 0) {
+      say("error stat %d\n", errno);
+      kill(ns_init, SIGKILL); // our own unreaped child
+      reap();
+      return 125;
+    }
     say("init %d %llu\n", ns_init, init_start);
     if (find_payload(&start, err_pipe[0]) < 0) {
       // init could not set up the namespace (its /proc mount refused: a masked /proc).
@@ -586,7 +787,13 @@ int main(int argc, char **argv) {
     say("started %d %llu\n", payload, start);
   } else {
     payload = child;
-    read_stat(payload, NULL, NULL, &start);
+    // Our unreaped child: its stat is readable unless /proc is not (or no fd is left).
+    if (read_stat(payload, NULL, NULL, &start) < 0) {
+      say("error stat %d\n", errno);
+      close(go_pipe[1]); // the child reads EOF and exits 125 without exec
+      reap();
+      return 125;
+    }
     say("started %d %llu\n", payload, start);
   }
   // The supervisor opens the payload's pidfd now; nothing is reaped until it says go.
@@ -596,83 +803,34 @@ int main(int argc, char **argv) {
     dead_mans_switch(go == 1);
     return 0;
   }
-  (void)!write(go_pipe[1], "g", 1);
+  // EPIPE: the child is gone already (killed before its go); its reap reports how it ended.
+  (void)write_all(go_pipe[1], "g", 1);
   close(go_pipe[1]);
   int msg[2];
-  if (read(err_pipe[0], msg, sizeof msg) == sizeof msg) {
+  ssize_t got;
+  while ((got = read(err_pipe[0], msg, sizeof msg)) < 0 && errno == EINTR) {
+  }
+  if (got == sizeof msg) {
     say("exec-failed %s %d\n", msg[0] == 1 ? "cgroup" : msg[0] == 3 ? "namespace" : "exec", msg[1]);
   }
   close(err_pipe[0]);
+  // Without the payload's pidfd (EMFILE; ENOSYS before Linux 5.3) forward() uses kill(2).
   if (payload > 0) payload_pidfd = pidfd_open_(payload);
+  init_status_fd = init_status[0];
 
   // 6. The loop: reap, forward, report, answer, until the supervisor releases us or goes away.
-  char control[256];
-  size_t used = 0;
   struct pollfd fds[3] = {{.fd = sfd, .events = POLLIN},
                           {.fd = CONTROL_FD, .events = POLLIN},
-                          {.fd = init_status[0], .events = POLLIN}};
+                          {.fd = init_status_fd, .events = POLLIN}};
+  int degraded = 0;
   for (;;) {
-    if (poll(fds, pidns ? 3 : 2, -1) < 0) {
-      if (errno == EINTR) continue;
-      break;
-    }
-    if (fds[0].revents) {
-      struct signalfd_siginfo si;
-      while (read(sfd, &si, sizeof si) == sizeof si) {
-        if (si.ssi_signo == SIGCHLD) continue;
-        // A terminal's signal (si_code SI_KERNEL) reached the payload's process group already.
-        if (si.ssi_code != SI_USER && si.ssi_code != SI_QUEUE) continue;
-        // SIGTERM from anyone but our supervisor (an outer session's sweep, a user's kill):
-        // end the whole subtree as the supervisor's sweep would, then exit.
-        if (si.ssi_signo == SIGTERM && (pid_t)si.ssi_pid != supervisor) {
-          dead_mans_switch(0);
-          return 0;
-        }
-        // The supervisor's kill() goes to the payload. Another process's signal sent to a
-        // whole process group (a shell's `kill -INT %1`) reached the payload already.
-        if ((pid_t)si.ssi_pid == supervisor && !payload_reaped) {
-          if (payload_pidfd >= 0)
-            pidfd_send_signal_(payload_pidfd, (int)si.ssi_signo);
-          else if (payload > 1)
-            kill(payload, (int)si.ssi_signo);
-        }
-      }
-      reap();
-    }
-    if (pidns && fds[2].revents) {
-      int status;
-      if (read(init_status[0], &status, sizeof status) == sizeof status) {
-        payload_reaped = 1;
-        report_exit(status);
-      } else {
-        fds[2].fd = -1; // init is gone (killed): the kernel killed its namespace
-        if (!payload_reaped) {
-          payload_reaped = 1;
-          say("exit lost\n");
-        }
-      }
-    }
+    if (poll_or_tick(fds, pidns ? 3 : 2, &degraded) < 0) warn_once("poll", errno);
+    if (fds[0].revents && on_signals()) return 0;
+    if (pidns && fds[2].revents && on_init_status()) fds[2].fd = -1;
     if (fds[1].revents) {
-      ssize_t n = read(CONTROL_FD, control + used, sizeof control - 1 - used);
-      if (n < 0 && errno == EINTR) continue;
-      if (n <= 0) break; // EOF: the supervisor died
-      used += (size_t)n;
-      control[used] = '\0';
-      char *line = control, *nl;
-      while ((nl = strchr(line, '\n'))) {
-        *nl = '\0';
-        if (!strcmp(line, "release")) return 0;
-        unsigned long k;
-        if (sscanf(line, "children? %lu", &k) == 1) {
-          char answer[32];
-          int len = snprintf(answer, sizeof answer, "%lu %c\n", k, pidns ? 'u' : has_children() ? 'c' : 'n');
-          (void)!write(ANSWER_FD, answer, (size_t)len);
-        }
-        line = nl + 1;
-      }
-      used = strlen(line);
-      memmove(control, line, used + 1);
-      if (used == sizeof control - 1) used = 0; // a line this long is not ours: drop it
+      int said = on_control();
+      if (said > 0) return 0; // released
+      if (said < 0) break;    // EOF: the supervisor died
     }
   }
   dead_mans_switch(1);

@@ -1,17 +1,13 @@
-// The subreaper layer's client (design.md §5; issue 3 item 1). The helper is native
+// The subreaper layer's client (docs/containment.md, "The helper"). The helper is native
 // (native/helper.c, built per architecture into dist/native/linux-<arch>/tether-helper by
 // scripts/build-helper.mjs; `helperPath` picks this machine's): a separate process, so the
 // supervisor never becomes a subreaper itself (libuv never reaps adopted orphans, and a
 // waitpid(-1) in Node steals libuv's own children).
 //
-// Protocol (see the comment at the top of native/helper.c): the helper gets the payload's stdio
-// on fds 0–2, a status pipe on fd 3 (helper → supervisor: `init`, `started`, `exec-failed`,
-// `exit`, `error` lines), a control pipe on fd 4 (supervisor → helper: `go` once, then
-// `children? K` queries, `release`, or EOF when the supervisor dies — the dead man's switch) and
-// an answer pipe on fd 5 (helper → supervisor: `K c|n|u`). The first lines are read
-// synchronously, up to `started PID START` (for at most HELPER_START_TIMEOUT_MS); the payload then waits before exec, and the helper
-// reaps nothing, until the supervisor has opened the payload's pidfd and answered `go`: a
-// payload that exits at once cannot free its pid before it is held (about a millisecond).
+// The wire protocol (fds 3-5, each line in each direction) is the table in docs/containment.md,
+// "The helper's wire protocol"; ./helper-protocol.ts reads it. `startHelper` is its steps in
+// order: the pipes, the spawn, the bounded wait for `started`, the holds and `go`, then the
+// status lines followed to the payload's end.
 import { type ChildProcess, type StdioOptions, spawn } from 'node:child_process';
 import { accessSync, closeSync, constants, readdirSync, readSync, statSync, writeSync } from 'node:fs';
 import { Socket } from 'node:net';
@@ -21,6 +17,13 @@ import { type Identity, identityOf } from '../proc/identity.js';
 import { readText } from '../proc/read.js';
 import { createSignaller, type Hold } from '../sweep/signal.js';
 import { describeTarget, hostTarget, readElf, runsOn } from './elf.js';
+import {
+  type ChildrenAnswer,
+  CONTROL,
+  findAnswer,
+  type HelperStatus,
+  parseStatusLine,
+} from './helper-protocol.js';
 import { helperFile, PREBUILT_ARCHES } from './prebuilt.js';
 
 // The fallback for an architecture without a prebuilt helper (or a checkout not yet built):
@@ -110,6 +113,8 @@ export interface HelperOptions {
   /** Run the payload as the child of an init in a new PID namespace. */
   pidns: boolean;
   procRoot: string;
+  /** Receives each `warn` line the helper writes before the payload's end (a failed system call). */
+  onWarning?: (warning: HelperWarning) => void;
 }
 
 /** How the payload ended, as the helper saw it. */
@@ -334,6 +339,297 @@ function zombieStatus(procRoot: string, pid: number, boundMs: number): string | 
   }
 }
 
+/** A `warn` line of the helper: a system call failed there (docs/containment.md, "What each errno means"). */
+export type HelperWarning = Extract<HelperStatus, { kind: 'warn' }>;
+
+/** The helper's ends and ours of its three pipes (fd 3 status, fd 4 control, fd 5 answer). */
+interface Pipes {
+  statusRead: number;
+  statusWrite: number;
+  controlRead: number;
+  controlWrite: number;
+  answerRead: number;
+  answerWrite: number;
+}
+
+// The three pipes, ours non-blocking where a read must be bounded: the status pipe (see
+// HELPER_START_TIMEOUT_MS) and the answer pipe (a stopped helper must not hang a sweep's round).
+// Throws `unavailable` with every fd opened so far closed.
+function openPipes(): Pipes {
+  const opened: number[] = [];
+  const [statusRead, statusWrite] = cloexecPipe(opened);
+  try {
+    setNonBlocking(statusRead);
+  } catch (error) {
+    for (const fd of opened.splice(0)) closeSync(fd);
+    throw error;
+  }
+  const [controlRead, controlWrite] = cloexecPipe(opened);
+  const [answerRead, answerWrite] = cloexecPipe(opened, O_NONBLOCK);
+  return { statusRead, statusWrite, controlRead, controlWrite, answerRead, answerWrite };
+}
+
+// The helper's argv: its budgets, the cgroup, the namespace, then `-- CMD ARG...`.
+function helperArgv(opts: HelperOptions): string[] {
+  const argv = ['--grace', String(opts.graceMs), '--kill-after', String(opts.killAfterMs)];
+  if (opts.cgroup) argv.push('--cgroup', opts.cgroup);
+  if (opts.pidns) argv.push('--pidns');
+  return [...argv, '--', opts.command, ...opts.args];
+}
+
+// spawn(2) of the helper with the payload's stdio on fds 0-2 and the pipes' helper ends on 3-5,
+// which are closed here either way. `thrown`: Node refused before any process (a NUL byte, E2BIG).
+function spawnHelper(
+  path: string,
+  opts: HelperOptions,
+  stdio: StdioOptions,
+  pipes: Pipes,
+): { child: ChildProcess | undefined; thrown: unknown } {
+  try {
+    const child = spawn(path, helperArgv(opts), {
+      cwd: opts.cwd,
+      env: opts.env,
+      stdio: [
+        ...(stdio as unknown[]),
+        pipes.statusWrite,
+        pipes.controlRead,
+        pipes.answerWrite,
+      ] as StdioOptions,
+    });
+    return { child, thrown: undefined };
+  } catch (error) {
+    return { child: undefined, thrown: error };
+  } finally {
+    closeSync(pipes.statusWrite);
+    closeSync(pipes.controlRead);
+    closeSync(pipes.answerWrite);
+  }
+}
+
+// Why a spawn that gave no pid failed. The binary was found executable a moment ago: a thrown
+// error (E2BIG, a NUL byte) or a missing cwd would fail the command the same way (`spawn-failed`:
+// the command's own spawn says it). Otherwise Node reports the errno on the next tick — EMFILE,
+// ENFILE (no fd left for the helper's stdio), EAGAIN (no process left) — and the helper is
+// what is missing (`unavailable`, its errno promised).
+function spawnFailure(path: string, opts: HelperOptions, child: ChildProcess | undefined, thrown: unknown) {
+  if (thrown !== undefined || (opts.cwd !== undefined && !searchableDir(opts.cwd)) || !child) {
+    child?.on('error', () => undefined);
+    return new HelperStartError('spawn-failed', `cannot start the helper ${path}`);
+  }
+  const errno = new Promise<string>((resolve) =>
+    child.once('error', (error: NodeJS.ErrnoException) => resolve(error.code ?? error.message)),
+  );
+  return new HelperStartError('unavailable', `the helper could not be spawned (${path}${fdUsage()})`, errno);
+}
+
+/** What the helper said before it could be used: its lines up to `started` or `error`. */
+interface StartLines {
+  /** Every complete line, raw (quoted in a failure) and parsed. */
+  lines: string[];
+  statuses: HelperStatus[];
+  /** What followed the last complete line (part of the next). */
+  rest: string;
+  eof: boolean;
+  timedOut: boolean;
+}
+
+// The first lines, read synchronously for at most HELPER_START_TIMEOUT_MS: until one that
+// begins `started ` or `error ` (well-formed or not: a malformed one fails the start at once).
+function awaitStarted(statusRead: number): StartLines {
+  const read = readLinesSync(statusRead, /^(?:started|error) .*\n/m, HELPER_START_TIMEOUT_MS);
+  return { ...read, statuses: read.lines.map(parseStatusLine) };
+}
+
+// The first status of a kind among `statuses`.
+function first<K extends HelperStatus['kind']>(
+  statuses: readonly HelperStatus[],
+  kind: K,
+): Extract<HelperStatus, { kind: K }> | undefined {
+  return statuses.find((s): s is Extract<HelperStatus, { kind: K }> => s.kind === kind);
+}
+
+// The error `startHelper` throws when the helper did not say `started`, its message built from
+// an ordered ladder: its own `error` line (unshare and the namespace's mount are `refused`),
+// the bound, how a silent helper ended (`status`, read before it was killed), what it said.
+function startFailure(said: StartLines, status: string | undefined): HelperStartError {
+  const error = first(said.statuses, 'error');
+  if (error?.what === 'unshare') {
+    return new HelperStartError(
+      'refused',
+      `cannot create a PID namespace (unshare CLONE_NEWPID: ${errnoName(error.errno)}): it needs CAP_SYS_ADMIN (tether does not create user namespaces)`,
+    );
+  }
+  if (error?.what === 'namespace') {
+    return new HelperStartError(
+      'refused',
+      `cannot set up the PID namespace: mounting its own /proc failed (${errnoName(error.errno)}; a masked or read-only /proc)`,
+    );
+  }
+  const quoted = said.lines.length > 0 ? `it said ${JSON.stringify(said.lines.join('; '))} and ` : '';
+  const what = error
+    ? `${error.what}: ${errnoName(error.errno)}`
+    : said.timedOut
+      ? `${quoted}no "started" line within ${HELPER_START_TIMEOUT_MS} ms: it was killed`
+      : status
+        ? `it closed its status pipe without a line: ${status}${status === 'it still ran' ? ', and was killed' : ''}`
+        : `${quoted}no "started" line`;
+  return new HelperStartError('unavailable', `the helper could not start the payload (${what})`);
+}
+
+// A helper that did not say `started`: how it ended if it said nothing (read before it is
+// killed), then killed — our own child, not yet reaped (the event loop has not run since its
+// spawn), so its pid is still its own; a payload it may have forked never gets its `go`, and
+// never execs. Returns the error to throw.
+function abortStart(
+  child: ChildProcess,
+  said: StartLines,
+  statusRead: number,
+  control: Control,
+  procRoot: string,
+): HelperStartError {
+  const pid = child.pid as number;
+  const status =
+    said.eof && said.lines.length === 0 ? (zombieStatus(procRoot, pid, 200) ?? 'it still ran') : undefined;
+  control.release();
+  closeSync(statusRead);
+  child.on('error', () => undefined);
+  child.kill('SIGKILL');
+  return startFailure(said, status);
+}
+
+/** Our ends of the control and answer pipes: `go`, the childless query, release or abandon. */
+interface Control {
+  go(): void;
+  childless(): boolean | undefined;
+  release(): void;
+  abandon(): void;
+}
+
+// The control channel (fd 4 out, fd 5 back). `release` says "release" (the helper exits);
+// `abandon` only closes (EOF: its dead man's switch runs); both idempotent, and the first wins.
+function controlChannel(controlWrite: number, answerRead: number): Control {
+  let released = false;
+  const close = (say: boolean) => {
+    if (released) return;
+    released = true;
+    if (say) send(controlWrite, CONTROL.release);
+    closeSync(controlWrite);
+    closeSync(answerRead);
+  };
+  let query = 0;
+  const childless = (): boolean | undefined => {
+    if (released) return undefined;
+    const k = ++query;
+    if (!send(controlWrite, CONTROL.children(k))) return undefined;
+    const answer = awaitAnswer(answerRead, k);
+    return answer === 'none' ? true : answer === 'child' ? false : undefined;
+  };
+  return {
+    go: () => send(controlWrite, CONTROL.go),
+    childless,
+    release: () => close(true),
+    abandon: () => close(false),
+  };
+}
+
+// One control line; false when the helper is gone (EPIPE).
+function send(fd: number, line: string): boolean {
+  try {
+    writeSync(fd, line);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+const answers = Buffer.alloc(256);
+const answerPause = new Int32Array(new SharedArrayBuffer(4));
+
+// The helper's answer to query `k`, waited for up to ANSWER_TIMEOUT_MS; undefined when it is
+// gone (EOF, an error) or slower than that (stopped).
+function awaitAnswer(answerRead: number, k: number): ChildrenAnswer | undefined {
+  const deadline = performance.now() + ANSWER_TIMEOUT_MS;
+  let text = '';
+  for (;;) {
+    try {
+      const n = readSync(answerRead, answers, 0, answers.length, null);
+      if (n === 0) return undefined;
+      text += answers.toString('latin1', 0, n);
+      const found = findAnswer(text, k);
+      if (found) return found;
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code !== 'EAGAIN') return undefined;
+    }
+    if (performance.now() > deadline) return undefined;
+    Atomics.wait(answerPause, 0, 0, 0.1);
+  }
+}
+
+// The payload's end as the status lines after `started` tell it: `exec-failed` is kept for
+// the `exit` that follows it; `exit code|signal` and `exit lost` end the wait; the pipe's EOF
+// without one is `lost`. `warn` lines go to `onWarning`; malformed lines are ignored. Once the
+// end is known the helper no longer holds the event loop (it stays, for the sweep, until
+// released; an unended session is swept by the exit hook).
+function followStatus(
+  statusRead: number,
+  said: StartLines,
+  child: ChildProcess,
+  onWarning: ((warning: HelperWarning) => void) | undefined,
+): Promise<PayloadEnd> {
+  return new Promise<PayloadEnd>((resolve) => {
+    const socket = new Socket({ fd: statusRead, readable: true, writable: false });
+    let text = said.rest;
+    let failed: PayloadEnd | undefined;
+    const finish = (end: PayloadEnd) => {
+      socket.destroy();
+      child.unref();
+      resolve(failed ?? end);
+    };
+    const onStatus = (status: HelperStatus) => {
+      switch (status.kind) {
+        case 'exec-failed':
+          failed = { kind: 'exec-failed', stage: status.stage, errno: errnoName(status.errno) };
+          return;
+        case 'exit-code':
+          return finish({ kind: 'exit', exitCode: status.code, signal: null });
+        case 'exit-signal':
+          return finish({
+            kind: 'exit',
+            exitCode: null,
+            signal: signalName(status.signal) ?? null,
+            signalNumber: status.signal,
+          });
+        case 'exit-lost':
+          return finish({ kind: 'lost' });
+        case 'warn':
+          return onWarning?.(status);
+        default:
+          return; // the start's lines again, or one we do not know: ignored
+      }
+    };
+    for (const status of said.statuses) onStatus(status);
+    socket.on('data', (chunk: Buffer) => {
+      text += chunk.toString('latin1');
+      let nl = text.indexOf('\n');
+      while (nl >= 0) {
+        onStatus(parseStatusLine(text.slice(0, nl)));
+        text = text.slice(nl + 1);
+        nl = text.indexOf('\n');
+      }
+    });
+    socket.on('error', () => undefined);
+    socket.on('close', () => finish({ kind: 'lost' }));
+  });
+}
+
+// Resolves when Node has seen the helper exit.
+function exitOf(child: ChildProcess): Promise<void> {
+  return new Promise<void>((resolve) => {
+    if (child.exitCode !== null || child.signalCode !== null) resolve();
+    else child.once('exit', () => resolve());
+  });
+}
+
 /**
  * Starts the helper, which starts the payload. Throws `HelperStartError`: `unavailable` when the
  * helper cannot run here (not built, koffi missing, its own setup failed) — the caller falls
@@ -341,207 +637,32 @@ function zombieStatus(procRoot: string, pid: number, boundMs: number): string | 
  * without CAP_SYS_ADMIN: the unshare(2) errno is named; extra stdio fds).
  */
 export function startHelper(path: string, opts: HelperOptions): Helper {
-  const stdio = stdioOf(opts.stdio);
-  const opened: number[] = [];
-  const [statusRead, statusWrite] = cloexecPipe(opened);
-  try {
-    setNonBlocking(statusRead); // read with a bound: see HELPER_START_TIMEOUT_MS
-  } catch (error) {
-    for (const fd of opened.splice(0)) closeSync(fd);
-    throw error;
-  }
-  const [controlRead, controlWrite] = cloexecPipe(opened);
-  // Non-blocking: a stopped helper must not hang a sweep's round.
-  const [answerRead, answerWrite] = cloexecPipe(opened, O_NONBLOCK);
-  const argv = ['--grace', String(opts.graceMs), '--kill-after', String(opts.killAfterMs)];
-  if (opts.cgroup) argv.push('--cgroup', opts.cgroup);
-  if (opts.pidns) argv.push('--pidns');
-  let child: ChildProcess | undefined;
-  let thrown: NodeJS.ErrnoException | undefined;
-  try {
-    child = spawn(path, [...argv, '--', opts.command, ...opts.args], {
-      cwd: opts.cwd,
-      env: opts.env,
-      stdio: [...(stdio as unknown[]), statusWrite, controlRead, answerWrite] as StdioOptions,
-    });
-  } catch (error) {
-    // Thrown before any process (a NUL byte in an argument, E2BIG…): the command's own spawn
-    // will say it, naming the user's argument rather than the helper's argv.
-    thrown = error as NodeJS.ErrnoException;
-  } finally {
-    closeSync(statusWrite);
-    closeSync(controlRead);
-    closeSync(answerWrite);
-  }
-  let released = false;
-  // `say`: "release\n" (the helper exits), or nothing (EOF: its dead man's switch runs).
-  const close = (say: boolean) => {
-    if (released) return;
-    released = true;
-    if (say) {
-      try {
-        writeSync(controlWrite, 'release\n');
-      } catch {
-        // the helper is already gone
-      }
-    }
-    closeSync(controlWrite);
-    closeSync(answerRead);
-  };
-  const release = () => close(true);
-  const abandon = () => close(false);
-  let query = 0;
-  const answers = Buffer.alloc(256);
-  const pause = new Int32Array(new SharedArrayBuffer(4));
-  const childless = (): boolean | undefined => {
-    if (released) return undefined;
-    const k = ++query;
-    try {
-      writeSync(controlWrite, `children? ${k}\n`);
-    } catch {
-      return undefined; // EPIPE: the helper is gone
-    }
-    const deadline = performance.now() + ANSWER_TIMEOUT_MS;
-    const answer = new RegExp(`(?:^|\n)${k} ([cnu])\n`);
-    let text = '';
-    for (;;) {
-      try {
-        const n = readSync(answerRead, answers, 0, answers.length, null);
-        if (n === 0) return undefined; // EOF: the helper is gone
-        text += answers.toString('latin1', 0, n);
-        const m = answer.exec(text);
-        if (m) return m[1] === 'n' ? true : m[1] === 'c' ? false : undefined;
-      } catch (error) {
-        if ((error as NodeJS.ErrnoException).code !== 'EAGAIN') return undefined;
-      }
-      if (performance.now() > deadline) return undefined;
-      Atomics.wait(pause, 0, 0, 0.1);
-    }
-  };
+  const stdio = stdioOf(opts.stdio); // refused before any fd is opened
+  const pipes = openPipes();
+  const { child, thrown } = spawnHelper(path, opts, stdio, pipes);
+  const control = controlChannel(pipes.controlWrite, pipes.answerRead);
   if (child?.pid === undefined) {
-    release();
-    closeSync(statusRead);
-    // The binary was found executable a moment ago. A thrown error (E2BIG, a NUL byte) or a
-    // missing cwd would fail the command the same way: the command's own spawn says it.
-    if (thrown || (opts.cwd !== undefined && !searchableDir(opts.cwd)) || !child) {
-      child?.on('error', () => undefined);
-      throw new HelperStartError('spawn-failed', `cannot start the helper ${path}`);
-    }
-    // Otherwise Node reports the errno on the next tick: EMFILE, ENFILE (no fd left for the
-    // helper's stdio), EAGAIN (no process left). The helper is what is missing.
-    const failed = child;
-    const errno = new Promise<string>((resolve) =>
-      failed.once('error', (error: NodeJS.ErrnoException) => resolve(error.code ?? error.message)),
-    );
-    throw new HelperStartError('unavailable', `the helper could not be spawned (${path}${fdUsage()})`, errno);
+    control.release();
+    closeSync(pipes.statusRead);
+    throw spawnFailure(path, opts, child, thrown);
   }
-  const { lines, rest, eof, timedOut } = readLinesSync(
-    statusRead,
-    /^(started|error) .*\n/m,
-    HELPER_START_TIMEOUT_MS,
-  );
-  const fields = (word: string) => lines.find((l) => l.startsWith(`${word} `))?.split(' ');
-  const error = fields('error');
-  const identity = (f: string[] | undefined) =>
-    f ? { pid: Number(f[1]), startTime: Number(f[2]) } : undefined;
-  const started = identity(fields('started'));
+  const said = awaitStarted(pipes.statusRead);
+  const started = first(said.statuses, 'started')?.identity;
   // The helper's identity as it read it itself (the supervisor's procRoot may be another).
-  const self = identity(fields('helper')) ?? identityOf(child.pid);
-  if (error || !started || !self) {
-    // How a helper that said nothing ended, read before it is killed below.
-    const status =
-      eof && lines.length === 0 ? (zombieStatus(opts.procRoot, child.pid, 200) ?? 'it still ran') : undefined;
-    release();
-    closeSync(statusRead);
-    child.on('error', () => undefined);
-    // Our own child, not yet reaped (the event loop has not run since its spawn): its pid is
-    // still its own. A payload it may have forked never gets its `go`, and never execs.
-    child.kill('SIGKILL');
-    const errno = errnoName(Number(error?.[2]));
-    if (error?.[1] === 'unshare') {
-      throw new HelperStartError(
-        'refused',
-        `cannot create a PID namespace (unshare CLONE_NEWPID: ${errno}): it needs CAP_SYS_ADMIN (tether does not create user namespaces)`,
-      );
-    }
-    if (error?.[1] === 'namespace') {
-      throw new HelperStartError(
-        'refused',
-        `cannot set up the PID namespace: mounting its own /proc failed (${errno}; a masked or read-only /proc)`,
-      );
-    }
-    const said = lines.length > 0 ? `it said ${JSON.stringify(lines.join('; '))} and ` : '';
-    const what = error
-      ? `${error[1]}: ${errno}`
-      : timedOut
-        ? `${said}no "started" line within ${HELPER_START_TIMEOUT_MS} ms: it was killed`
-        : status
-          ? `it closed its status pipe without a line: ${status}${status === 'it still ran' ? ', and was killed' : ''}`
-          : `${said}no "started" line`;
-    throw new HelperStartError('unavailable', `the helper could not start the payload (${what})`);
+  const self = first(said.statuses, 'helper')?.identity ?? identityOf(child.pid);
+  if (first(said.statuses, 'error') || !started || !self) {
+    throw abortStart(child, said, pipes.statusRead, control, opts.procRoot);
   }
-
   // The payload waits for our go before exec, and the helper reaps nothing until then: the pid
-  // is still the payload's, whatever it does next.
+  // is still the payload's, whatever it does next. The helper is this process's child (libuv
+  // reaps it only from the event loop, not before this synchronous code returns); its init
+  // waits for the payload, which waits for our go.
   const signaller = createSignaller();
   const payloadHold = signaller.hold(opts.procRoot, started);
-  // The helper is this process's child (libuv reaps it only from the event loop, not before this
-  // synchronous code returns); its init waits for the payload, which waits for our go.
   const helperHold = signaller.hold(opts.procRoot, self);
-  const init = identity(fields('init'));
+  const init = first(said.statuses, 'init')?.identity;
   const initHold = init && signaller.hold(opts.procRoot, init);
-  try {
-    writeSync(controlWrite, 'go\n');
-  } catch {
-    // EPIPE: the helper is gone; its status pipe says so (`exit lost`)
-  }
-
-  const helperChild = child;
-  const end = new Promise<PayloadEnd>((resolve) => {
-    const socket = new Socket({ fd: statusRead, readable: true, writable: false });
-    let text = rest;
-    let failed: PayloadEnd | undefined;
-    const onLine = (line: string) => {
-      const f = line.split(' ');
-      if (f[0] === 'exec-failed')
-        failed = { kind: 'exec-failed', stage: f[1] ?? '', errno: errnoName(Number(f[2])) };
-      if (f[0] === 'exit') {
-        socket.destroy();
-        // The payload has ended: the helper no longer holds the event loop open (it stays, for
-        // the sweep, until released; an unended session is swept by the exit hook).
-        helperChild.unref();
-        const n = Number(f[2]);
-        resolve(
-          failed ??
-            (f[1] === 'lost'
-              ? { kind: 'lost' }
-              : f[1] === 'signal'
-                ? { kind: 'exit', exitCode: null, signal: signalName(n) ?? null, signalNumber: n }
-                : { kind: 'exit', exitCode: n, signal: null }),
-        );
-      }
-    };
-    for (const line of lines) onLine(line);
-    socket.on('data', (chunk: Buffer) => {
-      text += chunk.toString('latin1');
-      let nl = text.indexOf('\n');
-      while (nl >= 0) {
-        onLine(text.slice(0, nl));
-        text = text.slice(nl + 1);
-        nl = text.indexOf('\n');
-      }
-    });
-    socket.on('error', () => undefined);
-    socket.on('close', () => {
-      helperChild.unref();
-      resolve(failed ?? { kind: 'lost' });
-    });
-  });
-
-  const exited = new Promise<void>((resolve) => {
-    if (helperChild.exitCode !== null || helperChild.signalCode !== null) resolve();
-    else helperChild.once('exit', () => resolve());
-  });
+  control.go(); // EPIPE: the helper is gone; its status pipe says so (`exit lost`)
   return {
     child,
     helper: self,
@@ -550,11 +671,11 @@ export function startHelper(path: string, opts: HelperOptions): Helper {
     payloadHold,
     helperHold,
     initHold,
-    end,
-    childless,
-    release,
-    abandon,
-    exited,
+    end: followStatus(pipes.statusRead, said, child, opts.onWarning),
+    childless: control.childless,
+    release: control.release,
+    abandon: control.abandon,
+    exited: exitOf(child),
   };
 }
 

@@ -8,13 +8,15 @@ import { createSessionCgroup, removeCgroup } from '../containment/cgroup.js';
 import {
   type Helper,
   HelperStartError,
+  type HelperWarning,
   helperPath,
   type PayloadEnd,
   startHelper,
 } from '../containment/helper.js';
+import { HelperPool } from '../containment/helper-pool.js';
 import { type Containment, type ContainmentPlan, planContainment } from '../containment/select.js';
 import { TetherError } from '../errors.js';
-import { signalName } from '../libc.js';
+import { errnoName, signalName } from '../libc.js';
 import { checkMs, DEFAULT_GRACE_MS, DEFAULT_KILL_AFTER_MS, DEFAULT_OUTPUT_CAP_MS } from '../options.js';
 import { killCgroup, type SessionCgroup } from '../proc/cgroup.js';
 import { type Identity, identityKey, isAlive, readStat, ticksNow } from '../proc/identity.js';
@@ -22,7 +24,7 @@ import { createTag, type SessionTag, tagsIn } from '../proc/tag.js';
 import type { EventListener } from '../sweep/events.js';
 import { sweep, sweepSync } from '../sweep/loop.js';
 import type { SweepReport, SweepWarning } from '../sweep/report.js';
-import type { Member, Root } from '../sweep/scan.js';
+import type { Member } from '../sweep/scan.js';
 import { createSignaller, type Hold, hasExited, releaseHold } from '../sweep/signal.js';
 import type { SweepProgress } from '../sweep/sweep-options.js';
 import { outputClosed, releaseOutput } from './output.js';
@@ -143,13 +145,8 @@ export class Session {
   private readonly running = new Set<SessionProcess>();
   private ending: Promise<SweepReport> | undefined;
   private readonly plan: ContainmentPlan;
-  private readonly helpers: Helper[] = [];
-  /**
-   * Every helper this session started, and its PID-namespace init: released ones too. They
-   * stay the sweep's roots (never members): a helper released a moment ago still runs, and
-   * carries the session's tag.
-   */
-  private readonly helperRoots: Root[] = [];
+  /** The session's helpers and when each may go (src/containment/helper-pool.ts). */
+  private readonly helpers: HelperPool;
   private readonly layers = new Set<string>(['env-tag']);
   private readonly notes: string[] = [];
   private readonly warnings: SweepWarning[] = [];
@@ -157,10 +154,6 @@ export class Session {
   private cgroupTried = false;
   /** A command ran without the helper: kernel proofs do not cover it. */
   private direct = false;
-  /** Helpers whose command has ended (they stay for the sweep while they have children). */
-  private readonly helpersDone = new Set<Helper>();
-  private releasedIdle = 0;
-  private watchdog: NodeJS.Timeout | undefined;
   private readonly signaller = createSignaller();
 
   constructor(options: SessionOptions = {}) {
@@ -170,6 +163,7 @@ export class Session {
     checkMs('outputCapMs', options.outputCapMs ?? DEFAULT_OUTPUT_CAP_MS);
     this.plan = planContainment(options.containment ?? 'auto');
     this.options = { ...options };
+    this.helpers = new HelperPool(this.procRoot, () => this.cgroup !== undefined);
     this.tag = createTag();
     // One tick of margin: a process started in this very tick is not missed.
     this.startTicks = safeTicks(options.procRoot) - 1;
@@ -209,7 +203,7 @@ export class Session {
     let thrown: unknown =
       nul && Object.assign(new Error(`${nul} holds a NUL byte`), { code: 'ERR_INVALID_ARG_VALUE' });
     const helper = nul ? undefined : this.startHelped(command, args, options, env, stdio);
-    this.releaseIdleHelpers(); // after the start: the new helper now guards the cgroup
+    this.helpers.releaseIdle(); // after the start: the new helper now guards the cgroup
     this.closeExitedHolds();
     let child: ChildProcess;
     if (helper) child = helper.child;
@@ -337,11 +331,9 @@ export class Session {
         cgroup: cgroup?.path,
         pidns: this.plan.pidns,
         procRoot: this.procRoot,
+        onWarning: (warning) => this.helperWarned(warning, command),
       });
-      this.helpers.push(helper);
-      this.helperRoots.push({ identity: helper.helper, hold: helper.helperHold });
-      if (helper.init) this.helperRoots.push({ identity: helper.init, hold: helper.initHold });
-      this.watchHelpers();
+      this.helpers.add(helper);
       this.layers.add('subreaper');
       if (cgroup) this.layers.add('cgroup');
       if (this.plan.pidns) this.layers.add('pid-namespace');
@@ -349,7 +341,7 @@ export class Session {
     } catch (error) {
       if (!(error instanceof HelperStartError)) throw error;
       // A cgroup made for this first command is not left behind for a session that may never end.
-      if (this.helpers.length === 0 && this.cgroup && removeCgroup(this.cgroup.path)) {
+      if (this.helpers.size === 0 && this.cgroup && removeCgroup(this.cgroup.path)) {
         this.cgroup = undefined;
         this.cgroupTried = false;
       }
@@ -370,6 +362,20 @@ export class Session {
     }
   }
 
+  // A `warn` line of a helper, as a report warning: its cgroup.kill is CGROUP_KILL_FAILED,
+  // any other failed call HELPER_FAULT, naming the call, the errno and what the helper did.
+  private helperWarned(warning: HelperWarning, command: string): void {
+    const errno = errnoName(warning.errno);
+    const of = `the helper of ${clip(command)}`;
+    const message =
+      warning.what === 'cgroup-kill'
+        ? `cgroup.kill of ${this.cgroup?.path ?? 'the session cgroup'} by ${of} failed (${errno}): only its per-process signals were left`
+        : `${of}: ${warning.what} failed (${errno})${HELPER_FAULT_CONSEQUENCE[warning.what]?.(warning.pid) ?? ''}`;
+    const code = warning.what === 'cgroup-kill' ? 'CGROUP_KILL_FAILED' : 'HELPER_FAULT';
+    if (!this.warnings.some((w) => w.code === code && w.message === message))
+      this.warnings.push({ code, message });
+  }
+
   // The session's cgroup, created at the first command that wants it; a note when it cannot be.
   private sessionCgroup(): SessionCgroup | undefined {
     if (this.plan.cgroup === 'off' || this.cgroupTried) return this.cgroup;
@@ -383,11 +389,11 @@ export class Session {
 
   private helperEnd(helper: Helper, command: string, onLost: () => void): Promise<Ended> {
     return helper.end.then(async (end: PayloadEnd): Promise<Ended> => {
-      this.helpersDone.add(helper);
+      this.helpers.commandEnded(helper);
       if (end.kind === 'exit') {
         const ended: Ended = { exitCode: end.exitCode, signal: end.signal };
         if (end.signal === null && end.signalNumber !== undefined) ended.signalNumber = end.signalNumber;
-        this.releaseIdleHelpers();
+        this.helpers.releaseIdle();
         return ended;
       }
       if (end.kind === 'exec-failed') {
@@ -412,23 +418,6 @@ export class Session {
     });
   }
 
-  // A helper whose command has ended and which has no child left holds nothing of the session
-  // any more (its subtree is empty and stays so): release it now, so that a long session does
-  // not keep one idle process and three fds per command until its end. With a session cgroup,
-  // one helper stays until the end: if this process dies, its dead man's switch removes the
-  // cgroup (a session whose helpers were all released left it behind, empty).
-  private releaseIdleHelpers(): void {
-    for (const h of this.helpersDone) {
-      if (this.cgroup && this.helpers.length <= 1) break;
-      if (h.childless() !== true) continue;
-      h.release();
-      this.releasedIdle += 1;
-      this.helpersDone.delete(h);
-      this.helpers.splice(this.helpers.indexOf(h), 1);
-    }
-    if (this.helpers.length === 0) this.stopWatchingHelpers();
-  }
-
   // A long session keeps one pidfd per command and per helper only while that process runs: a
   // hold whose process has exited names nothing any more (its payload is dropped from `known`
   // by the next scan; an exited helper is no root), so its fd is closed here, at each spawn.
@@ -440,30 +429,7 @@ export class Session {
       releaseHold(h);
       this.spawnHolds.splice(i, 1);
     }
-    for (let i = this.helperRoots.length - 1; i >= 0; i--) {
-      const r = this.helperRoots[i] as Root;
-      if (!exited(r.hold)) continue;
-      releaseHold(r.hold as Hold);
-      this.helperRoots.splice(i, 1);
-    }
-  }
-
-  // A helper stopped by SIGSTOP (a payload's `kill -STOP $PPID`) would reap nothing and report
-  // nothing: every HELPER_WATCH_MS, a stopped helper is sent SIGCONT (identity-checked).
-  private watchHelpers(): void {
-    if (this.watchdog) return;
-    this.watchdog = setInterval(() => {
-      for (const h of this.helpers) {
-        const state = readStat(this.procRoot, h.helper.pid)?.state;
-        if (state === 'T' || state === 't') this.signaller.sendHeld(this.procRoot, h.helperHold, 'SIGCONT');
-      }
-    }, HELPER_WATCH_MS);
-    this.watchdog.unref();
-  }
-
-  private stopWatchingHelpers(): void {
-    clearInterval(this.watchdog);
-    this.watchdog = undefined;
+    this.helpers.closeExitedRoots();
   }
 
   /**
@@ -492,29 +458,11 @@ export class Session {
     return report;
   }
 
-  // Every helper's answer: true when none has a child left, false when one has, else undefined.
-  private helpersChildless(): boolean | undefined {
-    // Helpers released early had no child left, and an empty subtree stays empty.
-    if (this.helpers.length === 0) return this.releasedIdle > 0 ? true : undefined;
-    let all = true;
-    for (const h of this.helpers) {
-      const answer = h.childless();
-      if (answer === false) return false;
-      if (answer !== true) all = false;
-    }
-    return all ? true : undefined;
-  }
-
   // After the sweep: the helpers may go, and the cgroup is removed (a note if it cannot be).
   private release(report: SweepReport): SweepReport {
-    this.stopWatchingHelpers();
     for (const h of this.spawnHolds.splice(0)) releaseHold(h);
-    for (const r of this.helperRoots.splice(0)) if (r.hold) releaseHold(r.hold);
     this.known.clear(); // without their pidfds, no entry can be told from a reused pid
-    for (const h of this.helpers) {
-      h.release();
-      h.child.unref();
-    }
+    this.helpers.releaseAll();
     if (this.cgroup && !removeCgroup(this.cgroup.path)) {
       report.notes.push(`cgroup: ${this.cgroup.path} could not be removed (still populated?)`);
     }
@@ -525,7 +473,7 @@ export class Session {
   // helper is released unswept. Each is left to its dead man's switch (TERM, grace, KILL of its
   // subtree, cgroup.kill, the cgroup removed) and awaited; then the cgroup is checked.
   private async handOver(report: SweepReport): Promise<SweepReport> {
-    const helpers = [...this.helpers];
+    const helpers = [...this.helpers.running];
     this.abandonHelpers(report, false);
     if (helpers.length === 0) return this.removeCgroupAfter(report);
     const budget =
@@ -551,9 +499,7 @@ export class Session {
 
   // The helpers are not released: closing their control pipes runs their dead man's switch.
   private abandonHelpers(report: SweepReport, sync = true): SweepReport {
-    this.stopWatchingHelpers();
-    const helpers = this.helpers.splice(0);
-    for (const h of helpers) h.abandon();
+    const helpers = this.helpers.abandonAll();
     if (sync && helpers.length > 0) {
       report.warnings.push({
         code: 'HELPER_SWEPT',
@@ -602,12 +548,12 @@ export class Session {
       layers: [...this.layers],
       notes: this.notes,
       warnings: this.warnings,
-      roots: this.helperRoots,
+      roots: this.helpers.roots,
       cgroup: this.layers.has('cgroup') ? this.cgroup : undefined,
       // This process made the cgroup and never joined it: cgroup.kill cannot reach it.
       outsideCgroup: true,
       kernelProof: !this.direct,
-      helpersChildless: () => this.helpersChildless(),
+      helpersChildless: () => this.helpers.childless(),
       onEvent: this.options.onEvent,
       onProgress: this.options.onProgress,
     };
@@ -774,10 +720,19 @@ function unstarted(): ChildProcess {
   return new ChildProcess();
 }
 
+/** What the helper did after each failed call of a `warn` line (docs/containment.md, "What each errno means"). */
+const HELPER_FAULT_CONSEQUENCE: Record<string, (pid?: number) => string> = {
+  poll: () => ': it can no longer wait on its pipes and looks at them every 50 ms instead',
+  forward: (pid) => `: a signal this process sent it did not reach the command${pid ? ` (pid ${pid})` : ''}`,
+  signal: (pid) =>
+    `: its own sweep could not signal${pid ? ` pid ${pid}` : ' a process'}, which may still run`,
+  scan: () => ': its own sweep could not walk /proc and signalled the command alone',
+  control: () => ': its control pipe failed, and it ended its subtree as if this process had died',
+  rmdir: () => ': the session cgroup could not be removed',
+};
+
 /** How often a command whose helper was lost is checked for its end, ms. */
 const HELPER_LOST_POLL_MS = 50;
-/** How often running helpers are checked for a SIGSTOP, ms. */
-const HELPER_WATCH_MS = 250;
 
 // A command Node started itself: its `exit` event, or its start failure (ENOENT, EACCES…).
 function directEnd(child: ChildProcess, command: string): Promise<Ended> {

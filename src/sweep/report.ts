@@ -65,7 +65,8 @@ export interface UnreadableRecord {
  * `CGROUP_KILL_FAILED` (writing the session cgroup's `cgroup.kill` failed: the errno is named),
  * `HELPER_SWEPT` (the sweep could not run, so each helper was left to end its own subtree — its
  * dead man's switch — instead of being released; the message says whether the helpers exited and
- * the cgroup is gone).
+ * the cgroup is gone), `HELPER_FAULT` (a system call failed in a helper: the call, the errno
+ * and what the helper did instead are named; docs/containment.md, "What each errno means").
  */
 export interface SweepWarning {
   code:
@@ -79,7 +80,8 @@ export interface SweepWarning {
     | 'COARSE_SLEEP'
     | 'LISTENER_FAILED'
     | 'CGROUP_KILL_FAILED'
-    | 'HELPER_SWEPT';
+    | 'HELPER_SWEPT'
+    | 'HELPER_FAULT';
   message: string;
 }
 
