@@ -1,6 +1,6 @@
 // The leak shapes of the zoo: one fixture each, and how the sweep must find what it leaves.
 import { readFileSync } from 'node:fs';
-import { environOf, hasEntry, type Recorded, type Shape } from './support/zoo.js';
+import { environOf, hasEntry, type Recorded, type Shape } from './zoo.js';
 
 function stateOf(pid: number): string {
   try {

@@ -12,9 +12,9 @@ import {
   session,
   spawn,
   type TetherEvent,
-} from '../src/index.js';
-import { runNode } from './support/node.js';
-import { BUILD, FIXTURES, ROOT } from './support/paths.js';
+} from '../../src/index.js';
+import { runNode } from '../support/node.js';
+import { BUILD, FIXTURES, ROOT } from '../support/paths.js';
 import {
   cleanup,
   cmdlineOf,
@@ -26,7 +26,7 @@ import {
   started,
   tempDir,
   waitFor,
-} from './support/zoo.js';
+} from '../support/zoo.js';
 
 afterEach(() => cleanup());
 
