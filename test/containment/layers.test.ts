@@ -8,8 +8,9 @@ import { type SpawnOptions, type SweepReport, spawn } from '../../dist/index.js'
 import { type Identity, identityOf, isAlive } from '../../src/index.js';
 import { runNode } from '../support/node.js';
 import { BUILD, FIXTURES } from '../support/paths.js';
+import { ppidOf } from '../support/proc.js';
 import { cleanup, describeProcess, readPidfile, started, tempDir, waitFor } from '../support/zoo.js';
-import { carriersOf, cgroupDirOf, cgroupProcs, isHelper, ppidOf, workerSubtreeLeft } from './support.js';
+import { carriersOf, cgroupDirOf, cgroupProcs, isHelper, workerSubtreeLeft } from './support.js';
 
 afterEach(() => cleanup());
 

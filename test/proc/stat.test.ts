@@ -1,6 +1,14 @@
-// parseStat (src/proc/stat.ts) on captured /proc/<pid>/stat lines.
+// parseStat (src/proc/stat.ts) on captured /proc/<pid>/stat lines, and readStat
+// (src/proc/identity.ts) against the tests' own reader on a live process.
+import { spawn } from 'node:child_process';
+import { mkdtempSync, realpathSync, symlinkSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
+import { readStat } from '../../src/proc/identity.js';
 import { isKernelThread, parseStat } from '../../src/proc/stat.js';
+import * as truth from '../support/proc.js';
+import { waitFor } from '../support/zoo.js';
 
 // Captured from a real /proc/<pid>/stat, with a comm holding spaces and parentheses.
 const STAT =
@@ -22,5 +30,33 @@ describe('parseStat', () => {
     expect(k && isKernelThread(k)).toBe(true);
     const u = parseStat(STAT);
     expect(u && isKernelThread(u)).toBe(false);
+  });
+});
+
+describe('readStat on a live process', () => {
+  it("agrees field by field with the tests' reader when the comm holds spaces and parentheses", async () => {
+    // The kernel names a process after the file it executed: a symlink to sleep called "a) b (c".
+    const exe = join(mkdtempSync(join(tmpdir(), 'tether-comm-')), 'a) b (c');
+    symlinkSync(realpathSync('/bin/sleep'), exe);
+    const child = spawn(exe, ['30'], { stdio: 'ignore' });
+    try {
+      const pid = child.pid as number;
+      await waitFor(`pid ${pid} to exec "a) b (c"`, () => truth.readStat(pid)?.comm === 'a) b (c', 5000);
+      const t = truth.readStat(pid);
+      expect(t?.ppid, 'premise broken: the test reader misread the ppid').toBe(process.pid);
+      expect(readStat('/proc', pid)).toEqual({
+        pid,
+        comm: 'a) b (c',
+        state: t?.state,
+        ppid: process.pid,
+        pgid: Number(t?.fields[5]),
+        sid: Number(t?.fields[6]),
+        flags: Number(t?.fields[9]),
+        threads: t?.threads,
+        startTime: t?.startTime,
+      });
+    } finally {
+      child.kill('SIGKILL');
+    }
   });
 });

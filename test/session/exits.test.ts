@@ -15,12 +15,10 @@ import {
 } from '../../src/index.js';
 import { runNode } from '../support/node.js';
 import { BUILD, FIXTURES, ROOT } from '../support/paths.js';
+import { cmdlineOf, environOf, hasEntry } from '../support/proc.js';
 import {
   cleanup,
-  cmdlineOf,
   describeProcess,
-  environOf,
-  hasEntry,
   type Recorded,
   readPidfile,
   started,
