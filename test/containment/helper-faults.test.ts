@@ -5,9 +5,9 @@ import { existsSync, mkdtempSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { type Identity, identityOf, isAlive, session, spawn } from '../../src/index.js';
+import { type Identity, session, spawn } from '../../src/index.js';
 import { ROOT } from '../support/paths.js';
-import { childrenOf } from '../support/proc.js';
+import { childrenOf, identityOf, isAlive } from '../support/proc.js';
 
 const started: Identity[] = [];
 afterEach(() => {

@@ -5,10 +5,10 @@ import { existsSync, readdirSync, readFileSync, readlinkSync, rmdirSync, writeFi
 import { join } from 'node:path';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import { type SpawnOptions, type SweepReport, spawn } from '../../dist/index.js';
-import { type Identity, identityOf, isAlive } from '../../src/index.js';
+import type { Identity } from '../../src/index.js';
 import { runNode } from '../support/node.js';
 import { BUILD, FIXTURES } from '../support/paths.js';
-import { ppidOf } from '../support/proc.js';
+import { identityOf, isAlive, ppidOf } from '../support/proc.js';
 import { cleanup, describeProcess, readPidfile, started, tempDir, waitFor } from '../support/zoo.js';
 import { carriersOf, cgroupDirOf, cgroupProcs, isHelper, workerSubtreeLeft } from './support.js';
 

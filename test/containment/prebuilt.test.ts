@@ -20,9 +20,9 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { readElf } from '../../src/containment/elf.js';
 import { HelperStartError, helperPath, startHelper } from '../../src/containment/helper.js';
 import { helperFile, PREBUILT_ARCHES } from '../../src/containment/prebuilt.js';
-import { type Identity, identityOf, isAlive } from '../../src/index.js';
+import type { Identity } from '../../src/index.js';
 import { BUILD, FIXTURES, ROOT } from '../support/paths.js';
-import { ppidOf, stateOf } from '../support/proc.js';
+import { identityOf, isAlive, ppidOf, stateOf } from '../support/proc.js';
 
 const BIN = join(ROOT, 'bin/tether.js');
 const QEMU: Record<string, string> = { x64: 'qemu-x86_64-static', arm64: 'qemu-aarch64-static' };

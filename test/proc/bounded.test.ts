@@ -5,12 +5,12 @@ import { type ChildProcess, spawn as spawnChild } from 'node:child_process';
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { type Identity, identityOf, session } from '../../src/index.js';
+import { type Identity, session } from '../../src/index.js';
 import { readCmdline } from '../../src/proc/details.js';
 import { readEnviron } from '../../src/proc/environ.js';
 import { sharedBuffer } from '../../src/proc/read.js';
 import { BUILD } from '../support/paths.js';
-import { isAlive, readStat } from '../support/proc.js';
+import { identityOf, isAlive, readStat } from '../support/proc.js';
 import { readPidfile, tempDir, waitFor } from '../support/zoo.js';
 
 const BOMB = join(BUILD, 'zoo-environ-bomb');

@@ -4,8 +4,6 @@ import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import {
   type Identity,
-  identityOf,
-  isAlive,
   SpawnError,
   type SpawnOptions,
   type SweepReport,
@@ -15,7 +13,7 @@ import {
 } from '../../src/index.js';
 import { runNode } from '../support/node.js';
 import { BUILD, FIXTURES, ROOT } from '../support/paths.js';
-import { cmdlineOf, environOf, hasEntry } from '../support/proc.js';
+import { cmdlineOf, environOf, hasEntry, identityOf, isAlive } from '../support/proc.js';
 import {
   cleanup,
   describeProcess,

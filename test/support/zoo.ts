@@ -3,17 +3,10 @@ import { type ChildProcess, spawn as spawnChild } from 'node:child_process';
 import { chmodSync, mkdtempSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import {
-  type Identity,
-  identityOf,
-  isAlive,
-  type Result,
-  type SpawnOptions,
-  spawn,
-} from '../../src/index.js';
+import { type Identity, type Result, type SpawnOptions, spawn } from '../../src/index.js';
 import type { ProcessRecord } from '../../src/sweep/report.js';
 import { BUILD, FIXTURES } from './paths.js';
-import { cmdlineOf, environOf, hasEntry } from './proc.js';
+import { cmdlineOf, environOf, hasEntry, identityOf, isAlive } from './proc.js';
 
 export type FoundBy = ProcessRecord['foundBy'];
 

@@ -3,7 +3,7 @@
 // file tests the env-tag layer alone (ADR-127); test/containment/shapes.test.ts runs the same
 // shapes with the default containment.
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { isAlive } from '../../src/index.js';
+import { isAlive } from '../support/proc.js';
 import { SHAPES } from '../support/shapes.js';
 import { cleanup, type Decoy, problemsOf, runShape, startFileDecoys } from '../support/zoo.js';
 
