@@ -3,7 +3,8 @@ import { mkdtempSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { createTag, type Identity, identityOf, isAlive } from '../../src/index.js';
+import { createTag, type Identity } from '../../src/index.js';
+import { identityOf, isAlive } from '../support/proc.js';
 
 const BIN = join(import.meta.dirname, '../../bin/tether.js');
 

@@ -9,7 +9,8 @@ import { join } from 'node:path';
 import type { Readable, Writable } from 'node:stream';
 import { setTimeout as delay } from 'node:timers/promises';
 import { afterEach, describe, expect, it } from 'vitest';
-import { type Identity, identityOf, isAlive, session } from '../../src/index.js';
+import { type Identity, session } from '../../src/index.js';
+import { identityOf, isAlive } from '../support/proc.js';
 import { HELPER_EXE } from './support.js';
 
 const started: Identity[] = [];

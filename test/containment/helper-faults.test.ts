@@ -1,12 +1,13 @@
 // The helper under faults (from a breaker's findings): stopped by its payload, killed by it,
 // many commands in one session, a program that never ends its session. Ground truth from /proc.
 import { execFileSync } from 'node:child_process';
-import { existsSync, mkdtempSync, readdirSync, readFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { type Identity, identityOf, isAlive, session, spawn } from '../../src/index.js';
+import { type Identity, session, spawn } from '../../src/index.js';
 import { ROOT } from '../support/paths.js';
+import { childrenOf, identityOf, isAlive } from '../support/proc.js';
 
 const started: Identity[] = [];
 afterEach(() => {
@@ -19,20 +20,9 @@ const IF_HELPER = '[ "$(cat /proc/$PPID/comm)" = tether-helper ] || exit 99;';
 
 /** Live children of this process whose command is the helper. */
 function helperChildren(): number[] {
-  const out: number[] = [];
-  for (const name of readdirSync('/proc')) {
-    if (!/^\d+$/.test(name)) continue;
-    try {
-      const stat = readFileSync(`/proc/${name}/stat`, 'latin1');
-      const rest = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-      if (Number(rest[1]) === process.pid && rest[0] !== 'Z' && stat.includes('(tether-helper)')) {
-        out.push(Number(name));
-      }
-    } catch {
-      // gone
-    }
-  }
-  return out;
+  return childrenOf(process.pid)
+    .filter((s) => s.state !== 'Z' && s.comm === 'tether-helper')
+    .map((s) => s.pid);
 }
 
 describe('the helper under faults', () => {

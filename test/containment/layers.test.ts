@@ -5,11 +5,12 @@ import { existsSync, readdirSync, readFileSync, readlinkSync, rmdirSync, writeFi
 import { join } from 'node:path';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import { type SpawnOptions, type SweepReport, spawn } from '../../dist/index.js';
-import { type Identity, identityOf, isAlive } from '../../src/index.js';
+import type { Identity } from '../../src/index.js';
 import { runNode } from '../support/node.js';
 import { BUILD, FIXTURES } from '../support/paths.js';
+import { identityOf, isAlive, ppidOf } from '../support/proc.js';
 import { cleanup, describeProcess, readPidfile, started, tempDir, waitFor } from '../support/zoo.js';
-import { carriersOf, cgroupDirOf, cgroupProcs, isHelper, ppidOf, workerSubtreeLeft } from './support.js';
+import { carriersOf, cgroupDirOf, cgroupProcs, isHelper, workerSubtreeLeft } from './support.js';
 
 afterEach(() => cleanup());
 

@@ -20,9 +20,9 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { readElf } from '../../src/containment/elf.js';
 import { HelperStartError, helperPath, startHelper } from '../../src/containment/helper.js';
 import { helperFile, PREBUILT_ARCHES } from '../../src/containment/prebuilt.js';
-import { type Identity, identityOf, isAlive } from '../../src/index.js';
+import type { Identity } from '../../src/index.js';
 import { BUILD, FIXTURES, ROOT } from '../support/paths.js';
-import { ppidOf } from './support.js';
+import { identityOf, isAlive, ppidOf, stateOf } from '../support/proc.js';
 
 const BIN = join(ROOT, 'bin/tether.js');
 const QEMU: Record<string, string> = { x64: 'qemu-x86_64-static', arm64: 'qemu-aarch64-static' };
@@ -43,15 +43,6 @@ function which(command: string): string | undefined {
     }
   }
   return undefined;
-}
-
-function state(pid: number): string {
-  try {
-    const stat = readFileSync(`/proc/${pid}/stat`, 'latin1');
-    return stat.slice(stat.lastIndexOf(')') + 2).split(' ')[0] ?? 'gone';
-  } catch {
-    return 'gone';
-  }
 }
 
 const pause = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -191,9 +182,9 @@ describe('each prebuilt helper starts a payload, reports it, and reaps the orpha
       expect(ppidOf(orphan.pid), `${how}: the orphan reparented to the helper, a subreaper`).toBe(
         helper.helper.pid,
       );
-      for (let i = 0; i < 150 && state(orphan.pid) !== 'gone'; i++) await pause(20);
+      for (let i = 0; i < 150 && stateOf(orphan.pid) !== 'gone'; i++) await pause(20);
       expect(
-        state(orphan.pid),
+        stateOf(orphan.pid),
         `${how}: orphan ${orphan.pid} after its end (Z: the helper did not reap it)`,
       ).toBe('gone');
       let childless = helper.childless();

@@ -4,10 +4,10 @@
 // rounds in a row.
 import { existsSync } from 'node:fs';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { isAlive } from '../../src/index.js';
-import { CONTAINMENT_SHAPES } from '../containment-shapes.js';
-import { SHAPES } from '../shapes.js';
+import { isAlive } from '../support/proc.js';
+import { SHAPES } from '../support/shapes.js';
 import { cleanup, type Decoy, describeProcess, problemsOf, startFileDecoys } from '../support/zoo.js';
+import { CONTAINMENT_SHAPES } from './containment-shapes.js';
 import { type ContainedRun, runContained, workerSubtreeLeft } from './support.js';
 
 let server: { decoy: Decoy; port: number };

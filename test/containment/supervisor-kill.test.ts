@@ -5,9 +5,10 @@
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { type Identity, identityOf, isAlive } from '../../src/index.js';
+import type { Identity } from '../../src/index.js';
 import { runNode } from '../support/node.js';
 import { BUILD, FIXTURES } from '../support/paths.js';
+import { identityOf, isAlive, ppidOf } from '../support/proc.js';
 import {
   cleanup,
   type Decoy,
@@ -21,7 +22,7 @@ import {
   tempDir,
   waitFor,
 } from '../support/zoo.js';
-import { cgroup2Mount, cgroupDirOf, exeOf, isHelper, ppidOf, workerSubtreeLeft } from './support.js';
+import { cgroup2Mount, cgroupDirOf, exeOf, isHelper, workerSubtreeLeft } from './support.js';
 
 const GRACE_MS = 1000;
 

@@ -4,20 +4,13 @@
 // Sessions start through src/ (runShape), as in the zoo: from src/ too the library finds the
 // helper at dist/native/linux-<arch>/tether-helper (built by globalSetup), and problemsOf fails a run that
 // warns NO_HELPER.
-import { readdirSync, readFileSync, readlinkSync, realpathSync } from 'node:fs';
+import { readFileSync, readlinkSync, realpathSync } from 'node:fs';
 import { join } from 'node:path';
 import { helperFile } from '../../src/containment/prebuilt.js';
 import type { SpawnOptions } from '../../src/index.js';
 import { ROOT } from '../support/paths.js';
-import {
-  cmdlineOf,
-  environOf,
-  hasEntry,
-  type Recorded,
-  runShape,
-  type Shape,
-  type ShapeRun,
-} from '../support/zoo.js';
+import { cmdlineOf, environOf, hasEntry, pids, ppidOf, readStat, stateOf } from '../support/proc.js';
+import { type Recorded, runShape, type Shape, type ShapeRun } from '../support/zoo.js';
 
 /** The helper binary `npm run build` makes for this machine (what /proc/<pid>/exe of a helper points to). */
 export const HELPER_EXE = join(ROOT, 'dist', helperFile(process.arch));
@@ -38,18 +31,10 @@ export function exeOf(pid: number): string {
   }
 }
 
-/** Fields after the comm of /proc/<pid>/stat (index 0 = state, 1 = ppid, 19 = start time). */
-function statFields(pid: number): string[] | undefined {
-  try {
-    const text = readFileSync(`/proc/${pid}/stat`, 'latin1');
-    return text.slice(text.lastIndexOf(')') + 2).split(' ');
-  } catch {
-    return undefined;
-  }
-}
-
-export function ppidOf(pid: number): number {
-  return Number(statFields(pid)?.[1] ?? 0);
+/** True while `pid` exists and is not a zombie (of any kind). */
+function running(pid: number): boolean {
+  const state = stateOf(pid);
+  return state !== 'gone' && state !== 'Z';
 }
 
 /** A tether helper (or the init of its PID namespace, a fork of it): never a session member. */
@@ -125,7 +110,7 @@ export function cgroupProcs(dir: string): number[] {
       .split('\n')
       .filter(Boolean)
       .map(Number)
-      .filter((pid) => (statFields(pid)?.[0] ?? 'Z') !== 'Z');
+      .filter(running);
   } catch {
     return [];
   }
@@ -134,10 +119,9 @@ export function cgroupProcs(dir: string): number[] {
 /** Every live pid whose environ holds `entry` exactly (ground truth for a tag's carriers). */
 export function carriersOf(entry: string): number[] {
   const out: number[] = [];
-  for (const name of readdirSync('/proc')) {
-    if (!/^\d+$/.test(name) || Number(name) === process.pid) continue;
-    if ((statFields(Number(name))?.[0] ?? 'Z') === 'Z') continue;
-    if (hasEntry(environOf(Number(name)), entry)) out.push(Number(name));
+  for (const pid of pids()) {
+    if (pid === process.pid || !running(pid)) continue;
+    if (hasEntry(environOf(pid), entry)) out.push(pid);
   }
   return out;
 }
@@ -149,12 +133,10 @@ export function carriersOf(entry: string): number[] {
  */
 export function liveDescendantsOfWorker(): string[] {
   const children = new Map<number, number[]>();
-  for (const name of readdirSync('/proc')) {
-    if (!/^\d+$/.test(name)) continue;
-    const f = statFields(Number(name));
-    if (!f || f[0] === 'Z') continue;
-    const ppid = Number(f[1]);
-    children.set(ppid, [...(children.get(ppid) ?? []), Number(name)]);
+  for (const pid of pids()) {
+    const stat = readStat(pid);
+    if (!stat || stat.state === 'Z') continue;
+    children.set(stat.ppid, [...(children.get(stat.ppid) ?? []), pid]);
   }
   const out: string[] = [];
   const queue = [...(children.get(process.pid) ?? [])];

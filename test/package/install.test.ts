@@ -8,9 +8,10 @@ import { dirname, join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { readElf } from '../../src/containment/elf.js';
 import { helperFile, PREBUILT_ARCHES } from '../../src/containment/prebuilt.js';
-import { type Identity, isAlive } from '../../src/index.js';
+import type { Identity } from '../../src/index.js';
 import type { SweepReport } from '../../src/sweep/report.js';
 import { ROOT } from '../support/paths.js';
+import { isAlive } from '../support/proc.js';
 
 interface Packed {
   filename: string;

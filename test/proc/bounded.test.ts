@@ -5,11 +5,12 @@ import { type ChildProcess, spawn as spawnChild } from 'node:child_process';
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { type Identity, identityOf, session } from '../../src/index.js';
+import { type Identity, session } from '../../src/index.js';
 import { readCmdline } from '../../src/proc/details.js';
 import { readEnviron } from '../../src/proc/environ.js';
 import { sharedBuffer } from '../../src/proc/read.js';
 import { BUILD } from '../support/paths.js';
+import { identityOf, isAlive, readStat } from '../support/proc.js';
 import { readPidfile, tempDir, waitFor } from '../support/zoo.js';
 
 const BOMB = join(BUILD, 'zoo-environ-bomb');
@@ -20,33 +21,17 @@ const BUFFER_BYTES = 64 * 1024;
 const started: Identity[] = [];
 const children: ChildProcess[] = [];
 
-// Read here, not through src/: ground truth and cleanup must hold even when the code under test
-// broke its reader (the old reader's 2 GiB buffer made every later read throw).
-/** Ground truth: that very process (pid and start time) still exists, and is not a zombie. */
-function alive(id: Identity): boolean {
-  try {
-    const text = readFileSync(`/proc/${id.pid}/stat`, 'latin1');
-    const f = text.slice(text.lastIndexOf(')') + 2).split(' ');
-    return f[0] !== 'Z' && Number(f[19]) === id.startTime;
-  } catch {
-    return false;
-  }
-}
-
+// Ground truth and cleanup read through test/support/proc.ts, not src/: they must hold even when
+// the code under test broke its reader (the old reader's 2 GiB buffer made every later read throw).
 afterEach(() => {
-  for (const id of started.splice(0)) if (alive(id)) process.kill(id.pid, 'SIGKILL');
+  for (const id of started.splice(0)) if (isAlive(id)) process.kill(id.pid, 'SIGKILL');
   for (const c of children.splice(0)) if (c.exitCode === null && c.signalCode === null) c.kill('SIGKILL');
 });
 
 /** env_end - env_start (fields 50, 51 of /proc/<pid>/stat; shown to root), or 0 when unread. */
 function environSpan(pid: number): number {
-  try {
-    const text = readFileSync(`/proc/${pid}/stat`, 'latin1');
-    const f = text.slice(text.lastIndexOf(')') + 2).split(' ');
-    return Number(f[48]) - Number(f[47]);
-  } catch {
-    return 0;
-  }
+  const f = readStat(pid)?.fields;
+  return f ? Number(f[51]) - Number(f[50]) : 0;
 }
 
 function uidOf(pid: number): number | undefined {
@@ -165,7 +150,7 @@ describe('bounded reads', () => {
     const report = await s.end();
     const json = JSON.stringify(report);
 
-    expect(alive(leftover), `the tagged leftover sleep ${leftover.pid} survived the sweep: ${json}`).toBe(
+    expect(isAlive(leftover), `the tagged leftover sleep ${leftover.pid} survived the sweep: ${json}`).toBe(
       false,
     );
     expect(report.stopped.map((r) => r.pid)).toContain(leftover.pid);
@@ -174,7 +159,7 @@ describe('bounded reads', () => {
       json,
     ).not.toContain('SCAN_FAILED');
     expect(report.complete).toBe(true);
-    expect(alive(bystander), `the bystander ${bystander.pid} was signalled`).toBe(true);
+    expect(isAlive(bystander), `the bystander ${bystander.pid} was signalled`).toBe(true);
     expect(
       report.unreadable.find((u) => u.pid === bystander.pid),
       json,
@@ -204,7 +189,7 @@ describe('bounded reads', () => {
       const r = readPidfile(f)[0];
       const id = { pid: r?.pid ?? 0, startTime: r?.startTime ?? -1 };
       started.push(id);
-      if (!alive(id)) throw new Error(`premise broken: the bomb of ${f} is not running`);
+      if (!isAlive(id)) throw new Error(`premise broken: the bomb of ${f} is not running`);
       return id;
     });
     const [carrier, hidden] = ids as [Identity, Identity];
@@ -214,9 +199,9 @@ describe('bounded reads', () => {
 
     const report = await s.end();
     const json = JSON.stringify(report);
-    expect(alive(carrier), `the bomb with its entry at 4 KiB survived: ${json}`).toBe(false);
+    expect(isAlive(carrier), `the bomb with its entry at 4 KiB survived: ${json}`).toBe(false);
     expect(report.stopped.find((r) => r.pid === carrier.pid)?.foundBy).toBe('carrier');
-    expect(alive(hidden), 'the bomb with its entry at 7 MiB was signalled without evidence').toBe(true);
+    expect(isAlive(hidden), 'the bomb with its entry at 7 MiB was signalled without evidence').toBe(true);
     expect(
       report.unreadable.find((u) => u.pid === hidden.pid),
       json,

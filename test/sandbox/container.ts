@@ -2,15 +2,7 @@
 // `unshare --pid --mount --fork --mount-proc`, whose init is a bounded sleep loop (it reaps the
 // orphans reparented to it), entered through `nsenter -t INIT -a` — a real exec channel.
 import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
-import {
-  chmodSync,
-  copyFileSync,
-  mkdirSync,
-  mkdtempSync,
-  readdirSync,
-  readFileSync,
-  symlinkSync,
-} from 'node:fs';
+import { chmodSync, copyFileSync, mkdirSync, mkdtempSync, readFileSync, symlinkSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { PassThrough } from 'node:stream';
@@ -20,6 +12,15 @@ import {
   type ExecChannel,
   type ExecClient,
 } from '../../src/sandbox/index.js';
+import {
+  cmdlineOf,
+  environOfAnyThread,
+  hasEntry,
+  isAlive,
+  isDeadZombie,
+  pids,
+  readStat,
+} from '../support/proc.js';
 
 export interface Container {
   /** The host pid of the container's init. */
@@ -119,42 +120,18 @@ export async function startContainer(lifetimeS = 600, root?: string): Promise<Co
 export function taggedOnHost(tag: string): { pid: number; startTime: number; cmdline: string }[] {
   const entry = `${tag}=1`;
   const found: { pid: number; startTime: number; cmdline: string }[] = [];
-  for (const name of readdirSync('/proc')) {
-    if (!/^\d+$/.test(name)) continue;
-    try {
-      const stat = readFileSync(`/proc/${name}/stat`, 'latin1');
-      const rest = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-      if (rest[0] === 'Z' && Number(rest[17]) <= 1) continue;
-      let environ = readFileSync(`/proc/${name}/environ`, 'latin1');
-      if (environ.length === 0) {
-        for (const tid of readdirSync(`/proc/${name}/task`)) {
-          environ = readFileSync(`/proc/${name}/task/${tid}/environ`, 'latin1');
-          if (environ.length) break;
-        }
-      }
-      if (!environ.split('\0').includes(entry)) continue;
-      found.push({
-        pid: Number(name),
-        startTime: Number(rest[19]),
-        cmdline: readFileSync(`/proc/${name}/cmdline`, 'latin1').replaceAll('\0', ' ').trim(),
-      });
-    } catch {
-      // gone or unreadable
-    }
+  for (const pid of pids()) {
+    const stat = readStat(pid);
+    if (!stat || isDeadZombie(stat)) continue;
+    if (!hasEntry(environOfAnyThread(pid), entry)) continue; // '' when gone or unreadable
+    found.push({ pid, startTime: stat.startTime, cmdline: cmdlineOf(pid) });
   }
   return found;
 }
 
 /** True while the process with this identity exists on the host (a dead zombie does not count). */
 export function aliveOnHost(id: { pid: number; startTime: number }): boolean {
-  try {
-    const stat = readFileSync(`/proc/${id.pid}/stat`, 'latin1');
-    const rest = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-    if (Number(rest[19]) !== id.startTime) return false;
-    return !(rest[0] === 'Z' && Number(rest[17]) <= 1);
-  } catch {
-    return false;
-  }
+  return isAlive(id);
 }
 
 /** When to lose the stream of the first exec: after `ms`, or as soon as stdout holds `after`. */

@@ -9,9 +9,10 @@ import { setTimeout as delay } from 'node:timers/promises';
 import { afterEach, describe, expect, it } from 'vitest';
 import { createSessionCgroup } from '../../src/containment/cgroup.js';
 import { HELPER_START_TIMEOUT_MS, helperPath } from '../../src/containment/helper.js';
-import { type Identity, identityOf, isAlive, type SweepReport, session, spawn } from '../../src/index.js';
+import { type Identity, type SweepReport, session, spawn } from '../../src/index.js';
 import { liveSessionCount } from '../../src/session/session.js';
 import { ROOT } from '../support/paths.js';
+import { identityOf, isAlive } from '../support/proc.js';
 
 const FAST = { graceMs: 300, killAfterMs: 1000, outputCapMs: 300 };
 const DIST = join(ROOT, 'dist/index.js');

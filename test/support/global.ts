@@ -2,9 +2,10 @@
 // programs import dist/index.js); at the end, the suite guard fails the run if any process
 // carrying a TETHER_SESSION_ tag is still alive (zombies excluded), listing them.
 import { execFileSync } from 'node:child_process';
-import { mkdirSync, readdirSync, readFileSync } from 'node:fs';
+import { mkdirSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { BUILD, C_FIXTURES, ROOT } from './paths.js';
+import { cmdlineOf, environOfAnyThread, hasEntry, isDeadZombie, pids, readStat } from './proc.js';
 
 /** Exported to everything this run starts, so that the guard looks only at this run's processes. */
 const RUN_VAR = 'TETHER_ZOO_RUN';
@@ -13,27 +14,15 @@ const TAG = /(?:^|\0)(TETHER_SESSION_[0-9a-f]{32})=1(?=\0|$)/g;
 
 function taggedAlive(ignore: Set<string>): string[] {
   const found: string[] = [];
-  for (const name of readdirSync('/proc')) {
-    if (!/^\d+$/.test(name) || Number(name) === process.pid) continue;
-    try {
-      const stat = readFileSync(`/proc/${name}/stat`, 'latin1');
-      const rest = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-      if (rest[0] === 'Z' && Number(rest[17]) <= 1) continue; // a dead zombie (no live thread)
-      let environ = readFileSync(`/proc/${name}/environ`, 'latin1');
-      if (environ.length === 0) {
-        for (const tid of readdirSync(`/proc/${name}/task`)) {
-          environ = readFileSync(`/proc/${name}/task/${tid}/environ`, 'latin1');
-          if (environ.length) break;
-        }
-      }
-      if (!environ.split('\0').includes(`${RUN_VAR}=${runId}`)) continue; // not started by this run
-      const tags = [...environ.matchAll(TAG)].map((m) => m[1] as string).filter((t) => !ignore.has(t));
-      if (tags.length === 0) continue;
-      const cmdline = readFileSync(`/proc/${name}/cmdline`, 'latin1').replaceAll('\0', ' ').trim();
-      found.push(`pid ${name} state ${rest[0]} ppid ${rest[1]} (${cmdline}) tags ${tags.join(',')}`);
-    } catch {
-      // gone, or unreadable
-    }
+  for (const pid of pids()) {
+    if (pid === process.pid) continue;
+    const stat = readStat(pid);
+    if (!stat || isDeadZombie(stat)) continue; // gone, or only its exit status left
+    const environ = environOfAnyThread(pid); // '' when gone or unreadable
+    if (!hasEntry(environ, `${RUN_VAR}=${runId}`)) continue; // not started by this run
+    const tags = [...environ.matchAll(TAG)].map((m) => m[1] as string).filter((t) => !ignore.has(t));
+    if (tags.length === 0) continue;
+    found.push(`pid ${pid} state ${stat.state} ppid ${stat.ppid} (${cmdlineOf(pid)}) tags ${tags.join(',')}`);
   }
   return found;
 }

@@ -1,6 +1,6 @@
 // Runs a child Node program for a test (exits, containment): `node ARGS`, optionally as another uid.
 import { spawn as spawnChild } from 'node:child_process';
-import { identityOf } from '../../src/index.js';
+import { identityOf } from './proc.js';
 import { started } from './zoo.js';
 
 /**

@@ -3,9 +3,9 @@
 // The worker becomes a child subreaper (prctl PR_SET_CHILD_SUBREAPER): orphans of the tests
 // are re-parented to it, and it reaps a zombie child once it has stayed one for three passes
 // (libuv reaps the children Node spawned itself within a loop turn, so those are never taken).
-import { readdirSync, readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { afterAll } from 'vitest';
+import { childrenOf } from './proc.js';
 
 const PR_SET_CHILD_SUBREAPER = 36;
 const WNOHANG = 1;
@@ -24,20 +24,11 @@ try {
 
 const seen = new Map<string, number>();
 
+/** `pid:startTime` of each zombie child of this worker. */
 function zombieChildren(): string[] {
-  const keys: string[] = [];
-  for (const name of readdirSync('/proc')) {
-    if (!/^\d+$/.test(name)) continue;
-    let text: string;
-    try {
-      text = readFileSync(`/proc/${name}/stat`, 'latin1');
-    } catch {
-      continue;
-    }
-    const rest = text.slice(text.lastIndexOf(')') + 2).split(' ');
-    if (rest[0] === 'Z' && Number(rest[1]) === process.pid) keys.push(`${name}:${rest[19]}`);
-  }
-  return keys;
+  return childrenOf(process.pid)
+    .filter((s) => s.state === 'Z')
+    .map((s) => `${s.pid}:${s.startTime}`);
 }
 
 function pass(minPasses: number): number {

@@ -3,16 +3,10 @@ import { type ChildProcess, spawn as spawnChild } from 'node:child_process';
 import { chmodSync, mkdtempSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import {
-  type Identity,
-  identityOf,
-  isAlive,
-  type Result,
-  type SpawnOptions,
-  spawn,
-} from '../../src/index.js';
+import { type Identity, type Result, type SpawnOptions, spawn } from '../../src/index.js';
 import type { ProcessRecord } from '../../src/sweep/report.js';
 import { BUILD, FIXTURES } from './paths.js';
+import { cmdlineOf, environOf, hasEntry, identityOf, isAlive } from './proc.js';
 
 export type FoundBy = ProcessRecord['foundBy'];
 
@@ -31,26 +25,6 @@ export function tempDir(mode?: number): string {
   const dir = mkdtempSync(join(tmpdir(), 'tether-zoo-'));
   if (mode !== undefined) chmodSync(dir, mode);
   return dir;
-}
-
-export function cmdlineOf(pid: number): string {
-  try {
-    return readFileSync(`/proc/${pid}/cmdline`, 'latin1').replaceAll('\0', ' ').trim();
-  } catch {
-    return '';
-  }
-}
-
-export function environOf(pid: number): string {
-  try {
-    return readFileSync(`/proc/${pid}/environ`, 'latin1');
-  } catch {
-    return '';
-  }
-}
-
-export function hasEntry(environ: string, entry: string): boolean {
-  return environ.split('\0').includes(entry);
 }
 
 /** Lines of a pidfile: "<pid> <label>" or "<pid> <starttime> <label>"; READY is skipped. */

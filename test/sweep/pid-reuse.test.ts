@@ -10,9 +10,9 @@ import { readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { describe, expect, it } from 'vitest';
-import { isAlive, session } from '../../src/index.js';
-import { identityOf } from '../../src/proc/identity.js';
+import { session } from '../../src/index.js';
 import { BUILD, FIXTURES } from '../support/paths.js';
+import { identityOf, isAlive } from '../support/proc.js';
 
 const run = promisify(execFile);
 const TRIALS = 200;

@@ -5,9 +5,10 @@
 // iteration's walk.)
 import { spawn as spawnChild } from 'node:child_process';
 import { afterEach, describe, expect, it } from 'vitest';
-import { createTag, identityOf, isAlive, type SweepProgress, sweep } from '../../src/index.js';
+import { createTag, type SweepProgress, sweep } from '../../src/index.js';
 import type { Identity } from '../../src/proc/identity.js';
 import { snapshotCount } from '../../src/proc/snapshot.js';
+import { identityOf, isAlive } from '../support/proc.js';
 
 const started: Identity[] = [];
 

@@ -4,29 +4,25 @@ import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import {
   type Identity,
-  identityOf,
-  isAlive,
   SpawnError,
   type SpawnOptions,
   type SweepReport,
   session,
   spawn,
   type TetherEvent,
-} from '../src/index.js';
-import { runNode } from './support/node.js';
-import { BUILD, FIXTURES, ROOT } from './support/paths.js';
+} from '../../src/index.js';
+import { runNode } from '../support/node.js';
+import { BUILD, FIXTURES, ROOT } from '../support/paths.js';
+import { cmdlineOf, environOf, hasEntry, identityOf, isAlive } from '../support/proc.js';
 import {
   cleanup,
-  cmdlineOf,
   describeProcess,
-  environOf,
-  hasEntry,
   type Recorded,
   readPidfile,
   started,
   tempDir,
   waitFor,
-} from './support/zoo.js';
+} from '../support/zoo.js';
 
 afterEach(() => cleanup());
 

@@ -1,4 +1,5 @@
-// Containment selection and the cgroup layer's readers, on captured text and real files.
+// The cgroup layer's readers and the session cgroup's creation (src/containment/cgroup.ts), on
+// captured text and real files.
 import { mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -10,8 +11,6 @@ import {
   findSessionCgroup,
   ownCgroup,
 } from '../../src/containment/cgroup.js';
-import { parseContainment, planContainment } from '../../src/containment/select.js';
-import { TetherError } from '../../src/errors.js';
 
 // A directory that stands in for /proc: self/mountinfo and self/cgroup with the given text.
 function fakeProc(mountinfo: string, cgroup = '0::/\n'): string {
@@ -67,38 +66,5 @@ describe('ownCgroup and the session cgroup', () => {
       note: `cgroup: no cgroup v2 hierarchy is mounted (${fake}/self/mountinfo lists none)`,
     });
     expect(findSessionCgroup(`TETHER_SESSION_${'cd'.repeat(16)}`, fakeProc('\n'))).toBe(undefined);
-  });
-});
-
-describe('containment options', () => {
-  it('plans auto and explicit lists', () => {
-    expect(planContainment('auto')).toEqual({ helper: 'try', cgroup: 'try', pidns: false });
-    expect(planContainment(['env-tag'])).toEqual({ helper: 'off', cgroup: 'off', pidns: false });
-    expect(planContainment(['cgroup'])).toEqual({ helper: 'required', cgroup: 'required', pidns: false });
-    expect(planContainment(['pid-namespace'])).toEqual({ helper: 'required', cgroup: 'off', pidns: true });
-  });
-  it('refuses anything else with INVALID_OPTION naming the accepted values', () => {
-    for (const bad of ['all', [], ['env-tag', 'jail'], 42, null]) {
-      let error: unknown;
-      try {
-        planContainment(bad);
-      } catch (e) {
-        error = e;
-      }
-      expect(error).toBeInstanceOf(TetherError);
-      expect((error as TetherError).code).toBe('INVALID_OPTION');
-      expect((error as TetherError).message).toMatch(/'env-tag', 'subreaper', 'cgroup', 'pid-namespace'/);
-    }
-  });
-  it('parses the CLI form: auto, a comma list, pidns', () => {
-    expect(parseContainment('--containment', 'auto')).toBe('auto');
-    expect(parseContainment('--containment', 'env-tag, subreaper,pidns')).toEqual([
-      'env-tag',
-      'subreaper',
-      'pid-namespace',
-    ]);
-    expect(() => parseContainment('--containment', 'subreaper,jail')).toThrow(
-      /invalid --containment "subreaper,jail": "jail" is not a layer \(expected auto, or a comma list of env-tag, subreaper, cgroup, pidns\)/,
-    );
   });
 });

@@ -3,9 +3,9 @@
 // file tests the env-tag layer alone (ADR-127); test/containment/shapes.test.ts runs the same
 // shapes with the default containment.
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { isAlive } from '../src/index.js';
-import { SHAPES } from './shapes.js';
-import { cleanup, type Decoy, problemsOf, runShape, startFileDecoys } from './support/zoo.js';
+import { isAlive } from '../support/proc.js';
+import { SHAPES } from '../support/shapes.js';
+import { cleanup, type Decoy, problemsOf, runShape, startFileDecoys } from '../support/zoo.js';
 
 /** The env tag alone: each leftover must be found as a carrier or a carrier's descendant. */
 const ENV_TAG = { containment: ['env-tag'] } as const;

@@ -1,15 +1,6 @@
 // The leak shapes of the zoo: one fixture each, and how the sweep must find what it leaves.
-import { readFileSync } from 'node:fs';
-import { environOf, hasEntry, type Recorded, type Shape } from './support/zoo.js';
-
-function stateOf(pid: number): string {
-  try {
-    const t = readFileSync(`/proc/${pid}/stat`, 'latin1');
-    return t.slice(t.lastIndexOf(')') + 2).split(' ')[0] ?? '?';
-  } catch {
-    return '?';
-  }
-}
+import { environOf, hasEntry, stateOf } from './proc.js';
+import type { Recorded, Shape } from './zoo.js';
 
 // The premise of a shape whose process drops the tag: it does not carry it. The pid a script
 // records is its fork, which carries the tag until `env -i` (or the title rewrite) has run:

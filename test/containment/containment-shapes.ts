@@ -3,8 +3,8 @@
 // checks that premise on the live processes); the helper (a subreaper) and the session cgroup
 // still hold them.
 import { readdirSync, readFileSync, readlinkSync } from 'node:fs';
-import { escapesTheTag } from './containment/support.js';
-import type { FoundBy, Recorded, Shape } from './support/zoo.js';
+import type { FoundBy, Recorded, Shape } from '../support/zoo.js';
+import { escapesTheTag } from './support.js';
 
 const LAYER: FoundBy[] = ['subreaper', 'cgroup'];
 

@@ -3,7 +3,8 @@ import { mkdtempSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { type Identity, isAlive, spawn } from '../../src/index.js';
+import { type Identity, spawn } from '../../src/index.js';
+import { isAlive } from '../support/proc.js';
 
 // The payload is a real shell of each family an agent may run: each starts a setsid'd and a
 // nohup'd leftover in its own way, records them (pid and start time, read while they run), and
