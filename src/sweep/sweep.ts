@@ -4,7 +4,7 @@
 import { readlinkSync } from 'node:fs';
 import { cgroupPids, killCgroup, type SessionCgroup } from '../containment/cgroup.js';
 import { checkMs, DEFAULT_GRACE_MS, DEFAULT_KILL_AFTER_MS, DEFAULT_SCAN_INTERVAL_MS } from '../options.js';
-import { readCmdline, readUid } from '../proc/details.js';
+import { readDetails } from '../proc/details.js';
 import { type Identity, identityKey } from '../proc/identity.js';
 import { isFdExhaustion } from '../proc/read.js';
 import { ancestorsOf, NoProcError, type Snapshot, takeSnapshot } from '../proc/snapshot.js';
@@ -417,13 +417,13 @@ class SweepRun {
       for (const { stat, reason } of scan.unreadable) {
         const key = identityKey({ pid: stat.pid, startTime: stat.startTime });
         if (this.unreadable.has(key)) continue;
-        const p = this.ctx.procRoot;
+        const details = readDetails(this.ctx.procRoot, stat.pid);
         this.unreadable.set(key, {
           pid: stat.pid,
           startTime: stat.startTime,
-          uid: readUid(p, stat.pid) ?? null,
+          uid: details.uid ?? null,
           comm: stat.comm,
-          cmdline: readCmdline(p, stat.pid) ?? '',
+          cmdline: details.cmdline ?? '',
           reason,
         });
       }
@@ -466,15 +466,15 @@ class SweepRun {
   }
 
   track(key: string, member: Member): Tracked {
-    const p = this.ctx.procRoot;
     const { pid, startTime } = member.identity;
+    const details = readDetails(this.ctx.procRoot, pid);
     const record: ProcessRecord = {
       pid,
       startTime,
       ppid: member.stat.ppid,
-      uid: readUid(p, pid) ?? null,
+      uid: details.uid ?? null,
       comm: member.stat.comm,
-      cmdline: readCmdline(p, pid) ?? '',
+      cmdline: details.cmdline ?? '',
       foundBy: member.foundBy,
       signals: [],
       endedBy: null,
