@@ -163,13 +163,33 @@ static long put_stat(uint8_t *out, long at, long cap, const uint8_t *b, const st
 static int open_root(const char *root) { return open(root, O_RDONLY | O_DIRECTORY | O_CLOEXEC); }
 
 /**
+ * An O_DIRECTORY fd of `root`, for the caller to keep and pass as `rootfd` to every call below
+ * (each call then opens its files relative to it: no open of the root, no path walk from /);
+ * -errno when it cannot be opened. With rootfd -1 a call opens `root` itself.
+ */
+int tp_open_root(const char *root) {
+  int fd = open_root(root);
+  return fd < 0 ? -errno : fd;
+}
+
+// The directory fd a call works in: `rootfd` (the caller's) or `root` opened now (*own: close it).
+static int root_of(const char *root, int rootfd, int *own) {
+  *own = rootfd < 0;
+  return rootfd >= 0 ? rootfd : open_root(root);
+}
+static void root_done(int dfd, int own) {
+  if (own) close(dfd);
+}
+
+/**
  * takeSnapshot's walk: every numeric entry of `root` (readdir order), its stat read and parsed;
  * kernel threads (PF_KTHREAD) and unparsable lines left out. Records into out[0, cap).
  * Returns the bytes written; -1 on failure (info); -2 when `out` is too small (call again with
  * a larger one).
  */
-long tp_snapshot(const char *root, uint8_t *buf, uint8_t *out, long cap, int32_t *info) {
-  int dfd = open_root(root);
+long tp_snapshot(const char *root, int rootfd, uint8_t *buf, uint8_t *out, long cap, int32_t *info) {
+  // The walk's own fd (fdopendir takes it), on the same directory: the caller's stays open.
+  int dfd = rootfd >= 0 ? openat(rootfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC) : open_root(root);
   if (dfd < 0) {
     fail(info, errno, STAGE_ROOT, 0, 0);
     return -1;
@@ -217,8 +237,9 @@ long tp_snapshot(const char *root, uint8_t *buf, uint8_t *out, long cap, int32_t
 }
 
 /** readStat: one pid's stat as one snapshot record in out; 0 when gone/unparsable; -1 (info). */
-long tp_stat(const char *root, int pid, uint8_t *buf, uint8_t *out, long cap, int32_t *info) {
-  int dfd = open_root(root);
+long tp_stat(const char *root, int rootfd, int pid, uint8_t *buf, uint8_t *out, long cap, int32_t *info) {
+  int own;
+  int dfd = root_of(root, rootfd, &own);
   if (dfd < 0) {
     if (is_gone(errno)) return 0;
     fail(info, errno, STAGE_ROOT, pid, 0);
@@ -229,7 +250,7 @@ long tp_stat(const char *root, int pid, uint8_t *buf, uint8_t *out, long cap, in
   long len;
   int truncated, err, stage;
   int k = read_into(dfd, path, buf, BUF_BYTES - 1, &len, &truncated, &err, &stage);
-  close(dfd);
+  root_done(dfd, own);
   if (k < 0) {
     fail(info, err, stage, pid, 0);
     return -1;
@@ -358,16 +379,17 @@ static int stream_entries(int dirfd, const char *path, int64_t deadline, uint8_t
  * (fewer than n when out is full: call again for the rest; -2 when not even one fits), or -1
  * (info).
  */
-long tp_environ(const char *root, const int32_t *pids, const uint8_t *leader_exited, int n, uint8_t *buf,
-                uint8_t *out, long cap, int32_t *info) {
+long tp_environ(const char *root, int rootfd, const int32_t *pids, const uint8_t *leader_exited, int n,
+                uint8_t *buf, uint8_t *out, long cap, int32_t *info) {
   info[4] = 0;
-  int dfd = open_root(root);
+  int own;
+  int dfd = root_of(root, rootfd, &own);
   if (dfd < 0) {
     fail(info, errno, STAGE_ROOT, 0, 0);
     return -1;
   }
   if (n > 0 && cap < ENV_HEAD) {
-    close(dfd);
+    root_done(dfd, own);
     return -2;
   }
   struct env_out o = {out, cap, 0, 0, 0, 0};
@@ -388,7 +410,7 @@ long tp_environ(const char *root, const int32_t *pids, const uint8_t *leader_exi
     int k = stream_entries(dfd, path, deadline, buf, &o, &bytes, &oversized, &err, &stage);
     if (k < 0) {
       fail(info, err, stage, pid, 0);
-      close(dfd);
+      root_done(dfd, own);
       return -1;
     }
     if (leader_exited[i] && !(k == KIND_OK && bytes > 0) && !o.full) {
@@ -411,7 +433,7 @@ long tp_environ(const char *root, const int32_t *pids, const uint8_t *leader_exi
         if (r < 0) {
           fail(info, err, stage, pid, tid);
           closedir(td);
-          close(dfd);
+          root_done(dfd, own);
           return -1;
         }
         if (r == KIND_DENIED) saw_denied = 1;
@@ -450,7 +472,7 @@ long tp_environ(const char *root, const int32_t *pids, const uint8_t *leader_exi
     uint32_t c = (uint32_t)o.count;
     memcpy(out + start + 10, &c, 4);
   }
-  close(dfd);
+  root_done(dfd, own);
   info[4] = i;
   if (i == 0 && n > 0) return -2;
   return o.at;
@@ -462,12 +484,14 @@ long tp_environ(const char *root, const int32_t *pids, const uint8_t *leader_exi
  * most `cmdline_limit` bytes, left in buf[0, out[2]) (out[1]: KIND_*, out[3]: truncated).
  * Returns 0, or -1 (info; info[4] names the file: 1 status, 2 cmdline).
  */
-int tp_details(const char *root, int pid, long cmdline_limit, uint8_t *buf, double *out, int32_t *info) {
+int tp_details(const char *root, int rootfd, int pid, long cmdline_limit, uint8_t *buf, double *out,
+               int32_t *info) {
   out[0] = -1;
   out[1] = KIND_GONE;
   out[2] = 0;
   out[3] = 0;
-  int dfd = open_root(root);
+  int own;
+  int dfd = root_of(root, rootfd, &own);
   if (dfd < 0) {
     if (is_gone(errno)) return 0;
     fail(info, errno, STAGE_ROOT, pid, 0);
@@ -481,7 +505,7 @@ int tp_details(const char *root, int pid, long cmdline_limit, uint8_t *buf, doub
   if (k < 0) {
     fail(info, err, stage, pid, 0);
     info[4] = 1; // the file that failed: 1 status, 2 cmdline
-    close(dfd);
+    root_done(dfd, own);
     return -1;
   }
   if (k == KIND_OK) {
@@ -499,7 +523,7 @@ int tp_details(const char *root, int pid, long cmdline_limit, uint8_t *buf, doub
   }
   snprintf(path, sizeof path, "%d/cmdline", pid);
   k = read_into(dfd, path, buf, cmdline_limit, &len, &truncated, &err, &stage);
-  close(dfd);
+  root_done(dfd, own);
   if (k < 0) {
     fail(info, err, stage, pid, 0);
     info[4] = 2;

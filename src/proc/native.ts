@@ -81,13 +81,28 @@ function libraryPath(): string | undefined {
 
 // biome-ignore lint/suspicious/noExplicitAny: a koffi library handle.
 function bind(lib: any): NativeProc {
-  const snapshotFn = lib.func('long tp_snapshot(const char *, void *, void *, long, void *)');
-  const statFn = lib.func('long tp_stat(const char *, int, void *, void *, long, void *)');
+  const snapshotFn = lib.func('long tp_snapshot(const char *, int, void *, void *, long, void *)');
+  const statFn = lib.func('long tp_stat(const char *, int, int, void *, void *, long, void *)');
   const environFn = lib.func(
-    'long tp_environ(const char *, void *, void *, int, void *, void *, long, void *)',
+    'long tp_environ(const char *, int, void *, void *, int, void *, void *, long, void *)',
   );
-  const detailsFn = lib.func('int tp_details(const char *, int, long, void *, void *, void *)');
+  const detailsFn = lib.func('int tp_details(const char *, int, int, long, void *, void *, void *)');
   const strerror = lib.func('const char *tp_strerror(int)');
+  const openRoot = lib.func('int tp_open_root(const char *)');
+  // /proc opened once (O_DIRECTORY) and kept: every file is then opened relative to it. Only
+  // /proc: another root (a test's fake procfs) may be replaced at its path, so it is opened at
+  // each call. A failed open (EMFILE) is tried again next time; meanwhile each call opens it.
+  let procFd = -1;
+  const rootFd = (procRoot: string): number => {
+    if (procRoot !== '/proc') return -1;
+    if (procFd < 0) {
+      const fd = openRoot(procRoot) as number;
+      if (fd >= 0) procFd = fd;
+    }
+    return procFd;
+  };
+  const onePid = new Int32Array(1);
+  const oneFlag = new Uint8Array(1);
   const info = new Int32Array(5);
   const details = new Float64Array(4);
   // Records of a whole walk: grows (doubling) with the process table, never per file.
@@ -139,7 +154,7 @@ function bind(lib: any): NativeProc {
   return {
     snapshot(procRoot) {
       for (;;) {
-        const n = snapshotFn(procRoot, buf, out, out.length, info);
+        const n = snapshotFn(procRoot, rootFd(procRoot), buf, out, out.length, info);
         if (n === -2) {
           grow();
           continue;
@@ -151,7 +166,7 @@ function bind(lib: any): NativeProc {
       }
     },
     stat(procRoot, pid) {
-      const n = statFn(procRoot, pid, buf, out, out.length, info);
+      const n = statFn(procRoot, rootFd(procRoot), pid, buf, out, out.length, info);
       if (n < 0) throw failure(procRoot, 'stat');
       return n === 0 ? undefined : statAt(0);
     },
@@ -159,13 +174,13 @@ function bind(lib: any): NativeProc {
       const reads: EnvironRead[] = [];
       for (let done = 0; done < pids.length; ) {
         const rest = pids.length - done;
-        const p = new Int32Array(rest);
-        const z = new Uint8Array(rest);
+        const p = rest === 1 ? onePid : new Int32Array(rest);
+        const z = rest === 1 ? oneFlag : new Uint8Array(rest);
         for (let i = 0; i < rest; i++) {
           p[i] = pids[done + i] as number;
           z[i] = leaderExited[done + i] ? 1 : 0;
         }
-        const n = environFn(procRoot, p, z, rest, buf, out, out.length, info);
+        const n = environFn(procRoot, rootFd(procRoot), p, z, rest, buf, out, out.length, info);
         if (n === -2) {
           grow();
           continue;
@@ -191,7 +206,7 @@ function bind(lib: any): NativeProc {
       return reads;
     },
     details(procRoot, pid, limit) {
-      if (detailsFn(procRoot, pid, limit, buf, details, info) < 0) {
+      if (detailsFn(procRoot, rootFd(procRoot), pid, limit, buf, details, info) < 0) {
         throw failure(procRoot, info[4] === 1 ? 'status' : 'cmdline');
       }
       const uid = details[0] as number;
