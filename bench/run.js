@@ -200,6 +200,10 @@ async function scanLevel(sp, bins, tag, n) {
   const newer = await sp.start(n / 2, { tagged: true, setsid: false });
   const startMs = performance.now() - t0;
   log(`level ${n}: ${n} sleeps started in ${fmt(startMs)} ms`);
+  // A sleep forked a moment ago may still be in its exec (no readable environ): look again, up
+  // to 2 s, before the rows below call the C loop's count short.
+  for (let i = 0; i < 40 && cLoop(bins.environLoop, tag.entry, 'environ').matches !== n / 2; i++)
+    await delay(50);
 
   // Warm-up: JIT, dentry and inode caches.
   for (let i = 0; i < 2; i++) {
