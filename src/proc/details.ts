@@ -1,5 +1,6 @@
 // Details read once per found process, for the report: cmdline and real uid, each read bounded.
-import { readInto, readText, sharedBuffer } from './read.js';
+import { nativeProc } from './native.js';
+import { type ReadOutcome, readInto, readText, sharedBuffer } from './read.js';
 
 /**
  * Bytes of `/proc/<pid>/cmdline` kept for the report: 4 KiB. A process can point its cmdline at
@@ -23,7 +24,11 @@ const STATUS_READ_BYTES = 4096;
  */
 export function readCmdline(procRoot: string, pid: number): string | undefined {
   // One byte past the cap, so that a command of exactly the cap and its final NUL is whole.
-  const r = readInto(`${procRoot}/${pid}/cmdline`, CMDLINE_CAP_BYTES + 1);
+  return cmdlineText(readInto(`${procRoot}/${pid}/cmdline`, CMDLINE_CAP_BYTES + 1));
+}
+
+// The cmdline read into the shared buffer, as `readCmdline` returns it.
+function cmdlineText(r: ReadOutcome): string | undefined {
   if (r.kind !== 'ok') return undefined;
   const text = sharedBuffer().toString('latin1', 0, r.length).replace(/\0+$/, '');
   if (r.truncated || text.length > CMDLINE_CAP_BYTES) {
@@ -37,4 +42,15 @@ export function readUid(procRoot: string, pid: number): number | undefined {
   const text = readText(`${procRoot}/${pid}/status`, STATUS_READ_BYTES);
   const match = text?.match(/^Uid:\s+(\d+)/m);
   return match ? Number(match[1]) : undefined;
+}
+
+/** A found process's report details: `readUid` then `readCmdline`, in one native call when it is there. */
+export function readDetails(
+  procRoot: string,
+  pid: number,
+): { uid: number | undefined; cmdline: string | undefined } {
+  const native = nativeProc();
+  if (!native) return { uid: readUid(procRoot, pid), cmdline: readCmdline(procRoot, pid) };
+  const r = native.details(procRoot, pid, CMDLINE_CAP_BYTES + 1);
+  return { uid: r.uid, cmdline: cmdlineText(r.cmdline) };
 }

@@ -1,6 +1,7 @@
 // The env-tag test: which session entries `NAME=1` does a process's environ hold (ADR-127 §2)?
 // Streamed through the shared fixed-size buffer, within a per-process byte and time budget.
 import { closeSync, readdirSync } from 'node:fs';
+import { nativeProc } from './native.js';
 import { classify, openProc, readChunk, sharedBuffer } from './read.js';
 import { TAG_ENTRY_PATTERN, TAG_PREFIX, TAG_RECORD_LENGTH } from './tag.js';
 
@@ -44,6 +45,26 @@ const DENIED: EnvironRead = { kind: 'denied' };
  * Errors other than gone/denied (EIO, EMFILE…) are thrown: the caller reports them.
  */
 export function readEnviron(procRoot: string, pid: number, leaderExited: boolean): EnvironRead {
+  const native = nativeProc();
+  if (native) return native.environ(procRoot, [pid], [leaderExited])[0] as EnvironRead;
+  return readEnvironJs(procRoot, pid, leaderExited);
+}
+
+/**
+ * `readEnviron` for many processes at once, in order (`leaderExited[i]` for `pids[i]`): one
+ * native call for all of them when the native path is there, else one JS read each.
+ */
+export function readEnvirons(
+  procRoot: string,
+  pids: readonly number[],
+  leaderExited: readonly boolean[],
+): EnvironRead[] {
+  const native = nativeProc();
+  if (native) return native.environ(procRoot, pids, leaderExited);
+  return pids.map((pid, i) => readEnvironJs(procRoot, pid, leaderExited[i] === true));
+}
+
+function readEnvironJs(procRoot: string, pid: number, leaderExited: boolean): EnvironRead {
   const deadline = performance.now() + ENVIRON_TIME_BUDGET_MS;
   const first = streamEntries(`${procRoot}/${pid}/environ`, deadline);
   if (!leaderExited || (first.kind === 'ok' && first.bytes > 0)) return first;

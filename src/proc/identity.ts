@@ -2,6 +2,7 @@
 // is never mistaken for the process an earlier scan found.
 import { readFileSync } from 'node:fs';
 import { listTasks } from './environ.js';
+import { nativeProc } from './native.js';
 import { readInto, sharedBuffer } from './read.js';
 import { type ProcStat, parseStatBuffer } from './stat.js';
 
@@ -21,6 +22,8 @@ export function identityKey(id: Identity): string {
 
 /** Reads and parses `/proc/<pid>/stat`; undefined when the process is gone. */
 export function readStat(procRoot: string, pid: number): ProcStat | undefined {
+  const native = nativeProc();
+  if (native) return native.stat(procRoot, pid);
   const r = readInto(`${procRoot}/${pid}/stat`);
   return r.kind === 'ok' ? parseStatBuffer(sharedBuffer(), r.length) : undefined;
 }

@@ -1,5 +1,6 @@
 // One walk of the process table per round: pid, ppid, state, start time, comm, group, session.
 import { readdirSync } from 'node:fs';
+import { nativeProc } from './native.js';
 import { isFdExhaustion, readInto, sharedBuffer } from './read.js';
 import { isKernelThread, type ProcStat, parseStatBuffer } from './stat.js';
 
@@ -39,23 +40,20 @@ export function snapshotCount(): number {
 export function takeSnapshot(procRoot = '/proc'): Snapshot {
   const started = performance.now();
   taken += 1;
-  let names: string[];
+  let stats: ProcStat[];
   try {
-    names = readdirSync(procRoot);
+    stats = nativeProc()?.snapshot(procRoot) ?? walk(procRoot);
   } catch (error) {
+    // Only the listing of procRoot itself (readdir: `scandir`) says there is no procfs there.
+    if ((error as NodeJS.ErrnoException).syscall !== 'scandir') throw error;
     if (isFdExhaustion(error))
       throw new Error(`cannot list ${procRoot}: no fd left (${(error as Error).message})`, { cause: error });
     throw new NoProcError(procRoot, error);
   }
   const processes = new Map<number, ProcStat>();
   const children = new Map<number, number[]>();
-  for (const name of names) {
-    const first = name.charCodeAt(0);
-    if (first < 48 || first > 57) continue;
-    const r = readInto(`${procRoot}/${name}/stat`);
-    if (r.kind !== 'ok') continue;
-    const stat = parseStatBuffer(sharedBuffer(), r.length);
-    if (stat === undefined || isKernelThread(stat)) continue;
+  for (const stat of stats) {
+    if (isKernelThread(stat)) continue;
     processes.set(stat.pid, stat);
     const siblings = children.get(stat.ppid);
     if (siblings) siblings.push(stat.pid);
@@ -65,6 +63,21 @@ export function takeSnapshot(procRoot = '/proc'): Snapshot {
     throw new NoProcError(procRoot, new Error('no process entries (is procfs mounted there?)'));
   }
   return { procRoot, processes, children, takenAt: started, durationMs: performance.now() - started };
+}
+
+// The JS walk: readdir, then each stat through the shared buffer (the native one: native.ts).
+function walk(procRoot: string): ProcStat[] {
+  const names = readdirSync(procRoot);
+  const stats: ProcStat[] = [];
+  for (const name of names) {
+    const first = name.charCodeAt(0);
+    if (first < 48 || first > 57) continue;
+    const r = readInto(`${procRoot}/${name}/stat`);
+    if (r.kind !== 'ok') continue;
+    const stat = parseStatBuffer(sharedBuffer(), r.length);
+    if (stat !== undefined) stats.push(stat);
+  }
+  return stats;
 }
 
 /**

@@ -1,5 +1,5 @@
 // Live processes carrying any tether tag, for `tether ps` (one walk, every environ read, bounded).
-import { readCmdline, readUid } from './details.js';
+import { readDetails } from './details.js';
 import { readEnviron } from './environ.js';
 import { takeSnapshot } from './snapshot.js';
 
@@ -24,13 +24,14 @@ export function listTaggedProcesses(procRoot = '/proc'): TaggedProcess[] {
     if (r.kind !== 'ok' || r.entries.length === 0) continue;
     const tags = r.entries.map((entry) => entry.slice(0, -2));
     if (tags.length === 0) continue;
+    const details = readDetails(procRoot, stat.pid);
     found.push({
       pid: stat.pid,
       ppid: stat.ppid,
       startTime: stat.startTime,
-      uid: readUid(procRoot, stat.pid) ?? null,
+      uid: details.uid ?? null,
       comm: stat.comm,
-      cmdline: readCmdline(procRoot, stat.pid) ?? '',
+      cmdline: details.cmdline ?? '',
       tags,
     });
   }

@@ -3,7 +3,7 @@
 // phase's signal, note what is gone). Its report is built in src/sweep/build-report.ts.
 import { readlinkSync } from 'node:fs';
 import { cgroupPids, killCgroup } from '../proc/cgroup.js';
-import { readCmdline, readUid } from '../proc/details.js';
+import { readDetails } from '../proc/details.js';
 import { type Identity, identityKey } from '../proc/identity.js';
 import { isFdExhaustion } from '../proc/read.js';
 import { ancestorsOf, NoProcError, takeSnapshot } from '../proc/snapshot.js';
@@ -358,13 +358,13 @@ export class SweepRun {
     for (const { stat, reason } of scan.unreadable) {
       const key = identityKey({ pid: stat.pid, startTime: stat.startTime });
       if (this.unreadable.has(key)) continue;
-      const p = this.ctx.procRoot;
+      const details = readDetails(this.ctx.procRoot, stat.pid);
       this.unreadable.set(key, {
         pid: stat.pid,
         startTime: stat.startTime,
-        uid: readUid(p, stat.pid) ?? null,
+        uid: details.uid ?? null,
         comm: stat.comm,
-        cmdline: readCmdline(p, stat.pid) ?? '',
+        cmdline: details.cmdline ?? '',
         reason,
       });
     }
@@ -402,15 +402,15 @@ export class SweepRun {
   }
 
   track(key: string, member: Member): Tracked {
-    const p = this.ctx.procRoot;
     const { pid, startTime } = member.identity;
+    const details = readDetails(this.ctx.procRoot, pid);
     const record: ProcessRecord = {
       pid,
       startTime,
       ppid: member.stat.ppid,
-      uid: readUid(p, pid) ?? null,
+      uid: details.uid ?? null,
       comm: member.stat.comm,
-      cmdline: readCmdline(p, pid) ?? '',
+      cmdline: details.cmdline ?? '',
       foundBy: member.foundBy,
       signals: [],
       endedBy: null,

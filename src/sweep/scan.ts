@@ -4,7 +4,7 @@
 
 import { cgroupPids, cgroupPopulated } from '../proc/cgroup.js';
 import { readUid } from '../proc/details.js';
-import { type EnvironRead, readEnviron } from '../proc/environ.js';
+import { type EnvironRead, readEnviron, readEnvirons } from '../proc/environ.js';
 import { type Identity, identityKey, isAliveStat, readStat } from '../proc/identity.js';
 import { type Snapshot, takeSnapshot } from '../proc/snapshot.js';
 import type { ProcStat } from '../proc/stat.js';
@@ -107,6 +107,27 @@ function entriesOf(snapshot: Snapshot, stat: ProcStat): EnvironRead {
 }
 
 /**
+ * Reads, in one batch (one native call when the native path is there), the environs the carrier
+ * loop may ask `entriesOf` for and this snapshot has not read yet. Processes outside `wanted`
+ * are still read lazily, one at a time.
+ */
+function prefetchEntries(snapshot: Snapshot, wanted: ProcStat[]): void {
+  let cache = entriesBySnapshot.get(snapshot);
+  if (!cache) {
+    cache = new Map();
+    entriesBySnapshot.set(snapshot, cache);
+  }
+  const todo = cache.size === 0 ? wanted : wanted.filter((stat) => !cache.has(stat.pid));
+  if (todo.length < 2) return;
+  const reads = readEnvirons(
+    snapshot.procRoot,
+    todo.map((stat) => stat.pid),
+    todo.map((stat) => stat.state === 'Z'),
+  );
+  for (let i = 0; i < todo.length; i++) cache.set((todo[i] as ProcStat).pid, reads[i] as EnvironRead);
+}
+
+/**
  * Holds a new member, then re-reads the evidence that made it one — a carrier's environ still
  * holds the entry; a descendant's parent is still the one it was found through — and checks
  * that the pidfd has not reported an exit since: the evidence was read from the held process,
@@ -182,9 +203,15 @@ export function scanSession(ctx: ScanContext, snapshot: Snapshot = takeSnapshot(
   }
 
   // Carriers: read environ only where it can matter.
+  const candidates: ProcStat[] = [];
   for (const stat of snapshot.processes.values()) {
     if (ctx.notBefore !== undefined && stat.startTime < ctx.notBefore) continue;
-    if (members.has(stat.pid) || !eligible(stat)) continue;
+    if (!members.has(stat.pid) && eligible(stat)) candidates.push(stat);
+  }
+  prefetchEntries(snapshot, candidates);
+  for (const stat of candidates) {
+    // A candidate may have been added since as a carrier's descendant.
+    if (members.has(stat.pid)) continue;
     const r = entriesOf(snapshot, stat);
     if (r.kind === 'ok' && r.entries.includes(ctx.entry)) {
       addWithDescendants({

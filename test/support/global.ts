@@ -48,6 +48,13 @@ export default function setup() {
     timeout: 120_000,
     stdio: 'inherit',
   });
+  // The native scan loop (optional: without a compiler the JS path is used, and the native
+  // test says so).
+  execFileSync(process.execPath, [join(ROOT, 'scripts/build-native.mjs'), '--host'], {
+    cwd: ROOT,
+    timeout: 120_000,
+    stdio: 'inherit',
+  });
   // Tags of sessions this run itself is part of (the suite run inside tether) are not leaks.
   const own = new Set(Object.keys(process.env).filter((k) => /^TETHER_SESSION_[0-9a-f]{32}$/.test(k)));
   return async () => {

@@ -1,0 +1,541 @@
+// The /proc reads of a scan in C, loaded through koffi by src/proc/native.ts: the same reads,
+// in the same order and with the same rules, as the JS path of src/proc/ (snapshot.ts,
+// environ.ts, details.ts, stat.ts), but one call per walk instead of three or four crossings
+// per file. Every file is read through the caller's buffer (`buf`, READ_BUFFER_BYTES = 64 KiB:
+// the JS path's shared buffer), never a larger one: no file grows memory.
+//
+// Outcomes per file: a process gone (ENOENT, ESRCH) or denied (EACCES, EPERM) is an answer;
+// any other errno (EMFILE, EIO…) stops the call with -1 and `info` = {errno, stage, pid, tid}
+// (stage: STAGE_*), which the caller throws as the JS path would have.
+//
+// Built as a shared library by scripts/build-native.mjs (dist/native/linux-<arch>/).
+#define _GNU_SOURCE
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#define BUF_BYTES (64 * 1024)                  // READ_BUFFER_BYTES (src/proc/read.ts)
+#define ENVIRON_BYTE_BUDGET (6L * 1024 * 1024) // src/proc/environ.ts
+#define ENVIRON_TIME_BUDGET_NS (100L * 1000 * 1000)
+#define TAG_PREFIX "TETHER_SESSION_"
+#define TAG_PREFIX_LEN 15
+#define TAG_RECORD_LEN (TAG_PREFIX_LEN + 32 + 2) // TETHER_SESSION_<32 hex>=1
+#define PF_KTHREAD 0x00200000
+#define STATUS_READ_BYTES 4096 // src/proc/details.ts
+
+enum { STAGE_ROOT = 0, STAGE_OPEN = 1, STAGE_READ = 2, STAGE_TASKS = 3 };
+enum { KIND_OK = 0, KIND_GONE = 1, KIND_DENIED = 2 };
+
+// The last call's failure, for the caller to throw.
+static void fail(int32_t *info, int err, int stage, int pid, int tid) {
+  info[0] = err;
+  info[1] = stage;
+  info[2] = pid;
+  info[3] = tid;
+}
+
+static int is_gone(int err) { return err == ENOENT || err == ESRCH; }
+static int is_denied(int err) { return err == EACCES || err == EPERM; }
+
+static int64_t now_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
+// readInto (src/proc/read.ts): at most `limit` bytes of dirfd/path into buf, one byte more to
+// tell truncation. Returns KIND_*, or -1 (errno in *err) for any other failure; *len and
+// *truncated on KIND_OK.
+static int read_into(int dirfd, const char *path, uint8_t *buf, long limit, long *len, int *truncated,
+                     int *err, int *stage) {
+  long want = (limit < BUF_BYTES - 1 ? limit : BUF_BYTES - 1) + 1;
+  int fd = openat(dirfd, path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    if (is_gone(errno)) return KIND_GONE;
+    if (is_denied(errno)) return KIND_DENIED;
+    *err = errno;
+    *stage = STAGE_OPEN;
+    return -1;
+  }
+  long got = 0;
+  while (got < want) {
+    ssize_t n = read(fd, buf + got, (size_t)(want - got));
+    if (n < 0) {
+      int e = errno;
+      close(fd);
+      if (is_gone(e)) return KIND_GONE;
+      if (is_denied(e)) return KIND_DENIED;
+      *err = e;
+      *stage = STAGE_READ;
+      return -1;
+    }
+    if (n == 0) break;
+    got += n;
+  }
+  close(fd);
+  *truncated = got == want;
+  *len = got == want ? want - 1 : got;
+  return KIND_OK;
+}
+
+// parseStatBuffer (src/proc/stat.ts), byte for byte: cut at the last ')', fields counted from
+// the state; 0 when the bytes are not a stat line.
+#define F_PPID 1
+#define F_PGID 2
+#define F_SID 3
+#define F_FLAGS 6
+#define F_THREADS 17
+#define F_START 19
+struct stat_line {
+  double pid, fields[F_START + 1];
+  long comm_at, comm_len;
+  uint8_t state;
+};
+
+static int parse_stat(const uint8_t *b, long len, struct stat_line *s) {
+  const uint8_t *open = memchr(b, '(', (size_t)len);
+  long close = -1;
+  for (long i = len - 1; i >= 0; i--) {
+    if (b[i] == ')') {
+      close = i;
+      break;
+    }
+  }
+  // (JS searches the whole buffer for '(': one found only past `len` fails `close < open` there.)
+  if (open == NULL) return 0;
+  long o = open - b;
+  if (o <= 0 || close < o || close + 2 >= len) return 0;
+  double pid = 0;
+  for (long i = 0; i < o - 1; i++) pid = pid * 10 + (double)b[i] - 48;
+  memset(s->fields, 0, sizeof s->fields);
+  int field = 0;
+  double value = 0;
+  int negative = 0;
+  for (long i = close + 3; i < len && field <= F_START; i++) {
+    uint8_t c = b[i];
+    if (c == ' ') {
+      s->fields[field] = negative ? -value : value;
+      field++;
+      value = 0;
+      negative = 0;
+    } else if (c == '-') {
+      negative = 1;
+    } else if (c >= '0' && c <= '9') {
+      value = value * 10 + c - '0';
+    }
+  }
+  if (field <= F_START) return 0;
+  s->pid = pid;
+  s->state = b[close + 2];
+  s->comm_at = o + 1;
+  s->comm_len = close - o - 1;
+  return 1;
+}
+
+// One snapshot record: 8 float64 (pid, ppid, pgid, sid, flags, threads, startTime, state) then
+// uint16 comm length and the comm bytes, padded to a multiple of 8 bytes. Host byte order.
+#define REC_HEAD (8 * 8 + 2)
+
+static long put_stat(uint8_t *out, long at, long cap, const uint8_t *b, const struct stat_line *s) {
+  long need = (REC_HEAD + s->comm_len + 7) & ~7L; // each record 8-byte aligned (a Float64Array view)
+  if (at + need > cap) return -1;
+  double v[8] = {s->pid,
+                 s->fields[F_PPID],
+                 s->fields[F_PGID],
+                 s->fields[F_SID],
+                 s->fields[F_FLAGS],
+                 s->fields[F_THREADS],
+                 s->fields[F_START],
+                 (double)s->state};
+  memcpy(out + at, v, sizeof v);
+  uint16_t cl = (uint16_t)s->comm_len;
+  memcpy(out + at + 64, &cl, 2);
+  memcpy(out + at + REC_HEAD, b + s->comm_at, (size_t)s->comm_len);
+  return at + need;
+}
+
+static int open_root(const char *root) { return open(root, O_RDONLY | O_DIRECTORY | O_CLOEXEC); }
+
+/**
+ * An O_DIRECTORY fd of `root`, for the caller to keep and pass as `rootfd` to every call below
+ * (each call then opens its files relative to it: no open of the root, no path walk from /);
+ * -errno when it cannot be opened. With rootfd -1 a call opens `root` itself.
+ */
+int tp_open_root(const char *root) {
+  int fd = open_root(root);
+  return fd < 0 ? -errno : fd;
+}
+
+// The directory fd a call works in: `rootfd` (the caller's) or `root` opened now (*own: close it).
+static int root_of(const char *root, int rootfd, int *own) {
+  *own = rootfd < 0;
+  return rootfd >= 0 ? rootfd : open_root(root);
+}
+static void root_done(int dfd, int own) {
+  if (own) close(dfd);
+}
+
+/**
+ * takeSnapshot's walk: every numeric entry of `root` (readdir order), its stat read and parsed;
+ * kernel threads (PF_KTHREAD) and unparsable lines left out. Records into out[0, cap).
+ * Returns the bytes written; -1 on failure (info); -2 when `out` is too small (call again with
+ * a larger one).
+ */
+long tp_snapshot(const char *root, int rootfd, uint8_t *buf, uint8_t *out, long cap, int32_t *info) {
+  // The walk's own fd (fdopendir takes it), on the same directory: the caller's stays open.
+  int dfd = rootfd >= 0 ? openat(rootfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC) : open_root(root);
+  if (dfd < 0) {
+    fail(info, errno, STAGE_ROOT, 0, 0);
+    return -1;
+  }
+  DIR *d = fdopendir(dfd);
+  if (!d) {
+    fail(info, errno, STAGE_ROOT, 0, 0);
+    close(dfd);
+    return -1;
+  }
+  long at = 0;
+  char path[64];
+  struct dirent *e;
+  for (errno = 0; (e = readdir(d)) != NULL; errno = 0) {
+    if (e->d_name[0] < '0' || e->d_name[0] > '9') continue;
+    size_t nl = strlen(e->d_name);
+    if (nl > 40) continue;
+    memcpy(path, e->d_name, nl);
+    memcpy(path + nl, "/stat", 6);
+    long len;
+    int truncated, err, stage;
+    int k = read_into(dfd, path, buf, BUF_BYTES - 1, &len, &truncated, &err, &stage);
+    if (k < 0) {
+      fail(info, err, stage, atoi(e->d_name), 0);
+      closedir(d);
+      return -1;
+    }
+    if (k != KIND_OK) continue;
+    struct stat_line s;
+    if (!parse_stat(buf, len, &s)) continue;
+    if (((uint32_t)s.fields[F_FLAGS] & PF_KTHREAD) != 0) continue;
+    at = put_stat(out, at, cap, buf, &s);
+    if (at < 0) {
+      closedir(d);
+      return -2;
+    }
+  }
+  int rerr = errno;
+  closedir(d);
+  if (rerr != 0) {
+    fail(info, rerr, STAGE_ROOT, 0, 0);
+    return -1;
+  }
+  return at;
+}
+
+/** readStat: one pid's stat as one snapshot record in out; 0 when gone/unparsable; -1 (info). */
+long tp_stat(const char *root, int rootfd, int pid, uint8_t *buf, uint8_t *out, long cap, int32_t *info) {
+  int own;
+  int dfd = root_of(root, rootfd, &own);
+  if (dfd < 0) {
+    if (is_gone(errno)) return 0;
+    fail(info, errno, STAGE_ROOT, pid, 0);
+    return -1;
+  }
+  char path[64];
+  snprintf(path, sizeof path, "%d/stat", pid);
+  long len;
+  int truncated, err, stage;
+  int k = read_into(dfd, path, buf, BUF_BYTES - 1, &len, &truncated, &err, &stage);
+  root_done(dfd, own);
+  if (k < 0) {
+    fail(info, err, stage, pid, 0);
+    return -1;
+  }
+  struct stat_line s;
+  if (k != KIND_OK || !parse_stat(buf, len, &s)) return 0;
+  long at = put_stat(out, 0, cap, buf, &s);
+  return at < 0 ? -2 : at;
+}
+
+// A record of buf[from, to) is a session entry: exactly TETHER_SESSION_<32 lowercase hex>=1.
+static int is_entry(const uint8_t *r, long n) {
+  if (n != TAG_RECORD_LEN || memcmp(r, TAG_PREFIX, TAG_PREFIX_LEN) != 0) return 0;
+  for (int i = TAG_PREFIX_LEN; i < TAG_PREFIX_LEN + 32; i++) {
+    uint8_t c = r[i];
+    if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'))) return 0;
+  }
+  return r[n - 2] == '=' && r[n - 1] == '1';
+}
+
+// Output of one environ read: kind, oversized, bytes (float64), entry count, then each entry's
+// 32 hex digits. Entries are written at out[*at…]; the head is filled at the end.
+struct env_out {
+  uint8_t *out;
+  long cap, at, head, count;
+  int full;
+};
+
+static void collect(struct env_out *o, const uint8_t *b, long from, long to) {
+  long start = from;
+  for (long i = from; i <= to; i++) {
+    if (i < to && b[i] != 0) continue;
+    if (is_entry(b + start, i - start)) {
+      if (o->at + 32 > o->cap) {
+        o->full = 1;
+        return;
+      }
+      memcpy(o->out + o->at, b + start + TAG_PREFIX_LEN, 32);
+      o->at += 32;
+      o->count++;
+    }
+    start = i + 1;
+  }
+}
+
+// streamEntries (src/proc/environ.ts): the same read(2) sizes, carry and skip rules, budgets
+// checked after each chunk. Returns KIND_* (entries in `o`), or -1 (*err, *stage).
+static int stream_entries(int dirfd, const char *path, int64_t deadline, uint8_t *buf, struct env_out *o,
+                          double *bytes_out, int *oversized, int *err, int *stage) {
+  int fd = openat(dirfd, path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    if (is_gone(errno)) return KIND_GONE;
+    if (is_denied(errno)) return KIND_DENIED;
+    *err = errno;
+    *stage = STAGE_OPEN;
+    return -1;
+  }
+  long carry = 0, bytes = 0;
+  int skipping = 0;
+  *oversized = 0;
+  for (;;) {
+    ssize_t n = read(fd, buf + carry, (size_t)(BUF_BYTES - carry));
+    if (n < 0) {
+      int e = errno;
+      close(fd);
+      if (is_gone(e)) return KIND_GONE;
+      if (is_denied(e)) return KIND_DENIED;
+      *err = e;
+      *stage = STAGE_READ;
+      return -1;
+    }
+    long end = carry + n;
+    if (n == 0) {
+      if (!skipping && end > 0) collect(o, buf, 0, end); // the last record needs no NUL
+      break;
+    }
+    bytes += n;
+    long from = 0;
+    if (skipping) {
+      uint8_t *nul = memchr(buf, 0, (size_t)end);
+      if (nul) {
+        from = nul - buf + 1;
+        skipping = 0;
+      } else {
+        from = end;
+      }
+    }
+    long tail = from;
+    if (from < end) {
+      long nul = -1;
+      for (long i = end - 1; i >= from; i--) {
+        if (buf[i] == 0) {
+          nul = i;
+          break;
+        }
+      }
+      if (nul >= from) {
+        collect(o, buf, from, nul); // records ending at each NUL up to the last one
+        tail = nul + 1;
+      }
+      if (end - tail > TAG_RECORD_LEN) skipping = 1;
+    }
+    if (skipping || tail == end) {
+      carry = 0;
+    } else {
+      memmove(buf, buf + tail, (size_t)(end - tail));
+      carry = end - tail;
+    }
+    if (bytes > ENVIRON_BYTE_BUDGET || now_ns() > deadline) {
+      *oversized = 1;
+      break;
+    }
+  }
+  close(fd);
+  *bytes_out = (double)bytes;
+  return KIND_OK;
+}
+
+#define ENV_HEAD (1 + 1 + 8 + 4)
+
+/**
+ * readEnviron for pids[0, n): each pid's environ, or — for a leader that has exited
+ * (leader_exited[i]: stat state Z) and an empty first read — its threads' task/<tid>/environ,
+ * with one 100 ms deadline per pid. Records into out: u8 kind, u8 oversized, f64 bytes,
+ * u32 entry count, count × 32 hex digits. Returns the bytes written with info[4] = pids done
+ * (fewer than n when out is full: call again for the rest; -2 when not even one fits), or -1
+ * (info).
+ */
+long tp_environ(const char *root, int rootfd, const int32_t *pids, const uint8_t *leader_exited, int n,
+                uint8_t *buf, uint8_t *out, long cap, int32_t *info) {
+  info[4] = 0;
+  int own;
+  int dfd = root_of(root, rootfd, &own);
+  if (dfd < 0) {
+    fail(info, errno, STAGE_ROOT, 0, 0);
+    return -1;
+  }
+  if (n > 0 && cap < ENV_HEAD) {
+    root_done(dfd, own);
+    return -2;
+  }
+  struct env_out o = {out, cap, 0, 0, 0, 0};
+  char path[96];
+  int i;
+  for (i = 0; i < n; i++) {
+    int pid = pids[i];
+    long start = o.at;
+    if (start + ENV_HEAD > cap) break;
+    o.head = start;
+    o.at = start + ENV_HEAD;
+    o.count = 0;
+    o.full = 0;
+    int64_t deadline = now_ns() + ENVIRON_TIME_BUDGET_NS;
+    double bytes = 0;
+    int oversized = 0, err = 0, stage = 0;
+    snprintf(path, sizeof path, "%d/environ", pid);
+    int k = stream_entries(dfd, path, deadline, buf, &o, &bytes, &oversized, &err, &stage);
+    if (k < 0) {
+      fail(info, err, stage, pid, 0);
+      root_done(dfd, own);
+      return -1;
+    }
+    if (leader_exited[i] && !(k == KIND_OK && bytes > 0) && !o.full) {
+      int saw_denied = k == KIND_DENIED, saw_ok = k == KIND_OK, found = 0;
+      snprintf(path, sizeof path, "%d/task", pid);
+      int tfd = openat(dfd, path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+      DIR *td = tfd >= 0 ? fdopendir(tfd) : NULL;
+      if (tfd >= 0 && !td) close(tfd);
+      struct dirent *e;
+      while (td && (e = readdir(td)) != NULL) {
+        if (e->d_name[0] < '0' || e->d_name[0] > '9') continue;
+        int tid = atoi(e->d_name);
+        if (tid == pid) continue;
+        o.at = start + ENV_HEAD;
+        o.count = 0;
+        double tb = 0;
+        int tover = 0;
+        snprintf(path, sizeof path, "%d/task/%d/environ", pid, tid);
+        int r = stream_entries(dfd, path, deadline, buf, &o, &tb, &tover, &err, &stage);
+        if (r < 0) {
+          fail(info, err, stage, pid, tid);
+          closedir(td);
+          root_done(dfd, own);
+          return -1;
+        }
+        if (r == KIND_DENIED) saw_denied = 1;
+        if (r != KIND_OK) continue;
+        saw_ok = 1;
+        if (tb > 0) {
+          k = KIND_OK;
+          bytes = tb;
+          oversized = tover;
+          found = 1;
+          break;
+        }
+      }
+      if (td) closedir(td);
+      if (!found) {
+        o.at = start + ENV_HEAD;
+        o.count = 0;
+        bytes = 0;
+        oversized = 0;
+        k = saw_denied ? KIND_DENIED : saw_ok ? KIND_OK : KIND_GONE;
+      }
+    }
+    if (o.full) {
+      o.at = start;
+      break;
+    }
+    if (k != KIND_OK) {
+      o.at = start + ENV_HEAD;
+      o.count = 0;
+      bytes = 0;
+      oversized = 0;
+    }
+    out[start] = (uint8_t)k;
+    out[start + 1] = (uint8_t)oversized;
+    memcpy(out + start + 2, &bytes, 8);
+    uint32_t c = (uint32_t)o.count;
+    memcpy(out + start + 10, &c, 4);
+  }
+  root_done(dfd, own);
+  info[4] = i;
+  if (i == 0 && n > 0) return -2;
+  return o.at;
+}
+
+/**
+ * The details of one found process (src/proc/details.ts): the real uid from the `Uid:` line of
+ * the first 4 KiB of status (out[0]; -1 when gone, denied or without one), then cmdline, at
+ * most `cmdline_limit` bytes, left in buf[0, out[2]) (out[1]: KIND_*, out[3]: truncated).
+ * Returns 0, or -1 (info; info[4] names the file: 1 status, 2 cmdline).
+ */
+int tp_details(const char *root, int rootfd, int pid, long cmdline_limit, uint8_t *buf, double *out,
+               int32_t *info) {
+  out[0] = -1;
+  out[1] = KIND_GONE;
+  out[2] = 0;
+  out[3] = 0;
+  int own;
+  int dfd = root_of(root, rootfd, &own);
+  if (dfd < 0) {
+    if (is_gone(errno)) return 0;
+    fail(info, errno, STAGE_ROOT, pid, 0);
+    return -1;
+  }
+  char path[64];
+  long len;
+  int truncated, err, stage;
+  snprintf(path, sizeof path, "%d/status", pid);
+  int k = read_into(dfd, path, buf, STATUS_READ_BYTES, &len, &truncated, &err, &stage);
+  if (k < 0) {
+    fail(info, err, stage, pid, 0);
+    info[4] = 1; // the file that failed: 1 status, 2 cmdline
+    root_done(dfd, own);
+    return -1;
+  }
+  if (k == KIND_OK) {
+    // /^Uid:\s+(\d+)/m on latin1 text: \s is \t \n \v \f \r, space and U+00A0.
+    for (long i = 0; i + 4 <= len; i++) {
+      if ((i > 0 && buf[i - 1] != '\n' && buf[i - 1] != '\r') || memcmp(buf + i, "Uid:", 4) != 0) continue;
+      long j = i + 4, ws = j;
+      while (j < len && (buf[j] == ' ' || (buf[j] >= 9 && buf[j] <= 13) || buf[j] == 0xa0)) j++;
+      if (j == ws || j >= len || buf[j] < '0' || buf[j] > '9') continue;
+      double uid = 0;
+      while (j < len && buf[j] >= '0' && buf[j] <= '9') uid = uid * 10 + buf[j++] - '0';
+      out[0] = uid;
+      break;
+    }
+  }
+  snprintf(path, sizeof path, "%d/cmdline", pid);
+  k = read_into(dfd, path, buf, cmdline_limit, &len, &truncated, &err, &stage);
+  root_done(dfd, own);
+  if (k < 0) {
+    fail(info, err, stage, pid, 0);
+    info[4] = 2;
+    return -1;
+  }
+  out[1] = k;
+  if (k == KIND_OK) {
+    out[2] = (double)len;
+    out[3] = truncated;
+  }
+  return 0;
+}
+
+/** strerror(3) of `err`, for an error message worded as Node words its own. */
+const char *tp_strerror(int err) { return strerror(err); }

@@ -1,0 +1,226 @@
+// The native scan loop (native/scan.c) through koffi: the /proc reads of snapshot.ts,
+// environ.ts, identity.ts and details.ts, by the same rules and with the same results, in one
+// call per walk or per process instead of three or four JS↔kernel crossings per file.
+// Optional: when the library was not built (no compiler), cannot load (another libc, koffi
+// missing) or is turned off (`TETHER_NATIVE_SCAN=0`, `useNativeProc(false)`), `nativeProc()`
+// is null and every caller reads through the JS path. Files are read through the JS path's
+// shared 64 KiB buffer (read.ts), so no file grows memory on either path.
+import { existsSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
+import { errnoName, libc, libcFailedForFds } from '../libc.js';
+import type { EnvironRead } from './environ.js';
+import { READ_BUFFER_BYTES, type ReadOutcome, sharedBuffer } from './read.js';
+import type { ProcStat } from './stat.js';
+
+/** The native reads; each throws what the JS path throws (an Error with `code`: EMFILE…). */
+export interface NativeProc {
+  /** takeSnapshot's walk: every user-space process's stat, in readdir order. */
+  snapshot(procRoot: string): ProcStat[];
+  /** readStat: one pid's stat; undefined when gone or unparsable. */
+  stat(procRoot: string, pid: number): ProcStat | undefined;
+  /** readEnviron for each of `pids` (with `leaderExited[i]`: read through a live thread). */
+  environ(procRoot: string, pids: readonly number[], leaderExited: readonly boolean[]): EnvironRead[];
+  /**
+   * The status `Uid:` (undefined when gone, denied or absent), then cmdline: at most `limit`
+   * bytes, left in `sharedBuffer()` (`ReadOutcome`).
+   */
+  details(procRoot: string, pid: number, limit: number): { uid: number | undefined; cmdline: ReadOutcome };
+}
+
+const STAGES = ['scandir', 'open', 'read', 'scandir'];
+const KINDS: ReadonlyArray<'ok' | 'gone' | 'denied'> = ['ok', 'gone', 'denied'];
+const SNAPSHOT_RECORD_HEAD = 66; // 8 float64 + a uint16 comm length (native/scan.c)
+
+let cached: NativeProc | null | undefined;
+let enabled = process.env.TETHER_NATIVE_SCAN !== '0';
+
+/**
+ * The native reads, or null: not built, not loadable, or turned off. A load that failed for want
+ * of an fd (EMFILE) is tried again at the next call.
+ */
+export function nativeProc(): NativeProc | null {
+  if (!enabled) return null;
+  if (cached !== undefined) return cached;
+  const c = libc();
+  if (!c) return null;
+  const path = libraryPath();
+  if (path === undefined) {
+    cached = null;
+    return null;
+  }
+  try {
+    cached = bind(c.koffi.load(path));
+  } catch (error) {
+    if (!/EMFILE|ENFILE|too many open files/i.test((error as Error).message) && !libcFailedForFds())
+      cached = null;
+    return null;
+  }
+  return cached;
+}
+
+/**
+ * Turns the native path on or off for this process (tests and benchmarks compare both paths);
+ * returns whether it was on.
+ */
+export function useNativeProc(on: boolean): boolean {
+  const was = enabled;
+  enabled = on;
+  return was;
+}
+
+// dist/native/linux-<arch>/libtether-proc.so, seen from dist/proc/ (the package) or from
+// src/proc/ (tests run the sources against a built dist/).
+function libraryPath(): string | undefined {
+  const file = `native/linux-${process.arch}/libtether-proc.so`;
+  for (const rel of [`../${file}`, `../../dist/${file}`]) {
+    const path = fileURLToPath(new URL(rel, import.meta.url));
+    if (existsSync(path)) return path;
+  }
+  return undefined;
+}
+
+// biome-ignore lint/suspicious/noExplicitAny: a koffi library handle.
+function bind(lib: any): NativeProc {
+  const snapshotFn = lib.func('long tp_snapshot(const char *, int, void *, void *, long, void *)');
+  const statFn = lib.func('long tp_stat(const char *, int, int, void *, void *, long, void *)');
+  const environFn = lib.func(
+    'long tp_environ(const char *, int, void *, void *, int, void *, void *, long, void *)',
+  );
+  const detailsFn = lib.func('int tp_details(const char *, int, int, long, void *, void *, void *)');
+  const strerror = lib.func('const char *tp_strerror(int)');
+  const openRoot = lib.func('int tp_open_root(const char *)');
+  // /proc opened once (O_DIRECTORY) and kept: every file is then opened relative to it. Only
+  // /proc: another root (a test's fake procfs) may be replaced at its path, so it is opened at
+  // each call. A failed open (EMFILE) is tried again next time; meanwhile each call opens it.
+  let procFd = -1;
+  const rootFd = (procRoot: string): number => {
+    if (procRoot !== '/proc') return -1;
+    if (procFd < 0) {
+      const fd = openRoot(procRoot) as number;
+      if (fd >= 0) procFd = fd;
+    }
+    return procFd;
+  };
+  const onePid = new Int32Array(1);
+  const oneFlag = new Uint8Array(1);
+  const info = new Int32Array(5);
+  const details = new Float64Array(4);
+  // Records of a whole walk: grows (doubling) with the process table, never per file.
+  let out = Buffer.from(new ArrayBuffer(256 * 1024));
+  let f64 = new Float64Array(out.buffer);
+  const grow = () => {
+    out = Buffer.from(new ArrayBuffer(out.length * 2));
+    f64 = new Float64Array(out.buffer);
+  };
+  const buf = sharedBuffer();
+  if (buf.length !== READ_BUFFER_BYTES) throw new Error('the shared read buffer is not 64 KiB');
+
+  // The JS path's error for the same failure: `EMFILE: too many open files, open '/proc/1/stat'`.
+  const failure = (procRoot: string, file: string): Error => {
+    const [errno = 0, stage = 0, pid = 0, tid = 0] = info;
+    const code = errnoName(errno);
+    const syscall = STAGES[stage] ?? 'open';
+    const path =
+      stage === 0
+        ? procRoot
+        : tid > 0
+          ? `${procRoot}/${pid}/task/${tid}/${file}`
+          : `${procRoot}/${pid}/${file}`;
+    const error = new Error(`${code}: ${strerror(errno)}, ${syscall} '${path}'`) as NodeJS.ErrnoException;
+    error.code = code;
+    error.errno = -errno;
+    error.syscall = syscall;
+    error.path = path;
+    return error;
+  };
+
+  const statAt = (at: number): ProcStat => {
+    const i = at / 8;
+    const commLength = out.readUInt16LE(at + 64);
+    return {
+      pid: f64[i] as number,
+      comm: out.toString('latin1', at + SNAPSHOT_RECORD_HEAD, at + SNAPSHOT_RECORD_HEAD + commLength),
+      state: String.fromCharCode(f64[i + 7] as number),
+      ppid: f64[i + 1] as number,
+      pgid: f64[i + 2] as number,
+      sid: f64[i + 3] as number,
+      flags: f64[i + 4] as number,
+      threads: f64[i + 5] as number,
+      startTime: f64[i + 6] as number,
+    };
+  };
+  const nextRecord = (at: number) => at + ((SNAPSHOT_RECORD_HEAD + out.readUInt16LE(at + 64) + 7) & ~7);
+
+  return {
+    snapshot(procRoot) {
+      for (;;) {
+        const n = snapshotFn(procRoot, rootFd(procRoot), buf, out, out.length, info);
+        if (n === -2) {
+          grow();
+          continue;
+        }
+        if (n < 0) throw failure(procRoot, 'stat');
+        const stats: ProcStat[] = [];
+        for (let at = 0; at < n; at = nextRecord(at)) stats.push(statAt(at));
+        return stats;
+      }
+    },
+    stat(procRoot, pid) {
+      const n = statFn(procRoot, rootFd(procRoot), pid, buf, out, out.length, info);
+      if (n < 0) throw failure(procRoot, 'stat');
+      return n === 0 ? undefined : statAt(0);
+    },
+    environ(procRoot, pids, leaderExited) {
+      const reads: EnvironRead[] = [];
+      for (let done = 0; done < pids.length; ) {
+        const rest = pids.length - done;
+        const p = rest === 1 ? onePid : new Int32Array(rest);
+        const z = rest === 1 ? oneFlag : new Uint8Array(rest);
+        for (let i = 0; i < rest; i++) {
+          p[i] = pids[done + i] as number;
+          z[i] = leaderExited[done + i] ? 1 : 0;
+        }
+        const n = environFn(procRoot, rootFd(procRoot), p, z, rest, buf, out, out.length, info);
+        if (n === -2) {
+          grow();
+          continue;
+        }
+        if (n < 0) throw failure(procRoot, 'environ');
+        const count = info[4] as number;
+        let at = 0;
+        for (let i = 0; i < count; i++) {
+          const kind = KINDS[out[at] as number];
+          const entryCount = out.readUInt32LE(at + 10);
+          if (kind === 'ok') {
+            const entries: string[] = [];
+            for (let e = 0; e < entryCount; e++) {
+              const hex = out.toString('latin1', at + 14 + 32 * e, at + 46 + 32 * e);
+              entries.push(`TETHER_SESSION_${hex}=1`);
+            }
+            reads.push({ kind, entries, bytes: out.readDoubleLE(at + 2), oversized: out[at + 1] === 1 });
+          } else reads.push(kind === 'gone' ? GONE : DENIED);
+          at += 14 + 32 * entryCount;
+        }
+        done += count;
+      }
+      return reads;
+    },
+    details(procRoot, pid, limit) {
+      if (detailsFn(procRoot, rootFd(procRoot), pid, limit, buf, details, info) < 0) {
+        throw failure(procRoot, info[4] === 1 ? 'status' : 'cmdline');
+      }
+      const uid = details[0] as number;
+      const kind = KINDS[details[1] as number];
+      const cmdline: ReadOutcome =
+        kind === 'ok'
+          ? { kind, length: details[2] as number, truncated: details[3] === 1 }
+          : kind === 'gone'
+            ? { kind }
+            : { kind: 'denied', code: 'EACCES' };
+      return { uid: uid < 0 ? undefined : uid, cmdline };
+    },
+  };
+}
+
+const GONE: EnvironRead = { kind: 'gone' };
+const DENIED: EnvironRead = { kind: 'denied' };

@@ -1,0 +1,183 @@
+// The native scan loop (native/scan.c through src/proc/native.ts) and the JS path read the same
+// real processes to the same results: the snapshot's stat fields, environ entries (a tagged
+// process, an untagged one, decoys, an environ bomb past the byte budget, a zombie leader whose
+// environ is read through a live thread), the report details, and a whole scan.
+import { type ChildProcess, spawn } from 'node:child_process';
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createTag } from '../../src/index.js';
+import { readCmdline, readDetails, readUid } from '../../src/proc/details.js';
+import { readEnviron, readEnvirons } from '../../src/proc/environ.js';
+import { type Identity, identityOf, readStat } from '../../src/proc/identity.js';
+import { nativeProc, useNativeProc } from '../../src/proc/native.js';
+import { ancestorsOf, takeSnapshot } from '../../src/proc/snapshot.js';
+import { scanSession } from '../../src/sweep/scan.js';
+import { BUILD } from '../support/paths.js';
+import { readPidfile, startSleeper, startTagDecoys, tempDir, waitFor } from '../support/zoo.js';
+
+const MIB = 1024 * 1024;
+const tag = createTag();
+const children: ChildProcess[] = [];
+const ours: Identity[] = [];
+
+// Ground truth, read here and not through src/: state and start time of a pid.
+function statFields(pid: number): string[] | undefined {
+  try {
+    const text = readFileSync(`/proc/${pid}/stat`, 'latin1');
+    return text.slice(text.lastIndexOf(')') + 2).split(' ');
+  } catch {
+    return undefined;
+  }
+}
+
+function track(child: ChildProcess): Identity {
+  children.push(child);
+  const id = child.pid === undefined ? undefined : identityOf(child.pid);
+  if (!id) throw new Error('premise broken: a fixture did not start');
+  ours.push(id);
+  return id;
+}
+
+/** Runs `f` on the JS path, then on the native one; returns both results. */
+function both<T>(f: () => T): { js: T; native: T } {
+  const was = useNativeProc(false);
+  try {
+    const js = f();
+    useNativeProc(true);
+    return { js, native: f() };
+  } finally {
+    useNativeProc(was);
+  }
+}
+
+let bomb: Identity;
+let leader: Identity;
+
+beforeAll(async () => {
+  const base = { PATH: process.env.PATH };
+  const tagged = { ...base, [tag.name]: '1' };
+  for (const label of ['tagged 1', 'tagged 2'])
+    ours.push((await startSleeper(label, tagged, tag.entry)).identity);
+  ours.push(
+    (await startSleeper('untagged', { ...base, TETHER_TEST_PLAIN: '1' }, 'TETHER_TEST_PLAIN=1')).identity,
+  );
+  for (const d of await startTagDecoys(tag.name)) {
+    ours.push(d.identity);
+    if (d.child) children.push(d.child);
+  }
+  // A tagged shell with a child: found as carrier, the child by parent too.
+  const shell = track(spawn('sh', ['-c', 'sleep 1000 & wait'], { env: tagged, stdio: 'ignore' }));
+  // An environ bomb of 8 MiB (past the 6 MiB budget) that writes its own entry at byte 100.
+  const pidfile = join(tempDir(), 'pids');
+  bomb = track(
+    spawn(join(BUILD, 'zoo-environ-bomb'), ['8', pidfile, '-', 'fg', '100'], {
+      env: tagged,
+      stdio: 'ignore',
+    }),
+  );
+  await waitFor('the bomb to move its environ', () => {
+    const f = statFields(bomb.pid);
+    return f !== undefined && Number(f[48]) - Number(f[47]) === 8 * MIB;
+  });
+  // A zombie leader with a live thread: its environ is read through task/<tid>/environ.
+  leader = track(spawn(join(BUILD, 'zoo-thread-leader'), [], { env: tagged, stdio: 'ignore' }));
+  await waitFor('the leader thread to exit', () => statFields(leader.pid)?.[0] === 'Z');
+  await waitFor(
+    'the shell to fork its sleep',
+    () => (takeSnapshot().children.get(shell.pid)?.length ?? 0) > 0,
+  );
+  expect(readPidfile(pidfile).length, 'premise broken: the bomb recorded itself').toBe(1);
+});
+
+afterAll(() => {
+  for (const c of children) if (c.exitCode === null && c.signalCode === null) c.kill('SIGKILL');
+  for (const id of ours) {
+    const f = statFields(id.pid);
+    if (f && f[0] !== 'Z' && Number(f[19]) === id.startTime) process.kill(id.pid, 'SIGKILL');
+  }
+});
+
+describe('the native scan loop', () => {
+  it('is built and loads on this machine (the build has a compiler)', () => {
+    const was = useNativeProc(true);
+    try {
+      expect(nativeProc()).not.toBeNull();
+    } finally {
+      useNativeProc(was);
+    }
+  });
+
+  it('reads the same stat fields and parent links as the JS path', () => {
+    const { js, native } = both(() => {
+      const s = takeSnapshot();
+      const mine = (pid: number) => ours.some((id) => id.pid === pid);
+      return {
+        stats: [...s.processes.values()].filter((p) => mine(p.pid)),
+        children: [...s.children].filter(([pid]) => mine(pid)),
+        one: ours.map((id) => readStat('/proc', id.pid)),
+        gone: readStat('/proc', 0x3fffffff),
+      };
+    });
+    expect(native.stats.length).toBe(ours.length);
+    expect(native).toEqual(js);
+    expect(native.gone).toBeUndefined();
+  });
+
+  it('reads the same environ entries, budgets and fallbacks as the JS path', () => {
+    const pids = ours.map((id) => id.pid);
+    const exited = pids.map((pid) => statFields(pid)?.[0] === 'Z');
+    const { js, native } = both(() => ({
+      batch: readEnvirons('/proc', pids, exited),
+      each: pids.map((pid, i) => readEnviron('/proc', pid, exited[i] === true)),
+      gone: readEnviron('/proc', 0x3fffffff, false),
+    }));
+    expect(native).toEqual(js);
+    const at = (id: Identity) => native.batch[pids.indexOf(id.pid)];
+    expect(at(bomb)).toMatchObject({ kind: 'ok', entries: [tag.entry], oversized: true });
+    expect(at(leader)).toMatchObject({ kind: 'ok', entries: [tag.entry], oversized: false });
+    expect(native.batch.filter((r) => r.kind === 'ok' && r.entries.includes(tag.entry)).length).toBe(5);
+    expect(native.gone).toEqual({ kind: 'gone' });
+  });
+
+  it('reads the same uid and cmdline as readUid and readCmdline', () => {
+    const js = ours.map((id) => ({ uid: readUid('/proc', id.pid), cmdline: readCmdline('/proc', id.pid) }));
+    const native = ours.map((id) => readDetails('/proc', id.pid));
+    expect(native).toEqual(js);
+    expect(native[0]?.cmdline).toBe('sleep 1000');
+    expect(native[0]?.uid).toBe(process.getuid?.());
+    // The bomb's cmdline is cut at the 4 KiB cap.
+    expect(native[ours.indexOf(bomb)]?.cmdline?.endsWith('\u2026')).toBe(true);
+  });
+
+  it('gives a whole scan the same members and unreadable processes', () => {
+    const { js, native } = both(() => {
+      const r = scanSession({
+        procRoot: '/proc',
+        entry: tag.entry,
+        excluded: new Set(ancestorsOf('/proc', process.pid)),
+        known: new Map(),
+        uid: process.getuid?.() ?? -1,
+        roots: [],
+      });
+      return {
+        members: r.members
+          .map((m) => ({ identity: m.identity, stat: m.stat, foundBy: m.foundBy, via: m.via }))
+          .sort((a, b) => a.identity.pid - b.identity.pid),
+        unreadable: r.unreadable
+          .filter((u) => ours.some((id) => id.pid === u.stat.pid))
+          .map((u) => ({ pid: u.stat.pid, reason: u.reason })),
+      };
+    });
+    expect(native).toEqual(js);
+    // The two sleeps, the shell and its child, the bomb (its entry within budget), the leader.
+    expect(native.members.map((m) => m.foundBy).sort()).toEqual([
+      'carrier',
+      'carrier',
+      'carrier',
+      'carrier',
+      'carrier',
+      'descendant',
+    ]);
+  });
+});
