@@ -1,9 +1,11 @@
-// Which machine an executable is built for, read from its ELF header (elf(5)): the helper is a
-// native binary, and one built for another architecture cannot exec here. Node's spawn would
-// get ENOEXEC, and libuv's execvp(3) then runs the file through /bin/sh: raw shell noise on the
-// payload's stderr and a helper that "said nothing". Used by `helperPath` before a start and by
-// scripts/build-helper.mjs to check what it built and what a package ships.
-import { closeSync, openSync, readSync } from 'node:fs';
+// Which machine an executable is built for, read from its ELF header (elf(5)), and whether the
+// file holds what its header promises: the helper is a native binary, and one built for another
+// architecture, or cut short (a partial copy, a full disk), cannot exec here. Node's spawn would
+// get ENOEXEC, and libuv's execvp(3) then runs the file through /bin/sh: the shell executes the
+// binary's bytes as commands — a `>` among them creates a file named by the bytes before it in
+// the current directory — and the helper "said nothing". Used by `helperPath` before a start and
+// by scripts/build-helper.mjs to check what it built and what a package ships.
+import { closeSync, fstatSync, openSync, readSync } from 'node:fs';
 import { endianness } from 'node:os';
 
 /** A machine in `process.arch`'s terms, with the ELF class (bits) and byte order it implies. */
@@ -81,8 +83,16 @@ export function runsOn(target: ElfTarget, host: ReturnType<typeof hostTarget> = 
   return target.arch === host.arch && target.endian === host.endian && host.bits === target.bits;
 }
 
-/** Parses the start of a file (at least the 20 bytes up to e_machine; `HEAD_BYTES` for `dynamic`). */
-export function parseElf(head: Buffer): ElfHead {
+const PT_LOAD = 1;
+
+/**
+ * Parses the start of a file (at least the 20 bytes up to e_machine; `HEAD_BYTES` for `dynamic`).
+ * With `fileBytes` (the file's size), an ELF file is also checked whole: its program header
+ * table and every PT_LOAD segment's bytes (`p_offset + p_filesz`) must lie inside the file, or
+ * it is `other` ("a truncated ELF file …"): the kernel refuses such a file (ENOEXEC, EIO) and
+ * execvp(3) would hand it to /bin/sh.
+ */
+export function parseElf(head: Buffer, fileBytes?: number): ElfHead {
   if (head.length >= 2 && head[0] === 0x23 && head[1] === 0x21) return { kind: 'script' };
   if (head.length < 20 || head.readUInt32BE(0) !== 0x7f454c46) {
     return { kind: 'other', reason: 'not an ELF executable (no ELF magic) nor a #! script' };
@@ -93,27 +103,57 @@ export function parseElf(head: Buffer): ElfHead {
     return { kind: 'other', reason: `an ELF file of unknown class ${head[4]} / data ${head[5]}` };
   const u16 = (at: number) => (endian === 'LE' ? head.readUInt16LE(at) : head.readUInt16BE(at));
   const u32 = (at: number) => (endian === 'LE' ? head.readUInt32LE(at) : head.readUInt32BE(at));
+  const word = (at: number) =>
+    bits === 32 ? u32(at) : Number(endian === 'LE' ? head.readBigUInt64LE(at) : head.readBigUInt64BE(at));
   const machine = u16(18);
   const arch = MACHINES[machine]?.(bits, endian) ?? `e_machine ${machine}`;
+  const headerBytes = bits === 64 ? 64 : 52;
+  if (fileBytes !== undefined && fileBytes < headerBytes) {
+    return {
+      kind: 'other',
+      reason: `a truncated ELF file (${fileBytes} bytes: not even its ${headerBytes}-byte header)`,
+    };
+  }
   // Program headers (e_phoff, e_phentsize, e_phnum): a PT_INTERP one names a dynamic loader.
-  const phoff =
-    bits === 64 ? Number(endian === 'LE' ? head.readBigUInt64LE(32) : head.readBigUInt64BE(32)) : u32(28);
+  const phoff = word(bits === 64 ? 32 : 28);
   const phentsize = u16(bits === 64 ? 54 : 42);
   const phnum = u16(bits === 64 ? 56 : 44);
+  const tableEnd = phoff + phnum * phentsize;
+  if (fileBytes !== undefined && tableEnd > fileBytes) {
+    return {
+      kind: 'other',
+      reason: `a truncated ELF file (${fileBytes} bytes; its program headers end at byte ${tableEnd})`,
+    };
+  }
   let dynamic = false;
   for (let i = 0; i < phnum && phoff + (i + 1) * phentsize <= head.length; i++) {
-    if (u32(phoff + i * phentsize) === PT_INTERP) dynamic = true;
+    const at = phoff + i * phentsize;
+    const type = u32(at);
+    if (type === PT_INTERP) dynamic = true;
+    if (type === PT_LOAD && fileBytes !== undefined) {
+      // Elf64_Phdr: p_offset at +8, p_filesz at +32; Elf32_Phdr: p_offset at +4, p_filesz at +16.
+      const end = word(at + (bits === 64 ? 8 : 4)) + word(at + (bits === 64 ? 32 : 16));
+      if (end > fileBytes) {
+        return {
+          kind: 'other',
+          reason: `a truncated ELF file (${fileBytes} bytes; segment ${i} ends at byte ${end})`,
+        };
+      }
+    }
   }
   return { kind: 'elf', target: { arch, bits, endian }, dynamic };
 }
 
-/** Reads and parses the start of the file at `path`. Throws the open/read error (`code` ENOENT…). */
+/**
+ * Reads and parses the start of the file at `path`, checked against its size (`parseElf`). Throws
+ * the open/read error (`code` ENOENT…).
+ */
 export function readElf(path: string): ElfHead {
   const fd = openSync(path, 'r');
   try {
     const head = Buffer.alloc(HEAD_BYTES);
     const n = readSync(fd, head, 0, HEAD_BYTES, 0);
-    return parseElf(head.subarray(0, n));
+    return parseElf(head.subarray(0, n), fstatSync(fd).size);
   } finally {
     closeSync(fd);
   }

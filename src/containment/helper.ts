@@ -329,8 +329,8 @@ function zombieStatus(procRoot: string, pid: number, boundMs: number): string | 
       const sig = status & 0x7f;
       const code = (status >> 8) & 0xff;
       if (sig !== 0) return `it was killed by ${signalName(sig) ?? `signal ${sig}`}`;
-      // 127: the kernel refused the file (ENOEXEC: truncated, foreign), and execvp(3) then ran
-      // it through /bin/sh, which could not either.
+      // 127: the kernel refused the file (ENOEXEC: a corruption `readElf` does not see), and
+      // execvp(3) then ran it through /bin/sh, which could not either.
       const hint = code === 127 ? ': the kernel would not exec it (ENOEXEC) nor could /bin/sh run it' : '';
       return `it exited with status ${code}${hint}`;
     }
