@@ -117,7 +117,7 @@ describe("the helper's errnos", () => {
     await raw.closed;
     expect(
       isAlive(raw.payload),
-      `the payload ${raw.payload.pid} outlived its helper's dead man's switch`,
+      `the payload ${raw.payload.pid} outlived its helper's dead man's switch (the helper said: ${raw.lines.join(' | ')})`,
     ).toBe(false);
     expect(raw.lines).toContain('warn poll 22'); // EINVAL
     expect(raw.lines).toContain('warn scan 24'); // EMFILE

@@ -98,7 +98,11 @@ for (const [name, shell] of SHELLS) {
 
     it('the wrapper outlives HUP, INT and TERM and still prints its line', async () => {
       const tag = createTag();
-      const call = sandbox.exec(box.channel, ['sh', '-c', 'sleep 1; echo finished'], { shell, tag });
+      // The command runs until the test has sent its signals (the file `go` appears; at most
+      // 10 s): a command of fixed length could end first on a loaded machine.
+      const go = join(mkdtempSync(join(tmpdir(), 'tether-go-')), 'go');
+      const waitForGo = `i=0; while [ ! -e ${go} ] && [ $i -lt 200 ]; do sleep 0.05; i=$((i+1)); done; echo finished`;
+      const call = sandbox.exec(box.channel, ['sh', '-c', waitForGo], { shell, tag });
       // The wrapper sets its traps before it starts the command: signal it once the command runs
       // (a signal to a wrapper still starting up, on a loaded machine, ends it as any shell).
       let wrapper: { pid: number } | undefined;
@@ -107,13 +111,14 @@ for (const [name, shell] of SHELLS) {
         await sleep(10);
         const tagged = taggedOnHost(tag.name);
         wrapper = tagged.find((p) => p.cmdline.includes('tether-wrap'));
-        running = wrapper !== undefined && tagged.some((p) => p.cmdline === 'sleep 1');
+        running = wrapper !== undefined && tagged.some((p) => p.cmdline.includes(go));
       }
       expect(running, 'premise broken: the wrapper and its command were not seen running').toBe(true);
       for (const signal of ['SIGHUP', 'SIGINT', 'SIGTERM'] as const) {
         process.kill(wrapper?.pid as number, signal);
         await sleep(30);
       }
+      writeFileSync(go, '');
       const r = await call;
       expect([r.ok, r.stdout.toString()]).toEqual([true, 'finished\n']);
     });
