@@ -1,4 +1,4 @@
-// Catch rate on the leak zoo (issue 3 item 6; docs/benchmarks.md, third table): for every
+// Catch rate on the leak zoo (docs/benchmarks.md, third table): for every
 // fixture of test/fixtures (the local-session zoo and the shapes only the containment layers
 // catch), how many of the processes it leaves each method stops, how many it leaves running,
 // and how many decoys it kills by mistake. Run with `npm run bench:catch-rate`.

@@ -1,4 +1,4 @@
-// Benchmarks of the containment layers (issue 3; docs/benchmarks.md, second table). Run with
+// Benchmarks of the containment layers (docs/benchmarks.md, second table). Run with
 // `npm run bench:containment` (builds dist/ and the helper first), or as part of `npm run bench`.
 //
 // 1. Clean end: `end()` of a session whose command (`true`) exited and left nothing, with the

@@ -442,7 +442,7 @@ function table(res) {
     const expect = 50 + 2 * c.scanMsEach;
     lines.push(
       `| 3. clean end, ${c.level.toLocaleString('en')} extra sleeps | p50 ${fmt(c.p50)} ms (p90 ${fmt(c.p90)}) | ` +
-        `ADR-127: two scans 50 ms apart ≈ ${fmt(expect)} ms | ${c.scans} scans, proof ${c.proof} |`,
+        `decisions.md D3: two scans 50 ms apart ≈ ${fmt(expect)} ms | ${c.scans} scans, proof ${c.proof} |`,
     );
   }
   return lines.join('\n');

@@ -10,9 +10,9 @@
  *   helper built, a cgroup v2 not writable, a PID namespace without the privilege; the message
  *   says which and why);
  * - `EXEC_STATUS_UNKNOWN`: a sandbox command's completion line never arrived; its session was
- *   swept in the container (`ExecStatusUnknownError.report`) — ADR-127 amendment §7;
+ *   swept in the container (`ExecStatusUnknownError.report`) — decisions.md D13;
  * - `AMBIGUOUS_EFFECT`: an unknown end the sweep could not settle: the command may still run
- *   (never retry it) — amendment §7;
+ *   (never retry it) — decisions.md D15;
  * - `CHANNEL_UNREACHABLE`: an exec channel never reached its target, retried until its budget ran out;
  * - `SWEEP_CUT`: the sandbox sweep program started but its output ended before its `done` line;
  * - `INPUT_CUT`: a script or file arrived in the container smaller than sent: nothing ran or landed;

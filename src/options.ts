@@ -1,13 +1,13 @@
 // Validation and units for options shared by the library and the CLI.
 import { TetherError } from './errors.js';
 
-/** Default grace of the TERM phase, ms (ADR-127 §2). */
+/** Default grace of the TERM phase, ms (decisions.md D3). */
 export const DEFAULT_GRACE_MS = 5000;
-/** Default budget of the KILL phase, ms (ADR-127 §2). */
+/** Default budget of the KILL phase, ms (decisions.md D3). */
 export const DEFAULT_KILL_AFTER_MS = 3000;
-/** Interval between scans, ms (ADR-127 §2). */
+/** Interval between scans, ms (decisions.md D3). */
 export const DEFAULT_SCAN_INTERVAL_MS = 50;
-/** How long the payload's output is awaited past its exit, ms (ADR-127 §5). */
+/** How long the payload's output is awaited past its exit, ms (decisions.md D8). */
 export const DEFAULT_OUTPUT_CAP_MS = 2000;
 
 /** The longest delay a Node timer holds (2³¹−1 ms, about 24.8 days); longer ones fire at once. */

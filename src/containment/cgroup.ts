@@ -1,4 +1,4 @@
-// The cgroup v2 layer (design.md §3; issue 3 item 2): one cgroup per session, which the payload
+// The cgroup v2 layer (decisions.md D9): one cgroup per session, which the payload
 // joins before it execs (the helper writes "0" to its cgroup.procs in the child), so every
 // process the session starts is accounted to it, however it detaches. `cgroup.kill` (Linux
 // 5.14) kills the whole subtree at once, racing forks included; `cgroup.events` `populated 0`

@@ -1,8 +1,8 @@
-// Which containment layers a session asks for (design.md §3; issue 3 item 4).
+// Which containment layers a session asks for (decisions.md D9).
 import { TetherError } from '../errors.js';
 
 /**
- * The layers, strongest last: `env-tag` (ADR-127: always on — the tag also serves attribution,
+ * The layers, strongest last: `env-tag` (decisions.md D9: always on — the tag also serves attribution,
  * nesting and the sandbox mode), `subreaper` (the helper), `cgroup` (a cgroup v2 per session;
  * needs the helper to join it before exec), `pid-namespace` (opt-in; needs the helper too).
  */

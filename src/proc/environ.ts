@@ -1,4 +1,4 @@
-// The env-tag test: which session entries `NAME=1` does a process's environ hold (ADR-127 §2)?
+// The env-tag test: which session entries `NAME=1` does a process's environ hold (decisions.md D2)?
 // Streamed through the shared fixed-size buffer, within a per-process byte and time budget.
 import { closeSync, readdirSync } from 'node:fs';
 import { nativeProc } from './native.js';

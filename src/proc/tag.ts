@@ -1,4 +1,4 @@
-// The session tag (ADR-127 §1): an exported variable TETHER_SESSION_<hex>=1 that every
+// The session tag (decisions.md D1): an exported variable TETHER_SESSION_<hex>=1 that every
 // descendant inherits through fork, exec, setsid and double forks.
 import { createHash, randomBytes } from 'node:crypto';
 import { TetherError } from '../errors.js';

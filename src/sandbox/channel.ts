@@ -1,4 +1,4 @@
-// Exec channels (design.md §6): anything that runs argv inside a target with stdin, stdout and
+// Exec channels (decisions.md D12): anything that runs argv inside a target with stdin, stdout and
 // stderr, and reports its client's exit — `docker exec -i ID`, `kubectl exec -i POD -c C --`,
 // `nsenter -t PID -a`, or a caller's own (dockerode, @kubernetes/client-node).
 import { spawn } from 'node:child_process';

@@ -1,4 +1,4 @@
-// The completion line (ADR-127 amendment §7): the wrapper prints, right after the command's stdout,
+// The completion line (decisions.md D13): the wrapper prints, right after the command's stdout,
 //   "tether-end NONCE exit STATUS" + "\n"           (the command ended with STATUS)
 //   "tether-end NONCE refused RECEIVED SIZE" + "\n"  (a script arrived cut: nothing ran)
 // and tether removes exactly those bytes before anyone sees stdout. No newline comes before it:

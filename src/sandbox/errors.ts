@@ -1,4 +1,4 @@
-// Errors of sandbox mode (ADR-127 amendment §7). Each is a TetherError with a stable `code`.
+// Errors of sandbox mode (decisions.md D13, D15). Each is a TetherError with a stable `code`.
 import { TetherError, type TetherErrorCode } from '../errors.js';
 import type { ProcessRecord, SweepReport } from '../sweep/report.js';
 

@@ -1,4 +1,4 @@
-// sandbox.exec (ADR-127 amendment §7): a command inside a container proves its end. It runs
+// sandbox.exec (decisions.md D13): a command inside a container proves its end. It runs
 // under the completion wrapper; the completion line found → a proven end; missing → an unknown
 // end: the command's session is swept in the container and the call fails with
 // ExecStatusUnknownError, or AMBIGUOUS_EFFECT when the sweep could not settle it. Never a
@@ -23,7 +23,7 @@ import { checkShell, type SandboxSweepOptions } from './sweep.js';
 
 export type { StopReason } from './exec-stops.js';
 
-/** Scripts above this size (bytes) go through a temp file whose size is checked (amendment §7). */
+/** Scripts above this size (bytes) go through a temp file whose size is checked (decisions.md D14). */
 export const SCRIPT_ARG_MAX = 100 * 1024;
 
 /**

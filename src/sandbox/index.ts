@@ -1,4 +1,4 @@
-// Sandbox mode (design.md §6; ADR-127 §2 "In a sandbox", amendment §7): sweep and prove the end
+// Sandbox mode (decisions.md D12, D13): sweep and prove the end
 // of commands inside containers reached only through an exec channel. docs/sandbox.md.
 export { type ClientExit, commandChannel, type ExecChannel, type ExecClient } from './channel.js';
 export {

@@ -2,7 +2,7 @@
 // sweep and the file writer (the completion wrapper streams, see exec.ts).
 import type { ClientExit, ExecChannel } from './channel.js';
 
-/** How long streams are awaited after the client has exited or been killed, ms (ADR-127 §5). */
+/** How long streams are awaited after the client has exited or been killed, ms (decisions.md D8). */
 export const OUTPUT_CAP_MS = 2000;
 
 /** What one exec gave back. `timedOut`: the deadline killed the client. */
@@ -55,7 +55,7 @@ export async function runOnce(
   };
   arm();
   const exit = await client.exited;
-  // Past the client's exit, a leftover holding the output must not hold us (ADR-127 §5).
+  // Past the client's exit, a leftover holding the output must not hold us (decisions.md D8).
   await within(streams, OUTPUT_CAP_MS);
   clearTimeout(timer);
   client.kill();

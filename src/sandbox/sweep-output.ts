@@ -1,6 +1,6 @@
 // Reads the sweep program's output (docs/sandbox.md#sweep-output) into a SweepReport.
 // A run is finished only when its last line is `done` for the same tag, newline included: a
-// program cut on its way is an error, never a sweep that found nothing (ADR-127 §2).
+// program cut on its way is an error, never a sweep that found nothing (decisions.md D12).
 
 import {
   type PhaseEnd,

@@ -1,4 +1,4 @@
-// The sandbox sweep (ADR-127 §2 "In a sandbox", amendment §7): the sweep program, run through
+// The sandbox sweep (decisions.md D12): the sweep program, run through
 // one exec; tried again, backing off, only when that exec never reached the target.
 import { checkMs, DEFAULT_GRACE_MS, DEFAULT_KILL_AFTER_MS, DEFAULT_SCAN_INTERVAL_MS } from '../options.js';
 import { parseTag, type SessionTag } from '../proc/tag.js';
@@ -9,9 +9,9 @@ import { program } from './programs.js';
 import { pause, type RunOutcome, runOnce } from './run.js';
 import { type ParsedSweep, parseSweepOutput } from './sweep-output.js';
 
-/** The whole sweep's budget, retries included, ms (amendment §7). */
+/** The whole sweep's budget, retries included, ms (decisions.md D12). */
 export const SWEEP_BUDGET_MS = 180_000;
-/** The budget left once a cancel arrives, ms (amendment §7). */
+/** The budget left once a cancel arrives, ms (decisions.md D12). */
 export const CANCEL_BUDGET_MS = 10_000;
 /** First pause before a retry, ms; doubled each time up to RETRY_MAX_MS. */
 export const RETRY_FIRST_MS = 250;
@@ -55,7 +55,7 @@ export function sweepArgv(
 }
 
 /**
- * Sweeps the session `tag` inside the target of `channel` (ADR-127 §2): resolves to the same
+ * Sweeps the session `tag` inside the target of `channel` (decisions.md D12): resolves to the same
  * `SweepReport` as a local sweep (`layers: ['env-tag', 'sandbox']`, `environReader`). Throws
  * `SandboxError` `CHANNEL_UNREACHABLE` when no attempt reached the target within the budget
  * (retried, backing off, while the client ran and exited without the program's header), or at
@@ -117,7 +117,7 @@ function finalFailure(
   said: string,
 ): SandboxError | undefined {
   if (parsed.reached) {
-    // It may have signalled processes no later scan can find again: final (amendment §7).
+    // It may have signalled processes no later scan can find again: final (decisions.md D12).
     return new SandboxError(
       'SWEEP_CUT',
       `the sweep program in ${channel.describe} stopped before its last line (${run.timedOut ? 'its budget ran out' : said})${parsed.problems.length ? `; malformed output ${parsed.problems.slice(0, 3).join(', ')}` : ''}: ${parsed.unsettled.length ? `signalled and not seen gone: ${nameProcesses(parsed.unsettled)}` : 'what it found is not known'}`,

@@ -1,4 +1,4 @@
-// sandbox.writeFile (ADR-127 amendment §7, "the input proves its end"): a file lands in the
+// sandbox.writeFile (decisions.md D14): a file lands in the
 // target only when its received size is the size sent, and the writer says so on stdout.
 import { TetherError } from '../errors.js';
 import type { ExecChannel } from './channel.js';

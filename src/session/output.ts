@@ -1,4 +1,4 @@
-// ADR-127 §5: a payload's exit is the end of its output. Its stdio is awaited at most `capMs`
+// decisions.md D8: a payload's exit is the end of its output. Its stdio is awaited at most `capMs`
 // past the exit; a leftover holding the pipe cannot hold the session (the sweep then stops it).
 import type { ChildProcess } from 'node:child_process';
 

@@ -1,4 +1,4 @@
-// A session: one tag, any number of commands run under it, one sweep at its end (ADR-127 §1–2).
+// A session: one tag, any number of commands run under it, one sweep at its end (decisions.md D1, D3).
 import { ChildProcess, type StdioOptions, spawn as spawnChild } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { constants as osConstants } from 'node:os';
@@ -31,11 +31,11 @@ import { outputClosed, releaseOutput } from './output.js';
 
 /** Options of a session. Durations in milliseconds. */
 export interface SessionOptions {
-  /** TERM phase budget of the sweep. Default 5000 (ADR-127 §2). */
+  /** TERM phase budget of the sweep. Default 5000 (decisions.md D3). */
   graceMs?: number;
   /** KILL phase budget. Default 3000. */
   killAfterMs?: number;
-  /** How long a payload's output is awaited past its exit. Default 2000 (ADR-127 §5). */
+  /** How long a payload's output is awaited past its exit. Default 2000 (decisions.md D8). */
   outputCapMs?: number;
   /** Where procfs is mounted. Default `/proc`; a path without one makes the sweep warn `NO_PROC`. */
   procRoot?: string;
@@ -178,7 +178,7 @@ export class Session {
 
   /**
    * The environment a command of this session gets: `base`, every tag of the sessions this
-   * process itself runs in (so nesting holds even for a custom `env`, ADR-127 §1), and `TAG=1`.
+   * process itself runs in (so nesting holds even for a custom `env`, decisions.md D1), and `TAG=1`.
    */
   env(base: NodeJS.ProcessEnv = process.env): NodeJS.ProcessEnv {
     const outer = Object.fromEntries(tagsIn(process.env).map((name) => [name, '1']));
@@ -749,7 +749,7 @@ function directEnd(child: ChildProcess, command: string): Promise<Ended> {
   });
 }
 
-/** Starts a session (ADR-127 §1): a fresh tag, to run one or more commands under. */
+/** Starts a session (decisions.md D1): a fresh tag, to run one or more commands under. */
 export function session(options?: SessionOptions): Session {
   return new Session(options);
 }

@@ -95,7 +95,7 @@ export interface Subprocess extends PromiseLike<Result> {
 /**
  * Runs `command` (no shell) as a session: the variable `TETHER_SESSION_<hex>=1` is exported to
  * it, and when it exits — or on abort, timeout or dispose — every process carrying the variable,
- * and every descendant of one, is swept (TERM, grace, KILL; ADR-127 §2). Throws `TetherError`
+ * and every descendant of one, is swept (TERM, grace, KILL; decisions.md D3). Throws `TetherError`
  * `INVALID_OPTION`, before anything starts, for a bad duration (`timeout`, `graceMs`…), a bad
  * option or argument type (`args` not an array of strings — holes too —, a non-object
  * `options`/`env`, an `env` whose entries throw when read, a bad `cwd`/`stdio`/`procRoot`, a

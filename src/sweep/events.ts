@@ -1,4 +1,4 @@
-// Events a sweep emits (ADR-127 §4). Delivered through the `onEvent` option, synchronously.
+// Events a sweep emits (decisions.md D7). Delivered through the `onEvent` option, synchronously.
 import type { ProcessRecord, SurvivorRecord, SweepWarning, UnreadableRecord } from './report.js';
 
 /** Emitted once per sweep that stopped, missed or could not read something. */

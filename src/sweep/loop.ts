@@ -54,7 +54,7 @@ function* steps(
 /**
  * Sweeps a session: finds its processes (carriers of the tag, earlier finds by identity, their
  * descendants), sends TERM once to each, rescans every `intervalMs`, then KILL the same way
- * unless the TERM phase ended on two empty scans (ADR-127 §2–4). Never signals pid ≤ 1, the
+ * unless the TERM phase ended on two empty scans (decisions.md D2–D7). Never signals pid ≤ 1, the
  * calling process or its ancestors. Resolves to a `SweepReport`; it does not reject for what it
  * could not do (that is in `warnings`, `complete` and `survivors`). Throws `TetherError`
  * `INVALID_OPTION` / `INVALID_TAG` synchronously on bad options.

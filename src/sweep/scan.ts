@@ -1,4 +1,4 @@
-// One scan (ADR-127 §2; design.md §3–4): the session's processes are the carriers of the tag,
+// One scan (decisions.md D2, D9): the session's processes are the carriers of the tag,
 // the earlier finds still alive with the same identity, and every descendant of either, by
 // parent; with the helper, every descendant of the helper; with a cgroup, every process in it.
 

@@ -1,4 +1,4 @@
-// Signals sent only to a process whose identity was checked right before (ADR-127 §2).
+// Signals sent only to a process whose identity was checked right before (decisions.md D5).
 // With a pidfd the check is race-free: pidfd_open(2), verify the start time, then
 // pidfd_send_signal(2) to the very process the fd names. Without one (no koffi, a kernel
 // before 5.3), the start time is re-checked and then kill(2) is used: a narrow race remains.

@@ -23,7 +23,7 @@ export interface SweepOptions {
   notBefore?: number;
   /** Earlier finds, shared by the sweeps of one session. */
   known?: Map<string, Member>;
-  /** The session's own spawns: swept like the rest, never listed as stopped (ADR-127 §4). */
+  /** The session's own spawns: swept like the rest, never listed as stopped (decisions.md D7). */
   spawns?: Identity[];
   /** Containment layers to name in the report. Default `['env-tag']`. */
   layers?: string[];

@@ -1,4 +1,4 @@
-// Shapes only the containment layers catch (issue 3 item 5): each fixture's leftovers drop the
+// Shapes only the containment layers catch: each fixture's leftovers drop the
 // env tag and lose every carrier ancestor, so an env-tag sweep cannot find them (each `verify`
 // checks that premise on the live processes); the helper (a subreaper) and the session cgroup
 // still hold them.

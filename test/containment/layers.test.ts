@@ -1,4 +1,4 @@
-// The containment layers one by one (issue 3 items 1–4): a PID namespace of the payload's own,
+// The containment layers one by one: a PID namespace of the payload's own,
 // what an unprivileged uid gets, the fallback without the helper, a fork-and-exit loop only
 // cgroup.kill stops, and the kernel's proof of a clean end.
 import { existsSync, readdirSync, readFileSync, readlinkSync, rmdirSync, writeFileSync } from 'node:fs';

@@ -1,4 +1,4 @@
-// Shapes only the containment layers catch (issue 3 item 5, "Done when"): with default options
+// Shapes only the containment layers catch: with default options
 // each one is stopped, found by the helper or the cgroup, with every decoy spared; the env tag
 // alone misses each one (the premise); and all of them with the whole local-session zoo, 20
 // rounds in a row.

@@ -1,4 +1,4 @@
-// The supervisor killed by SIGKILL mid-session (issue 3 item 5): no exit hook runs and no sweep
+// The supervisor killed by SIGKILL mid-session: no exit hook runs and no sweep
 // happens in it, yet every session process is gone within grace + 1 s — the helper's dead
 // man's switch (its control pipe reaches EOF) ends its subtree, TERM then KILL, and removes the
 // session cgroup. Decoys survive.

@@ -30,7 +30,7 @@ export interface Container {
   stop(): Promise<void>;
 }
 
-/** The four shells every program runs under (design.md §10). */
+/** The four shells every program runs under (docs/sandbox.md). */
 export const SHELLS: [name: string, argv: string[]][] = [
   ['dash', ['dash']],
   ['bash --posix', ['bash', '--posix']],
@@ -145,7 +145,7 @@ export interface Cut {
 /**
  * A channel whose first exec loses its stream at the cut: the client is killed, our ends of its
  * streams are closed, and the exit reads as status 0 — as client-go reads a stream lost behind
- * it (ADR-127 amendment). Later execs (the sweep) go through `inner` untouched.
+ * it (decisions.md D13). Later execs (the sweep) go through `inner` untouched.
  */
 export function lossyChannel(inner: ExecChannel, cut: Cut): ExecChannel & { cutAt: () => number | null } {
   let used = false;

@@ -1,4 +1,4 @@
-// Lost streams (ADR-127 amendment §7): the exec client is killed at ≥ 100 random points — before
+// Lost streams (decisions.md D13): the exec client is killed at ≥ 100 random points — before
 // the command starts, mid-output, after the command's last byte but before the completion line.
 // Each call is either a proven end carrying the whole output, or an ExecStatusUnknownError after
 // a sweep; and the command's processes are gone, by ground truth read from the host's /proc.
@@ -51,7 +51,7 @@ async function one(cut: Cut, label: string): Promise<Outcome> {
     expect(r.ok, `${label}: a proven end that is not a success: ${JSON.stringify(r)}`).toBe(true);
     expect(r.stdout.toString(), `${label}: a success carrying partial output`).toBe(FULL);
     outcome = { cut: label, kind: 'proven', stopped: 0 };
-    // A proven end sweeps nothing (amendment §8): the test cleans up what the command left.
+    // A proven end sweeps nothing (decisions.md D13): the test cleans up what the command left.
     await sandbox.sweep(box.channel, tag, { graceMs: 1000, killAfterMs: 1000 });
   } catch (error) {
     expect(

@@ -38,7 +38,7 @@ beforeAll(async () => {
     '#!/bin/sh\nfor a in "$@"; do case $a in --*) ;; -*z*) echo "grep: invalid option -- z" >&2; exit 2;; esac; done\nexec /usr/bin/grep "$@"\n',
   );
   chmodSync(join(dir, 'nozgrep/grep'), 0o755);
-  // A printf that does not report a failed write, as the residual shells' builtins (ADR-127).
+  // A printf that does not report a failed write, as the residual shells' builtins (decisions.md D13).
   mkdirSync(join(dir, 'mutedprintf'));
   writeFileSync(join(dir, 'mutedprintf/printf'), '#!/bin/sh\n/usr/bin/printf "$@" 2>/dev/null\nexit 0\n');
   chmodSync(join(dir, 'mutedprintf/printf'), 0o755);

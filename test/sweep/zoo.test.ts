@@ -1,6 +1,6 @@
 // The leak zoo: each shape of leftover must be gone after its session's sweep, every decoy
 // must survive, and the report must list each leftover as stopped with how it was found. This
-// file tests the env-tag layer alone (ADR-127); test/containment/shapes.test.ts runs the same
+// file tests the env-tag layer alone (decisions.md D1); test/containment/shapes.test.ts runs the same
 // shapes with the default containment.
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { isAlive } from '../support/proc.js';

@@ -1,4 +1,4 @@
-# tether sweep program (ADR-127 §2 "In a sandbox"; docs/sandbox.md#the-sweep-program).
+# tether sweep program (decisions.md D12; docs/sandbox.md#the-sweep-program).
 # The local sweep (src/sweep/loop.ts) in POSIX sh, run inside a container through ONE exec:
 #   sh -c "$PROGRAM" tether-sweep TAG GRACE_MS KILL_AFTER_MS INTERVAL_MS
 # Each round: take a snapshot of /proc; the session is the carriers of TAG=1 (read with

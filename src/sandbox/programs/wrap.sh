@@ -1,4 +1,4 @@
-# tether completion wrapper (ADR-127 amendment §7; docs/sandbox.md#the-completion-line).
+# tether completion wrapper (decisions.md D13; docs/sandbox.md#the-completion-line).
 # Runs a command inside a container and proves its end:
 #   env TETHER_SESSION_<hex>=1 sh -c "$PROGRAM" tether-wrap run CMD [ARG…]
 #   env TETHER_SESSION_<hex>=1 sh -c "$PROGRAM" tether-wrap script SIZE INTERP [ARG…]

@@ -1,4 +1,4 @@
-# tether file writer (ADR-127 amendment §7, "the input proves its end"; docs/sandbox.md).
+# tether file writer (decisions.md D14; docs/sandbox.md).
 #   sh -c "$PROGRAM" tether-write PATH SIZE MODE      (stdin: NONCE\n, then the bytes)
 # The NONCE (32 hex digits) travels on stdin, never in argv: another process of the container
 # can read this program's cmdline, and could write a forged receipt to its stdout.
