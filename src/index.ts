@@ -12,6 +12,7 @@ export {
   Session,
   type SessionOptions,
   type SessionProcess,
+  type SignalName,
   session,
 } from './session/session.js';
 export {

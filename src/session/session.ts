@@ -97,7 +97,7 @@ export interface SessionProcess extends PromiseLike<ExitResult> {
    * started). Throws `TetherError` `INVALID_OPTION` for a signal that is not one (signal(7)):
    * 0, a negative or fractional number, one above 64, an unknown name.
    */
-  kill(signal?: NodeJS.Signals | number): boolean;
+  kill(signal?: SignalName | number): boolean;
   readonly stdin: Writable | null;
   readonly stdout: Readable | null;
   readonly stderr: Readable | null;
@@ -653,6 +653,17 @@ function describe(value: unknown): string {
 function clip(text: string, max = 60): string {
   return text.length > max ? `${text.slice(0, max)}… (${text.length} characters)` : text;
 }
+
+/**
+ * A signal name `kill()` takes: one Node knows (`'SIGTERM'`…), or a real-time one as signal(7)
+ * writes it (`'SIGRTMIN'`, `'SIGRTMIN+3'`, `'SIGRTMAX-2'`, `'SIGRTMAX'`), which Node does not name.
+ */
+export type SignalName =
+  | NodeJS.Signals
+  | 'SIGRTMIN'
+  | 'SIGRTMAX'
+  | `SIGRTMIN+${number}`
+  | `SIGRTMAX-${number}`;
 
 /**
  * The highest signal number on Linux (signal(7): SIGRTMAX is 64; the kernel's _NSIG) and glibc's

@@ -13,6 +13,7 @@ import {
   helperLost,
   Session,
   type SessionOptions,
+  type SignalName,
 } from './session.js';
 
 /** Options of `spawn()`: the session's and the command's, plus when to give up. */
@@ -82,7 +83,7 @@ export interface Subprocess extends PromiseLike<Result> {
    * the command itself, identity-checked. True when sent, false once it has ended. Throws
    * `INVALID_OPTION` for what is no signal (0, 65, an unknown name: `SessionProcess.kill`).
    */
-  kill(signal?: NodeJS.Signals | number): boolean;
+  kill(signal?: SignalName | number): boolean;
   readonly stdin: Writable | null;
   readonly stdout: Readable | null;
   readonly stderr: Readable | null;
