@@ -45,10 +45,17 @@ describe('the package', () => {
       expect(file, `the package carries dist/${helperFile(arch)}`).toBeDefined();
       expect((file?.mode ?? 0) & 0o111, `dist/${helperFile(arch)} is executable in the package`).toBe(0o111);
     }
+    // Beside each helper, the native scan loop (scripts/build-native.mjs; optional at run time:
+    // without it the sweep reads /proc through its JS path), built for the same architecture.
+    const scanLibrary = (arch: string) => `dist/native/linux-${arch}/libtether-proc.so`;
+    for (const arch of PREBUILT_ARCHES) {
+      const head = readElf(join(ROOT, scanLibrary(arch)));
+      expect(head.kind === 'elf' && head.target.arch, `${scanLibrary(arch)} is built for ${arch}`).toBe(arch);
+    }
     expect(
       packed.files.filter((f) => f.path.startsWith('dist/native/')).map((f) => f.path),
       'nothing else under dist/native (no stale one-architecture helper, no temp file)',
-    ).toEqual(PREBUILT_ARCHES.map((a) => `dist/${helperFile(a)}`).sort());
+    ).toEqual(PREBUILT_ARCHES.flatMap((a) => [`dist/${helperFile(a)}`, scanLibrary(a)]).sort());
     const scripts = JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')).scripts ?? {};
     expect(Object.keys(scripts).filter((s) => ['preinstall', 'install', 'postinstall'].includes(s))).toEqual(
       [],

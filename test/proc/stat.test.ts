@@ -41,7 +41,12 @@ describe('readStat on a live process', () => {
     const child = spawn(exe, ['30'], { stdio: 'ignore' });
     try {
       const pid = child.pid as number;
-      await waitFor(`pid ${pid} to exec "a) b (c"`, () => truth.readStat(pid)?.comm === 'a) b (c', 5000);
+      // Exec'd and asleep: its state and flags no longer change while the two readers look.
+      await waitFor(
+        `pid ${pid} to exec "a) b (c" and sleep`,
+        () => truth.readStat(pid)?.comm === 'a) b (c' && truth.readStat(pid)?.state === 'S',
+        5000,
+      );
       const t = truth.readStat(pid);
       expect(t?.ppid, 'premise broken: the test reader misread the ppid').toBe(process.pid);
       expect(readStat('/proc', pid)).toEqual({
