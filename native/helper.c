@@ -331,13 +331,15 @@ static void kill_cgroup(void) {
 }
 
 // A walk of /proc that failed (EMFILE, ENOMEM, no /proc): said once (`warn scan ERRNO`), and
-// the payload is still signalled through the pidfd held since its go — the one descendant the
-// helper can name without /proc. Orphans then wait for the kernel: cgroup.kill, or (--pidns)
-// init's death.
+// the payload is still signalled — the one descendant the helper can name without /proc:
+// through the pidfd held since its go, or, when that pidfd_open failed too (the fds were
+// already gone), by kill(2) on its pid, which cannot name another process while the payload is
+// our unreaped child. Orphans then wait for the kernel: cgroup.kill, or (--pidns) init's death.
 static void end_payload_blind(int sig) {
   warn_once("scan", errno);
-  if (payload_reaped || payload_pidfd < 0) return;
-  if (pidfd_send_signal_(payload_pidfd, sig) < 0 && errno != ESRCH) say("warn signal %d %d\n", errno, payload);
+  if (payload_reaped || payload <= 1) return;
+  int rc = payload_pidfd >= 0 ? pidfd_send_signal_(payload_pidfd, sig) : kill(payload, sig);
+  if (rc < 0 && errno != ESRCH) say("warn signal %d %d\n", errno, payload);
 }
 
 static void dead_mans_switch(int whole_session) {

@@ -10,7 +10,7 @@ import type { Readable, Writable } from 'node:stream';
 import { setTimeout as delay } from 'node:timers/promises';
 import { afterEach, describe, expect, it } from 'vitest';
 import { type Identity, session } from '../../src/index.js';
-import { identityOf, isAlive } from '../support/proc.js';
+import { cmdlineOf, identityOf, isAlive } from '../support/proc.js';
 import { HELPER_EXE } from './support.js';
 
 const started: Identity[] = [];
@@ -51,7 +51,12 @@ interface RawHelper {
   closed: Promise<void>;
 }
 
-async function startRaw(args: string[], cmd: string[]): Promise<RawHelper> {
+/** `beforeGo`: runs once the helper said `started`, before the supervisor's `go`. */
+async function startRaw(
+  args: string[],
+  cmd: string[],
+  beforeGo?: (helper: number) => void,
+): Promise<RawHelper> {
   const child = spawnChild(HELPER_EXE, [...args, '--', ...cmd], {
     stdio: ['ignore', 'ignore', 'ignore', 'pipe', 'pipe', 'pipe'],
   });
@@ -76,7 +81,14 @@ async function startRaw(args: string[], cmd: string[]): Promise<RawHelper> {
   const payload = { pid: Number(pid), startTime: Number(start) };
   started.push(payload);
   const control = child.stdio[4] as Writable;
+  beforeGo?.(child.pid ?? 0);
   control.write('go\n');
+  // The helper opens the payload's pidfd once it has passed the go on: the payload then execs.
+  await until(
+    () => cmdlineOf(payload.pid) === cmd.join(' '),
+    2000,
+    `the payload ${payload.pid} to exec ${cmd.join(' ')} after its go`,
+  );
   return { child, lines, control, payload, closed };
 }
 
@@ -106,6 +118,20 @@ describe("the helper's errnos", () => {
       2000,
       'the released helper exits',
     );
+  });
+
+  it('a dead man’s switch whose pidfd_open of the payload was refused too (no fd left before the go) still ends it, by kill(2) on its unreaped child', async () => {
+    const raw = await startRaw(['--grace', '300', '--kill-after', '500'], ['sleep', '30'], (helper) =>
+      limitFds(helper, 1),
+    );
+    raw.control.end(); // EOF: the supervisor "died"
+    await raw.closed;
+    expect(
+      isAlive(raw.payload),
+      `the payload ${raw.payload.pid} outlived its helper's dead man's switch (the helper said: ${raw.lines.join(' | ')})`,
+    ).toBe(false);
+    expect(raw.lines).toContain('warn scan 24'); // EMFILE
+    expect(raw.lines).toContain('exit signal 15');
   });
 
   it('a dead man’s switch with no fd left for /proc still ends the payload, through the pidfd it holds, and says "warn scan"', async () => {
