@@ -273,10 +273,13 @@ static int is_entry(const uint8_t *r, long n) {
 
 // Output of one environ read: kind, oversized, bytes (float64), entry count, then each entry's
 // 32 hex digits. Entries are written at out[*at…]; the head is filled at the end.
+// With `want` (32 hex digits), nothing is stored: `found` says whether that entry was among them.
 struct env_out {
   uint8_t *out;
   long cap, at, head, count;
   int full;
+  const uint8_t *want;
+  int found;
 };
 
 static void collect(struct env_out *o, const uint8_t *b, long from, long to) {
@@ -284,12 +287,16 @@ static void collect(struct env_out *o, const uint8_t *b, long from, long to) {
   for (long i = from; i <= to; i++) {
     if (i < to && b[i] != 0) continue;
     if (is_entry(b + start, i - start)) {
-      if (o->at + 32 > o->cap) {
-        o->full = 1;
-        return;
+      if (o->want != NULL) {
+        if (memcmp(b + start + TAG_PREFIX_LEN, o->want, 32) == 0) o->found = 1;
+      } else {
+        if (o->at + 32 > o->cap) {
+          o->full = 1;
+          return;
+        }
+        memcpy(o->out + o->at, b + start + TAG_PREFIX_LEN, 32);
+        o->at += 32;
       }
-      memcpy(o->out + o->at, b + start + TAG_PREFIX_LEN, 32);
-      o->at += 32;
       o->count++;
     }
     start = i + 1;
@@ -371,13 +378,88 @@ static int stream_entries(int dirfd, const char *path, int64_t deadline, uint8_t
 
 #define ENV_HEAD (1 + 1 + 8 + 4)
 
+// An empty result (no entry, nothing read) in `o` from `first` on.
+static void env_reset(struct env_out *o, long first) {
+  o->at = first;
+  o->count = 0;
+  o->found = 0;
+}
+
+// readEnviron (src/proc/environ.ts) of one pid, with its own 100 ms deadline: its environ, or —
+// for a leader that has exited (`leader_exited`: stat state Z) and an empty first read — its
+// threads' task/<tid>/environ. The entries go to `o` from o->at on (o->full when they do not
+// fit); *kind, *bytes, *oversized as the JS result. Returns 0, or -1 (info).
+static int environ_one(int dfd, int pid, int leader_exited, uint8_t *buf, struct env_out *o, int *kind,
+                       double *bytes_out, int *over_out, int32_t *info) {
+  long first = o->at;
+  env_reset(o, first);
+  o->full = 0;
+  char path[96];
+  int64_t deadline = now_ns() + ENVIRON_TIME_BUDGET_NS;
+  double bytes = 0;
+  int oversized = 0, err = 0, stage = 0;
+  snprintf(path, sizeof path, "%d/environ", pid);
+  int k = stream_entries(dfd, path, deadline, buf, o, &bytes, &oversized, &err, &stage);
+  if (k < 0) {
+    fail(info, err, stage, pid, 0);
+    return -1;
+  }
+  if (leader_exited && !(k == KIND_OK && bytes > 0) && !o->full) {
+    int saw_denied = k == KIND_DENIED, saw_ok = k == KIND_OK, found = 0;
+    snprintf(path, sizeof path, "%d/task", pid);
+    int tfd = openat(dfd, path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    DIR *td = tfd >= 0 ? fdopendir(tfd) : NULL;
+    if (tfd >= 0 && !td) close(tfd);
+    struct dirent *e;
+    while (td && (e = readdir(td)) != NULL) {
+      if (e->d_name[0] < '0' || e->d_name[0] > '9') continue;
+      int tid = atoi(e->d_name);
+      if (tid == pid) continue;
+      env_reset(o, first);
+      double tb = 0;
+      int tover = 0;
+      snprintf(path, sizeof path, "%d/task/%d/environ", pid, tid);
+      int r = stream_entries(dfd, path, deadline, buf, o, &tb, &tover, &err, &stage);
+      if (r < 0) {
+        fail(info, err, stage, pid, tid);
+        closedir(td);
+        return -1;
+      }
+      if (r == KIND_DENIED) saw_denied = 1;
+      if (r != KIND_OK) continue;
+      saw_ok = 1;
+      if (tb > 0) {
+        k = KIND_OK;
+        bytes = tb;
+        oversized = tover;
+        found = 1;
+        break;
+      }
+    }
+    if (td) closedir(td);
+    if (!found) {
+      env_reset(o, first);
+      bytes = 0;
+      oversized = 0;
+      k = saw_denied ? KIND_DENIED : saw_ok ? KIND_OK : KIND_GONE;
+    }
+  }
+  if (k != KIND_OK && !o->full) {
+    env_reset(o, first);
+    bytes = 0;
+    oversized = 0;
+  }
+  *kind = k;
+  *bytes_out = bytes;
+  *over_out = oversized;
+  return 0;
+}
+
 /**
- * readEnviron for pids[0, n): each pid's environ, or — for a leader that has exited
- * (leader_exited[i]: stat state Z) and an empty first read — its threads' task/<tid>/environ,
- * with one 100 ms deadline per pid. Records into out: u8 kind, u8 oversized, f64 bytes,
- * u32 entry count, count × 32 hex digits. Returns the bytes written with info[4] = pids done
- * (fewer than n when out is full: call again for the rest; -2 when not even one fits), or -1
- * (info).
+ * readEnviron for pids[0, n) (environ_one each: leader_exited[i] for pids[i]). Records into
+ * out: u8 kind, u8 oversized, f64 bytes, u32 entry count, count × 32 hex digits. Returns the
+ * bytes written with info[4] = pids done (fewer than n when out is full: call again for the
+ * rest; -2 when not even one fits), or -1 (info).
  */
 long tp_environ(const char *root, int rootfd, const int32_t *pids, const uint8_t *leader_exited, int n,
                 uint8_t *buf, uint8_t *out, long cap, int32_t *info) {
@@ -392,79 +474,22 @@ long tp_environ(const char *root, int rootfd, const int32_t *pids, const uint8_t
     root_done(dfd, own);
     return -2;
   }
-  struct env_out o = {out, cap, 0, 0, 0, 0};
-  char path[96];
+  struct env_out o = {out, cap, 0, 0, 0, 0, NULL, 0};
   int i;
   for (i = 0; i < n; i++) {
-    int pid = pids[i];
     long start = o.at;
     if (start + ENV_HEAD > cap) break;
     o.head = start;
     o.at = start + ENV_HEAD;
-    o.count = 0;
-    o.full = 0;
-    int64_t deadline = now_ns() + ENVIRON_TIME_BUDGET_NS;
-    double bytes = 0;
-    int oversized = 0, err = 0, stage = 0;
-    snprintf(path, sizeof path, "%d/environ", pid);
-    int k = stream_entries(dfd, path, deadline, buf, &o, &bytes, &oversized, &err, &stage);
-    if (k < 0) {
-      fail(info, err, stage, pid, 0);
+    int k, oversized;
+    double bytes;
+    if (environ_one(dfd, pids[i], leader_exited[i], buf, &o, &k, &bytes, &oversized, info) < 0) {
       root_done(dfd, own);
       return -1;
-    }
-    if (leader_exited[i] && !(k == KIND_OK && bytes > 0) && !o.full) {
-      int saw_denied = k == KIND_DENIED, saw_ok = k == KIND_OK, found = 0;
-      snprintf(path, sizeof path, "%d/task", pid);
-      int tfd = openat(dfd, path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-      DIR *td = tfd >= 0 ? fdopendir(tfd) : NULL;
-      if (tfd >= 0 && !td) close(tfd);
-      struct dirent *e;
-      while (td && (e = readdir(td)) != NULL) {
-        if (e->d_name[0] < '0' || e->d_name[0] > '9') continue;
-        int tid = atoi(e->d_name);
-        if (tid == pid) continue;
-        o.at = start + ENV_HEAD;
-        o.count = 0;
-        double tb = 0;
-        int tover = 0;
-        snprintf(path, sizeof path, "%d/task/%d/environ", pid, tid);
-        int r = stream_entries(dfd, path, deadline, buf, &o, &tb, &tover, &err, &stage);
-        if (r < 0) {
-          fail(info, err, stage, pid, tid);
-          closedir(td);
-          root_done(dfd, own);
-          return -1;
-        }
-        if (r == KIND_DENIED) saw_denied = 1;
-        if (r != KIND_OK) continue;
-        saw_ok = 1;
-        if (tb > 0) {
-          k = KIND_OK;
-          bytes = tb;
-          oversized = tover;
-          found = 1;
-          break;
-        }
-      }
-      if (td) closedir(td);
-      if (!found) {
-        o.at = start + ENV_HEAD;
-        o.count = 0;
-        bytes = 0;
-        oversized = 0;
-        k = saw_denied ? KIND_DENIED : saw_ok ? KIND_OK : KIND_GONE;
-      }
     }
     if (o.full) {
       o.at = start;
       break;
-    }
-    if (k != KIND_OK) {
-      o.at = start + ENV_HEAD;
-      o.count = 0;
-      bytes = 0;
-      oversized = 0;
     }
     out[start] = (uint8_t)k;
     out[start + 1] = (uint8_t)oversized;
@@ -476,6 +501,59 @@ long tp_environ(const char *root, int rootfd, const int32_t *pids, const uint8_t
   info[4] = i;
   if (i == 0 && n > 0) return -2;
   return o.at;
+}
+
+// The real uid from the `Uid:` line of the first 4 KiB of <pid>/status into *uid (-1 when gone,
+// denied or without one). Returns 0, or -1 (info; info[4] = 1: the status file).
+static int status_uid(int dfd, int pid, uint8_t *buf, double *uid, int32_t *info) {
+  char path[64];
+  long len;
+  int truncated, err, stage;
+  *uid = -1;
+  snprintf(path, sizeof path, "%d/status", pid);
+  int k = read_into(dfd, path, buf, STATUS_READ_BYTES, &len, &truncated, &err, &stage);
+  if (k < 0) {
+    fail(info, err, stage, pid, 0);
+    info[4] = 1; // the file that failed: 1 status, 2 cmdline
+    return -1;
+  }
+  if (k != KIND_OK) return 0;
+  // /^Uid:\s+(\d+)/m on latin1 text: \s is \t \n \v \f \r, space and U+00A0.
+  for (long i = 0; i + 4 <= len; i++) {
+    if ((i > 0 && buf[i - 1] != '\n' && buf[i - 1] != '\r') || memcmp(buf + i, "Uid:", 4) != 0) continue;
+    long j = i + 4, ws = j;
+    while (j < len && (buf[j] == ' ' || (buf[j] >= 9 && buf[j] <= 13) || buf[j] == 0xa0)) j++;
+    if (j == ws || j >= len || buf[j] < '0' || buf[j] > '9') continue;
+    double v = 0;
+    while (j < len && buf[j] >= '0' && buf[j] <= '9') v = v * 10 + buf[j++] - '0';
+    *uid = v;
+    break;
+  }
+  return 0;
+}
+
+// <pid>/cmdline, at most `limit` bytes, into buf[0, out[2]) (out[1]: KIND_*, out[3]: truncated).
+// Returns 0, or -1 (info; info[4] = 2: the cmdline file).
+static int cmdline_into(int dfd, int pid, long limit, uint8_t *buf, double *out, int32_t *info) {
+  char path[64];
+  long len;
+  int truncated, err, stage;
+  out[1] = KIND_GONE;
+  out[2] = 0;
+  out[3] = 0;
+  snprintf(path, sizeof path, "%d/cmdline", pid);
+  int k = read_into(dfd, path, buf, limit, &len, &truncated, &err, &stage);
+  if (k < 0) {
+    fail(info, err, stage, pid, 0);
+    info[4] = 2;
+    return -1;
+  }
+  out[1] = k;
+  if (k == KIND_OK) {
+    out[2] = (double)len;
+    out[3] = truncated;
+  }
+  return 0;
 }
 
 /**
@@ -497,44 +575,171 @@ int tp_details(const char *root, int rootfd, int pid, long cmdline_limit, uint8_
     fail(info, errno, STAGE_ROOT, pid, 0);
     return -1;
   }
+  int r = status_uid(dfd, pid, buf, &out[0], info);
+  if (r == 0) r = cmdline_into(dfd, pid, cmdline_limit, buf, out, info);
+  root_done(dfd, own);
+  return r;
+}
+
+// pidfd_open(2) and PIDFD_GET_INFO (Linux 6.13, linux/pidfd.h): the first 64 bytes of struct
+// pidfd_info (PIDFD_INFO_SIZE_VER0), which every kernel that has the ioctl accepts.
+#ifndef SYS_pidfd_open
+#define SYS_pidfd_open 434
+#endif
+#include <poll.h>
+#include <sys/ioctl.h>
+#include <sys/syscall.h>
+struct pidfd_info_v0 {
+  uint64_t mask, cgroupid;
+  uint32_t pid, tgid, ppid, ruid, rgid, euid, egid, suid, sgid, fsuid, fsgid, spare;
+};
+#define PIDFD_INFO_CREDS (1UL << 1)
+#define PIDFD_GET_INFO_V0 _IOWR(0xFF, 11, struct pidfd_info_v0)
+
+// 1 until the ioctl answers ENOTTY or EINVAL (a kernel before 6.13): then status is read.
+static int pidfd_info_works = 1;
+
+// The real uid of the process `pidfd` names, as the caller's user namespace sees it (as status
+// shows it); -1 when the kernel does not say (an older kernel, the process already reaped).
+static double pidfd_ruid(int pidfd) {
+  if (!pidfd_info_works) return -1;
+  struct pidfd_info_v0 pi;
+  memset(&pi, 0, sizeof pi);
+  pi.mask = PIDFD_INFO_CREDS;
+  if (ioctl(pidfd, PIDFD_GET_INFO_V0, &pi) != 0) {
+    if (errno == ENOTTY || errno == EINVAL) pidfd_info_works = 0;
+    return -1;
+  }
+  return (pi.mask & PIDFD_INFO_CREDS) ? (double)pi.ruid : -1;
+}
+
+// The fd has not reported an exit: poll(2) with timeout 0, asked again when interrupted. 1 while
+// it runs, 0 once readable (the whole thread group has exited), -1 when poll failed (unknown).
+static int pidfd_running(int pidfd) {
+  struct pollfd p = {pidfd, POLLIN, 0};
+  for (;;) {
+    int n = poll(&p, 1, 0);
+    if (n >= 0) return p.revents == 0;
+    if (errno != EINTR) return -1;
+  }
+}
+
+/**
+ * poll(2) of one fd for POLLIN with timeout 0 (asked again when interrupted): its revents, or
+ * -errno. For hasExited (src/sweep/signal.ts) without marshalling a struct per call.
+ */
+int tp_poll1(int fd) {
+  struct pollfd p = {fd, POLLIN, 0};
+  for (;;) {
+    int n = poll(&p, 1, 0);
+    if (n >= 0) return p.revents;
+    if (errno != EINTR) return -errno;
+  }
+}
+
+enum { EVIDENCE_NONE = 0, EVIDENCE_CARRIER = 1, EVIDENCE_PARENT = 2 };
+#define HOLD_FAILED -1 // info says why (EMFILE on a read…): thrown
+#define HOLD_GONE -2
+#define HOLD_NO_PIDFD -3 // pidfd_open failed with info[0] (not ESRCH)
+
+// Alive by isAliveStat (src/proc/identity.ts): not X; a zombie only while a thread other than
+// the leader is listed in task/.
+static int alive_stat(int dfd, int pid, uint8_t state) {
+  if (state == 'X') return 0;
+  if (state != 'Z') return 1;
+  char path[64];
+  snprintf(path, sizeof path, "%d/task", pid);
+  int tfd = openat(dfd, path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  DIR *td = tfd >= 0 ? fdopendir(tfd) : NULL;
+  if (tfd >= 0 && !td) close(tfd);
+  int other = 0;
+  struct dirent *e;
+  while (td && !other && (e = readdir(td)) != NULL) {
+    if (e->d_name[0] >= '0' && e->d_name[0] <= '9' && atoi(e->d_name) != pid) other = 1;
+  }
+  if (td) closedir(td);
+  return other;
+}
+
+/**
+ * Holds a new member in one call (holdOnEvidence in src/sweep/scan.ts and the pidfd hold of
+ * src/sweep/signal.ts, in their order): pidfd_open(pid); its stat re-read through the root: the
+ * same start time, alive (alive_stat); the evidence, read after the fd was opened — a carrier's
+ * environ still holds `entry` (32 hex digits) as a whole record (environ_one, through a live
+ * thread when `leader_exited`), a descendant's ppid is still `via` (EVIDENCE_PARENT); the fd
+ * not readable (no exit since); then the report details of the held process: the real uid from
+ * ioctl(PIDFD_GET_INFO) — from status' `Uid:` on a kernel without it — in out[0] (-1 unknown),
+ * and cmdline, at most `cmdline_limit` bytes, in buf[0, out[2]) (out[1] KIND_*, out[3]
+ * truncated).
+ * Returns the pidfd (>= 0, the caller's to close), HOLD_GONE, HOLD_NO_PIDFD (info[0] = the
+ * errno of pidfd_open: EMFILE…), or HOLD_FAILED (info; the fd closed).
+ */
+int tp_hold(const char *root, int rootfd, int pid, double start_time, int evidence, int via, int leader_exited,
+            const uint8_t *entry_hex, long cmdline_limit, uint8_t *buf, double *out, int32_t *info) {
+  out[0] = -1;
+  out[1] = KIND_GONE;
+  out[2] = 0;
+  out[3] = 0;
+  int fd = (int)syscall(SYS_pidfd_open, pid, 0);
+  if (fd < 0) {
+    if (errno == ESRCH) return HOLD_GONE;
+    info[0] = errno;
+    return HOLD_NO_PIDFD;
+  }
+  int own;
+  int dfd = root_of(root, rootfd, &own);
+  if (dfd < 0) {
+    int e = errno;
+    close(fd);
+    if (is_gone(e)) return HOLD_GONE;
+    fail(info, e, STAGE_ROOT, pid, 0);
+    return HOLD_FAILED;
+  }
+  int result = HOLD_GONE;
   char path[64];
   long len;
   int truncated, err, stage;
-  snprintf(path, sizeof path, "%d/status", pid);
-  int k = read_into(dfd, path, buf, STATUS_READ_BYTES, &len, &truncated, &err, &stage);
+  // The fd was opened before this read: if the start time still matches now, the process
+  // existed throughout and the fd names it.
+  snprintf(path, sizeof path, "%d/stat", pid);
+  int k = read_into(dfd, path, buf, BUF_BYTES - 1, &len, &truncated, &err, &stage);
   if (k < 0) {
     fail(info, err, stage, pid, 0);
-    info[4] = 1; // the file that failed: 1 status, 2 cmdline
-    root_done(dfd, own);
-    return -1;
+    info[4] = 0;
+    result = HOLD_FAILED;
+    goto done;
   }
-  if (k == KIND_OK) {
-    // /^Uid:\s+(\d+)/m on latin1 text: \s is \t \n \v \f \r, space and U+00A0.
-    for (long i = 0; i + 4 <= len; i++) {
-      if ((i > 0 && buf[i - 1] != '\n' && buf[i - 1] != '\r') || memcmp(buf + i, "Uid:", 4) != 0) continue;
-      long j = i + 4, ws = j;
-      while (j < len && (buf[j] == ' ' || (buf[j] >= 9 && buf[j] <= 13) || buf[j] == 0xa0)) j++;
-      if (j == ws || j >= len || buf[j] < '0' || buf[j] > '9') continue;
-      double uid = 0;
-      while (j < len && buf[j] >= '0' && buf[j] <= '9') uid = uid * 10 + buf[j++] - '0';
-      out[0] = uid;
-      break;
+  struct stat_line s;
+  if (k != KIND_OK || !parse_stat(buf, len, &s) || s.fields[F_START] != start_time ||
+      !alive_stat(dfd, pid, s.state))
+    goto done;
+  if (evidence == EVIDENCE_PARENT && s.fields[F_PPID] != (double)via) goto done;
+  if (evidence == EVIDENCE_CARRIER) {
+    struct env_out o = {NULL, 0, 0, 0, 0, 0, entry_hex, 0};
+    int kind, oversized;
+    double bytes;
+    if (environ_one(dfd, pid, leader_exited, buf, &o, &kind, &bytes, &oversized, info) < 0) {
+      info[4] = 3; // the file that failed: 3 environ
+      result = HOLD_FAILED;
+      goto done;
     }
+    if (kind != KIND_OK || !o.found) goto done;
   }
-  snprintf(path, sizeof path, "%d/cmdline", pid);
-  k = read_into(dfd, path, buf, cmdline_limit, &len, &truncated, &err, &stage);
+  if (pidfd_running(fd) == 0) goto done; // -1 (poll failed): not known to have exited
+  out[0] = pidfd_ruid(fd);
+  if (out[0] < 0 && status_uid(dfd, pid, buf, &out[0], info) < 0) {
+    result = HOLD_FAILED;
+    goto done;
+  }
+  if (cmdline_into(dfd, pid, cmdline_limit, buf, out, info) < 0) {
+    result = HOLD_FAILED;
+    goto done;
+  }
+  result = fd;
+done:
   root_done(dfd, own);
-  if (k < 0) {
-    fail(info, err, stage, pid, 0);
-    info[4] = 2;
-    return -1;
-  }
-  out[1] = k;
-  if (k == KIND_OK) {
-    out[2] = (double)len;
-    out[3] = truncated;
-  }
-  return 0;
+  if (result < 0) close(fd);
+  return result;
 }
 
 /** strerror(3) of `err`, for an error message worded as Node words its own. */

@@ -62,6 +62,10 @@ const EINTR = 4;
 
 // biome-ignore lint/suspicious/noExplicitAny: a koffi function handle.
 let pollFn: any;
+// One struct pollfd {int fd; short events; short revents;}, passed as a raw pointer: no koffi
+// struct to marshal per call (a poll of a pidfd runs once per tracked process per round).
+const pollFd = new Int32Array(2);
+const pollShorts = new Int16Array(pollFd.buffer);
 
 /**
  * poll(2) on one fd for `events`, waiting up to `timeoutMs` (0: just ask). Returns the
@@ -72,15 +76,14 @@ let pollFn: any;
 export function pollOne(fd: number, events: number, timeoutMs: number): number | null {
   const c = libc();
   if (!c) return null;
-  if (pollFn === undefined) {
-    const pollFd = c.koffi.struct({ fd: 'int', events: 'short', revents: 'short' });
-    pollFn = c.lib.func('poll', 'int', [c.koffi.inout(c.koffi.pointer(pollFd)), 'ulong', 'int']);
-  }
+  if (pollFn === undefined) pollFn = c.lib.func('int poll(void *, unsigned long, int)');
   const deadline = performance.now() + timeoutMs;
   for (;;) {
-    const p = { fd, events, revents: 0 };
-    const wait = Math.max(0, Math.ceil(deadline - performance.now()));
-    if (pollFn(p, 1, wait) >= 0) return p.revents;
+    pollFd[0] = fd;
+    pollShorts[2] = events;
+    pollShorts[3] = 0;
+    const wait = timeoutMs === 0 ? 0 : Math.max(0, Math.ceil(deadline - performance.now()));
+    if (pollFn(pollFd, 1, wait) >= 0) return pollShorts[3] as number;
     if (c.errno() !== EINTR) return null;
   }
 }

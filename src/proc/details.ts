@@ -27,8 +27,11 @@ export function readCmdline(procRoot: string, pid: number): string | undefined {
   return cmdlineText(readInto(`${procRoot}/${pid}/cmdline`, CMDLINE_CAP_BYTES + 1));
 }
 
-// The cmdline read into the shared buffer, as `readCmdline` returns it.
-function cmdlineText(r: ReadOutcome): string | undefined {
+/**
+ * The cmdline a read left in the shared buffer (`r`), as `readCmdline` returns it: NULs as
+ * spaces, cut at `CMDLINE_CAP_BYTES` (then `CMDLINE_TRUNCATED_MARK`); undefined when not `ok`.
+ */
+export function cmdlineText(r: ReadOutcome): string | undefined {
   if (r.kind !== 'ok') return undefined;
   const text = sharedBuffer().toString('latin1', 0, r.length).replace(/\0+$/, '');
   if (r.truncated || text.length > CMDLINE_CAP_BYTES) {
@@ -44,11 +47,14 @@ export function readUid(procRoot: string, pid: number): number | undefined {
   return match ? Number(match[1]) : undefined;
 }
 
+/** A found process's report details: its real uid and cmdline (undefined when gone or unread). */
+export interface Details {
+  uid: number | undefined;
+  cmdline: string | undefined;
+}
+
 /** A found process's report details: `readUid` then `readCmdline`, in one native call when it is there. */
-export function readDetails(
-  procRoot: string,
-  pid: number,
-): { uid: number | undefined; cmdline: string | undefined } {
+export function readDetails(procRoot: string, pid: number): Details {
   const native = nativeProc();
   if (!native) return { uid: readUid(procRoot, pid), cmdline: readCmdline(procRoot, pid) };
   const r = native.details(procRoot, pid, CMDLINE_CAP_BYTES + 1);

@@ -9,8 +9,10 @@ import { existsSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { errnoName, libc, libcFailedForFds } from '../libc.js';
 import type { EnvironRead } from './environ.js';
+import type { Identity } from './identity.js';
 import { READ_BUFFER_BYTES, type ReadOutcome, sharedBuffer } from './read.js';
 import type { ProcStat } from './stat.js';
+import { TAG_ENTRY_PATTERN, TAG_PREFIX } from './tag.js';
 
 /** The native reads; each throws what the JS path throws (an Error with `code`: EMFILE…). */
 export interface NativeProc {
@@ -25,7 +27,32 @@ export interface NativeProc {
    * bytes, left in `sharedBuffer()` (`ReadOutcome`).
    */
   details(procRoot: string, pid: number, limit: number): { uid: number | undefined; cmdline: ReadOutcome };
+  /**
+   * Holds a found process in one call (native/scan.c `tp_hold`): pidfd_open(2), the start time
+   * and liveness re-read, the `evidence` re-read, the fd not yet readable, then the details: the
+   * real uid (PIDFD_GET_INFO, else status `Uid:`) and cmdline, at most `limit` bytes, left in
+   * `sharedBuffer()`. `no-pidfd`: pidfd_open failed with `errno` (not ESRCH).
+   */
+  hold(procRoot: string, id: Identity, evidence: Evidence, limit: number): NativeHold;
+  /** poll(2) of `fd` for POLLIN, timeout 0: its revents, or -errno. */
+  poll1(fd: number): number;
 }
+
+/**
+ * What a found process must still show once its pidfd is open (read after the open: so from the
+ * held process): `carrier` — its environ holds `entry` as a whole record (through a live thread
+ * when `leaderExited`); `parent` — its ppid is `ppid`; `identity` — its start time alone.
+ */
+export type Evidence =
+  | { kind: 'carrier'; entry: string; leaderExited: boolean }
+  | { kind: 'parent'; ppid: number }
+  | { kind: 'identity' };
+
+/** A native hold: `held` (the pidfd, the caller's to close), `gone`, or `no-pidfd` (pidfd_open's errno). */
+export type NativeHold =
+  | { kind: 'held'; fd: number; uid: number | undefined; cmdline: ReadOutcome }
+  | { kind: 'gone' }
+  | { kind: 'no-pidfd'; errno: number };
 
 const STAGES = ['scandir', 'open', 'read', 'scandir'];
 const KINDS: ReadonlyArray<'ok' | 'gone' | 'denied'> = ['ok', 'gone', 'denied'];
@@ -87,6 +114,10 @@ function bind(lib: any): NativeProc {
     'long tp_environ(const char *, int, void *, void *, int, void *, void *, long, void *)',
   );
   const detailsFn = lib.func('int tp_details(const char *, int, int, long, void *, void *, void *)');
+  const holdFn = lib.func(
+    'int tp_hold(const char *, int, int, double, int, int, int, void *, long, void *, void *, void *)',
+  );
+  const poll1 = lib.func('int tp_poll1(int)');
   const strerror = lib.func('const char *tp_strerror(int)');
   const openRoot = lib.func('int tp_open_root(const char *)');
   // /proc opened once (O_DIRECTORY) and kept: every file is then opened relative to it. Only
@@ -149,6 +180,29 @@ function bind(lib: any): NativeProc {
       startTime: f64[i + 6] as number,
     };
   };
+  // The uid and cmdline a details or hold call left in `details` (cmdline bytes: in `buf`).
+  const detailsRead = (): { uid: number | undefined; cmdline: ReadOutcome } => {
+    const uid = details[0] as number;
+    const kind = KINDS[details[1] as number];
+    const cmdline: ReadOutcome =
+      kind === 'ok'
+        ? { kind, length: details[2] as number, truncated: details[3] === 1 }
+        : kind === 'gone'
+          ? { kind }
+          : { kind: 'denied', code: 'EACCES' };
+    return { uid: uid < 0 ? undefined : uid, cmdline };
+  };
+  // The 32 hex digits of a session entry (`TETHER_SESSION_<hex>=1`), as bytes; the last one kept.
+  let lastEntry = '';
+  const hexBytes = Buffer.alloc(32);
+  const entryHex = (entry: string): Buffer | undefined => {
+    if (entry !== lastEntry) {
+      if (!TAG_ENTRY_PATTERN.test(entry)) return undefined;
+      hexBytes.write(entry.slice(TAG_PREFIX.length, TAG_PREFIX.length + 32), 'latin1');
+      lastEntry = entry;
+    }
+    return hexBytes;
+  };
   const nextRecord = (at: number) => at + ((SNAPSHOT_RECORD_HEAD + out.readUInt16LE(at + 64) + 7) & ~7);
 
   return {
@@ -207,20 +261,47 @@ function bind(lib: any): NativeProc {
     },
     details(procRoot, pid, limit) {
       if (detailsFn(procRoot, rootFd(procRoot), pid, limit, buf, details, info) < 0) {
-        throw failure(procRoot, info[4] === 1 ? 'status' : 'cmdline');
+        throw failure(procRoot, DETAIL_FILES[info[4] as number] ?? 'cmdline');
       }
-      const uid = details[0] as number;
-      const kind = KINDS[details[1] as number];
-      const cmdline: ReadOutcome =
-        kind === 'ok'
-          ? { kind, length: details[2] as number, truncated: details[3] === 1 }
-          : kind === 'gone'
-            ? { kind }
-            : { kind: 'denied', code: 'EACCES' };
-      return { uid: uid < 0 ? undefined : uid, cmdline };
+      return detailsRead();
+    },
+    hold(procRoot, id, evidence, limit) {
+      const kind = EVIDENCE[evidence.kind];
+      const via = evidence.kind === 'parent' ? evidence.ppid : 0;
+      const exited = evidence.kind === 'carrier' && evidence.leaderExited ? 1 : 0;
+      const hex = evidence.kind === 'carrier' ? entryHex(evidence.entry) : null;
+      if (hex === undefined) return HELD_GONE; // not a session entry: no environ holds it
+      const r = holdFn(
+        procRoot,
+        rootFd(procRoot),
+        id.pid,
+        id.startTime,
+        kind,
+        via,
+        exited,
+        hex,
+        limit,
+        buf,
+        details,
+        info,
+      );
+      if (r >= 0) return { kind: 'held', fd: r, ...detailsRead() };
+      if (r === HOLD_GONE) return HELD_GONE;
+      if (r === HOLD_NO_PIDFD) return { kind: 'no-pidfd', errno: info[0] as number };
+      throw failure(procRoot, DETAIL_FILES[info[4] as number] ?? 'stat');
+    },
+    poll1(fd) {
+      return poll1(fd) as number;
     },
   };
 }
+
+// tp_hold's evidence kinds and results (native/scan.c), and the files its info[4] names.
+const EVIDENCE = { identity: 0, carrier: 1, parent: 2 } as const;
+const HOLD_GONE = -2;
+const HOLD_NO_PIDFD = -3;
+const HELD_GONE: NativeHold = { kind: 'gone' };
+const DETAIL_FILES = ['stat', 'status', 'cmdline', 'environ'];
 
 const GONE: EnvironRead = { kind: 'gone' };
 const DENIED: EnvironRead = { kind: 'denied' };

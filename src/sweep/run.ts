@@ -20,7 +20,14 @@ import type {
 } from './report.js';
 import { type Member, type ScanContext, type ScanResult, scanSession } from './scan.js';
 import { sharedSnapshot } from './shared-walk.js';
-import { createSignaller, type Hold, hasExited, releaseHold, type Signaller } from './signal.js';
+import {
+  createSignaller,
+  type Evidence,
+  type Hold,
+  hasExited,
+  releaseHold,
+  type Signaller,
+} from './signal.js';
 import type { PhaseSignal, SweepOptions, SweepProgress } from './sweep-options.js';
 
 /**
@@ -101,7 +108,7 @@ export class SweepRun {
       uid: process.getuid?.() ?? -1,
       roots: opts.roots ?? [],
       cgroup: opts.cgroup?.path,
-      hold: (id) => this.hold(id),
+      hold: (id, evidence) => this.hold(id, evidence),
     };
     this.absorbWarnings();
     if (this.signaller.mechanism !== 'pidfd') {
@@ -112,9 +119,12 @@ export class SweepRun {
     }
   }
 
-  /** Holds a member found for the first time (scan.ts calls it); warns when no pidfd could be had. */
-  hold(id: Identity): Hold {
-    const h = this.signaller.hold(this.ctx.procRoot, id);
+  /**
+   * Holds a member found for the first time on its `evidence` (scan.ts calls it; the hold
+   * carries its report details); warns when no pidfd could be had.
+   */
+  hold(id: Identity, evidence: Evidence): Hold {
+    const h = this.signaller.hold(this.ctx.procRoot, id, evidence);
     if (h.fd >= 0) this.holds.push(h);
     else if (h.why !== 'gone' && h.why !== 'no-pidfd' && !this.warnedHold) {
       this.warnedHold = true;
@@ -403,7 +413,11 @@ export class SweepRun {
 
   track(key: string, member: Member): Tracked {
     const { pid, startTime } = member.identity;
-    const details = readDetails(this.ctx.procRoot, pid);
+    // Read when it was held, from the held process (signal.ts); else (no pidfd, or held in an
+    // earlier sweep and tracked there) now.
+    const hold = member.hold;
+    const details = hold?.details ?? readDetails(this.ctx.procRoot, pid);
+    if (hold) hold.details = undefined;
     const record: ProcessRecord = {
       pid,
       startTime,

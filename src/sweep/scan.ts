@@ -5,11 +5,11 @@
 import { cgroupPids, cgroupPopulated } from '../proc/cgroup.js';
 import { readUid } from '../proc/details.js';
 import { type EnvironRead, readEnviron, readEnvirons } from '../proc/environ.js';
-import { type Identity, identityKey, isAliveStat, readStat } from '../proc/identity.js';
+import { type Identity, identityKey, isAliveStat } from '../proc/identity.js';
 import { type Snapshot, takeSnapshot } from '../proc/snapshot.js';
 import type { ProcStat } from '../proc/stat.js';
 import type { UnreadableReason } from './report.js';
-import { type Hold, hasExited, releaseHold } from './signal.js';
+import { type Evidence, type Hold, hasExited } from './signal.js';
 
 /**
  * Which layer first found a process, the env tag's first: `carrier` (its environ holds the tag)
@@ -58,11 +58,12 @@ export interface ScanContext {
    */
   known: Map<string, Member>;
   /**
-   * Holds a process the moment it becomes known (pidfd_open(2) + start-time re-check; the
-   * caller owns the hold and releases it). Without it, nothing is held and earlier finds are
-   * trusted by start time alone.
+   * Holds a process the moment it becomes known (pidfd_open(2), the start time and `evidence`
+   * re-read, no exit since, the report details read: `Signaller.hold`; the caller owns the hold
+   * and releases it). Without it, nothing is held and earlier finds are trusted by start time
+   * alone.
    */
-  hold?: (id: Identity) => Hold;
+  hold?: (id: Identity, evidence: Evidence) => Hold;
   /** Our uid: a denied environ of another uid is not ours to name (docs/sweep.md). */
   uid: number;
   /**
@@ -128,26 +129,21 @@ function prefetchEntries(snapshot: Snapshot, wanted: ProcStat[]): void {
 }
 
 /**
- * Holds a new member, then re-reads the evidence that made it one — a carrier's environ still
- * holds the entry; a descendant's parent is still the one it was found through — and checks
+ * Holds a new member and re-reads the evidence that made it one — a carrier's environ still
+ * holds the entry; a descendant's parent is still the one it was found through — then checks
  * that the pidfd has not reported an exit since: the evidence was read from the held process,
- * not from one that took its pid between the walk and the hold. A `gone` hold when not.
- * (A cgroup find is held on its start time alone.)
+ * not from one that took its pid between the walk and the hold. A `gone` hold when not. (A
+ * cgroup find is held on its start time alone.) The signaller does it all (`Signaller.hold`
+ * with evidence: one native call when the library is loaded) and reads the report details.
  */
-function holdOnEvidence(ctx: ScanContext, m: Member, hold: (id: Identity) => Hold): Hold {
-  const h = hold(m.identity);
-  if (h.fd < 0) return h; // gone, or no pidfd to pin the evidence to (the fallback)
-  let holds = true;
-  if (m.foundBy === 'carrier') {
-    const r = readEnviron(ctx.procRoot, m.identity.pid, m.stat.state === 'Z');
-    holds = r.kind === 'ok' && r.entries.includes(ctx.entry);
-  } else if (m.via !== undefined) {
-    holds = readStat(ctx.procRoot, m.identity.pid)?.ppid === m.via;
-  }
-  if (holds && !hasExited(h)) return h;
-  releaseHold(h);
-  h.why = 'gone';
-  return h;
+function holdOnEvidence(ctx: ScanContext, m: Member, hold: NonNullable<ScanContext['hold']>): Hold {
+  const evidence: Evidence =
+    m.foundBy === 'carrier'
+      ? { kind: 'carrier', entry: ctx.entry, leaderExited: m.stat.state === 'Z' }
+      : m.via !== undefined
+        ? { kind: 'parent', ppid: m.via }
+        : { kind: 'identity' };
+  return hold(m.identity, evidence);
 }
 
 /**

@@ -10,7 +10,12 @@
 import { closeSync } from 'node:fs';
 import { constants } from 'node:os';
 import { errnoName, libc, libcFailedForFds, POLLIN, POLLNVAL, pollOne } from '../libc.js';
-import { type Identity, isAliveStat, readStat } from '../proc/identity.js';
+import { type Details, readDetails } from '../proc/details.js';
+import { type Evidence, evidenceHolds, holdNative, sameProcessAs as sameProcess } from '../proc/hold.js';
+import type { Identity } from '../proc/identity.js';
+import { nativeProc } from '../proc/native.js';
+
+export type { Evidence } from '../proc/hold.js';
 
 /**
  * - `sent`: the signal was delivered to the identified process;
@@ -32,6 +37,11 @@ export interface Hold {
   readonly identity: Identity;
   fd: number;
   why?: string;
+  /**
+   * A found member's report details, read right after it was held (`hold` with evidence): the
+   * report shows these, read from the held process. The tracker takes them (and clears them).
+   */
+  details?: Details;
 }
 
 // Sends a signal to one identified process.
@@ -41,11 +51,14 @@ export interface Signaller {
   send(procRoot: string, id: Identity, signal: NodeJS.Signals | number): SignalOutcome;
   /**
    * Holds `id`: pidfd_open(2), then the start time re-checked in `<procRoot>/<pid>/stat` (the fd
-   * was opened first: if it still matches, the fd names that process). Never throws for the
-   * process's state (a `gone` hold, or a fallback hold with fd -1 and the errno); throws a
-   * RangeError for pid ≤ 1. Each hold with `fd >= 0` costs one fd until `releaseHold`.
+   * was opened first: if it still matches, the fd names that process). With `evidence` (a found
+   * member, src/sweep/scan.ts), then also: the evidence re-read (`evidenceHolds`), the fd not yet
+   * readable (no exit since), and the report details read into `details` — in one native call
+   * when the native library is loaded (`holdNative`). Never throws for the process's state (a
+   * `gone` hold, or a fallback hold with fd -1 and the errno); throws a RangeError for pid ≤ 1,
+   * and what a read throws (EMFILE…). Each hold with `fd >= 0` costs one fd until `releaseHold`.
    */
-  hold(procRoot: string, id: Identity): Hold;
+  hold(procRoot: string, id: Identity, evidence?: Evidence): Hold;
   /**
    * Signals a held process through its pidfd (`gone` once it has exited: a zombie is not
    * signalled). A hold without a pidfd (`no-pidfd`, `EMFILE`…) falls back to `send`, the
@@ -133,11 +146,6 @@ function checkPid(id: Identity): void {
   }
 }
 
-function sameProcess(procRoot: string, id: Identity): boolean {
-  const stat = readStat(procRoot, id.pid);
-  return stat !== undefined && stat.startTime === id.startTime && isAliveStat(procRoot, stat);
-}
-
 /**
  * Whether a held process has exited: true once its pidfd is readable (the whole thread group
  * has exited: a zombie, or reaped — poll(2) with timeout 0), false while it runs, undefined when
@@ -146,11 +154,19 @@ function sameProcess(procRoot: string, id: Identity): boolean {
  */
 export function hasExited(hold: Hold): boolean | undefined {
   if (hold.fd < 0) return hold.why === 'gone' || hold.why === 'closed' ? true : undefined;
-  if (!loadFfi()) return undefined;
   // A signal arriving during the call (SIGCHLD, as the session's processes die) interrupts
-  // even a zero-timeout poll(2): pollOne asks again. Any other failure (ENOMEM) leaves the
-  // answer unknown, which the callers treat as "not known to have exited".
-  const revents = pollOne(hold.fd, POLLIN, 0);
+  // even a zero-timeout poll(2): it is asked again. Any other failure (ENOMEM) leaves the
+  // answer unknown, which the callers treat as "not known to have exited". One native call
+  // when the library is loaded (tp_poll1: no struct to marshal), else poll(2) through koffi.
+  const native = nativeProc();
+  let revents: number | null;
+  if (native) {
+    const r = native.poll1(hold.fd);
+    revents = r < 0 ? null : r;
+  } else {
+    if (!loadFfi()) return undefined;
+    revents = pollOne(hold.fd, POLLIN, 0);
+  }
   if (revents === null) return undefined;
   if (revents & POLLNVAL) throw new Error(`the pidfd of ${hold.identity.pid} (fd ${hold.fd}) is not open`);
   return revents !== 0;
@@ -172,8 +188,14 @@ export function releaseHold(hold: Hold): void {
 function pidfdSignaller(f: Ffi): Signaller {
   const self: Signaller = {
     mechanism: 'pidfd',
-    hold(procRoot, id) {
+    hold(procRoot, id, evidence) {
       checkPid(id);
+      if (evidence !== undefined) {
+        const n = holdNative(procRoot, id, evidence);
+        if (n?.kind === 'held') return { identity: id, fd: n.fd, details: n.details };
+        if (n?.kind === 'gone') return { identity: id, fd: -1, why: 'gone' };
+        if (n) return { identity: id, fd: -1, why: errnoName(n.errno) };
+      }
       const fd = f.pidfdOpen(id.pid);
       if (fd < 0) {
         const errno = f.errno();
@@ -183,13 +205,23 @@ function pidfdSignaller(f: Ffi): Signaller {
         // the caller warns.
         return { identity: id, fd: -1, why: errnoName(errno) };
       }
-      // The fd was opened before this check: if the start time still matches now, the process
-      // existed throughout and the fd names it.
-      if (!sameProcess(procRoot, id)) {
-        f.close(fd);
-        return { identity: id, fd: -1, why: 'gone' };
+      // The fd was opened before these reads: if the start time still matches now, the process
+      // existed throughout and the fd names it; the evidence read now is the held process's,
+      // and the details too, once the fd says it has not exited since.
+      let keep = false;
+      try {
+        const gone: Hold = { identity: id, fd: -1, why: 'gone' };
+        if (!sameProcess(procRoot, id)) return gone;
+        const h: Hold = { identity: id, fd };
+        if (evidence !== undefined) {
+          if (!evidenceHolds(procRoot, id, evidence) || hasExited(h)) return gone;
+          h.details = readDetails(procRoot, id.pid);
+        }
+        keep = true;
+        return h;
+      } finally {
+        if (!keep) f.close(fd);
       }
-      return { identity: id, fd };
     },
     sendHeld(procRoot, hold, signal) {
       checkPid(hold.identity);

@@ -2,7 +2,7 @@
 // real processes to the same results: the snapshot's stat fields, environ entries (a tagged
 // process, an untagged one, decoys, an environ bomb past the byte budget, a zombie leader whose
 // environ is read through a live thread), the report details, and a whole scan.
-import { type ChildProcess, spawn } from 'node:child_process';
+import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -13,6 +13,7 @@ import { type Identity, identityOf, readStat } from '../../src/proc/identity.js'
 import { nativeProc, useNativeProc } from '../../src/proc/native.js';
 import { ancestorsOf, takeSnapshot } from '../../src/proc/snapshot.js';
 import { scanSession } from '../../src/sweep/scan.js';
+import { createSignaller, type Evidence, releaseHold } from '../../src/sweep/signal.js';
 import { BUILD } from '../support/paths.js';
 import { readPidfile, startSleeper, startTagDecoys, tempDir, waitFor } from '../support/zoo.js';
 
@@ -53,21 +54,27 @@ function both<T>(f: () => T): { js: T; native: T } {
 
 let bomb: Identity;
 let leader: Identity;
+let tagged1: Identity;
+let untagged: Identity;
+let shell: Identity;
+let shellChild: Identity;
+let otherUid: Identity;
 
 beforeAll(async () => {
   const base = { PATH: process.env.PATH };
   const tagged = { ...base, [tag.name]: '1' };
   for (const label of ['tagged 1', 'tagged 2'])
     ours.push((await startSleeper(label, tagged, tag.entry)).identity);
-  ours.push(
-    (await startSleeper('untagged', { ...base, TETHER_TEST_PLAIN: '1' }, 'TETHER_TEST_PLAIN=1')).identity,
-  );
+  tagged1 = ours[0] as Identity;
+  untagged = (await startSleeper('untagged', { ...base, TETHER_TEST_PLAIN: '1' }, 'TETHER_TEST_PLAIN=1'))
+    .identity;
+  ours.push(untagged);
   for (const d of await startTagDecoys(tag.name)) {
     ours.push(d.identity);
     if (d.child) children.push(d.child);
   }
   // A tagged shell with a child: found as carrier, the child by parent too.
-  const shell = track(spawn('sh', ['-c', 'sleep 1000 & wait'], { env: tagged, stdio: 'ignore' }));
+  shell = track(spawn('sh', ['-c', 'sleep 1000 & wait'], { env: tagged, stdio: 'ignore' }));
   // An environ bomb of 8 MiB (past the 6 MiB budget) that writes its own entry at byte 100.
   const pidfile = join(tempDir(), 'pids');
   bomb = track(
@@ -88,6 +95,23 @@ beforeAll(async () => {
     () => (takeSnapshot().children.get(shell.pid)?.length ?? 0) > 0,
   );
   expect(readPidfile(pidfile).length, 'premise broken: the bomb recorded itself').toBe(1);
+  // A tagged process whose real uid (65534) is not its effective uid (65533): the report's uid
+  // is the real one, status' first `Uid:` field.
+  otherUid = track(
+    spawn('setpriv', ['--ruid', '65534', '--euid', '65533', '--clear-groups', 'sleep', '1000'], {
+      env: tagged,
+      stdio: 'ignore',
+    }),
+  );
+  await waitFor(
+    'setpriv to exec its sleep',
+    () => readFileSync(`/proc/${otherUid.pid}/comm`, 'latin1') === 'sleep\n',
+  );
+  const child = takeSnapshot().children.get(shell.pid)?.[0];
+  const childId = child === undefined ? undefined : identityOf(child);
+  if (!childId) throw new Error('premise broken: the shell has no child');
+  shellChild = childId;
+  ours.push(shellChild);
 });
 
 afterAll(() => {
@@ -136,7 +160,8 @@ describe('the native scan loop', () => {
     const at = (id: Identity) => native.batch[pids.indexOf(id.pid)];
     expect(at(bomb)).toMatchObject({ kind: 'ok', entries: [tag.entry], oversized: true });
     expect(at(leader)).toMatchObject({ kind: 'ok', entries: [tag.entry], oversized: false });
-    expect(native.batch.filter((r) => r.kind === 'ok' && r.entries.includes(tag.entry)).length).toBe(5);
+    // The two sleeps, the shell and its child, the bomb, the leader, the other uid's sleep.
+    expect(native.batch.filter((r) => r.kind === 'ok' && r.entries.includes(tag.entry)).length).toBe(7);
     expect(native.gone).toEqual({ kind: 'gone' });
   });
 
@@ -170,8 +195,10 @@ describe('the native scan loop', () => {
       };
     });
     expect(native).toEqual(js);
-    // The two sleeps, the shell and its child, the bomb (its entry within budget), the leader.
+    // The two sleeps, the shell and its child, the bomb (its entry within budget), the leader,
+    // the other uid's sleep.
     expect(native.members.map((m) => m.foundBy).sort()).toEqual([
+      'carrier',
       'carrier',
       'carrier',
       'carrier',
@@ -179,5 +206,62 @@ describe('the native scan loop', () => {
       'carrier',
       'descendant',
     ]);
+  });
+
+  it('holds a found process in one call with the same outcome and details as the JS sequence', () => {
+    const signaller = createSignaller();
+    expect(signaller.mechanism, 'premise broken: no pidfd on this machine').toBe('pidfd');
+    // A process that has exited and was reaped: its identity names nothing any more.
+    const exited = spawnSync('sh', ['-c', 'echo $$ $(cut -d" " -f22 /proc/$$/stat)'], { encoding: 'latin1' });
+    const [exitedPid, exitedStart] = exited.stdout.trim().split(' ').map(Number);
+    const carrier = (leaderExited = false): Evidence => ({ kind: 'carrier', entry: tag.entry, leaderExited });
+    const cases: [string, Identity, Evidence][] = [
+      ['carrier', tagged1, carrier()],
+      ['untagged as carrier', untagged, carrier()],
+      [
+        'carrier of another session',
+        tagged1,
+        { kind: 'carrier', entry: createTag().entry, leaderExited: false },
+      ],
+      ['descendant', shellChild, { kind: 'parent', ppid: shell.pid }],
+      ['descendant of another parent', shellChild, { kind: 'parent', ppid: tagged1.pid }],
+      ['cgroup find (identity alone)', shell, { kind: 'identity' }],
+      ['zombie thread leader', leader, carrier(true)],
+      ['environ bomb', bomb, carrier()],
+      ['another real uid', otherUid, carrier()],
+      ['a new start time at the pid', { pid: tagged1.pid, startTime: tagged1.startTime + 1 }, carrier()],
+      ['an exited pid', { pid: exitedPid as number, startTime: exitedStart as number }, { kind: 'identity' }],
+    ];
+    const { js, native } = both(() =>
+      cases.map(([label, id, evidence]) => {
+        const h = signaller.hold('/proc', id, evidence);
+        const outcome = { label, held: h.fd >= 0, why: h.why, details: h.details };
+        releaseHold(h);
+        return outcome;
+      }),
+    );
+    expect(native).toEqual(js);
+    const byLabel = Object.fromEntries(native.map((o) => [o.label, o]));
+    const uid = process.getuid?.();
+    expect(byLabel.carrier).toMatchObject({ held: true, details: { uid, cmdline: 'sleep 1000' } });
+    expect(byLabel.descendant).toMatchObject({ held: true, details: { uid, cmdline: 'sleep 1000' } });
+    expect(byLabel['zombie thread leader']).toMatchObject({ held: true, details: { uid } });
+    expect(byLabel['environ bomb']?.details?.cmdline?.endsWith('\u2026')).toBe(true);
+    for (const label of [
+      'untagged as carrier',
+      'carrier of another session',
+      'descendant of another parent',
+      'a new start time at the pid',
+      'an exited pid',
+    ]) {
+      expect(byLabel[label], label).toEqual({ label, held: false, why: 'gone', details: undefined });
+    }
+    // The uid the kernel gives through the pidfd (PIDFD_GET_INFO) is status' real `Uid:`.
+    expect(byLabel['another real uid']).toMatchObject({
+      held: true,
+      details: { uid: 65534, cmdline: 'sleep 1000' },
+    });
+    for (const o of native.filter((o) => o.held && o.label !== 'another real uid'))
+      expect(o.details?.uid).toBe(uid);
   });
 });

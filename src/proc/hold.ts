@@ -1,0 +1,56 @@
+// Holding a found process: after its pidfd was opened (src/sweep/signal.ts owns holds), the
+// evidence that made it a member is read again — so from the held process, not from one that
+// took its pid between the walk and the hold — and then its report details. In one native call
+// when the native library is there (`tp_hold`, native/scan.c); else the JS reads below, in the
+// same order and by the same rules.
+import { CMDLINE_CAP_BYTES, cmdlineText, type Details } from './details.js';
+import { readEnviron } from './environ.js';
+import { type Identity, isAliveStat, readStat } from './identity.js';
+import { type Evidence, nativeProc } from './native.js';
+
+export type { Evidence } from './native.js';
+
+/**
+ * A hold taken in one native call: `held` (the pidfd, the caller's to close, and the details
+ * read through it), `gone` (exited, reused, or the evidence no longer holds), `no-pidfd`
+ * (pidfd_open(2) failed with `errno`, not ESRCH: the fd limit…).
+ */
+export type HeldProcess =
+  | { kind: 'held'; fd: number; details: Details }
+  | { kind: 'gone' }
+  | { kind: 'no-pidfd'; errno: number };
+
+/**
+ * `id` held and checked in one native call: pidfd_open(2); the same start time and alive
+ * (`isAliveStat`); `evidence` still true; the fd not readable (no exit since the open); then
+ * the details — the real uid from ioctl(PIDFD_GET_INFO) (Linux 6.13; status `Uid:` before)
+ * and cmdline, capped as `readCmdline`. Null when the native library is not loaded (the caller
+ * takes the JS path: its pidfd_open, then `sameProcessAs`, `evidenceHolds`, `readDetails`).
+ * Throws what those reads throw (an Error with `code`: EMFILE…), the pidfd closed.
+ */
+export function holdNative(procRoot: string, id: Identity, evidence: Evidence): HeldProcess | null {
+  const native = nativeProc();
+  if (!native) return null;
+  const r = native.hold(procRoot, id, evidence, CMDLINE_CAP_BYTES + 1);
+  if (r.kind !== 'held') return r;
+  return { kind: 'held', fd: r.fd, details: { uid: r.uid, cmdline: cmdlineText(r.cmdline) } };
+}
+
+/**
+ * The JS path's identity check of a pid just opened as a pidfd: the same start time, alive
+ * (a zombie leader with live threads is). Throws a read's error other than gone/denied.
+ */
+export function sameProcessAs(procRoot: string, id: Identity): boolean {
+  const stat = readStat(procRoot, id.pid);
+  return stat !== undefined && stat.startTime === id.startTime && isAliveStat(procRoot, stat);
+}
+
+/** The JS path's re-read of `evidence` for `id` (a carrier's environ, a descendant's ppid). */
+export function evidenceHolds(procRoot: string, id: Identity, evidence: Evidence): boolean {
+  if (evidence.kind === 'carrier') {
+    const r = readEnviron(procRoot, id.pid, evidence.leaderExited);
+    return r.kind === 'ok' && r.entries.includes(evidence.entry);
+  }
+  if (evidence.kind === 'parent') return readStat(procRoot, id.pid)?.ppid === evidence.ppid;
+  return true;
+}
