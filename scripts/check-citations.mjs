@@ -1,7 +1,8 @@
 #!/usr/bin/env node
 // Checks that the repository cites only what it holds: no comment, docs page or message names
 // a document that lives outside it — the lifecycle ADR and its amendment ("ADR-127 §2"), the
-// shared design notes ("design.md §4"), or a tracker item ("issue 3 item 2"). Decisions are
+// shared design notes ("design.md §4") and platform notes ("notes/peers-and-platform.md"), or a
+// tracker item ("issue 3 item 2"). Decisions are
 // cited as `decisions.md D<n>` (docs/decisions.md); everything else points to docs/ or stands
 // alone.
 // Usage: node scripts/check-citations.mjs [ROOT]   (default: the current directory)
@@ -20,6 +21,7 @@ const OUTSIDE = [
   { what: 'the lifecycle ADR', pattern: /\bADR-\d+/ },
   { what: 'its amendment', pattern: /\bamendment §/ },
   { what: 'the shared design notes', pattern: /\bdesign\.md\b/ },
+  { what: 'the shared notes', pattern: /(^|[\s(`])(\.\.\/shared\/|notes\/[\w-]+\.md)/ },
   { what: 'a tracker item', pattern: /\bissues? \d+( items?\b| §|,? "Done when")?/ },
 ];
 

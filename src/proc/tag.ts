@@ -3,6 +3,11 @@
 import { createHash, randomBytes } from 'node:crypto';
 import { TetherError } from '../errors.js';
 
+// The format is mirrored where TypeScript cannot be imported: native/scan.c (TAG_PREFIX,
+// TAG_RECORD_LEN: the native scan's whole-record match) and src/sandbox/programs/sweep.sh (the
+// container's sweep program checks its tag argument). test/proc/native.test.ts compares the
+// native scan's finds with the JS path's on real tagged processes.
+
 /** Prefix of every tether session variable. */
 export const TAG_PREFIX = 'TETHER_SESSION_';
 

@@ -46,6 +46,7 @@ describe('check-citations', () => {
       'native/helper.c': '/* see design.md §5 */\n',
       'docs/sandbox.md': '# Sandbox\n\nAs amendment §8 says.\n',
       'test/x.test.ts': '// (issue 3 item 5)\n',
+      'README.md': 'As measured (notes/peers-and-platform.md).\n',
     });
     const { status, lines } = check(root);
     expect(status).toBe(1);
@@ -54,7 +55,8 @@ describe('check-citations', () => {
       'native/helper.c:1: cites the shared design notes: /* see design.md §5 */',
       'test/x.test.ts:1: cites a tracker item: // (issue 3 item 5)',
       'docs/sandbox.md:3: cites its amendment: As amendment §8 says.',
-      expect.stringMatching(/^4 citation\(s\) of documents outside the repository/),
+      'README.md:1: cites the shared notes: As measured (notes/peers-and-platform.md).',
+      expect.stringMatching(/^5 citation\(s\) of documents outside the repository/),
     ]);
   });
 
