@@ -5,6 +5,7 @@
 import { statSync } from 'node:fs';
 import { isAbsolute, join } from 'node:path';
 import { findCgroup2Mount, ownCgroup } from '../containment/cgroup.js';
+import { TetherError } from '../errors.js';
 import { cgroupPids } from '../proc/cgroup.js';
 import type { Snapshot } from '../proc/snapshot.js';
 
@@ -31,7 +32,7 @@ export interface Target {
  * Resolves the target cgroup once: `cgroup` (an absolute directory, or a path relative to the v2
  * mount, e.g. `/system.slice/x`), or the guard's own v2 cgroup (`/proc/self/cgroup`'s `0::`
  * line under the mount found in `/proc/self/mountinfo`). Without a v2 mount or an own cgroup, the
- * PID namespace, with the reason as `note`. Throws `Error` when an explicit `cgroup` is not a
+ * PID namespace, with the reason as `note`. Throws `TetherError` `INVALID_OPTION` when an explicit `cgroup` is not a
  * cgroup v2 directory (a mistyped path must not widen the target to the whole namespace).
  */
 export function resolveTarget(cgroup: string | undefined, procRoot = '/proc'): TargetSource {
@@ -40,8 +41,9 @@ export function resolveTarget(cgroup: string | undefined, procRoot = '/proc'): T
     const candidates = isAbsolute(cgroup) ? [cgroup] : [];
     if ('mount' in found) candidates.push(join(found.mount, cgroup));
     for (const dir of candidates) if (isCgroupDir(dir)) return { kind: 'cgroup', path: dir };
-    throw new Error(
-      `--cgroup ${cgroup}: not a cgroup v2 directory (no cgroup.procs there${'mount' in found ? ` nor under ${found.mount}` : ''})`,
+    throw new TetherError(
+      'INVALID_OPTION',
+      `invalid cgroup ${JSON.stringify(cgroup)}: not a cgroup v2 directory (no cgroup.procs there${'mount' in found ? ` nor under ${found.mount}` : ''})`,
     );
   }
   if (!('mount' in found)) return { kind: 'pid-namespace', note: found.note };
