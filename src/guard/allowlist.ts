@@ -169,11 +169,11 @@ export function verdicts(ctx: AllowContext): (pid: number) => Spared | undefined
   return (pid) => {
     const stat = ctx.snapshot.processes.get(pid);
     if (!stat) return undefined;
+    // The process itself is reported under the first rule that spares it; its descendants under
+    // the first that spreads.
     const d = direct(stat);
-    if (d.spreads) return { rule: d.spreads, by: pid };
-    const inherited = spreadOf(stat.ppid);
-    if (inherited) return inherited;
-    return d.first ? { rule: d.first, by: pid } : undefined;
+    if (d.first) return { rule: d.first, by: pid };
+    return spreadOf(stat.ppid) ?? undefined;
   };
 }
 
