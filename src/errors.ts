@@ -16,7 +16,8 @@
  * - `CHANNEL_UNREACHABLE`: an exec channel never reached its target, retried until its budget ran out;
  * - `SWEEP_CUT`: the sandbox sweep program started but its output ended before its `done` line;
  * - `INPUT_CUT`: a script or file arrived in the container smaller than sent: nothing ran or landed;
- * - `WRITE_REFUSED`: `sandbox.writeFile` did not put the file in place (a directory, chmod, rename).
+ * - `WRITE_REFUSED`: `sandbox.writeFile` did not put the file in place (a directory, chmod, rename);
+ * - `GUARD_STOPPED`: `tick()` on a guard whose `stop()` was called (docs/guard.md).
  */
 export type TetherErrorCode =
   | 'INVALID_OPTION'
@@ -29,7 +30,8 @@ export type TetherErrorCode =
   | 'CHANNEL_UNREACHABLE'
   | 'SWEEP_CUT'
   | 'INPUT_CUT'
-  | 'WRITE_REFUSED';
+  | 'WRITE_REFUSED'
+  | 'GUARD_STOPPED';
 
 // The one error class of the library; `code` says which failure it is.
 export class TetherError extends Error {

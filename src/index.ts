@@ -2,6 +2,17 @@
 
 export type { Containment, ContainmentLayer } from './containment/select.js';
 export { TetherError, type TetherErrorCode } from './errors.js';
+export { RULES as GUARD_RULES, type RuleName as GuardRule } from './guard/allowlist.js';
+export {
+  createGuard,
+  type Guard,
+  type GuardCounters,
+  type GuardOptions,
+  type GuardProcess,
+  type RunningGuard,
+  startGuard,
+  type TickResult,
+} from './guard/guard.js';
 export { type Identity, identityOf, isAlive } from './proc/identity.js';
 export { createTag, parseTag, type SessionTag, TAG_NAME_PATTERN, tagsIn } from './proc/tag.js';
 export { listTaggedProcesses, type TaggedProcess } from './proc/tagged.js';

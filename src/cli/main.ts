@@ -4,6 +4,7 @@ import { Command, CommanderError } from 'commander';
 import { TetherError } from '../errors.js';
 import { NoProcError } from '../proc/snapshot.js';
 import { EXIT_SWEEP_FAILED, EXIT_USAGE } from './exit-codes.js';
+import { addGuardCommands } from './guard.js';
 import { psCommand } from './ps.js';
 import { runCommand } from './run.js';
 import { addSandboxCommands } from './sandbox.js';
@@ -54,6 +55,7 @@ program
   .action(sweepCommand);
 
 addSandboxCommands(program); // sandbox exec|sweep, script (docs/sandbox.md)
+addGuardCommands(program); // guard, guard allow (docs/guard.md)
 
 function packageVersion(): string {
   const pkg = createRequire(import.meta.url)('../../package.json') as { version: string };

@@ -4,7 +4,7 @@
 import { readlinkSync } from 'node:fs';
 import { cgroupPids, killCgroup } from '../proc/cgroup.js';
 import { readDetails } from '../proc/details.js';
-import { type Identity, identityKey } from '../proc/identity.js';
+import { type Identity, identityKey, readStat } from '../proc/identity.js';
 import { isFdExhaustion } from '../proc/read.js';
 import { ancestorsOf, NoProcError, takeSnapshot } from '../proc/snapshot.js';
 import type { SessionTag } from '../proc/tag.js';
@@ -109,6 +109,7 @@ export class SweepRun {
       roots: opts.roots ?? [],
       cgroup: opts.cgroup?.path,
       hold: (id, evidence) => this.hold(id, evidence),
+      tagless: opts.members !== undefined,
     };
     this.absorbWarnings();
     if (this.signaller.mechanism !== 'pidfd') {
@@ -205,6 +206,8 @@ export class SweepRun {
         return false;
       }
       for (const pid of ancestorsOf(this.ctx.procRoot, process.pid)) this.ctx.excluded.add(pid);
+      for (const pid of this.opts.spare ?? []) this.ctx.excluded.add(pid);
+      for (const id of this.opts.members ?? []) this.addGiven(id);
       const cgroup = this.opts.cgroup?.path;
       if (cgroup && cgroupPids(cgroup).some((pid) => this.ctx.excluded.has(pid))) {
         this.cgroupShared = true;
@@ -221,6 +224,19 @@ export class SweepRun {
           : new NoProcError(this.ctx.procRoot, error);
       return this.fail(noProc);
     }
+  }
+
+  /**
+   * A member named by the caller (`SweepOptions.members`): held now, its start time re-checked,
+   * and known from the first scan on. Never pid ≤ 1 or an excluded pid; skipped when gone.
+   */
+  private addGiven(id: Identity): void {
+    if (id.pid <= 1 || this.ctx.excluded.has(id.pid)) return;
+    const stat = readStat(this.ctx.procRoot, id.pid);
+    if (stat?.startTime !== id.startTime) return;
+    const hold = this.hold(id, { kind: 'identity' });
+    if (hold.why === 'gone') return;
+    this.ctx.known.set(identityKey(id), { identity: id, stat, foundBy: 'given', hold });
   }
 
   /** The last scan still saw members appear (and vanish before their signal): not settled. */

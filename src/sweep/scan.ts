@@ -14,9 +14,10 @@ import { type Evidence, type Hold, hasExited } from './signal.js';
 /**
  * Which layer first found a process, the env tag's first: `carrier` (its environ holds the tag)
  * or `descendant` (of a carrier, by parent); `subreaper` (a descendant of the helper the env tag
- * did not find); `cgroup` (in the session's cgroup, found by neither).
+ * did not find); `cgroup` (in the session's cgroup, found by neither); `given` (named by the
+ * caller, `SweepOptions.members`: the guard's targets).
  */
-export type FoundBy = 'carrier' | 'descendant' | 'subreaper' | 'cgroup';
+export type FoundBy = 'carrier' | 'descendant' | 'subreaper' | 'cgroup' | 'given';
 
 /** A live session process, as this scan saw it. */
 export interface Member {
@@ -73,6 +74,8 @@ export interface ScanContext {
   roots: Root[];
   /** The session's cgroup directory, when that layer is active. */
   cgroup?: string;
+  /** The members were given (`SweepOptions.members`): no carrier is looked for, no environ read. */
+  tagless?: boolean;
 }
 
 /** One scan's result. */
@@ -200,7 +203,7 @@ export function scanSession(ctx: ScanContext, snapshot: Snapshot = takeSnapshot(
 
   // Carriers: read environ only where it can matter.
   const candidates: ProcStat[] = [];
-  for (const stat of snapshot.processes.values()) {
+  for (const stat of ctx.tagless ? [] : snapshot.processes.values()) {
     if (ctx.notBefore !== undefined && stat.startTime < ctx.notBefore) continue;
     if (!members.has(stat.pid) && eligible(stat)) candidates.push(stat);
   }

@@ -57,6 +57,19 @@ export interface SweepOptions {
    * read /proc cannot tell whether the kill would reach itself, and does not write it.
    */
   outsideCgroup?: boolean;
+  /**
+   * The processes to stop, given by identity (pid + start time), instead of the carriers of
+   * `tag`: the guard's targets (docs/guard.md). Each is held by its pidfd when the sweep begins
+   * (its start time re-checked; one already gone is skipped) and tracked with its descendants,
+   * found as `given`; no environ is read for the tag, which then only names the sweep in its
+   * events and report.
+   */
+  members?: Identity[];
+  /**
+   * Pids never taken as members, and never passed through to their descendants: the guard's
+   * spared processes. (A pid, not an identity: a spared pid reused during the sweep is spared too.)
+   */
+  spare?: Iterable<number>;
 }
 
 /** Progress after a round: processes still alive, and ms since the phase's first signal. */

@@ -1,0 +1,258 @@
+// tether guard [--once] [--dry-run] [--json] [--interval D] [--startup-delay D] [--min-age D]
+//   [--cgroup PATH|none] [--allow FILE] [--allow-pattern GLOB]… [--grace D] [--kill-after D]
+//   [--metrics HOST:PORT]
+// tether guard allow --ttl D PID…
+// Every flag also as TETHER_GUARD_<FLAG> (the flag wins). docs/guard.md.
+import type { Command } from 'commander';
+import { TetherError } from '../errors.js';
+import {
+  createGuard,
+  DEFAULT_GUARD_INTERVAL_MS,
+  DEFAULT_MIN_AGE_MS,
+  DEFAULT_STARTUP_DELAY_MS,
+  type GuardOptions,
+  startGuard,
+  type TickResult,
+} from '../guard/guard.js';
+import { type GuardMetrics, parseHostPort, serveMetrics } from '../guard/metrics.js';
+import { addRegistrations, stateDir } from '../guard/registrations.js';
+import { DEFAULT_GRACE_MS, DEFAULT_KILL_AFTER_MS, parseDuration } from '../options.js';
+import { identityOf } from '../proc/identity.js';
+import { EXIT_SWEEP_FAILED } from './exit-codes.js';
+
+/** The flags of `tether guard`, as commander gives them (strings; env read separately). */
+interface GuardFlags {
+  once?: boolean;
+  dryRun?: boolean;
+  json?: boolean;
+  interval?: string;
+  startupDelay?: string;
+  minAge?: string;
+  cgroup?: string;
+  allow?: string;
+  allowPattern?: string[];
+  grace?: string;
+  killAfter?: string;
+  metrics?: string;
+}
+
+const ENV = 'TETHER_GUARD_';
+
+/** `--min-age` → `TETHER_GUARD_MIN_AGE`. */
+export function envName(flag: string): string {
+  return ENV + flag.replace(/^--/, '').replaceAll('-', '_').toUpperCase();
+}
+
+// A flag's value: the flag when given, else its TETHER_GUARD_ variable, else undefined; with the
+// name to put in an error (`--grace`, or `TETHER_GUARD_GRACE`).
+function flagValue(given: string | undefined, flag: string): { value: string; name: string } | undefined {
+  if (given !== undefined) return { value: given, name: flag };
+  const env = process.env[envName(flag)];
+  return env === undefined || env === '' ? undefined : { value: env, name: envName(flag) };
+}
+
+function durationOf(given: string | undefined, flag: string, fallback: number): number {
+  const v = flagValue(given, flag);
+  return v ? parseDuration(v.name, v.value) : fallback;
+}
+
+// A boolean flag, or its variable: 1/true/yes/on or 0/false/no/off (an empty variable is unset).
+function booleanOf(given: boolean | undefined, flag: string): boolean {
+  if (given) return true;
+  const name = envName(flag);
+  const env = process.env[name];
+  if (env === undefined || env === '') return false;
+  if (/^(1|true|yes|on)$/i.test(env)) return true;
+  if (/^(0|false|no|off)$/i.test(env)) return false;
+  throw new TetherError(
+    'INVALID_OPTION',
+    `invalid ${name} ${JSON.stringify(env)}: expected 1, true, yes, on, 0, false, no or off`,
+  );
+}
+
+/** Adds `tether guard` and `tether guard allow` to `program`. */
+export function addGuardCommands(program: Command): void {
+  const guard = program
+    .command('guard')
+    .description(
+      'stop, every interval, each process of the target (the cgroup v2 of the guard, or its PID namespace) that the allowlist does not spare: ' +
+        'PID 1, the guard and its line, live tether sessions, exec entries, registrations, patterns, processes younger than --min-age',
+    )
+    .option(
+      '--once',
+      'run one tick now (no startup delay) and exit: 1 when something survived or the tick could not finish',
+    )
+    .option('--dry-run', 'stop nothing: log what would be stopped')
+    .option('--json', 'print each tick as one JSON document on stdout (logs stay on stderr)')
+    .option('--interval <duration>', `pause between ticks (default ${DEFAULT_GUARD_INTERVAL_MS / 1000}s)`)
+    .option(
+      '--startup-delay <duration>',
+      `wait before the first tick (default ${DEFAULT_STARTUP_DELAY_MS / 1000}s)`,
+    )
+    .option(
+      '--min-age <duration>',
+      `spare processes younger than this (default ${DEFAULT_MIN_AGE_MS / 1000}s)`,
+    )
+    .option(
+      '--cgroup <path>',
+      "the target cgroup v2 directory (absolute or under the v2 mount); 'none': the PID namespace",
+    )
+    .option(
+      '--allow <file>',
+      'an allow file: one glob a line over the cmdline, re-read every tick; # comments',
+    )
+    .option(
+      '--allow-pattern <glob>',
+      'a glob over the cmdline joined with spaces (repeatable)',
+      collect,
+      undefined,
+    )
+    .option(
+      '--grace <duration>',
+      `TERM phase: how long to wait before KILL (default ${DEFAULT_GRACE_MS / 1000}s)`,
+    )
+    .option('--kill-after <duration>', `KILL phase budget (default ${DEFAULT_KILL_AFTER_MS / 1000}s)`)
+    .option('--metrics <host:port>', 'serve the counters at GET /metrics (Prometheus text format)')
+    .argument('[command...]', 'guard as init (`-- CMD ARGS…`): not in this version')
+    .action(guardCommand);
+  guard
+    .command('allow')
+    .description('spare processes for a time: writes pid + start time + expiry to the registrations file')
+    .option('--ttl <duration>', 'how long the registration holds (5m, 1h)')
+    .argument('<pid...>', 'the processes, as pids of the guard’s PID namespace')
+    .action(allowCommand);
+}
+
+function collect(value: string, previous: string[] | undefined): string[] {
+  return [...(previous ?? []), value];
+}
+
+/** The library options of the flags (and their variables). Throws `INVALID_OPTION` naming the option. */
+export function guardOptions(
+  flags: GuardFlags,
+): GuardOptions & { once: boolean; json: boolean; metrics?: string } {
+  const cgroup = flagValue(flags.cgroup, '--cgroup');
+  const allow = flagValue(flags.allow, '--allow');
+  const patternsEnv = process.env[envName('--allow-pattern')];
+  const allowPatterns =
+    flags.allowPattern ?? (patternsEnv ? patternsEnv.split('\n').filter((l) => l.trim() !== '') : []);
+  const metrics = flagValue(flags.metrics, '--metrics');
+  if (metrics) {
+    try {
+      parseHostPort(metrics.value);
+    } catch (error) {
+      throw new TetherError(
+        'INVALID_OPTION',
+        `invalid ${metrics.name} ${JSON.stringify(metrics.value)}: ${(error as Error).message}`,
+      );
+    }
+  }
+  return {
+    once: booleanOf(flags.once, '--once'),
+    dryRun: booleanOf(flags.dryRun, '--dry-run'),
+    json: booleanOf(flags.json, '--json'),
+    intervalMs: durationOf(flags.interval, '--interval', DEFAULT_GUARD_INTERVAL_MS),
+    startupDelayMs: durationOf(flags.startupDelay, '--startup-delay', DEFAULT_STARTUP_DELAY_MS),
+    minAgeMs: durationOf(flags.minAge, '--min-age', DEFAULT_MIN_AGE_MS),
+    graceMs: durationOf(flags.grace, '--grace', DEFAULT_GRACE_MS),
+    killAfterMs: durationOf(flags.killAfter, '--kill-after', DEFAULT_KILL_AFTER_MS),
+    ...(cgroup ? { cgroup: cgroup.value === 'none' ? null : cgroup.value } : {}),
+    ...(allow ? { allowFile: allow.value } : {}),
+    allowPatterns,
+    ...(metrics ? { metrics: metrics.value } : {}),
+  };
+}
+
+/** `tether guard`: one tick (`--once`), or the loop until SIGTERM / SIGINT. */
+export async function guardCommand(command: string[], flags: GuardFlags): Promise<void> {
+  if (command.length > 0) {
+    throw new TetherError(
+      'INVALID_OPTION',
+      `tether guard -- ${command[0]}: guard as init (a main service under the guard) is not in this version; run the guard beside the service`,
+    );
+  }
+  const { once, json, metrics: metricsAt, ...options } = guardOptions(flags);
+  let metrics: GuardMetrics | undefined;
+  if (metricsAt) {
+    const { host, port } = parseHostPort(metricsAt);
+    metrics = await serveMetrics(host, port);
+    process.stderr.write(
+      `tether guard: metrics at http://${host.includes(':') ? `[${host}]` : host}:${metrics.address.port}/metrics\n`,
+    );
+  }
+  const onTick = (r: TickResult) => {
+    metrics?.observe(r);
+    if (json) process.stdout.write(`${JSON.stringify(r)}\n`);
+    else process.stderr.write(`${summary(r)}\n`);
+  };
+  try {
+    if (once) {
+      const guard = createGuard({ ...options, onTick });
+      const r = await guard.tick();
+      await guard.stop();
+      if (!r.complete || r.survived.length > 0) process.exitCode = EXIT_SWEEP_FAILED;
+      return;
+    }
+    const stop = new AbortController();
+    const onSignal = () => stop.abort();
+    process.once('SIGTERM', onSignal);
+    process.once('SIGINT', onSignal);
+    const running = startGuard({ ...options, onTick, signal: stop.signal });
+    if (!json) {
+      const where = running.target.kind === 'cgroup' ? running.target.path : 'the PID namespace';
+      process.stderr.write(
+        `tether guard: watching ${where}${options.dryRun ? ' (dry run)' : ''}: first tick in ${(options.startupDelayMs ?? 0) / 1000}s, then every ${(options.intervalMs ?? 0) / 1000}s\n`,
+      );
+    }
+    await running.done;
+    process.off('SIGTERM', onSignal);
+    process.off('SIGINT', onSignal);
+  } finally {
+    await metrics?.close();
+  }
+}
+
+/** One line per tick on stderr (without `--json`). */
+export function summary(r: TickResult): string {
+  const spared = Object.entries(r.spared)
+    .filter(([, n]) => n > 0)
+    .map(([rule, n]) => `${rule} ${n}`)
+    .join(', ');
+  const acted = r.dryRun ? `${r.wouldStop.length} would be stopped` : `${r.stopped.length} stopped`;
+  const survived = r.survived.length > 0 ? `, ${r.survived.length} survived` : '';
+  const incomplete = r.complete ? '' : ' — incomplete (see the warnings)';
+  return `tether guard: tick ${r.tick}: ${r.target.processes} processes, spared ${spared || 'none'}; ${acted}${survived} (${r.durationMs.toFixed(0)} ms)${incomplete}`;
+}
+
+/** `tether guard allow --ttl D PID…`: registers each pid (with its start time) until now + D. */
+export async function allowCommand(pids: string[], flags: { ttl?: string }): Promise<void> {
+  const ttl = flagValue(flags.ttl, '--ttl');
+  if (!ttl)
+    throw new TetherError(
+      'INVALID_OPTION',
+      'missing --ttl (or TETHER_GUARD_TTL): how long the registration holds, such as 5m',
+    );
+  const ttlMs = parseDuration(ttl.name, ttl.value);
+  const now = Date.now();
+  const entries = pids.map((text) => {
+    if (!/^\d+$/.test(text) || Number(text) <= 1) {
+      throw new TetherError(
+        'INVALID_OPTION',
+        `invalid pid ${JSON.stringify(text)}: expected a process id greater than 1`,
+      );
+    }
+    const id = identityOf(Number(text));
+    if (!id)
+      throw new TetherError('INVALID_OPTION', `invalid pid ${text}: no such process in this PID namespace`);
+    return { ...id, expiresAt: now + ttlMs };
+  });
+  const dir = stateDir();
+  const dropped = addRegistrations(dir, entries, now);
+  for (const p of dropped)
+    process.stderr.write(`tether guard allow: dropped ${p.source}:${p.line}: ${p.message}\n`);
+  for (const e of entries) {
+    process.stdout.write(
+      `allowed pid ${e.pid} (start ${e.startTime}) until ${new Date(e.expiresAt).toISOString()}\n`,
+    );
+  }
+}

@@ -1,0 +1,254 @@
+// The guard's allowlist (docs/guard.md, "The allowlist"): each rule a small named function that
+// says whether one process is spared (the rule's name) or not (undefined). A process spared by a
+// rule that spreads spares every descendant with it; `pid-1` and `guard-ancestor` spare only the
+// process itself (every orphan is PID 1's child, and the guard's ancestors are PID 1's line).
+import { type EnvironRead, readEnvirons } from '../proc/environ.js';
+import { type Identity, identityKey } from '../proc/identity.js';
+import type { Snapshot } from '../proc/snapshot.js';
+import type { ProcStat } from '../proc/stat.js';
+import type { Pattern } from './patterns.js';
+import type { Registration } from './registrations.js';
+
+/** The rules, in the order they are tried; a process is reported under the first that spares it. */
+export const RULES = [
+  'pid-1',
+  'guard-ancestor',
+  'guard',
+  'protected',
+  'live-session',
+  'exec-entry',
+  'registered',
+  'pattern',
+  'min-age',
+] as const;
+
+/** A rule's name: why a process was spared (docs/guard.md lists what each answers). */
+export type RuleName = (typeof RULES)[number];
+
+/** The rules that spare the process alone, never its descendants. */
+const SELF_ONLY: ReadonlySet<RuleName> = new Set(['pid-1', 'guard-ancestor']);
+
+/** The helper's comm (native/helper.c, built as `tether-helper`: src/containment/prebuilt.ts). */
+const HELPER_COMM = 'tether-helper';
+
+/** What the rules read about one tick: built once per tick by `allowContext`. */
+export interface AllowContext {
+  snapshot: Snapshot;
+  /** The guard's pid, and its ancestors up to PID 1 (by ppid, read from `snapshot`). */
+  self: number;
+  ancestors: ReadonlySet<number>;
+  /** Whether the guard's descendants are spared (false for guard-as-init, which spares CMD instead). */
+  spareDescendants: boolean;
+  /** Identity keys spared with their descendants (guard-as-init's CMD). */
+  protect: ReadonlySet<string>;
+  /** The target's members: a parent outside it is where an entry came from (`exec-entry`). */
+  target: ReadonlySet<number>;
+  /** Live sessions found this tick (`findLiveSessions`). */
+  sessions: LiveSessions;
+  /** Registrations in force (unexpired), by identity key. */
+  registered: ReadonlySet<string>;
+  patterns: readonly Pattern[];
+  /** Clock ticks since boot now, and the minimum age in ticks. */
+  nowTicks: number;
+  minAgeTicks: number;
+  /** `/proc/<pid>/cmdline`, NULs as spaces ('' when gone); memoized by the caller. */
+  cmdline: (pid: number) => string;
+}
+
+/** One rule: spares `stat` (returns its name) or not (undefined). */
+export type Rule = (stat: ProcStat, ctx: AllowContext) => RuleName | undefined;
+
+// PID 1 of the namespace: the init (or the guard itself, as init). Never signalled anyway.
+const pid1: Rule = (stat) => (stat.pid === 1 ? 'pid-1' : undefined);
+
+// The guard's ancestors: stopping one would stop what started the guard.
+const guardAncestor: Rule = (stat, ctx) =>
+  stat.pid !== ctx.self && ctx.ancestors.has(stat.pid) ? 'guard-ancestor' : undefined;
+
+// The guard itself (and, since it spreads, its descendants unless guard-as-init).
+const guard: Rule = (stat, ctx) => (stat.pid === ctx.self ? 'guard' : undefined);
+
+// Identities the caller protects with their subtrees: guard-as-init's main service.
+const isProtected: Rule = (stat, ctx) =>
+  ctx.protect.has(identityKey({ pid: stat.pid, startTime: stat.startTime })) ? 'protected' : undefined;
+
+// A live tether session: its supervisor (and so its helpers and payloads), or a carrier of the
+// tag of a session whose supervisor is alive, wherever the carrier was reparented (trinity #857,
+// #912: a concurrently running execution was killed).
+const liveSession: Rule = (stat, ctx) =>
+  ctx.sessions.supervisors.has(stat.pid) || ctx.sessions.carriers.has(stat.pid) ? 'live-session' : undefined;
+
+// An exec entry: a process whose parent is outside the namespace (ppid 0: nsenter, docker exec,
+// kubectl exec), or outside the target cgroup and not the namespace's init (trinity #1153).
+const execEntry: Rule = (stat, ctx) => {
+  if (stat.pid === 1) return undefined;
+  if (stat.ppid === 0) return 'exec-entry';
+  if (stat.ppid > 1 && !ctx.target.has(stat.ppid) && ctx.snapshot.processes.has(stat.ppid)) {
+    return 'exec-entry';
+  }
+  return undefined;
+};
+
+// A transient registration (`tether guard allow --ttl D PID`), by pid and start time.
+const registered: Rule = (stat, ctx) =>
+  ctx.registered.has(identityKey({ pid: stat.pid, startTime: stat.startTime })) ? 'registered' : undefined;
+
+// A user pattern over the cmdline joined with spaces.
+const pattern: Rule = (stat, ctx) => {
+  if (ctx.patterns.length === 0) return undefined;
+  const cmdline = ctx.cmdline(stat.pid);
+  return ctx.patterns.some((p) => p.test(cmdline)) ? 'pattern' : undefined;
+};
+
+// Younger than --min-age: a process that has just started may not be known yet (trinity #1501:
+// hooks that had just started were killed).
+const minAge: Rule = (stat, ctx) => (ctx.nowTicks - stat.startTime < ctx.minAgeTicks ? 'min-age' : undefined);
+
+/** Every rule, in `RULES` order. */
+export const RULE_FUNCTIONS: readonly Rule[] = [
+  pid1,
+  guardAncestor,
+  guard,
+  isProtected,
+  liveSession,
+  execEntry,
+  registered,
+  pattern,
+  minAge,
+];
+
+/** Why a process is spared: the rule, and the pid it spared through (itself, or an ancestor). */
+export interface Spared {
+  rule: RuleName;
+  by: number;
+}
+
+/**
+ * The verdicts of one tick, memoized per pid: `sparedBy(pid)` walks up by ppid until a process a
+ * rule spares with its subtree (or the process itself spared alone). Undefined: not spared.
+ */
+export function verdicts(ctx: AllowContext): (pid: number) => Spared | undefined {
+  // pid → the spreading verdict of it or its nearest ancestor (null: none).
+  const spreading = new Map<number, Spared | null>();
+  const direct = (stat: ProcStat): { first?: RuleName; spreads?: RuleName } => {
+    let first: RuleName | undefined;
+    for (const rule of RULE_FUNCTIONS) {
+      const name = rule(stat, ctx);
+      if (name === undefined) continue;
+      if (name === 'guard' && !ctx.spareDescendants) {
+        first ??= name;
+        continue;
+      }
+      first ??= name;
+      if (!SELF_ONLY.has(name)) return { first, spreads: name };
+    }
+    return first === undefined ? {} : { first };
+  };
+  const spreadOf = (pid: number): Spared | null => {
+    const chain: number[] = [];
+    let found: Spared | null = null;
+    for (let p = pid; p > 0 && !chain.includes(p); ) {
+      const known = spreading.get(p);
+      if (known !== undefined) {
+        found = known;
+        break;
+      }
+      const stat = ctx.snapshot.processes.get(p);
+      if (!stat) break;
+      chain.push(p);
+      const d = direct(stat);
+      if (d.spreads) {
+        found = { rule: d.spreads, by: p };
+        break;
+      }
+      p = stat.ppid;
+    }
+    for (const p of chain) spreading.set(p, found);
+    return found;
+  };
+  return (pid) => {
+    const stat = ctx.snapshot.processes.get(pid);
+    if (!stat) return undefined;
+    // The process itself is reported under the first rule that spares it; its descendants under
+    // the first that spreads.
+    const d = direct(stat);
+    if (d.first) return { rule: d.first, by: pid };
+    return spreadOf(stat.ppid) ?? undefined;
+  };
+}
+
+/**
+ * The live tether sessions of one snapshot, found without a ledger (docs/guard.md, "Live
+ * sessions"):
+ * - a **supervisor** is the parent of a carrier of tag T that does not carry T itself, is
+ *   alive, and is not PID 1 (the session's variable is exported to what the supervisor starts,
+ *   never to the supervisor: src/session/session.ts), or the parent (not PID 1) of a helper —
+ *   comm `tether-helper`, argv `--grace N --kill-after N …` (src/containment/helper.ts);
+ * - a session is **live** while one of its supervisors is: every carrier of its tag is then
+ *   live too, even one reparented to PID 1 (an orphan the session will sweep at its end).
+ * An orphaned carrier's new parent is PID 1, never taken as a supervisor; a supervisor itself
+ * orphaned to PID 1 is still found through its carrier children.
+ */
+export interface LiveSessions {
+  supervisors: Set<number>;
+  carriers: Set<number>;
+  /** Tag entries (`TETHER_SESSION_<hex>=1`) of the live sessions. */
+  tags: Set<string>;
+}
+
+/**
+ * Finds the live sessions of `snapshot`: reads every process's environ for session entries (one
+ * batched native call when it is there) and the cmdline of each `tether-helper`. An environ that
+ * cannot be read (denied, gone) holds no entry.
+ */
+export function findLiveSessions(snapshot: Snapshot, cmdline: (pid: number) => string): LiveSessions {
+  const stats = [...snapshot.processes.values()];
+  const reads: EnvironRead[] = readEnvirons(
+    snapshot.procRoot,
+    stats.map((s) => s.pid),
+    stats.map((s) => s.state === 'Z'),
+  );
+  const entries = new Map<number, readonly string[]>();
+  stats.forEach((s, i) => {
+    const r = reads[i];
+    if (r?.kind === 'ok' && r.entries.length > 0) entries.set(s.pid, r.entries);
+  });
+  const supervisors = new Set<number>();
+  const tags = new Set<string>();
+  for (const [pid, own] of entries) {
+    const stat = snapshot.processes.get(pid);
+    const parent = stat && stat.ppid > 1 ? snapshot.processes.get(stat.ppid) : undefined;
+    if (!parent || parent.state === 'Z' || parent.state === 'X') continue;
+    const parentEntries = entries.get(parent.pid) ?? [];
+    const fresh = own.filter((e) => !parentEntries.includes(e));
+    if (fresh.length === 0) continue;
+    supervisors.add(parent.pid);
+    for (const e of fresh) tags.add(e);
+  }
+  for (const stat of stats) {
+    if (stat.comm !== HELPER_COMM || stat.ppid <= 1) continue;
+    if (cmdline(stat.pid).split(' ')[1] !== '--grace') continue;
+    const parent = snapshot.processes.get(stat.ppid);
+    if (parent && parent.state !== 'Z' && parent.state !== 'X') supervisors.add(parent.pid);
+  }
+  const carriers = new Set<number>();
+  for (const [pid, own] of entries) if (own.some((e) => tags.has(e))) carriers.add(pid);
+  return { supervisors, carriers, tags };
+}
+
+/** The pid chain above `pid` in `snapshot` (its parent first, PID 1 last), by ppid. */
+export function ancestorsIn(snapshot: Snapshot, pid: number): number[] {
+  const chain: number[] = [];
+  for (let p = snapshot.processes.get(pid)?.ppid ?? 0; p > 0 && !chain.includes(p); ) {
+    chain.push(p);
+    p = snapshot.processes.get(p)?.ppid ?? 0;
+  }
+  return chain;
+}
+
+/** Identity keys of `ids`. */
+export function keysOf(ids: Iterable<Identity | Registration>): Set<string> {
+  const keys = new Set<string>();
+  for (const id of ids) keys.add(identityKey(id));
+  return keys;
+}

@@ -1,0 +1,459 @@
+// The guard (docs/guard.md): every tick, list the target's processes, spare those the allowlist
+// spares (src/guard/allowlist.ts) with their descendants, and stop the rest with the sweep's own
+// loop (src/sweep/loop.ts: TERM → grace → KILL, each signal through a pidfd held since the
+// process was found, SIGCONT for a stopped one). `createGuard` makes the tick; `startGuard` runs
+// it after a startup delay and then every interval, until stopped.
+
+import { TetherError } from '../errors.js';
+import { checkMs, DEFAULT_GRACE_MS, DEFAULT_KILL_AFTER_MS } from '../options.js';
+import { readCmdline } from '../proc/details.js';
+import { CLOCK_TICKS_PER_SECOND, type Identity, identityKey, ticksNow } from '../proc/identity.js';
+import { takeSnapshot } from '../proc/snapshot.js';
+import { createTag } from '../proc/tag.js';
+import { sweep } from '../sweep/loop.js';
+import type { ProcessRecord, SweepWarning } from '../sweep/report.js';
+import type { Signaller } from '../sweep/signal.js';
+import {
+  type AllowContext,
+  ancestorsIn,
+  findLiveSessions,
+  keysOf,
+  RULES,
+  type RuleName,
+  verdicts,
+} from './allowlist.js';
+import { compilePattern, type Pattern, type Problem, readAllowFile } from './patterns.js';
+import { readRegistrations, stateDir } from './registrations.js';
+import { listTargets, resolveTarget, type TargetSource } from './targets.js';
+
+/** Default pause between ticks, ms. */
+export const DEFAULT_GUARD_INTERVAL_MS = 30_000;
+/** Default wait before the first tick of `startGuard`, ms. */
+export const DEFAULT_STARTUP_DELAY_MS = 90_000;
+/** Default minimum age below which a process is spared, ms. */
+export const DEFAULT_MIN_AGE_MS = 10_000;
+/** Bytes of a cmdline kept in a log line and a tick's result. */
+export const LOG_CMDLINE_BYTES = 200;
+
+/** Options of `createGuard` / `startGuard`. Durations in milliseconds. */
+export interface GuardOptions {
+  /**
+   * The target cgroup v2 directory (absolute, or relative to the v2 mount); `null`: the PID
+   * namespace, whatever cgroup there is. Default: the guard's own cgroup, or the PID namespace
+   * without a usable cgroup v2.
+   */
+  cgroup?: string | null;
+  /** An allow file: one glob a line, re-read every tick. */
+  allowFile?: string;
+  /** Globs over the cmdline joined with spaces. */
+  allowPatterns?: string[];
+  /** A process younger than this is spared. Default 10000. */
+  minAgeMs?: number;
+  /** TERM phase budget. Default 5000. */
+  graceMs?: number;
+  /** KILL phase budget. Default 3000. */
+  killAfterMs?: number;
+  /** Stop nothing: list what would be stopped. */
+  dryRun?: boolean;
+  /** Where registrations live. Default `stateDir()` (TETHER_GUARD_STATE, XDG_RUNTIME_DIR, /run/tether). */
+  stateDir?: string;
+  /** Pause between ticks (`startGuard`). Default 30000. */
+  intervalMs?: number;
+  /** Wait before the first tick (`startGuard`). Default 90000. */
+  startupDelayMs?: number;
+  /** Stops `startGuard`'s loop. */
+  signal?: AbortSignal;
+  /** Receives each tick's result. A listener that throws is caught (the guard goes on). */
+  onTick?: (result: TickResult) => void;
+  /** Receives each log line (without its newline). Default: written to stderr. */
+  log?: (line: string) => void;
+  /**
+   * Identities spared with their descendants: guard-as-init's main service. Rule `protected`.
+   */
+  protect?: Identity[];
+  /** Whether the guard's own descendants are spared. Default true; false for guard-as-init. */
+  spareDescendants?: boolean;
+  /** Where procfs is mounted. Default `/proc` (it must be this PID namespace's). */
+  procRoot?: string;
+  /** Identity-check mechanism of the sweep (tests force `start-time-recheck`). */
+  signaller?: Signaller;
+}
+
+/** A process the guard stopped, would stop, or could not stop. `startTime` in clock ticks since boot. */
+export interface GuardProcess {
+  pid: number;
+  startTime: number;
+  ppid: number;
+  comm: string;
+  /** At most 200 bytes of the cmdline, URL credentials (`scheme://user:pass@`) redacted. */
+  cmdline: string;
+  /** Why it was not allowed. */
+  reason: string;
+  /** Signals sent, in order. */
+  signals: string[];
+  /** The signal that ended it (`exited`: gone before any signal); null while alive. */
+  endedBy: ProcessRecord['endedBy'];
+}
+
+/** One tick's result (one JSON document of `tether guard --json`). */
+export interface TickResult {
+  /** 1 for the first tick. */
+  tick: number;
+  /** ISO-8601 wall-clock time the tick began. */
+  startedAt: string;
+  durationMs: number;
+  dryRun: boolean;
+  target: {
+    kind: TargetSource['kind'];
+    /** The cgroup directory, for a cgroup target. */
+    cgroup?: string;
+    /** Why the PID namespace was watched instead of a cgroup. */
+    note?: string;
+    /** Members seen in the walk. */
+    processes: number;
+    /** `cgroup.procs` lines that read 0 (another PID namespace's): never signalled. */
+    hidden: number;
+  };
+  /** Target processes spared, by the rule that spared them (or their ancestor). */
+  spared: Record<RuleName, number>;
+  /** Stopped: gone by the end of the tick (`endedBy` says by which signal). */
+  stopped: GuardProcess[];
+  /** Still alive after the KILL phase (`denied`, or in uninterruptible sleep). */
+  survived: GuardProcess[];
+  /** With `dryRun`: what would have been stopped. */
+  wouldStop: GuardProcess[];
+  /** Allow-file lines, allow patterns and registration lines that could not be used. */
+  problems: Problem[];
+  /** The sweep's warnings (NO_PIDFD, SCAN_FAILED…: docs/report.md). */
+  warnings: SweepWarning[];
+  /** False when the tick could not finish (the sweep's `complete`, or no process table). */
+  complete: boolean;
+}
+
+/** What a guard has done since it was made. */
+export interface GuardCounters {
+  ticks: number;
+  stopped: number;
+  wouldStop: number;
+  survived: number;
+  /** Target processes spared, by rule, summed over the ticks. */
+  spared: Record<RuleName, number>;
+  /** Duration of the last tick and of every tick together, ms. */
+  lastTickMs: number;
+  totalTickMs: number;
+  /** Problems reported, summed over the ticks. */
+  problems: number;
+}
+
+/** A guard: its tick, its counters, and `stop()` (no tick starts after it). */
+export interface Guard {
+  /** Runs one tick now (after any tick under way). Rejects `TetherError` `GUARD_STOPPED` once stopped. */
+  tick(): Promise<TickResult>;
+  readonly counters: GuardCounters;
+  /** The target, resolved when the guard was made. */
+  readonly target: TargetSource;
+  /** Stops the guard: resolves when the tick under way, if any, has ended. */
+  stop(): Promise<void>;
+}
+
+const zeroSpared = (): Record<RuleName, number> =>
+  Object.fromEntries(RULES.map((r) => [r, 0])) as Record<RuleName, number>;
+
+/**
+ * Makes a guard. Checks the options at once: throws `TetherError` `INVALID_OPTION` for a bad
+ * duration or a `cgroup` that is not a cgroup v2 directory. A bad
+ * `allowPatterns` entry is not thrown: it is a problem in every tick's result.
+ */
+export function createGuard(options: GuardOptions = {}): Guard {
+  const procRoot = options.procRoot ?? '/proc';
+  const minAgeMs = checkMs('minAgeMs', options.minAgeMs ?? DEFAULT_MIN_AGE_MS);
+  const graceMs = checkMs('graceMs', options.graceMs ?? DEFAULT_GRACE_MS);
+  const killAfterMs = checkMs('killAfterMs', options.killAfterMs ?? DEFAULT_KILL_AFTER_MS);
+  const target =
+    options.cgroup === null
+      ? { kind: 'pid-namespace' as const, note: 'the PID namespace was asked for' }
+      : resolveTarget(options.cgroup, procRoot);
+  const fixed: Pattern[] = [];
+  const fixedProblems: Problem[] = [];
+  for (const glob of options.allowPatterns ?? []) {
+    const p = compilePattern(glob, '--allow-pattern');
+    if ('test' in p) fixed.push(p);
+    else fixedProblems.push(p);
+  }
+  const dir = options.stateDir ?? stateDir();
+  const log = options.log ?? ((line: string) => process.stderr.write(`${line}\n`));
+  const tag = createTag(); // names the guard's sweeps in their events and reports; carried by nothing
+  const counters: GuardCounters = {
+    ticks: 0,
+    stopped: 0,
+    wouldStop: 0,
+    survived: 0,
+    spared: zeroSpared(),
+    lastTickMs: 0,
+    totalTickMs: 0,
+    problems: 0,
+  };
+  let stopped = false;
+  let last: Promise<unknown> = Promise.resolve();
+
+  const runTick = async (): Promise<TickResult> => {
+    const started = performance.now();
+    const result: TickResult = {
+      tick: counters.ticks + 1,
+      startedAt: new Date().toISOString(),
+      durationMs: 0,
+      dryRun: options.dryRun === true,
+      target: {
+        kind: target.kind,
+        ...(target.kind === 'cgroup' ? { cgroup: target.path } : { note: target.note }),
+        processes: 0,
+        hidden: 0,
+      },
+      spared: zeroSpared(),
+      stopped: [],
+      survived: [],
+      wouldStop: [],
+      problems: [...fixedProblems],
+      warnings: [],
+      complete: true,
+    };
+    try {
+      await decideAndStop(result);
+    } catch (error) {
+      // No process table (NO_PROC), an fd limit: the tick says so and stops nothing.
+      result.complete = false;
+      const code = (error as { code?: string }).code === 'NO_PROC' ? 'NO_PROC' : 'SCAN_FAILED';
+      result.warnings.push({ code, message: `the tick could not run: ${(error as Error).message}` });
+    }
+    result.durationMs = performance.now() - started;
+    counters.ticks += 1;
+    counters.stopped += result.stopped.length;
+    counters.wouldStop += result.wouldStop.length;
+    counters.survived += result.survived.length;
+    counters.problems += result.problems.length;
+    for (const r of RULES) counters.spared[r] += result.spared[r];
+    counters.lastTickMs = result.durationMs;
+    counters.totalTickMs += result.durationMs;
+    for (const p of result.problems)
+      log(`tether guard: ${p.source}${p.line ? `:${p.line}` : ''}: ${p.message}`);
+    for (const w of result.warnings) log(`tether guard: warning ${w.code}: ${w.message}`);
+    try {
+      options.onTick?.(result);
+    } catch (error) {
+      log(`tether guard: the onTick listener threw (${(error as Error).message}): the guard goes on`);
+    }
+    return result;
+  };
+
+  const decideAndStop = async (result: TickResult): Promise<void> => {
+    const snapshot = takeSnapshot(procRoot);
+    const listed = listTargets(target, snapshot);
+    result.target.processes = listed.pids.length;
+    result.target.hidden = listed.hidden;
+    const cmdlines = new Map<number, string>();
+    const cmdline = (pid: number) => {
+      let c = cmdlines.get(pid);
+      if (c === undefined) {
+        c = readCmdline(procRoot, pid) ?? '';
+        cmdlines.set(pid, c);
+      }
+      return c;
+    };
+    const patterns = [...fixed];
+    if (options.allowFile !== undefined) {
+      const file = readAllowFile(options.allowFile);
+      patterns.push(...file.patterns);
+      result.problems.push(...file.problems);
+    }
+    const regs = readRegistrations(dir);
+    result.problems.push(...regs.problems);
+    const now = Date.now();
+    const self = process.pid;
+    const ctx: AllowContext = {
+      snapshot,
+      self,
+      ancestors: new Set(ancestorsIn(snapshot, self)),
+      spareDescendants: options.spareDescendants !== false,
+      protect: keysOf(options.protect ?? []),
+      target: new Set(listed.pids),
+      sessions: findLiveSessions(snapshot, cmdline),
+      registered: keysOf(regs.entries.filter((r) => r.expiresAt > now)),
+      patterns,
+      nowTicks: ticksNow(procRoot),
+      minAgeTicks: Math.ceil((minAgeMs / 1000) * CLOCK_TICKS_PER_SECOND),
+      cmdline,
+    };
+    const sparedBy = verdicts(ctx);
+    const toStop: Identity[] = [];
+    const reasons = new Map<string, string>();
+    for (const pid of listed.pids) {
+      const spared = sparedBy(pid);
+      if (spared) {
+        result.spared[spared.rule] += 1;
+        continue;
+      }
+      const stat = snapshot.processes.get(pid);
+      if (!stat || pid <= 1 || pid === self) continue; // never: the rules spare them; belt and braces
+      const id = { pid, startTime: stat.startTime };
+      toStop.push(id);
+      const ageS = (ctx.nowTicks - stat.startTime) / CLOCK_TICKS_PER_SECOND;
+      reasons.set(
+        identityKey(id),
+        `no rule spares it or an ancestor (ppid ${stat.ppid}, ${ageS.toFixed(1)} s old, ${target.kind === 'cgroup' ? 'in the target cgroup' : 'in the PID namespace'})`,
+      );
+    }
+    if (result.dryRun) {
+      for (const id of toStop) {
+        const stat = snapshot.processes.get(id.pid);
+        if (!stat) continue;
+        const p: GuardProcess = {
+          pid: id.pid,
+          startTime: id.startTime,
+          ppid: stat.ppid,
+          comm: stat.comm,
+          cmdline: forLog(cmdline(id.pid)),
+          reason: reasons.get(identityKey(id)) ?? '',
+          signals: [],
+          endedBy: null,
+        };
+        result.wouldStop.push(p);
+        log(logLine('would stop', p));
+      }
+      return;
+    }
+    if (toStop.length === 0) return;
+    const stopSet = new Set(toStop.map((id) => id.pid));
+    const report = await sweep({
+      tag,
+      procRoot,
+      graceMs,
+      killAfterMs,
+      members: toStop,
+      // Everything else the walk saw is never reached through a target's descendants.
+      spare: [...snapshot.processes.keys()].filter((pid) => !stopSet.has(pid)),
+      layers: ['guard'],
+      ...(options.signaller ? { signaller: options.signaller } : {}),
+    });
+    result.warnings.push(...report.warnings);
+    result.complete = report.complete;
+    const described = (r: ProcessRecord): GuardProcess => ({
+      pid: r.pid,
+      startTime: r.startTime,
+      ppid: r.ppid,
+      comm: r.comm,
+      cmdline: forLog(r.cmdline),
+      reason:
+        reasons.get(identityKey(r)) ??
+        `a descendant of pid ${r.via ?? r.ppid}, which was being stopped (it appeared during the tick)`,
+      signals: r.signals,
+      endedBy: r.endedBy,
+    });
+    for (const r of report.stopped) {
+      const p = described(r);
+      result.stopped.push(p);
+      log(logLine('stopped', p));
+    }
+    for (const r of report.survivors) {
+      const p = described(r);
+      result.survived.push(p);
+      log(logLine(`could not stop (${r.reason})`, p));
+    }
+  };
+
+  return {
+    counters,
+    target,
+    tick() {
+      if (stopped) return Promise.reject(new TetherError('GUARD_STOPPED', 'the guard was stopped'));
+      const next = last.then(runTick, runTick);
+      last = next.catch(() => undefined);
+      return next;
+    },
+    async stop() {
+      stopped = true;
+      await last;
+    },
+  };
+}
+
+/** A running guard (`startGuard`): its counters and target; `stop()` and `await using` end the loop. */
+export interface RunningGuard extends AsyncDisposable {
+  readonly counters: GuardCounters;
+  readonly target: TargetSource;
+  /** Resolves when the loop has ended (stopped, or its signal aborted), after its last tick. */
+  readonly done: Promise<void>;
+  stop(): Promise<void>;
+}
+
+/**
+ * Starts a guard: its first tick after `startupDelayMs` (default 90000), then one every
+ * `intervalMs` (default 30000) counted from each tick's start (a tick longer than the interval
+ * is followed at once by the next). Stops on `stop()`, on `signal`, or at the end of an
+ * `await using` block; a tick under way finishes first (its stops are not cut short). Throws as
+ * `createGuard` does.
+ */
+export function startGuard(options: GuardOptions = {}): RunningGuard {
+  const intervalMs = checkMs('intervalMs', options.intervalMs ?? DEFAULT_GUARD_INTERVAL_MS, 1);
+  const startupDelayMs = checkMs('startupDelayMs', options.startupDelayMs ?? DEFAULT_STARTUP_DELAY_MS);
+  const guard = createGuard(options);
+  const ended = new AbortController();
+  const onAbort = () => ended.abort();
+  options.signal?.addEventListener('abort', onAbort, { once: true });
+  if (options.signal?.aborted) ended.abort();
+  const done = (async () => {
+    let due = performance.now() + startupDelayMs;
+    while (!ended.signal.aborted) {
+      await pause(due - performance.now(), ended.signal);
+      if (ended.signal.aborted) break;
+      due = performance.now() + intervalMs;
+      await guard.tick().catch(() => undefined);
+    }
+    options.signal?.removeEventListener('abort', onAbort);
+    await guard.stop();
+  })();
+  const stop = async () => {
+    ended.abort();
+    await done;
+  };
+  return {
+    counters: guard.counters,
+    target: guard.target,
+    done,
+    stop,
+    [Symbol.asyncDispose]: stop,
+  };
+}
+
+// Waits `ms` (at least 0) or until `signal` aborts, whichever comes first.
+function pause(ms: number, signal: AbortSignal): Promise<void> {
+  return new Promise((resolve) => {
+    if (signal.aborted) return resolve();
+    const timer = setTimeout(done, Math.max(0, ms));
+    function done() {
+      clearTimeout(timer);
+      signal.removeEventListener('abort', done);
+      resolve();
+    }
+    signal.addEventListener('abort', done, { once: true });
+  });
+}
+
+/**
+ * A cmdline for a log line: URL credentials (`scheme://user:pass@host`, `scheme://token@host`)
+ * replaced by `***`, then cut at 200 bytes (UTF-8), a cut one ending in `…`.
+ */
+export function forLog(cmdline: string): string {
+  const redacted = cmdline.replace(/\b([a-zA-Z][a-zA-Z0-9+.-]*:\/\/)[^\s/@]+@/g, '$1***@');
+  const bytes = Buffer.from(redacted, 'utf8');
+  if (bytes.length <= LOG_CMDLINE_BYTES) return redacted;
+  // Cut on a character boundary: drop continuation bytes (10xxxxxx) at the cut.
+  let end = LOG_CMDLINE_BYTES;
+  while (end > 0 && ((bytes[end] ?? 0) & 0xc0) === 0x80) end -= 1;
+  return `${bytes.subarray(0, end).toString('utf8')}\u2026`;
+}
+
+/** One log line: `tether guard: stopped pid=… start=… comm=… signal=… reason=… cmdline=…`. */
+export function logLine(what: string, p: GuardProcess): string {
+  const signal = p.endedBy ?? (p.signals.at(-1) || 'none');
+  return `tether guard: ${what} pid=${p.pid} start=${p.startTime} comm=${JSON.stringify(p.comm)} signal=${signal} reason=${JSON.stringify(p.reason)} cmdline=${JSON.stringify(p.cmdline)}`;
+}

@@ -1,0 +1,84 @@
+// User patterns (docs/guard.md, "Patterns"): picomatch globs over a process's cmdline joined with
+// spaces, from `--allow FILE` (re-read every tick) and `--allow-pattern GLOB`. A bad line is
+// reported with its line number and the rest still apply: never a silent allow-all or kill-all.
+import { readFileSync } from 'node:fs';
+import picomatch from 'picomatch';
+
+/** A compiled pattern: where it came from (`--allow-pattern`, or the file and line) and its test. */
+export interface Pattern {
+  glob: string;
+  source: string;
+  line?: number;
+  test: (cmdline: string) => boolean;
+}
+
+/**
+ * Something the guard could not use, reported in the tick's result: a bad pattern line, an
+ * unreadable allow file, a bad registration line. `line` is 1-based.
+ */
+export interface Problem {
+  source: string;
+  line?: number;
+  message: string;
+}
+
+// bash: a single `*` crosses `/` (a cmdline is not a path); dot: `.hidden` is an ordinary word;
+// strictBrackets: an unbalanced `[`, `{` or `(` is an error, not a literal.
+const GLOB_OPTIONS = { bash: true, dot: true, strictBrackets: true } as const;
+
+// A cmdline no real pattern means to match: a pattern that matches it matches every cmdline.
+const PROBE = '\u0001tether-guard-probe\u0001 --no/such=thing';
+
+/**
+ * Compiles one glob. Returns the pattern, or why it is refused: not a glob picomatch accepts
+ * (its message), or one that matches every cmdline (an allow-all is refused, not applied).
+ */
+export function compilePattern(glob: string, source: string, line?: number): Pattern | Problem {
+  const at = line === undefined ? {} : { line };
+  let test: (s: string) => boolean;
+  try {
+    test = picomatch(glob, GLOB_OPTIONS);
+  } catch (error) {
+    return { source, ...at, message: `bad pattern ${JSON.stringify(glob)}: ${(error as Error).message}` };
+  }
+  if (test(PROBE)) {
+    return {
+      source,
+      ...at,
+      message: `pattern ${JSON.stringify(glob)} matches every command line: refused (it would spare everything)`,
+    };
+  }
+  return { glob, source, ...at, test };
+}
+
+/**
+ * Parses an allow file's text: one glob per line, surrounding blanks trimmed; blank lines and
+ * lines starting with `#` are skipped. Each bad line is a problem; the others apply.
+ */
+export function parseAllowText(text: string, source: string): { patterns: Pattern[]; problems: Problem[] } {
+  const patterns: Pattern[] = [];
+  const problems: Problem[] = [];
+  text.split('\n').forEach((raw, i) => {
+    const line = raw.trim();
+    if (line === '' || line.startsWith('#')) return;
+    const p = compilePattern(line, source, i + 1);
+    if ('test' in p) patterns.push(p);
+    else problems.push(p);
+  });
+  return { patterns, problems };
+}
+
+/** Reads and parses the allow file at `path`; one that cannot be read is a problem (no pattern). */
+export function readAllowFile(path: string): { patterns: Pattern[]; problems: Problem[] } {
+  let text: string;
+  try {
+    text = readFileSync(path, 'utf8');
+  } catch (error) {
+    const why = (error as NodeJS.ErrnoException).code ?? (error as Error).message;
+    return {
+      patterns: [],
+      problems: [{ source: path, message: `cannot read the allow file (${why}): its patterns do not apply` }],
+    };
+  }
+  return parseAllowText(text, path);
+}
