@@ -5,9 +5,9 @@
 // 2. Time for 1,000 TERM-obeying, setsid'd, tagged leftovers to be gone via sweep().
 // 3. Overhead of a clean end: sweep() with nothing to find.
 //
-// Every process is started by bench/spawner.c, which stays their parent and reaps them, and
+// Every process is started by bench/spawner.c (the Spawner of bench/lib.js), which stays their parent and reaps them, and
 // kills + reaps whatever is left when its stdin closes (end of run, error, ^C, our death).
-import { execFileSync, spawn } from 'node:child_process';
+import { execFileSync } from 'node:child_process';
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { setTimeout as delay } from 'node:timers/promises';
@@ -26,7 +26,7 @@ import {
   median,
   quantile,
   raisePidMax,
-  withTimeout,
+  Spawner,
 } from './lib.js';
 
 // Which scan path dist/ uses (src/proc/native.ts): `native` (the C scan loop) or `js`.
@@ -55,101 +55,6 @@ function compile(name) {
     timeout: 60_000,
   });
   return out;
-}
-
-// ---------------------------------------------------------------------------------------------
-// The spawner: our single long-lived child, parent and reaper of every benchmark process.
-
-class Spawner {
-  constructor(path, entry) {
-    this.child = spawn(path, [entry, '/usr/bin/sleep', SLEEP_SECONDS], {
-      stdio: ['pipe', 'pipe', 'inherit'],
-      detached: true, // its own process group: ^C reaches us, and we close its stdin
-    });
-    this.nextBatch = 0;
-    this.waiters = new Map(); // "S3" / "G3" -> resolve
-    this.replies = new Map(); // replies that arrived before anyone waited
-    this.goneNs = new Map(); // batch -> CLOCK_MONOTONIC ns of its last reap
-    this.live = new Set(); // batches not yet seen gone
-    this.exited = new Promise((resolve) => this.child.once('exit', resolve));
-    let pending = '';
-    this.child.stdout.setEncoding('latin1');
-    this.child.stdout.on('data', (chunk) => {
-      pending += chunk;
-      for (let nl = pending.indexOf('\n'); nl >= 0; nl = pending.indexOf('\n')) {
-        this.onLine(pending.slice(0, nl));
-        pending = pending.slice(nl + 1);
-      }
-    });
-  }
-
-  onLine(line) {
-    const [kind, batch, ...rest] = line.split(' ');
-    const key = `${kind}${batch}`;
-    let value = rest;
-    if (kind === 'G') {
-      value = BigInt(rest[0]);
-      this.goneNs.set(Number(batch), value);
-      this.live.delete(Number(batch));
-    } else {
-      value = rest.map(Number);
-    }
-    const waiter = this.waiters.get(key);
-    if (waiter) {
-      this.waiters.delete(key);
-      waiter(value);
-    } else {
-      this.replies.set(key, value);
-    }
-  }
-
-  reply(key, ms) {
-    if (this.replies.has(key)) {
-      const value = this.replies.get(key);
-      this.replies.delete(key);
-      return Promise.resolve(value);
-    }
-    return withTimeout(new Promise((resolve) => this.waiters.set(key, resolve)), ms, `spawner reply ${key}`);
-  }
-
-  /** Starts `n` sleeps; resolves to { batch, pids }. */
-  async start(n, { tagged, setsid }) {
-    const batch = this.nextBatch++;
-    this.live.add(batch);
-    this.child.stdin.write(`S ${batch} ${n} ${tagged ? 1 : 0} ${setsid ? 1 : 0}\n`);
-    const pids = await this.reply(`S${batch}`, 120_000);
-    if (pids.length !== n) throw new Error(`spawner started ${pids.length} of ${n}`);
-    return { batch, pids };
-  }
-
-  /** Resolves to the CLOCK_MONOTONIC ns at which the batch's last process was reaped. */
-  gone(batch, ms = 30_000) {
-    if (this.goneNs.has(batch)) {
-      this.replies.delete(`G${batch}`);
-      return Promise.resolve(this.goneNs.get(batch));
-    }
-    return this.reply(`G${batch}`, ms);
-  }
-
-  /** SIGKILLs what is left of a batch and waits until all of it is reaped. */
-  async kill(batch) {
-    if (!this.live.has(batch)) return;
-    this.child.stdin.write(`K ${batch}\n`);
-    await this.gone(batch);
-  }
-
-  /** Closes stdin: the spawner kills and reaps everything left, then exits; we reap it. */
-  async close() {
-    if (this.child.exitCode !== null || this.child.signalCode !== null) return;
-    this.child.stdin.end();
-    try {
-      await withTimeout(this.exited, 30_000, 'spawner exit');
-    } catch (error) {
-      log(`${error.message}: SIGKILL to the spawner ${this.child.pid}`);
-      this.child.kill('SIGKILL');
-      await withTimeout(this.exited, 5_000, 'spawner exit after SIGKILL').catch(() => {});
-    }
-  }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -454,7 +359,7 @@ async function main() {
   const bins = { environLoop: compile('environ-loop'), spawner: compile('spawner'), floor: compile('floor') };
   log(`compiled ${bins.environLoop}, ${bins.spawner} and ${bins.floor}`);
   const runTag = createTag();
-  const sp = new Spawner(bins.spawner, runTag.entry);
+  const sp = new Spawner(bins.spawner, runTag.entry, SLEEP_SECONDS);
   let stopping = false;
   const onSignal = (sig) => {
     if (stopping) return;
