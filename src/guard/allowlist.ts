@@ -70,7 +70,7 @@ const guard: Rule = (stat, ctx) => (stat.pid === ctx.self ? 'guard' : undefined)
 
 // Identities the caller protects with their subtrees: guard-as-init's main service.
 const isProtected: Rule = (stat, ctx) =>
-  ctx.protect.has(identityKey({ pid: stat.pid, startTime: stat.startTime })) ? 'protected' : undefined;
+  ctx.protect.size > 0 && ctx.protect.has(identityKey(stat)) ? 'protected' : undefined;
 
 // A live tether session: its supervisor (and so its helpers and payloads), or a carrier of the
 // tag of a session whose supervisor is alive, wherever the carrier was reparented (trinity #857,
@@ -91,7 +91,7 @@ const execEntry: Rule = (stat, ctx) => {
 
 // A transient registration (`tether guard allow --ttl D PID`), by pid and start time.
 const registered: Rule = (stat, ctx) =>
-  ctx.registered.has(identityKey({ pid: stat.pid, startTime: stat.startTime })) ? 'registered' : undefined;
+  ctx.registered.size > 0 && ctx.registered.has(identityKey(stat)) ? 'registered' : undefined;
 
 // A user pattern over the cmdline joined with spaces.
 const pattern: Rule = (stat, ctx) => {

@@ -71,7 +71,7 @@ export function resolveTarget(cgroup: string | undefined, procRoot = '/proc'): T
  */
 export function listTargets(source: TargetSource, snapshot: Snapshot): Target {
   if (source.kind === 'pid-namespace') {
-    return { source, pids: [...snapshot.processes.keys()].sort((a, b) => a - b), hidden: 0, absent: 0 };
+    return { source, pids: sorted(snapshot.processes.keys()), hidden: 0, absent: 0 };
   }
   let hidden = 0;
   let absent = 0;
@@ -81,8 +81,11 @@ export function listTargets(source: TargetSource, snapshot: Snapshot): Target {
     else if (!snapshot.processes.has(pid)) absent += 1;
     else pids.add(pid);
   }
-  return { source, pids: [...pids].sort((a, b) => a - b), hidden, absent };
+  return { source, pids: sorted(pids), hidden, absent };
 }
+
+// Pids in ascending order (a typed array's sort is numeric, and faster than a compare callback).
+const sorted = (pids: Iterable<number>): number[] => Array.from(Int32Array.from(pids).sort());
 
 function isCgroupDir(dir: string): boolean {
   try {
