@@ -54,7 +54,7 @@ import {
 const BUILD = join(ROOT, 'build');
 const SLEEP_SECONDS = '1000'; // far beyond any timer of ours: the VM fast-forwards idle clocks
 const N = Number(process.env.BENCH_GUARD_PROCESSES ?? 1000);
-const REPS = Math.max(9, Number(process.env.BENCH_GUARD_REPS ?? 11));
+const REPS = Math.max(9, Number(process.env.BENCH_GUARD_REPS ?? 15));
 const WARMUP = 3;
 /** Targets: tick CPU time vs the C loop's, and the tick's CPU time itself (ms). */
 const RATIO_TARGET = 1.5;
@@ -251,8 +251,8 @@ function table(t) {
     '|---|---|---|---|',
     `| guard tick, ${t.n.toLocaleString('en')} processes in the target (${t.processesSeen} in /proc), CPU user+sys | ` +
       `${fmt(m.tickCpu)} ms (wall ${fmt(m.tickWall)} ms) | C loop, same files ${fmt(m.cCpu)} ms (wall ${fmt(m.cWall)} ms) | ` +
-      `**${t.ratioCpu.toFixed(2)}×** (target ≤ ${RATIO_TARGET}×, ≤ ${CPU_TARGET_MS} ms: ` +
-      `${t.ratioCpu <= RATIO_TARGET && m.tickCpu <= CPU_TARGET_MS ? 'met' : 'MISSED'}) |`,
+      `**${t.ratioCpu.toFixed(2)}×** (target ≤ ${RATIO_TARGET}×: ${t.ratioCpu <= RATIO_TARGET ? 'met' : 'MISSED'}; ` +
+      `≤ ${CPU_TARGET_MS} ms: ${m.tickCpu <= CPU_TARGET_MS ? 'met' : 'MISSED'}) |`,
   ].join('\n');
 }
 
