@@ -310,7 +310,7 @@ describe('guard as init, PID 1 of a PID namespace', () => {
       startupDelayMs: 200,
       intervalMs: 200,
       minAgeMs,
-      graceMs: 500,
+      graceMs: 2000,
       killAfterMs: 500,
     });
     const found = await recorded(run, [
@@ -338,10 +338,10 @@ describe('guard as init, PID 1 of a PID namespace', () => {
         expect(isAlive(o.id), `${o.label} was stopped before it was ${minAgeMs} ms old`).toBe(true);
       }
     }
-    // Older than min-age: the next tick stops each, TERM first (KILL after 500 ms for one that ignores it).
+    // Older than min-age: the next tick stops each, TERM first (KILL after the 2 s grace for one that ignores it).
     await until(
       'every orphan (and the orphan-child) to be stopped',
-      8_000,
+      10_000,
       () => (orphans.every((o) => !isAlive(o.id)) ? true : undefined),
       () => orphans.map((o) => `${o.label} pid ${o.id.pid}: ${stateOf(o.id.pid)}`).join(', '),
     );
@@ -391,7 +391,7 @@ describe('guard as init, PID 1 of a PID namespace', () => {
     const run = await startRun(script, {
       startupDelayMs: 60_000,
       minAgeMs: 60_000,
-      graceMs: 500,
+      graceMs: 2000,
       killAfterMs: 500,
     });
     const found = await recorded(run, ['term-logger', 'stubborn', 'daemon', 'stopped']);
