@@ -2,34 +2,35 @@
 // it reaps the orphans that exit, forwards signals to the command, passes its status through,
 // stops orphans older than min-age while the command runs and spares the command's children,
 // and sweeps everything left when the command exits — before it exits itself. Ground truth is
-// read from this (the parent) namespace's /proc through test/support/proc.ts: each process the
-// command records (by its pid in the namespace) is found by its NSpid and named by host pid +
-// start time while it runs. Every process here lives in the test's namespace, which dies with
-// its init; the init pauses after its work (until the test releases it), so that what is gone
-// by then was ended by the init, not by the namespace's end.
+// the namespace's own procfs, read from here through the init's root (`/proc/<init>/root/proc`,
+// parsed by test/support/proc.ts): each process the command records by its pid there is named by
+// pid + start time while it runs, and only the namespace's processes are walked. Every process
+// here lives in the test's namespace, which dies with its init; the init pauses after its work
+// (until the test releases it), so that what is gone by then was ended by the init, not by the
+// namespace's end.
 import { type ChildProcess, spawn } from 'node:child_process';
-import {
-  existsSync,
-  mkdtempSync,
-  readdirSync,
-  readFileSync,
-  readlinkSync,
-  rmSync,
-  writeFileSync,
-} from 'node:fs';
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
+import { createTag } from '../../src/proc/tag.js';
 import { FIXTURES } from '../support/paths.js';
-import { childrenOf, isAlive, type ProcessId, readStat, stateOf } from '../support/proc.js';
+import {
+  childrenOf,
+  isAlive,
+  isDeadZombie,
+  type ProcessId,
+  parseStatLine,
+  readStat,
+  type Stat,
+} from '../support/proc.js';
 
 const RUNNER = join(FIXTURES, 'node/guard-init.mjs');
 const TICKS_PER_SECOND = 100;
 
-/** A process the command recorded: its label, its pid in the namespace, its identity here. */
+/** A process the command recorded: its label and its identity in the run's procfs (`Run.proc`). */
 interface Recorded {
   label: string;
-  nsPid: number;
   id: ProcessId;
 }
 
@@ -43,6 +44,12 @@ interface Run {
   /** unshare's exit status (the init's), once it has exited. */
   exited: Promise<number | null>;
   output: () => string;
+  /** Whether the init is PID 1 of a namespace of its own. */
+  namespace: boolean;
+  /** The procfs the init sees: the namespace's (`/proc/<init>/root/proc`), or `/proc`. */
+  proc: string;
+  /** The init's pid there: 1 in its namespace. */
+  initPid: number;
 }
 
 const runs: Run[] = [];
@@ -50,8 +57,12 @@ const runs: Run[] = [];
 afterEach(() => {
   for (const run of runs.splice(0)) {
     writeFileSync(join(run.dir, 'result.json.release'), '');
-    // The namespace dies with its init: SIGKILL to the init we started ends whatever is left.
-    if (isAlive(run.init)) process.kill(run.init.pid, 'SIGKILL');
+    // The namespace dies with its init: SIGKILL to unshare (--kill-child) ends the init we
+    // started, and the kernel whatever is left in the namespace. Outside a namespace, what is
+    // left below the init (ours: it is a subreaper) is killed first.
+    if (!run.namespace && isAlive(run.init)) {
+      for (const p of treeIn(run)) process.kill(p.pid, 'SIGKILL');
+    }
     if (run.unshare.exitCode === null && run.unshare.signalCode === null) run.unshare.kill('SIGKILL');
     rmSync(run.dir, { recursive: true, force: true });
   }
@@ -78,64 +89,110 @@ function ticksNow(): number {
   return Math.floor(Number.parseFloat(readFileSync('/proc/uptime', 'latin1')) * TICKS_PER_SECOND);
 }
 
-/** The pid-namespace link and the innermost pid (NSpid's last field) of a host pid, or undefined. */
-function nsInfo(pid: number): { ns: string; nsPid: number } | undefined {
+/** `<proc>/<pid>/stat` in the run's procfs, or undefined once gone. */
+function statIn(run: Run, pid: number): Stat | undefined {
   try {
-    const line = readFileSync(`/proc/${pid}/status`, 'latin1')
-      .split('\n')
-      .find((l) => l.startsWith('NSpid:'));
-    const fields = line?.split(/\s+/).slice(1).filter(Boolean);
-    return fields ? { ns: readlinkSync(`/proc/${pid}/ns/pid`), nsPid: Number(fields.at(-1)) } : undefined;
+    return parseStatLine(readFileSync(`${run.proc}/${pid}/stat`, 'latin1'));
   } catch {
     return undefined;
   }
 }
 
+/** True while that very process (pid and start time, in the run's procfs) exists and is not a dead zombie. */
+function aliveIn(run: Run, id: ProcessId): boolean {
+  const stat = statIn(run, id.pid);
+  return stat !== undefined && stat.startTime === id.startTime && !isDeadZombie(stat);
+}
+
+function stateIn(run: Run, pid: number): string {
+  return statIn(run, pid)?.state ?? 'gone';
+}
+
+/** Every process below the init now (zombies included), from one walk of the run's procfs. */
+function treeIn(run: Run): Stat[] {
+  const children = new Map<number, Stat[]>();
+  for (const name of readdirSync(run.proc)) {
+    if (!/^\d+$/.test(name)) continue;
+    const stat = statIn(run, Number(name));
+    if (stat) children.set(stat.ppid, [...(children.get(stat.ppid) ?? []), stat]);
+  }
+  const out: Stat[] = [];
+  const queue = [...(children.get(run.initPid) ?? [])];
+  for (let p = queue.pop(); p !== undefined; p = queue.pop()) {
+    out.push(p);
+    queue.push(...(children.get(p.pid) ?? []));
+  }
+  return out;
+}
+
+/** What is left below the init, as "pid state comm". */
+function leftIn(run: Run): string[] {
+  return treeIn(run).map((s) => `${s.pid} ${s.state} ${s.comm}`);
+}
+
 /**
- * Starts the init as PID 1 of a new PID namespace with `script` (sh -c) as its command and the
- * startInit options given; the script gets the pidfile as $1. Resolves once the init is seen.
+ * Starts the init as PID 1 of a new PID namespace (or, with `namespace: false`, as a plain child
+ * of this worker: a subreaper, its processes tagged for the suite guard) with `script` (sh -c)
+ * as its command and the startInit options given; the script gets the pidfile as $1. Resolves
+ * once the init is seen.
  */
-async function startRun(script: string, options: Record<string, number>): Promise<Run> {
+async function startRun(script: string, options: Record<string, number>, namespace = true): Promise<Run> {
   const dir = mkdtempSync(join(tmpdir(), 'tether-guard-init-'));
   const pidfile = join(dir, 'pids');
-  const unshare = spawn(
-    'unshare',
-    [
-      '--pid',
-      '--fork',
-      '--mount-proc',
-      process.execPath,
-      RUNNER,
-      join(dir, 'result.json'),
-      '--',
-      'sh',
-      '-c',
-      script,
-      'sh',
-      pidfile,
-    ],
-    {
-      stdio: ['ignore', 'pipe', 'pipe'],
-      env: { ...process.env, GUARD_INIT_OPTIONS: JSON.stringify(options) },
-    },
-  );
+  const runner = [RUNNER, join(dir, 'result.json'), '--', 'sh', '-c', script, 'sh', pidfile];
+  // --kill-child: if unshare is killed (the cleanup), the kernel kills the init, and with it the namespace.
+  const [file, args] = namespace
+    ? ['unshare', ['--pid', '--fork', '--mount-proc', '--kill-child', process.execPath, ...runner]]
+    : [process.execPath, runner];
+  const env: NodeJS.ProcessEnv = { ...process.env, GUARD_INIT_OPTIONS: JSON.stringify(options) };
+  if (!namespace) env[createTag().name] = '1'; // outside a namespace of ours: the suite guard sees leftovers
+  const unshare = spawn(file, args as string[], { stdio: ['ignore', 'pipe', 'pipe'], env });
   let out = '';
   unshare.stdout?.on('data', (d) => (out += d));
   unshare.stderr?.on('data', (d) => (out += d));
   const exited = new Promise<number | null>((resolve) => unshare.on('exit', (code) => resolve(code)));
   const output = () => out;
+  const run: Run = {
+    dir,
+    pidfile,
+    unshare,
+    init: { pid: 0, startTime: 0 },
+    exited,
+    output,
+    namespace,
+    proc: '/proc',
+    initPid: 0,
+  };
+  runs.push(run);
   const unsharePid = unshare.pid as number;
-  const init = await until('the init (node, the child of unshare)', 10_000, () => {
-    const node = childrenOf(unsharePid).find((s) => s.comm === 'node' && s.state !== 'Z');
+  run.init = await until('the init (node)', 10_000, () => {
+    const node = namespace ? initOf(unsharePid) : readStat(unsharePid);
     return node ? { pid: node.pid, startTime: node.startTime } : undefined;
   });
-  const run: Run = { dir, pidfile, unshare, init, exited, output };
-  runs.push(run);
-  expect(nsInfo(init.pid)?.nsPid, 'premise broken: the init is not PID 1 of its namespace').toBe(1);
+  run.proc = namespace ? `/proc/${run.init.pid}/root/proc` : '/proc';
+  run.initPid = namespace ? 1 : run.init.pid;
+  if (namespace) {
+    await until('the init to be PID 1 of its procfs', 10_000, () =>
+      statIn(run, 1)?.comm === 'node' ? true : undefined,
+    );
+  }
   return run;
 }
 
-/** The records "<ns pid> <label>" of the pidfile, as [ns pid, label] (other lines: log lines). */
+/**
+ * unshare's child once it runs node: looked for among the next pids first (unshare forks it
+ * at once), so that no walk of a crowded /proc is needed; the whole /proc otherwise.
+ */
+function initOf(unsharePid: number): Stat | undefined {
+  const isInit = (s: Stat | undefined) => s?.ppid === unsharePid && s.comm === 'node' && s.state !== 'Z';
+  for (let pid = unsharePid + 1; pid < unsharePid + 200; pid++) {
+    const stat = readStat(pid);
+    if (isInit(stat)) return stat;
+  }
+  return childrenOf(unsharePid).find(isInit);
+}
+
+/** The records "<pid> <label>" of the pidfile (pids as the init sees them), other lines (logs) left out. */
 function pidLines(run: Run): [number, string][] {
   if (!existsSync(run.pidfile)) return [];
   return readFileSync(run.pidfile, 'latin1')
@@ -147,31 +204,21 @@ function pidLines(run: Run): [number, string][] {
     });
 }
 
-/** Waits until the command recorded `labels`, and names each (by NSpid in the init's namespace). */
+/** Waits until the command recorded `labels`, naming each by pid + start time as soon as it is seen. */
 async function recorded(run: Run, labels: string[]): Promise<Map<string, Recorded>> {
-  const ns = readlinkSync(`/proc/${run.init.pid}/ns/pid`);
+  const found = new Map<string, Recorded>();
   return until(
     `the command to record ${labels.join(', ')}`,
     10_000,
     () => {
-      const lines = pidLines(run);
-      if (!labels.every((label) => lines.some(([, l]) => l === label))) return undefined;
-      const byNsPid = new Map<number, number>();
-      for (const name of readdirSync('/proc')) {
-        if (!/^\d+$/.test(name)) continue;
-        const info = nsInfo(Number(name));
-        if (info?.ns === ns) byNsPid.set(info.nsPid, Number(name));
+      for (const [pid, label] of pidLines(run)) {
+        const stat = found.has(label) ? undefined : statIn(run, pid);
+        if (stat) found.set(label, { label, id: { pid, startTime: stat.startTime } });
       }
-      const found = new Map<string, Recorded>();
-      for (const [nsPid, label] of lines) {
-        const host = byNsPid.get(nsPid);
-        const stat = host === undefined ? undefined : readStat(host);
-        if (stat === undefined || host === undefined) return undefined; // not yet exec'd, or gone: look again
-        found.set(label, { label, nsPid, id: { pid: host, startTime: stat.startTime } });
-      }
-      return found;
+      return labels.every((label) => found.has(label)) ? found : undefined;
     },
-    () => `(pidfile: ${JSON.stringify(pidLines(run))}; output: ${run.output()})`,
+    () =>
+      `(pidfile: ${JSON.stringify(pidLines(run))}; named: ${[...found.keys()].join(', ')}; output: ${run.output()})`,
   );
 }
 
@@ -192,44 +239,35 @@ function release(run: Run): Promise<number | null> {
   return run.exited;
 }
 
-/** Descendants of a host pid now (stat walk by ppid), zombies included, as "pid state comm". */
-function descendantsOf(pid: number): string[] {
-  const out: string[] = [];
-  const queue = [pid];
-  for (let p = queue.pop(); p !== undefined; p = queue.pop()) {
-    for (const child of childrenOf(p)) {
-      out.push(`${child.pid} ${child.state} ${child.comm}`);
-      queue.push(child.pid);
-    }
-  }
-  return out;
-}
-
 describe('guard as init, PID 1 of a PID namespace', () => {
   it('reaps the orphans that exit: none is left a zombie under PID 1', async () => {
-    // Eight orphans (their subshell exits at once) that end by themselves after 1 s; the command
-    // runs on for 4 s, so that only the init's reaping can take their zombies away in time.
+    // Eight orphans (their subshell exits at once) that end by themselves after 2 s; the command
+    // runs on for 6 s, so that only the init's reaping can take their zombies away in time.
     const script = `
       for i in 1 2 3 4 5 6 7 8; do
-        ( sh -c 'echo $$ orphan-'$i' >> "$0"; exec sleep 1' "$1" & )
+        ( sh -c 'echo $$ orphan-'$i' >> "$0"; exec sleep 2' "$1" & )
       done
-      sleep 4`;
+      sleep 6`;
     const run = await startRun(script, { startupDelayMs: 60_000, minAgeMs: 60_000 });
     const labels = [1, 2, 3, 4, 5, 6, 7, 8].map((i) => `orphan-${i}`);
     const orphans = [...(await recorded(run, labels)).values()];
     for (const o of orphans) {
-      expect(readStat(o.id.pid)?.ppid, `premise broken: ${o.label} was not reparented to the init`).toBe(
-        run.init.pid,
+      expect(statIn(run, o.id.pid)?.ppid, `premise broken: ${o.label} was not reparented to the init`).toBe(
+        run.initPid,
       );
     }
-    // Each ends after 1 s; a zombie nobody reaps keeps its pid and start time in /proc as Z.
+    // Each ends after 2 s; a zombie nobody reaps keeps its pid and start time in /proc as Z.
     await until(
       'every orphan to be reaped (gone from /proc, not a zombie)',
       5_000,
-      () => (orphans.every((o) => readStat(o.id.pid)?.startTime !== o.id.startTime) ? true : undefined),
-      () => orphans.map((o) => `${o.label} pid ${o.id.pid}: ${stateOf(o.id.pid)}`).join(', '),
+      () => (orphans.every((o) => statIn(run, o.id.pid)?.startTime !== o.id.startTime) ? true : undefined),
+      () => orphans.map((o) => `${o.label} pid ${o.id.pid}: ${stateIn(run, o.id.pid)}`).join(', '),
     );
-    expect(childrenOf(run.init.pid).map((s) => `${s.pid} ${s.state} ${s.comm}`)).toEqual([
+    expect(
+      treeIn(run)
+        .filter((s) => s.ppid === run.initPid)
+        .map((s) => `${s.pid} ${s.state} ${s.comm}`),
+    ).toEqual([
       expect.stringMatching(/ sh$/), // the command, still running: what reaped them is the init
     ]);
     const r = await result(run);
@@ -258,7 +296,7 @@ describe('guard as init, PID 1 of a PID namespace', () => {
       code: 3,
       signal: null,
     });
-    expect(descendantsOf(run.init.pid), 'processes left under the init after its end').toEqual([]);
+    expect(leftIn(run), 'processes left under the init after its end').toEqual([]);
     expect(await release(run), "unshare's exit status (the init's)").toBe(3);
   });
 
@@ -274,8 +312,8 @@ describe('guard as init, PID 1 of a PID namespace', () => {
       killAfterMs: 500,
     });
     const command = (await recorded(run, ['command'])).get('command') as Recorded;
-    expect(readStat(command.id.pid)?.ppid, "premise broken: the command is not the init's child").toBe(
-      run.init.pid,
+    expect(statIn(run, command.id.pid)?.ppid, "premise broken: the command is not the init's child").toBe(
+      run.initPid,
     );
     for (const signal of ['SIGHUP', 'SIGINT', 'SIGQUIT', 'SIGUSR1', 'SIGUSR2'] as const) {
       process.kill(run.init.pid, signal);
@@ -292,7 +330,7 @@ describe('guard as init, PID 1 of a PID namespace', () => {
       code: null,
       signal: 'SIGTERM',
     });
-    expect(isAlive(command.id), 'the command survived the forwarded TERM').toBe(false);
+    expect(aliveIn(run, command.id), 'the command survived the forwarded TERM').toBe(false);
     expect(await release(run)).toBe(143);
   });
 
@@ -326,8 +364,8 @@ describe('guard as init, PID 1 of a PID namespace', () => {
     const orphans = ['orphan', 'stubborn', 'orphan-parent', 'orphan-child'].map(get);
     const spared = ['child', 'grandchild-parent', 'grandchild'].map(get);
     for (const label of ['orphan', 'stubborn', 'orphan-parent']) {
-      expect(readStat(get(label).id.pid)?.ppid, `premise broken: ${label} is not the init's child`).toBe(
-        run.init.pid,
+      expect(statIn(run, get(label).id.pid)?.ppid, `premise broken: ${label} is not the init's child`).toBe(
+        run.initPid,
       );
     }
     // Younger than min-age: left running by every tick so far (one runs every 200 ms).
@@ -335,15 +373,15 @@ describe('guard as init, PID 1 of a PID namespace', () => {
     await until('the orphans to be 600 ms old', 5_000, () => (ticksNow() - oldest >= 60 ? true : undefined));
     for (const o of orphans) {
       if (ticksNow() - o.id.startTime < (minAgeMs / 1000) * TICKS_PER_SECOND - 10) {
-        expect(isAlive(o.id), `${o.label} was stopped before it was ${minAgeMs} ms old`).toBe(true);
+        expect(aliveIn(run, o.id), `${o.label} was stopped before it was ${minAgeMs} ms old`).toBe(true);
       }
     }
     // Older than min-age: the next tick stops each, TERM first (KILL after the 2 s grace for one that ignores it).
     await until(
       'every orphan (and the orphan-child) to be stopped',
       10_000,
-      () => (orphans.every((o) => !isAlive(o.id)) ? true : undefined),
-      () => orphans.map((o) => `${o.label} pid ${o.id.pid}: ${stateOf(o.id.pid)}`).join(', '),
+      () => (orphans.every((o) => !aliveIn(run, o.id)) ? true : undefined),
+      () => orphans.map((o) => `${o.label} pid ${o.id.pid}: ${stateIn(run, o.id.pid)}`).join(', '),
     );
     expect(readFileSync(run.pidfile, 'latin1'), 'the TERM-trapping orphan did not get TERM').toContain(
       'got-TERM-orphan',
@@ -351,7 +389,7 @@ describe('guard as init, PID 1 of a PID namespace', () => {
     // Two more ticks: the command and its children are still spared.
     await sleep(500);
     for (const s of spared)
-      expect(isAlive(s.id), `the command's ${s.label} (pid ${s.id.pid}) was stopped`).toBe(true);
+      expect(aliveIn(run, s.id), `the command's ${s.label} (pid ${s.id.pid}) was stopped`).toBe(true);
 
     process.kill(run.init.pid, 'SIGTERM');
     const r = await result(run);
@@ -361,7 +399,7 @@ describe('guard as init, PID 1 of a PID namespace', () => {
       (t: { report: { stopped: unknown[] } | null }) => t.report?.stopped ?? [],
     );
     const endedBy = (label: string) =>
-      stopped.find((p: { pid: number }) => p.pid === get(label).nsPid)?.endedBy ?? 'not stopped by a tick';
+      stopped.find((p: { pid: number }) => p.pid === get(label).id.pid)?.endedBy ?? 'not stopped by a tick';
     expect(
       Object.fromEntries(
         ['orphan', 'stubborn', 'orphan-parent', 'orphan-child', 'child'].map((l) => [l, endedBy(l)]),
@@ -374,8 +412,9 @@ describe('guard as init, PID 1 of a PID namespace', () => {
       child: 'not stopped by a tick',
     });
     // The command's children, orphaned by its end, were swept by the init before it exited.
-    for (const s of spared) expect(isAlive(s.id), `${s.label} outlived the init's last sweep`).toBe(false);
-    expect(descendantsOf(run.init.pid)).toEqual([]);
+    for (const s of spared)
+      expect(aliveIn(run, s.id), `${s.label} outlived the init's last sweep`).toBe(false);
+    expect(leftIn(run)).toEqual([]);
     expect(await release(run)).toBe(143);
   });
 
@@ -396,7 +435,7 @@ describe('guard as init, PID 1 of a PID namespace', () => {
     });
     const found = await recorded(run, ['term-logger', 'stubborn', 'daemon', 'stopped']);
     expect(
-      stateOf(found.get('stopped')?.id.pid ?? 0),
+      stateIn(run, found.get('stopped')?.id.pid ?? 0),
       'premise broken: the stopped child is not stopped',
     ).toBe('T');
     writeFileSync(`${run.pidfile}.go`, ''); // the command exits now
@@ -404,15 +443,15 @@ describe('guard as init, PID 1 of a PID namespace', () => {
     // The init is still running (it waits for the release): what is gone, it ended.
     expect(isAlive(run.init), 'premise broken: the init exited before the test looked').toBe(true);
     for (const p of found.values())
-      expect(isAlive(p.id), `${p.label} (pid ${p.id.pid}) outlived the command's end`).toBe(false);
-    expect(descendantsOf(run.init.pid), 'left under the init (zombies included)').toEqual([]);
+      expect(aliveIn(run, p.id), `${p.label} (pid ${p.id.pid}) outlived the command's end`).toBe(false);
+    expect(leftIn(run), 'left under the init (zombies included)').toEqual([]);
     expect(readFileSync(run.pidfile, 'latin1'), 'the TERM-trapping child did not get TERM').toContain(
       'got-TERM-logger',
     );
     const endedBy = Object.fromEntries(
       [...found.values()].map((p) => [
         p.label,
-        r.finalSweep.stopped.find((s: { pid: number }) => s.pid === p.nsPid)?.endedBy ?? 'not in the report',
+        r.finalSweep.stopped.find((s: { pid: number }) => s.pid === p.id.pid)?.endedBy ?? 'not in the report',
       ]),
     );
     expect(endedBy).toEqual({
@@ -423,6 +462,40 @@ describe('guard as init, PID 1 of a PID namespace', () => {
     });
     expect(r.finalSweep.ok).toBe(true);
     expect(r.status).toBe(0);
+    expect(await release(run)).toBe(0);
+  });
+
+  it("not PID 1: becomes a subreaper, so the command's orphans are reparented to it, reaped, and swept at its end", async () => {
+    const script = `
+      ( sh -c 'echo $$ orphan >> "$0"; exec sleep 2' "$1" & )
+      ( sh -c 'echo $$ daemon >> "$0"; exec sleep 30' "$1" & )
+      while [ ! -e "$1.go" ]; do sleep 0.05; done`;
+    const run = await startRun(
+      script,
+      { startupDelayMs: 60_000, minAgeMs: 60_000, graceMs: 2000, killAfterMs: 500 },
+      false,
+    );
+    const found = await recorded(run, ['orphan', 'daemon']);
+    for (const p of found.values()) {
+      expect(statIn(run, p.id.pid)?.ppid, `${p.label} was not reparented to the init (no subreaper)`).toBe(
+        run.initPid,
+      );
+    }
+    const orphan = found.get('orphan') as Recorded;
+    await until(
+      'the orphan to be reaped',
+      5_000,
+      () => (statIn(run, orphan.id.pid)?.startTime !== orphan.id.startTime ? true : undefined),
+      () => `(state ${stateIn(run, orphan.id.pid)})`,
+    );
+    writeFileSync(`${run.pidfile}.go`, '');
+    const r = await result(run);
+    expect(r.subreaper).toEqual({ mode: 'subreaper' });
+    expect(
+      aliveIn(run, (found.get('daemon') as Recorded).id),
+      "the daemon outlived the init's last sweep",
+    ).toBe(false);
+    expect(leftIn(run)).toEqual([]);
     expect(await release(run)).toBe(0);
   });
 
