@@ -1,0 +1,270 @@
+// The guard as init (`tether guard -- CMD`), read like tini's loop: start the main command as
+// our child, then until it exits
+//   1. forward: SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2 go to the command;
+//   2. reap:    every zombie reparented to us (on SIGCHLD, and every second), never the command;
+//   3. tick:    every interval, after the startup delay, stop the orphans older than min-age;
+// and when it has exited, sweep everything left below us, then return its status (128 + N for
+// signal N). The reaping is src/guard/reap.ts; the default tick, src/guard/orphans.ts.
+import { spawn } from 'node:child_process';
+import { constants } from 'node:os';
+import { checkMs, DEFAULT_GRACE_MS, DEFAULT_KILL_AFTER_MS } from '../options.js';
+import { type Identity, readStat, ticksNow } from '../proc/identity.js';
+import { createTag } from '../proc/tag.js';
+import { sweep } from '../sweep/loop.js';
+import type { SweepReport } from '../sweep/report.js';
+import { type InitTickContext, stopOrphans } from './orphans.js';
+import { becomeSubreaper, type Reaped, Reaper, type SubreaperState } from './reap.js';
+
+/** The signals the init hands on to the main command, as tini does. */
+export const FORWARDED_SIGNALS: readonly NodeJS.Signals[] = [
+  'SIGTERM',
+  'SIGINT',
+  'SIGHUP',
+  'SIGQUIT',
+  'SIGUSR1',
+  'SIGUSR2',
+];
+
+/** A command ended by signal N exits 128 + N, as a shell reports it. */
+const EXIT_SIGNAL_OFFSET = 128;
+/** The command could not be started: not found (127) or not executable (126), as a shell says. */
+const EXIT_NOT_FOUND = 127;
+const EXIT_NOT_EXECUTABLE = 126;
+/** The reaper's bounded timer: a zombie whose SIGCHLD was coalesced away waits at most this. */
+const REAP_EVERY_MS = 1000;
+
+/** Defaults of the init's tick (the guard's `--interval`, `--startup-delay`, `--min-age`), ms. */
+export const DEFAULT_INTERVAL_MS = 30_000;
+export const DEFAULT_STARTUP_DELAY_MS = 90_000;
+export const DEFAULT_MIN_AGE_MS = 10_000;
+
+/** Options of `startInit` / `runInit`. Durations in milliseconds. */
+export interface InitOptions {
+  /** The main command and its arguments (looked up in PATH, no shell). */
+  command: string;
+  args?: readonly string[];
+  /** Its environment (default: ours) and working directory (default: ours). */
+  env?: NodeJS.ProcessEnv;
+  cwd?: string;
+  /** Between ticks. Default 30000. */
+  intervalMs?: number;
+  /** Before the first tick. Default 90000. */
+  startupDelayMs?: number;
+  /** The default tick spares an orphan younger than this. Default 10000. */
+  minAgeMs?: number;
+  /** TERM phase of every sweep (the ticks' and the last one). Default 5000. */
+  graceMs?: number;
+  /** KILL phase of every sweep. Default 3000. */
+  killAfterMs?: number;
+  /**
+   * The tick, run every `intervalMs` after `startupDelayMs`, never two at once; it is told the
+   * init and the main command, which it must spare with its descendants. Default: `stopOrphans`
+   * (src/guard/orphans.ts) with `minAgeMs`, `graceMs`, `killAfterMs`. A tick that rejects is
+   * logged; the next one runs.
+   */
+  onTick?: (ctx: InitTickContext) => Promise<unknown>;
+  /** One line per event worth a log (a refused subreaper, a failed tick): default stderr. */
+  onLog?: (line: string) => void;
+  /** Each zombie reaped (not the main command): its pid and wait status. */
+  onReaped?: (reaped: Reaped) => void;
+  procRoot?: string;
+}
+
+/** What the init did, once the main command has exited and the rest is swept. */
+export interface InitResult {
+  /** The init's exit status: the command's code, 128 + N for signal N, 127/126 if it did not start. */
+  status: number;
+  /** The command's exit code, or null when a signal ended it (or it did not start). */
+  code: number | null;
+  /** The signal that ended it, or null. */
+  signal: NodeJS.Signals | null;
+  /** Why it did not start (the spawn error's `code`: `ENOENT`, `EACCES`), else undefined. */
+  spawnError?: string;
+  subreaper: SubreaperState;
+  /** Zombies reaped (the command's own status is libuv's, not counted). */
+  reaped: number;
+  /** Ticks run, and the results of each (what `onTick` resolved to; an Error when it rejected). */
+  ticks: unknown[];
+  /** The last sweep: everything left below the init when the command exited. */
+  finalSweep: SweepReport;
+}
+
+/** A running init: the main command's identity (undefined if it did not start) and the end. */
+export interface InitHandle {
+  main: Identity | undefined;
+  init: Identity;
+  /** Resolves once the command has exited, the rest is swept and the handlers are removed. */
+  done: Promise<InitResult>;
+}
+
+/**
+ * Runs `command` as the protected main service, as its parent: a subreaper (or PID 1) that
+ * reaps every zombie reparented to it, forwards `FORWARDED_SIGNALS` to the command, ticks, and
+ * when the command exits sweeps everything left below it (TERM → grace → KILL, identity-checked)
+ * and resolves with the command's status. Never signals itself, its ancestors or pid ≤ 1.
+ * Throws `TetherError` `INVALID_OPTION` synchronously on a bad duration.
+ */
+export function startInit(options: InitOptions): InitHandle {
+  const o = readOptions(options);
+  const log = options.onLog ?? ((line: string) => process.stderr.write(`tether guard: ${line}\n`));
+  const procRoot = options.procRoot ?? '/proc';
+  const subreaper = becomeSubreaper();
+  if (subreaper.mode === 'none') log(`not a subreaper: ${subreaper.why}`);
+  const reaper = new Reaper(procRoot, options.onReaped);
+  if (!reaper.usable) log('cannot reap zombies (koffi cannot load): they stay until this init ends');
+  const init = { pid: process.pid, startTime: readStat(procRoot, process.pid)?.startTime ?? 0 };
+
+  const child = spawn(options.command, [...(options.args ?? [])], {
+    stdio: 'inherit',
+    env: options.env,
+    cwd: options.cwd,
+  });
+  // spawn() forked before it returned, and no reaper pass ran in between (one JS thread): the
+  // command is spared before any pass could see it. Its start time is read while it is our
+  // unreaped child, so the pid names it.
+  let main: Identity | undefined;
+  if (child.pid !== undefined) {
+    reaper.spare(child.pid);
+    main = { pid: child.pid, startTime: readStat(procRoot, child.pid)?.startTime ?? 0 };
+  }
+  let spawnError: string | undefined;
+  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) => {
+    child.on('error', (error: NodeJS.ErrnoException) => {
+      if (child.pid !== undefined) return log(`cannot signal the command: ${error.message}`);
+      spawnError = error.code ?? 'ERROR';
+      log(`cannot start ${options.command}: ${error.message}`);
+      resolve({ code: null, signal: null });
+    });
+    // 'exit', not 'close': an orphan holding the command's stdout must not delay the end.
+    child.once('exit', (code, signal) => resolve({ code, signal }));
+  });
+  const running = () => child.exitCode === null && child.signalCode === null;
+
+  // 1. forward. child.kill() goes through libuv's handle, which is closed in the same call that
+  // reaped the command: it never reaches a pid reused after the command.
+  const forward = (signal: NodeJS.Signals) => {
+    if (running()) child.kill(signal);
+  };
+  for (const signal of FORWARDED_SIGNALS) process.on(signal, forward);
+
+  // 2. reap: one pass per turn of the event loop however many SIGCHLDs came, and every second.
+  let passQueued = false;
+  const queuePass = () => {
+    if (passQueued) return;
+    passQueued = true;
+    setImmediate(() => {
+      passQueued = false;
+      reaper.pass();
+    });
+  };
+  process.on('SIGCHLD', queuePass);
+  const reapTimer = setInterval(queuePass, REAP_EVERY_MS);
+
+  // 3. tick: never two at once; the next is timed from the end of the last.
+  const onTick =
+    options.onTick ??
+    ((ctx: InitTickContext) =>
+      stopOrphans(ctx, { minAgeMs: o.minAgeMs, graceMs: o.graceMs, killAfterMs: o.killAfterMs, procRoot }));
+  const ticks = new Ticks(onTick, () => ({ init, main: running() ? main : undefined }), o.intervalMs, log);
+  if (main !== undefined) ticks.start(o.startupDelayMs);
+
+  const done = (async (): Promise<InitResult> => {
+    const { code, signal } = await exited;
+    if (main) reaper.unspare(main.pid); // libuv has reaped it
+    await ticks.stop();
+    // The command is gone: everything still below the init is swept (the init is the root:
+    // never signalled, each of its descendants is), its zombies reaped as they come.
+    const finalSweep = await sweep({
+      tag: createTag(),
+      roots: [{ identity: init }],
+      notBefore: ticksNow(procRoot),
+      procRoot,
+      graceMs: o.graceMs,
+      killAfterMs: o.killAfterMs,
+      layers: ['subreaper'],
+    });
+    clearInterval(reapTimer);
+    process.off('SIGCHLD', queuePass);
+    reaper.pass();
+    for (const s of FORWARDED_SIGNALS) process.off(s, forward);
+    const result: InitResult = {
+      status: statusOf(code, signal, spawnError),
+      code,
+      signal,
+      subreaper,
+      reaped: reaper.count,
+      ticks: ticks.results,
+      finalSweep,
+    };
+    if (spawnError !== undefined) result.spawnError = spawnError;
+    return result;
+  })();
+  return { main, init, done };
+}
+
+// The tick's timer: never two ticks at once, the next timed from the end of the last; a tick
+// that rejects is logged and kept as its result.
+class Ticks {
+  readonly results: unknown[] = [];
+  private timer: NodeJS.Timeout | undefined;
+  private current: Promise<void> | undefined;
+  private stopped = false;
+
+  constructor(
+    private readonly onTick: (ctx: InitTickContext) => Promise<unknown>,
+    private readonly context: () => InitTickContext,
+    private readonly intervalMs: number,
+    private readonly log: (line: string) => void,
+  ) {}
+
+  start(delayMs: number): void {
+    this.timer = setTimeout(() => this.run(), delayMs);
+  }
+
+  /** No tick after this one; resolves once the one under way (if any) has ended. */
+  async stop(): Promise<void> {
+    this.stopped = true;
+    clearTimeout(this.timer);
+    await this.current;
+  }
+
+  private run(): void {
+    this.current = (async () => {
+      try {
+        this.results.push(await this.onTick(this.context()));
+      } catch (error) {
+        this.results.push(error);
+        this.log(`tick failed: ${(error as Error).message}`);
+      }
+      this.current = undefined;
+      if (!this.stopped) this.start(this.intervalMs);
+    })();
+  }
+}
+
+/** `startInit(options).done`'s status: what a container entrypoint exits with. */
+export async function runInit(options: InitOptions): Promise<number> {
+  return (await startInit(options).done).status;
+}
+
+// The init's exit status: the command's code; 128 + N for signal N; 127/126 when it did not start.
+function statusOf(
+  code: number | null,
+  signal: NodeJS.Signals | null,
+  spawnError: string | undefined,
+): number {
+  if (spawnError !== undefined) return spawnError === 'EACCES' ? EXIT_NOT_EXECUTABLE : EXIT_NOT_FOUND;
+  if (signal !== null) return EXIT_SIGNAL_OFFSET + (constants.signals[signal] ?? 0);
+  return code ?? 0;
+}
+
+// The durations checked (`INVALID_OPTION` naming the first bad one), with their defaults.
+function readOptions(options: InitOptions) {
+  return {
+    intervalMs: checkMs('intervalMs', options.intervalMs ?? DEFAULT_INTERVAL_MS, 1),
+    startupDelayMs: checkMs('startupDelayMs', options.startupDelayMs ?? DEFAULT_STARTUP_DELAY_MS),
+    minAgeMs: checkMs('minAgeMs', options.minAgeMs ?? DEFAULT_MIN_AGE_MS),
+    graceMs: checkMs('graceMs', options.graceMs ?? DEFAULT_GRACE_MS),
+    killAfterMs: checkMs('killAfterMs', options.killAfterMs ?? DEFAULT_KILL_AFTER_MS),
+  };
+}
