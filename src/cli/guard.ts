@@ -1,6 +1,7 @@
 // tether guard [--once] [--dry-run] [--json] [--interval D] [--startup-delay D] [--min-age D]
 //   [--cgroup PATH|none] [--allow FILE] [--allow-pattern GLOB]… [--grace D] [--kill-after D]
 //   [--metrics HOST:PORT]
+// tether guard [options] -- CMD ARGS…   (guard as init: CMD the protected main service)
 // tether guard allow --ttl D PID…
 // Every flag also as TETHER_GUARD_<FLAG> (the flag wins). docs/guard.md.
 import type { Command } from 'commander';
@@ -14,6 +15,7 @@ import {
   startGuard,
   type TickResult,
 } from '../guard/guard.js';
+import { startInit } from '../guard/init.js';
 import { type GuardMetrics, parseHostPort, serveMetrics } from '../guard/metrics.js';
 import { addRegistrations, stateDir } from '../guard/registrations.js';
 import { DEFAULT_GRACE_MS, DEFAULT_KILL_AFTER_MS, parseDuration } from '../options.js';
@@ -113,7 +115,10 @@ export function addGuardCommands(program: Command): void {
     )
     .option('--kill-after <duration>', `KILL phase budget (default ${DEFAULT_KILL_AFTER_MS / 1000}s)`)
     .option('--metrics <host:port>', 'serve the counters at GET /metrics (Prometheus text format)')
-    .argument('[command...]', 'guard as init (`-- CMD ARGS…`): not in this version')
+    .argument(
+      '[command...]',
+      'guard as init (`-- CMD ARGS…`): CMD runs as the protected main service, the guard its parent (a subreaper, or PID 1) that reaps every zombie, forwards TERM/INT/HUP/QUIT/USR1/USR2 and exits with its status; orphans are stopped every tick, and what is left when CMD exits',
+    )
     .action(guardCommand);
   guard
     .command('allow')
@@ -165,27 +170,24 @@ export function guardOptions(
 
 /** `tether guard`: one tick (`--once`), or the loop until SIGTERM / SIGINT. */
 export async function guardCommand(command: string[], flags: GuardFlags): Promise<void> {
-  if (command.length > 0) {
+  const { once, json, metrics: metricsAt, ...options } = guardOptions(flags);
+  if (command.length > 0 && (once || options.dryRun)) {
     throw new TetherError(
       'INVALID_OPTION',
-      `tether guard -- ${command[0]}: guard as init (a main service under the guard) is not in this version; run the guard beside the service`,
+      `invalid ${once ? '--once' : '--dry-run'} with a command (tether guard -- ${command[0]}): guard as init runs until its command exits and then stops what is left; use ${once ? '--once' : '--dry-run'} without a command`,
     );
   }
-  const { once, json, metrics: metricsAt, ...options } = guardOptions(flags);
-  let metrics: GuardMetrics | undefined;
-  if (metricsAt) {
-    const { host, port } = parseHostPort(metricsAt);
-    metrics = await serveMetrics(host, port);
-    process.stderr.write(
-      `tether guard: metrics at http://${host.includes(':') ? `[${host}]` : host}:${metrics.address.port}/metrics\n`,
-    );
-  }
+  const metrics = metricsAt ? await startMetrics(metricsAt) : undefined;
   const onTick = (r: TickResult) => {
     metrics?.observe(r);
     if (json) process.stdout.write(`${JSON.stringify(r)}\n`);
     else process.stderr.write(`${summary(r)}\n`);
   };
   try {
+    if (command.length > 0) {
+      process.exitCode = await guardAsInit(command, options, onTick, json);
+      return;
+    }
     if (once) {
       const guard = createGuard({ ...options, onTick });
       const r = await guard.tick();
@@ -210,6 +212,56 @@ export async function guardCommand(command: string[], flags: GuardFlags): Promis
   } finally {
     await metrics?.close();
   }
+}
+
+async function startMetrics(at: string): Promise<GuardMetrics> {
+  const { host, port } = parseHostPort(at);
+  const metrics = await serveMetrics(host, port);
+  process.stderr.write(
+    `tether guard: metrics at http://${host.includes(':') ? `[${host}]` : host}:${metrics.address.port}/metrics\n`,
+  );
+  return metrics;
+}
+
+/**
+ * `tether guard [options] -- CMD ARGS…`: CMD under src/guard/init.ts, each tick the guard's own
+ * (the target and allowlist as without a command) with CMD and its subtree protected and the
+ * guard's other descendants — the orphans reparented to it — not spared for being its
+ * descendants. Resolves to CMD's status (128+N for signal N; 127/126 when it cannot start).
+ */
+async function guardAsInit(
+  command: string[],
+  options: GuardOptions,
+  onTick: (r: TickResult) => void,
+  json: boolean,
+): Promise<number> {
+  const [file, ...args] = command as [string, ...string[]];
+  let guard: ReturnType<typeof createGuard> | undefined;
+  const handle = startInit({
+    command: file,
+    args,
+    intervalMs: options.intervalMs,
+    startupDelayMs: options.startupDelayMs,
+    minAgeMs: options.minAgeMs,
+    graceMs: options.graceMs,
+    killAfterMs: options.killAfterMs,
+    onTick: async ({ main }) => {
+      guard ??= createGuard({ ...options, onTick, protect: main ? [main] : [], spareDescendants: false });
+      return guard.tick();
+    },
+  });
+  if (!json) {
+    process.stderr.write(
+      `tether guard: running ${file} (pid ${handle.main?.pid ?? '-'}) as the main service: first tick in ${(options.startupDelayMs ?? 0) / 1000}s, then every ${(options.intervalMs ?? 0) / 1000}s\n`,
+    );
+  }
+  const result = await handle.done;
+  await guard?.stop();
+  const swept = result.finalSweep;
+  const line = `tether guard: ${file} ended (status ${result.status}); what was left below the guard: ${swept.stopped.length} stopped, ${swept.survivors.length} survived`;
+  if (json) process.stdout.write(`${JSON.stringify({ main: result, finalSweep: swept })}\n`);
+  else process.stderr.write(`${line}\n`);
+  return result.status;
 }
 
 /** One line per tick on stderr (without `--json`). */

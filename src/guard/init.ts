@@ -63,6 +63,11 @@ export interface InitOptions {
    * logged; the next one runs.
    */
   onTick?: (ctx: InitTickContext) => Promise<unknown>;
+  /**
+   * Each tick's result as it ends (what `onTick` resolved to; the Error when it rejected). The
+   * init keeps only the count and the last one: a service runs for months.
+   */
+  onTickDone?: (result: unknown) => void;
   /** One line per event worth a log (a refused subreaper, a failed tick): default stderr. */
   onLog?: (line: string) => void;
   /** Each zombie reaped (not the main command): its pid and wait status. */
@@ -83,8 +88,10 @@ export interface InitResult {
   subreaper: SubreaperState;
   /** Zombies reaped (the command's own status is libuv's, not counted). */
   reaped: number;
-  /** Ticks run, and the results of each (what `onTick` resolved to; an Error when it rejected). */
-  ticks: unknown[];
+  /** Ticks run. */
+  ticks: number;
+  /** The last tick's result (see `onTickDone`); undefined when none ran. */
+  lastTick: unknown;
   /** The last sweep: everything left below the init when the command exited. */
   finalSweep: SweepReport;
 }
@@ -165,7 +172,13 @@ export function startInit(options: InitOptions): InitHandle {
     options.onTick ??
     ((ctx: InitTickContext) =>
       stopOrphans(ctx, { minAgeMs: o.minAgeMs, graceMs: o.graceMs, killAfterMs: o.killAfterMs, procRoot }));
-  const ticks = new Ticks(onTick, () => ({ init, main: running() ? main : undefined }), o.intervalMs, log);
+  const ticks = new Ticks(
+    onTick,
+    () => ({ init, main: running() ? main : undefined }),
+    o.intervalMs,
+    log,
+    options.onTickDone,
+  );
   if (main !== undefined) ticks.start(o.startupDelayMs);
 
   const done = (async (): Promise<InitResult> => {
@@ -193,7 +206,8 @@ export function startInit(options: InitOptions): InitHandle {
       signal,
       subreaper,
       reaped: reaper.count,
-      ticks: ticks.results,
+      ticks: ticks.count,
+      lastTick: ticks.last,
       finalSweep,
     };
     if (spawnError !== undefined) result.spawnError = spawnError;
@@ -205,7 +219,8 @@ export function startInit(options: InitOptions): InitHandle {
 // The tick's timer: never two ticks at once, the next timed from the end of the last; a tick
 // that rejects is logged and kept as its result.
 class Ticks {
-  readonly results: unknown[] = [];
+  count = 0;
+  last: unknown;
   private timer: NodeJS.Timeout | undefined;
   private current: Promise<void> | undefined;
   private stopped = false;
@@ -215,6 +230,7 @@ class Ticks {
     private readonly context: () => InitTickContext,
     private readonly intervalMs: number,
     private readonly log: (line: string) => void,
+    private readonly onDone: ((result: unknown) => void) | undefined,
   ) {}
 
   start(delayMs: number): void {
@@ -231,10 +247,16 @@ class Ticks {
   private run(): void {
     this.current = (async () => {
       try {
-        this.results.push(await this.onTick(this.context()));
+        this.last = await this.onTick(this.context());
       } catch (error) {
-        this.results.push(error);
+        this.last = error;
         this.log(`tick failed: ${(error as Error).message}`);
+      }
+      this.count += 1;
+      try {
+        this.onDone?.(this.last);
+      } catch (error) {
+        this.log(`the onTickDone listener threw: ${(error as Error).message}`);
       }
       this.current = undefined;
       if (!this.stopped) this.start(this.intervalMs);
