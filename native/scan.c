@@ -661,39 +661,28 @@ static int alive_stat(int dfd, int pid, uint8_t state) {
   return other;
 }
 
-/**
- * Holds a new member in one call (holdOnEvidence in src/sweep/scan.ts and the pidfd hold of
- * src/sweep/signal.ts, in their order): pidfd_open(pid); its stat re-read through the root: the
- * same start time, alive (alive_stat); the evidence, read after the fd was opened — a carrier's
- * environ still holds `entry` (32 hex digits) as a whole record (environ_one, through a live
- * thread when `leader_exited`), a descendant's ppid is still `via` (EVIDENCE_PARENT); the fd
- * not readable (no exit since); then the report details of the held process: the real uid from
- * ioctl(PIDFD_GET_INFO) — from status' `Uid:` on a kernel without it — in out[0] (-1 unknown),
- * and cmdline, at most `cmdline_limit` bytes, in buf[0, out[2]) (out[1] KIND_*, out[3]
- * truncated).
- * Returns the pidfd (>= 0, the caller's to close), HOLD_GONE, HOLD_NO_PIDFD (info[0] = the
- * errno of pidfd_open: EMFILE…), or HOLD_FAILED (info; the fd closed).
- */
-int tp_hold(const char *root, int rootfd, int pid, double start_time, int evidence, int via, int leader_exited,
-            const uint8_t *entry_hex, long cmdline_limit, uint8_t *buf, double *out, int32_t *info) {
-  out[0] = -1;
-  out[1] = KIND_GONE;
-  out[2] = 0;
-  out[3] = 0;
+// Holds one new member (tp_hold_batch): pidfd_open(pid); its stat re-read through `dfd`: the
+// same start time, alive (alive_stat); the evidence, read after the fd was opened — a carrier's
+// environ still holds `entry_hex` as a whole record (environ_one, through a live thread when
+// `leader_exited`), a descendant's ppid is still `via` (EVIDENCE_PARENT); the fd not readable
+// (no exit since); then the report details of the held process: the real uid from
+// ioctl(PIDFD_GET_INFO) — from status' `Uid:` on a kernel without it — in *uid (-1 unknown), and
+// cmdline, at most `cmdline_limit` bytes, read into `text` (at least cmdline_limit + 1 bytes):
+// cmd[0] KIND_*, cmd[1] its length, cmd[2] truncated.
+// Returns the pidfd (>= 0, the caller's to close), HOLD_GONE, HOLD_NO_PIDFD (info[0] = the
+// errno of pidfd_open: EMFILE…), or HOLD_FAILED (info; info[4] names the file; the fd closed).
+static int hold_one(int dfd, int pid, double start_time, int evidence, int via, int leader_exited,
+                    const uint8_t *entry_hex, long cmdline_limit, uint8_t *buf, uint8_t *text, double *uid,
+                    double *cmd, int32_t *info) {
+  *uid = -1;
+  cmd[0] = KIND_GONE;
+  cmd[1] = 0;
+  cmd[2] = 0;
   int fd = (int)syscall(SYS_pidfd_open, pid, 0);
   if (fd < 0) {
     if (errno == ESRCH) return HOLD_GONE;
     info[0] = errno;
     return HOLD_NO_PIDFD;
-  }
-  int own;
-  int dfd = root_of(root, rootfd, &own);
-  if (dfd < 0) {
-    int e = errno;
-    close(fd);
-    if (is_gone(e)) return HOLD_GONE;
-    fail(info, e, STAGE_ROOT, pid, 0);
-    return HOLD_FAILED;
   }
   int result = HOLD_GONE;
   char path[64];
@@ -715,6 +704,7 @@ int tp_hold(const char *root, int rootfd, int pid, double start_time, int eviden
     goto done;
   if (evidence == EVIDENCE_PARENT && s.fields[F_PPID] != (double)via) goto done;
   if (evidence == EVIDENCE_CARRIER) {
+    if (entry_hex == NULL) goto done; // not a session entry: no environ holds it
     struct env_out o = {NULL, 0, 0, 0, 0, 0, entry_hex, 0};
     int kind, oversized;
     double bytes;
@@ -726,20 +716,83 @@ int tp_hold(const char *root, int rootfd, int pid, double start_time, int eviden
     if (kind != KIND_OK || !o.found) goto done;
   }
   if (pidfd_running(fd) == 0) goto done; // -1 (poll failed): not known to have exited
-  out[0] = pidfd_ruid(fd);
-  if (out[0] < 0 && status_uid(dfd, pid, buf, &out[0], info) < 0) {
+  *uid = pidfd_ruid(fd);
+  if (*uid < 0 && status_uid(dfd, pid, buf, uid, info) < 0) {
     result = HOLD_FAILED;
     goto done;
   }
-  if (cmdline_into(dfd, pid, cmdline_limit, buf, out, info) < 0) {
+  snprintf(path, sizeof path, "%d/cmdline", pid);
+  k = read_into(dfd, path, text, cmdline_limit, &len, &truncated, &err, &stage);
+  if (k < 0) {
+    fail(info, err, stage, pid, 0);
+    info[4] = 2;
     result = HOLD_FAILED;
     goto done;
+  }
+  cmd[0] = k;
+  if (k == KIND_OK) {
+    cmd[1] = (double)len;
+    cmd[2] = truncated;
   }
   result = fd;
 done:
-  root_done(dfd, own);
   if (result < 0) close(fd);
   return result;
+}
+
+#define HOLD_RECORD 8 // doubles per member in tp_hold_batch's `rec`
+
+/**
+ * Holds the new members of one scan in one call: hold_one for member i = pids[i] with
+ * start_times[i], evidence[i] (EVIDENCE_*), via[i] (the parent of EVIDENCE_PARENT),
+ * leader_exited[i]; a carrier's entry is `entry_hex` (32 hex digits; NULL: the entry is no
+ * session entry, so no carrier holds). Each member's record, rec[HOLD_RECORD * i…]: [0] the
+ * pidfd (>= 0, the caller's to close), HOLD_GONE or HOLD_NO_PIDFD; [1] the errno of a failed
+ * pidfd_open; [2] the real uid (-1 unknown); [3] cmdline KIND_*; [4] its offset in `text`;
+ * [5] its length; [6] truncated. The cmdlines go to text[0, cap), one after another: member i is
+ * started only while cmdline_limit + 1 bytes are left, so the call may stop early.
+ * Returns the members done (call again with the rest and a larger `text`; 0 only when `cap` is
+ * smaller than cmdline_limit + 1), or -1 (info: the read that failed, info[5] the member's
+ * index; the fds this call opened are closed, none is returned).
+ */
+long tp_hold_batch(const char *root, int rootfd, const int32_t *pids, const double *start_times,
+                   const uint8_t *evidence, const int32_t *via, const uint8_t *leader_exited, int n,
+                   const uint8_t *entry_hex, long cmdline_limit, uint8_t *buf, double *rec, uint8_t *text,
+                   long cap, int32_t *info) {
+  info[5] = 0;
+  int own;
+  int dfd = root_of(root, rootfd, &own);
+  if (dfd < 0) {
+    fail(info, errno, STAGE_ROOT, n > 0 ? pids[0] : 0, 0);
+    info[4] = 0;
+    return -1;
+  }
+  long at = 0;
+  int i;
+  for (i = 0; i < n && at + cmdline_limit + 1 <= cap; i++) {
+    double *r = rec + (long)HOLD_RECORD * i;
+    double cmd[3];
+    int fd = hold_one(dfd, pids[i], start_times[i], evidence[i], via[i], leader_exited[i], entry_hex,
+                      cmdline_limit, buf, text + at, &r[2], cmd, info);
+    if (fd == HOLD_FAILED) {
+      for (int j = 0; j < i; j++) {
+        int held = (int)rec[(long)HOLD_RECORD * j];
+        if (held >= 0) close(held);
+      }
+      info[5] = i;
+      root_done(dfd, own);
+      return -1;
+    }
+    r[0] = fd;
+    r[1] = fd == HOLD_NO_PIDFD ? info[0] : 0;
+    r[3] = cmd[0];
+    r[4] = (double)at;
+    r[5] = cmd[1];
+    r[6] = cmd[2];
+    at += (long)cmd[1];
+  }
+  root_done(dfd, own);
+  return i;
 }
 
 /** strerror(3) of `err`, for an error message worded as Node words its own. */

@@ -1,17 +1,17 @@
 // Holding a found process: after its pidfd was opened (src/sweep/signal.ts owns holds), the
 // evidence that made it a member is read again — so from the held process, not from one that
-// took its pid between the walk and the hold — and then its report details. In one native call
-// when the native library is there (`tp_hold`, native/scan.c); else the JS reads below, in the
-// same order and by the same rules.
+// took its pid between the walk and the hold — and then its report details. All of a scan's new
+// members in one native call when the native library is there (`tp_hold_batch`, native/scan.c);
+// else the JS reads below, per member, in the same order and by the same rules.
 import { CMDLINE_CAP_BYTES, cmdlineText, type Details } from './details.js';
 import { readEnviron } from './environ.js';
 import { type Identity, isAliveStat, readStat } from './identity.js';
-import { type Evidence, nativeProc } from './native.js';
+import { type Evidence, type HoldRequest, nativeProc } from './native.js';
 
-export type { Evidence } from './native.js';
+export type { Evidence, HoldRequest } from './native.js';
 
 /**
- * A hold taken in one native call: `held` (the pidfd, the caller's to close, and the details
+ * A hold taken in a native call: `held` (the pidfd, the caller's to close, and the details
  * read through it), `gone` (exited, reused, or the evidence no longer holds), `no-pidfd`
  * (pidfd_open(2) failed with `errno`, not ESRCH: the fd limit…).
  */
@@ -21,19 +21,25 @@ export type HeldProcess =
   | { kind: 'no-pidfd'; errno: number };
 
 /**
- * `id` held and checked in one native call: pidfd_open(2); the same start time and alive
- * (`isAliveStat`); `evidence` still true; the fd not readable (no exit since the open); then
- * the details — the real uid from ioctl(PIDFD_GET_INFO) (Linux 6.13; status `Uid:` before)
- * and cmdline, capped as `readCmdline`. Null when the native library is not loaded (the caller
- * takes the JS path: its pidfd_open, then `sameProcessAs`, `evidenceHolds`, `readDetails`).
- * Throws what those reads throw (an Error with `code`: EMFILE…), the pidfd closed.
+ * Each of `requests` held and checked, all in one native call (`tp_hold_batch`), one result
+ * per request in order: pidfd_open(2); the same start time and alive (`isAliveStat`); the
+ * evidence still true; the fd not readable (no exit since the open); then the details — the
+ * real uid from ioctl(PIDFD_GET_INFO) (Linux 6.13; status `Uid:` before) and cmdline, capped
+ * as `readCmdline`. Null when the native library is not loaded (the caller takes the JS path:
+ * its pidfd_open, then `sameProcessAs`, `evidenceHolds`, `readDetails`, per member). Carriers
+ * of one batch carry one entry (a scan's). Throws what those reads throw (an Error with
+ * `code`: EMFILE…), every pidfd of the call closed.
  */
-export function holdNative(procRoot: string, id: Identity, evidence: Evidence): HeldProcess | null {
+export function holdAllNative(procRoot: string, requests: readonly HoldRequest[]): HeldProcess[] | null {
   const native = nativeProc();
   if (!native) return null;
-  const r = native.hold(procRoot, id, evidence, CMDLINE_CAP_BYTES + 1);
-  if (r.kind !== 'held') return r;
-  return { kind: 'held', fd: r.fd, details: { uid: r.uid, cmdline: cmdlineText(r.cmdline) } };
+  return native
+    .holdAll(procRoot, requests, CMDLINE_CAP_BYTES + 1)
+    .map((r) =>
+      r.kind === 'held'
+        ? { kind: 'held', fd: r.fd, details: { uid: r.uid, cmdline: cmdlineText(r.cmdline, r.text) } }
+        : r,
+    );
 }
 
 /**

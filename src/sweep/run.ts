@@ -22,8 +22,8 @@ import { type Member, type ScanContext, type ScanResult, scanSession } from './s
 import { sharedSnapshot } from './shared-walk.js';
 import {
   createSignaller,
-  type Evidence,
   type Hold,
+  type HoldRequest,
   hasExited,
   releaseHold,
   type Signaller,
@@ -108,7 +108,7 @@ export class SweepRun {
       uid: process.getuid?.() ?? -1,
       roots: opts.roots ?? [],
       cgroup: opts.cgroup?.path,
-      hold: (id, evidence) => this.hold(id, evidence),
+      hold: (requests) => this.holdAll(requests),
     };
     this.absorbWarnings();
     if (this.signaller.mechanism !== 'pidfd') {
@@ -120,20 +120,22 @@ export class SweepRun {
   }
 
   /**
-   * Holds a member found for the first time on its `evidence` (scan.ts calls it; the hold
-   * carries its report details); warns when no pidfd could be had.
+   * Holds the members a scan found for the first time, each on its evidence (scan.ts calls it;
+   * each hold carries its report details); warns when no pidfd could be had.
    */
-  hold(id: Identity, evidence: Evidence): Hold {
-    const h = this.signaller.hold(this.ctx.procRoot, id, evidence);
-    if (h.fd >= 0) this.holds.push(h);
-    else if (h.why !== 'gone' && h.why !== 'no-pidfd' && !this.warnedHold) {
-      this.warnedHold = true;
-      this.warn(
-        'NO_PIDFD',
-        `pidfd_open failed for pid ${id.pid} (${h.why}): such a process is re-checked by start time before each signal (a narrow pid-reuse race remains)`,
-      );
+  holdAll(requests: readonly HoldRequest[]): Hold[] {
+    const holds = this.signaller.holdAll(this.ctx.procRoot, requests);
+    for (const h of holds) {
+      if (h.fd >= 0) this.holds.push(h);
+      else if (h.why !== 'gone' && h.why !== 'no-pidfd' && !this.warnedHold) {
+        this.warnedHold = true;
+        this.warn(
+          'NO_PIDFD',
+          `pidfd_open failed for pid ${h.identity.pid} (${h.why}): such a process is re-checked by start time before each signal (a narrow pid-reuse race remains)`,
+        );
+      }
     }
-    return h;
+    return holds;
   }
 
   /** Closes the pidfds of members that have exited; all of them with `all` (the sweep's end). */

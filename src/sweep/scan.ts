@@ -9,7 +9,7 @@ import { type Identity, identityKey, isAliveStat } from '../proc/identity.js';
 import { type Snapshot, takeSnapshot } from '../proc/snapshot.js';
 import type { ProcStat } from '../proc/stat.js';
 import type { UnreadableReason } from './report.js';
-import { type Evidence, type Hold, hasExited } from './signal.js';
+import { type Evidence, type Hold, type HoldRequest, hasExited } from './signal.js';
 
 /**
  * Which layer first found a process, the env tag's first: `carrier` (its environ holds the tag)
@@ -58,12 +58,12 @@ export interface ScanContext {
    */
   known: Map<string, Member>;
   /**
-   * Holds a process the moment it becomes known (pidfd_open(2), the start time and `evidence`
-   * re-read, no exit since, the report details read: `Signaller.hold`; the caller owns the hold
-   * and releases it). Without it, nothing is held and earlier finds are trusted by start time
-   * alone.
+   * Holds the processes that became known in a scan, all at once at the end of the walk
+   * (pidfd_open(2), the start time and `evidence` re-read, no exit since, the report details
+   * read: `Signaller.holdAll`), one hold per request in order; the caller owns the holds and
+   * releases them. Without it, nothing is held and earlier finds are trusted by start time alone.
    */
-  hold?: (id: Identity, evidence: Evidence) => Hold;
+  hold?: (requests: readonly HoldRequest[]) => Hold[];
   /** Our uid: a denied environ of another uid is not ours to name (docs/sweep.md). */
   uid: number;
   /**
@@ -129,21 +129,18 @@ function prefetchEntries(snapshot: Snapshot, wanted: ProcStat[]): void {
 }
 
 /**
- * Holds a new member and re-reads the evidence that made it one — a carrier's environ still
- * holds the entry; a descendant's parent is still the one it was found through — then checks
- * that the pidfd has not reported an exit since: the evidence was read from the held process,
- * not from one that took its pid between the walk and the hold. A `gone` hold when not. (A
- * cgroup find is held on its start time alone.) The signaller does it all (`Signaller.hold`
- * with evidence: one native call when the library is loaded) and reads the report details.
+ * The evidence a new member is held on: a carrier's environ still holds the entry; a
+ * descendant's parent is still the one it was found through (a cgroup find: its start time
+ * alone). Re-read once its pidfd is open (`Signaller.holdAll`), then the pidfd checked for an
+ * exit since: the evidence was read from the held process, not from one that took its pid
+ * between the walk and the hold — else the hold is `gone`.
  */
-function holdOnEvidence(ctx: ScanContext, m: Member, hold: NonNullable<ScanContext['hold']>): Hold {
-  const evidence: Evidence =
-    m.foundBy === 'carrier'
-      ? { kind: 'carrier', entry: ctx.entry, leaderExited: m.stat.state === 'Z' }
-      : m.via !== undefined
-        ? { kind: 'parent', ppid: m.via }
-        : { kind: 'identity' };
-  return hold(m.identity, evidence);
+function evidenceOf(ctx: ScanContext, m: Member): Evidence {
+  return m.foundBy === 'carrier'
+    ? { kind: 'carrier', entry: ctx.entry, leaderExited: m.stat.state === 'Z' }
+    : m.via !== undefined
+      ? { kind: 'parent', ppid: m.via }
+      : { kind: 'identity' };
 }
 
 /**
@@ -163,16 +160,16 @@ export function scanSession(ctx: ScanContext, snapshot: Snapshot = takeSnapshot(
   const eligible = (stat: ProcStat) =>
     stat.pid > 1 && !ctx.excluded.has(stat.pid) && !rootPids.has(stat.pid) && isAliveStat(ctx.procRoot, stat);
 
+  // The members found for the first time: held together once the walk is done.
+  const fresh: Member[] = [];
   // Adds a find and, by parent, everything under it; those are labelled `below` (the layer).
   const addWithDescendants = (first: Member, below: FoundBy = 'descendant') => {
     const queue = [first];
     for (let m = queue.pop(); m !== undefined; m = queue.pop()) {
       if (members.has(m.identity.pid)) continue;
       members.set(m.identity.pid, m);
-      if (ctx.hold && m.hold === undefined) m.hold = holdOnEvidence(ctx, m, ctx.hold);
-      // One gone before it could be held is still counted as seen (the session still runs),
-      // but never known: its pid may already name another process.
-      if (m.hold?.why !== 'gone') ctx.known.set(identityKey(m.identity), m);
+      if (ctx.hold && m.hold === undefined) fresh.push(m);
+      else ctx.known.set(identityKey(m.identity), m);
       for (const child of snapshot.children.get(m.identity.pid) ?? []) {
         const stat = snapshot.processes.get(child);
         if (stat === undefined || members.has(child) || !eligible(stat)) continue;
@@ -240,6 +237,17 @@ export function scanSession(ctx: ScanContext, snapshot: Snapshot = takeSnapshot(
   if (ctx.cgroup !== undefined) {
     for (const pid of cgroupPids(ctx.cgroup)) layerFind(pid, 'cgroup');
     populated = cgroupPopulated(ctx.cgroup);
+  }
+  // The new members held, in the order they were found (one native call for all of them). One
+  // gone before it could be held is still a member — counted as seen: the session still runs —
+  // but never known: its pid may already name another process.
+  if (ctx.hold && fresh.length > 0) {
+    const holds = ctx.hold(fresh.map((m) => ({ id: m.identity, evidence: evidenceOf(ctx, m) })));
+    for (let i = 0; i < fresh.length; i++) {
+      const m = fresh[i] as Member;
+      m.hold = holds[i] as Hold;
+      if (m.hold.why !== 'gone') ctx.known.set(identityKey(m.identity), m);
+    }
   }
   // An unreadable process later found as a descendant is a member, not unreadable.
   return {

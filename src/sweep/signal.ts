@@ -11,11 +11,17 @@ import { closeSync } from 'node:fs';
 import { constants } from 'node:os';
 import { errnoName, libc, libcFailedForFds, POLLIN, POLLNVAL, pollOne } from '../libc.js';
 import { type Details, readDetails } from '../proc/details.js';
-import { type Evidence, evidenceHolds, holdNative, sameProcessAs as sameProcess } from '../proc/hold.js';
+import {
+  type Evidence,
+  evidenceHolds,
+  type HoldRequest,
+  holdAllNative,
+  sameProcessAs as sameProcess,
+} from '../proc/hold.js';
 import type { Identity } from '../proc/identity.js';
 import { nativeProc } from '../proc/native.js';
 
-export type { Evidence } from '../proc/hold.js';
+export type { Evidence, HoldRequest } from '../proc/hold.js';
 
 /**
  * - `sent`: the signal was delivered to the identified process;
@@ -54,11 +60,17 @@ export interface Signaller {
    * was opened first: if it still matches, the fd names that process). With `evidence` (a found
    * member, src/sweep/scan.ts), then also: the evidence re-read (`evidenceHolds`), the fd not yet
    * readable (no exit since), and the report details read into `details` — in one native call
-   * when the native library is loaded (`holdNative`). Never throws for the process's state (a
+   * when the native library is loaded (`holdAllNative`). Never throws for the process's state (a
    * `gone` hold, or a fallback hold with fd -1 and the errno); throws a RangeError for pid ≤ 1,
    * and what a read throws (EMFILE…). Each hold with `fd >= 0` costs one fd until `releaseHold`.
    */
   hold(procRoot: string, id: Identity, evidence?: Evidence): Hold;
+  /**
+   * `hold` with evidence for each of `requests` (one scan's new members; their carriers carry
+   * one entry), one hold per request in order — all in one native call when the native library
+   * is loaded. Throws as `hold` does; then no hold of the call is kept (their fds are closed).
+   */
+  holdAll(procRoot: string, requests: readonly HoldRequest[]): Hold[];
   /**
    * Signals a held process through its pidfd (`gone` once it has exited: a zombie is not
    * signalled). A hold without a pidfd (`no-pidfd`, `EMFILE`…) falls back to `send`, the
@@ -190,12 +202,8 @@ function pidfdSignaller(f: Ffi): Signaller {
     mechanism: 'pidfd',
     hold(procRoot, id, evidence) {
       checkPid(id);
-      if (evidence !== undefined) {
-        const n = holdNative(procRoot, id, evidence);
-        if (n?.kind === 'held') return { identity: id, fd: n.fd, details: n.details };
-        if (n?.kind === 'gone') return { identity: id, fd: -1, why: 'gone' };
-        if (n) return { identity: id, fd: -1, why: errnoName(n.errno) };
-      }
+      if (evidence !== undefined && nativeProc())
+        return self.holdAll(procRoot, [{ id, evidence }])[0] as Hold;
       const fd = f.pidfdOpen(id.pid);
       if (fd < 0) {
         const errno = f.errno();
@@ -223,6 +231,18 @@ function pidfdSignaller(f: Ffi): Signaller {
         if (!keep) f.close(fd);
       }
     },
+    holdAll(procRoot, requests) {
+      for (const { id } of requests) checkPid(id);
+      const native = holdAllNative(procRoot, requests);
+      if (native) {
+        return native.map((n, i): Hold => {
+          const id = (requests[i] as HoldRequest).id;
+          if (n.kind === 'held') return { identity: id, fd: n.fd, details: n.details };
+          return { identity: id, fd: -1, why: n.kind === 'gone' ? 'gone' : errnoName(n.errno) };
+        });
+      }
+      return holdEach(requests, (id, evidence) => self.hold(procRoot, id, evidence));
+    },
     sendHeld(procRoot, hold, signal) {
       checkPid(hold.identity);
       if (hold.fd < 0) return hasExited(hold) ? 'gone' : self.send(procRoot, hold.identity, signal);
@@ -246,6 +266,21 @@ function pidfdSignaller(f: Ffi): Signaller {
   return self;
 }
 
+// `hold` per request, in order; when one throws, the holds already taken are released first.
+function holdEach(
+  requests: readonly HoldRequest[],
+  hold: (id: Identity, evidence: Evidence) => Hold,
+): Hold[] {
+  const holds: Hold[] = [];
+  try {
+    for (const { id, evidence } of requests) holds.push(hold(id, evidence));
+    return holds;
+  } catch (error) {
+    for (const h of holds) releaseHold(h);
+    throw error;
+  }
+}
+
 function sendThrough(f: Ffi, fd: number, id: Identity, signal: NodeJS.Signals | number): SignalOutcome {
   const r = f.pidfdSendSignal(fd, typeof signal === 'number' ? signal : constants.signals[signal]);
   if (r === 0) return 'sent';
@@ -261,6 +296,9 @@ function recheckSignaller(): Signaller {
     hold(procRoot, id) {
       checkPid(id);
       return { identity: id, fd: -1, why: sameProcess(procRoot, id) ? 'no-pidfd' : 'gone' };
+    },
+    holdAll(procRoot, requests) {
+      return holdEach(requests, (id) => self.hold(procRoot, id));
     },
     sendHeld(procRoot, hold, signal) {
       checkPid(hold.identity);

@@ -13,7 +13,7 @@ import { type Identity, identityOf, readStat } from '../../src/proc/identity.js'
 import { nativeProc, useNativeProc } from '../../src/proc/native.js';
 import { ancestorsOf, takeSnapshot } from '../../src/proc/snapshot.js';
 import { scanSession } from '../../src/sweep/scan.js';
-import { createSignaller, type Evidence, releaseHold } from '../../src/sweep/signal.js';
+import { createSignaller, type Evidence, type Hold, releaseHold } from '../../src/sweep/signal.js';
 import { BUILD } from '../support/paths.js';
 import { readPidfile, startSleeper, startTagDecoys, tempDir, waitFor } from '../support/zoo.js';
 
@@ -208,21 +208,16 @@ describe('the native scan loop', () => {
     ]);
   });
 
-  it('holds a found process in one call with the same outcome and details as the JS sequence', () => {
-    const signaller = createSignaller();
-    expect(signaller.mechanism, 'premise broken: no pidfd on this machine').toBe('pidfd');
+  // Identities to hold on evidence: a carrier, a descendant, a wrong parent, a gone pid, a
+  // zombie thread leader, an environ bomb, a different real and effective uid…
+  const holdCases = (): [string, Identity, Evidence][] => {
     // A process that has exited and was reaped: its identity names nothing any more.
     const exited = spawnSync('sh', ['-c', 'echo $$ $(cut -d" " -f22 /proc/$$/stat)'], { encoding: 'latin1' });
     const [exitedPid, exitedStart] = exited.stdout.trim().split(' ').map(Number);
     const carrier = (leaderExited = false): Evidence => ({ kind: 'carrier', entry: tag.entry, leaderExited });
-    const cases: [string, Identity, Evidence][] = [
+    return [
       ['carrier', tagged1, carrier()],
       ['untagged as carrier', untagged, carrier()],
-      [
-        'carrier of another session',
-        tagged1,
-        { kind: 'carrier', entry: createTag().entry, leaderExited: false },
-      ],
       ['descendant', shellChild, { kind: 'parent', ppid: shell.pid }],
       ['descendant of another parent', shellChild, { kind: 'parent', ppid: tagged1.pid }],
       ['cgroup find (identity alone)', shell, { kind: 'identity' }],
@@ -232,6 +227,17 @@ describe('the native scan loop', () => {
       ['a new start time at the pid', { pid: tagged1.pid, startTime: tagged1.startTime + 1 }, carrier()],
       ['an exited pid', { pid: exitedPid as number, startTime: exitedStart as number }, { kind: 'identity' }],
     ];
+  };
+
+  it('holds a found process in one call with the same outcome and details as the JS sequence', () => {
+    const signaller = createSignaller();
+    expect(signaller.mechanism, 'premise broken: no pidfd on this machine').toBe('pidfd');
+    const cases = holdCases();
+    cases.splice(2, 0, [
+      'carrier of another session',
+      tagged1,
+      { kind: 'carrier', entry: createTag().entry, leaderExited: false },
+    ]);
     const { js, native } = both(() =>
       cases.map(([label, id, evidence]) => {
         const h = signaller.hold('/proc', id, evidence);
@@ -263,5 +269,40 @@ describe('the native scan loop', () => {
     });
     for (const o of native.filter((o) => o.held && o.label !== 'another real uid'))
       expect(o.details?.uid).toBe(uid);
+  });
+
+  it("holds a whole scan's new members in one call with the results of the per-member JS sequence", () => {
+    const signaller = createSignaller();
+    expect(signaller.mechanism, 'premise broken: no pidfd on this machine').toBe('pidfd');
+    // Forty bombs too (4 KiB of cmdline each): past the first 64 KiB of cmdline room, so the
+    // batch goes on in a larger one.
+    const cases = holdCases();
+    for (let i = 0; i < 40; i++) cases.push([`environ bomb ${i}`, bomb, cases[6]?.[2] as Evidence]);
+    const requests = cases.map(([, id, evidence]) => ({ id, evidence }));
+    const outcomes = (holds: Hold[]) =>
+      holds.map((h, i) => {
+        const outcome = { label: cases[i]?.[0], held: h.fd >= 0, why: h.why, details: h.details };
+        releaseHold(h);
+        return outcome;
+      });
+    const { js, native } = both(() => ({
+      each: outcomes(requests.map(({ id, evidence }) => signaller.hold('/proc', id, evidence))),
+      batch: outcomes(signaller.holdAll('/proc', requests)),
+    }));
+    expect(native.batch).toEqual(js.each);
+    expect(js.batch).toEqual(js.each);
+    expect(native.each).toEqual(js.each);
+    const held = native.batch.filter((o) => o.held).map((o) => o.label);
+    expect(held.slice(0, 5)).toEqual([
+      'carrier',
+      'descendant',
+      'cgroup find (identity alone)',
+      'zombie thread leader',
+      'environ bomb',
+    ]);
+    expect(held).toHaveLength(6 + 40);
+    expect(native.batch[7]).toMatchObject({ held: true, details: { uid: 65534, cmdline: 'sleep 1000' } });
+    expect(native.batch.at(-1)?.details?.cmdline?.endsWith('\u2026')).toBe(true);
+    expect(native.batch.at(-1)?.details).toEqual(native.batch[6]?.details);
   });
 });
