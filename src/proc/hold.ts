@@ -4,9 +4,10 @@
 // members in one native call when the native library is there (`tp_hold_batch`, native/scan.c);
 // else the JS reads below, per member, in the same order and by the same rules.
 import { CMDLINE_CAP_BYTES, cmdlineText, type Details } from './details.js';
-import { readEnviron } from './environ.js';
+import { type EnvironRead, readEnviron } from './environ.js';
 import { type Identity, isAliveStat, readStat } from './identity.js';
-import { type Evidence, type HoldRequest, nativeProc } from './native.js';
+import { type Evidence, type HoldRequest, type NativeHold, nativeProc } from './native.js';
+import type { ProcStat } from './stat.js';
 
 export type { Evidence, HoldRequest } from './native.js';
 
@@ -33,13 +34,43 @@ export type HeldProcess =
 export function holdAllNative(procRoot: string, requests: readonly HoldRequest[]): HeldProcess[] | null {
   const native = nativeProc();
   if (!native) return null;
+  return native.holdAll(procRoot, requests, CMDLINE_CAP_BYTES + 1).map(heldProcess);
+}
+
+/** A candidate carrier read through its pidfd (`preholdNative`). */
+export interface PreHeldProcess {
+  /** Its environ, read after the pidfd was opened and its start time checked (`gone` else). */
+  read: EnvironRead;
+  /** `held` when `read` carries the entry and it had not exited since; else `gone` or `no-pidfd`. */
+  hold: HeldProcess;
+  /** The parent its stat showed, read after the pidfd was opened (-1: not read). */
+  ppid: number;
+}
+
+/**
+ * The environs of a scan's candidate carriers, each read from the process its pidfd names, in
+ * one native call (`tp_prehold`): pidfd_open(2); the same start time and alive; the environ
+ * read — the read that decides membership — and, when it holds `entry`, the fd not readable
+ * (no exit since) and the details, as `holdAllNative`; else the fd closed. So a carrier's
+ * environ is read once, and from the held process. Null when the native library is not loaded.
+ * Throws what the reads throw (EMFILE…), every pidfd of the call closed.
+ */
+export function preholdNative(
+  procRoot: string,
+  candidates: readonly ProcStat[],
+  entry: string,
+): PreHeldProcess[] | null {
+  const native = nativeProc();
+  if (!native) return null;
   return native
-    .holdAll(procRoot, requests, CMDLINE_CAP_BYTES + 1)
-    .map((r) =>
-      r.kind === 'held'
-        ? { kind: 'held', fd: r.fd, details: { uid: r.uid, cmdline: cmdlineText(r.cmdline, r.text) } }
-        : r,
-    );
+    .prehold(procRoot, candidates, entry, CMDLINE_CAP_BYTES + 1)
+    .map((r) => ({ read: r.read, hold: heldProcess(r.hold), ppid: r.ppid }));
+}
+
+function heldProcess(r: NativeHold): HeldProcess {
+  return r.kind === 'held'
+    ? { kind: 'held', fd: r.fd, details: { uid: r.uid, cmdline: cmdlineText(r.cmdline, r.text) } }
+    : r;
 }
 
 /**

@@ -36,6 +36,16 @@ export interface NativeProc {
    * read throws (EMFILE…), every fd of the call closed.
    */
   holdAll(procRoot: string, requests: readonly HoldRequest[], limit: number): NativeHold[];
+  /**
+   * Reads each candidate carrier's environ from the process it holds (native/scan.c
+   * `tp_prehold`): per candidate, pidfd_open(2), its stat re-read (the same start time, alive),
+   * its environ read — `read`, as `environ` gives it (`gone` when the process the walk saw is
+   * gone) — and when that holds `entry`: the fd not yet readable, then the details, as `holdAll`
+   * (`hold`: `held`, or `gone`). A candidate that does not carry `entry` is not held (`hold`
+   * `gone`); `no-pidfd`: pidfd_open failed (its environ read all the same). `ppid`: the parent
+   * its re-read stat showed (-1 unread). Throws what a read throws, every fd of the call closed.
+   */
+  prehold(procRoot: string, candidates: readonly ProcStat[], entry: string, limit: number): PreHeld[];
   /** poll(2) of `fd` for POLLIN, timeout 0: its revents, or -errno. */
   poll1(fd: number): number;
 }
@@ -54,6 +64,13 @@ export type Evidence =
 export interface HoldRequest {
   id: Identity;
   evidence: Evidence;
+}
+
+/** A candidate carrier read through its pidfd (`NativeProc.prehold`). */
+export interface PreHeld {
+  read: EnvironRead;
+  hold: NativeHold;
+  ppid: number;
 }
 
 /**
@@ -127,6 +144,9 @@ function bind(lib: any): NativeProc {
   const detailsFn = lib.func('int tp_details(const char *, int, int, long, void *, void *, void *)');
   const holdBatchFn = lib.func(
     'long tp_hold_batch(const char *, int, void *, void *, void *, void *, void *, int, void *, long, void *, void *, void *, long, void *)',
+  );
+  const preholdFn = lib.func(
+    'long tp_prehold(const char *, int, void *, void *, void *, int, void *, long, void *, void *, void *, long, void *, long, void *)',
   );
   const poll1 = lib.func('int tp_poll1(int)');
   const strerror = lib.func('const char *tp_strerror(int)');
@@ -254,20 +274,7 @@ function bind(lib: any): NativeProc {
         }
         if (n < 0) throw failure(procRoot, 'environ');
         const count = info[4] as number;
-        let at = 0;
-        for (let i = 0; i < count; i++) {
-          const kind = KINDS[out[at] as number];
-          const entryCount = out.readUInt32LE(at + 10);
-          if (kind === 'ok') {
-            const entries: string[] = [];
-            for (let e = 0; e < entryCount; e++) {
-              const hex = out.toString('latin1', at + 14 + 32 * e, at + 46 + 32 * e);
-              entries.push(`TETHER_SESSION_${hex}=1`);
-            }
-            reads.push({ kind, entries, bytes: out.readDoubleLE(at + 2), oversized: out[at + 1] === 1 });
-          } else reads.push(kind === 'gone' ? GONE : DENIED);
-          at += 14 + 32 * entryCount;
-        }
+        envRecords(out, count, reads);
         done += count;
       }
       return reads;
@@ -338,6 +345,62 @@ function bind(lib: any): NativeProc {
       }
       return results;
     },
+    prehold(procRoot, candidates, entry, limit) {
+      const n = candidates.length;
+      const results: PreHeld[] = [];
+      if (n === 0) return results;
+      const pids = new Int32Array(n);
+      const starts = new Float64Array(n);
+      const exited = new Uint8Array(n);
+      for (let i = 0; i < n; i++) {
+        const stat = candidates[i] as ProcStat;
+        pids[i] = stat.pid;
+        starts[i] = stat.startTime;
+        exited[i] = stat.state === 'Z' ? 1 : 0; // a zombie leader: read through a live thread
+      }
+      const hex = entryHex(entry) ?? null;
+      const rec = new Float64Array(HOLD_RECORD * n);
+      if (text.length < limit + 1) text = Buffer.from(new ArrayBuffer(2 * (limit + 1)));
+      const reads: EnvironRead[] = [];
+      for (let done = 0; done < n; ) {
+        const rest = n - done;
+        const got = preholdFn(
+          procRoot,
+          rootFd(procRoot),
+          pids.subarray(done),
+          starts.subarray(done),
+          exited.subarray(done),
+          rest,
+          hex,
+          limit,
+          buf,
+          rec.subarray(HOLD_RECORD * done),
+          text,
+          text.length,
+          out,
+          out.length,
+          info,
+        ) as number;
+        if (got < 0) {
+          for (const r of results) if (r.hold.kind === 'held') closeFd(r.hold.fd);
+          throw failure(procRoot, DETAIL_FILES[info[4] as number] ?? 'stat');
+        }
+        envRecords(out, got, reads);
+        const used = got === 0 ? 0 : endOfText(rec, done, got);
+        const chunk = used === 0 ? EMPTY : Buffer.from(text.subarray(0, used));
+        for (let i = done; i < done + got; i++) {
+          results.push({
+            read: reads[i] as EnvironRead,
+            hold: holdAt(rec, i, chunk),
+            ppid: rec[HOLD_RECORD * i + 7] as number,
+          });
+        }
+        done += got;
+        if (got < rest && info[5] === 1) grow();
+        else if (got < rest) text = Buffer.from(new ArrayBuffer(text.length * 2));
+      }
+      return results;
+    },
     poll1(fd) {
       return poll1(fd) as number;
     },
@@ -392,3 +455,21 @@ function endOfText(rec: Float64Array, from: number, count: number): number {
 
 const GONE: EnvironRead = { kind: 'gone' };
 const DENIED: EnvironRead = { kind: 'denied' };
+
+// `count` environ records of tp_environ / tp_prehold (native/scan.c) from out[0…], onto `reads`.
+function envRecords(out: Buffer, count: number, reads: EnvironRead[]): void {
+  let at = 0;
+  for (let i = 0; i < count; i++) {
+    const kind = KINDS[out[at] as number];
+    const entryCount = out.readUInt32LE(at + 10);
+    if (kind === 'ok') {
+      const entries: string[] = [];
+      for (let e = 0; e < entryCount; e++) {
+        const hex = out.toString('latin1', at + 14 + 32 * e, at + 46 + 32 * e);
+        entries.push(`${TAG_PREFIX}${hex}=1`);
+      }
+      reads.push({ kind, entries, bytes: out.readDoubleLE(at + 2), oversized: out[at + 1] === 1 });
+    } else reads.push(kind === 'gone' ? GONE : DENIED);
+    at += 14 + 32 * entryCount;
+  }
+}

@@ -7,6 +7,7 @@ import { readDetails } from '../proc/details.js';
 import { type Identity, identityKey } from '../proc/identity.js';
 import { isFdExhaustion } from '../proc/read.js';
 import { ancestorsOf, NoProcError, takeSnapshot } from '../proc/snapshot.js';
+import type { ProcStat } from '../proc/stat.js';
 import type { SessionTag } from '../proc/tag.js';
 import { buildReport } from './build-report.js';
 import type { TetherEvent } from './events.js';
@@ -22,6 +23,7 @@ import { type Member, type ScanContext, type ScanResult, scanSession } from './s
 import { sharedSnapshot } from './shared-walk.js';
 import {
   createSignaller,
+  type HeldCandidate,
   type Hold,
   type HoldRequest,
   hasExited,
@@ -109,6 +111,7 @@ export class SweepRun {
       roots: opts.roots ?? [],
       cgroup: opts.cgroup?.path,
       hold: (requests) => this.holdAll(requests),
+      holdCandidates: (candidates) => this.holdCandidates(candidates),
     };
     this.absorbWarnings();
     if (this.signaller.mechanism !== 'pidfd') {
@@ -136,6 +139,16 @@ export class SweepRun {
       }
     }
     return holds;
+  }
+
+  /**
+   * Reads the candidate carriers' environs through their pidfds, holding this session's
+   * carriers (scan.ts calls it; null on the JS path).
+   */
+  holdCandidates(candidates: readonly ProcStat[]): HeldCandidate[] | null {
+    const read = this.signaller.holdCandidates(this.ctx.procRoot, this.ctx.entry, candidates);
+    for (const c of read ?? []) if (c.hold && c.hold.fd >= 0) this.holds.push(c.hold);
+    return read;
   }
 
   /** Closes the pidfds of members that have exited; all of them with `all` (the sweep's end). */

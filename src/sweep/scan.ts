@@ -9,7 +9,14 @@ import { type Identity, identityKey, isAliveStat } from '../proc/identity.js';
 import { type Snapshot, takeSnapshot } from '../proc/snapshot.js';
 import type { ProcStat } from '../proc/stat.js';
 import type { UnreadableReason } from './report.js';
-import { type Evidence, type Hold, type HoldRequest, hasExited } from './signal.js';
+import {
+  type Evidence,
+  type HeldCandidate,
+  type Hold,
+  type HoldRequest,
+  hasExited,
+  releaseHold,
+} from './signal.js';
 
 /**
  * Which layer first found a process, the env tag's first: `carrier` (its environ holds the tag)
@@ -64,6 +71,13 @@ export interface ScanContext {
    * releases them. Without it, nothing is held and earlier finds are trusted by start time alone.
    */
   hold?: (requests: readonly HoldRequest[]) => Hold[];
+  /**
+   * Reads the candidate carriers' environs through their pidfds and holds those that carry the
+   * entry (`Signaller.holdCandidates`: the read that decides membership is the held process's,
+   * made once); null when it cannot (the JS path). Asked only when `notBefore` is set: a sweep
+   * by tag alone has every process for candidate. The caller owns the holds it returns.
+   */
+  holdCandidates?: (candidates: readonly ProcStat[]) => HeldCandidate[] | null;
   /** Our uid: a denied environ of another uid is not ours to name (docs/sweep.md). */
   uid: number;
   /**
@@ -129,6 +143,39 @@ function prefetchEntries(snapshot: Snapshot, wanted: ProcStat[]): void {
 }
 
 /**
+ * Reads the candidates' environs for the carrier loop. When the sweep can hold them as they are
+ * read (`holdCandidates`, with `notBefore`), those this snapshot has not read yet are read
+ * through their pidfds: each read goes to the snapshot's cache (it is the process the walk saw,
+ * so it serves every sweep sharing the walk), and the holds of this session's carriers are
+ * returned by pid — this sweep's own, never shared. Else `prefetchEntries`.
+ */
+function readCandidates(
+  ctx: ScanContext,
+  snapshot: Snapshot,
+  candidates: ProcStat[],
+): Map<number, HeldCandidate> {
+  const held = new Map<number, HeldCandidate>();
+  let cache = entriesBySnapshot.get(snapshot);
+  if (!cache) {
+    cache = new Map();
+    entriesBySnapshot.set(snapshot, cache);
+  }
+  const todo = cache.size === 0 ? candidates : candidates.filter((stat) => !cache.has(stat.pid));
+  const read = ctx.notBefore !== undefined && todo.length > 0 ? ctx.holdCandidates?.(todo) : undefined;
+  if (!read) {
+    prefetchEntries(snapshot, candidates);
+    return held;
+  }
+  for (let i = 0; i < todo.length; i++) {
+    const pid = (todo[i] as ProcStat).pid;
+    const c = read[i] as HeldCandidate;
+    cache.set(pid, c.read);
+    if (c.hold) held.set(pid, c);
+  }
+  return held;
+}
+
+/**
  * The evidence a new member is held on: a carrier's environ still holds the entry; a
  * descendant's parent is still the one it was found through (a cgroup find: its start time
  * alone). Re-read once its pidfd is open (`Signaller.holdAll`), then the pidfd checked for an
@@ -160,8 +207,18 @@ export function scanSession(ctx: ScanContext, snapshot: Snapshot = takeSnapshot(
   const eligible = (stat: ProcStat) =>
     stat.pid > 1 && !ctx.excluded.has(stat.pid) && !rootPids.has(stat.pid) && isAliveStat(ctx.procRoot, stat);
 
-  // The members found for the first time: held together once the walk is done.
+  // The members found for the first time: held together once the walk is done — but for the
+  // carriers already held as their environ was read (`readCandidates`).
   const fresh: Member[] = [];
+  let preHeld = new Map<number, HeldCandidate>();
+  // A pre-held carrier met first as a descendant of `parent` keeps its hold when the stat read
+  // through it showed that parent: the evidence a descendant is held on, read from it.
+  const preHold = (pid: number, parent?: number): Hold | undefined => {
+    const c = preHeld.get(pid);
+    if (!c || (parent !== undefined && (c.ppid !== parent || c.hold?.fd === -1))) return undefined;
+    preHeld.delete(pid);
+    return c.hold;
+  };
   // Adds a find and, by parent, everything under it; those are labelled `below` (the layer).
   const addWithDescendants = (first: Member, below: FoundBy = 'descendant') => {
     const queue = [first];
@@ -169,13 +226,20 @@ export function scanSession(ctx: ScanContext, snapshot: Snapshot = takeSnapshot(
       if (members.has(m.identity.pid)) continue;
       members.set(m.identity.pid, m);
       if (ctx.hold && m.hold === undefined) fresh.push(m);
-      else ctx.known.set(identityKey(m.identity), m);
+      else if (m.hold?.why !== 'gone') ctx.known.set(identityKey(m.identity), m);
       for (const child of snapshot.children.get(m.identity.pid) ?? []) {
         const stat = snapshot.processes.get(child);
         if (stat === undefined || members.has(child) || !eligible(stat)) continue;
         const identity = { pid: child, startTime: stat.startTime };
         const earlier = ctx.known.get(identityKey(identity));
-        queue.push(earlier ? { ...earlier, stat } : { identity, stat, foundBy: below, via: m.identity.pid });
+        const found: Member = earlier
+          ? { ...earlier, stat }
+          : { identity, stat, foundBy: below, via: m.identity.pid };
+        if (!earlier) {
+          const hold = preHold(child, m.identity.pid);
+          if (hold) found.hold = hold;
+        }
+        queue.push(found);
       }
     }
   };
@@ -201,23 +265,30 @@ export function scanSession(ctx: ScanContext, snapshot: Snapshot = takeSnapshot(
     if (ctx.notBefore !== undefined && stat.startTime < ctx.notBefore) continue;
     if (!members.has(stat.pid) && eligible(stat)) candidates.push(stat);
   }
-  prefetchEntries(snapshot, candidates);
+  preHeld = readCandidates(ctx, snapshot, candidates);
   for (const stat of candidates) {
     // A candidate may have been added since as a carrier's descendant.
     if (members.has(stat.pid)) continue;
     const r = entriesOf(snapshot, stat);
     if (r.kind === 'ok' && r.entries.includes(ctx.entry)) {
-      addWithDescendants({
+      const carrier: Member = {
         identity: { pid: stat.pid, startTime: stat.startTime },
         stat,
         foundBy: 'carrier',
-      });
+      };
+      const hold = preHold(stat.pid);
+      if (hold) carrier.hold = hold;
+      addWithDescendants(carrier);
     } else if (r.kind === 'ok' && r.oversized) {
       unreadable.push({ stat, reason: 'oversized' });
     } else if (r.kind === 'denied' && readUid(ctx.procRoot, stat.pid) === ctx.uid) {
       unreadable.push({ stat, reason: 'denied' });
     }
   }
+  // A pre-held carrier met as a descendant through another parent than its stat showed is held
+  // on that parent like any new descendant (its pidfd here closed).
+  for (const c of preHeld.values()) if (c.hold) releaseHold(c.hold);
+  preHeld.clear();
   // Subreaper layer: whatever the env tag missed under a helper (a cleared or overwritten
   // environ, an `env -i` orphan) is still its descendant.
   const layerFind = (pid: number, foundBy: FoundBy, via?: number) => {

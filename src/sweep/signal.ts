@@ -11,15 +11,18 @@ import { closeSync } from 'node:fs';
 import { constants } from 'node:os';
 import { errnoName, libc, libcFailedForFds, POLLIN, POLLNVAL, pollOne } from '../libc.js';
 import { type Details, readDetails } from '../proc/details.js';
+import type { EnvironRead } from '../proc/environ.js';
 import {
   type Evidence,
   evidenceHolds,
   type HoldRequest,
   holdAllNative,
+  preholdNative,
   sameProcessAs as sameProcess,
 } from '../proc/hold.js';
 import type { Identity } from '../proc/identity.js';
 import { nativeProc } from '../proc/native.js';
+import type { ProcStat } from '../proc/stat.js';
 
 export type { Evidence, HoldRequest } from '../proc/hold.js';
 
@@ -50,6 +53,13 @@ export interface Hold {
   details?: Details;
 }
 
+/** A candidate carrier read through its pidfd (`Signaller.holdCandidates`). */
+export interface HeldCandidate {
+  read: EnvironRead;
+  hold?: Hold;
+  ppid: number;
+}
+
 // Sends a signal to one identified process.
 export interface Signaller {
   mechanism: SignalMechanism;
@@ -71,6 +81,17 @@ export interface Signaller {
    * is loaded. Throws as `hold` does; then no hold of the call is kept (their fds are closed).
    */
   holdAll(procRoot: string, requests: readonly HoldRequest[]): Hold[];
+  /**
+   * Reads the environ of each of `candidates` (a scan's candidate carriers of `entry`) from the
+   * process its pidfd names, and holds those that carry `entry` — so that the read deciding
+   * membership is the held process's, and made once (`preholdNative`). Per candidate, in order:
+   * `read` (`gone` when the process the walk saw is gone); `hold` only for a carrier of `entry`:
+   * held with its details, or `gone` (it exited since); none when pidfd_open failed (EMFILE: a
+   * carrier is then held, or not, as any new member); `ppid` as re-read after the open (-1
+   * unread). Null when this cannot be done in one native call (the caller reads the environs
+   * and holds its members apart). Throws what a read throws (EMFILE…), no hold of it kept.
+   */
+  holdCandidates(procRoot: string, entry: string, candidates: readonly ProcStat[]): HeldCandidate[] | null;
   /**
    * Signals a held process through its pidfd (`gone` once it has exited: a zombie is not
    * signalled). A hold without a pidfd (`no-pidfd`, `EMFILE`…) falls back to `send`, the
@@ -243,6 +264,24 @@ function pidfdSignaller(f: Ffi): Signaller {
       }
       return holdEach(requests, (id, evidence) => self.hold(procRoot, id, evidence));
     },
+    holdCandidates(procRoot, entry, candidates) {
+      for (const stat of candidates) checkPid(stat);
+      const native = preholdNative(procRoot, candidates, entry);
+      if (!native) return null;
+      return native.map((c, i): HeldCandidate => {
+        const stat = candidates[i] as ProcStat;
+        const identity = { pid: stat.pid, startTime: stat.startTime };
+        const carrier = c.read.kind === 'ok' && c.read.entries.includes(entry);
+        const h = c.hold;
+        const hold: Hold | undefined =
+          h.kind === 'held'
+            ? { identity, fd: h.fd, details: h.details }
+            : carrier && h.kind === 'gone'
+              ? { identity, fd: -1, why: 'gone' }
+              : undefined;
+        return hold ? { read: c.read, hold, ppid: c.ppid } : { read: c.read, ppid: c.ppid };
+      });
+    },
     sendHeld(procRoot, hold, signal) {
       checkPid(hold.identity);
       if (hold.fd < 0) return hasExited(hold) ? 'gone' : self.send(procRoot, hold.identity, signal);
@@ -299,6 +338,9 @@ function recheckSignaller(): Signaller {
     },
     holdAll(procRoot, requests) {
       return holdEach(requests, (id) => self.hold(procRoot, id));
+    },
+    holdCandidates() {
+      return null;
     },
     sendHeld(procRoot, hold, signal) {
       checkPid(hold.identity);
