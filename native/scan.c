@@ -637,6 +637,44 @@ int tp_poll1(int fd) {
   }
 }
 
+#ifndef SYS_pidfd_send_signal
+#define SYS_pidfd_send_signal 424
+#endif
+
+/**
+ * sendHeld's check and signal in one call (src/sweep/signal.ts): poll(2) of the pidfd (timeout
+ * 0, asked again when interrupted); when it has reported the exit, 1 (nothing sent: a zombie is
+ * not signalled); POLLNVAL: -EBADF (the fd is not open); else pidfd_send_signal(fd, sig): 0
+ * sent, or -errno (ESRCH, EPERM…). A failed poll (not EINTR) leaves the exit unknown: the
+ * signal is sent.
+ */
+int tp_send_held(int fd, int sig) {
+  int revents = tp_poll1(fd);
+  if (revents > 0 && (revents & POLLNVAL)) return -EBADF;
+  if (revents > 0) return 1;
+  if (syscall(SYS_pidfd_send_signal, fd, sig, NULL, 0) == 0) return 0;
+  return -errno;
+}
+
+/**
+ * poll(2) of fds[0, n) for POLLIN with timeout 0, in one call (asked again when interrupted):
+ * each fd's revents into revents[i]. Returns 0, or -errno (every revents then unknown).
+ */
+int tp_poll_many(const int32_t *fds, int n, int32_t *revents, struct pollfd *scratch) {
+  for (int i = 0; i < n; i++) {
+    scratch[i].fd = fds[i];
+    scratch[i].events = POLLIN;
+    scratch[i].revents = 0;
+  }
+  for (;;) {
+    int r = poll(scratch, (nfds_t)n, 0);
+    if (r >= 0) break;
+    if (errno != EINTR) return -errno;
+  }
+  for (int i = 0; i < n; i++) revents[i] = scratch[i].revents;
+  return 0;
+}
+
 enum { EVIDENCE_NONE = 0, EVIDENCE_CARRIER = 1, EVIDENCE_PARENT = 2 };
 #define HOLD_FAILED -1 // info says why (EMFILE on a read…): thrown
 #define HOLD_GONE -2

@@ -48,6 +48,17 @@ export interface NativeProc {
   prehold(procRoot: string, candidates: readonly ProcStat[], entry: string, limit: number): PreHeld[];
   /** poll(2) of `fd` for POLLIN, timeout 0: its revents, or -errno. */
   poll1(fd: number): number;
+  /**
+   * poll(2) of each of `fds` for POLLIN, timeout 0, in one call: their revents in order, or
+   * null when poll failed (each then unknown).
+   */
+  pollMany(fds: readonly number[]): Int32Array | null;
+  /**
+   * A held process signalled in one call (native/scan.c `tp_send_held`): 1 when its pidfd has
+   * reported the exit (nothing sent), -EBADF when `fd` is not open, else pidfd_send_signal(2):
+   * 0 sent, or -errno.
+   */
+  sendHeld(fd: number, signal: number): number;
 }
 
 /**
@@ -149,6 +160,8 @@ function bind(lib: any): NativeProc {
     'long tp_prehold(const char *, int, void *, void *, void *, int, void *, long, void *, void *, void *, long, void *, long, void *)',
   );
   const poll1 = lib.func('int tp_poll1(int)');
+  const pollManyFn = lib.func('int tp_poll_many(void *, int, void *, void *)');
+  const sendHeldFn = lib.func('int tp_send_held(int, int)');
   const strerror = lib.func('const char *tp_strerror(int)');
   const openRoot = lib.func('int tp_open_root(const char *)');
   // /proc opened once (O_DIRECTORY) and kept: every file is then opened relative to it. Only
@@ -403,6 +416,16 @@ function bind(lib: any): NativeProc {
     },
     poll1(fd) {
       return poll1(fd) as number;
+    },
+    pollMany(fds) {
+      const n = fds.length;
+      const p = Int32Array.from(fds);
+      const revents = new Int32Array(n);
+      if (n === 0) return revents;
+      return (pollManyFn(p, n, revents, Buffer.allocUnsafe(8 * n)) as number) < 0 ? null : revents;
+    },
+    sendHeld(fd, signal) {
+      return sendHeldFn(fd, signal) as number;
     },
   };
 }

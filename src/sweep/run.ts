@@ -26,7 +26,7 @@ import {
   type HeldCandidate,
   type Hold,
   type HoldRequest,
-  hasExited,
+  haveExited,
   releaseHold,
   type Signaller,
 } from './signal.js';
@@ -153,8 +153,9 @@ export class SweepRun {
 
   /** Closes the pidfds of members that have exited; all of them with `all` (the sweep's end). */
   releaseHolds(all: boolean): void {
-    this.holds = this.holds.filter((h) => {
-      if (!all && !hasExited(h)) return true;
+    const exited = all ? undefined : haveExited(this.holds); // one poll(2) for them all
+    this.holds = this.holds.filter((h, i) => {
+      if (exited && !exited[i]) return true;
       releaseHold(h);
       return false;
     });

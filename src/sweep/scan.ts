@@ -15,6 +15,7 @@ import {
   type Hold,
   type HoldRequest,
   hasExited,
+  haveExited,
   releaseHold,
 } from './signal.js';
 
@@ -248,8 +249,12 @@ export function scanSession(ctx: ScanContext, snapshot: Snapshot = takeSnapshot(
   // whose pidfd has not reported its exit now was alive, at that pid, when the walk read it.
   // One that has exited is dropped for good — its pid may already name another process, even
   // one started in the same clock tick (the same start time). Without a pidfd: start time.
-  for (const [key, earlier] of ctx.known) {
-    if (earlier.hold && hasExited(earlier.hold)) {
+  // (Their pidfds polled together: one poll(2) call.)
+  const earlierFinds = [...ctx.known];
+  const exited = haveExited(earlierFinds.flatMap(([, m]) => (m.hold ? [m.hold] : [])));
+  let polled = 0;
+  for (const [key, earlier] of earlierFinds) {
+    if (earlier.hold && exited[polled++]) {
       ctx.known.delete(key);
       continue;
     }

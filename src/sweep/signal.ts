@@ -107,6 +107,7 @@ const ESRCH = 3;
 const EPERM = 1;
 const EMFILE = 24;
 const ENFILE = 23;
+const EBADF = 9;
 interface Ffi {
   pidfdOpen: (pid: number) => number;
   pidfdSendSignal: (fd: number, signal: number) => number;
@@ -205,6 +206,24 @@ export function hasExited(hold: Hold): boolean | undefined {
   return revents !== 0;
 }
 
+/**
+ * `hasExited` of each of `holds`, in order — the pidfds polled in one poll(2) call when the
+ * native library is loaded. Throws as `hasExited` does.
+ */
+export function haveExited(holds: readonly Hold[]): (boolean | undefined)[] {
+  const native = nativeProc();
+  const open = holds.filter((h) => h.fd >= 0);
+  const revents = native && open.length > 1 ? native.pollMany(open.map((h) => h.fd)) : null;
+  if (!revents) return holds.map(hasExited);
+  let i = 0;
+  return holds.map((h) => {
+    if (h.fd < 0) return hasExited(h);
+    const r = revents[i++] as number;
+    if (r & POLLNVAL) throw new Error(`the pidfd of ${h.identity.pid} (fd ${h.fd}) is not open`);
+    return r !== 0;
+  });
+}
+
 /** Closes a hold's pidfd (idempotent): from here it is `closed`, never trusted again. */
 export function releaseHold(hold: Hold): void {
   if (hold.fd >= 0) {
@@ -285,6 +304,16 @@ function pidfdSignaller(f: Ffi): Signaller {
     sendHeld(procRoot, hold, signal) {
       checkPid(hold.identity);
       if (hold.fd < 0) return hasExited(hold) ? 'gone' : self.send(procRoot, hold.identity, signal);
+      const sig = typeof signal === 'number' ? signal : constants.signals[signal];
+      const native = nativeProc();
+      if (native) {
+        // The exit check and the signal in one call: the same steps as below.
+        const r = native.sendHeld(hold.fd, sig);
+        if (r === 0) return 'sent';
+        if (r === 1) return 'gone';
+        if (r === -EBADF) throw new Error(`the pidfd of ${hold.identity.pid} (fd ${hold.fd}) is not open`);
+        return sendFailed(-r, hold.identity, signal);
+      }
       if (hasExited(hold)) return 'gone';
       return sendThrough(f, hold.fd, hold.identity, signal);
     },
@@ -323,7 +352,10 @@ function holdEach(
 function sendThrough(f: Ffi, fd: number, id: Identity, signal: NodeJS.Signals | number): SignalOutcome {
   const r = f.pidfdSendSignal(fd, typeof signal === 'number' ? signal : constants.signals[signal]);
   if (r === 0) return 'sent';
-  const errno = f.errno();
+  return sendFailed(f.errno(), id, signal);
+}
+
+function sendFailed(errno: number, id: Identity, signal: NodeJS.Signals | number): SignalOutcome {
   if (errno === EPERM) return 'denied';
   if (errno === ESRCH) return 'gone';
   throw new Error(`pidfd_send_signal(${id.pid}, ${signal}) failed: errno ${errno}`);
