@@ -637,10 +637,49 @@ int tp_poll1(int fd) {
   }
 }
 
+#ifndef SYS_pidfd_send_signal
+#define SYS_pidfd_send_signal 424
+#endif
+
+/**
+ * sendHeld's check and signal in one call (src/sweep/signal.ts): poll(2) of the pidfd (timeout
+ * 0, asked again when interrupted); when it has reported the exit, 1 (nothing sent: a zombie is
+ * not signalled); POLLNVAL: -EBADF (the fd is not open); else pidfd_send_signal(fd, sig): 0
+ * sent, or -errno (ESRCH, EPERM…). A failed poll (not EINTR) leaves the exit unknown: the
+ * signal is sent.
+ */
+int tp_send_held(int fd, int sig) {
+  int revents = tp_poll1(fd);
+  if (revents > 0 && (revents & POLLNVAL)) return -EBADF;
+  if (revents > 0) return 1;
+  if (syscall(SYS_pidfd_send_signal, fd, sig, NULL, 0) == 0) return 0;
+  return -errno;
+}
+
+/**
+ * poll(2) of fds[0, n) for POLLIN with timeout 0, in one call (asked again when interrupted):
+ * each fd's revents into revents[i]. Returns 0, or -errno (every revents then unknown).
+ */
+int tp_poll_many(const int32_t *fds, int n, int32_t *revents, struct pollfd *scratch) {
+  for (int i = 0; i < n; i++) {
+    scratch[i].fd = fds[i];
+    scratch[i].events = POLLIN;
+    scratch[i].revents = 0;
+  }
+  for (;;) {
+    int r = poll(scratch, (nfds_t)n, 0);
+    if (r >= 0) break;
+    if (errno != EINTR) return -errno;
+  }
+  for (int i = 0; i < n; i++) revents[i] = scratch[i].revents;
+  return 0;
+}
+
 enum { EVIDENCE_NONE = 0, EVIDENCE_CARRIER = 1, EVIDENCE_PARENT = 2 };
 #define HOLD_FAILED -1 // info says why (EMFILE on a read…): thrown
 #define HOLD_GONE -2
 #define HOLD_NO_PIDFD -3 // pidfd_open failed with info[0] (not ESRCH)
+#define HOLD_FULL -4     // tp_prehold: the environ records have no room left
 
 // Alive by isAliveStat (src/proc/identity.ts): not X; a zombie only while a thread other than
 // the leader is listed in task/.
@@ -661,39 +700,49 @@ static int alive_stat(int dfd, int pid, uint8_t state) {
   return other;
 }
 
-/**
- * Holds a new member in one call (holdOnEvidence in src/sweep/scan.ts and the pidfd hold of
- * src/sweep/signal.ts, in their order): pidfd_open(pid); its stat re-read through the root: the
- * same start time, alive (alive_stat); the evidence, read after the fd was opened — a carrier's
- * environ still holds `entry` (32 hex digits) as a whole record (environ_one, through a live
- * thread when `leader_exited`), a descendant's ppid is still `via` (EVIDENCE_PARENT); the fd
- * not readable (no exit since); then the report details of the held process: the real uid from
- * ioctl(PIDFD_GET_INFO) — from status' `Uid:` on a kernel without it — in out[0] (-1 unknown),
- * and cmdline, at most `cmdline_limit` bytes, in buf[0, out[2]) (out[1] KIND_*, out[3]
- * truncated).
- * Returns the pidfd (>= 0, the caller's to close), HOLD_GONE, HOLD_NO_PIDFD (info[0] = the
- * errno of pidfd_open: EMFILE…), or HOLD_FAILED (info; the fd closed).
- */
-int tp_hold(const char *root, int rootfd, int pid, double start_time, int evidence, int via, int leader_exited,
-            const uint8_t *entry_hex, long cmdline_limit, uint8_t *buf, double *out, int32_t *info) {
-  out[0] = -1;
-  out[1] = KIND_GONE;
-  out[2] = 0;
-  out[3] = 0;
+// Holds one new member (tp_hold_batch): pidfd_open(pid); its stat re-read through `dfd`: the
+// same start time, alive (alive_stat); the evidence, read after the fd was opened — a carrier's
+// environ still holds `entry_hex` as a whole record (environ_one, through a live thread when
+// `leader_exited`), a descendant's ppid is still `via` (EVIDENCE_PARENT); the fd not readable
+// (no exit since); then the report details of the held process: the real uid from
+// ioctl(PIDFD_GET_INFO) — from status' `Uid:` on a kernel without it — in *uid (-1 unknown), and
+// cmdline, at most `cmdline_limit` bytes, read into `text` (at least cmdline_limit + 1 bytes):
+// cmd[0] KIND_*, cmd[1] its length, cmd[2] truncated.
+// Returns the pidfd (>= 0, the caller's to close), HOLD_GONE, HOLD_NO_PIDFD (info[0] = the
+// errno of pidfd_open: EMFILE…), or HOLD_FAILED (info; info[4] names the file; the fd closed).
+//
+// With `env` (tp_prehold: a candidate carrier, EVIDENCE_CARRIER), the environ read after the
+// open is the one that decides membership: every session entry of it is collected into env->o
+// (as tp_environ records them), env->read set, and the member is held when `entry_hex` is among
+// them; env->ppid is the parent the re-read stat showed. When pidfd_open fails (not ESRCH) the
+// environ is read all the same, unheld. HOLD_FULL: env->o has no room left (nothing kept).
+struct env_read {
+  struct env_out *o;
+  int read, kind, oversized;
+  double bytes, ppid;
+};
+
+static int hold_one(int dfd, int pid, double start_time, int evidence, int via, int leader_exited,
+                    const uint8_t *entry_hex, long cmdline_limit, uint8_t *buf, uint8_t *text, double *uid,
+                    double *cmd, int32_t *info, struct env_read *env) {
+  *uid = -1;
+  cmd[0] = KIND_GONE;
+  cmd[1] = 0;
+  cmd[2] = 0;
   int fd = (int)syscall(SYS_pidfd_open, pid, 0);
   if (fd < 0) {
-    if (errno == ESRCH) return HOLD_GONE;
-    info[0] = errno;
-    return HOLD_NO_PIDFD;
-  }
-  int own;
-  int dfd = root_of(root, rootfd, &own);
-  if (dfd < 0) {
     int e = errno;
-    close(fd);
-    if (is_gone(e)) return HOLD_GONE;
-    fail(info, e, STAGE_ROOT, pid, 0);
-    return HOLD_FAILED;
+    if (e == ESRCH) return HOLD_GONE;
+    if (env != NULL) {
+      if (environ_one(dfd, pid, leader_exited, buf, env->o, &env->kind, &env->bytes, &env->oversized, info) < 0) {
+        info[4] = 3;
+        return HOLD_FAILED;
+      }
+      if (env->o->full) return HOLD_FULL;
+      env->read = 1;
+    }
+    info[0] = e;
+    return HOLD_NO_PIDFD;
   }
   int result = HOLD_GONE;
   char path[64];
@@ -714,7 +763,25 @@ int tp_hold(const char *root, int rootfd, int pid, double start_time, int eviden
       !alive_stat(dfd, pid, s.state))
     goto done;
   if (evidence == EVIDENCE_PARENT && s.fields[F_PPID] != (double)via) goto done;
-  if (evidence == EVIDENCE_CARRIER) {
+  if (env != NULL) {
+    env->ppid = s.fields[F_PPID];
+    long first = env->o->at;
+    if (environ_one(dfd, pid, leader_exited, buf, env->o, &env->kind, &env->bytes, &env->oversized, info) < 0) {
+      info[4] = 3;
+      result = HOLD_FAILED;
+      goto done;
+    }
+    if (env->o->full) {
+      result = HOLD_FULL;
+      goto done;
+    }
+    env->read = 1;
+    int found = 0;
+    for (long at = first; entry_hex != NULL && !found && at + 32 <= env->o->at; at += 32)
+      found = memcmp(env->o->out + at, entry_hex, 32) == 0;
+    if (env->kind != KIND_OK || !found) goto done;
+  } else if (evidence == EVIDENCE_CARRIER) {
+    if (entry_hex == NULL) goto done; // not a session entry: no environ holds it
     struct env_out o = {NULL, 0, 0, 0, 0, 0, entry_hex, 0};
     int kind, oversized;
     double bytes;
@@ -726,20 +793,169 @@ int tp_hold(const char *root, int rootfd, int pid, double start_time, int eviden
     if (kind != KIND_OK || !o.found) goto done;
   }
   if (pidfd_running(fd) == 0) goto done; // -1 (poll failed): not known to have exited
-  out[0] = pidfd_ruid(fd);
-  if (out[0] < 0 && status_uid(dfd, pid, buf, &out[0], info) < 0) {
+  *uid = pidfd_ruid(fd);
+  if (*uid < 0 && status_uid(dfd, pid, buf, uid, info) < 0) {
     result = HOLD_FAILED;
     goto done;
   }
-  if (cmdline_into(dfd, pid, cmdline_limit, buf, out, info) < 0) {
+  snprintf(path, sizeof path, "%d/cmdline", pid);
+  k = read_into(dfd, path, text, cmdline_limit, &len, &truncated, &err, &stage);
+  if (k < 0) {
+    fail(info, err, stage, pid, 0);
+    info[4] = 2;
     result = HOLD_FAILED;
     goto done;
+  }
+  cmd[0] = k;
+  if (k == KIND_OK) {
+    cmd[1] = (double)len;
+    cmd[2] = truncated;
   }
   result = fd;
 done:
-  root_done(dfd, own);
   if (result < 0) close(fd);
   return result;
+}
+
+#define HOLD_RECORD 8 // doubles per member in tp_hold_batch's `rec`
+
+/**
+ * Holds the new members of one scan in one call: hold_one for member i = pids[i] with
+ * start_times[i], evidence[i] (EVIDENCE_*), via[i] (the parent of EVIDENCE_PARENT),
+ * leader_exited[i]; a carrier's entry is `entry_hex` (32 hex digits; NULL: the entry is no
+ * session entry, so no carrier holds). Each member's record, rec[HOLD_RECORD * i…]: [0] the
+ * pidfd (>= 0, the caller's to close), HOLD_GONE or HOLD_NO_PIDFD; [1] the errno of a failed
+ * pidfd_open; [2] the real uid (-1 unknown); [3] cmdline KIND_*; [4] its offset in `text`;
+ * [5] its length; [6] truncated. The cmdlines go to text[0, cap), one after another: member i is
+ * started only while cmdline_limit + 1 bytes are left, so the call may stop early.
+ * Returns the members done (call again with the rest and a larger `text`; 0 only when `cap` is
+ * smaller than cmdline_limit + 1), or -1 (info: the read that failed, info[5] the member's
+ * index; the fds this call opened are closed, none is returned).
+ */
+long tp_hold_batch(const char *root, int rootfd, const int32_t *pids, const double *start_times,
+                   const uint8_t *evidence, const int32_t *via, const uint8_t *leader_exited, int n,
+                   const uint8_t *entry_hex, long cmdline_limit, uint8_t *buf, double *rec, uint8_t *text,
+                   long cap, int32_t *info) {
+  info[5] = 0;
+  int own;
+  int dfd = root_of(root, rootfd, &own);
+  if (dfd < 0) {
+    fail(info, errno, STAGE_ROOT, n > 0 ? pids[0] : 0, 0);
+    info[4] = 0;
+    return -1;
+  }
+  long at = 0;
+  int i;
+  for (i = 0; i < n && at + cmdline_limit + 1 <= cap; i++) {
+    double *r = rec + (long)HOLD_RECORD * i;
+    double cmd[3];
+    int fd = hold_one(dfd, pids[i], start_times[i], evidence[i], via[i], leader_exited[i], entry_hex,
+                      cmdline_limit, buf, text + at, &r[2], cmd, info, NULL);
+    if (fd == HOLD_FAILED) {
+      for (int j = 0; j < i; j++) {
+        int held = (int)rec[(long)HOLD_RECORD * j];
+        if (held >= 0) close(held);
+      }
+      info[5] = i;
+      root_done(dfd, own);
+      return -1;
+    }
+    r[0] = fd;
+    r[1] = fd == HOLD_NO_PIDFD ? info[0] : 0;
+    r[3] = cmd[0];
+    r[4] = (double)at;
+    r[5] = cmd[1];
+    r[6] = cmd[2];
+    at += (long)cmd[1];
+  }
+  root_done(dfd, own);
+  return i;
+}
+
+/**
+ * Reads the environ of each candidate carrier of a scan from the process it holds: for
+ * candidate i = pids[i] (start_times[i], leader_exited[i]), hold_one with `env` — pidfd_open,
+ * the stat re-read (same start time, alive), the environ read and its session entries
+ * collected, and when `entry_hex` (32 hex digits, or NULL) is among them: the fd not readable,
+ * then the uid and cmdline, and the fd kept. Writes, per candidate, its environ record to env
+ * (as tp_environ: u8 kind, u8 oversized, f64 bytes, u32 count, count × 32 hex digits; kind
+ * GONE when the process the walk saw is gone: ESRCH, another start time, not alive) and its
+ * hold record to rec (as tp_hold_batch; [0] HOLD_GONE unless held or HOLD_NO_PIDFD, [7] the
+ * ppid the re-read stat showed, -1 when not read). Returns the candidates done (fewer than n
+ * when env (info[5] = 1) or text (info[5] = 2) has no room: call again for the rest with a
+ * larger one), or -1 (info; info[5] = 3; the fds this call opened are closed).
+ */
+long tp_prehold(const char *root, int rootfd, const int32_t *pids, const double *start_times,
+                const uint8_t *leader_exited, int n, const uint8_t *entry_hex, long cmdline_limit, uint8_t *buf,
+                double *rec, uint8_t *text, long text_cap, uint8_t *env, long env_cap, int32_t *info) {
+  info[5] = 0;
+  int own;
+  int dfd = root_of(root, rootfd, &own);
+  if (dfd < 0) {
+    fail(info, errno, STAGE_ROOT, n > 0 ? pids[0] : 0, 0);
+    info[4] = 0;
+    info[5] = 3;
+    return -1;
+  }
+  struct env_out o = {env, env_cap, 0, 0, 0, 0, NULL, 0};
+  long at = 0;
+  int i;
+  for (i = 0; i < n; i++) {
+    if (at + cmdline_limit + 1 > text_cap) {
+      info[5] = 2;
+      break;
+    }
+    long start = o.at;
+    if (start + ENV_HEAD > env_cap) {
+      info[5] = 1;
+      break;
+    }
+    o.head = start;
+    o.at = start + ENV_HEAD;
+    o.count = 0;
+    o.full = 0;
+    double *r = rec + (long)HOLD_RECORD * i;
+    double cmd[3];
+    struct env_read e = {&o, 0, KIND_GONE, 0, 0, -1};
+    int fd = hold_one(dfd, pids[i], start_times[i], EVIDENCE_CARRIER, 0, leader_exited[i], entry_hex,
+                      cmdline_limit, buf, text + at, &r[2], cmd, info, &e);
+    if (fd == HOLD_FAILED) {
+      for (int j = 0; j < i; j++) {
+        int held = (int)rec[(long)HOLD_RECORD * j];
+        if (held >= 0) close(held);
+      }
+      info[5] = 3;
+      root_done(dfd, own);
+      return -1;
+    }
+    if (fd == HOLD_FULL) {
+      o.at = start;
+      info[5] = 1;
+      break;
+    }
+    if (!e.read) {
+      e.kind = KIND_GONE;
+      e.bytes = 0;
+      e.oversized = 0;
+      o.count = 0;
+      o.at = start + ENV_HEAD;
+    }
+    env[start] = (uint8_t)e.kind;
+    env[start + 1] = (uint8_t)e.oversized;
+    memcpy(env + start + 2, &e.bytes, 8);
+    uint32_t c = (uint32_t)o.count;
+    memcpy(env + start + 10, &c, 4);
+    r[0] = fd;
+    r[1] = fd == HOLD_NO_PIDFD ? info[0] : 0;
+    r[3] = cmd[0];
+    r[4] = (double)at;
+    r[5] = cmd[1];
+    r[6] = cmd[2];
+    r[7] = e.ppid;
+    at += (long)cmd[1];
+  }
+  root_done(dfd, own);
+  return i;
 }
 
 /** strerror(3) of `err`, for an error message worded as Node words its own. */

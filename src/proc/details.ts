@@ -28,12 +28,13 @@ export function readCmdline(procRoot: string, pid: number): string | undefined {
 }
 
 /**
- * The cmdline a read left in the shared buffer (`r`), as `readCmdline` returns it: NULs as
- * spaces, cut at `CMDLINE_CAP_BYTES` (then `CMDLINE_TRUNCATED_MARK`); undefined when not `ok`.
+ * The cmdline a read left in `bytes` (default: the shared buffer) from its start (`r`), as
+ * `readCmdline` returns it: NULs as spaces, cut at `CMDLINE_CAP_BYTES` (then
+ * `CMDLINE_TRUNCATED_MARK`); undefined when not `ok`.
  */
-export function cmdlineText(r: ReadOutcome): string | undefined {
+export function cmdlineText(r: ReadOutcome, bytes: Buffer = sharedBuffer()): string | undefined {
   if (r.kind !== 'ok') return undefined;
-  const text = sharedBuffer().toString('latin1', 0, r.length).replace(/\0+$/, '');
+  const text = bytes.toString('latin1', 0, r.length).replace(/\0+$/, '');
   if (r.truncated || text.length > CMDLINE_CAP_BYTES) {
     return text.slice(0, CMDLINE_CAP_BYTES).replaceAll('\0', ' ') + CMDLINE_TRUNCATED_MARK;
   }

@@ -1,17 +1,18 @@
 // Holding a found process: after its pidfd was opened (src/sweep/signal.ts owns holds), the
 // evidence that made it a member is read again — so from the held process, not from one that
-// took its pid between the walk and the hold — and then its report details. In one native call
-// when the native library is there (`tp_hold`, native/scan.c); else the JS reads below, in the
-// same order and by the same rules.
+// took its pid between the walk and the hold — and then its report details. All of a scan's new
+// members in one native call when the native library is there (`tp_hold_batch`, native/scan.c);
+// else the JS reads below, per member, in the same order and by the same rules.
 import { CMDLINE_CAP_BYTES, cmdlineText, type Details } from './details.js';
-import { readEnviron } from './environ.js';
+import { type EnvironRead, readEnviron } from './environ.js';
 import { type Identity, isAliveStat, readStat } from './identity.js';
-import { type Evidence, nativeProc } from './native.js';
+import { type Evidence, type HoldRequest, type NativeHold, nativeProc } from './native.js';
+import type { ProcStat } from './stat.js';
 
-export type { Evidence } from './native.js';
+export type { Evidence, HoldRequest } from './native.js';
 
 /**
- * A hold taken in one native call: `held` (the pidfd, the caller's to close, and the details
+ * A hold taken in a native call: `held` (the pidfd, the caller's to close, and the details
  * read through it), `gone` (exited, reused, or the evidence no longer holds), `no-pidfd`
  * (pidfd_open(2) failed with `errno`, not ESRCH: the fd limit…).
  */
@@ -21,19 +22,55 @@ export type HeldProcess =
   | { kind: 'no-pidfd'; errno: number };
 
 /**
- * `id` held and checked in one native call: pidfd_open(2); the same start time and alive
- * (`isAliveStat`); `evidence` still true; the fd not readable (no exit since the open); then
- * the details — the real uid from ioctl(PIDFD_GET_INFO) (Linux 6.13; status `Uid:` before)
- * and cmdline, capped as `readCmdline`. Null when the native library is not loaded (the caller
- * takes the JS path: its pidfd_open, then `sameProcessAs`, `evidenceHolds`, `readDetails`).
- * Throws what those reads throw (an Error with `code`: EMFILE…), the pidfd closed.
+ * Each of `requests` held and checked, all in one native call (`tp_hold_batch`), one result
+ * per request in order: pidfd_open(2); the same start time and alive (`isAliveStat`); the
+ * evidence still true; the fd not readable (no exit since the open); then the details — the
+ * real uid from ioctl(PIDFD_GET_INFO) (Linux 6.13; status `Uid:` before) and cmdline, capped
+ * as `readCmdline`. Null when the native library is not loaded (the caller takes the JS path:
+ * its pidfd_open, then `sameProcessAs`, `evidenceHolds`, `readDetails`, per member). Carriers
+ * of one batch carry one entry (a scan's). Throws what those reads throw (an Error with
+ * `code`: EMFILE…), every pidfd of the call closed.
  */
-export function holdNative(procRoot: string, id: Identity, evidence: Evidence): HeldProcess | null {
+export function holdAllNative(procRoot: string, requests: readonly HoldRequest[]): HeldProcess[] | null {
   const native = nativeProc();
   if (!native) return null;
-  const r = native.hold(procRoot, id, evidence, CMDLINE_CAP_BYTES + 1);
-  if (r.kind !== 'held') return r;
-  return { kind: 'held', fd: r.fd, details: { uid: r.uid, cmdline: cmdlineText(r.cmdline) } };
+  return native.holdAll(procRoot, requests, CMDLINE_CAP_BYTES + 1).map(heldProcess);
+}
+
+/** A candidate carrier read through its pidfd (`preholdNative`). */
+export interface PreHeldProcess {
+  /** Its environ, read after the pidfd was opened and its start time checked (`gone` else). */
+  read: EnvironRead;
+  /** `held` when `read` carries the entry and it had not exited since; else `gone` or `no-pidfd`. */
+  hold: HeldProcess;
+  /** The parent its stat showed, read after the pidfd was opened (-1: not read). */
+  ppid: number;
+}
+
+/**
+ * The environs of a scan's candidate carriers, each read from the process its pidfd names, in
+ * one native call (`tp_prehold`): pidfd_open(2); the same start time and alive; the environ
+ * read — the read that decides membership — and, when it holds `entry`, the fd not readable
+ * (no exit since) and the details, as `holdAllNative`; else the fd closed. So a carrier's
+ * environ is read once, and from the held process. Null when the native library is not loaded.
+ * Throws what the reads throw (EMFILE…), every pidfd of the call closed.
+ */
+export function preholdNative(
+  procRoot: string,
+  candidates: readonly ProcStat[],
+  entry: string,
+): PreHeldProcess[] | null {
+  const native = nativeProc();
+  if (!native) return null;
+  return native
+    .prehold(procRoot, candidates, entry, CMDLINE_CAP_BYTES + 1)
+    .map((r) => ({ read: r.read, hold: heldProcess(r.hold), ppid: r.ppid }));
+}
+
+function heldProcess(r: NativeHold): HeldProcess {
+  return r.kind === 'held'
+    ? { kind: 'held', fd: r.fd, details: { uid: r.uid, cmdline: cmdlineText(r.cmdline, r.text) } }
+    : r;
 }
 
 /**

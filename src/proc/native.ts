@@ -5,7 +5,7 @@
 // missing) or is turned off (`TETHER_NATIVE_SCAN=0`, `useNativeProc(false)`), `nativeProc()`
 // is null and every caller reads through the JS path. Files are read through the JS path's
 // shared 64 KiB buffer (read.ts), so no file grows memory on either path.
-import { existsSync } from 'node:fs';
+import { closeSync, existsSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { errnoName, libc, libcFailedForFds } from '../libc.js';
 import type { EnvironRead } from './environ.js';
@@ -28,14 +28,37 @@ export interface NativeProc {
    */
   details(procRoot: string, pid: number, limit: number): { uid: number | undefined; cmdline: ReadOutcome };
   /**
-   * Holds a found process in one call (native/scan.c `tp_hold`): pidfd_open(2), the start time
-   * and liveness re-read, the `evidence` re-read, the fd not yet readable, then the details: the
-   * real uid (PIDFD_GET_INFO, else status `Uid:`) and cmdline, at most `limit` bytes, left in
-   * `sharedBuffer()`. `no-pidfd`: pidfd_open failed with `errno` (not ESRCH).
+   * Holds each of `requests` (one scan's new members) in one call (native/scan.c
+   * `tp_hold_batch`): per member, pidfd_open(2), the start time and liveness re-read, the
+   * `evidence` re-read, the fd not yet readable, then the details: the real uid
+   * (PIDFD_GET_INFO, else status `Uid:`) and cmdline, at most `limit` bytes. One result per
+   * request, in order. `no-pidfd`: pidfd_open failed with `errno` (not ESRCH). Throws what a
+   * read throws (EMFILE…), every fd of the call closed.
    */
-  hold(procRoot: string, id: Identity, evidence: Evidence, limit: number): NativeHold;
+  holdAll(procRoot: string, requests: readonly HoldRequest[], limit: number): NativeHold[];
+  /**
+   * Reads each candidate carrier's environ from the process it holds (native/scan.c
+   * `tp_prehold`): per candidate, pidfd_open(2), its stat re-read (the same start time, alive),
+   * its environ read — `read`, as `environ` gives it (`gone` when the process the walk saw is
+   * gone) — and when that holds `entry`: the fd not yet readable, then the details, as `holdAll`
+   * (`hold`: `held`, or `gone`). A candidate that does not carry `entry` is not held (`hold`
+   * `gone`); `no-pidfd`: pidfd_open failed (its environ read all the same). `ppid`: the parent
+   * its re-read stat showed (-1 unread). Throws what a read throws, every fd of the call closed.
+   */
+  prehold(procRoot: string, candidates: readonly ProcStat[], entry: string, limit: number): PreHeld[];
   /** poll(2) of `fd` for POLLIN, timeout 0: its revents, or -errno. */
   poll1(fd: number): number;
+  /**
+   * poll(2) of each of `fds` for POLLIN, timeout 0, in one call: their revents in order, or
+   * null when poll failed (each then unknown).
+   */
+  pollMany(fds: readonly number[]): Int32Array | null;
+  /**
+   * A held process signalled in one call (native/scan.c `tp_send_held`): 1 when its pidfd has
+   * reported the exit (nothing sent), -EBADF when `fd` is not open, else pidfd_send_signal(2):
+   * 0 sent, or -errno.
+   */
+  sendHeld(fd: number, signal: number): number;
 }
 
 /**
@@ -48,9 +71,25 @@ export type Evidence =
   | { kind: 'parent'; ppid: number }
   | { kind: 'identity' };
 
-/** A native hold: `held` (the pidfd, the caller's to close), `gone`, or `no-pidfd` (pidfd_open's errno). */
+/** A process to hold (`NativeProc.holdAll`): its identity and what must still be true of it. */
+export interface HoldRequest {
+  id: Identity;
+  evidence: Evidence;
+}
+
+/** A candidate carrier read through its pidfd (`NativeProc.prehold`). */
+export interface PreHeld {
+  read: EnvironRead;
+  hold: NativeHold;
+  ppid: number;
+}
+
+/**
+ * A native hold: `held` (the pidfd, the caller's to close; the uid, and cmdline's outcome with
+ * its bytes in `text`), `gone`, or `no-pidfd` (pidfd_open's errno).
+ */
 export type NativeHold =
-  | { kind: 'held'; fd: number; uid: number | undefined; cmdline: ReadOutcome }
+  | { kind: 'held'; fd: number; uid: number | undefined; cmdline: ReadOutcome; text: Buffer }
   | { kind: 'gone' }
   | { kind: 'no-pidfd'; errno: number };
 
@@ -114,10 +153,15 @@ function bind(lib: any): NativeProc {
     'long tp_environ(const char *, int, void *, void *, int, void *, void *, long, void *)',
   );
   const detailsFn = lib.func('int tp_details(const char *, int, int, long, void *, void *, void *)');
-  const holdFn = lib.func(
-    'int tp_hold(const char *, int, int, double, int, int, int, void *, long, void *, void *, void *)',
+  const holdBatchFn = lib.func(
+    'long tp_hold_batch(const char *, int, void *, void *, void *, void *, void *, int, void *, long, void *, void *, void *, long, void *)',
+  );
+  const preholdFn = lib.func(
+    'long tp_prehold(const char *, int, void *, void *, void *, int, void *, long, void *, void *, void *, long, void *, long, void *)',
   );
   const poll1 = lib.func('int tp_poll1(int)');
+  const pollManyFn = lib.func('int tp_poll_many(void *, int, void *, void *)');
+  const sendHeldFn = lib.func('int tp_send_held(int, int)');
   const strerror = lib.func('const char *tp_strerror(int)');
   const openRoot = lib.func('int tp_open_root(const char *)');
   // /proc opened once (O_DIRECTORY) and kept: every file is then opened relative to it. Only
@@ -134,7 +178,7 @@ function bind(lib: any): NativeProc {
   };
   const onePid = new Int32Array(1);
   const oneFlag = new Uint8Array(1);
-  const info = new Int32Array(5);
+  const info = new Int32Array(6);
   const details = new Float64Array(4);
   // Records of a whole walk: grows (doubling) with the process table, never per file.
   let out = Buffer.from(new ArrayBuffer(256 * 1024));
@@ -143,6 +187,8 @@ function bind(lib: any): NativeProc {
     out = Buffer.from(new ArrayBuffer(out.length * 2));
     f64 = new Float64Array(out.buffer);
   };
+  // The cmdlines of one hold batch: grows (doubling) with the batch, never per file.
+  let text = Buffer.from(new ArrayBuffer(64 * 1024));
   const buf = sharedBuffer();
   if (buf.length !== READ_BUFFER_BYTES) throw new Error('the shared read buffer is not 64 KiB');
 
@@ -241,20 +287,7 @@ function bind(lib: any): NativeProc {
         }
         if (n < 0) throw failure(procRoot, 'environ');
         const count = info[4] as number;
-        let at = 0;
-        for (let i = 0; i < count; i++) {
-          const kind = KINDS[out[at] as number];
-          const entryCount = out.readUInt32LE(at + 10);
-          if (kind === 'ok') {
-            const entries: string[] = [];
-            for (let e = 0; e < entryCount; e++) {
-              const hex = out.toString('latin1', at + 14 + 32 * e, at + 46 + 32 * e);
-              entries.push(`TETHER_SESSION_${hex}=1`);
-            }
-            reads.push({ kind, entries, bytes: out.readDoubleLE(at + 2), oversized: out[at + 1] === 1 });
-          } else reads.push(kind === 'gone' ? GONE : DENIED);
-          at += 14 + 32 * entryCount;
-        }
+        envRecords(out, count, reads);
         done += count;
       }
       return reads;
@@ -265,43 +298,201 @@ function bind(lib: any): NativeProc {
       }
       return detailsRead();
     },
-    hold(procRoot, id, evidence, limit) {
-      const kind = EVIDENCE[evidence.kind];
-      const via = evidence.kind === 'parent' ? evidence.ppid : 0;
-      const exited = evidence.kind === 'carrier' && evidence.leaderExited ? 1 : 0;
-      const hex = evidence.kind === 'carrier' ? entryHex(evidence.entry) : null;
-      if (hex === undefined) return HELD_GONE; // not a session entry: no environ holds it
-      const r = holdFn(
-        procRoot,
-        rootFd(procRoot),
-        id.pid,
-        id.startTime,
-        kind,
-        via,
-        exited,
-        hex,
-        limit,
-        buf,
-        details,
-        info,
-      );
-      if (r >= 0) return { kind: 'held', fd: r, ...detailsRead() };
-      if (r === HOLD_GONE) return HELD_GONE;
-      if (r === HOLD_NO_PIDFD) return { kind: 'no-pidfd', errno: info[0] as number };
-      throw failure(procRoot, DETAIL_FILES[info[4] as number] ?? 'stat');
+    holdAll(procRoot, requests, limit) {
+      const n = requests.length;
+      const results: NativeHold[] = [];
+      if (n === 0) return results;
+      const pids = new Int32Array(n);
+      const starts = new Float64Array(n);
+      const kinds = new Uint8Array(n);
+      const via = new Int32Array(n);
+      const exited = new Uint8Array(n);
+      // One session entry per scan: a request of another is held as `gone` (its environ never
+      // held this scan's entry) — the batch takes one.
+      let entry: string | undefined;
+      for (let i = 0; i < n; i++) {
+        const { id, evidence } = requests[i] as HoldRequest;
+        pids[i] = id.pid;
+        starts[i] = id.startTime;
+        kinds[i] = EVIDENCE[evidence.kind];
+        if (evidence.kind === 'parent') via[i] = evidence.ppid;
+        if (evidence.kind === 'carrier') {
+          if (entry !== undefined && entry !== evidence.entry)
+            throw new RangeError('one entry per hold batch');
+          entry = evidence.entry;
+          exited[i] = evidence.leaderExited ? 1 : 0;
+        }
+      }
+      const hex = entry === undefined ? null : (entryHex(entry) ?? null);
+      const rec = new Float64Array(HOLD_RECORD * n);
+      if (text.length < limit + 1) text = Buffer.from(new ArrayBuffer(2 * (limit + 1)));
+      for (let done = 0; done < n; ) {
+        const rest = n - done;
+        const got = holdBatchFn(
+          procRoot,
+          rootFd(procRoot),
+          pids.subarray(done),
+          starts.subarray(done),
+          kinds.subarray(done),
+          via.subarray(done),
+          exited.subarray(done),
+          rest,
+          hex,
+          limit,
+          buf,
+          rec.subarray(HOLD_RECORD * done),
+          text,
+          text.length,
+          info,
+        ) as number;
+        if (got < 0) {
+          for (const r of results) if (r.kind === 'held') closeFd(r.fd);
+          throw failure(procRoot, DETAIL_FILES[info[4] as number] ?? 'stat');
+        }
+        // This call's cmdlines, copied out of `text` (reused by the next call).
+        const used = got === 0 ? 0 : endOfText(rec, done, got);
+        const chunk = used === 0 ? EMPTY : Buffer.from(text.subarray(0, used));
+        for (let i = done; i < done + got; i++) results.push(holdAt(rec, i, chunk));
+        done += got;
+        if (got < rest) text = Buffer.from(new ArrayBuffer(text.length * 2));
+      }
+      return results;
+    },
+    prehold(procRoot, candidates, entry, limit) {
+      const n = candidates.length;
+      const results: PreHeld[] = [];
+      if (n === 0) return results;
+      const pids = new Int32Array(n);
+      const starts = new Float64Array(n);
+      const exited = new Uint8Array(n);
+      for (let i = 0; i < n; i++) {
+        const stat = candidates[i] as ProcStat;
+        pids[i] = stat.pid;
+        starts[i] = stat.startTime;
+        exited[i] = stat.state === 'Z' ? 1 : 0; // a zombie leader: read through a live thread
+      }
+      const hex = entryHex(entry) ?? null;
+      const rec = new Float64Array(HOLD_RECORD * n);
+      if (text.length < limit + 1) text = Buffer.from(new ArrayBuffer(2 * (limit + 1)));
+      const reads: EnvironRead[] = [];
+      for (let done = 0; done < n; ) {
+        const rest = n - done;
+        const got = preholdFn(
+          procRoot,
+          rootFd(procRoot),
+          pids.subarray(done),
+          starts.subarray(done),
+          exited.subarray(done),
+          rest,
+          hex,
+          limit,
+          buf,
+          rec.subarray(HOLD_RECORD * done),
+          text,
+          text.length,
+          out,
+          out.length,
+          info,
+        ) as number;
+        if (got < 0) {
+          for (const r of results) if (r.hold.kind === 'held') closeFd(r.hold.fd);
+          throw failure(procRoot, DETAIL_FILES[info[4] as number] ?? 'stat');
+        }
+        envRecords(out, got, reads);
+        const used = got === 0 ? 0 : endOfText(rec, done, got);
+        const chunk = used === 0 ? EMPTY : Buffer.from(text.subarray(0, used));
+        for (let i = done; i < done + got; i++) {
+          results.push({
+            read: reads[i] as EnvironRead,
+            hold: holdAt(rec, i, chunk),
+            ppid: rec[HOLD_RECORD * i + 7] as number,
+          });
+        }
+        done += got;
+        if (got < rest && info[5] === 1) grow();
+        else if (got < rest) text = Buffer.from(new ArrayBuffer(text.length * 2));
+      }
+      return results;
     },
     poll1(fd) {
       return poll1(fd) as number;
     },
+    pollMany(fds) {
+      const n = fds.length;
+      const p = Int32Array.from(fds);
+      const revents = new Int32Array(n);
+      if (n === 0) return revents;
+      return (pollManyFn(p, n, revents, Buffer.allocUnsafe(8 * n)) as number) < 0 ? null : revents;
+    },
+    sendHeld(fd, signal) {
+      return sendHeldFn(fd, signal) as number;
+    },
   };
 }
 
-// tp_hold's evidence kinds and results (native/scan.c), and the files its info[4] names.
+// tp_hold_batch's evidence kinds, record and results (native/scan.c), and the files its
+// info[4] names.
 const EVIDENCE = { identity: 0, carrier: 1, parent: 2 } as const;
+const HOLD_RECORD = 8;
 const HOLD_GONE = -2;
 const HOLD_NO_PIDFD = -3;
 const HELD_GONE: NativeHold = { kind: 'gone' };
 const DETAIL_FILES = ['stat', 'status', 'cmdline', 'environ'];
+const EMPTY = Buffer.alloc(0);
+
+function closeFd(fd: number): void {
+  try {
+    closeSync(fd);
+  } catch {
+    // EBADF: nothing to close
+  }
+}
+
+// Member i's hold from its record (its cmdline bytes in `text`, at the record's offset).
+function holdAt(rec: Float64Array, i: number, text: Buffer): NativeHold {
+  const r = HOLD_RECORD * i;
+  const fd = rec[r] as number;
+  if (fd === HOLD_GONE) return HELD_GONE;
+  if (fd === HOLD_NO_PIDFD) return { kind: 'no-pidfd', errno: rec[r + 1] as number };
+  const uid = rec[r + 2] as number;
+  const kind = KINDS[rec[r + 3] as number];
+  const at = rec[r + 4] as number;
+  const cmdline: ReadOutcome =
+    kind === 'ok'
+      ? { kind, length: rec[r + 5] as number, truncated: rec[r + 6] === 1 }
+      : kind === 'gone'
+        ? { kind }
+        : { kind: 'denied', code: 'EACCES' };
+  return { kind: 'held', fd, uid: uid < 0 ? undefined : uid, cmdline, text: text.subarray(at) };
+}
+
+// The end of the cmdline bytes members [from, from + count) left in `text`.
+function endOfText(rec: Float64Array, from: number, count: number): number {
+  let end = 0;
+  for (let i = from; i < from + count; i++) {
+    const r = HOLD_RECORD * i;
+    end = Math.max(end, (rec[r + 4] as number) + (rec[r + 5] as number));
+  }
+  return end;
+}
 
 const GONE: EnvironRead = { kind: 'gone' };
 const DENIED: EnvironRead = { kind: 'denied' };
+
+// `count` environ records of tp_environ / tp_prehold (native/scan.c) from out[0…], onto `reads`.
+function envRecords(out: Buffer, count: number, reads: EnvironRead[]): void {
+  let at = 0;
+  for (let i = 0; i < count; i++) {
+    const kind = KINDS[out[at] as number];
+    const entryCount = out.readUInt32LE(at + 10);
+    if (kind === 'ok') {
+      const entries: string[] = [];
+      for (let e = 0; e < entryCount; e++) {
+        const hex = out.toString('latin1', at + 14 + 32 * e, at + 46 + 32 * e);
+        entries.push(`${TAG_PREFIX}${hex}=1`);
+      }
+      reads.push({ kind, entries, bytes: out.readDoubleLE(at + 2), oversized: out[at + 1] === 1 });
+    } else reads.push(kind === 'gone' ? GONE : DENIED);
+    at += 14 + 32 * entryCount;
+  }
+}

@@ -7,6 +7,7 @@ import { readDetails } from '../proc/details.js';
 import { type Identity, identityKey, readStat } from '../proc/identity.js';
 import { isFdExhaustion } from '../proc/read.js';
 import { ancestorsOf, NoProcError, takeSnapshot } from '../proc/snapshot.js';
+import type { ProcStat } from '../proc/stat.js';
 import type { SessionTag } from '../proc/tag.js';
 import { buildReport } from './build-report.js';
 import type { TetherEvent } from './events.js';
@@ -22,9 +23,10 @@ import { type Member, type ScanContext, type ScanResult, scanSession } from './s
 import { sharedSnapshot } from './shared-walk.js';
 import {
   createSignaller,
-  type Evidence,
+  type HeldCandidate,
   type Hold,
-  hasExited,
+  type HoldRequest,
+  haveExited,
   releaseHold,
   type Signaller,
 } from './signal.js';
@@ -108,7 +110,8 @@ export class SweepRun {
       uid: process.getuid?.() ?? -1,
       roots: opts.roots ?? [],
       cgroup: opts.cgroup?.path,
-      hold: (id, evidence) => this.hold(id, evidence),
+      hold: (requests) => this.holdAll(requests),
+      holdCandidates: (candidates) => this.holdCandidates(candidates),
       tagless: opts.members !== undefined,
     };
     this.absorbWarnings();
@@ -121,26 +124,39 @@ export class SweepRun {
   }
 
   /**
-   * Holds a member found for the first time on its `evidence` (scan.ts calls it; the hold
-   * carries its report details); warns when no pidfd could be had.
+   * Holds the members a scan found for the first time, each on its evidence (scan.ts calls it;
+   * each hold carries its report details); warns when no pidfd could be had.
    */
-  hold(id: Identity, evidence: Evidence): Hold {
-    const h = this.signaller.hold(this.ctx.procRoot, id, evidence);
-    if (h.fd >= 0) this.holds.push(h);
-    else if (h.why !== 'gone' && h.why !== 'no-pidfd' && !this.warnedHold) {
-      this.warnedHold = true;
-      this.warn(
-        'NO_PIDFD',
-        `pidfd_open failed for pid ${id.pid} (${h.why}): such a process is re-checked by start time before each signal (a narrow pid-reuse race remains)`,
-      );
+  holdAll(requests: readonly HoldRequest[]): Hold[] {
+    const holds = this.signaller.holdAll(this.ctx.procRoot, requests);
+    for (const h of holds) {
+      if (h.fd >= 0) this.holds.push(h);
+      else if (h.why !== 'gone' && h.why !== 'no-pidfd' && !this.warnedHold) {
+        this.warnedHold = true;
+        this.warn(
+          'NO_PIDFD',
+          `pidfd_open failed for pid ${h.identity.pid} (${h.why}): such a process is re-checked by start time before each signal (a narrow pid-reuse race remains)`,
+        );
+      }
     }
-    return h;
+    return holds;
+  }
+
+  /**
+   * Reads the candidate carriers' environs through their pidfds, holding this session's
+   * carriers (scan.ts calls it; null on the JS path).
+   */
+  holdCandidates(candidates: readonly ProcStat[]): HeldCandidate[] | null {
+    const read = this.signaller.holdCandidates(this.ctx.procRoot, this.ctx.entry, candidates);
+    for (const c of read ?? []) if (c.hold && c.hold.fd >= 0) this.holds.push(c.hold);
+    return read;
   }
 
   /** Closes the pidfds of members that have exited; all of them with `all` (the sweep's end). */
   releaseHolds(all: boolean): void {
-    this.holds = this.holds.filter((h) => {
-      if (!all && !hasExited(h)) return true;
+    const exited = all ? undefined : haveExited(this.holds); // one poll(2) for them all
+    this.holds = this.holds.filter((h, i) => {
+      if (exited && !exited[i]) return true;
       releaseHold(h);
       return false;
     });
@@ -207,7 +223,7 @@ export class SweepRun {
       }
       for (const pid of ancestorsOf(this.ctx.procRoot, process.pid)) this.ctx.excluded.add(pid);
       for (const pid of this.opts.spare ?? []) this.ctx.excluded.add(pid);
-      for (const id of this.opts.members ?? []) this.addGiven(id);
+      this.addGiven(this.opts.members ?? []);
       const cgroup = this.opts.cgroup?.path;
       if (cgroup && cgroupPids(cgroup).some((pid) => this.ctx.excluded.has(pid))) {
         this.cgroupShared = true;
@@ -227,16 +243,24 @@ export class SweepRun {
   }
 
   /**
-   * A member named by the caller (`SweepOptions.members`): held now, its start time re-checked,
-   * and known from the first scan on. Never pid ≤ 1 or an excluded pid; skipped when gone.
+   * The members named by the caller (`SweepOptions.members`): held now, in one batch, each start
+   * time re-checked, and known from the first scan on. Never pid ≤ 1 or an excluded pid; one
+   * already gone is skipped.
    */
-  private addGiven(id: Identity): void {
-    if (id.pid <= 1 || this.ctx.excluded.has(id.pid)) return;
-    const stat = readStat(this.ctx.procRoot, id.pid);
-    if (stat?.startTime !== id.startTime) return;
-    const hold = this.hold(id, { kind: 'identity' });
-    if (hold.why === 'gone') return;
-    this.ctx.known.set(identityKey(id), { identity: id, stat, foundBy: 'given', hold });
+  private addGiven(ids: readonly Identity[]): void {
+    const given: { id: Identity; stat: ProcStat }[] = [];
+    for (const id of ids) {
+      if (id.pid <= 1 || this.ctx.excluded.has(id.pid)) continue;
+      const stat = readStat(this.ctx.procRoot, id.pid);
+      if (stat?.startTime === id.startTime) given.push({ id, stat });
+    }
+    if (given.length === 0) return;
+    const holds = this.holdAll(given.map(({ id }) => ({ id, evidence: { kind: 'identity' } })));
+    given.forEach(({ id, stat }, i) => {
+      const hold = holds[i];
+      if (hold === undefined || hold.why === 'gone') return;
+      this.ctx.known.set(identityKey(id), { identity: id, stat, foundBy: 'given', hold });
+    });
   }
 
   /** The last scan still saw members appear (and vanish before their signal): not settled. */

@@ -9,7 +9,15 @@ import { type Identity, identityKey, isAliveStat } from '../proc/identity.js';
 import { type Snapshot, takeSnapshot } from '../proc/snapshot.js';
 import type { ProcStat } from '../proc/stat.js';
 import type { UnreadableReason } from './report.js';
-import { type Evidence, type Hold, hasExited } from './signal.js';
+import {
+  type Evidence,
+  type HeldCandidate,
+  type Hold,
+  type HoldRequest,
+  hasExited,
+  haveExited,
+  releaseHold,
+} from './signal.js';
 
 /**
  * Which layer first found a process, the env tag's first: `carrier` (its environ holds the tag)
@@ -59,12 +67,19 @@ export interface ScanContext {
    */
   known: Map<string, Member>;
   /**
-   * Holds a process the moment it becomes known (pidfd_open(2), the start time and `evidence`
-   * re-read, no exit since, the report details read: `Signaller.hold`; the caller owns the hold
-   * and releases it). Without it, nothing is held and earlier finds are trusted by start time
-   * alone.
+   * Holds the processes that became known in a scan, all at once at the end of the walk
+   * (pidfd_open(2), the start time and `evidence` re-read, no exit since, the report details
+   * read: `Signaller.holdAll`), one hold per request in order; the caller owns the holds and
+   * releases them. Without it, nothing is held and earlier finds are trusted by start time alone.
    */
-  hold?: (id: Identity, evidence: Evidence) => Hold;
+  hold?: (requests: readonly HoldRequest[]) => Hold[];
+  /**
+   * Reads the candidate carriers' environs through their pidfds and holds those that carry the
+   * entry (`Signaller.holdCandidates`: the read that decides membership is the held process's,
+   * made once); null when it cannot (the JS path). Asked only when `notBefore` is set: a sweep
+   * by tag alone has every process for candidate. The caller owns the holds it returns.
+   */
+  holdCandidates?: (candidates: readonly ProcStat[]) => HeldCandidate[] | null;
   /** Our uid: a denied environ of another uid is not ours to name (docs/sweep.md). */
   uid: number;
   /**
@@ -132,21 +147,51 @@ function prefetchEntries(snapshot: Snapshot, wanted: ProcStat[]): void {
 }
 
 /**
- * Holds a new member and re-reads the evidence that made it one — a carrier's environ still
- * holds the entry; a descendant's parent is still the one it was found through — then checks
- * that the pidfd has not reported an exit since: the evidence was read from the held process,
- * not from one that took its pid between the walk and the hold. A `gone` hold when not. (A
- * cgroup find is held on its start time alone.) The signaller does it all (`Signaller.hold`
- * with evidence: one native call when the library is loaded) and reads the report details.
+ * Reads the candidates' environs for the carrier loop. When the sweep can hold them as they are
+ * read (`holdCandidates`, with `notBefore`), those this snapshot has not read yet are read
+ * through their pidfds: each read goes to the snapshot's cache (it is the process the walk saw,
+ * so it serves every sweep sharing the walk), and the holds of this session's carriers are
+ * returned by pid — this sweep's own, never shared. Else `prefetchEntries`.
  */
-function holdOnEvidence(ctx: ScanContext, m: Member, hold: NonNullable<ScanContext['hold']>): Hold {
-  const evidence: Evidence =
-    m.foundBy === 'carrier'
-      ? { kind: 'carrier', entry: ctx.entry, leaderExited: m.stat.state === 'Z' }
-      : m.via !== undefined
-        ? { kind: 'parent', ppid: m.via }
-        : { kind: 'identity' };
-  return hold(m.identity, evidence);
+function readCandidates(
+  ctx: ScanContext,
+  snapshot: Snapshot,
+  candidates: ProcStat[],
+): Map<number, HeldCandidate> {
+  const held = new Map<number, HeldCandidate>();
+  let cache = entriesBySnapshot.get(snapshot);
+  if (!cache) {
+    cache = new Map();
+    entriesBySnapshot.set(snapshot, cache);
+  }
+  const todo = cache.size === 0 ? candidates : candidates.filter((stat) => !cache.has(stat.pid));
+  const read = ctx.notBefore !== undefined && todo.length > 0 ? ctx.holdCandidates?.(todo) : undefined;
+  if (!read) {
+    prefetchEntries(snapshot, candidates);
+    return held;
+  }
+  for (let i = 0; i < todo.length; i++) {
+    const pid = (todo[i] as ProcStat).pid;
+    const c = read[i] as HeldCandidate;
+    cache.set(pid, c.read);
+    if (c.hold) held.set(pid, c);
+  }
+  return held;
+}
+
+/**
+ * The evidence a new member is held on: a carrier's environ still holds the entry; a
+ * descendant's parent is still the one it was found through (a cgroup find: its start time
+ * alone). Re-read once its pidfd is open (`Signaller.holdAll`), then the pidfd checked for an
+ * exit since: the evidence was read from the held process, not from one that took its pid
+ * between the walk and the hold — else the hold is `gone`.
+ */
+function evidenceOf(ctx: ScanContext, m: Member): Evidence {
+  return m.foundBy === 'carrier'
+    ? { kind: 'carrier', entry: ctx.entry, leaderExited: m.stat.state === 'Z' }
+    : m.via !== undefined
+      ? { kind: 'parent', ppid: m.via }
+      : { kind: 'identity' };
 }
 
 /**
@@ -166,22 +211,39 @@ export function scanSession(ctx: ScanContext, snapshot: Snapshot = takeSnapshot(
   const eligible = (stat: ProcStat) =>
     stat.pid > 1 && !ctx.excluded.has(stat.pid) && !rootPids.has(stat.pid) && isAliveStat(ctx.procRoot, stat);
 
+  // The members found for the first time: held together once the walk is done — but for the
+  // carriers already held as their environ was read (`readCandidates`).
+  const fresh: Member[] = [];
+  let preHeld = new Map<number, HeldCandidate>();
+  // A pre-held carrier met first as a descendant of `parent` keeps its hold when the stat read
+  // through it showed that parent: the evidence a descendant is held on, read from it.
+  const preHold = (pid: number, parent?: number): Hold | undefined => {
+    const c = preHeld.get(pid);
+    if (!c || (parent !== undefined && (c.ppid !== parent || c.hold?.fd === -1))) return undefined;
+    preHeld.delete(pid);
+    return c.hold;
+  };
   // Adds a find and, by parent, everything under it; those are labelled `below` (the layer).
   const addWithDescendants = (first: Member, below: FoundBy = 'descendant') => {
     const queue = [first];
     for (let m = queue.pop(); m !== undefined; m = queue.pop()) {
       if (members.has(m.identity.pid)) continue;
       members.set(m.identity.pid, m);
-      if (ctx.hold && m.hold === undefined) m.hold = holdOnEvidence(ctx, m, ctx.hold);
-      // One gone before it could be held is still counted as seen (the session still runs),
-      // but never known: its pid may already name another process.
-      if (m.hold?.why !== 'gone') ctx.known.set(identityKey(m.identity), m);
+      if (ctx.hold && m.hold === undefined) fresh.push(m);
+      else if (m.hold?.why !== 'gone') ctx.known.set(identityKey(m.identity), m);
       for (const child of snapshot.children.get(m.identity.pid) ?? []) {
         const stat = snapshot.processes.get(child);
         if (stat === undefined || members.has(child) || !eligible(stat)) continue;
         const identity = { pid: child, startTime: stat.startTime };
         const earlier = ctx.known.get(identityKey(identity));
-        queue.push(earlier ? { ...earlier, stat } : { identity, stat, foundBy: below, via: m.identity.pid });
+        const found: Member = earlier
+          ? { ...earlier, stat }
+          : { identity, stat, foundBy: below, via: m.identity.pid };
+        if (!earlier) {
+          const hold = preHold(child, m.identity.pid);
+          if (hold) found.hold = hold;
+        }
+        queue.push(found);
       }
     }
   };
@@ -190,8 +252,12 @@ export function scanSession(ctx: ScanContext, snapshot: Snapshot = takeSnapshot(
   // whose pidfd has not reported its exit now was alive, at that pid, when the walk read it.
   // One that has exited is dropped for good — its pid may already name another process, even
   // one started in the same clock tick (the same start time). Without a pidfd: start time.
-  for (const [key, earlier] of ctx.known) {
-    if (earlier.hold && hasExited(earlier.hold)) {
+  // (Their pidfds polled together: one poll(2) call.)
+  const earlierFinds = [...ctx.known];
+  const exited = haveExited(earlierFinds.flatMap(([, m]) => (m.hold ? [m.hold] : [])));
+  let polled = 0;
+  for (const [key, earlier] of earlierFinds) {
+    if (earlier.hold && exited[polled++]) {
       ctx.known.delete(key);
       continue;
     }
@@ -207,23 +273,30 @@ export function scanSession(ctx: ScanContext, snapshot: Snapshot = takeSnapshot(
     if (ctx.notBefore !== undefined && stat.startTime < ctx.notBefore) continue;
     if (!members.has(stat.pid) && eligible(stat)) candidates.push(stat);
   }
-  prefetchEntries(snapshot, candidates);
+  preHeld = readCandidates(ctx, snapshot, candidates);
   for (const stat of candidates) {
     // A candidate may have been added since as a carrier's descendant.
     if (members.has(stat.pid)) continue;
     const r = entriesOf(snapshot, stat);
     if (r.kind === 'ok' && r.entries.includes(ctx.entry)) {
-      addWithDescendants({
+      const carrier: Member = {
         identity: { pid: stat.pid, startTime: stat.startTime },
         stat,
         foundBy: 'carrier',
-      });
+      };
+      const hold = preHold(stat.pid);
+      if (hold) carrier.hold = hold;
+      addWithDescendants(carrier);
     } else if (r.kind === 'ok' && r.oversized) {
       unreadable.push({ stat, reason: 'oversized' });
     } else if (r.kind === 'denied' && readUid(ctx.procRoot, stat.pid) === ctx.uid) {
       unreadable.push({ stat, reason: 'denied' });
     }
   }
+  // A pre-held carrier met as a descendant through another parent than its stat showed is held
+  // on that parent like any new descendant (its pidfd here closed).
+  for (const c of preHeld.values()) if (c.hold) releaseHold(c.hold);
+  preHeld.clear();
   // Subreaper layer: whatever the env tag missed under a helper (a cleared or overwritten
   // environ, an `env -i` orphan) is still its descendant.
   const layerFind = (pid: number, foundBy: FoundBy, via?: number) => {
@@ -243,6 +316,17 @@ export function scanSession(ctx: ScanContext, snapshot: Snapshot = takeSnapshot(
   if (ctx.cgroup !== undefined) {
     for (const pid of cgroupPids(ctx.cgroup)) layerFind(pid, 'cgroup');
     populated = cgroupPopulated(ctx.cgroup);
+  }
+  // The new members held, in the order they were found (one native call for all of them). One
+  // gone before it could be held is still a member — counted as seen: the session still runs —
+  // but never known: its pid may already name another process.
+  if (ctx.hold && fresh.length > 0) {
+    const holds = ctx.hold(fresh.map((m) => ({ id: m.identity, evidence: evidenceOf(ctx, m) })));
+    for (let i = 0; i < fresh.length; i++) {
+      const m = fresh[i] as Member;
+      m.hold = holds[i] as Hold;
+      if (m.hold.why !== 'gone') ctx.known.set(identityKey(m.identity), m);
+    }
   }
   // An unreadable process later found as a descendant is a member, not unreadable.
   return {

@@ -11,11 +11,20 @@ import { closeSync } from 'node:fs';
 import { constants } from 'node:os';
 import { errnoName, libc, libcFailedForFds, POLLIN, POLLNVAL, pollOne } from '../libc.js';
 import { type Details, readDetails } from '../proc/details.js';
-import { type Evidence, evidenceHolds, holdNative, sameProcessAs as sameProcess } from '../proc/hold.js';
+import type { EnvironRead } from '../proc/environ.js';
+import {
+  type Evidence,
+  evidenceHolds,
+  type HoldRequest,
+  holdAllNative,
+  preholdNative,
+  sameProcessAs as sameProcess,
+} from '../proc/hold.js';
 import type { Identity } from '../proc/identity.js';
 import { nativeProc } from '../proc/native.js';
+import type { ProcStat } from '../proc/stat.js';
 
-export type { Evidence } from '../proc/hold.js';
+export type { Evidence, HoldRequest } from '../proc/hold.js';
 
 /**
  * - `sent`: the signal was delivered to the identified process;
@@ -44,6 +53,13 @@ export interface Hold {
   details?: Details;
 }
 
+/** A candidate carrier read through its pidfd (`Signaller.holdCandidates`). */
+export interface HeldCandidate {
+  read: EnvironRead;
+  hold?: Hold;
+  ppid: number;
+}
+
 // Sends a signal to one identified process.
 export interface Signaller {
   mechanism: SignalMechanism;
@@ -54,11 +70,28 @@ export interface Signaller {
    * was opened first: if it still matches, the fd names that process). With `evidence` (a found
    * member, src/sweep/scan.ts), then also: the evidence re-read (`evidenceHolds`), the fd not yet
    * readable (no exit since), and the report details read into `details` — in one native call
-   * when the native library is loaded (`holdNative`). Never throws for the process's state (a
+   * when the native library is loaded (`holdAllNative`). Never throws for the process's state (a
    * `gone` hold, or a fallback hold with fd -1 and the errno); throws a RangeError for pid ≤ 1,
    * and what a read throws (EMFILE…). Each hold with `fd >= 0` costs one fd until `releaseHold`.
    */
   hold(procRoot: string, id: Identity, evidence?: Evidence): Hold;
+  /**
+   * `hold` with evidence for each of `requests` (one scan's new members; their carriers carry
+   * one entry), one hold per request in order — all in one native call when the native library
+   * is loaded. Throws as `hold` does; then no hold of the call is kept (their fds are closed).
+   */
+  holdAll(procRoot: string, requests: readonly HoldRequest[]): Hold[];
+  /**
+   * Reads the environ of each of `candidates` (a scan's candidate carriers of `entry`) from the
+   * process its pidfd names, and holds those that carry `entry` — so that the read deciding
+   * membership is the held process's, and made once (`preholdNative`). Per candidate, in order:
+   * `read` (`gone` when the process the walk saw is gone); `hold` only for a carrier of `entry`:
+   * held with its details, or `gone` (it exited since); none when pidfd_open failed (EMFILE: a
+   * carrier is then held, or not, as any new member); `ppid` as re-read after the open (-1
+   * unread). Null when this cannot be done in one native call (the caller reads the environs
+   * and holds its members apart). Throws what a read throws (EMFILE…), no hold of it kept.
+   */
+  holdCandidates(procRoot: string, entry: string, candidates: readonly ProcStat[]): HeldCandidate[] | null;
   /**
    * Signals a held process through its pidfd (`gone` once it has exited: a zombie is not
    * signalled). A hold without a pidfd (`no-pidfd`, `EMFILE`…) falls back to `send`, the
@@ -74,6 +107,7 @@ const ESRCH = 3;
 const EPERM = 1;
 const EMFILE = 24;
 const ENFILE = 23;
+const EBADF = 9;
 interface Ffi {
   pidfdOpen: (pid: number) => number;
   pidfdSendSignal: (fd: number, signal: number) => number;
@@ -172,6 +206,24 @@ export function hasExited(hold: Hold): boolean | undefined {
   return revents !== 0;
 }
 
+/**
+ * `hasExited` of each of `holds`, in order — the pidfds polled in one poll(2) call when the
+ * native library is loaded. Throws as `hasExited` does.
+ */
+export function haveExited(holds: readonly Hold[]): (boolean | undefined)[] {
+  const native = nativeProc();
+  const open = holds.filter((h) => h.fd >= 0);
+  const revents = native && open.length > 1 ? native.pollMany(open.map((h) => h.fd)) : null;
+  if (!revents) return holds.map(hasExited);
+  let i = 0;
+  return holds.map((h) => {
+    if (h.fd < 0) return hasExited(h);
+    const r = revents[i++] as number;
+    if (r & POLLNVAL) throw new Error(`the pidfd of ${h.identity.pid} (fd ${h.fd}) is not open`);
+    return r !== 0;
+  });
+}
+
 /** Closes a hold's pidfd (idempotent): from here it is `closed`, never trusted again. */
 export function releaseHold(hold: Hold): void {
   if (hold.fd >= 0) {
@@ -190,12 +242,8 @@ function pidfdSignaller(f: Ffi): Signaller {
     mechanism: 'pidfd',
     hold(procRoot, id, evidence) {
       checkPid(id);
-      if (evidence !== undefined) {
-        const n = holdNative(procRoot, id, evidence);
-        if (n?.kind === 'held') return { identity: id, fd: n.fd, details: n.details };
-        if (n?.kind === 'gone') return { identity: id, fd: -1, why: 'gone' };
-        if (n) return { identity: id, fd: -1, why: errnoName(n.errno) };
-      }
+      if (evidence !== undefined && nativeProc())
+        return self.holdAll(procRoot, [{ id, evidence }])[0] as Hold;
       const fd = f.pidfdOpen(id.pid);
       if (fd < 0) {
         const errno = f.errno();
@@ -223,9 +271,49 @@ function pidfdSignaller(f: Ffi): Signaller {
         if (!keep) f.close(fd);
       }
     },
+    holdAll(procRoot, requests) {
+      for (const { id } of requests) checkPid(id);
+      const native = holdAllNative(procRoot, requests);
+      if (native) {
+        return native.map((n, i): Hold => {
+          const id = (requests[i] as HoldRequest).id;
+          if (n.kind === 'held') return { identity: id, fd: n.fd, details: n.details };
+          return { identity: id, fd: -1, why: n.kind === 'gone' ? 'gone' : errnoName(n.errno) };
+        });
+      }
+      return holdEach(requests, (id, evidence) => self.hold(procRoot, id, evidence));
+    },
+    holdCandidates(procRoot, entry, candidates) {
+      for (const stat of candidates) checkPid(stat);
+      const native = preholdNative(procRoot, candidates, entry);
+      if (!native) return null;
+      return native.map((c, i): HeldCandidate => {
+        const stat = candidates[i] as ProcStat;
+        const identity = { pid: stat.pid, startTime: stat.startTime };
+        const carrier = c.read.kind === 'ok' && c.read.entries.includes(entry);
+        const h = c.hold;
+        const hold: Hold | undefined =
+          h.kind === 'held'
+            ? { identity, fd: h.fd, details: h.details }
+            : carrier && h.kind === 'gone'
+              ? { identity, fd: -1, why: 'gone' }
+              : undefined;
+        return hold ? { read: c.read, hold, ppid: c.ppid } : { read: c.read, ppid: c.ppid };
+      });
+    },
     sendHeld(procRoot, hold, signal) {
       checkPid(hold.identity);
       if (hold.fd < 0) return hasExited(hold) ? 'gone' : self.send(procRoot, hold.identity, signal);
+      const sig = typeof signal === 'number' ? signal : constants.signals[signal];
+      const native = nativeProc();
+      if (native) {
+        // The exit check and the signal in one call: the same steps as below.
+        const r = native.sendHeld(hold.fd, sig);
+        if (r === 0) return 'sent';
+        if (r === 1) return 'gone';
+        if (r === -EBADF) throw new Error(`the pidfd of ${hold.identity.pid} (fd ${hold.fd}) is not open`);
+        return sendFailed(-r, hold.identity, signal);
+      }
       if (hasExited(hold)) return 'gone';
       return sendThrough(f, hold.fd, hold.identity, signal);
     },
@@ -246,10 +334,28 @@ function pidfdSignaller(f: Ffi): Signaller {
   return self;
 }
 
+// `hold` per request, in order; when one throws, the holds already taken are released first.
+function holdEach(
+  requests: readonly HoldRequest[],
+  hold: (id: Identity, evidence: Evidence) => Hold,
+): Hold[] {
+  const holds: Hold[] = [];
+  try {
+    for (const { id, evidence } of requests) holds.push(hold(id, evidence));
+    return holds;
+  } catch (error) {
+    for (const h of holds) releaseHold(h);
+    throw error;
+  }
+}
+
 function sendThrough(f: Ffi, fd: number, id: Identity, signal: NodeJS.Signals | number): SignalOutcome {
   const r = f.pidfdSendSignal(fd, typeof signal === 'number' ? signal : constants.signals[signal]);
   if (r === 0) return 'sent';
-  const errno = f.errno();
+  return sendFailed(f.errno(), id, signal);
+}
+
+function sendFailed(errno: number, id: Identity, signal: NodeJS.Signals | number): SignalOutcome {
   if (errno === EPERM) return 'denied';
   if (errno === ESRCH) return 'gone';
   throw new Error(`pidfd_send_signal(${id.pid}, ${signal}) failed: errno ${errno}`);
@@ -261,6 +367,12 @@ function recheckSignaller(): Signaller {
     hold(procRoot, id) {
       checkPid(id);
       return { identity: id, fd: -1, why: sameProcess(procRoot, id) ? 'no-pidfd' : 'gone' };
+    },
+    holdAll(procRoot, requests) {
+      return holdEach(requests, (id) => self.hold(procRoot, id));
+    },
+    holdCandidates() {
+      return null;
     },
     sendHeld(procRoot, hold, signal) {
       checkPid(hold.identity);

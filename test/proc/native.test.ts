@@ -8,12 +8,13 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTag } from '../../src/index.js';
 import { readCmdline, readDetails, readUid } from '../../src/proc/details.js';
-import { readEnviron, readEnvirons } from '../../src/proc/environ.js';
+import { type EnvironRead, readEnviron, readEnvirons } from '../../src/proc/environ.js';
 import { type Identity, identityOf, readStat } from '../../src/proc/identity.js';
 import { nativeProc, useNativeProc } from '../../src/proc/native.js';
 import { ancestorsOf, takeSnapshot } from '../../src/proc/snapshot.js';
+import type { ProcStat } from '../../src/proc/stat.js';
 import { scanSession } from '../../src/sweep/scan.js';
-import { createSignaller, type Evidence, releaseHold } from '../../src/sweep/signal.js';
+import { createSignaller, type Evidence, type Hold, releaseHold } from '../../src/sweep/signal.js';
 import { BUILD } from '../support/paths.js';
 import { readPidfile, startSleeper, startTagDecoys, tempDir, waitFor } from '../support/zoo.js';
 
@@ -208,21 +209,16 @@ describe('the native scan loop', () => {
     ]);
   });
 
-  it('holds a found process in one call with the same outcome and details as the JS sequence', () => {
-    const signaller = createSignaller();
-    expect(signaller.mechanism, 'premise broken: no pidfd on this machine').toBe('pidfd');
+  // Identities to hold on evidence: a carrier, a descendant, a wrong parent, a gone pid, a
+  // zombie thread leader, an environ bomb, a different real and effective uid…
+  const holdCases = (): [string, Identity, Evidence][] => {
     // A process that has exited and was reaped: its identity names nothing any more.
     const exited = spawnSync('sh', ['-c', 'echo $$ $(cut -d" " -f22 /proc/$$/stat)'], { encoding: 'latin1' });
     const [exitedPid, exitedStart] = exited.stdout.trim().split(' ').map(Number);
     const carrier = (leaderExited = false): Evidence => ({ kind: 'carrier', entry: tag.entry, leaderExited });
-    const cases: [string, Identity, Evidence][] = [
+    return [
       ['carrier', tagged1, carrier()],
       ['untagged as carrier', untagged, carrier()],
-      [
-        'carrier of another session',
-        tagged1,
-        { kind: 'carrier', entry: createTag().entry, leaderExited: false },
-      ],
       ['descendant', shellChild, { kind: 'parent', ppid: shell.pid }],
       ['descendant of another parent', shellChild, { kind: 'parent', ppid: tagged1.pid }],
       ['cgroup find (identity alone)', shell, { kind: 'identity' }],
@@ -232,6 +228,17 @@ describe('the native scan loop', () => {
       ['a new start time at the pid', { pid: tagged1.pid, startTime: tagged1.startTime + 1 }, carrier()],
       ['an exited pid', { pid: exitedPid as number, startTime: exitedStart as number }, { kind: 'identity' }],
     ];
+  };
+
+  it('holds a found process in one call with the same outcome and details as the JS sequence', () => {
+    const signaller = createSignaller();
+    expect(signaller.mechanism, 'premise broken: no pidfd on this machine').toBe('pidfd');
+    const cases = holdCases();
+    cases.splice(2, 0, [
+      'carrier of another session',
+      tagged1,
+      { kind: 'carrier', entry: createTag().entry, leaderExited: false },
+    ]);
     const { js, native } = both(() =>
       cases.map(([label, id, evidence]) => {
         const h = signaller.hold('/proc', id, evidence);
@@ -263,5 +270,146 @@ describe('the native scan loop', () => {
     });
     for (const o of native.filter((o) => o.held && o.label !== 'another real uid'))
       expect(o.details?.uid).toBe(uid);
+  });
+
+  it("holds a whole scan's new members in one call with the results of the per-member JS sequence", () => {
+    const signaller = createSignaller();
+    expect(signaller.mechanism, 'premise broken: no pidfd on this machine').toBe('pidfd');
+    // Forty bombs too (4 KiB of cmdline each): past the first 64 KiB of cmdline room, so the
+    // batch goes on in a larger one.
+    const cases = holdCases();
+    for (let i = 0; i < 40; i++) cases.push([`environ bomb ${i}`, bomb, cases[6]?.[2] as Evidence]);
+    const requests = cases.map(([, id, evidence]) => ({ id, evidence }));
+    const outcomes = (holds: Hold[]) =>
+      holds.map((h, i) => {
+        const outcome = { label: cases[i]?.[0], held: h.fd >= 0, why: h.why, details: h.details };
+        releaseHold(h);
+        return outcome;
+      });
+    const { js, native } = both(() => ({
+      each: outcomes(requests.map(({ id, evidence }) => signaller.hold('/proc', id, evidence))),
+      batch: outcomes(signaller.holdAll('/proc', requests)),
+    }));
+    expect(native.batch).toEqual(js.each);
+    expect(js.batch).toEqual(js.each);
+    expect(native.each).toEqual(js.each);
+    const held = native.batch.filter((o) => o.held).map((o) => o.label);
+    expect(held.slice(0, 5)).toEqual([
+      'carrier',
+      'descendant',
+      'cgroup find (identity alone)',
+      'zombie thread leader',
+      'environ bomb',
+    ]);
+    expect(held).toHaveLength(6 + 40);
+    expect(native.batch[7]).toMatchObject({ held: true, details: { uid: 65534, cmdline: 'sleep 1000' } });
+    expect(native.batch.at(-1)?.details?.cmdline?.endsWith('\u2026')).toBe(true);
+    expect(native.batch.at(-1)?.details).toEqual(native.batch[6]?.details);
+  });
+});
+
+describe('reading candidate carriers through their pidfds', () => {
+  it('gives the environ reads of readEnvirons and, for carriers, the holds of holdAll', () => {
+    const signaller = createSignaller();
+    expect(signaller.mechanism, 'premise broken: no pidfd on this machine').toBe('pidfd');
+    const snapshot = takeSnapshot();
+    const candidates = ours.map((id) => snapshot.processes.get(id.pid)).filter((s) => s !== undefined);
+    expect(candidates.length, 'premise broken: a fixture is not in the walk').toBe(ours.length);
+    // A pid that no longer names the process the walk saw (another start time): read as gone.
+    const reused = { ...(candidates[0] as ProcStat), startTime: (candidates[0] as ProcStat).startTime + 1 };
+    const all = [...candidates, reused];
+    const read = signaller.holdCandidates('/proc', tag.entry, all);
+    expect(read).not.toBeNull();
+    const outcomes = (read ?? []).map((c, i) => {
+      const h = c.hold;
+      const outcome = {
+        pid: all[i]?.pid,
+        read: c.read,
+        held: h ? h.fd >= 0 : undefined,
+        why: h?.why,
+        details: h?.details,
+      };
+      if (h) releaseHold(h);
+      return outcome;
+    });
+    // The JS sequence: readEnvirons, then a carrier held on its entry (holdAll on the JS path).
+    const was = useNativeProc(false);
+    let js: typeof outcomes;
+    try {
+      const reads = readEnvirons(
+        '/proc',
+        candidates.map((s) => s.pid),
+        candidates.map((s) => s.state === 'Z'),
+      );
+      js = candidates.map((stat, i) => {
+        const r = reads[i] as EnvironRead;
+        const carrier = r.kind === 'ok' && r.entries.includes(tag.entry);
+        const evidence: Evidence = { kind: 'carrier', entry: tag.entry, leaderExited: stat.state === 'Z' };
+        const h = carrier ? signaller.holdAll('/proc', [{ id: stat, evidence }])[0] : undefined;
+        const outcome = {
+          pid: stat.pid,
+          read: r,
+          held: h ? h.fd >= 0 : undefined,
+          why: h?.why,
+          details: h?.details,
+        };
+        if (h) releaseHold(h);
+        return outcome;
+      });
+    } finally {
+      useNativeProc(was);
+    }
+    js.push({ pid: reused.pid, read: { kind: 'gone' }, held: undefined, why: undefined, details: undefined });
+    expect(outcomes).toEqual(js);
+    // Seven carriers held (the two sleeps, the shell and its child, the bomb, the leader, the
+    // other uid's sleep); the untagged sleep and the decoys read but not held.
+    expect(outcomes.filter((o) => o.held).length).toBe(7);
+    expect(outcomes.find((o) => o.pid === otherUid.pid)?.details).toEqual({
+      uid: 65534,
+      cmdline: 'sleep 1000',
+    });
+    expect(outcomes.find((o) => o.pid === untagged.pid)).toMatchObject({
+      held: undefined,
+      read: { kind: 'ok' },
+    });
+  });
+});
+
+describe('a scan with holds', () => {
+  it('finds, holds and details the same members on both paths (carriers read through their pidfds)', () => {
+    const signaller = createSignaller();
+    const notBefore = Math.min(...ours.map((id) => id.startTime));
+    const { js, native } = both(() => {
+      const r = scanSession({
+        procRoot: '/proc',
+        entry: tag.entry,
+        notBefore,
+        excluded: new Set(ancestorsOf('/proc', process.pid)),
+        known: new Map(),
+        uid: process.getuid?.() ?? -1,
+        roots: [],
+        hold: (requests) => signaller.holdAll('/proc', requests),
+        holdCandidates: (candidates) => signaller.holdCandidates('/proc', tag.entry, candidates),
+      });
+      const members = r.members
+        .map((m) => ({
+          identity: m.identity,
+          foundBy: m.foundBy,
+          via: m.via,
+          held: (m.hold?.fd ?? -1) >= 0,
+          details: m.hold?.details,
+        }))
+        .sort((a, b) => a.identity.pid - b.identity.pid);
+      for (const m of r.members) if (m.hold) releaseHold(m.hold);
+      return members;
+    });
+    expect(native).toEqual(js);
+    expect(native.map((m) => [m.foundBy, m.held])).toEqual(native.map((m) => [m.foundBy, true]));
+    expect(native.find((m) => m.identity.pid === shellChild.pid)).toMatchObject({
+      foundBy: 'descendant',
+      via: shell.pid,
+      details: { cmdline: 'sleep 1000' },
+    });
+    expect(native.length).toBe(7);
   });
 });
