@@ -84,13 +84,20 @@ export function runsOn(target: ElfTarget, host: ReturnType<typeof hostTarget> = 
 }
 
 const PT_LOAD = 1;
+const ET_EXEC = 2;
+const ET_DYN = 3;
+/** The most of a file `readElf` reads to find the program header table (a helper's is ~0.5 KiB). */
+const MAX_HEAD_BYTES = 64 * 1024;
 
 /**
  * Parses the start of a file (at least the 20 bytes up to e_machine; `HEAD_BYTES` for `dynamic`).
- * With `fileBytes` (the file's size), an ELF file is also checked whole: its program header
- * table and every PT_LOAD segment's bytes (`p_offset + p_filesz`) must lie inside the file, or
- * it is `other` ("a truncated ELF file …"): the kernel refuses such a file (ENOEXEC, EIO) and
- * execvp(3) would hand it to /bin/sh.
+ * An ELF file must be one the kernel executes — `e_type` ET_EXEC or ET_DYN (not a relocatable
+ * object or a core dump), at least one program header of the size its class has (56 bytes for
+ * 64-bit, 32 for 32-bit) — or it is `other`: execve(2) refuses such a file with ENOEXEC, and
+ * execvp(3) would hand it to /bin/sh, which runs its bytes as commands. With `fileBytes` (the
+ * file's size) it is also checked whole: the program header table and every PT_LOAD segment's
+ * bytes (`p_offset + p_filesz`) must lie inside the file ("a truncated ELF file …"). `head`
+ * must then hold the whole program header table (`readElf` reads up to it).
  */
 export function parseElf(head: Buffer, fileBytes?: number): ElfHead {
   if (head.length >= 2 && head[0] === 0x23 && head[1] === 0x21) return { kind: 'script' };
@@ -107,6 +114,11 @@ export function parseElf(head: Buffer, fileBytes?: number): ElfHead {
     bits === 32 ? u32(at) : Number(endian === 'LE' ? head.readBigUInt64LE(at) : head.readBigUInt64BE(at));
   const machine = u16(18);
   const arch = MACHINES[machine]?.(bits, endian) ?? `e_machine ${machine}`;
+  const type = u16(16);
+  if (type !== ET_EXEC && type !== ET_DYN) {
+    const what = type === 1 ? 'a relocatable object' : type === 4 ? 'a core dump' : `e_type ${type}`;
+    return { kind: 'other', reason: `an ELF file that is not an executable (${what})` };
+  }
   const headerBytes = bits === 64 ? 64 : 52;
   if (fileBytes !== undefined && fileBytes < headerBytes) {
     return {
@@ -118,7 +130,20 @@ export function parseElf(head: Buffer, fileBytes?: number): ElfHead {
   const phoff = word(bits === 64 ? 32 : 28);
   const phentsize = u16(bits === 64 ? 54 : 42);
   const phnum = u16(bits === 64 ? 56 : 44);
+  const entryBytes = bits === 64 ? 56 : 32;
+  if (phnum === 0 || phentsize !== entryBytes) {
+    return {
+      kind: 'other',
+      reason: `an ELF file the kernel cannot load (${phnum} program headers of ${phentsize} bytes; expected at least one of ${entryBytes})`,
+    };
+  }
   const tableEnd = phoff + phnum * phentsize;
+  if (fileBytes !== undefined && tableEnd <= fileBytes && tableEnd > head.length) {
+    return {
+      kind: 'other',
+      reason: `an ELF file whose program headers end at byte ${tableEnd}, past the ${head.length} bytes read`,
+    };
+  }
   if (fileBytes !== undefined && tableEnd > fileBytes) {
     return {
       kind: 'other',
@@ -151,10 +176,30 @@ export function parseElf(head: Buffer, fileBytes?: number): ElfHead {
 export function readElf(path: string): ElfHead {
   const fd = openSync(path, 'r');
   try {
-    const head = Buffer.alloc(HEAD_BYTES);
-    const n = readSync(fd, head, 0, HEAD_BYTES, 0);
-    return parseElf(head.subarray(0, n), fstatSync(fd).size);
+    const size = fstatSync(fd).size;
+    let head = Buffer.alloc(HEAD_BYTES);
+    let n = readSync(fd, head, 0, HEAD_BYTES, 0);
+    // A program header table beyond the first HEAD_BYTES (odd, but valid): read up to its end.
+    const tableEnd = programHeadersEnd(head.subarray(0, n));
+    if (tableEnd > n && tableEnd <= Math.min(size, MAX_HEAD_BYTES)) {
+      head = Buffer.alloc(tableEnd);
+      n = readSync(fd, head, 0, tableEnd, 0);
+    }
+    return parseElf(head.subarray(0, n), size);
   } finally {
     closeSync(fd);
   }
+}
+
+// Where an ELF header says its program header table ends (e_phoff + e_phnum × e_phentsize); 0
+// when `head` is no ELF header.
+function programHeadersEnd(head: Buffer): number {
+  if (head.length < 64 || head.readUInt32BE(0) !== 0x7f454c46) return 0;
+  const le = head[5] === 1;
+  const u16 = (at: number) => (le ? head.readUInt16LE(at) : head.readUInt16BE(at));
+  if (head[4] === 2) {
+    const phoff = Number(le ? head.readBigUInt64LE(32) : head.readBigUInt64BE(32));
+    return phoff + u16(56) * u16(54);
+  }
+  return (le ? head.readUInt32LE(28) : head.readUInt32BE(28)) + u16(44) * u16(42);
 }

@@ -622,4 +622,46 @@ describe('a helper that does not answer', () => {
       expect(created, `${path}: the helper's start created files in the current directory`).toEqual([]);
     }
   });
+
+  it('an ELF file the kernel would refuse (an object file, a core dump, bad program headers) is refused before it runs', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'tether-badelf-'));
+    const real = helperPath();
+    if (!('path' in real)) throw new Error(`premise broken: no helper (${real.reason})`);
+    const helper = readFileSync(real.path);
+    const patched = (name: string, patch: (b: Buffer) => void) => {
+      const copy = Buffer.from(helper);
+      patch(copy);
+      const path = join(dir, name);
+      writeFileSync(path, copy, { mode: 0o755 });
+      return path;
+    };
+    // Each of these once reached execvp's /bin/sh fallback: shell errors on stderr, and for the
+    // patched ones a file named by the binary's bytes in the current directory.
+    const object = join(dir, 'helper.o');
+    execFileSync('cc', ['-c', '-o', object, join(ROOT, 'native/helper.c')], { timeout: 60_000 });
+    execFileSync('chmod', ['+x', object]);
+    const cases: Array<[string, RegExp]> = [
+      [object, /is an ELF file that is not an executable \(a relocatable object\)/],
+      [
+        patched('core', (b) => b.writeUInt16LE(4, 16)),
+        /is an ELF file that is not an executable \(a core dump\)/,
+      ],
+      [
+        patched('phentsize', (b) => b.writeUInt16LE(57, 54)),
+        /cannot load \(\d+ program headers of 57 bytes; expected at least one of 56\)/,
+      ],
+      [patched('phnum', (b) => b.writeUInt16LE(0, 56)), /cannot load \(0 program headers of 56 bytes/],
+    ];
+    for (const [path, why] of cases) {
+      const cwdBefore = readdirSync(process.cwd()).sort();
+      const result = await withHelper(path, () =>
+        withBound('the result', 20_000, spawn('true', [], FAST).result),
+      );
+      const noHelper = result.report.warnings.find((w) => w.code === 'NO_HELPER');
+      expect(noHelper?.message, `${path}: ${JSON.stringify(result.report.warnings)}`).toMatch(why);
+      expect(result.exitCode).toBe(0);
+      const created = readdirSync(process.cwd()).filter((f) => !cwdBefore.includes(f));
+      expect(created, `${path}: the helper's start created files in the current directory`).toEqual([]);
+    }
+  });
 });
