@@ -3,8 +3,10 @@
 //   base (errors.ts, options.ts, libc.ts) ← proc ← sweep ← containment ← session
 //     ← sandbox | guard | adapters | outcome (peers: none imports another) ← cli ← index.ts
 // A file may import its own layer or a lower one. Every `import … from`, `export … from`,
-// `import x = require()`, dynamic `import()` and `import('…')` type of every .ts under the
-// source root is read with the TypeScript parser (comments and strings are not imports).
+// `import x = require()`, dynamic `import()`, `import('…')` type, `require()` (also through
+// `createRequire()`) and `/// <reference path>` of every .ts, .mts, .cts and .tsx under the
+// source root is read with the TypeScript parser (comments and strings are not imports); the
+// package imported by its own name is src/index.ts, and a computed specifier is an offence.
 // Usage: node scripts/check-layers.mjs [SRC_DIR]   (default: ./src)
 // Exit 0 when every import goes down or sideways within a layer; else 1, one line per offence:
 //   src/sweep/x.ts:3 imports ../session/tag.js (layer sweep → higher layer session)
@@ -41,33 +43,53 @@ function listTs(dir) {
   for (const e of readdirSync(dir, { withFileTypes: true })) {
     const path = join(dir, e.name);
     if (e.isDirectory()) out.push(...listTs(path));
-    else if (e.name.endsWith('.ts')) out.push(path);
+    else if (SOURCE.test(e.name)) out.push(path);
   }
   return out.sort();
 }
 
-/** Every module specifier in `text`, with the 1-based line it is on. */
+/** Every source file TypeScript compiles here: .ts, .mts, .cts, .tsx (not .d.ts declarations). */
+const SOURCE = /^(?!.*\.d\.[mc]?ts$).*\.([mc]?ts|tsx)$/;
+/** The package's own name: `import … from 'tether'` inside src/ is an import of index.ts. */
+const PACKAGE_NAME = JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')).name;
+
+/**
+ * Every module specifier in `text`, with the 1-based line it is on: imports and exports,
+ * `import x = require()`, `import()` and `import('…')` types, `require('…')` calls (also through
+ * `createRequire(…)`), and `/// <reference path>`. A dynamic `import()` or `require()` whose
+ * argument is not a string literal cannot be checked: `specifier` is undefined.
+ */
 function importsOf(file, text) {
-  const source = ts.createSourceFile(file, text, ts.ScriptTarget.Latest, true, ts.ScriptKind.TS);
+  const kind = file.endsWith('.tsx') ? ts.ScriptKind.TSX : ts.ScriptKind.TS;
+  const source = ts.createSourceFile(file, text, ts.ScriptTarget.Latest, true, kind);
   const found = [];
-  const add = (node) => {
-    if (node && ts.isStringLiteralLike(node)) {
-      const line = source.getLineAndCharacterOfPosition(node.getStart(source)).line + 1;
-      found.push({ specifier: node.text, line });
-    }
+  const lineOf = (node) => source.getLineAndCharacterOfPosition(node.getStart(source)).line + 1;
+  const add = (node, dynamic = false) => {
+    if (node && ts.isStringLiteralLike(node)) found.push({ specifier: node.text, line: lineOf(node) });
+    else if (dynamic && node) found.push({ specifier: undefined, line: lineOf(node) });
   };
+  const isRequire = (callee) =>
+    (ts.isIdentifier(callee) && callee.text === 'require') ||
+    (ts.isCallExpression(callee) &&
+      ts.isIdentifier(callee.expression) &&
+      callee.expression.text === 'createRequire');
   const visit = (node) => {
     if (ts.isImportDeclaration(node) || ts.isExportDeclaration(node)) add(node.moduleSpecifier);
     else if (ts.isImportEqualsDeclaration(node) && ts.isExternalModuleReference(node.moduleReference)) {
       add(node.moduleReference.expression);
     } else if (ts.isCallExpression(node) && node.expression.kind === ts.SyntaxKind.ImportKeyword) {
-      add(node.arguments[0]);
+      add(node.arguments[0], true);
+    } else if (ts.isCallExpression(node) && isRequire(node.expression)) {
+      add(node.arguments[0], true);
     } else if (ts.isImportTypeNode(node) && ts.isLiteralTypeNode(node.argument)) {
       add(node.argument.literal);
     }
     ts.forEachChild(node, visit);
   };
   visit(source);
+  for (const ref of source.referencedFiles) {
+    found.push({ specifier: ref.fileName, line: source.getLineAndCharacterOfPosition(ref.pos).line + 1 });
+  }
   return found;
 }
 
@@ -85,9 +107,25 @@ export function checkLayers(srcDir) {
       continue;
     }
     for (const { specifier, line } of importsOf(file, readFileSync(file, 'utf8'))) {
-      if (!specifier.startsWith('.')) continue; // node:, packages
-      // ESM TypeScript names the emitted file: `../errors.js` is src/errors.ts.
-      const target = resolve(dirname(file), specifier.replace(/\.js$/, '.ts'));
+      if (specifier === undefined) {
+        problems.push(
+          `${show(file)}:${line} imports a computed specifier (cannot be checked: use a string literal)`,
+        );
+        continue;
+      }
+      const own = specifier === PACKAGE_NAME || specifier.startsWith(`${PACKAGE_NAME}/`);
+      if (!specifier.startsWith('.') && !own) continue; // node:, other packages
+      // The package by its own name is its public API, src/index.ts; ESM TypeScript names the
+      // emitted file: `../errors.js` is src/errors.ts (.mjs → .mts, .cjs → .cts).
+      const target = own
+        ? join(root, 'index.ts')
+        : resolve(
+            dirname(file),
+            specifier
+              .replace(/\.js$/, '.ts')
+              .replace(/\.mjs$/, '.mts')
+              .replace(/\.cjs$/, '.cts'),
+          );
       const rel = relative(root, target);
       if (rel.startsWith('..') || rel === '') continue; // outside the source root
       const to = layerOf(rel);

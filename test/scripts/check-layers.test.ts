@@ -84,6 +84,36 @@ describe('check-layers', () => {
     );
   });
 
+  it('sees the imports a TypeScript build also takes: .mts and .tsx files, the package by its own name, require() and createRequire(), a /// reference, and refuses a computed specifier', () => {
+    const dir = tree({
+      ...CLEAN,
+      'sweep/a.mts': "import { s } from '../session/session.js';\nexport const a = s;\n",
+      'sweep/b.tsx': "import { m } from '../cli/main.js';\nexport const b = m;\n",
+      'proc/c.ts': "import { u } from 'tether';\nexport const c = u;\n",
+      'proc/d.ts': [
+        "import { createRequire } from 'node:module';",
+        "export const d = createRequire(import.meta.url)('../session/session.js');",
+        "export const koffi = createRequire(import.meta.url)('koffi');",
+        '',
+      ].join('\n'),
+      'proc/e.ts': '/// <reference path="../cli/main.ts" />\nexport const e = 1;\n',
+      // biome-ignore lint/suspicious/noTemplateCurlyInString: the source text of a computed import.
+      'proc/f.ts': "const where = 'cli';\nexport const f = () => import(`../${where}/main.js`);\n",
+    });
+    const r = check(dir);
+    expect(r.status).toBe(1);
+    expect(r.lines.slice(0, -1).sort()).toEqual(
+      [
+        'src/proc/c.ts:1 imports tether (layer proc → higher layer index)',
+        'src/proc/d.ts:2 imports ../session/session.js (layer proc → higher layer session)',
+        'src/proc/e.ts:1 imports ../cli/main.ts (layer proc → higher layer cli)',
+        'src/proc/f.ts:2 imports a computed specifier (cannot be checked: use a string literal)',
+        'src/sweep/a.mts:1 imports ../session/session.js (layer sweep → higher layer session)',
+        'src/sweep/b.tsx:1 imports ../cli/main.js (layer sweep → higher layer cli)',
+      ].sort(),
+    );
+  });
+
   it('fails on a file in a top-level folder of no layer, naming it', () => {
     const r = check(tree({ ...CLEAN, 'ledger/book.ts': 'export const b = 1;\n' }));
     expect(r.status).toBe(1);
