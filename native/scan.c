@@ -304,7 +304,8 @@ static void collect(struct env_out *o, const uint8_t *b, long from, long to) {
 }
 
 // streamEntries (src/proc/environ.ts): the same read(2) sizes, carry and skip rules, budgets
-// checked after each chunk. Returns KIND_* (entries in `o`), or -1 (*err, *stage).
+// checked after each chunk; once one is reached, a read of one more byte decides (end of file:
+// read whole; a byte: oversized). Returns KIND_* (entries in `o`), or -1 (*err, *stage).
 static int stream_entries(int dirfd, const char *path, int64_t deadline, uint8_t *buf, struct env_out *o,
                           double *bytes_out, int *oversized, int *err, int *stage) {
   int fd = openat(dirfd, path, O_RDONLY | O_CLOEXEC);
@@ -366,8 +367,24 @@ static int stream_entries(int dirfd, const char *path, int64_t deadline, uint8_t
       memmove(buf, buf + tail, (size_t)(end - tail));
       carry = end - tail;
     }
-    if (bytes > ENVIRON_BYTE_BUDGET || now_ns() > deadline) {
-      *oversized = 1;
+    if (bytes > ENVIRON_BYTE_BUDGET || now_ns() >= deadline) {
+      // A budget is reached: one more byte decides. None: the end, the environ read whole.
+      ssize_t more = read(fd, buf + carry, 1);
+      if (more < 0) {
+        int e = errno;
+        close(fd);
+        if (is_gone(e)) return KIND_GONE;
+        if (is_denied(e)) return KIND_DENIED;
+        *err = e;
+        *stage = STAGE_READ;
+        return -1;
+      }
+      if (more == 0) {
+        if (!skipping && carry > 0) collect(o, buf, 0, carry);
+      } else {
+        bytes += 1;
+        *oversized = 1;
+      }
       break;
     }
   }
@@ -385,17 +402,18 @@ static void env_reset(struct env_out *o, long first) {
   o->found = 0;
 }
 
-// readEnviron (src/proc/environ.ts) of one pid, with its own 100 ms deadline: its environ, or —
+// readEnviron (src/proc/environ.ts) of one pid, with its own deadline `budget_ns` from now
+// (ENVIRON_TIME_BUDGET_NS but for a test): its environ, or —
 // for a leader that has exited (`leader_exited`: stat state Z) and an empty first read — its
 // threads' task/<tid>/environ. The entries go to `o` from o->at on (o->full when they do not
 // fit); *kind, *bytes, *oversized as the JS result. Returns 0, or -1 (info).
-static int environ_one(int dfd, int pid, int leader_exited, uint8_t *buf, struct env_out *o, int *kind,
-                       double *bytes_out, int *over_out, int32_t *info) {
+static int environ_one(int dfd, int pid, int leader_exited, int64_t budget_ns, uint8_t *buf, struct env_out *o,
+                       int *kind, double *bytes_out, int *over_out, int32_t *info) {
   long first = o->at;
   env_reset(o, first);
   o->full = 0;
   char path[96];
-  int64_t deadline = now_ns() + ENVIRON_TIME_BUDGET_NS;
+  int64_t deadline = now_ns() + budget_ns;
   double bytes = 0;
   int oversized = 0, err = 0, stage = 0;
   snprintf(path, sizeof path, "%d/environ", pid);
@@ -456,13 +474,14 @@ static int environ_one(int dfd, int pid, int leader_exited, uint8_t *buf, struct
 }
 
 /**
- * readEnviron for pids[0, n) (environ_one each: leader_exited[i] for pids[i]). Records into
+ * readEnviron for pids[0, n) (environ_one each: leader_exited[i] for pids[i], each with a time
+ * budget of `budget_ms` milliseconds: ENVIRON_TIME_BUDGET_MS but for a test). Records into
  * out: u8 kind, u8 oversized, f64 bytes, u32 entry count, count × 32 hex digits. Returns the
  * bytes written with info[4] = pids done (fewer than n when out is full: call again for the
  * rest; -2 when not even one fits), or -1 (info).
  */
 long tp_environ(const char *root, int rootfd, const int32_t *pids, const uint8_t *leader_exited, int n,
-                uint8_t *buf, uint8_t *out, long cap, int32_t *info) {
+                double budget_ms, uint8_t *buf, uint8_t *out, long cap, int32_t *info) {
   info[4] = 0;
   int own;
   int dfd = root_of(root, rootfd, &own);
@@ -483,7 +502,8 @@ long tp_environ(const char *root, int rootfd, const int32_t *pids, const uint8_t
     o.at = start + ENV_HEAD;
     int k, oversized;
     double bytes;
-    if (environ_one(dfd, pids[i], leader_exited[i], buf, &o, &k, &bytes, &oversized, info) < 0) {
+    if (environ_one(dfd, pids[i], leader_exited[i], (int64_t)(budget_ms * 1e6), buf, &o, &k, &bytes, &oversized,
+                    info) < 0) {
       root_done(dfd, own);
       return -1;
     }
@@ -734,7 +754,7 @@ static int hold_one(int dfd, int pid, double start_time, int evidence, int via, 
     int e = errno;
     if (e == ESRCH) return HOLD_GONE;
     if (env != NULL) {
-      if (environ_one(dfd, pid, leader_exited, buf, env->o, &env->kind, &env->bytes, &env->oversized, info) < 0) {
+      if (environ_one(dfd, pid, leader_exited, ENVIRON_TIME_BUDGET_NS, buf, env->o, &env->kind, &env->bytes, &env->oversized, info) < 0) {
         info[4] = 3;
         return HOLD_FAILED;
       }
@@ -766,7 +786,7 @@ static int hold_one(int dfd, int pid, double start_time, int evidence, int via, 
   if (env != NULL) {
     env->ppid = s.fields[F_PPID];
     long first = env->o->at;
-    if (environ_one(dfd, pid, leader_exited, buf, env->o, &env->kind, &env->bytes, &env->oversized, info) < 0) {
+    if (environ_one(dfd, pid, leader_exited, ENVIRON_TIME_BUDGET_NS, buf, env->o, &env->kind, &env->bytes, &env->oversized, info) < 0) {
       info[4] = 3;
       result = HOLD_FAILED;
       goto done;
@@ -785,7 +805,7 @@ static int hold_one(int dfd, int pid, double start_time, int evidence, int via, 
     struct env_out o = {NULL, 0, 0, 0, 0, 0, entry_hex, 0};
     int kind, oversized;
     double bytes;
-    if (environ_one(dfd, pid, leader_exited, buf, &o, &kind, &bytes, &oversized, info) < 0) {
+    if (environ_one(dfd, pid, leader_exited, ENVIRON_TIME_BUDGET_NS, buf, &o, &kind, &bytes, &oversized, info) < 0) {
       info[4] = 3; // the file that failed: 3 environ
       result = HOLD_FAILED;
       goto done;

@@ -20,8 +20,16 @@ export interface NativeProc {
   snapshot(procRoot: string): ProcStat[];
   /** readStat: one pid's stat; undefined when gone or unparsable. */
   stat(procRoot: string, pid: number): ProcStat | undefined;
-  /** readEnviron for each of `pids` (with `leaderExited[i]`: read through a live thread). */
-  environ(procRoot: string, pids: readonly number[], leaderExited: readonly boolean[]): EnvironRead[];
+  /**
+   * readEnviron for each of `pids` (with `leaderExited[i]`: read through a live thread), each
+   * within a time budget of `budgetMs` milliseconds (`ENVIRON_TIME_BUDGET_MS` but for a test).
+   */
+  environ(
+    procRoot: string,
+    pids: readonly number[],
+    leaderExited: readonly boolean[],
+    budgetMs: number,
+  ): EnvironRead[];
   /**
    * The status `Uid:` (undefined when gone, denied or absent), then cmdline: at most `limit`
    * bytes, left in `sharedBuffer()` (`ReadOutcome`).
@@ -150,7 +158,7 @@ function bind(lib: any): NativeProc {
   const snapshotFn = lib.func('long tp_snapshot(const char *, int, void *, void *, long, void *)');
   const statFn = lib.func('long tp_stat(const char *, int, int, void *, void *, long, void *)');
   const environFn = lib.func(
-    'long tp_environ(const char *, int, void *, void *, int, void *, void *, long, void *)',
+    'long tp_environ(const char *, int, void *, void *, int, double, void *, void *, long, void *)',
   );
   const detailsFn = lib.func('int tp_details(const char *, int, int, long, void *, void *, void *)');
   const holdBatchFn = lib.func(
@@ -270,7 +278,7 @@ function bind(lib: any): NativeProc {
       if (n < 0) throw failure(procRoot, 'stat');
       return n === 0 ? undefined : statAt(0);
     },
-    environ(procRoot, pids, leaderExited) {
+    environ(procRoot, pids, leaderExited, budgetMs) {
       const reads: EnvironRead[] = [];
       for (let done = 0; done < pids.length; ) {
         const rest = pids.length - done;
@@ -280,7 +288,7 @@ function bind(lib: any): NativeProc {
           p[i] = pids[done + i] as number;
           z[i] = leaderExited[done + i] ? 1 : 0;
         }
-        const n = environFn(procRoot, rootFd(procRoot), p, z, rest, buf, out, out.length, info);
+        const n = environFn(procRoot, rootFd(procRoot), p, z, rest, budgetMs, buf, out, out.length, info);
         if (n === -2) {
           grow();
           continue;
