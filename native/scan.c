@@ -601,6 +601,51 @@ int tp_details(const char *root, int rootfd, int pid, long cmdline_limit, uint8_
   return r;
 }
 
+#define CMDLINE_RECORD 4 // doubles per pid in tp_cmdlines' `rec`
+
+/**
+ * readCmdline (src/proc/details.ts) for pids[0, n) in one call: <pid>/cmdline, at most `limit`
+ * bytes each (one more read to tell truncation, as read_into), read straight into text[0, cap),
+ * one after another. Per pid, rec[CMDLINE_RECORD * i…]: [0] KIND_* (gone: ENOENT/ESRCH,
+ * denied: EACCES/EPERM), [1] its offset in `text`, [2] its length, [3] truncated (the file holds
+ * more than `limit` bytes). Pid i is started only while limit + 1 bytes are left, so the call may stop early: returns the
+ * pids done (call again for the rest with a larger `text`; 0 only when cap < limit + 1), or -1
+ * (info: the read that failed, info[5] the pid's index).
+ */
+long tp_cmdlines(const char *root, int rootfd, const int32_t *pids, int n, long limit, double *rec, uint8_t *text,
+                 long cap, int32_t *info) {
+  info[5] = 0;
+  int own;
+  int dfd = root_of(root, rootfd, &own);
+  if (dfd < 0) {
+    fail(info, errno, STAGE_ROOT, n > 0 ? pids[0] : 0, 0);
+    return -1;
+  }
+  long at = 0;
+  int i;
+  char path[64];
+  for (i = 0; i < n && at + limit + 1 <= cap; i++) {
+    double *r = rec + (long)CMDLINE_RECORD * i;
+    snprintf(path, sizeof path, "%d/cmdline", pids[i]);
+    long len = 0;
+    int truncated = 0, err, stage;
+    int k = read_into(dfd, path, text + at, limit, &len, &truncated, &err, &stage);
+    if (k < 0) {
+      fail(info, err, stage, pids[i], 0);
+      info[5] = i;
+      root_done(dfd, own);
+      return -1;
+    }
+    r[0] = k;
+    r[1] = (double)at;
+    r[2] = k == KIND_OK ? (double)len : 0;
+    r[3] = k == KIND_OK && truncated;
+    if (k == KIND_OK) at += len;
+  }
+  root_done(dfd, own);
+  return i;
+}
+
 // pidfd_open(2) and PIDFD_GET_INFO (Linux 6.13, linux/pidfd.h): the first 64 bytes of struct
 // pidfd_info (PIDFD_INFO_SIZE_VER0), which every kernel that has the ioctl accepts.
 #ifndef SYS_pidfd_open

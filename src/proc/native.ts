@@ -36,6 +36,16 @@ export interface NativeProc {
    */
   details(procRoot: string, pid: number, limit: number): { uid: number | undefined; cmdline: ReadOutcome };
   /**
+   * The cmdline of each of `pids` in one call (native/scan.c `tp_cmdlines`): at most `limit`
+   * bytes each, read as `readInto` reads one (one byte more to tell truncation). One result per
+   * pid, in order: its outcome, its bytes from the start of `text`.
+   */
+  cmdlines(
+    procRoot: string,
+    pids: readonly number[],
+    limit: number,
+  ): { cmdline: ReadOutcome; text: Buffer }[];
+  /**
    * Holds each of `requests` (one scan's new members) in one call (native/scan.c
    * `tp_hold_batch`): per member, pidfd_open(2), the start time and liveness re-read, the
    * `evidence` re-read, the fd not yet readable, then the details: the real uid
@@ -166,6 +176,9 @@ function bind(lib: any): NativeProc {
   );
   const preholdFn = lib.func(
     'long tp_prehold(const char *, int, void *, void *, void *, int, void *, long, void *, void *, void *, long, void *, long, void *)',
+  );
+  const cmdlinesFn = lib.func(
+    'long tp_cmdlines(const char *, int, void *, int, long, void *, void *, long, void *)',
   );
   const poll1 = lib.func('int tp_poll1(int)');
   const pollManyFn = lib.func('int tp_poll_many(void *, int, void *, void *)');
@@ -306,6 +319,50 @@ function bind(lib: any): NativeProc {
       }
       return detailsRead();
     },
+    cmdlines(procRoot, pids, limit) {
+      const n = pids.length;
+      const results: { cmdline: ReadOutcome; text: Buffer }[] = [];
+      if (n === 0) return results;
+      const p = Int32Array.from(pids);
+      const rec = new Float64Array(CMDLINE_RECORD * n);
+      if (text.length < limit + 1) text = Buffer.from(new ArrayBuffer(2 * (limit + 1)));
+      for (let done = 0; done < n; ) {
+        const rest = n - done;
+        const got = cmdlinesFn(
+          procRoot,
+          rootFd(procRoot),
+          p.subarray(done),
+          rest,
+          limit,
+          rec.subarray(CMDLINE_RECORD * done),
+          text,
+          text.length,
+          info,
+        ) as number;
+        if (got < 0) throw failure(procRoot, 'cmdline');
+        // This call's cmdlines, copied out of `text` (reused by the next call).
+        let used = 0;
+        for (let i = done; i < done + got; i++) {
+          const r = CMDLINE_RECORD * i;
+          used = Math.max(used, (rec[r + 1] as number) + (rec[r + 2] as number));
+        }
+        const chunk = used === 0 ? EMPTY : Buffer.from(text.subarray(0, used));
+        for (let i = done; i < done + got; i++) {
+          const r = CMDLINE_RECORD * i;
+          const kind = KINDS[rec[r] as number];
+          const cmdline: ReadOutcome =
+            kind === 'ok'
+              ? { kind, length: rec[r + 2] as number, truncated: rec[r + 3] === 1 }
+              : kind === 'gone'
+                ? { kind }
+                : { kind: 'denied', code: 'EACCES' };
+          results.push({ cmdline, text: chunk.subarray(rec[r + 1] as number) });
+        }
+        done += got;
+        if (got < rest) text = Buffer.from(new ArrayBuffer(text.length * 2));
+      }
+      return results;
+    },
     holdAll(procRoot, requests, limit) {
       const n = requests.length;
       const results: NativeHold[] = [];
@@ -442,6 +499,7 @@ function bind(lib: any): NativeProc {
 // info[4] names.
 const EVIDENCE = { identity: 0, carrier: 1, parent: 2 } as const;
 const HOLD_RECORD = 8;
+const CMDLINE_RECORD = 4; // tp_cmdlines' record: kind, offset, length, truncated
 const HOLD_GONE = -2;
 const HOLD_NO_PIDFD = -3;
 const HELD_GONE: NativeHold = { kind: 'gone' };
