@@ -181,11 +181,39 @@ static void root_done(int dfd, int own) {
   if (own) close(dfd);
 }
 
+// The records of the last tp_snapshot that did not fit its `out`, until tp_snapshot_rest takes
+// them: so that a table larger than the caller's buffer is still walked once.
+static _Thread_local uint8_t *spill;
+static _Thread_local long spill_len, spill_cap;
+
+// Appends one record to the spill, grown (doubling) as needed; 0, or -1 when out of memory.
+static int put_spill(const uint8_t *b, const struct stat_line *s) {
+  long need = (REC_HEAD + s->comm_len + 7) & ~7L;
+  if (spill_len + need > spill_cap) {
+    long cap = spill_cap > 0 ? spill_cap : 64 * 1024;
+    while (spill_len + need > cap) cap *= 2;
+    uint8_t *bigger = realloc(spill, (size_t)cap);
+    if (!bigger) return -1;
+    spill = bigger;
+    spill_cap = cap;
+  }
+  spill_len = put_stat(spill, spill_len, spill_cap, b, s);
+  return 0;
+}
+
+// The spill released (a walk that failed, or its records taken).
+static void spill_drop(void) {
+  free(spill);
+  spill = NULL;
+  spill_len = spill_cap = 0;
+}
+
 /**
  * takeSnapshot's walk: every numeric entry of `root` (readdir order), its stat read and parsed;
  * kernel threads (PF_KTHREAD) and unparsable lines left out. Records into out[0, cap).
- * Returns the bytes written; -1 on failure (info); -2 when `out` is too small (call again with
- * a larger one).
+ * Returns the bytes written; -1 on failure (info); -2 when `out` is too small: the walk still
+ * goes to its end, out[0, info[4]) holds the first records and the rest (info[5] bytes) are kept
+ * for tp_snapshot_rest, to be copied after them into a larger buffer — the walk is not repeated.
  */
 long tp_snapshot(const char *root, int rootfd, uint8_t *buf, uint8_t *out, long cap, int32_t *info) {
   // The walk's own fd (fdopendir takes it), on the same directory: the caller's stays open.
@@ -201,6 +229,7 @@ long tp_snapshot(const char *root, int rootfd, uint8_t *buf, uint8_t *out, long 
     return -1;
   }
   long at = 0;
+  int over = 0; // out is full: the records go on into the spill
   char path[64];
   struct dirent *e;
   for (errno = 0; (e = readdir(d)) != NULL; errno = 0) {
@@ -215,25 +244,53 @@ long tp_snapshot(const char *root, int rootfd, uint8_t *buf, uint8_t *out, long 
     if (k < 0) {
       fail(info, err, stage, atoi(e->d_name), 0);
       closedir(d);
+      spill_drop();
       return -1;
     }
     if (k != KIND_OK) continue;
     struct stat_line s;
     if (!parse_stat(buf, len, &s)) continue;
     if (((uint32_t)s.fields[F_FLAGS] & PF_KTHREAD) != 0) continue;
-    at = put_stat(out, at, cap, buf, &s);
-    if (at < 0) {
+    long next = over ? -1 : put_stat(out, at, cap, buf, &s);
+    if (next >= 0) {
+      at = next;
+      continue;
+    }
+    if (!over) {
+      over = 1;
+      spill_len = 0;
+    }
+    if (put_spill(buf, &s) < 0) {
+      fail(info, ENOMEM, STAGE_ROOT, 0, 0);
       closedir(d);
-      return -2;
+      spill_drop();
+      return -1;
     }
   }
   int rerr = errno;
   closedir(d);
   if (rerr != 0) {
     fail(info, rerr, STAGE_ROOT, 0, 0);
+    spill_drop();
     return -1;
   }
+  if (over) {
+    info[4] = (int32_t)at;
+    info[5] = (int32_t)spill_len;
+    return -2;
+  }
   return at;
+}
+
+/**
+ * The records the last tp_snapshot kept (its info[5] bytes) copied to dst[at…], and released.
+ * Returns the bytes copied.
+ */
+long tp_snapshot_rest(uint8_t *dst, long at) {
+  long n = spill_len;
+  if (n > 0) memcpy(dst + at, spill, (size_t)n);
+  spill_drop();
+  return n;
 }
 
 /** readStat: one pid's stat as one snapshot record in out; 0 when gone/unparsable; -1 (info). */

@@ -166,6 +166,7 @@ function libraryPath(): string | undefined {
 // biome-ignore lint/suspicious/noExplicitAny: a koffi library handle.
 function bind(lib: any): NativeProc {
   const snapshotFn = lib.func('long tp_snapshot(const char *, int, void *, void *, long, void *)');
+  const snapshotRestFn = lib.func('long tp_snapshot_rest(void *, long)');
   const statFn = lib.func('long tp_stat(const char *, int, int, void *, void *, long, void *)');
   const environFn = lib.func(
     'long tp_environ(const char *, int, void *, void *, int, double, void *, void *, long, void *)',
@@ -201,7 +202,8 @@ function bind(lib: any): NativeProc {
   const oneFlag = new Uint8Array(1);
   const info = new Int32Array(6);
   const details = new Float64Array(4);
-  // Records of a whole walk: grows (doubling) with the process table, never per file.
+  // Records of a whole walk: grows (doubling) with the process table, never per file; a walk
+  // that outgrows it is not repeated (tp_snapshot keeps the rest: tp_snapshot_rest).
   let out = Buffer.from(new ArrayBuffer(256 * 1024));
   let f64 = new Float64Array(out.buffer);
   const grow = () => {
@@ -274,17 +276,24 @@ function bind(lib: any): NativeProc {
 
   return {
     snapshot(procRoot) {
-      for (;;) {
-        const n = snapshotFn(procRoot, rootFd(procRoot), buf, out, out.length, info);
-        if (n === -2) {
-          grow();
-          continue;
-        }
-        if (n < 0) throw failure(procRoot, 'stat');
-        const stats: ProcStat[] = [];
-        for (let at = 0; at < n; at = nextRecord(at)) stats.push(statAt(at));
-        return stats;
+      let n = snapshotFn(procRoot, rootFd(procRoot), buf, out, out.length, info) as number;
+      if (n === -2) {
+        // The walk went to its end: its first records in `out`, the rest kept on the C side.
+        // A buffer for all of them (a quarter to spare, for the next walk), the rest copied in.
+        const written = info[4] as number;
+        const total = written + (info[5] as number);
+        let size = out.length * 2;
+        while (size < total + total / 4) size *= 2;
+        const bigger = Buffer.from(new ArrayBuffer(size));
+        out.copy(bigger, 0, 0, written);
+        out = bigger;
+        f64 = new Float64Array(out.buffer);
+        n = written + (snapshotRestFn(out, written) as number);
       }
+      if (n < 0) throw failure(procRoot, 'stat');
+      const stats: ProcStat[] = [];
+      for (let at = 0; at < n; at = nextRecord(at)) stats.push(statAt(at));
+      return stats;
     },
     stat(procRoot, pid) {
       const n = statFn(procRoot, rootFd(procRoot), pid, buf, out, out.length, info);
