@@ -371,6 +371,15 @@ describe('the native scan loop', () => {
 });
 
 describe('reading candidate carriers through their pidfds', () => {
+  // The native path on (TETHER_NATIVE_SCAN=0 turns it off for the file): holdCandidates is it.
+  let was = true;
+  beforeAll(() => {
+    was = useNativeProc(true);
+  });
+  afterAll(() => {
+    useNativeProc(was);
+  });
+
   it('gives the environ reads of readEnvirons and, for carriers, the holds of holdAll', () => {
     const signaller = createSignaller();
     expect(signaller.mechanism, 'premise broken: no pidfd on this machine').toBe('pidfd');
