@@ -181,11 +181,39 @@ static void root_done(int dfd, int own) {
   if (own) close(dfd);
 }
 
+// The records of the last tp_snapshot that did not fit its `out`, until tp_snapshot_rest takes
+// them: so that a table larger than the caller's buffer is still walked once.
+static _Thread_local uint8_t *spill;
+static _Thread_local long spill_len, spill_cap;
+
+// Appends one record to the spill, grown (doubling) as needed; 0, or -1 when out of memory.
+static int put_spill(const uint8_t *b, const struct stat_line *s) {
+  long need = (REC_HEAD + s->comm_len + 7) & ~7L;
+  if (spill_len + need > spill_cap) {
+    long cap = spill_cap > 0 ? spill_cap : 64 * 1024;
+    while (spill_len + need > cap) cap *= 2;
+    uint8_t *bigger = realloc(spill, (size_t)cap);
+    if (!bigger) return -1;
+    spill = bigger;
+    spill_cap = cap;
+  }
+  spill_len = put_stat(spill, spill_len, spill_cap, b, s);
+  return 0;
+}
+
+// The spill released (a walk that failed, or its records taken).
+static void spill_drop(void) {
+  free(spill);
+  spill = NULL;
+  spill_len = spill_cap = 0;
+}
+
 /**
  * takeSnapshot's walk: every numeric entry of `root` (readdir order), its stat read and parsed;
  * kernel threads (PF_KTHREAD) and unparsable lines left out. Records into out[0, cap).
- * Returns the bytes written; -1 on failure (info); -2 when `out` is too small (call again with
- * a larger one).
+ * Returns the bytes written; -1 on failure (info); -2 when `out` is too small: the walk still
+ * goes to its end, out[0, info[4]) holds the first records and the rest (info[5] bytes) are kept
+ * for tp_snapshot_rest, to be copied after them into a larger buffer — the walk is not repeated.
  */
 long tp_snapshot(const char *root, int rootfd, uint8_t *buf, uint8_t *out, long cap, int32_t *info) {
   // The walk's own fd (fdopendir takes it), on the same directory: the caller's stays open.
@@ -201,6 +229,7 @@ long tp_snapshot(const char *root, int rootfd, uint8_t *buf, uint8_t *out, long 
     return -1;
   }
   long at = 0;
+  int over = 0; // out is full: the records go on into the spill
   char path[64];
   struct dirent *e;
   for (errno = 0; (e = readdir(d)) != NULL; errno = 0) {
@@ -215,25 +244,53 @@ long tp_snapshot(const char *root, int rootfd, uint8_t *buf, uint8_t *out, long 
     if (k < 0) {
       fail(info, err, stage, atoi(e->d_name), 0);
       closedir(d);
+      spill_drop();
       return -1;
     }
     if (k != KIND_OK) continue;
     struct stat_line s;
     if (!parse_stat(buf, len, &s)) continue;
     if (((uint32_t)s.fields[F_FLAGS] & PF_KTHREAD) != 0) continue;
-    at = put_stat(out, at, cap, buf, &s);
-    if (at < 0) {
+    long next = over ? -1 : put_stat(out, at, cap, buf, &s);
+    if (next >= 0) {
+      at = next;
+      continue;
+    }
+    if (!over) {
+      over = 1;
+      spill_len = 0;
+    }
+    if (put_spill(buf, &s) < 0) {
+      fail(info, ENOMEM, STAGE_ROOT, 0, 0);
       closedir(d);
-      return -2;
+      spill_drop();
+      return -1;
     }
   }
   int rerr = errno;
   closedir(d);
   if (rerr != 0) {
     fail(info, rerr, STAGE_ROOT, 0, 0);
+    spill_drop();
     return -1;
   }
+  if (over) {
+    info[4] = (int32_t)at;
+    info[5] = (int32_t)spill_len;
+    return -2;
+  }
   return at;
+}
+
+/**
+ * The records the last tp_snapshot kept (its info[5] bytes) copied to dst[at…], and released.
+ * Returns the bytes copied.
+ */
+long tp_snapshot_rest(uint8_t *dst, long at) {
+  long n = spill_len;
+  if (n > 0) memcpy(dst + at, spill, (size_t)n);
+  spill_drop();
+  return n;
 }
 
 /** readStat: one pid's stat as one snapshot record in out; 0 when gone/unparsable; -1 (info). */
@@ -304,7 +361,8 @@ static void collect(struct env_out *o, const uint8_t *b, long from, long to) {
 }
 
 // streamEntries (src/proc/environ.ts): the same read(2) sizes, carry and skip rules, budgets
-// checked after each chunk. Returns KIND_* (entries in `o`), or -1 (*err, *stage).
+// checked after each chunk; once one is reached, a read of one more byte decides (end of file:
+// read whole; a byte: oversized). Returns KIND_* (entries in `o`), or -1 (*err, *stage).
 static int stream_entries(int dirfd, const char *path, int64_t deadline, uint8_t *buf, struct env_out *o,
                           double *bytes_out, int *oversized, int *err, int *stage) {
   int fd = openat(dirfd, path, O_RDONLY | O_CLOEXEC);
@@ -366,8 +424,24 @@ static int stream_entries(int dirfd, const char *path, int64_t deadline, uint8_t
       memmove(buf, buf + tail, (size_t)(end - tail));
       carry = end - tail;
     }
-    if (bytes > ENVIRON_BYTE_BUDGET || now_ns() > deadline) {
-      *oversized = 1;
+    if (bytes > ENVIRON_BYTE_BUDGET || now_ns() >= deadline) {
+      // A budget is reached: one more byte decides. None: the end, the environ read whole.
+      ssize_t more = read(fd, buf + carry, 1);
+      if (more < 0) {
+        int e = errno;
+        close(fd);
+        if (is_gone(e)) return KIND_GONE;
+        if (is_denied(e)) return KIND_DENIED;
+        *err = e;
+        *stage = STAGE_READ;
+        return -1;
+      }
+      if (more == 0) {
+        if (!skipping && carry > 0) collect(o, buf, 0, carry);
+      } else {
+        bytes += 1;
+        *oversized = 1;
+      }
       break;
     }
   }
@@ -385,17 +459,18 @@ static void env_reset(struct env_out *o, long first) {
   o->found = 0;
 }
 
-// readEnviron (src/proc/environ.ts) of one pid, with its own 100 ms deadline: its environ, or —
+// readEnviron (src/proc/environ.ts) of one pid, with its own deadline `budget_ns` from now
+// (ENVIRON_TIME_BUDGET_NS but for a test): its environ, or —
 // for a leader that has exited (`leader_exited`: stat state Z) and an empty first read — its
 // threads' task/<tid>/environ. The entries go to `o` from o->at on (o->full when they do not
 // fit); *kind, *bytes, *oversized as the JS result. Returns 0, or -1 (info).
-static int environ_one(int dfd, int pid, int leader_exited, uint8_t *buf, struct env_out *o, int *kind,
-                       double *bytes_out, int *over_out, int32_t *info) {
+static int environ_one(int dfd, int pid, int leader_exited, int64_t budget_ns, uint8_t *buf, struct env_out *o,
+                       int *kind, double *bytes_out, int *over_out, int32_t *info) {
   long first = o->at;
   env_reset(o, first);
   o->full = 0;
   char path[96];
-  int64_t deadline = now_ns() + ENVIRON_TIME_BUDGET_NS;
+  int64_t deadline = now_ns() + budget_ns;
   double bytes = 0;
   int oversized = 0, err = 0, stage = 0;
   snprintf(path, sizeof path, "%d/environ", pid);
@@ -456,13 +531,14 @@ static int environ_one(int dfd, int pid, int leader_exited, uint8_t *buf, struct
 }
 
 /**
- * readEnviron for pids[0, n) (environ_one each: leader_exited[i] for pids[i]). Records into
+ * readEnviron for pids[0, n) (environ_one each: leader_exited[i] for pids[i], each with a time
+ * budget of `budget_ms` milliseconds: ENVIRON_TIME_BUDGET_MS but for a test). Records into
  * out: u8 kind, u8 oversized, f64 bytes, u32 entry count, count × 32 hex digits. Returns the
  * bytes written with info[4] = pids done (fewer than n when out is full: call again for the
  * rest; -2 when not even one fits), or -1 (info).
  */
 long tp_environ(const char *root, int rootfd, const int32_t *pids, const uint8_t *leader_exited, int n,
-                uint8_t *buf, uint8_t *out, long cap, int32_t *info) {
+                double budget_ms, uint8_t *buf, uint8_t *out, long cap, int32_t *info) {
   info[4] = 0;
   int own;
   int dfd = root_of(root, rootfd, &own);
@@ -483,7 +559,8 @@ long tp_environ(const char *root, int rootfd, const int32_t *pids, const uint8_t
     o.at = start + ENV_HEAD;
     int k, oversized;
     double bytes;
-    if (environ_one(dfd, pids[i], leader_exited[i], buf, &o, &k, &bytes, &oversized, info) < 0) {
+    if (environ_one(dfd, pids[i], leader_exited[i], (int64_t)(budget_ms * 1e6), buf, &o, &k, &bytes, &oversized,
+                    info) < 0) {
       root_done(dfd, own);
       return -1;
     }
@@ -579,6 +656,51 @@ int tp_details(const char *root, int rootfd, int pid, long cmdline_limit, uint8_
   if (r == 0) r = cmdline_into(dfd, pid, cmdline_limit, buf, out, info);
   root_done(dfd, own);
   return r;
+}
+
+#define CMDLINE_RECORD 4 // doubles per pid in tp_cmdlines' `rec`
+
+/**
+ * readCmdline (src/proc/details.ts) for pids[0, n) in one call: <pid>/cmdline, at most `limit`
+ * bytes each (one more read to tell truncation, as read_into), read straight into text[0, cap),
+ * one after another. Per pid, rec[CMDLINE_RECORD * i…]: [0] KIND_* (gone: ENOENT/ESRCH,
+ * denied: EACCES/EPERM), [1] its offset in `text`, [2] its length, [3] truncated (the file holds
+ * more than `limit` bytes). Pid i is started only while limit + 1 bytes are left, so the call may stop early: returns the
+ * pids done (call again for the rest with a larger `text`; 0 only when cap < limit + 1), or -1
+ * (info: the read that failed, info[5] the pid's index).
+ */
+long tp_cmdlines(const char *root, int rootfd, const int32_t *pids, int n, long limit, double *rec, uint8_t *text,
+                 long cap, int32_t *info) {
+  info[5] = 0;
+  int own;
+  int dfd = root_of(root, rootfd, &own);
+  if (dfd < 0) {
+    fail(info, errno, STAGE_ROOT, n > 0 ? pids[0] : 0, 0);
+    return -1;
+  }
+  long at = 0;
+  int i;
+  char path[64];
+  for (i = 0; i < n && at + limit + 1 <= cap; i++) {
+    double *r = rec + (long)CMDLINE_RECORD * i;
+    snprintf(path, sizeof path, "%d/cmdline", pids[i]);
+    long len = 0;
+    int truncated = 0, err, stage;
+    int k = read_into(dfd, path, text + at, limit, &len, &truncated, &err, &stage);
+    if (k < 0) {
+      fail(info, err, stage, pids[i], 0);
+      info[5] = i;
+      root_done(dfd, own);
+      return -1;
+    }
+    r[0] = k;
+    r[1] = (double)at;
+    r[2] = k == KIND_OK ? (double)len : 0;
+    r[3] = k == KIND_OK && truncated;
+    if (k == KIND_OK) at += len;
+  }
+  root_done(dfd, own);
+  return i;
 }
 
 // pidfd_open(2) and PIDFD_GET_INFO (Linux 6.13, linux/pidfd.h): the first 64 bytes of struct
@@ -734,7 +856,7 @@ static int hold_one(int dfd, int pid, double start_time, int evidence, int via, 
     int e = errno;
     if (e == ESRCH) return HOLD_GONE;
     if (env != NULL) {
-      if (environ_one(dfd, pid, leader_exited, buf, env->o, &env->kind, &env->bytes, &env->oversized, info) < 0) {
+      if (environ_one(dfd, pid, leader_exited, ENVIRON_TIME_BUDGET_NS, buf, env->o, &env->kind, &env->bytes, &env->oversized, info) < 0) {
         info[4] = 3;
         return HOLD_FAILED;
       }
@@ -766,7 +888,7 @@ static int hold_one(int dfd, int pid, double start_time, int evidence, int via, 
   if (env != NULL) {
     env->ppid = s.fields[F_PPID];
     long first = env->o->at;
-    if (environ_one(dfd, pid, leader_exited, buf, env->o, &env->kind, &env->bytes, &env->oversized, info) < 0) {
+    if (environ_one(dfd, pid, leader_exited, ENVIRON_TIME_BUDGET_NS, buf, env->o, &env->kind, &env->bytes, &env->oversized, info) < 0) {
       info[4] = 3;
       result = HOLD_FAILED;
       goto done;
@@ -785,7 +907,7 @@ static int hold_one(int dfd, int pid, double start_time, int evidence, int via, 
     struct env_out o = {NULL, 0, 0, 0, 0, 0, entry_hex, 0};
     int kind, oversized;
     double bytes;
-    if (environ_one(dfd, pid, leader_exited, buf, &o, &kind, &bytes, &oversized, info) < 0) {
+    if (environ_one(dfd, pid, leader_exited, ENVIRON_TIME_BUDGET_NS, buf, &o, &kind, &bytes, &oversized, info) < 0) {
       info[4] = 3; // the file that failed: 3 environ
       result = HOLD_FAILED;
       goto done;

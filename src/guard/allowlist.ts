@@ -117,6 +117,35 @@ export const RULE_FUNCTIONS: readonly Rule[] = [
   minAge,
 ];
 
+// The rules of `stat` itself, RULE_FUNCTIONS[0, upTo) in order, until one spares it with its
+// subtree: the first rule that spares it, and the one that spreads (if any).
+function directVerdict(
+  stat: ProcStat,
+  ctx: AllowContext,
+  upTo: number,
+): { first?: RuleName; spreads?: RuleName } {
+  let first: RuleName | undefined;
+  for (let i = 0; i < upTo; i++) {
+    const name = (RULE_FUNCTIONS[i] as Rule)(stat, ctx);
+    if (name === undefined) continue;
+    first ??= name;
+    if (name === 'guard' && !ctx.spareDescendants) continue;
+    if (!SELF_ONLY.has(name)) return { first, spreads: name };
+  }
+  return first === undefined ? {} : { first };
+}
+
+const PATTERN_AT = RULE_FUNCTIONS.indexOf(pattern);
+
+/**
+ * Whether `verdicts` tests `stat`'s own cmdline against the patterns: there are patterns and no
+ * rule before `pattern` spares it with its subtree. The guard reads the cmdlines of these
+ * processes in one batch before it asks for the verdicts.
+ */
+export function asksPattern(stat: ProcStat, ctx: AllowContext): boolean {
+  return ctx.patterns.length > 0 && directVerdict(stat, ctx, PATTERN_AT).spreads === undefined;
+}
+
 /** Why a process is spared: the rule, and the pid it spared through (itself, or an ancestor). */
 export interface Spared {
   rule: RuleName;
@@ -130,20 +159,7 @@ export interface Spared {
 export function verdicts(ctx: AllowContext): (pid: number) => Spared | undefined {
   // pid → the spreading verdict of it or its nearest ancestor (null: none).
   const spreading = new Map<number, Spared | null>();
-  const direct = (stat: ProcStat): { first?: RuleName; spreads?: RuleName } => {
-    let first: RuleName | undefined;
-    for (const rule of RULE_FUNCTIONS) {
-      const name = rule(stat, ctx);
-      if (name === undefined) continue;
-      if (name === 'guard' && !ctx.spareDescendants) {
-        first ??= name;
-        continue;
-      }
-      first ??= name;
-      if (!SELF_ONLY.has(name)) return { first, spreads: name };
-    }
-    return first === undefined ? {} : { first };
-  };
+  const direct = (stat: ProcStat) => directVerdict(stat, ctx, RULE_FUNCTIONS.length);
   const spreadOf = (pid: number): Spared | null => {
     const chain: number[] = [];
     let found: Spared | null = null;

@@ -6,7 +6,7 @@
 
 import { TetherError } from '../errors.js';
 import { checkMs, DEFAULT_GRACE_MS, DEFAULT_KILL_AFTER_MS } from '../options.js';
-import { readCmdline } from '../proc/details.js';
+import { readCmdline, readCmdlines } from '../proc/details.js';
 import { CLOCK_TICKS_PER_SECOND, type Identity, identityKey, ticksNow } from '../proc/identity.js';
 import { takeSnapshot } from '../proc/snapshot.js';
 import { createTag } from '../proc/tag.js';
@@ -16,6 +16,7 @@ import type { Signaller } from '../sweep/signal.js';
 import {
   type AllowContext,
   ancestorsIn,
+  asksPattern,
   findLiveSessions,
   keysOf,
   RULES,
@@ -283,6 +284,14 @@ export function createGuard(options: GuardOptions = {}): Guard {
       minAgeTicks: Math.ceil((minAgeMs / 1000) * CLOCK_TICKS_PER_SECOND),
       cmdline,
     };
+    // The cmdlines the pattern rule will test, read in one batch (one native call when it is
+    // there); any other (an ancestor's, a helper's, a log line's) is read when first asked.
+    const unread = listed.pids.filter((pid) => {
+      const stat = snapshot.processes.get(pid);
+      return stat !== undefined && !cmdlines.has(pid) && asksPattern(stat, ctx);
+    });
+    const read = readCmdlines(procRoot, unread);
+    for (let i = 0; i < unread.length; i++) cmdlines.set(unread[i] as number, read[i] ?? '');
     const sparedBy = verdicts(ctx);
     const toStop: Identity[] = [];
     const reasons = new Map<string, string>();

@@ -28,6 +28,16 @@ export function readCmdline(procRoot: string, pid: number): string | undefined {
 }
 
 /**
+ * `readCmdline` of each of `pids`, in order: one native call for all of them when the native
+ * path is there, else one JS read each. Throws what a read throws (EMFILE…).
+ */
+export function readCmdlines(procRoot: string, pids: readonly number[]): (string | undefined)[] {
+  const native = nativeProc();
+  if (!native) return pids.map((pid) => readCmdline(procRoot, pid));
+  return native.cmdlines(procRoot, pids, CMDLINE_CAP_BYTES + 1).map((r) => cmdlineText(r.cmdline, r.text));
+}
+
+/**
  * The cmdline a read left in `bytes` (default: the shared buffer) from its start (`r`), as
  * `readCmdline` returns it: NULs as spaces, cut at `CMDLINE_CAP_BYTES` (then
  * `CMDLINE_TRUNCATED_MARK`); undefined when not `ok`.

@@ -18,7 +18,9 @@ export const ENVIRON_BYTE_BUDGET = 6 * 1024 * 1024;
 
 /**
  * Milliseconds one environ read may take before it stops undecided (`oversized`): 100 ms,
- * checked between chunks. 6 MiB of resident memory reads in a few milliseconds; only an environ
+ * checked between chunks. A read that reaches either budget is given one more read(2): end of
+ * file there means the environ was read whole (not `oversized`), only more bytes leave it
+ * undecided. 6 MiB of resident memory reads in a few milliseconds; only an environ
  * whose pages must come from swap or a slow file mapping takes longer. (One read(2) that blocks
  * in the kernel is not interrupted: see docs/sweep.md, "What escapes this".)
  */
@@ -26,8 +28,8 @@ export const ENVIRON_TIME_BUDGET_MS = 100;
 
 /**
  * An environ read. `entries`: every session entry (`TETHER_SESSION_<32 hex>=1`, whole records)
- * among the bytes read. `oversized`: the read stopped at the byte or time budget before the end,
- * so an entry further on is unknown. `bytes`: how many were read.
+ * among the bytes read. `oversized`: the read reached the byte or time budget and the file held
+ * more bytes still, so an entry further on is unknown. `bytes`: how many were read.
  */
 export type EnvironRead =
   | { kind: 'ok'; entries: string[]; bytes: number; oversized: boolean }
@@ -43,29 +45,38 @@ const DENIED: EnvironRead = { kind: 'denied' };
  * empty, so the environ is read through one of its live threads, `task/<tid>/environ`.
  * An empty environ (a zombie, a kernel thread, `env -i`) reads as `ok` with 0 bytes.
  * Errors other than gone/denied (EIO, EMFILE…) are thrown: the caller reports them.
+ * `budgetMs`: the time budget, `ENVIRON_TIME_BUDGET_MS` unless a test gives another (0: already
+ * reached after the first chunk, as for a reader paused past its deadline).
  */
-export function readEnviron(procRoot: string, pid: number, leaderExited: boolean): EnvironRead {
+export function readEnviron(
+  procRoot: string,
+  pid: number,
+  leaderExited: boolean,
+  budgetMs = ENVIRON_TIME_BUDGET_MS,
+): EnvironRead {
   const native = nativeProc();
-  if (native) return native.environ(procRoot, [pid], [leaderExited])[0] as EnvironRead;
-  return readEnvironJs(procRoot, pid, leaderExited);
+  if (native) return native.environ(procRoot, [pid], [leaderExited], budgetMs)[0] as EnvironRead;
+  return readEnvironJs(procRoot, pid, leaderExited, budgetMs);
 }
 
 /**
  * `readEnviron` for many processes at once, in order (`leaderExited[i]` for `pids[i]`): one
- * native call for all of them when the native path is there, else one JS read each.
+ * native call for all of them when the native path is there, else one JS read each. `budgetMs`:
+ * as `readEnviron`'s, for each process.
  */
 export function readEnvirons(
   procRoot: string,
   pids: readonly number[],
   leaderExited: readonly boolean[],
+  budgetMs = ENVIRON_TIME_BUDGET_MS,
 ): EnvironRead[] {
   const native = nativeProc();
-  if (native) return native.environ(procRoot, pids, leaderExited);
-  return pids.map((pid, i) => readEnvironJs(procRoot, pid, leaderExited[i] === true));
+  if (native) return native.environ(procRoot, pids, leaderExited, budgetMs);
+  return pids.map((pid, i) => readEnvironJs(procRoot, pid, leaderExited[i] === true, budgetMs));
 }
 
-function readEnvironJs(procRoot: string, pid: number, leaderExited: boolean): EnvironRead {
-  const deadline = performance.now() + ENVIRON_TIME_BUDGET_MS;
+function readEnvironJs(procRoot: string, pid: number, leaderExited: boolean, budgetMs: number): EnvironRead {
+  const deadline = performance.now() + budgetMs;
   const first = streamEntries(`${procRoot}/${pid}/environ`, deadline);
   if (!leaderExited || (first.kind === 'ok' && first.bytes > 0)) return first;
   let sawDenied = first.kind === 'denied';
@@ -89,7 +100,8 @@ const PREFIX_BYTES = Buffer.from(TAG_PREFIX, 'latin1');
  * Streams one environ file through the shared buffer. Whole records only: the partial record at
  * a chunk's end is carried to the buffer's start when it is short enough to be a session entry,
  * or else skipped up to its NUL, so a record split across two reads still matches and a longer
- * one with the same prefix does not.
+ * one with the same prefix does not. Once the byte or time budget is reached, a read of one more
+ * byte decides: end of file, the environ was read whole; a byte, it goes on (`oversized`).
  */
 function streamEntries(path: string, deadline: number): EnvironRead {
   const fd = openProc(path);
@@ -133,7 +145,15 @@ function streamEntries(path: string, deadline: number): EnvironRead {
         buf.copyWithin(0, tail, end);
         carry = end - tail;
       }
-      if (bytes > ENVIRON_BYTE_BUDGET || performance.now() > deadline) break;
+      if (bytes > ENVIRON_BYTE_BUDGET || performance.now() >= deadline) {
+        // A budget is reached: one more byte decides. None: the end, the environ read whole.
+        if (readChunk(fd, carry, 1) === 0) {
+          if (!skipping && carry > 0) collect(buf, 0, carry, entries);
+          return { kind: 'ok', entries, bytes, oversized: false };
+        }
+        bytes += 1;
+        break;
+      }
     }
     return { kind: 'ok', entries, bytes, oversized: true };
   } catch (error) {

@@ -20,13 +20,31 @@ export interface NativeProc {
   snapshot(procRoot: string): ProcStat[];
   /** readStat: one pid's stat; undefined when gone or unparsable. */
   stat(procRoot: string, pid: number): ProcStat | undefined;
-  /** readEnviron for each of `pids` (with `leaderExited[i]`: read through a live thread). */
-  environ(procRoot: string, pids: readonly number[], leaderExited: readonly boolean[]): EnvironRead[];
+  /**
+   * readEnviron for each of `pids` (with `leaderExited[i]`: read through a live thread), each
+   * within a time budget of `budgetMs` milliseconds (`ENVIRON_TIME_BUDGET_MS` but for a test).
+   */
+  environ(
+    procRoot: string,
+    pids: readonly number[],
+    leaderExited: readonly boolean[],
+    budgetMs: number,
+  ): EnvironRead[];
   /**
    * The status `Uid:` (undefined when gone, denied or absent), then cmdline: at most `limit`
    * bytes, left in `sharedBuffer()` (`ReadOutcome`).
    */
   details(procRoot: string, pid: number, limit: number): { uid: number | undefined; cmdline: ReadOutcome };
+  /**
+   * The cmdline of each of `pids` in one call (native/scan.c `tp_cmdlines`): at most `limit`
+   * bytes each, read as `readInto` reads one (one byte more to tell truncation). One result per
+   * pid, in order: its outcome, its bytes from the start of `text`.
+   */
+  cmdlines(
+    procRoot: string,
+    pids: readonly number[],
+    limit: number,
+  ): { cmdline: ReadOutcome; text: Buffer }[];
   /**
    * Holds each of `requests` (one scan's new members) in one call (native/scan.c
    * `tp_hold_batch`): per member, pidfd_open(2), the start time and liveness re-read, the
@@ -148,9 +166,10 @@ function libraryPath(): string | undefined {
 // biome-ignore lint/suspicious/noExplicitAny: a koffi library handle.
 function bind(lib: any): NativeProc {
   const snapshotFn = lib.func('long tp_snapshot(const char *, int, void *, void *, long, void *)');
+  const snapshotRestFn = lib.func('long tp_snapshot_rest(void *, long)');
   const statFn = lib.func('long tp_stat(const char *, int, int, void *, void *, long, void *)');
   const environFn = lib.func(
-    'long tp_environ(const char *, int, void *, void *, int, void *, void *, long, void *)',
+    'long tp_environ(const char *, int, void *, void *, int, double, void *, void *, long, void *)',
   );
   const detailsFn = lib.func('int tp_details(const char *, int, int, long, void *, void *, void *)');
   const holdBatchFn = lib.func(
@@ -158,6 +177,9 @@ function bind(lib: any): NativeProc {
   );
   const preholdFn = lib.func(
     'long tp_prehold(const char *, int, void *, void *, void *, int, void *, long, void *, void *, void *, long, void *, long, void *)',
+  );
+  const cmdlinesFn = lib.func(
+    'long tp_cmdlines(const char *, int, void *, int, long, void *, void *, long, void *)',
   );
   const poll1 = lib.func('int tp_poll1(int)');
   const pollManyFn = lib.func('int tp_poll_many(void *, int, void *, void *)');
@@ -180,7 +202,8 @@ function bind(lib: any): NativeProc {
   const oneFlag = new Uint8Array(1);
   const info = new Int32Array(6);
   const details = new Float64Array(4);
-  // Records of a whole walk: grows (doubling) with the process table, never per file.
+  // Records of a whole walk: grows (doubling) with the process table, never per file; a walk
+  // that outgrows it is not repeated (tp_snapshot keeps the rest: tp_snapshot_rest).
   let out = Buffer.from(new ArrayBuffer(256 * 1024));
   let f64 = new Float64Array(out.buffer);
   const grow = () => {
@@ -253,24 +276,31 @@ function bind(lib: any): NativeProc {
 
   return {
     snapshot(procRoot) {
-      for (;;) {
-        const n = snapshotFn(procRoot, rootFd(procRoot), buf, out, out.length, info);
-        if (n === -2) {
-          grow();
-          continue;
-        }
-        if (n < 0) throw failure(procRoot, 'stat');
-        const stats: ProcStat[] = [];
-        for (let at = 0; at < n; at = nextRecord(at)) stats.push(statAt(at));
-        return stats;
+      let n = snapshotFn(procRoot, rootFd(procRoot), buf, out, out.length, info) as number;
+      if (n === -2) {
+        // The walk went to its end: its first records in `out`, the rest kept on the C side.
+        // A buffer for all of them (a quarter to spare, for the next walk), the rest copied in.
+        const written = info[4] as number;
+        const total = written + (info[5] as number);
+        let size = out.length * 2;
+        while (size < total + total / 4) size *= 2;
+        const bigger = Buffer.from(new ArrayBuffer(size));
+        out.copy(bigger, 0, 0, written);
+        out = bigger;
+        f64 = new Float64Array(out.buffer);
+        n = written + (snapshotRestFn(out, written) as number);
       }
+      if (n < 0) throw failure(procRoot, 'stat');
+      const stats: ProcStat[] = [];
+      for (let at = 0; at < n; at = nextRecord(at)) stats.push(statAt(at));
+      return stats;
     },
     stat(procRoot, pid) {
       const n = statFn(procRoot, rootFd(procRoot), pid, buf, out, out.length, info);
       if (n < 0) throw failure(procRoot, 'stat');
       return n === 0 ? undefined : statAt(0);
     },
-    environ(procRoot, pids, leaderExited) {
+    environ(procRoot, pids, leaderExited, budgetMs) {
       const reads: EnvironRead[] = [];
       for (let done = 0; done < pids.length; ) {
         const rest = pids.length - done;
@@ -280,7 +310,7 @@ function bind(lib: any): NativeProc {
           p[i] = pids[done + i] as number;
           z[i] = leaderExited[done + i] ? 1 : 0;
         }
-        const n = environFn(procRoot, rootFd(procRoot), p, z, rest, buf, out, out.length, info);
+        const n = environFn(procRoot, rootFd(procRoot), p, z, rest, budgetMs, buf, out, out.length, info);
         if (n === -2) {
           grow();
           continue;
@@ -297,6 +327,50 @@ function bind(lib: any): NativeProc {
         throw failure(procRoot, DETAIL_FILES[info[4] as number] ?? 'cmdline');
       }
       return detailsRead();
+    },
+    cmdlines(procRoot, pids, limit) {
+      const n = pids.length;
+      const results: { cmdline: ReadOutcome; text: Buffer }[] = [];
+      if (n === 0) return results;
+      const p = Int32Array.from(pids);
+      const rec = new Float64Array(CMDLINE_RECORD * n);
+      if (text.length < limit + 1) text = Buffer.from(new ArrayBuffer(2 * (limit + 1)));
+      for (let done = 0; done < n; ) {
+        const rest = n - done;
+        const got = cmdlinesFn(
+          procRoot,
+          rootFd(procRoot),
+          p.subarray(done),
+          rest,
+          limit,
+          rec.subarray(CMDLINE_RECORD * done),
+          text,
+          text.length,
+          info,
+        ) as number;
+        if (got < 0) throw failure(procRoot, 'cmdline');
+        // This call's cmdlines, copied out of `text` (reused by the next call).
+        let used = 0;
+        for (let i = done; i < done + got; i++) {
+          const r = CMDLINE_RECORD * i;
+          used = Math.max(used, (rec[r + 1] as number) + (rec[r + 2] as number));
+        }
+        const chunk = used === 0 ? EMPTY : Buffer.from(text.subarray(0, used));
+        for (let i = done; i < done + got; i++) {
+          const r = CMDLINE_RECORD * i;
+          const kind = KINDS[rec[r] as number];
+          const cmdline: ReadOutcome =
+            kind === 'ok'
+              ? { kind, length: rec[r + 2] as number, truncated: rec[r + 3] === 1 }
+              : kind === 'gone'
+                ? { kind }
+                : { kind: 'denied', code: 'EACCES' };
+          results.push({ cmdline, text: chunk.subarray(rec[r + 1] as number) });
+        }
+        done += got;
+        if (got < rest) text = Buffer.from(new ArrayBuffer(text.length * 2));
+      }
+      return results;
     },
     holdAll(procRoot, requests, limit) {
       const n = requests.length;
@@ -434,6 +508,7 @@ function bind(lib: any): NativeProc {
 // info[4] names.
 const EVIDENCE = { identity: 0, carrier: 1, parent: 2 } as const;
 const HOLD_RECORD = 8;
+const CMDLINE_RECORD = 4; // tp_cmdlines' record: kind, offset, length, truncated
 const HOLD_GONE = -2;
 const HOLD_NO_PIDFD = -3;
 const HELD_GONE: NativeHold = { kind: 'gone' };

@@ -66,11 +66,12 @@ export function openProc(path: string): number | ReadOutcome {
 }
 
 /**
- * One read(2) from `fd` into the shared buffer at `[offset, READ_BUFFER_BYTES)`: the bytes read,
- * 0 at the end of the file. Throws what read(2) throws (see `classify`).
+ * One read(2) from `fd` into the shared buffer at `[offset, offset + length)` (default: to the
+ * buffer's end, `READ_BUFFER_BYTES`): the bytes read, 0 at the end of the file. Throws what
+ * read(2) throws (see `classify`).
  */
-export function readChunk(fd: number, offset: number): number {
-  return readSync(fd, buffer, offset, READ_BUFFER_BYTES - offset, null);
+export function readChunk(fd: number, offset: number, length = READ_BUFFER_BYTES - offset): number {
+  return readSync(fd, buffer, offset, length, null);
 }
 
 /** Maps a /proc open or read error to gone/denied; rethrows anything else. */

@@ -1,13 +1,22 @@
 // The native scan loop (native/scan.c through src/proc/native.ts) and the JS path read the same
 // real processes to the same results: the snapshot's stat fields, environ entries (a tagged
 // process, an untagged one, decoys, an environ bomb past the byte budget, a zombie leader whose
-// environ is read through a live thread), the report details, and a whole scan.
+// environ is read through a live thread), the report details, a batch of cmdlines (a zombie's,
+// a gone pid's, one past the cap), a process table larger than the first buffer, and a whole
+// scan.
 import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
-import { readFileSync } from 'node:fs';
+import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTag } from '../../src/index.js';
-import { readCmdline, readDetails, readUid } from '../../src/proc/details.js';
+import {
+  CMDLINE_CAP_BYTES,
+  CMDLINE_TRUNCATED_MARK,
+  readCmdline,
+  readCmdlines,
+  readDetails,
+  readUid,
+} from '../../src/proc/details.js';
 import { type EnvironRead, readEnviron, readEnvirons } from '../../src/proc/environ.js';
 import { type Identity, identityOf, readStat } from '../../src/proc/identity.js';
 import { nativeProc, useNativeProc } from '../../src/proc/native.js';
@@ -176,6 +185,59 @@ describe('the native scan loop', () => {
     expect(native[ours.indexOf(bomb)]?.cmdline?.endsWith('\u2026')).toBe(true);
   });
 
+  it('reads a batch of cmdlines as readCmdline reads each: normal, zombie, gone, past the cap', async () => {
+    // A zombie: the shell's `sleep 0` exits under a parent that execs `sleep 1000` and never waits.
+    const parent = track(spawn('sh', ['-c', 'sleep 0 & exec sleep 1000'], { stdio: 'ignore' }));
+    let zombie = 0;
+    await waitFor('the unreaped child to be a zombie', () => {
+      const kids = takeSnapshot().children.get(parent.pid) ?? [];
+      zombie = kids.find((pid) => statFields(pid)?.[0] === 'Z') ?? 0;
+      return zombie > 0 && readFileSync(`/proc/${parent.pid}/comm`, 'latin1') === 'sleep\n';
+    });
+    const gone = 0x3fffffff;
+    // The bomb 40 times over: 40 reads of the cap and its extra byte outgrow the 64 KiB text
+    // buffer, so the batch is read in more than one call.
+    const pids = [
+      tagged1.pid,
+      zombie,
+      gone,
+      bomb.pid,
+      ...ours.map((id) => id.pid),
+      ...Array(40).fill(bomb.pid),
+    ];
+    const { js, native } = both(() => readCmdlines('/proc', pids));
+    expect(native).toEqual(js);
+    expect(native).toEqual(pids.map((pid) => readCmdline('/proc', pid)));
+    expect(native.slice(0, 3)).toEqual(['sleep 1000', '', undefined]);
+    const cut = native[3];
+    expect(cut?.startsWith('environ-bomb xxx'), `the bomb's cmdline "${cut?.slice(0, 40)}"`).toBe(true);
+    expect(cut?.length).toBe(CMDLINE_CAP_BYTES + 1);
+    expect(cut?.endsWith(CMDLINE_TRUNCATED_MARK)).toBe(true);
+    expect(statFields(zombie)?.[0], 'premise broken: the zombie was reaped').toBe('Z');
+    // Ground truth, read here: the sleep's own argv.
+    expect(readFileSync(`/proc/${tagged1.pid}/cmdline`, 'latin1')).toBe('sleep\x001000\x00');
+  });
+
+  it('walks a process table larger than its first buffer once, to the same stats', () => {
+    // A fake procfs of 1,500 processes with 180-byte names: 256-byte records, 375 KiB of them,
+    // more than the native path's first 256 KiB buffer.
+    const root = tempDir();
+    const line = readFileSync(`/proc/${process.pid}/stat`, 'latin1');
+    const rest = line.slice(line.lastIndexOf(')'));
+    const comm = (pid: number) => `${pid}-${'n'.repeat(174)}`;
+    for (let pid = 10_000; pid < 11_500; pid++) {
+      mkdirSync(join(root, String(pid)));
+      writeFileSync(join(root, String(pid), 'stat'), `${pid} (${comm(pid)}${rest}`);
+    }
+    const byPid = (a: ProcStat, b: ProcStat) => a.pid - b.pid;
+    const { js, native } = both(() => [...takeSnapshot(root).processes.values()].sort(byPid));
+    expect(native.length).toBe(1500);
+    expect(native).toEqual(js);
+    expect(native.map((s) => s.comm)).toEqual(Array.from({ length: 1500 }, (_, i) => comm(10_000 + i)));
+    // Taken again: the grown buffer holds it.
+    expect(both(() => takeSnapshot(root).processes.size)).toEqual({ js: 1500, native: 1500 });
+  });
+
   it('gives a whole scan the same members and unreadable processes', () => {
     const { js, native } = both(() => {
       const r = scanSession({
@@ -309,6 +371,15 @@ describe('the native scan loop', () => {
 });
 
 describe('reading candidate carriers through their pidfds', () => {
+  // The native path on (TETHER_NATIVE_SCAN=0 turns it off for the file): holdCandidates is it.
+  let was = true;
+  beforeAll(() => {
+    was = useNativeProc(true);
+  });
+  afterAll(() => {
+    useNativeProc(was);
+  });
+
   it('gives the environ reads of readEnvirons and, for carriers, the holds of holdAll', () => {
     const signaller = createSignaller();
     expect(signaller.mechanism, 'premise broken: no pidfd on this machine').toBe('pidfd');
