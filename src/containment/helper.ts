@@ -13,9 +13,9 @@ import { accessSync, closeSync, constants, readdirSync, readSync, statSync, writ
 import { Socket } from 'node:net';
 import { fileURLToPath } from 'node:url';
 import { errnoName, libc, libcError, POLLIN, pollOne, signalName } from '../libc.js';
-import { type Identity, identityOf } from '../proc/identity.js';
+import { type Identity, identityOf, readStat } from '../proc/identity.js';
 import { readText } from '../proc/read.js';
-import { createSignaller, type Hold } from '../sweep/signal.js';
+import { createSignaller, type Hold, releaseHold } from '../sweep/signal.js';
 import { describeTarget, hostTarget, readElf, runsOn } from './elf.js';
 import {
   type ChildrenAnswer,
@@ -490,11 +490,60 @@ function abortStart(
   const pid = child.pid as number;
   const status =
     said.eof && said.lines.length === 0 ? (zombieStatus(procRoot, pid, 200) ?? 'it still ran') : undefined;
+  discard(child, statusRead, control);
+  return startFailure(said, status);
+}
+
+// A helper that will not be used, before its `go`: our ends of its pipes closed, and it killed
+// (our own child, not yet reaped: its pid is still its own); a payload it forked never gets
+// its go byte, and never execs.
+function discard(child: ChildProcess, statusRead: number, control: Control): void {
   control.release();
   closeSync(statusRead);
   child.on('error', () => undefined);
   child.kill('SIGKILL');
-  return startFailure(said, status);
+}
+
+// Why the processes the helper named are not its own, or undefined when they are: the helper
+// line must name the process this one spawned (`helperPid`); the payload's parent must be the
+// helper — with a PID namespace, the init named on the `init` line, whose own parent is the
+// helper. Each stat is read after that process's hold was opened (and its start time checked
+// in the same read), so it names the held process. Any other answer — a `TETHER_HELPER` that
+// names a bystander, or a helper that died and left its payload reparented — is the helper's
+// fault: holding and signalling such a process would act on one outside the session.
+function parentageFault(
+  procRoot: string,
+  helperPid: number,
+  self: Identity,
+  payload: Identity,
+  init: Identity | undefined,
+  pidns: boolean,
+): string | undefined {
+  const parentOf = (id: Identity): number | string => {
+    try {
+      const stat = readStat(procRoot, id.pid);
+      return stat?.startTime === id.startTime ? stat.ppid : 'gone';
+    } catch (error) {
+      return `unreadable (${(error as NodeJS.ErrnoException).code ?? (error as Error).message})`;
+    }
+  };
+  if (self.pid !== helperPid)
+    return `its "helper" line names pid ${self.pid}, not the helper (pid ${helperPid})`;
+  const named = `it named pid ${payload.pid} as its payload`;
+  if (!pidns) {
+    const parent = parentOf(payload);
+    return parent === helperPid
+      ? undefined
+      : `${named}, whose parent is ${parent}, not the helper (pid ${helperPid})`;
+  }
+  if (!init) return `${named} but no init of its PID namespace`;
+  const initParent = parentOf(init);
+  if (initParent !== helperPid)
+    return `its namespace's init (pid ${init.pid}) has the parent ${initParent}, not the helper (pid ${helperPid})`;
+  const parent = parentOf(payload);
+  return parent === init.pid
+    ? undefined
+    : `${named}, whose parent is ${parent}, not its namespace's init (pid ${init.pid})`;
 }
 
 /** Our ends of the control and answer pipes: `go`, the childless query, release or abandon. */
@@ -662,6 +711,16 @@ export function startHelper(path: string, opts: HelperOptions): Helper {
   const helperHold = signaller.hold(opts.procRoot, self);
   const init = first(said.statuses, 'init')?.identity;
   const initHold = init && signaller.hold(opts.procRoot, init);
+  // Before the go: the processes named are the helper's own, or none of them is held or used.
+  const fault = parentageFault(opts.procRoot, child.pid, self, started, init, opts.pidns);
+  if (fault !== undefined) {
+    for (const hold of [payloadHold, helperHold, initHold]) if (hold) releaseHold(hold);
+    discard(child, pipes.statusRead, control);
+    throw new HelperStartError(
+      'unavailable',
+      `the helper ${path} is not a tether helper (${fault}): it was killed before its go, and the processes it named were left alone`,
+    );
+  }
   control.go(); // EPIPE: the helper is gone; its status pipe says so (`exit lost`)
   return {
     child,

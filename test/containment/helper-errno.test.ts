@@ -197,7 +197,10 @@ describe("the helper's errnos", () => {
       await raw.closed;
       const left = [raw.payload, ...kids].filter(isAlive).map((p) => `${p.pid} "${cmdlineOf(p.pid)}"`);
       expect(left, `outlived the dead man's switch (the helper said: ${raw.lines.join(' | ')})`).toEqual([]);
-      expect(raw.lines.filter((l) => l.startsWith('warn ')), 'the switch said a failure').toEqual([]);
+      expect(
+        raw.lines.filter((l) => l.startsWith('warn ')),
+        'the switch said a failure',
+      ).toEqual([]);
       expect(raw.lines).toContain('exit signal 15');
     });
   }
