@@ -172,8 +172,8 @@ export interface Helper {
 /**
  * Why the helper could not be used: `unavailable` (fall back to the env tag, and say so),
  * `refused` (what was asked cannot be done here), or `spawn-failed` (spawn(2) of the helper
- * failed for a reason that would fail the command too — a missing cwd, E2BIG, a NUL in an
- * argument: start the command without the helper and let that failure be the command's).
+ * failed for a reason that is the command's own — a missing cwd, E2BIG, an argument Node
+ * refuses: the command's own start failure is that one; see `commandsOwn`).
  */
 export class HelperStartError extends Error {
   constructor(
@@ -184,6 +184,8 @@ export class HelperStartError extends Error {
      * (EMFILE, ENFILE, EAGAIN): resolves to that errno's code, for the warning's message.
      */
     readonly errno?: Promise<string>,
+    /** `spawn-failed` from a throw: what Node threw (E2BIG…), the command's start failure. */
+    readonly thrown?: unknown,
   ) {
     super(message);
   }
@@ -406,20 +408,54 @@ function spawnHelper(
   }
 }
 
-// Why a spawn that gave no pid failed. The binary was found executable a moment ago: a thrown
-// error (E2BIG, a NUL byte) or a missing cwd would fail the command the same way (`spawn-failed`:
-// the command's own spawn says it). Otherwise Node reports the errno on the next tick — EMFILE,
-// ENFILE (no fd left for the helper's stdio), EAGAIN (no process left) — and the helper is
-// what is missing (`unavailable`, its errno promised).
+// Whether a synchronous throw of the helper's spawn is provably the command's own, by its code:
+// E2BIG — the helper passes the command's arguments and environment on unchanged, and adds only
+// its own path and a few short options (see `helperArgv`), so what is too large for the kernel
+// is the command's (the one case it is not, a command within those few hundred bytes of the
+// limit, is handled by the caller: see docs/containment.md); an ERR_ code — Node refused the
+// arguments or the environment before any system call, and refuses them for the command too.
+// Every other errno is about the helper's file itself, which was found executable a moment
+// ago: ELOOP (a `#!` chain that loops or nests too deep), ETXTBSY (the file is open for
+// writing), ENOEXEC, EISDIR, ENOTDIR, ENAMETOOLONG, EPERM, EINVAL, ENOMEM, EIO… — the command,
+// a different file, may start fine: the helper is what is missing.
+function commandsOwn(code: string | undefined): boolean {
+  return code === 'E2BIG' || (code?.startsWith('ERR_') ?? false);
+}
+
+// What an errno of the helper's spawn says about its file, for the warning.
+const SPAWN_ERRNO_HINT: Record<string, string> = {
+  ELOOP: ': its #! interpreter chain loops or nests too deep, or a symbolic link loops',
+  ETXTBSY: ': the file is open for writing (a build or a copy still under way)',
+};
+
+// Why a spawn that gave no pid failed. A throw that is the command's own (`commandsOwn`) or a
+// missing cwd would fail the command the same way (`spawn-failed`: the command's own spawn
+// says it); any other throw is the helper's file (`unavailable`, naming the errno). Otherwise
+// Node reports the errno on the next tick — EMFILE, ENFILE (no fd left for the helper's
+// stdio), EAGAIN (no process left) — and the helper is what is missing (`unavailable`, its
+// errno promised).
 function spawnFailure(path: string, opts: HelperOptions, child: ChildProcess | undefined, thrown: unknown) {
-  if (thrown !== undefined || (opts.cwd !== undefined && !searchableDir(opts.cwd)) || !child) {
-    child?.on('error', () => undefined);
-    return new HelperStartError('spawn-failed', `cannot start the helper ${path}`);
+  child?.on('error', () => undefined);
+  if (thrown !== undefined) {
+    const code = (thrown as NodeJS.ErrnoException).code;
+    if (commandsOwn(code))
+      return new HelperStartError('spawn-failed', `cannot start the helper ${path}`, undefined, thrown);
+    const why = code ?? clipText((thrown as Error).message ?? String(thrown));
+    return new HelperStartError(
+      'unavailable',
+      `the helper could not be spawned (${path}: ${why}${SPAWN_ERRNO_HINT[why] ?? ''})`,
+    );
   }
+  if ((opts.cwd !== undefined && !searchableDir(opts.cwd)) || !child)
+    return new HelperStartError('spawn-failed', `cannot start the helper ${path}`);
   const errno = new Promise<string>((resolve) =>
     child.once('error', (error: NodeJS.ErrnoException) => resolve(error.code ?? error.message)),
   );
   return new HelperStartError('unavailable', `the helper could not be spawned (${path}${fdUsage()})`, errno);
+}
+
+function clipText(text: string): string {
+  return text.length > 120 ? `${text.slice(0, 119)}…` : text;
 }
 
 /** What the helper said before it could be used: its lines up to `started` or `error`. */

@@ -1,13 +1,24 @@
 // The helper under faults (from a breaker's findings): stopped by its payload, killed by it,
 // many commands in one session, a program that never ends its session. Ground truth from /proc.
 import { execFileSync, spawn as spawnChild } from 'node:child_process';
-import { chmodSync, existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import {
+  chmodSync,
+  closeSync,
+  copyFileSync,
+  existsSync,
+  mkdtempSync,
+  openSync,
+  readFileSync,
+  rmSync,
+  writeFileSync,
+} from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { type Identity, session, spawn } from '../../src/index.js';
 import { ROOT } from '../support/paths.js';
 import { childrenOf, identityOf, isAlive } from '../support/proc.js';
+import { HELPER_EXE } from './support.js';
 
 const started: Identity[] = [];
 const dirs: string[] = [];
@@ -110,6 +121,69 @@ describe('a TETHER_HELPER that names processes outside its subtree', () => {
       expect(isAlive(by), 'the bystander was ended').toBe(true);
       expect(isAlive(kid), "the bystander's child was ended").toBe(true);
       expect(existsSync(got), 'the bystander was sent SIGTERM').toBe(false);
+    });
+  }
+});
+
+describe('a helper file the kernel refuses at spawn (Node throws)', () => {
+  // spawn(2) of the helper threw synchronously for the file's own reason, and the session took it
+  // for the command's: the command ran without the helper, even with the layer listed, unsaid.
+  const cases = [
+    {
+      errno: 'ELOOP',
+      make: (dir: string) => {
+        const file = join(dir, 'selfloop');
+        writeFileSync(file, `#!${file}\n`); // a #! interpreter that is itself
+        chmodSync(file, 0o755);
+        return { file, done: () => undefined };
+      },
+    },
+    {
+      errno: 'ETXTBSY',
+      make: (dir: string) => {
+        const file = join(dir, 'tether-helper');
+        copyFileSync(HELPER_EXE, file);
+        chmodSync(file, 0o755);
+        const fd = openSync(file, 'r+'); // open for writing: exec(2) refuses it
+        return { file, done: () => closeSync(fd) };
+      },
+    },
+  ];
+  for (const { errno, make } of cases) {
+    it(`${errno}: CONTAINMENT_UNAVAILABLE when the subreaper layer is listed (the command never runs), NO_HELPER naming ${errno} under auto`, async () => {
+      const dir = mkdtempSync(join(tmpdir(), 'tether-refused-'));
+      dirs.push(dir);
+      const { file, done } = make(dir);
+      const marker = join(dir, 'ran');
+      try {
+        await withHelper(file, async () => {
+          let thrown: unknown;
+          try {
+            const sub = spawn('sh', ['-c', `echo ran > ${marker}`], {
+              ...FAST,
+              containment: ['subreaper', 'cgroup'],
+              stdio: 'ignore',
+            });
+            await sub;
+          } catch (error) {
+            thrown = error;
+          }
+          expect((thrown as { code?: string })?.code, String(thrown)).toBe('CONTAINMENT_UNAVAILABLE');
+          expect((thrown as Error).message).toContain(`${file}: ${errno}`);
+          expect(existsSync(marker), 'the command ran without the layer it listed').toBe(false);
+          const { exitCode, report } = await spawn('sh', ['-c', `echo ran > ${marker}`], {
+            ...FAST,
+            stdio: 'ignore',
+          });
+          expect(exitCode).toBe(0);
+          expect(existsSync(marker), 'under auto the command runs, without the helper').toBe(true);
+          expect(report.layers).not.toContain('subreaper');
+          const warned = report.warnings.filter((w) => w.code === 'NO_HELPER').map((w) => w.message);
+          expect(warned).toEqual([expect.stringContaining(`${file}: ${errno}`)]);
+        });
+      } finally {
+        done();
+      }
     });
   }
 });
