@@ -555,16 +555,25 @@ function parentageFault(
   init: Identity | undefined,
   pidns: boolean,
 ): string | undefined {
-  const parentOf = (id: Identity): number | string => {
+  // The parent of `id` (startTime -1: of whatever process holds the pid), 'gone', or
+  // 'unreadable' (no stat to read at all, or a read that threw: EMFILE…).
+  const parentOf = (id: Identity): number | 'gone' | 'unreadable' => {
+    let stat: ReturnType<typeof readStat>;
     try {
-      const stat = readStat(procRoot, id.pid);
-      return stat?.startTime === id.startTime ? stat.ppid : 'gone';
-    } catch (error) {
-      return `unreadable (${(error as NodeJS.ErrnoException).code ?? (error as Error).message})`;
+      stat = readStat(procRoot, id.pid);
+    } catch {
+      return 'unreadable';
     }
+    if (!stat) return id.startTime === -1 ? 'unreadable' : 'gone';
+    return id.startTime === -1 || stat.startTime === id.startTime ? stat.ppid : 'gone';
   };
   if (self.pid !== helperPid)
     return `its "helper" line names pid ${self.pid}, not the helper (pid ${helperPid})`;
+  // The helper is our own unreaped child: its stat is readable whenever procRoot is a procfs.
+  // When it is not (no procfs there), no check can be made — and none is needed: every hold's
+  // start-time check read the same procRoot and failed (`gone`), and so does every re-check
+  // before a signal: nothing named is held or signalled.
+  if (parentOf({ pid: helperPid, startTime: -1 }) === 'unreadable') return undefined;
   const named = `it named pid ${payload.pid} as its payload`;
   if (!pidns) {
     const parent = parentOf(payload);
