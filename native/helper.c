@@ -50,6 +50,7 @@ static int pidns;
 
 static pid_t supervisor, payload = -1, ns_init = -1;
 static int payload_pidfd = -1;
+static int sfd = -1; // the signalfd every catchable signal arrives on
 static int payload_reaped;
 
 // ---- small utilities -------------------------------------------------------------------------
@@ -106,17 +107,23 @@ static void sleep_ms(long ms) {
 }
 
 // Reads pid's ppid, state and start time (field 22, clock ticks since boot) from
-// /proc/PID/stat, parsing after the last ')' (comm may hold spaces and parentheses).
+// /proc/PID/stat, parsing after the last ')' (comm may hold spaces and parentheses). 0, or -1
+// with errno: ENOENT or ESRCH (also for an empty read) when the process is gone — the only
+// errnos that say so; EMFILE/ENFILE (no fd for the file), EINVAL (a line that does not parse)
+// or another mean the stat could not be read, never that the process is not there.
 static int read_stat(pid_t pid, pid_t *ppid, char *state, unsigned long long *start) {
   char path[64], buf[1024];
   snprintf(path, sizeof path, "/proc/%d/stat", pid);
   int fd = open(path, O_RDONLY | O_CLOEXEC);
   if (fd < 0) return -1;
   ssize_t n = read(fd, buf, sizeof buf - 1);
+  int err = errno;
   close(fd);
+  errno = n == 0 ? ESRCH : err;
   if (n <= 0) return -1;
   buf[n] = '\0';
   char *p = strrchr(buf, ')');
+  errno = EINVAL;
   if (!p) return -1;
   int pp;
   char st;
@@ -139,21 +146,37 @@ static int pidfd_send_signal_(int fd, int sig) {
 
 enum sent { SENT, GONE, FAILED };
 
+// 1 for the errnos by which /proc says a process is not there (ENOENT, ESRCH).
+static int gone_errno(int err) { return err == ENOENT || err == ESRCH; }
+
 // Signals pid only if it is still the process that started at `start`: pidfd_open, re-read
 // the start time, pidfd_send_signal (race-free). Without a pidfd (ENOSYS: before Linux 5.3;
-// EMFILE/ENFILE: no fd left) the start time is re-checked, then kill(2) — a narrow race.
-// GONE: ESRCH from any of the three, or another process now holds the pid (the start time
-// differs): the one we meant has ended, which is what was asked. FAILED (errno kept): EPERM
-// (it changed uid beyond ours), or anything else the kernel refused.
+// EMFILE/ENFILE: no fd left) the start time is re-checked, then kill(2) — a narrow race. When
+// the pidfd took the last fd, so that the stat cannot be opened beside it, the pidfd is closed
+// and the same fallback is used: the one fd then serves the stat.
+// GONE: ESRCH from any of the three, ENOENT for the stat, or another process now holds the pid
+// (the start time differs): the one we meant has ended, which is what was asked. FAILED
+// (errno kept): the start time could not be read (EMFILE, ENFILE…: it cannot be checked, so
+// nothing is sent), EPERM (it changed uid beyond ours), or anything else the kernel refused.
 static enum sent signal_identity(pid_t pid, unsigned long long start, int sig) {
   if (pid <= 1) return GONE;
   unsigned long long now;
   int fd = pidfd_open_(pid);
   if (fd < 0 && errno == ESRCH) return GONE;
-  enum sent result = GONE;
-  if (read_stat(pid, NULL, NULL, &now) == 0 && now == start) {
-    int rc = fd >= 0 ? pidfd_send_signal_(fd, sig) : kill(pid, sig);
-    result = rc == 0 ? SENT : errno == ESRCH ? GONE : FAILED;
+  int rc = read_stat(pid, NULL, NULL, &now);
+  if (rc < 0 && fd >= 0 && (errno == EMFILE || errno == ENFILE)) {
+    close(fd);
+    fd = -1;
+    rc = read_stat(pid, NULL, NULL, &now);
+  }
+  enum sent result;
+  if (rc < 0)
+    result = gone_errno(errno) ? GONE : FAILED;
+  else if (now != start)
+    result = GONE;
+  else {
+    int sent = fd >= 0 ? pidfd_send_signal_(fd, sig) : kill(pid, sig);
+    result = sent == 0 ? SENT : errno == ESRCH ? GONE : FAILED;
   }
   int err = errno;
   if (fd >= 0) close(fd);
@@ -175,28 +198,53 @@ static int by_pid(const void *a, const void *b) {
 }
 
 // One walk of /proc: every live descendant of the helper except the namespace's init. Returns
-// how many were written to *out (malloc'd, sorted by pid), or -1 when /proc cannot be read.
+// how many were written to *out (malloc'd, sorted by pid), or -1 with errno when the walk is
+// not whole: /proc cannot be opened or listed, memory runs out, or a process's stat cannot be
+// read for any reason but its end (ENOENT/ESRCH: it exited meanwhile, skipped) — a process
+// skipped for EMFILE would be a descendant left unsignalled while the walk looked complete.
+// The listing is read whole and its directory closed before any stat is opened: the walk
+// needs one fd at a time, so it works with a single fd free.
 static int descendants(struct proc **out) {
   DIR *d = opendir("/proc");
   if (!d) return -1;
   size_t n = 0, cap = 256;
   struct proc *all = malloc(cap * sizeof *all);
-  struct dirent *e;
-  while (all && (e = readdir(d))) {
+  int err = all ? 0 : ENOMEM;
+  while (!err) {
+    errno = 0;
+    struct dirent *e = readdir(d);
+    if (!e) {
+      err = errno; // 0 at the end of the listing; readdir(3) failed otherwise
+      break;
+    }
     char *end;
     long pid = strtol(e->d_name, &end, 10);
     if (*end || pid <= 0) continue;
-    struct proc p = {.pid = (pid_t)pid};
-    if (read_stat(p.pid, &p.ppid, &p.state, &p.start) < 0) continue;
     if (n == cap) {
       struct proc *more = realloc(all, (cap *= 2) * sizeof *all);
-      if (!more) break;
+      if (!more) {
+        err = ENOMEM;
+        break;
+      }
       all = more;
     }
-    all[n++] = p;
+    all[n++] = (struct proc){.pid = (pid_t)pid};
   }
   closedir(d);
-  if (!all) return -1;
+  size_t alive = 0;
+  for (size_t i = 0; i < n && !err; i++) {
+    struct proc p = all[i];
+    if (read_stat(p.pid, &p.ppid, &p.state, &p.start) == 0)
+      all[alive++] = p;
+    else if (!gone_errno(errno))
+      err = errno;
+  }
+  n = alive;
+  if (err) {
+    free(all);
+    errno = err;
+    return -1;
+  }
   qsort(all, n, sizeof *all, by_pid);
   pid_t self = getpid();
   size_t kept = 0;
@@ -268,26 +316,52 @@ static int has_children(void) {
   return errno == ECHILD ? 0 : -1;
 }
 
-// The cgroup still holds a process (cgroup.events "populated 1"); false without a cgroup.
+// The cgroup still holds a process (cgroup.events "populated 1"); false without a cgroup, or
+// once it is gone (ENOENT). A cgroup.events that cannot be read (EMFILE…) counts as populated:
+// "cannot tell" is never "empty".
 static int cgroup_populated(void) {
   if (!cgroup_dir) return 0;
   char path[4096], buf[256];
   snprintf(path, sizeof path, "%s/cgroup.events", cgroup_dir);
   int fd = open(path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return 0;
+  if (fd < 0) return errno != ENOENT;
   ssize_t n = read(fd, buf, sizeof buf - 1);
   close(fd);
-  if (n <= 0) return 0;
+  if (n <= 0) return 1;
   buf[n] = '\0';
   return strstr(buf, "populated 1") != NULL;
 }
 
 // ---- the dead man's switch ------------------------------------------------------------------
 
+// 1 for the errnos that say no fd could be had: this process's limit (EMFILE), the system's (ENFILE).
+static int no_fd(int err) { return err == EMFILE || err == ENFILE; }
+
+// The fds the dead man's switch can do without, closed the first time it finds no fd left for
+// a walk of /proc, cgroup.kill or the cgroup's removal (which then are tried again): fds 0-2
+// (/dev/null since the payload's start: nothing is written there), the signalfd (the switch
+// reads no signal: SIGCHLD stays blocked and waitpid reaps), the answer pipe (the switch
+// answers no `children?`: a living supervisor reads EOF, no proof — what it assumes then) and
+// the control pipe (at EOF; after a SIGTERM never read again: the helper exits after the
+// switch). They are six fd numbers, three of them the lowest: under any RLIMIT_NOFILE of 1 or
+// more (the limit bounds fd numbers), and on ENFILE (these free six of the system's entries),
+// the one-fd-at-a-time walk then has its fd. Returns 1 when it closed them, 0 on a later call.
+static int free_spare_fds(void) {
+  static int freed;
+  if (freed) return 0;
+  freed = 1;
+  const int spare[] = {0, 1, 2, CONTROL_FD, ANSWER_FD, sfd};
+  for (size_t i = 0; i < sizeof spare / sizeof *spare; i++)
+    if (spare[i] >= 0) close(spare[i]);
+  sfd = -1;
+  return 1;
+}
+
 // Removes a cgroup and every (empty) cgroup below it, depth first; EBUSY retried briefly (a
 // cgroup stays populated for a moment after its last process is killed).
 static void remove_cgroup(const char *dir) {
   DIR *d = opendir(dir);
+  if (!d && no_fd(errno) && free_spare_fds()) d = opendir(dir);
   if (d) {
     struct dirent *e;
     while ((e = readdir(d))) {
@@ -327,10 +401,13 @@ static void end_one(const struct proc *p, int sig) {
 // said once (`warn cgroup-kill ERRNO`); the per-process KILLs go on.
 static void kill_cgroup(void) {
   int err = write_file(cgroup_dir, "cgroup.kill", "1");
+  if (no_fd(err) && free_spare_fds()) err = write_file(cgroup_dir, "cgroup.kill", "1");
   if (err && err != ENOENT) warn_once("cgroup-kill", err);
 }
 
-// A walk of /proc that failed (EMFILE, ENOMEM, no /proc): said once (`warn scan ERRNO`), and
+// A walk of /proc that failed, also after free_spare_fds (EMFILE under a limit of 0, ENOMEM, no
+// /proc, a stat unreadable for another reason than its process's end): said once (`warn scan
+// ERRNO`), and
 // the payload is still signalled — the one descendant the helper can name without /proc:
 // through the pidfd held since its go, or, when that pidfd_open failed too (the fds were
 // already gone), by kill(2) on its pid, which cannot name another process while the payload is
@@ -355,6 +432,7 @@ static void dead_mans_switch(int whole_session) {
       if (sig == SIGKILL && whole_session && cgroup_dir) kill_cgroup();
       struct proc *list = NULL;
       int n = descendants(&list);
+      if (n < 0 && no_fd(errno) && free_spare_fds()) n = descendants(&list);
       if (n < 0) end_payload_blind(sig);
       for (int i = 0; i < n; i++) {
         int seen = 0;
@@ -576,7 +654,7 @@ static void usage(void) {
 
 // ---- the loop's steps ------------------------------------------------------------------------
 
-static int sfd = -1, init_status_fd = -1;
+static int init_status_fd = -1;
 
 // Forwards one signal the supervisor sent to the payload. ESRCH: the payload has ended (its
 // `exit` line follows); another errno (EPERM: it gained privileges by a set-uid exec) is said.

@@ -13,9 +13,9 @@ import { accessSync, closeSync, constants, readdirSync, readSync, statSync, writ
 import { Socket } from 'node:net';
 import { fileURLToPath } from 'node:url';
 import { errnoName, libc, libcError, POLLIN, pollOne, signalName } from '../libc.js';
-import { type Identity, identityOf } from '../proc/identity.js';
+import { type Identity, identityOf, readStat } from '../proc/identity.js';
 import { readText } from '../proc/read.js';
-import { createSignaller, type Hold } from '../sweep/signal.js';
+import { createSignaller, type Hold, releaseHold } from '../sweep/signal.js';
 import { describeTarget, hostTarget, readElf, runsOn } from './elf.js';
 import {
   type ChildrenAnswer,
@@ -172,8 +172,8 @@ export interface Helper {
 /**
  * Why the helper could not be used: `unavailable` (fall back to the env tag, and say so),
  * `refused` (what was asked cannot be done here), or `spawn-failed` (spawn(2) of the helper
- * failed for a reason that would fail the command too — a missing cwd, E2BIG, a NUL in an
- * argument: start the command without the helper and let that failure be the command's).
+ * failed for a reason that is the command's own — a missing cwd, E2BIG, an argument Node
+ * refuses: the command's own start failure is that one; see `commandsOwn`).
  */
 export class HelperStartError extends Error {
   constructor(
@@ -184,6 +184,8 @@ export class HelperStartError extends Error {
      * (EMFILE, ENFILE, EAGAIN): resolves to that errno's code, for the warning's message.
      */
     readonly errno?: Promise<string>,
+    /** `spawn-failed` from a throw: what Node threw (E2BIG…), the command's start failure. */
+    readonly thrown?: unknown,
   ) {
     super(message);
   }
@@ -406,20 +408,54 @@ function spawnHelper(
   }
 }
 
-// Why a spawn that gave no pid failed. The binary was found executable a moment ago: a thrown
-// error (E2BIG, a NUL byte) or a missing cwd would fail the command the same way (`spawn-failed`:
-// the command's own spawn says it). Otherwise Node reports the errno on the next tick — EMFILE,
-// ENFILE (no fd left for the helper's stdio), EAGAIN (no process left) — and the helper is
-// what is missing (`unavailable`, its errno promised).
+// Whether a synchronous throw of the helper's spawn is provably the command's own, by its code:
+// E2BIG — the helper passes the command's arguments and environment on unchanged, and adds only
+// its own path and a few short options (see `helperArgv`), so what is too large for the kernel
+// is the command's (the one case it is not, a command within those few hundred bytes of the
+// limit, is handled by the caller: see docs/containment.md); an ERR_ code — Node refused the
+// arguments or the environment before any system call, and refuses them for the command too.
+// Every other errno is about the helper's file itself, which was found executable a moment
+// ago: ELOOP (a `#!` chain that loops or nests too deep), ETXTBSY (the file is open for
+// writing), ENOEXEC, EISDIR, ENOTDIR, ENAMETOOLONG, EPERM, EINVAL, ENOMEM, EIO… — the command,
+// a different file, may start fine: the helper is what is missing.
+function commandsOwn(code: string | undefined): boolean {
+  return code === 'E2BIG' || (code?.startsWith('ERR_') ?? false);
+}
+
+// What an errno of the helper's spawn says about its file, for the warning.
+const SPAWN_ERRNO_HINT: Record<string, string> = {
+  ELOOP: ': its #! interpreter chain loops or nests too deep, or a symbolic link loops',
+  ETXTBSY: ': the file is open for writing (a build or a copy still under way)',
+};
+
+// Why a spawn that gave no pid failed. A throw that is the command's own (`commandsOwn`) or a
+// missing cwd would fail the command the same way (`spawn-failed`: the command's own spawn
+// says it); any other throw is the helper's file (`unavailable`, naming the errno). Otherwise
+// Node reports the errno on the next tick — EMFILE, ENFILE (no fd left for the helper's
+// stdio), EAGAIN (no process left) — and the helper is what is missing (`unavailable`, its
+// errno promised).
 function spawnFailure(path: string, opts: HelperOptions, child: ChildProcess | undefined, thrown: unknown) {
-  if (thrown !== undefined || (opts.cwd !== undefined && !searchableDir(opts.cwd)) || !child) {
-    child?.on('error', () => undefined);
-    return new HelperStartError('spawn-failed', `cannot start the helper ${path}`);
+  child?.on('error', () => undefined);
+  if (thrown !== undefined) {
+    const code = (thrown as NodeJS.ErrnoException).code;
+    if (commandsOwn(code))
+      return new HelperStartError('spawn-failed', `cannot start the helper ${path}`, undefined, thrown);
+    const why = code ?? clipText((thrown as Error).message ?? String(thrown));
+    return new HelperStartError(
+      'unavailable',
+      `the helper could not be spawned (${path}: ${why}${SPAWN_ERRNO_HINT[why] ?? ''})`,
+    );
   }
+  if ((opts.cwd !== undefined && !searchableDir(opts.cwd)) || !child)
+    return new HelperStartError('spawn-failed', `cannot start the helper ${path}`);
   const errno = new Promise<string>((resolve) =>
     child.once('error', (error: NodeJS.ErrnoException) => resolve(error.code ?? error.message)),
   );
   return new HelperStartError('unavailable', `the helper could not be spawned (${path}${fdUsage()})`, errno);
+}
+
+function clipText(text: string): string {
+  return text.length > 120 ? `${text.slice(0, 119)}…` : text;
 }
 
 /** What the helper said before it could be used: its lines up to `started` or `error`. */
@@ -490,11 +526,69 @@ function abortStart(
   const pid = child.pid as number;
   const status =
     said.eof && said.lines.length === 0 ? (zombieStatus(procRoot, pid, 200) ?? 'it still ran') : undefined;
+  discard(child, statusRead, control);
+  return startFailure(said, status);
+}
+
+// A helper that will not be used, before its `go`: our ends of its pipes closed, and it killed
+// (our own child, not yet reaped: its pid is still its own); a payload it forked never gets
+// its go byte, and never execs.
+function discard(child: ChildProcess, statusRead: number, control: Control): void {
   control.release();
   closeSync(statusRead);
   child.on('error', () => undefined);
   child.kill('SIGKILL');
-  return startFailure(said, status);
+}
+
+// Why the processes the helper named are not its own, or undefined when they are: the helper
+// line must name the process this one spawned (`helperPid`); the payload's parent must be the
+// helper — with a PID namespace, the init named on the `init` line, whose own parent is the
+// helper. Each stat is read after that process's hold was opened (and its start time checked
+// in the same read), so it names the held process. Any other answer — a `TETHER_HELPER` that
+// names a bystander, or a helper that died and left its payload reparented — is the helper's
+// fault: holding and signalling such a process would act on one outside the session.
+function parentageFault(
+  procRoot: string,
+  helperPid: number,
+  self: Identity,
+  payload: Identity,
+  init: Identity | undefined,
+  pidns: boolean,
+): string | undefined {
+  // The parent of `id` (startTime -1: of whatever process holds the pid), 'gone', or
+  // 'unreadable' (no stat to read at all, or a read that threw: EMFILE…).
+  const parentOf = (id: Identity): number | 'gone' | 'unreadable' => {
+    let stat: ReturnType<typeof readStat>;
+    try {
+      stat = readStat(procRoot, id.pid);
+    } catch {
+      return 'unreadable';
+    }
+    if (!stat) return id.startTime === -1 ? 'unreadable' : 'gone';
+    return id.startTime === -1 || stat.startTime === id.startTime ? stat.ppid : 'gone';
+  };
+  if (self.pid !== helperPid)
+    return `its "helper" line names pid ${self.pid}, not the helper (pid ${helperPid})`;
+  // The helper is our own unreaped child: its stat is readable whenever procRoot is a procfs.
+  // When it is not (no procfs there), no check can be made — and none is needed: every hold's
+  // start-time check read the same procRoot and failed (`gone`), and so does every re-check
+  // before a signal: nothing named is held or signalled.
+  if (parentOf({ pid: helperPid, startTime: -1 }) === 'unreadable') return undefined;
+  const named = `it named pid ${payload.pid} as its payload`;
+  if (!pidns) {
+    const parent = parentOf(payload);
+    return parent === helperPid
+      ? undefined
+      : `${named}, whose parent is ${parent}, not the helper (pid ${helperPid})`;
+  }
+  if (!init) return `${named} but no init of its PID namespace`;
+  const initParent = parentOf(init);
+  if (initParent !== helperPid)
+    return `its namespace's init (pid ${init.pid}) has the parent ${initParent}, not the helper (pid ${helperPid})`;
+  const parent = parentOf(payload);
+  return parent === init.pid
+    ? undefined
+    : `${named}, whose parent is ${parent}, not its namespace's init (pid ${init.pid})`;
 }
 
 /** Our ends of the control and answer pipes: `go`, the childless query, release or abandon. */
@@ -662,6 +756,16 @@ export function startHelper(path: string, opts: HelperOptions): Helper {
   const helperHold = signaller.hold(opts.procRoot, self);
   const init = first(said.statuses, 'init')?.identity;
   const initHold = init && signaller.hold(opts.procRoot, init);
+  // Before the go: the processes named are the helper's own, or none of them is held or used.
+  const fault = parentageFault(opts.procRoot, child.pid, self, started, init, opts.pidns);
+  if (fault !== undefined) {
+    for (const hold of [payloadHold, helperHold, initHold]) if (hold) releaseHold(hold);
+    discard(child, pipes.statusRead, control);
+    throw new HelperStartError(
+      'unavailable',
+      `the helper ${path} is not a tether helper (${fault}): it was killed before its go, and the processes it named were left alone`,
+    );
+  }
   control.go(); // EPIPE: the helper is gone; its status pipe says so (`exit lost`)
   return {
     child,

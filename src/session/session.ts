@@ -202,13 +202,20 @@ export class Session {
     const nul = nulByteIn(command, args, env);
     let thrown: unknown =
       nul && Object.assign(new Error(`${nul} holds a NUL byte`), { code: 'ERR_INVALID_ARG_VALUE' });
-    const helper = nul ? undefined : this.startHelped(command, args, options, env, stdio);
+    const helped = nul ? undefined : this.startHelped(command, args, options, env, stdio);
+    const failed = helped instanceof HelperStartError ? helped : undefined;
+    const helper = failed ? undefined : (helped as Helper | undefined);
     this.helpers.releaseIdle(); // after the start: the new helper now guards the cgroup
     this.closeExitedHolds();
     let child: ChildProcess;
     if (helper) child = helper.child;
     else if (nul) child = unstarted();
-    else {
+    else if (failed?.thrown !== undefined && this.plan.helper === 'required') {
+      // The helper's spawn threw what the command's would (E2BIG): that is its start failure,
+      // and the command is not spawned without the layer it requires.
+      thrown = failed.thrown;
+      child = unstarted();
+    } else {
       try {
         child = spawnChild(command, args, { cwd: options.cwd, env, stdio });
       } catch (error) {
@@ -217,6 +224,9 @@ export class Session {
         thrown = error;
         child = unstarted();
       }
+      // The helper's failure was taken for the command's, which started after all (an E2BIG
+      // within the helper's few extra bytes of the limit): it ran without the helper, said.
+      if (failed && child.pid !== undefined) this.noHelper(failed, ', though the command alone could be');
       this.direct = true;
     }
     const payload = helper ? helper.payload : this.identityOf(child.pid);
@@ -306,14 +316,16 @@ export class Session {
   }
 
   // Starts the command through the helper; undefined when the containment does not want one
-  // or (`auto`) the helper cannot be used here — then a `NO_HELPER` warning says why.
+  // or (`auto`) the helper cannot be used here — then a `NO_HELPER` warning says why. A
+  // `spawn-failed` error when the helper's spawn failed as the command's own would (its
+  // arguments, its cwd): the caller lets the command's start fail.
   private startHelped(
     command: string,
     args: readonly string[],
     options: CommandOptions,
     env: NodeJS.ProcessEnv,
     stdio: StdioOptions,
-  ): Helper | undefined {
+  ): Helper | HelperStartError | undefined {
     if (this.plan.helper === 'off') return undefined;
     try {
       const found = helperPath();
@@ -345,21 +357,24 @@ export class Session {
         this.cgroup = undefined;
         this.cgroupTried = false;
       }
-      // The command itself would fail the same way: let its own spawn say why.
-      if (error.kind === 'spawn-failed') return undefined;
+      // The command itself would fail the same way: its own start failure says why.
+      if (error.kind === 'spawn-failed') return error;
       if (this.plan.helper === 'required') throw new TetherError('CONTAINMENT_UNAVAILABLE', error.message);
-      if (!this.warnings.some((w) => w.code === 'NO_HELPER')) {
-        const tail =
-          'processes were found by the env tag only (a detached process that drops the tag escapes)';
-        const warning: SweepWarning = { code: 'NO_HELPER', message: `${error.message}: ${tail}` };
-        this.warnings.push(warning);
-        // The errno arrives on the next tick, before any sweep can take the warning.
-        void error.errno?.then((errno) => {
-          warning.message = `${error.message}: ${errno}${errnoHint(errno)}: ${tail}`;
-        });
-      }
+      this.noHelper(error);
       return undefined;
     }
+  }
+
+  // The `NO_HELPER` warning (once per session): why the helper could not be used, `more` after it.
+  private noHelper(error: HelperStartError, more = ''): void {
+    if (this.warnings.some((w) => w.code === 'NO_HELPER')) return;
+    const tail = 'processes were found by the env tag only (a detached process that drops the tag escapes)';
+    const warning: SweepWarning = { code: 'NO_HELPER', message: `${error.message}${more}: ${tail}` };
+    this.warnings.push(warning);
+    // The errno arrives on the next tick, before any sweep can take the warning.
+    void error.errno?.then((errno) => {
+      warning.message = `${error.message}${more}: ${errno}${errnoHint(errno)}: ${tail}`;
+    });
   }
 
   // A `warn` line of a helper, as a report warning: its cgroup.kill is CGROUP_KILL_FAILED,

@@ -3,14 +3,14 @@
 // The test is the helper's supervisor itself where it must watch the wire (fds 3-5, see the
 // table in docs/containment.md); ground truth is /proc.
 import { type ChildProcess, execFileSync, spawn as spawnChild } from 'node:child_process';
-import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { Readable, Writable } from 'node:stream';
 import { setTimeout as delay } from 'node:timers/promises';
 import { afterEach, describe, expect, it } from 'vitest';
 import { type Identity, session } from '../../src/index.js';
-import { cmdlineOf, identityOf, isAlive } from '../support/proc.js';
+import { childrenOf, cmdlineOf, identityOf, isAlive } from '../support/proc.js';
 import { HELPER_EXE } from './support.js';
 
 const started: Identity[] = [];
@@ -51,11 +51,26 @@ interface RawHelper {
   closed: Promise<void>;
 }
 
-/** `beforeGo`: runs once the helper said `started`, before the supervisor's `go`. */
+/**
+ * Lowers `pid`'s fd limit so that exactly `free` fd numbers are free below it (0 or 1 here): the
+ * limit bounds fd numbers, so it is set `free` above the lowest number not in use.
+ */
+function leaveFdsFree(pid: number, free: number): void {
+  const open = new Set(readdirSync(`/proc/${pid}/fd`).map(Number));
+  let hole = 0;
+  while (open.has(hole)) hole++;
+  limitFds(pid, hole + free);
+}
+
+/**
+ * `beforeGo`: runs once the helper said `started`, before the supervisor's `go`. `running`: the
+ * payload's cmdline once it has exec'd (its command's words by default).
+ */
 async function startRaw(
   args: string[],
   cmd: string[],
   beforeGo?: (helper: number) => void,
+  running = cmd.join(' '),
 ): Promise<RawHelper> {
   const child = spawnChild(HELPER_EXE, [...args, '--', ...cmd], {
     stdio: ['ignore', 'ignore', 'ignore', 'pipe', 'pipe', 'pipe'],
@@ -85,9 +100,9 @@ async function startRaw(
   control.write('go\n');
   // The helper opens the payload's pidfd once it has passed the go on: the payload then execs.
   await until(
-    () => cmdlineOf(payload.pid) === cmd.join(' '),
+    () => cmdlineOf(payload.pid) === running,
     2000,
-    `the payload ${payload.pid} to exec ${cmd.join(' ')} after its go`,
+    `the payload ${payload.pid} to exec ${running} after its go`,
   );
   return { child, lines, control, payload, closed };
 }
@@ -121,8 +136,9 @@ describe("the helper's errnos", () => {
   });
 
   it('a dead man’s switch whose pidfd_open of the payload was refused too (no fd left before the go) still ends it, by kill(2) on its unreaped child', async () => {
+    // A limit of 0: no fd number at all, not even once the switch has closed what it can spare.
     const raw = await startRaw(['--grace', '300', '--kill-after', '500'], ['sleep', '30'], (helper) =>
-      limitFds(helper, 1),
+      limitFds(helper, 0),
     );
     raw.control.end(); // EOF: the supervisor "died"
     await raw.closed;
@@ -136,7 +152,7 @@ describe("the helper's errnos", () => {
 
   it('a dead man’s switch with no fd left for /proc still ends the payload, through the pidfd it holds, and says "warn scan"', async () => {
     const raw = await startRaw(['--grace', '300', '--kill-after', '500'], ['sleep', '30']);
-    limitFds(raw.child.pid ?? 0, 1);
+    limitFds(raw.child.pid ?? 0, 0); // 0: see above
     raw.child.kill('SIGWINCH'); // wakes the poll: the next one fails (warn poll), the loop ticks
     await delay(200);
     raw.control.end(); // EOF: the supervisor "died"
@@ -149,6 +165,45 @@ describe("the helper's errnos", () => {
     expect(raw.lines).toContain('warn scan 24'); // EMFILE
     expect(raw.lines).toContain('exit signal 15');
   });
+
+  for (const free of [1, 0]) {
+    it(`a dead man’s switch with ${free === 1 ? 'exactly one fd' : 'no fd'} free ends the payload and both its children (one detached): no process skipped for EMFILE`, async () => {
+      // Exactly one free fd: the walk's opendir took it, every stat then failed with EMFILE and
+      // was skipped, and an "empty" walk signalled nothing — all three ran on. None free: the
+      // walk failed, and only the payload was signalled. Now the switch closes the fds it can
+      // spare (0-2, its pipes but the status one, its signalfd) and walks one fd at a time.
+      const n = 7000 + Math.floor(Math.random() * 900);
+      const script = `sleep ${n}.1 & setsid sleep ${n}.2 & exec sleep ${n}.3`;
+      const raw = await startRaw(
+        ['--grace', '300', '--kill-after', '500'],
+        ['sh', '-c', script],
+        undefined,
+        `sleep ${n}.3`,
+      );
+      let kids: { pid: number; startTime: number }[] = [];
+      await until(
+        () => {
+          kids = childrenOf(raw.payload.pid)
+            .filter((c) => c.state !== 'Z' && /^sleep \d+\.[12]$/.test(cmdlineOf(c.pid)))
+            .map((c) => ({ pid: c.pid, startTime: c.startTime }));
+          return kids.length === 2;
+        },
+        2000,
+        `the payload's two children to run (it has ${JSON.stringify(childrenOf(raw.payload.pid))})`,
+      );
+      started.push(...kids);
+      leaveFdsFree(raw.child.pid ?? 0, free);
+      raw.control.end(); // EOF: the supervisor "died" (as under SIGKILL: the kernel closes its end)
+      await raw.closed;
+      const left = [raw.payload, ...kids].filter(isAlive).map((p) => `${p.pid} "${cmdlineOf(p.pid)}"`);
+      expect(left, `outlived the dead man's switch (the helper said: ${raw.lines.join(' | ')})`).toEqual([]);
+      expect(
+        raw.lines.filter((l) => l.startsWith('warn ')),
+        'the switch said a failure',
+      ).toEqual([]);
+      expect(raw.lines).toContain('exit signal 15');
+    });
+  }
 
   it('a cgroup.kill the kernel refuses (EISDIR) is said once, and the per-process KILLs still end the subtree', async () => {
     // A stand-in for the session's cgroup: cgroup.procs a plain file the child "joins", and
