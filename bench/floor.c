@@ -18,6 +18,7 @@
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
+#include "read-all.h"
 
 #ifndef SYS_pidfd_open
 #define SYS_pidfd_open 434
@@ -25,46 +26,6 @@
 #ifndef SYS_pidfd_send_signal
 #define SYS_pidfd_send_signal 424
 #endif
-
-static char *buf;
-static size_t cap = 64 * 1024;
-
-// Reads the whole file into buf; returns its length, or -1 when it cannot be opened/read.
-static long read_all(const char *path) {
-  int fd = open(path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return -1;
-  size_t len = 0;
-  for (;;) {
-    if (len == cap) {
-      cap *= 2;
-      buf = realloc(buf, cap);
-      if (!buf) abort();
-    }
-    ssize_t n = read(fd, buf + len, cap - len);
-    if (n < 0) {
-      close(fd);
-      return -1;
-    }
-    if (n == 0) break;
-    len += (size_t)n;
-  }
-  close(fd);
-  return (long)len;
-}
-
-// Same rule as sessionEntriesIn(): ENTRY as one whole NUL-delimited record.
-static int has_entry(const char *b, size_t len, const char *entry, size_t elen) {
-  const char *p = b, *end = b + len;
-  while (p < end) {
-    const char *at = memmem(p, (size_t)(end - p), entry, elen);
-    if (!at) return 0;
-    int starts = at == b || at[-1] == 0;
-    int ends = at + elen == end || at[elen] == 0;
-    if (starts && ends) return 1;
-    p = at + 1;
-  }
-  return 0;
-}
 
 int main(int argc, char **argv) {
   struct timespec ts;

@@ -23,35 +23,10 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+#include "read-all.h"
 
 #define PF_KTHREAD 0x00200000UL
 #define PREFIX "TETHER_SESSION_"
-
-static char *buf;
-static size_t cap = 64 * 1024;
-
-// Reads the whole file (dirfd-relative) into buf; returns its length, or -1.
-static long read_at(int dirfd, const char *path) {
-  int fd = openat(dirfd, path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return -1;
-  size_t len = 0;
-  for (;;) {
-    if (len == cap) {
-      cap *= 2;
-      buf = realloc(buf, cap);
-      if (!buf) abort();
-    }
-    ssize_t n = read(fd, buf + len, cap - len);
-    if (n < 0) {
-      close(fd);
-      return -1;
-    }
-    if (n == 0) break;
-    len += (size_t)n;
-  }
-  close(fd);
-  return (long)len;
-}
 
 static double ms_of(clockid_t clock) {
   struct timespec ts;

@@ -403,6 +403,21 @@ async function withHelper<T>(path: string, run: () => Promise<T>): Promise<T> {
   }
 }
 
+// A command run with TETHER_HELPER=path: it runs (exit 0) without the helper, the report's
+// NO_HELPER warning matches `why`, and nothing appeared in the current directory (a shell that
+// ran a binary's bytes as commands once wrote files there).
+async function expectNoHelper(path: string, why: RegExp): Promise<void> {
+  const cwdBefore = readdirSync(process.cwd()).sort();
+  const result = await withHelper(path, () =>
+    withBound('the result', 20_000, spawn('true', [], FAST).result),
+  );
+  const noHelper = result.report.warnings.find((w) => w.code === 'NO_HELPER');
+  expect(noHelper?.message, `${path}: ${JSON.stringify(result.report.warnings)}`).toMatch(why);
+  expect(result.exitCode).toBe(0);
+  const created = readdirSync(process.cwd()).filter((f) => !cwdBefore.includes(f));
+  expect(created, `${path}: the helper's start created files in the current directory`).toEqual([]);
+}
+
 describe('every option is checked before anything starts', () => {
   it('a signal that is not an AbortSignal, a non-function onEvent or onProgress, a sparse args array and an env whose getter throws are INVALID_OPTION, and nothing ran', async () => {
     const mark = `tether-unstarted-${process.pid}-${Date.now()}`;
@@ -609,17 +624,7 @@ describe('a helper that does not answer', () => {
       [truncated, /is a truncated ELF file \(100 bytes; its program headers end at byte \d+\)/],
       [aborting, /closed its status pipe without a line: it was killed by SIGABRT/],
     ] as const) {
-      // The shell that once ran the truncated ELF's bytes wrote a file named by some of them
-      // into the current directory: nothing may appear there.
-      const cwdBefore = readdirSync(process.cwd()).sort();
-      const result = await withHelper(path, () =>
-        withBound('the result', 20_000, spawn('true', [], FAST).result),
-      );
-      const noHelper = result.report.warnings.find((w) => w.code === 'NO_HELPER');
-      expect(noHelper?.message, `${path}: ${JSON.stringify(result.report.warnings)}`).toMatch(why);
-      expect(result.exitCode).toBe(0);
-      const created = readdirSync(process.cwd()).filter((f) => !cwdBefore.includes(f));
-      expect(created, `${path}: the helper's start created files in the current directory`).toEqual([]);
+      await expectNoHelper(path, why);
     }
   });
 
@@ -653,15 +658,7 @@ describe('a helper that does not answer', () => {
       [patched('phnum', (b) => b.writeUInt16LE(0, 56)), /cannot load \(0 program headers of 56 bytes/],
     ];
     for (const [path, why] of cases) {
-      const cwdBefore = readdirSync(process.cwd()).sort();
-      const result = await withHelper(path, () =>
-        withBound('the result', 20_000, spawn('true', [], FAST).result),
-      );
-      const noHelper = result.report.warnings.find((w) => w.code === 'NO_HELPER');
-      expect(noHelper?.message, `${path}: ${JSON.stringify(result.report.warnings)}`).toMatch(why);
-      expect(result.exitCode).toBe(0);
-      const created = readdirSync(process.cwd()).filter((f) => !cwdBefore.includes(f));
-      expect(created, `${path}: the helper's start created files in the current directory`).toEqual([]);
+      await expectNoHelper(path, why);
     }
   });
 });
