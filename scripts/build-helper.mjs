@@ -17,10 +17,11 @@
 // unless --require-all. An output newer than native/helper.c and this script is kept as is.
 // Needs dist/containment/ (tsc) to check what it built.
 import { execFile } from 'node:child_process';
-import { existsSync, mkdirSync, readdirSync, renameSync, rmSync, statSync } from 'node:fs';
+import { existsSync, mkdirSync, readdirSync, renameSync, rmSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { promisify } from 'node:util';
+import { CROSS, compilerFor, mtime } from './compilers.mjs';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
 const args = process.argv.slice(2);
@@ -48,27 +49,11 @@ try {
 const { PREBUILT_ARCHES, helperFile } = prebuilt;
 const nativeDir = outFlag >= 0 ? args[outFlag + 1] : join(root, 'dist/native');
 const source = join(root, 'native/helper.c');
-const CROSS = { x64: 'x86_64-linux-gnu-gcc', arm64: 'aarch64-linux-gnu-gcc' };
 const run = promisify(execFile);
 
 // The unsuffixed dist/native/tether-helper of the one-architecture layout: a stale binary an
 // `npm pack` would ship (the package's files list holds dist/).
 rmSync(join(nativeDir, 'tether-helper'), { force: true });
-
-function compilerFor(arch) {
-  const own = process.env[`CC_${arch.toUpperCase()}`];
-  if (own) return own;
-  if (arch === process.arch) return process.env.CC || 'cc';
-  return CROSS[arch];
-}
-
-function mtime(path) {
-  try {
-    return statSync(path).mtimeMs;
-  } catch {
-    return undefined;
-  }
-}
 
 // Why the file at `out` is not a helper for `arch` that can ship (undefined: it is one).
 function unfit(out, arch, needStatic) {

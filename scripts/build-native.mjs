@@ -12,10 +12,11 @@
 // another with $CC_<ARCH>, else Debian's cross compiler. A missing one: a note, exit 0.
 // An output newer than native/scan.c and this script is kept as is.
 import { execFile } from 'node:child_process';
-import { mkdirSync, renameSync, rmSync, statSync } from 'node:fs';
+import { mkdirSync, renameSync, rmSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
+import { CROSS, compilerFor, mtime } from './compilers.mjs';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
 const args = process.argv.slice(2);
@@ -29,25 +30,8 @@ if (unknown !== undefined || (outFlag >= 0 && !args[outFlag + 1])) {
 }
 const nativeDir = outFlag >= 0 ? args[outFlag + 1] : join(root, 'dist/native');
 const source = join(root, 'native/scan.c');
-// The architectures of src/containment/prebuilt.ts (PREBUILT_ARCHES), and their cross compilers.
-const CROSS = { x64: 'x86_64-linux-gnu-gcc', arm64: 'aarch64-linux-gnu-gcc' };
 const arches = args.includes('--host') ? [process.arch] : Object.keys(CROSS);
 const run = promisify(execFile);
-
-function compilerFor(arch) {
-  const own = process.env[`CC_${arch.toUpperCase()}`];
-  if (own) return own;
-  if (arch === process.arch) return process.env.CC || 'cc';
-  return CROSS[arch];
-}
-
-function mtime(path) {
-  try {
-    return statSync(path).mtimeMs;
-  } catch {
-    return undefined;
-  }
-}
 
 /** The library's path for `arch` under a dist/native directory (src/proc/native.ts looks there). */
 function libraryFor(arch) {

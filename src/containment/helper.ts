@@ -372,6 +372,22 @@ function openPipes(): Pipes {
 }
 
 // The helper's argv: its budgets, the cgroup, the namespace, then `-- CMD ARG...`.
+/**
+ * The name the helper runs under: the file `scripts/build-helper.mjs` builds and the package
+ * ships (`src/containment/prebuilt.ts`), as `/proc/<pid>/stat` shows it (`comm`).
+ */
+export const HELPER_COMM = 'tether-helper';
+
+/**
+ * Whether a process is, by what it shows of itself, a tether helper: its comm is `HELPER_COMM`
+ * and its argv starts the way `helperArgv` writes it (`tether-helper --grace MS …`). Evidence
+ * for sparing it (the guard's `live-session` rule), never for signalling: any process can name
+ * itself so. `argv`: the cmdline split on NULs (or on spaces, as `readCmdline` returns it).
+ */
+export function looksLikeHelper(comm: string, argv: readonly string[]): boolean {
+  return comm === HELPER_COMM && argv[1] === '--grace';
+}
+
 function helperArgv(opts: HelperOptions): string[] {
   const argv = ['--grace', String(opts.graceMs), '--kill-after', String(opts.killAfterMs)];
   if (opts.cgroup) argv.push('--cgroup', opts.cgroup);

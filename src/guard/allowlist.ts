@@ -2,6 +2,7 @@
 // says whether one process is spared (the rule's name) or not (undefined). A process spared by a
 // rule that spreads spares every descendant with it; `pid-1` and `guard-ancestor` spare only the
 // process itself (every orphan is PID 1's child, and the guard's ancestors are PID 1's line).
+import { HELPER_COMM, looksLikeHelper } from '../containment/helper.js';
 import { type EnvironRead, readEnvirons } from '../proc/environ.js';
 import { type Identity, identityKey } from '../proc/identity.js';
 import type { Snapshot } from '../proc/snapshot.js';
@@ -27,9 +28,6 @@ export type RuleName = (typeof RULES)[number];
 
 /** The rules that spare the process alone, never its descendants. */
 const SELF_ONLY: ReadonlySet<RuleName> = new Set(['pid-1', 'guard-ancestor']);
-
-/** The helper's comm (native/helper.c, built as `tether-helper`: src/containment/prebuilt.ts). */
-const HELPER_COMM = 'tether-helper';
 
 /** What the rules read about one tick: built once per tick by `allowContext`. */
 export interface AllowContext {
@@ -243,7 +241,7 @@ export function findLiveSessions(snapshot: Snapshot, cmdline: (pid: number) => s
   }
   for (const stat of stats) {
     if (stat.comm !== HELPER_COMM || stat.ppid <= 1) continue;
-    if (cmdline(stat.pid).split(' ')[1] !== '--grace') continue;
+    if (!looksLikeHelper(stat.comm, cmdline(stat.pid).split(' '))) continue;
     const parent = snapshot.processes.get(stat.ppid);
     if (parent && parent.state !== 'Z' && parent.state !== 'X') supervisors.add(parent.pid);
   }
