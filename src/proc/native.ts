@@ -350,11 +350,7 @@ function bind(lib: any): NativeProc {
         ) as number;
         if (got < 0) throw failure(procRoot, 'cmdline');
         // This call's cmdlines, copied out of `text` (reused by the next call).
-        let used = 0;
-        for (let i = done; i < done + got; i++) {
-          const r = CMDLINE_RECORD * i;
-          used = Math.max(used, (rec[r + 1] as number) + (rec[r + 2] as number));
-        }
+        const used = endOfText(rec, CMDLINE_RECORD, 1, done, got);
         const chunk = used === 0 ? EMPTY : Buffer.from(text.subarray(0, used));
         for (let i = done; i < done + got; i++) {
           const r = CMDLINE_RECORD * i;
@@ -424,7 +420,7 @@ function bind(lib: any): NativeProc {
           throw failure(procRoot, DETAIL_FILES[info[4] as number] ?? 'stat');
         }
         // This call's cmdlines, copied out of `text` (reused by the next call).
-        const used = got === 0 ? 0 : endOfText(rec, done, got);
+        const used = endOfText(rec, HOLD_RECORD, 4, done, got);
         const chunk = used === 0 ? EMPTY : Buffer.from(text.subarray(0, used));
         for (let i = done; i < done + got; i++) results.push(holdAt(rec, i, chunk));
         done += got;
@@ -473,7 +469,7 @@ function bind(lib: any): NativeProc {
           throw failure(procRoot, DETAIL_FILES[info[4] as number] ?? 'stat');
         }
         envRecords(out, got, reads);
-        const used = got === 0 ? 0 : endOfText(rec, done, got);
+        const used = endOfText(rec, HOLD_RECORD, 4, done, got);
         const chunk = used === 0 ? EMPTY : Buffer.from(text.subarray(0, used));
         for (let i = done; i < done + got; i++) {
           results.push({
@@ -541,12 +537,13 @@ function holdAt(rec: Float64Array, i: number, text: Buffer): NativeHold {
   return { kind: 'held', fd, uid: uid < 0 ? undefined : uid, cmdline, text: text.subarray(at) };
 }
 
-// The end of the cmdline bytes members [from, from + count) left in `text`.
-function endOfText(rec: Float64Array, from: number, count: number): number {
+// The end of the cmdline bytes records [from, from + count) left in `text`: each record is
+// `width` doubles, its text's offset at `at` and its length at `at + 1`.
+function endOfText(rec: Float64Array, width: number, at: number, from: number, count: number): number {
   let end = 0;
   for (let i = from; i < from + count; i++) {
-    const r = HOLD_RECORD * i;
-    end = Math.max(end, (rec[r + 4] as number) + (rec[r + 5] as number));
+    const r = width * i + at;
+    end = Math.max(end, (rec[r] as number) + (rec[r + 1] as number));
   }
   return end;
 }
