@@ -12,6 +12,7 @@ import { type Identity, readStat, ticksNow } from '../proc/identity.js';
 import { createTag } from '../proc/tag.js';
 import { sweep } from '../sweep/loop.js';
 import type { SweepReport } from '../sweep/report.js';
+import { DEFAULT_GUARD_INTERVAL_MS, DEFAULT_MIN_AGE_MS, DEFAULT_STARTUP_DELAY_MS } from './guard.js';
 import { type InitTickContext, stopOrphans } from './orphans.js';
 import { becomeSubreaper, type Reaped, Reaper, type SubreaperState } from './reap.js';
 
@@ -32,11 +33,6 @@ const EXIT_NOT_FOUND = 127;
 const EXIT_NOT_EXECUTABLE = 126;
 /** The reaper's bounded timer: a zombie whose SIGCHLD was coalesced away waits at most this. */
 const REAP_EVERY_MS = 1000;
-
-/** Defaults of the init's tick (the guard's `--interval`, `--startup-delay`, `--min-age`), ms. */
-export const DEFAULT_INTERVAL_MS = 30_000;
-export const DEFAULT_STARTUP_DELAY_MS = 90_000;
-export const DEFAULT_MIN_AGE_MS = 10_000;
 
 /** Options of `startInit` / `runInit`. Durations in milliseconds. */
 export interface InitOptions {
@@ -283,7 +279,7 @@ function statusOf(
 // The durations checked (`INVALID_OPTION` naming the first bad one), with their defaults.
 function readOptions(options: InitOptions) {
   return {
-    intervalMs: checkMs('intervalMs', options.intervalMs ?? DEFAULT_INTERVAL_MS, 1),
+    intervalMs: checkMs('intervalMs', options.intervalMs ?? DEFAULT_GUARD_INTERVAL_MS, 1),
     startupDelayMs: checkMs('startupDelayMs', options.startupDelayMs ?? DEFAULT_STARTUP_DELAY_MS),
     minAgeMs: checkMs('minAgeMs', options.minAgeMs ?? DEFAULT_MIN_AGE_MS),
     graceMs: checkMs('graceMs', options.graceMs ?? DEFAULT_GRACE_MS),

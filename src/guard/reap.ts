@@ -57,7 +57,13 @@ export interface Reaped {
   status: number;
 }
 
-// Reaps the zombie children of this process that libuv does not own.
+/**
+ * Reaps the zombie children of this process that libuv does not own: `pass()` walks
+ * `procRoot` once for this process's children in state Z and `waitpid(pid, WNOHANG)`s each
+ * one not `spare`d (never `waitpid(-1)`, which would take a status libuv waits for). Each reaped
+ * one goes to `onReaped` and `count`. `usable` is false when koffi cannot load (no waitpid):
+ * then nothing is reaped. Never throws; a walk that fails is tried again at the next pass.
+ */
 export class Reaper {
   /** Pids libuv waits for (the main command): never reaped here. */
   private readonly spared = new Set<number>();
