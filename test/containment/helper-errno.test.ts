@@ -42,6 +42,16 @@ async function until(pred: () => boolean, ms: number, what: string): Promise<voi
   }
 }
 
+/** Closes the control pipe (the supervisor "died"), waits for the helper to end, and checks the payload ended with it. */
+async function endSupervisor(raw: RawHelper): Promise<void> {
+  raw.control.end(); // EOF
+  await raw.closed;
+  expect(
+    isAlive(raw.payload),
+    `the payload ${raw.payload.pid} outlived its helper's dead man's switch (the helper said: ${raw.lines.join(' | ')})`,
+  ).toBe(false);
+}
+
 /** The helper started by hand: its status lines as they come, its control pipe, its payload. */
 interface RawHelper {
   child: ChildProcess;
@@ -140,12 +150,7 @@ describe("the helper's errnos", () => {
     const raw = await startRaw(['--grace', '300', '--kill-after', '500'], ['sleep', '30'], (helper) =>
       limitFds(helper, 0),
     );
-    raw.control.end(); // EOF: the supervisor "died"
-    await raw.closed;
-    expect(
-      isAlive(raw.payload),
-      `the payload ${raw.payload.pid} outlived its helper's dead man's switch (the helper said: ${raw.lines.join(' | ')})`,
-    ).toBe(false);
+    await endSupervisor(raw);
     expect(raw.lines).toContain('warn scan 24'); // EMFILE
     expect(raw.lines).toContain('exit signal 15');
   });
@@ -155,12 +160,7 @@ describe("the helper's errnos", () => {
     limitFds(raw.child.pid ?? 0, 0); // 0: see above
     raw.child.kill('SIGWINCH'); // wakes the poll: the next one fails (warn poll), the loop ticks
     await delay(200);
-    raw.control.end(); // EOF: the supervisor "died"
-    await raw.closed;
-    expect(
-      isAlive(raw.payload),
-      `the payload ${raw.payload.pid} outlived its helper's dead man's switch (the helper said: ${raw.lines.join(' | ')})`,
-    ).toBe(false);
+    await endSupervisor(raw);
     expect(raw.lines).toContain('warn poll 22'); // EINVAL
     expect(raw.lines).toContain('warn scan 24'); // EMFILE
     expect(raw.lines).toContain('exit signal 15');
