@@ -8,10 +8,10 @@ import { TetherError } from '../errors.js';
 import { checkMs, DEFAULT_GRACE_MS, DEFAULT_KILL_AFTER_MS } from '../options.js';
 import { readCmdline, readCmdlines } from '../proc/details.js';
 import { CLOCK_TICKS_PER_SECOND, type Identity, identityKey, ticksNow } from '../proc/identity.js';
-import { takeSnapshot } from '../proc/snapshot.js';
 import { createTag } from '../proc/tag.js';
 import { sweep } from '../sweep/loop.js';
 import type { ProcessRecord, SweepWarning } from '../sweep/report.js';
+import { sharedSnapshot } from '../sweep/shared-walk.js';
 import type { Signaller } from '../sweep/signal.js';
 import {
   type AllowContext,
@@ -247,7 +247,9 @@ export function createGuard(options: GuardOptions = {}): Guard {
   };
 
   const decideAndStop = async (result: TickResult): Promise<void> => {
-    const snapshot = takeSnapshot(procRoot);
+    // The walk of this tick, shared: the sweep below starts in this same task (no await before
+    // it), so its first round takes this walk instead of making a second (src/sweep/shared-walk.ts).
+    const snapshot = sharedSnapshot(procRoot, undefined);
     const listed = listTargets(target, snapshot);
     result.target.processes = listed.pids.length;
     result.target.hidden = listed.hidden;
