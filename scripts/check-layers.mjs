@@ -1,7 +1,7 @@
 #!/usr/bin/env node
 // Checks that src/ imports one way (README.md, "Code layout"):
-//   base (errors.ts, options.ts, libc.ts) ← proc ← sweep ← containment ← session
-//     ← sandbox | guard | adapters | outcome (peers: none imports another) ← cli ← index.ts
+//   base (errors.ts, options.ts, libc.ts) ← proc ← sweep ← containment ← outcome ← ledger
+//     ← session ← sandbox | guard | adapters (peers: none imports another) ← recover ← cli ← index.ts
 // A file may import its own layer or a lower one. Every `import … from`, `export … from`,
 // `import x = require()`, dynamic `import()`, `import('…')` type, `require()` (also through
 // `createRequire()`) and `/// <reference path>` of every .ts, .mts, .cts and .tsx under the
@@ -22,14 +22,16 @@ const LAYERS = [
   { name: 'proc', rank: 1, entries: ['proc'] },
   { name: 'sweep', rank: 2, entries: ['sweep'] },
   { name: 'containment', rank: 3, entries: ['containment'] },
-  { name: 'session', rank: 4, entries: ['session'] },
-  // Peers: each may import below rank 5, none another.
-  { name: 'sandbox', rank: 5, entries: ['sandbox'] },
-  { name: 'guard', rank: 5, entries: ['guard'] },
-  { name: 'adapters', rank: 5, entries: ['adapters'] },
-  { name: 'outcome', rank: 5, entries: ['outcome'] },
-  { name: 'cli', rank: 6, entries: ['cli'] },
-  { name: 'index', rank: 7, entries: ['index.ts'] },
+  { name: 'outcome', rank: 4, entries: ['outcome'] },
+  { name: 'ledger', rank: 5, entries: ['ledger'] },
+  { name: 'session', rank: 6, entries: ['session'] },
+  // Peers: each may import below rank 7, none another.
+  { name: 'sandbox', rank: 7, entries: ['sandbox'] },
+  { name: 'guard', rank: 7, entries: ['guard'] },
+  { name: 'adapters', rank: 7, entries: ['adapters'] },
+  { name: 'recover', rank: 8, entries: ['recover'] },
+  { name: 'cli', rank: 9, entries: ['cli'] },
+  { name: 'index', rank: 10, entries: ['index.ts'] },
 ];
 
 /** The layer of a path relative to the source root (`sweep/loop.ts`), or undefined. */

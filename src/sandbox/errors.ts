@@ -8,19 +8,15 @@ import type { ProcessRecord, SweepReport } from '../sweep/report.js';
  * cut sweep signalled without saying how they ended.
  */
 export class SandboxError extends TetherError {
-  readonly report?: SweepReport;
   readonly unsettled: ProcessRecord[];
-  /** `sandbox.exec`: the session tag of the call (`TETHER_SESSION_<hex>`), to sweep it later. */
-  readonly tag?: string;
   constructor(
     code: TetherErrorCode,
     message: string,
     options: { cause?: unknown; report?: SweepReport; unsettled?: ProcessRecord[]; tag?: string } = {},
   ) {
-    super(code, message, { cause: options.cause });
+    // `tag` (of a `sandbox.exec` call: to sweep it later) and `report` are TetherError's fields.
+    super(code, message, options);
     this.name = 'SandboxError';
-    if (options.report) this.report = options.report;
-    if (options.tag) this.tag = options.tag;
     this.unsettled = options.unsettled ?? [];
   }
 }
@@ -31,17 +27,15 @@ export class SandboxError extends TetherError {
  * blindly: the command may have done part of its work.
  */
 export class ExecStatusUnknownError extends TetherError {
-  readonly report: SweepReport;
+  declare readonly report: SweepReport;
   /** The exec client's own exit status (often 0 on a lost stream), or null. */
   readonly clientStatus: number | null;
   /** The session tag of the call (`TETHER_SESSION_<hex>`): what started late can be swept with it. */
-  readonly tag: string;
+  declare readonly tag: string;
   constructor(message: string, report: SweepReport, clientStatus: number | null, tag: string = report.tag) {
-    super('EXEC_STATUS_UNKNOWN', message);
+    super('EXEC_STATUS_UNKNOWN', message, { report, tag });
     this.name = 'ExecStatusUnknownError';
-    this.report = report;
     this.clientStatus = clientStatus;
-    this.tag = tag;
   }
 }
 

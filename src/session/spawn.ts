@@ -61,10 +61,9 @@ export interface Result extends ExitResult {
 
 /** Rejection of `Subprocess.result` when the command could not start; the sweep still ran. */
 export class SpawnError extends TetherError {
-  readonly report: SweepReport;
+  declare readonly report: SweepReport;
   constructor(error: TetherError, report: SweepReport) {
-    super('SPAWN_FAILED', error.message, { cause: error.cause });
-    this.report = report;
+    super('SPAWN_FAILED', error.message, { cause: error.cause, report, tag: report.tag });
   }
 }
 

@@ -150,3 +150,13 @@ export interface SweepReport {
     scanMs: number;
   };
 }
+
+// A TetherError's `report` is a SweepReport: errors.ts sits below this layer and cannot name it.
+declare module '../errors.js' {
+  interface TetherError {
+    readonly report?: SweepReport;
+  }
+  interface TetherErrorFields {
+    report?: SweepReport;
+  }
+}

@@ -69,7 +69,7 @@ describe('check-layers', () => {
     expect(r.lines).toHaveLength(2); // the offence, then the count
   });
 
-  it('fails on a peer import at rank 5 (sandbox → guard) and on a dynamic import upward', () => {
+  it('fails on a peer import at rank 7 (sandbox → guard) and on a dynamic import upward', () => {
     const dir = tree({
       ...CLEAN,
       'guard/guard.ts': 'export const g = 1;\n',
