@@ -115,9 +115,9 @@ describe('check-layers', () => {
   });
 
   it('fails on a file in a top-level folder of no layer, naming it', () => {
-    const r = check(tree({ ...CLEAN, 'ledger/book.ts': 'export const b = 1;\n' }));
+    const r = check(tree({ ...CLEAN, 'vault/book.ts': 'export const b = 1;\n' }));
     expect(r.status).toBe(1);
-    expect(r.lines[0]).toMatch(/^src\/ledger\/book\.ts: not in any layer/);
+    expect(r.lines[0]).toMatch(/^src\/vault\/book\.ts: not in any layer/);
   });
 
   it('passes on the real src/', () => {
