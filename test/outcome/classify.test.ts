@@ -1,6 +1,8 @@
 // isAmbiguousEffect and codeOf through every wrapper an error meets on its way to a caller's
 // store: cause chains of any depth, cycles, aggregates, brand-only wrappers, another realm, a
 // worker thread, JSON — and the near misses that must stay false.
+import { readFileSync } from 'node:fs';
+import { pathToFileURL } from 'node:url';
 import { runInNewContext } from 'node:vm';
 import { Worker } from 'node:worker_threads';
 import { describe, expect, it } from 'vitest';
@@ -15,11 +17,12 @@ function chain(depth: number, innermost: unknown): Error {
   return error as Error;
 }
 
-// Runs `body` (CommonJS) in a real worker thread that has the built library as `tether`.
+// Runs `body` in a real worker thread, with the built library (dist/) as `tether`.
 function inWorker(body: string): Promise<{ messages: unknown[]; error?: unknown }> {
-  const code = `const tether = require(${JSON.stringify(`${ROOT}/dist/index.js`)});
-const { parentPort } = require('node:worker_threads');
-${body}`;
+  const code = `const { parentPort } = require('node:worker_threads');
+import(${JSON.stringify(pathToFileURL(`${ROOT}/dist/index.js`).href)}).then((tether) => {
+${body}
+});`;
   return new Promise((resolve) => {
     const messages: unknown[] = [];
     const worker = new Worker(code, { eval: true });
@@ -233,8 +236,7 @@ describe('codeOf and hasCode', () => {
   it("read another library's code, and the exact code anywhere in the graph", () => {
     let enoent: unknown;
     try {
-      runInNewContext('1'); // warm
-      require('node:fs').readFileSync('/nonexistent/tether-outcome');
+      readFileSync('/nonexistent/tether-outcome');
     } catch (error) {
       enoent = error;
     }
