@@ -324,7 +324,15 @@ function checkFanOut<T>(branches: readonly Branch<T>[], options: FanOutOptions) 
     );
   }
   const { signal, onEvent } = options;
-  if (signal !== undefined && !(signal instanceof AbortSignal)) {
+  // An AbortSignal, or one of another realm or a polyfill: `aborted` and the two listener methods.
+  const s = signal as Partial<AbortSignal> | null | undefined;
+  const signalLike =
+    typeof s === 'object' &&
+    s !== null &&
+    'aborted' in s &&
+    typeof s.addEventListener === 'function' &&
+    typeof s.removeEventListener === 'function';
+  if (signal !== undefined && !signalLike) {
     throw invalid(
       'invalid signal: expected an AbortSignal (AbortController.signal, AbortSignal.timeout(ms))',
     );
