@@ -108,6 +108,11 @@ export class TetherError extends Error {
   declare readonly [TETHER_CODE]: TetherErrorCode;
   constructor(code: TetherErrorCode, message: string, options: TetherErrorFields = {}) {
     super(message, 'cause' in options ? { cause: options.cause } : undefined);
+    // The code in the stack's first line, as Node writes its own (`TypeError [ERR_X]: …`): a
+    // structured clone (a worker's `postMessage`) keeps an error's `message`, `stack` and
+    // `cause` and drops every other field, brand included. V8 formats the stack on first read.
+    this.name = `${new.target.name || 'TetherError'} [${code}]`;
+    void this.stack;
     this.name = 'TetherError';
     this.code = code;
     Object.defineProperty(this, TETHER_CODE, { value: code, enumerable: false });

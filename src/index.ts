@@ -1,7 +1,7 @@
 // tether: run a command as a session; every process it starts ends with it.
 
 export type { Containment, ContainmentLayer } from './containment/select.js';
-export { TetherError, type TetherErrorCode } from './errors.js';
+export { TETHER_CODE, TETHER_ERROR_CODES, TetherError, type TetherErrorCode } from './errors.js';
 export { RULES as GUARD_RULES, type RuleName as GuardRule } from './guard/allowlist.js';
 export {
   createGuard,
@@ -13,6 +13,30 @@ export {
   startGuard,
   type TickResult,
 } from './guard/guard.js';
+export {
+  codeOf,
+  codesIn,
+  errorsIn,
+  hasCode,
+  isAmbiguousEffect,
+  MAX_WALK,
+} from './outcome/classify.js';
+export {
+  type Branch,
+  type BranchOutcome,
+  type CancelCause,
+  FAN_OUT_POLICIES,
+  type FanOut,
+  FanOutError,
+  type FanOutEvent,
+  type FanOutOptions,
+  type FanOutPolicy,
+  type FanOutResult,
+  fanOut,
+} from './outcome/fan-out.js';
+export { BRANCH_GRACE_ENV, DEFAULT_BRANCH_GRACE_MS } from './outcome/grace.js';
+export { classify, PRECEDENCE, precedence, rank } from './outcome/precedence.js';
+export { type ErrorRecord, fromRecord, MAX_RECORD_ERRORS, toRecord } from './outcome/record.js';
 export { type Identity, identityOf, isAlive } from './proc/identity.js';
 export { createTag, parseTag, type SessionTag, TAG_NAME_PATTERN, tagsIn } from './proc/tag.js';
 export { listTaggedProcesses, type TaggedProcess } from './proc/tagged.js';

@@ -1,6 +1,9 @@
 // The JSON shape of an error kept in a store (docs/outcomes.md): `toRecord(err)` writes it,
 // `fromRecord(json)` reads it back as an Error carrying the same code, fields and causes.
+import { TetherError } from '../errors.js';
 import type { SweepReport } from '../sweep/report.js';
+import { codeOf, errorsIn, readSafely } from './classify.js';
+import { classify, isTetherCode } from './precedence.js';
 
 /** An error as JSON. Every field but `message` is present only where the error had it. */
 export interface ErrorRecord {
@@ -17,4 +20,203 @@ export interface ErrorRecord {
   cause?: ErrorRecord | string | number | boolean | null;
   /** An AggregateError's `errors`, or a SuppressedError-shaped pair as `[error, suppressed]`. */
   errors?: ErrorRecord[];
+}
+
+/** The most errors one record holds (each error of the graph counts once); the rest is cut. */
+export const MAX_RECORD_ERRORS = 1000;
+
+/** `name` of the record standing for an error already recorded above (a cycle, a shared cause). */
+export const REPEAT_NAME = 'ErrorRecordRepeat';
+/** `name` of the record standing for what `MAX_RECORD_ERRORS` cut; its `code` is the cut part's winner. */
+export const CUT_NAME = 'ErrorRecordCut';
+/** `name` of the record of a thrown value that was not an object (`throw 'boom'`). */
+export const NON_ERROR_NAME = 'NonError';
+
+type Json = string | number | boolean | null;
+
+function isObject(value: unknown): value is object {
+  return typeof value === 'object' && value !== null;
+}
+
+function has(obj: object, key: string): boolean {
+  try {
+    return key in obj;
+  } catch {
+    return false;
+  }
+}
+
+function stringField(obj: object, key: string): string | undefined {
+  const value = readSafely(obj, key);
+  return typeof value === 'string' ? value : undefined;
+}
+
+// A JSON copy of a report, or undefined when it is not one (a cycle, a BigInt, a throwing getter).
+function jsonCopy(value: unknown): SweepReport | undefined {
+  if (!isObject(value)) return undefined;
+  try {
+    return JSON.parse(JSON.stringify(value)) as SweepReport;
+  } catch {
+    return undefined;
+  }
+}
+
+function primitiveCause(value: unknown): Json {
+  if (value === null || typeof value === 'string' || typeof value === 'boolean') return value;
+  if (typeof value === 'number' && Number.isFinite(value)) return value;
+  return String(value); // NaN, a BigInt, a symbol, a function
+}
+
+// The members an error holds besides its cause: an AggregateError's errors, or a SuppressedError's pair.
+function membersOf(error: object): unknown[] | undefined {
+  const errors = readSafely(error, 'errors');
+  try {
+    if (Array.isArray(errors)) return Array.from(errors as unknown[]);
+  } catch {
+    return undefined;
+  }
+  if (has(error, 'error') && has(error, 'suppressed')) {
+    return [readSafely(error, 'error'), readSafely(error, 'suppressed')];
+  }
+  return undefined;
+}
+
+/**
+ * `err` as a JSON-safe `ErrorRecord`: name, message, code (the brand first, then `code`), tag,
+ * exitCode, signal, report (a JSON copy), the cause chain and an AggregateError's `errors` (or
+ * a SuppressedError's `[error, suppressed]`). Each error is recorded once: one met again (a cycle)
+ * becomes a `ErrorRecordRepeat` record with its code; past `MAX_RECORD_ERRORS` the rest becomes one
+ * `ErrorRecordCut` record whose code is the winner (`classify`) of what it cut, so an ambiguous
+ * effect is never recorded away. A thrown primitive is `{ name: 'NonError', message: String(v) }`.
+ * Never throws; `JSON.stringify` of the result never throws.
+ */
+export function toRecord(err: unknown): ErrorRecord {
+  const seen = new Set<object>();
+  const record = (error: unknown): ErrorRecord => {
+    if (!isObject(error)) return { name: NON_ERROR_NAME, message: String(primitiveCause(error)) };
+    if (seen.has(error)) {
+      const code = codeOf(error);
+      return {
+        name: REPEAT_NAME,
+        message: 'the same error as one recorded above',
+        ...(code ? { code } : {}),
+      };
+    }
+    if (seen.size >= MAX_RECORD_ERRORS) {
+      const code = classify(error);
+      const cut = errorsIn(error).filter((e) => !seen.has(e)).length;
+      return {
+        name: CUT_NAME,
+        message: `${cut} more errors not recorded (a record holds at most ${MAX_RECORD_ERRORS})`,
+        ...(code ? { code } : {}),
+      };
+    }
+    seen.add(error);
+    const out: ErrorRecord = {
+      name: stringField(error, 'name') ?? 'Error',
+      message: stringField(error, 'message') ?? '',
+    };
+    const code = codeOf(error);
+    if (code !== undefined) out.code = code;
+    const tag = stringField(error, 'tag');
+    if (tag !== undefined) out.tag = tag;
+    const exitCode = readSafely(error, 'exitCode');
+    if (exitCode === null || (typeof exitCode === 'number' && Number.isFinite(exitCode)))
+      out.exitCode = exitCode;
+    const signal = readSafely(error, 'signal');
+    if (signal === null || typeof signal === 'string') out.signal = signal;
+    const report = jsonCopy(readSafely(error, 'report'));
+    if (report !== undefined) out.report = report;
+    const cause = readSafely(error, 'cause');
+    if (isObject(cause)) out.cause = record(cause);
+    else if (cause !== undefined) out.cause = primitiveCause(cause);
+    const members = membersOf(error);
+    if (members !== undefined) out.errors = members.map(record);
+    return out;
+  };
+  return record(err);
+}
+
+function describe(value: unknown): string {
+  if (value === null) return 'null';
+  if (Array.isArray(value)) return `an array of ${value.length}`;
+  if (typeof value === 'string') return `the string ${JSON.stringify(value.slice(0, 80))}`;
+  return `${typeof value} ${String(value).slice(0, 80)}`;
+}
+
+/**
+ * The Error an `ErrorRecord` stands for: a `TetherError` when `code` is a tether code (its
+ * `name` restored, `SandboxError`…), else an `Error` (an `AggregateError` when the record has
+ * `errors`) with `code` as an own property; `cause`, `errors`, `tag`, `exitCode`, `signal`,
+ * `report` as recorded. `json` is the parsed value or its JSON text. Never throws: what is no
+ * record (a number, null, text that is not JSON, an array) comes back as an `Error` saying what
+ * it got; a field of the wrong type is left out; a record without `message` gets one saying so.
+ * `isAmbiguousEffect(fromRecord(toRecord(e)))` equals `isAmbiguousEffect(e)`.
+ */
+export function fromRecord(json: unknown): Error {
+  let value = json;
+  if (typeof value === 'string') {
+    try {
+      value = JSON.parse(value);
+    } catch {
+      return new Error(`not an error record: ${describe(json)} is not JSON`);
+    }
+  }
+  if (!isObject(value) || Array.isArray(value))
+    return new Error(`not an error record: got ${describe(value)}`);
+  let count = 0;
+  const rebuild = (rec: object): Error => {
+    count += 1;
+    if (count > MAX_RECORD_ERRORS) {
+      const code = classify(rec);
+      const cut = Object.assign(new Error(`errors past ${MAX_RECORD_ERRORS} not rebuilt`), {
+        name: CUT_NAME,
+      });
+      return code ? Object.assign(cut, { code }) : cut;
+    }
+    const message = readSafely(rec, 'message');
+    const text =
+      typeof message === 'string'
+        ? message
+        : message === undefined
+          ? '(the record has no message)'
+          : `(the record's message was ${describe(message)})`;
+    const rawCause = readSafely(rec, 'cause');
+    const cause = isObject(rawCause) && !Array.isArray(rawCause) ? rebuild(rawCause) : rawCause;
+    const rawErrors = readSafely(rec, 'errors');
+    const errors = Array.isArray(rawErrors)
+      ? rawErrors.map((e: unknown) => (isObject(e) && !Array.isArray(e) ? rebuild(e) : fromRecord(e)))
+      : undefined;
+    const code = readSafely(rec, 'code');
+    const name = stringField(rec, 'name');
+    const fields: Record<string, unknown> = {};
+    if (rawCause !== undefined) fields.cause = cause;
+    const tag = readSafely(rec, 'tag');
+    if (typeof tag === 'string') fields.tag = tag;
+    const exitCode = readSafely(rec, 'exitCode');
+    if (exitCode === null || typeof exitCode === 'number') fields.exitCode = exitCode;
+    const signal = readSafely(rec, 'signal');
+    if (signal === null || typeof signal === 'string') fields.signal = signal;
+    const report = readSafely(rec, 'report');
+    if (isObject(report) && !Array.isArray(report)) fields.report = report;
+
+    let error: Error;
+    if (isTetherCode(code)) {
+      error = new TetherError(code, text, fields);
+      if (errors !== undefined)
+        Object.defineProperty(error, 'errors', { value: errors, writable: true, configurable: true });
+    } else {
+      const options = 'cause' in fields ? { cause: fields.cause } : undefined;
+      error = errors !== undefined ? new AggregateError(errors, text, options) : new Error(text, options);
+      if (typeof code === 'string') Object.assign(error, { code });
+      for (const key of ['tag', 'exitCode', 'signal', 'report'] as const) {
+        if (key in fields) Object.assign(error, { [key]: fields[key] });
+      }
+    }
+    if (name !== undefined && name !== '') error.name = name;
+    if (name === 'SuppressedError' && errors?.length === 2)
+      Object.assign(error, { error: errors[0], suppressed: errors[1] });
+    return error;
+  };
+  return rebuild(value);
 }

@@ -39,16 +39,6 @@ export class ExecStatusUnknownError extends TetherError {
   }
 }
 
-/** True for an error (or its `cause` chain, or an AggregateError's members) coded `AMBIGUOUS_EFFECT`. */
-export function isAmbiguousEffect(error: unknown, depth = 0): boolean {
-  if (depth > 32 || error === null || typeof error !== 'object') return false;
-  if ((error as { code?: unknown }).code === 'AMBIGUOUS_EFFECT') return true;
-  if (error instanceof AggregateError && error.errors.some((e) => isAmbiguousEffect(e, depth + 1))) {
-    return true;
-  }
-  return isAmbiguousEffect((error as { cause?: unknown }).cause, depth + 1);
-}
-
 /** One line naming processes: "pid 12 (sleep 30), pid 14 (sh -c …)". */
 export function nameProcesses(list: { pid: number; cmdline: string; comm: string }[]): string {
   return list.map((p) => `pid ${p.pid} (${(p.cmdline || p.comm).slice(0, 60)})`).join(', ');

@@ -1,5 +1,8 @@
 // Sandbox mode (decisions.md D12, D13): sweep and prove the end
 // of commands inside containers reached only through an exec channel. docs/sandbox.md.
+
+// `sandbox.isAmbiguousEffect` is the library's one classification (docs/outcomes.md), kept here for callers of sandbox mode.
+export { isAmbiguousEffect } from '../outcome/classify.js';
 export { type ClientExit, commandChannel, type ExecChannel, type ExecClient } from './channel.js';
 export {
   type Completion,
@@ -8,7 +11,7 @@ export {
   createNonce,
   stripCompletion,
 } from './completion.js';
-export { ExecStatusUnknownError, isAmbiguousEffect, SandboxError } from './errors.js';
+export { ExecStatusUnknownError, SandboxError } from './errors.js';
 export { exec, type SandboxExecOptions, type SandboxExecResult, SCRIPT_ARG_MAX } from './exec.js';
 export { type ProgramName, program } from './programs.js';
 export { CANCEL_BUDGET_MS, type SandboxSweepOptions, SWEEP_BUDGET_MS, sweep } from './sweep.js';

@@ -1,0 +1,112 @@
+// Reading an error's code wherever it hides: its brand, its `code`, the first line of its stack,
+// and every error it holds (`cause`, `errors`, `error`/`suppressed`). docs/outcomes.md.
+import { TETHER_CODE } from '../errors.js';
+
+/**
+ * The most errors one walk visits. A cycle ends at the visited set, not here; this bound only
+ * stops a graph that makes a new object at every read (a Proxy whose `cause` is a fresh Proxy).
+ */
+export const MAX_WALK = 10_000;
+
+// The code Node's own errors and TetherError write in a stack's first line (`TypeError
+// [ERR_X]: …`, `TetherError [AMBIGUOUS_EFFECT]: …`). A structured clone (`postMessage`) drops
+// every own property of an error but `message`, `stack` and `cause`: the stack keeps the code.
+const STACK_CODE = /^[A-Za-z_$][\w$]* \[([A-Za-z][A-Za-z0-9_]*)\](?::|\n|$)/;
+
+/** `obj[key]`, or undefined when reading it throws (a getter, a Proxy trap, a revoked Proxy). */
+export function readSafely(obj: object, key: PropertyKey): unknown {
+  try {
+    return (obj as Record<PropertyKey, unknown>)[key];
+  } catch {
+    return undefined;
+  }
+}
+
+function isObject(value: unknown): value is object {
+  return typeof value === 'object' && value !== null;
+}
+
+/**
+ * The codes one error states about itself, strongest first: its brand (`Symbol.for('tether.code')`,
+ * which a wrapper copying TetherError's fields keeps), its `code` (a string: a persisted record,
+ * another realm's error, Node's `ENOENT`), then the `[CODE]` in its stack's first line.
+ */
+export function ownCodes(error: unknown): string[] {
+  if (!isObject(error)) return [];
+  const codes: string[] = [];
+  for (const key of [TETHER_CODE, 'code'] as const) {
+    const value = readSafely(error, key);
+    if (typeof value === 'string' && value !== '' && !codes.includes(value)) codes.push(value);
+  }
+  if (codes.length === 0) {
+    const stack = readSafely(error, 'stack');
+    const match = typeof stack === 'string' ? STACK_CODE.exec(stack) : null;
+    if (match?.[1]) codes.push(match[1]);
+  }
+  return codes;
+}
+
+/** The code an error states about itself (see `ownCodes`), or undefined. Never throws. */
+export function codeOf(error: unknown): string | undefined {
+  return ownCodes(error)[0];
+}
+
+// The errors one error holds: `cause`, an AggregateError's `errors` (any realm's: an array
+// is recognised by `Array.isArray`, not by the class), a SuppressedError's `error` and `suppressed`.
+function heldBy(error: object): unknown[] {
+  const held: unknown[] = [readSafely(error, 'cause')];
+  const errors = readSafely(error, 'errors');
+  let isArray = false;
+  try {
+    isArray = Array.isArray(errors); // throws for a revoked Proxy
+  } catch {}
+  if (isArray) {
+    const length = Number(readSafely(errors as object, 'length'));
+    for (let i = 0; i < Math.min(Number.isFinite(length) ? length : 0, MAX_WALK); i++) {
+      held.push(readSafely(errors as object, i));
+    }
+  }
+  held.push(readSafely(error, 'error'), readSafely(error, 'suppressed'));
+  return held;
+}
+
+/**
+ * Every object error reachable from `error` — itself first, then breadth first through what
+ * each holds — each once (a visited set: cycles end), at most `MAX_WALK`. Primitives are not
+ * errors and are skipped: the string `'AMBIGUOUS_EFFECT'` states no code. Never throws.
+ */
+export function errorsIn(error: unknown): object[] {
+  const seen = new Set<object>();
+  const queue: unknown[] = [error];
+  for (let i = 0; i < queue.length && seen.size < MAX_WALK; i++) {
+    const node = queue[i];
+    if (!isObject(node) || seen.has(node)) continue;
+    seen.add(node);
+    for (const held of heldBy(node)) if (isObject(held) && !seen.has(held)) queue.push(held);
+  }
+  return [...seen];
+}
+
+/** Every code stated anywhere in `error`'s graph (see `errorsIn`, `ownCodes`), each once, in walk order. */
+export function codesIn(error: unknown): string[] {
+  const codes = new Set<string>();
+  for (const node of errorsIn(error)) for (const code of ownCodes(node)) codes.add(code);
+  return [...codes];
+}
+
+/** True when `code` is stated anywhere in `error`'s graph: exactly, case and spaces included. */
+export function hasCode(error: unknown, code: string): boolean {
+  return errorsIn(error).some((node) => ownCodes(node).includes(code));
+}
+
+/**
+ * True when `error` is, or holds at any depth, an `AMBIGUOUS_EFFECT` (decisions.md D15): an
+ * end that was not proven, whose command may still run — never retry it. Seen through `cause`
+ * chains of any depth (cycle-safe), `AggregateError.errors`, a SuppressedError's pair, a
+ * wrapper that keeps only the brand, another realm's error, a worker's error (its stack's
+ * `[AMBIGUOUS_EFFECT]` when a structured clone dropped `code`) and a record read back from JSON
+ * (`{ code: 'AMBIGUOUS_EFFECT' }`). False for near-miss codes, primitives and null. Never throws.
+ */
+export function isAmbiguousEffect(error: unknown): boolean {
+  return hasCode(error, 'AMBIGUOUS_EFFECT');
+}
