@@ -8,7 +8,9 @@
 // payload's pipes open), reaps every child, and stays until the supervisor releases it. Every
 // process the payload starts, however it detaches, stays a descendant of the helper. EOF on the
 // control pipe without a release (the supervisor died), or a SIGTERM from anyone but the
-// supervisor, runs the dead man's switch: the helper ends its subtree itself.
+// supervisor, runs the dead man's switch: the helper ends its subtree itself. It leaves the
+// caller's process group (the payload keeps it), so that a kill of that group — the supervisor's
+// and the payload's — leaves the helper to run that switch.
 //
 // The wire protocol (fds 3, 4 and 5: every line and byte, in each direction, and what the
 // reader does with an unknown or malformed one) is the table in docs/containment.md, "The
@@ -656,6 +658,31 @@ static void usage(void) {
 
 static int init_status_fd = -1;
 
+// The helper leaves the caller's process group for one of its own (setpgid(2): pgid = its pid);
+// the payload, forked before this, keeps the caller's group. A signal to the caller's group —
+// Playwright's `webServer` SIGKILLs the process group of `tether run`, a shell's `kill -9 %1` —
+// then reaches the supervisor and the payload but not the helper, whose dead man's switch
+// ends what they leave (EOF on the control pipe). Called after the fork, so the payload never
+// moves: it inherits the caller's group whether or not that group's leader still exists (a
+// setpgid(child, pgid) toward the caller's group would need a live member, and would race the
+// child's exec), and it stays in the terminal's foreground group when the caller is there.
+// A helper that already leads a group (started as one) has nothing to do. Errno: EPERM when it
+// leads a POSIX session (then it leads its group too: not reached); any other is said
+// (`warn setpgid ERRNO`) and the helper stays in the caller's group, which can kill it.
+static void leave_callers_group(void) {
+  if (getpgrp() == getpid()) return;
+  if (setpgid(0, 0) < 0) say("warn setpgid %d\n", errno);
+}
+
+// --pidns: the namespace's init into the helper's group, once it has forked the payload (which
+// keeps the caller's group, inherited from init). The init never execs, so setpgid(2) on it is
+// allowed. ESRCH: init is gone (killed), and the kernel ended its namespace: nothing to move.
+// Another errno is said (`warn setpgid ERRNO PID`): init then dies with the caller's group,
+// and the kernel ends its namespace with it — SIGKILL at once, the grace lost.
+static void move_init_to_own_group(void) {
+  if (setpgid(ns_init, getpgrp()) < 0 && errno != ESRCH) say("warn setpgid %d %d\n", errno, ns_init);
+}
+
 // Forwards one signal the supervisor sent to the payload. ESRCH: the payload has ended (its
 // `exit` line follows); another errno (EPERM: it gained privileges by a set-uid exec) is said.
 static void forward(int sig) {
@@ -670,7 +697,8 @@ static int on_signals(void) {
   struct signalfd_siginfo si;
   while (read(sfd, &si, sizeof si) == sizeof si) {
     if (si.ssi_signo == SIGCHLD) continue;
-    // A terminal's signal (si_code SI_KERNEL) reached the payload's process group already.
+    // A terminal's signal (si_code SI_KERNEL) reached the payload's process group already
+    // (the helper is in a group of its own, so one reaches it only if setpgid failed).
     if (si.ssi_code != SI_USER && si.ssi_code != SI_QUEUE) continue;
     // SIGTERM from anyone but our supervisor (an outer session's sweep, a user's kill):
     // end the whole subtree as the supervisor's sweep would, then exit.
@@ -836,7 +864,10 @@ int main(int argc, char **argv) {
   close(err_pipe[1]);
   if (procs_fd >= 0) close(procs_fd);
   if (cgroup_fd >= 0) close(cgroup_fd);
-  // 5. Hand the payload's stdio over: from here the helper holds none of it.
+  // 5. Out of the caller's process group, before `started`: from the supervisor's `go` on, a
+  // kill of that group leaves the helper alive to end the session.
+  leave_callers_group();
+  // 6. Hand the payload's stdio over: from here the helper holds none of it.
   int null = open("/dev/null", O_RDWR | O_CLOEXEC);
   for (int fd = 0; fd < 3; fd++) dup2(null, fd);
   close(null);
@@ -864,6 +895,7 @@ int main(int argc, char **argv) {
       reap();
       return 125;
     }
+    move_init_to_own_group();
     say("started %d %llu\n", payload, start);
   } else {
     payload = child;
@@ -898,7 +930,7 @@ int main(int argc, char **argv) {
   if (payload > 0) payload_pidfd = pidfd_open_(payload);
   init_status_fd = init_status[0];
 
-  // 6. The loop: reap, forward, report, answer, until the supervisor releases us or goes away.
+  // 7. The loop: reap, forward, report, answer, until the supervisor releases us or goes away.
   struct pollfd fds[3] = {{.fd = sfd, .events = POLLIN},
                           {.fd = CONTROL_FD, .events = POLLIN},
                           {.fd = init_status_fd, .events = POLLIN}};

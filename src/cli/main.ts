@@ -5,6 +5,7 @@ import { TetherError } from '../errors.js';
 import { NoProcError } from '../proc/snapshot.js';
 import { EXIT_SWEEP_FAILED, EXIT_USAGE } from './exit-codes.js';
 import { addGuardCommands } from './guard.js';
+import { addLauncherCommand } from './launcher.js';
 import { psCommand } from './ps.js';
 import { runCommand } from './run.js';
 import { addSandboxCommands } from './sandbox.js';
@@ -56,6 +57,7 @@ program
 
 addSandboxCommands(program); // sandbox exec|sweep, script (docs/sandbox.md)
 addGuardCommands(program); // guard, guard allow (docs/guard.md)
+addLauncherCommand(program); // launcher --out FILE [run options] -- CMD (docs/cli.md)
 
 function packageVersion(): string {
   const pkg = createRequire(import.meta.url)('../../package.json') as { version: string };
