@@ -50,6 +50,11 @@ export interface SessionOptions {
   onEvent?: EventListener;
   /** Receives the sweep's progress after each round. */
   onProgress?: (progress: SweepProgress) => void;
+  /**
+   * Records in each stopped process's report entry the TCP ports it listened on, read when the
+   * sweep first finds it, before its signal (`ProcessRecord.listening`). Default false.
+   */
+  collectPorts?: boolean;
 }
 
 /** Options of one command run in a session. */
@@ -571,6 +576,7 @@ export class Session {
       helpersChildless: () => this.helpers.childless(),
       onEvent: this.options.onEvent,
       onProgress: this.options.onProgress,
+      collectPorts: this.options.collectPorts,
     };
   }
 }
@@ -642,13 +648,15 @@ export function checkCommand(command: unknown, args: unknown, options: unknown):
 export function checkSessionOptions(options: unknown): void {
   if (typeof options !== 'object' || options === null || Array.isArray(options))
     throw invalid('options', options, 'an object');
-  const { procRoot, onEvent, onProgress } = options as Record<string, unknown>;
+  const { procRoot, onEvent, onProgress, collectPorts } = options as Record<string, unknown>;
   if (procRoot !== undefined && (typeof procRoot !== 'string' || procRoot === ''))
     throw invalid('procRoot', procRoot, "a directory path (a non-empty string, default '/proc')");
   if (onEvent !== undefined && typeof onEvent !== 'function')
     throw invalid('onEvent', onEvent, 'a function (event) => void');
   if (onProgress !== undefined && typeof onProgress !== 'function')
     throw invalid('onProgress', onProgress, 'a function (progress) => void');
+  if (collectPorts !== undefined && typeof collectPorts !== 'boolean')
+    throw invalid('collectPorts', collectPorts, 'true or false');
 }
 
 function invalid(option: string, value: unknown, expected: string): TetherError {

@@ -1,4 +1,5 @@
 // The sweep report: what was stopped, what survived, what could not be inspected (docs/report.md).
+import type { ListeningSocket } from '../proc/sockets.js';
 import type { FoundBy } from './scan.js';
 import type { SignalMechanism } from './signal.js';
 
@@ -24,6 +25,11 @@ export interface ProcessRecord {
    * before any signal reached it. Null while alive (survivors).
    */
   endedBy: 'SIGTERM' | 'SIGKILL' | 'exited' | null;
+  /**
+   * The TCP sockets it listened on when first found, before any signal: present only when the
+   * sweep was asked to read them (`collectPorts`); [] when it held none.
+   */
+  listening?: ListeningSocket[];
 }
 
 /** A survivor: still alive when the KILL phase ended. */

@@ -7,6 +7,7 @@ import { readDetails } from '../proc/details.js';
 import { type Identity, identityKey, readStat } from '../proc/identity.js';
 import { isFdExhaustion } from '../proc/read.js';
 import { ancestorsOf, NoProcError, takeSnapshot } from '../proc/snapshot.js';
+import { SocketTables } from '../proc/sockets.js';
 import type { ProcStat } from '../proc/stat.js';
 import type { SessionTag } from '../proc/tag.js';
 import { buildReport } from './build-report.js';
@@ -369,9 +370,11 @@ export class SweepRun {
   /** Signals each member, tracked from its first sight; the identity keys of those alive. */
   private signalMembers(scan: ScanResult, signal: PhaseSignal): Set<string> {
     const alive = new Set<string>();
+    // This round's socket tables, read once and only if a new member is to be looked at.
+    const sockets = this.opts.collectPorts ? new SocketTables(this.ctx.procRoot) : undefined;
     for (const member of scan.members) {
       const key = identityKey(member.identity);
-      const t = this.tracked.get(key) ?? this.track(key, member);
+      const t = this.tracked.get(key) ?? this.track(key, member, sockets);
       if (this.deliver(t, member, signal)) alive.add(key);
     }
     return alive;
@@ -451,7 +454,8 @@ export class SweepRun {
     }
   }
 
-  track(key: string, member: Member): Tracked {
+  /** Starts tracking a member found now; with `sockets`, reads what it listens on (before its signal). */
+  track(key: string, member: Member, sockets?: SocketTables): Tracked {
     const { pid, startTime } = member.identity;
     // Read when it was held, from the held process (signal.ts); else (no pidfd, or held in an
     // earlier sweep and tracked there) now.
@@ -470,6 +474,7 @@ export class SweepRun {
       endedBy: null,
     };
     if (member.via !== undefined) record.via = member.via;
+    if (sockets) record.listening = sockets.listeningOf(pid);
     const t = { record, identity: member.identity, alive: true, denied: false };
     this.tracked.set(key, t);
     return t;

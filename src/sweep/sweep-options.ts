@@ -70,6 +70,12 @@ export interface SweepOptions {
    * spared processes. (A pid, not an identity: a spared pid reused during the sweep is spared too.)
    */
   spare?: Iterable<number>;
+  /**
+   * Reads, at each process's first sight and before its first signal, the TCP ports it listens
+   * on (src/proc/sockets.ts) into its record's `listening`: what was serving is known after it
+   * is gone. Default false (it costs a readlink per open fd of each process found).
+   */
+  collectPorts?: boolean;
 }
 
 /** Progress after a round: processes still alive, and ms since the phase's first signal. */
