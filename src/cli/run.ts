@@ -132,39 +132,61 @@ async function runSession(plan: RunPlan, events: EventLog | undefined): Promise<
     signal: plan.signal.name,
   });
 
-  // The timeout: its signal to the payload, then the session ends. It counts (status 124) only
-  // when the signal reached the payload: one that had already ended keeps its own status.
+  // Stopping, as timeout(1) does: the first signal (the timeout's, or an ending one forwarded)
+  // goes to the payload alone, so that its handler runs before any other signal; SIGKILL
+  // follows -k/--kill-after later if it is still running, and the session ends with it. Its
+  // exit ends the session sooner (the ordinary sweep of what it left).
+  let killTimer: NodeJS.Timeout | undefined;
+  const stop = (signal: number | NodeJS.Signals): boolean => {
+    const delivered = proc.kill(signal);
+    if (delivered && killTimer === undefined)
+      killTimer = setTimeout(() => {
+        const killed = proc.kill('SIGKILL');
+        events?.write({ type: 'kill', signal: 'SIGKILL', afterMs: plan.graceMs, delivered: killed });
+        void s.end();
+      }, plan.graceMs);
+    return delivered;
+  };
+
+  // The timeout counts (status 124) only when its signal reached the payload: one that had
+  // already ended keeps its own status.
   let timedOut = false;
   let timer: NodeJS.Timeout | undefined;
   if (plan.timeoutMs > 0)
     timer = setTimeout(() => {
       timer = undefined;
-      timedOut = proc.kill(plan.signal.number);
+      timedOut = stop(plan.signal.number);
       events?.write({
         type: 'timeout',
         afterMs: plan.timeoutMs,
         signal: plan.signal.name,
         delivered: timedOut,
       });
-      if (timedOut) void s.end();
     }, plan.timeoutMs);
 
-  // A signal to tether goes to the payload; INT/TERM/HUP/QUIT then end the session (the sweep
-  // starts, the timeout no longer applies), the others are the payload's alone.
+  // A signal to tether goes to the payload. INT/TERM/HUP/QUIT stop it (above; the timeout no
+  // longer applies), and a second one ends the session at once (the sweep starts); the others
+  // are the payload's alone.
   const ending = new Set<string>(ENDING_SIGNALS);
+  let endingSignals = 0;
   const forward = (signal: NodeJS.Signals) => {
     const ends = ending.has(signal);
-    const delivered = proc.kill(signal);
-    events?.write({ type: 'signal', signal, delivered, ends });
-    if (!ends) return;
+    if (!ends) {
+      events?.write({ type: 'signal', signal, delivered: proc.kill(signal), ends });
+      return;
+    }
     clearTimeout(timer);
-    void s.end();
+    endingSignals++;
+    const delivered = endingSignals === 1 ? stop(signal) : proc.kill(signal);
+    events?.write({ type: 'signal', signal, delivered, ends });
+    if (endingSignals > 1 || !delivered) void s.end();
   };
   const caught = [...ENDING_SIGNALS, ...PASSED_SIGNALS];
   for (const signal of caught) process.on(signal, forward);
   try {
     const exit = await proc.exited;
     clearTimeout(timer);
+    clearTimeout(killTimer);
     events?.write({ type: 'exited', ...exitFields(exit) });
     const report = await s.end();
     progress.clear();
