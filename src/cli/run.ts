@@ -172,7 +172,8 @@ async function runSession(plan: RunPlan, events: EventLog | undefined): Promise<
   const forward = (signal: NodeJS.Signals) => {
     const ends = ending.has(signal);
     if (!ends) {
-      events?.write({ type: 'signal', signal, delivered: proc.kill(signal), ends });
+      const delivered = proc.kill(signal); // not inside events?.write(…): it would be skipped
+      events?.write({ type: 'signal', signal, delivered, ends });
       return;
     }
     clearTimeout(timer);

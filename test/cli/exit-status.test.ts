@@ -4,8 +4,8 @@ import { chmodSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { isAlive, type ProcessId } from '../support/proc.js';
 import { RECORD, recordedIds, tether } from '../support/cli.js';
+import { isAlive, type ProcessId } from '../support/proc.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'tether-exit-'));
 const notExecutable = join(dir, 'not-executable');
@@ -189,7 +189,10 @@ describe('the exit status of tether run', () => {
     const [leftover] = recordedIds(ran.stdout);
     if (leftover) started.push(leftover);
     expect(ran.code, ran.stderr).toBe(124);
-    const lines = readFileSync(events, 'utf8').trim().split('\n').map((l) => JSON.parse(l));
+    const lines = readFileSync(events, 'utf8')
+      .trim()
+      .split('\n')
+      .map((l) => JSON.parse(l));
     const types = lines.map((e) => e.type);
     expect(types.filter((t) => t !== 'delegate_background' && t !== 'warning')).toEqual([
       'started',
