@@ -1,7 +1,21 @@
-// Exit statuses of the tether CLI besides the payload's own.
+// Exit statuses of the tether CLI besides the payload's own: timeout(1)'s conventions
+// (124 timed out, 125 tether itself failed, 126 cannot execute, 127 not found, 128+N signal N),
+// and the sandbox's own 120–123 and 141. docs/cli.md#exit-status lists every command's.
 
-/** Invalid usage: unknown flag, bad duration, missing command, bad tag. */
-export const EXIT_USAGE = 2;
+/**
+ * tether itself failed, so the status is not the payload's: invalid usage (unknown flag, bad
+ * duration or signal, missing command, bad tag), an events or report file that cannot be
+ * opened, a containment layer that cannot be had, an internal error. 125, as `timeout`, `env`
+ * and `nice` use for their own failure.
+ */
+export const EXIT_TETHER_FAILED = 125;
+/** Invalid usage: tether's own failure (125), before anything ran. */
+export const EXIT_USAGE = EXIT_TETHER_FAILED;
+/**
+ * `tether run --timeout`: the timeout fired (its signal reached the payload), as timeout(1)'s
+ * 124 — unless `--preserve-status`, or the payload had to be ended by SIGKILL (128 + 9).
+ */
+export const EXIT_TIMED_OUT = 124;
 /** A sweep that could not finish or left a survivor (`tether sweep`). */
 export const EXIT_SWEEP_FAILED = 1;
 /** The command was found but could not be executed (EACCES…), as in POSIX shells. */
@@ -13,10 +27,11 @@ export const EXIT_SIGNAL_OFFSET = 128;
 /**
  * The payload's exit status is unknown: its helper was killed before it reported the end
  * (report warning `HELPER_LOST`), or, for `tether sandbox exec`, the completion line never
- * arrived and the sweep settled the session (EXEC_STATUS_UNKNOWN). 125, as `env`, `nice` and
- * `timeout` use for their own failure.
+ * arrived and the sweep settled the session (EXEC_STATUS_UNKNOWN). The same 125 as tether's own
+ * failure: tether could not learn the status, so it does not pass one off as the payload's
+ * (stderr, `--json` and `--events` say which failure it was).
  */
-export const EXIT_STATUS_UNKNOWN = 125;
+export const EXIT_STATUS_UNKNOWN = EXIT_TETHER_FAILED;
 /** `tether sandbox exec`: an unknown end the sweep could not settle (AMBIGUOUS_EFFECT). */
 export const EXIT_AMBIGUOUS_EFFECT = 121;
 /**

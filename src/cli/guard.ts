@@ -1,5 +1,5 @@
 // tether guard [--once] [--dry-run] [--json] [--interval D] [--startup-delay D] [--min-age D]
-//   [--cgroup PATH|none] [--allow FILE] [--allow-pattern GLOB]… [--grace D] [--kill-after D]
+//   [--cgroup PATH|none] [--allow FILE] [--allow-pattern GLOB]… [-k/--kill-after D] [--kill-budget D]
 //   [--metrics HOST:PORT]
 // tether guard [options] -- CMD ARGS…   (guard as init: CMD the protected main service)
 // tether guard allow --ttl D PID…
@@ -21,6 +21,7 @@ import { addRegistrations, stateDir } from '../guard/registrations.js';
 import { DEFAULT_GRACE_MS, DEFAULT_KILL_AFTER_MS, parseDuration } from '../options.js';
 import { identityOf } from '../proc/identity.js';
 import { EXIT_SWEEP_FAILED } from './exit-codes.js';
+import { phaseOptions } from './phases.js';
 
 /** The flags of `tether guard`, as commander gives them (strings; env read separately). */
 interface GuardFlags {
@@ -35,6 +36,7 @@ interface GuardFlags {
   allowPattern?: string[];
   grace?: string;
   killAfter?: string;
+  killBudget?: string;
   metrics?: string;
 }
 
@@ -72,10 +74,23 @@ function booleanOf(given: boolean | undefined, flag: string): boolean {
   );
 }
 
+// The TERM phase: -k/--kill-after or its alias --grace (or their variables), as every command
+// that sweeps spells it (src/cli/phases.ts); two different values are refused, naming both.
+function graceOf(flags: GuardFlags): number {
+  const killAfter = flagValue(flags.killAfter, '--kill-after');
+  const grace = flagValue(flags.grace, '--grace');
+  if (killAfter && grace && killAfter.value !== grace.value)
+    throw new TetherError(
+      'INVALID_OPTION',
+      `invalid ${grace.name} ${JSON.stringify(grace.value)} with ${killAfter.name} ${JSON.stringify(killAfter.value)}: they name one budget (the TERM phase); give one of them (the KILL phase budget is --kill-budget)`,
+    );
+  const given = killAfter ?? grace;
+  return given ? parseDuration(given.name, given.value) : DEFAULT_GRACE_MS;
+}
+
 /** Adds `tether guard` and `tether guard allow` to `program`. */
 export function addGuardCommands(program: Command): void {
-  const guard = program
-    .command('guard')
+  const guard = phaseOptions(program.command('guard'))
     .description(
       'stop, every interval, each process of the target (the cgroup v2 of the guard, or its PID namespace) that the allowlist does not spare: ' +
         'PID 1, the guard and its line, live tether sessions, exec entries, registrations, patterns, processes younger than --min-age',
@@ -109,11 +124,6 @@ export function addGuardCommands(program: Command): void {
       collect,
       undefined,
     )
-    .option(
-      '--grace <duration>',
-      `TERM phase: how long to wait before KILL (default ${DEFAULT_GRACE_MS / 1000}s)`,
-    )
-    .option('--kill-after <duration>', `KILL phase budget (default ${DEFAULT_KILL_AFTER_MS / 1000}s)`)
     .option('--metrics <host:port>', 'serve the counters at GET /metrics (Prometheus text format)')
     .argument(
       '[command...]',
@@ -159,8 +169,8 @@ export function guardOptions(
     intervalMs: durationOf(flags.interval, '--interval', DEFAULT_GUARD_INTERVAL_MS),
     startupDelayMs: durationOf(flags.startupDelay, '--startup-delay', DEFAULT_STARTUP_DELAY_MS),
     minAgeMs: durationOf(flags.minAge, '--min-age', DEFAULT_MIN_AGE_MS),
-    graceMs: durationOf(flags.grace, '--grace', DEFAULT_GRACE_MS),
-    killAfterMs: durationOf(flags.killAfter, '--kill-after', DEFAULT_KILL_AFTER_MS),
+    graceMs: graceOf(flags),
+    killAfterMs: durationOf(flags.killBudget, '--kill-budget', DEFAULT_KILL_AFTER_MS),
     ...(cgroup ? { cgroup: cgroup.value === 'none' ? null : cgroup.value } : {}),
     ...(allow ? { allowFile: allow.value } : {}),
     allowPatterns,

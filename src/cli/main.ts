@@ -3,9 +3,10 @@ import { createRequire } from 'node:module';
 import { Command, CommanderError } from 'commander';
 import { TetherError } from '../errors.js';
 import { NoProcError } from '../proc/snapshot.js';
-import { EXIT_SWEEP_FAILED, EXIT_USAGE } from './exit-codes.js';
+import { EXIT_SWEEP_FAILED, EXIT_TETHER_FAILED, EXIT_USAGE } from './exit-codes.js';
 import { addGuardCommands } from './guard.js';
 import { addLauncherCommand } from './launcher.js';
+import { phaseOptions } from './phases.js';
 import { psCommand } from './ps.js';
 import { runCommand } from './run.js';
 import { addSandboxCommands } from './sandbox.js';
@@ -20,15 +21,30 @@ const program = new Command('tether')
     outputError: (text, write) => write(`tether: ${text.replace(/^error: /, '')}`),
   });
 
-program
-  .command('run')
-  .description(
-    'run CMD as a session; when it exits, stop everything it left running. ' +
-      "Exits with CMD's status (128+N when a signal N ended it); prints a report on stderr only " +
-      'when something was stopped, survived, could not be read, or the sweep could not run.',
-  )
-  .option('--grace <duration>', 'TERM phase: how long to wait before KILL (500ms, 5s, 2m)', '5s')
-  .option('--kill-after <duration>', 'KILL phase budget', '3s')
+phaseOptions(
+  program
+    .command('run')
+    .description(
+      'run CMD as a session; when it exits, stop everything it left running. ' +
+        "Exits with CMD's status (128+N when a signal N ended it), 124 when --timeout fired, " +
+        '125 when tether itself failed (usage included), 126/127 when CMD cannot be run or found; ' +
+        'prints a report on stderr only when something was stopped, survived, could not be read, ' +
+        'or the sweep could not run.',
+    )
+    .option(
+      '--timeout <duration>',
+      'send --signal to CMD after this long (500ms, 5s, 2m, or bare seconds; 0: none), end the session, exit 124',
+    )
+    .option(
+      '-s, --signal <signal>',
+      'what CMD gets when --timeout fires: a name with or without SIG, or a number',
+      'TERM',
+    )
+    .option(
+      '--preserve-status',
+      "after a timeout, exit with CMD's own status (128+N for signal N) instead of 124",
+    ),
+)
   .option(
     '--containment <layers>',
     'auto (env tag + subreaper helper + cgroup v2 when writable), or a comma list of env-tag, subreaper, cgroup, pidns; a listed layer that cannot be had is an error',
@@ -36,6 +52,10 @@ program
   )
   .option('--json', 'print the sweep report as JSON on stderr instead of the table')
   .option('--report-file <file>', 'write the sweep report as JSON to FILE')
+  .option(
+    '--events <file>',
+    'append every event of the run (started, timeout, signal, exited, swept, end…) to FILE as JSON lines, as they happen',
+  )
   .argument('<command...>', 'the command and its arguments (put them after -- when they have options)')
   .passThroughOptions()
   .action(runCommand);
@@ -46,12 +66,12 @@ program
   .option('--json', 'print JSON')
   .action(psCommand);
 
-program
-  .command('sweep')
-  .description('stop every process carrying one session tag')
-  .requiredOption('--tag <name>', 'TETHER_SESSION_<32 hex digits>')
-  .option('--grace <duration>', 'TERM phase budget', '5s')
-  .option('--kill-after <duration>', 'KILL phase budget', '3s')
+phaseOptions(
+  program
+    .command('sweep')
+    .description('stop every process carrying one session tag')
+    .requiredOption('--tag <name>', 'TETHER_SESSION_<32 hex digits>'),
+)
   .option('--json', 'print the report as JSON on stdout')
   .action(sweepCommand);
 
@@ -78,11 +98,13 @@ try {
     process.exitCode = error.exitCode === 0 ? 0 : EXIT_USAGE;
   } else if (error instanceof TetherError) {
     process.stderr.write(`tether: ${error.message}\n`);
-    process.exitCode = EXIT_USAGE;
+    process.exitCode = EXIT_TETHER_FAILED;
   } else if (error instanceof NoProcError) {
     process.stderr.write(`tether: cannot read the process table: ${error.message}\n`);
     process.exitCode = EXIT_SWEEP_FAILED;
   } else {
-    throw error;
+    // A defect of tether's own: its status is 125, never one a payload could have given.
+    process.stderr.write(`tether: internal error: ${(error as Error)?.stack ?? String(error)}\n`);
+    process.exitCode = EXIT_TETHER_FAILED;
   }
 }

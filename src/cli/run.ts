@@ -1,51 +1,67 @@
-// tether run [--grace 5s] [--kill-after 3s] [--containment auto] [--json] [--report-file FILE] -- CMD [ARGS…]
+// tether run [--timeout D] [-s SIG] [-k D] [--kill-budget D] [--preserve-status] [--containment auto]
+//   [--json] [--report-file FILE] [--events FILE] -- CMD [ARGS…]
+// timeout(1)'s conventions (docs/cli.md#tether-run): 124 when the timeout fired, 125 for tether's
+// own failure, 126/127 when CMD cannot start, 128+N when signal N ended it.
 import { closeSync, openSync, writeFileSync } from 'node:fs';
 import { constants } from 'node:os';
-import { parseContainment } from '../containment/select.js';
+import { type Containment, parseContainment } from '../containment/select.js';
 import { TetherError } from '../errors.js';
 import { parseDuration } from '../options.js';
-import { Session } from '../session/session.js';
+import { type ExitResult, Session } from '../session/session.js';
 import type { SweepReport } from '../sweep/report.js';
+import { EVENTS_VERSION, type EventLog, openEventLog } from './events.js';
 import {
   EXIT_CANNOT_EXECUTE,
   EXIT_NOT_FOUND,
   EXIT_SIGNAL_OFFSET,
   EXIT_STATUS_UNKNOWN,
+  EXIT_TETHER_FAILED,
+  EXIT_TIMED_OUT,
 } from './exit-codes.js';
+import { type PhaseFlags, phaseBudgets } from './phases.js';
 import { progressLine } from './progress.js';
 import { renderReport } from './render.js';
+import { ENDING_SIGNALS, PASSED_SIGNALS, type ParsedSignal, parseSignal } from './signals.js';
 
-/** Parsed options of `tether run` (durations as the user typed them). */
-export interface RunFlags {
-  grace: string;
-  killAfter: string;
+/** Parsed options of `tether run`, as commander gives them (durations and signal as typed). */
+export interface RunFlags extends PhaseFlags {
+  timeout?: string;
+  signal: string;
+  preserveStatus?: boolean;
   containment: string;
   json?: boolean;
   reportFile?: string;
+  events?: string;
 }
 
-// Every catchable signal whose default action would end tether without its sweep (signal(7));
-// SIGKILL cannot be caught (closed by the subreaper helper), SIGSEGV/SIGBUS/SIGFPE/SIGILL are Node's.
-const FORWARDED = [
-  'SIGINT',
-  'SIGTERM',
-  'SIGHUP',
-  'SIGQUIT',
-  'SIGUSR1',
-  'SIGUSR2',
-  'SIGALRM',
-  'SIGVTALRM',
-  'SIGPROF',
-  'SIGXCPU',
-  'SIGXFSZ',
-  'SIGIO',
-  'SIGPWR',
-] as const;
+/** A `tether run` with every flag checked and in its units: what `runCommand` runs. */
+export interface RunPlan {
+  command: string;
+  args: string[];
+  /** The TERM phase (`-k/--kill-after`, `--grace`), ms. */
+  graceMs: number;
+  /** The KILL phase budget (`--kill-budget`), ms. */
+  killAfterMs: number;
+  containment: Containment;
+  /** `--timeout`, ms; 0 for none. */
+  timeoutMs: number;
+  /** What the payload gets when the timeout fires (`--signal`, default SIGTERM). */
+  signal: ParsedSignal;
+  preserveStatus: boolean;
+  json: boolean;
+  reportFile?: string;
+  events?: string;
+}
 
-/** Runs the payload as a session with stdio passed through; sets `process.exitCode`. */
-export async function runCommand(argv: string[], flags: RunFlags): Promise<void> {
-  const graceMs = parseDuration('--grace', flags.grace);
-  const killAfterMs = parseDuration('--kill-after', flags.killAfter);
+/**
+ * Checks every flag of `tether run` and converts it. Throws `TetherError` `INVALID_OPTION`
+ * naming the flag (a bad duration or signal, `--grace` and `--kill-after` at odds, an empty
+ * command): exit status 125, before anything runs.
+ */
+export function runPlan(argv: string[], flags: RunFlags): RunPlan {
+  const { graceMs, killAfterMs } = phaseBudgets(flags);
+  const timeoutMs = flags.timeout === undefined ? 0 : parseDuration('--timeout', flags.timeout);
+  const signal = parseSignal('--signal', flags.signal);
   const containment = parseContainment('--containment', flags.containment);
   const [command, ...args] = argv as [string, ...string[]];
   if (!command)
@@ -53,26 +69,157 @@ export async function runCommand(argv: string[], flags: RunFlags): Promise<void>
       'INVALID_OPTION',
       'invalid command: an empty string (expected a program name or path)',
     );
-  // Refuse an unwritable report file before the payload runs, not after it.
-  if (flags.reportFile) checkWritable('--report-file', flags.reportFile);
-  const progress = progressLine(process.stderr);
-  const s = new Session({ graceMs, killAfterMs, containment, onProgress: progress.update });
-  const proc = s.spawn(command, args, { stdio: 'inherit' });
-
-  // A signal to tether goes to the payload first, then the session ends (the sweep).
-  const forward = (signal: NodeJS.Signals) => {
-    proc.kill(signal);
-    void s.end();
+  return {
+    command,
+    args,
+    graceMs,
+    killAfterMs,
+    containment,
+    timeoutMs,
+    signal,
+    preserveStatus: flags.preserveStatus === true,
+    json: flags.json === true,
+    ...(flags.reportFile !== undefined ? { reportFile: flags.reportFile } : {}),
+    ...(flags.events !== undefined ? { events: flags.events } : {}),
   };
-  for (const signal of FORWARDED) process.on(signal, forward);
+}
 
-  const exit = await proc.exited;
-  const report = await s.end();
-  progress.clear();
-  for (const signal of FORWARDED) process.off(signal, forward);
+/**
+ * Runs the payload as a session with stdio passed through and sets `process.exitCode`
+ * (docs/cli.md#exit-status). Throws `TetherError` for tether's own failure before the payload
+ * runs (usage, an unopenable `--events` or `--report-file`, `CONTAINMENT_UNAVAILABLE`): the CLI
+ * prints it and exits 125, after an `end` event with the error when the event log is open.
+ */
+export async function runCommand(argv: string[], flags: RunFlags): Promise<void> {
+  const plan = runPlan(argv, flags);
+  // Refuse an unwritable report or events file before the payload runs, not after it.
+  if (plan.reportFile) checkWritable('--report-file', plan.reportFile);
+  const events = plan.events ? openEventLog(plan.events) : undefined;
+  try {
+    process.exitCode = await runSession(plan, events);
+  } catch (error) {
+    if (error instanceof TetherError)
+      events?.write({
+        type: 'end',
+        status: EXIT_TETHER_FAILED,
+        timedOut: false,
+        error: { code: error.code, message: error.message },
+      });
+    throw error;
+  } finally {
+    events?.close();
+  }
+}
 
-  if (flags.reportFile) writeReportFile(flags.reportFile, report);
-  if (flags.json) process.stderr.write(`${JSON.stringify(report)}\n`);
+// The payload in a session, its timeout and the signals to tether; resolves to the exit status.
+async function runSession(plan: RunPlan, events: EventLog | undefined): Promise<number> {
+  const progress = progressLine(process.stderr);
+  const s = new Session({
+    graceMs: plan.graceMs,
+    killAfterMs: plan.killAfterMs,
+    containment: plan.containment,
+    onProgress: progress.update,
+    ...(events ? { onEvent: (event) => events.write({ ...event }) } : {}),
+  });
+  const proc = s.spawn(plan.command, plan.args, { stdio: 'inherit' });
+  events?.write({
+    type: 'started',
+    version: EVENTS_VERSION,
+    tag: s.tag.name,
+    pid: proc.pid ?? null,
+    command: [plan.command, ...plan.args],
+    timeoutMs: plan.timeoutMs || null,
+    signal: plan.signal.name,
+  });
+
+  // Stopping, as timeout(1) does: the first signal (the timeout's, or an ending one forwarded)
+  // goes to the payload alone, so that its handler runs before any other signal; SIGKILL
+  // follows -k/--kill-after later if it is still running, and the session ends with it. Its
+  // exit ends the session sooner (the ordinary sweep of what it left).
+  let killTimer: NodeJS.Timeout | undefined;
+  const stop = (signal: number | NodeJS.Signals): boolean => {
+    const delivered = proc.kill(signal);
+    if (delivered && killTimer === undefined)
+      killTimer = setTimeout(() => {
+        const killed = proc.kill('SIGKILL');
+        events?.write({ type: 'kill', signal: 'SIGKILL', afterMs: plan.graceMs, delivered: killed });
+        void s.end();
+      }, plan.graceMs);
+    return delivered;
+  };
+
+  // The timeout counts (status 124) only when its signal reached the payload: one that had
+  // already ended keeps its own status.
+  let timedOut = false;
+  let timer: NodeJS.Timeout | undefined;
+  if (plan.timeoutMs > 0)
+    timer = setTimeout(() => {
+      timer = undefined;
+      timedOut = stop(plan.signal.number);
+      events?.write({
+        type: 'timeout',
+        afterMs: plan.timeoutMs,
+        signal: plan.signal.name,
+        delivered: timedOut,
+      });
+    }, plan.timeoutMs);
+
+  // A signal to tether goes to the payload. INT/TERM/HUP/QUIT stop it (above; the timeout no
+  // longer applies), and a second one ends the session at once (the sweep starts); the others
+  // are the payload's alone.
+  const ending = new Set<string>(ENDING_SIGNALS);
+  let endingSignals = 0;
+  const forward = (signal: NodeJS.Signals) => {
+    const ends = ending.has(signal);
+    if (!ends) {
+      const delivered = proc.kill(signal); // not inside events?.write(…): it would be skipped
+      events?.write({ type: 'signal', signal, delivered, ends });
+      return;
+    }
+    clearTimeout(timer);
+    endingSignals++;
+    const delivered = endingSignals === 1 ? stop(signal) : proc.kill(signal);
+    events?.write({ type: 'signal', signal, delivered, ends });
+    if (endingSignals > 1 || !delivered) void s.end();
+  };
+  const caught = [...ENDING_SIGNALS, ...PASSED_SIGNALS];
+  for (const signal of caught) process.on(signal, forward);
+  try {
+    const exit = await proc.exited;
+    clearTimeout(timer);
+    clearTimeout(killTimer);
+    events?.write({ type: 'exited', ...exitFields(exit) });
+    const report = await s.end();
+    progress.clear();
+    events?.write({ type: 'swept', report });
+    printReport(plan, report);
+    const status = exitStatus(plan, exit, timedOut);
+    events?.write({ type: 'end', status, timedOut });
+    return status;
+  } finally {
+    for (const signal of caught) process.off(signal, forward);
+  }
+}
+
+// The `exited` event's fields: how the payload ended, or why it could not start.
+function exitFields(exit: ExitResult): Record<string, unknown> {
+  if (exit.error) {
+    const errno = (exit.error.cause as NodeJS.ErrnoException | undefined)?.code;
+    return { error: { code: exit.error.code, message: exit.error.message, ...(errno ? { errno } : {}) } };
+  }
+  const signalNumber = exit.signal ? constants.signals[exit.signal] : exit.signalNumber;
+  return {
+    exitCode: exit.exitCode,
+    signal: exit.signal,
+    ...(signalNumber !== undefined ? { signalNumber } : {}),
+    durationMs: Math.round(exit.durationMs),
+  };
+}
+
+// The report on stderr: as JSON with --json, else the table when there is something to say.
+function printReport(plan: RunPlan, report: SweepReport): void {
+  if (plan.reportFile) writeReportFile(plan.reportFile, report);
+  if (plan.json) process.stderr.write(`${JSON.stringify(report)}\n`);
   else if (
     report.stopped.length ||
     report.survivors.length ||
@@ -83,27 +230,34 @@ export async function runCommand(argv: string[], flags: RunFlags): Promise<void>
   ) {
     process.stderr.write(`${renderReport(report).join('\n')}\n`);
   }
+}
 
+/**
+ * The exit status of a run (docs/cli.md#exit-status): 127/126 when CMD could not start; after a
+ * timeout that fired, 124 — or 128 + 9 when the payload had to be ended by SIGKILL, as GNU
+ * timeout(1) tells a forced kill, and the payload's own status with `--preserve-status`;
+ * otherwise the payload's status, 128 + N for signal N, 125 when it is unknown.
+ */
+function exitStatus(plan: RunPlan, exit: ExitResult, timedOut: boolean): number {
   if (exit.error) {
     const code = (exit.error.cause as NodeJS.ErrnoException | undefined)?.code;
     process.stderr.write(
       code === 'ENOENT'
-        ? `tether: cannot start ${JSON.stringify(command)}: command not found\n`
+        ? `tether: cannot start ${JSON.stringify(plan.command)}: command not found\n`
         : `tether: ${exit.error.message}\n`,
     );
-    process.exitCode = code === 'ENOENT' ? EXIT_NOT_FOUND : EXIT_CANNOT_EXECUTE;
-    return;
+    return code === 'ENOENT' ? EXIT_NOT_FOUND : EXIT_CANNOT_EXECUTE;
   }
   const signal = exit.signal ? constants.signals[exit.signal] : exit.signalNumber;
-  if (signal !== undefined) process.exitCode = EXIT_SIGNAL_OFFSET + signal;
-  else if (exit.exitCode !== null) process.exitCode = exit.exitCode;
-  else {
-    // The helper was killed before it reported the command's end: never pass that as success.
-    process.stderr.write(
-      `tether: the exit status of ${JSON.stringify(command)} is unknown (its helper was killed)\n`,
-    );
-    process.exitCode = EXIT_STATUS_UNKNOWN;
-  }
+  const sigkill = constants.signals.SIGKILL;
+  if (timedOut && !plan.preserveStatus && signal !== sigkill) return EXIT_TIMED_OUT;
+  if (signal !== undefined) return EXIT_SIGNAL_OFFSET + signal;
+  if (exit.exitCode !== null) return exit.exitCode;
+  // The helper was killed before it reported the command's end: never pass that as success.
+  process.stderr.write(
+    `tether: the exit status of ${JSON.stringify(plan.command)} is unknown (its helper was killed)\n`,
+  );
+  return EXIT_STATUS_UNKNOWN;
 }
 
 function checkWritable(option: string, path: string): void {

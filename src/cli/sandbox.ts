@@ -22,17 +22,17 @@ import {
   EXIT_STATUS_UNKNOWN,
   EXIT_SWEEP_FAILED,
 } from './exit-codes.js';
+import { type PhaseFlags, phaseBudgets, phaseOptions } from './phases.js';
 import { renderReport } from './render.js';
 import { scriptCommand } from './script.js';
 
 // The options both sandbox subcommands take.
 function channelOptions(command: Command): Command {
-  return command
-    .requiredOption('--via <prefix>', "the exec channel as a command prefix: 'docker exec -i ID'")
-    .option('--shell <argv>', "the container's POSIX shell", 'sh')
-    .option('--grace <duration>', 'TERM phase of a sweep', '5s')
-    .option('--kill-after <duration>', 'KILL phase of a sweep', '3s')
-    .option('--budget <duration>', 'the whole sweep, retries of an unreachable channel included', '3m');
+  return phaseOptions(
+    command
+      .requiredOption('--via <prefix>', "the exec channel as a command prefix: 'docker exec -i ID'")
+      .option('--shell <argv>', "the container's POSIX shell", 'sh'),
+  ).option('--budget <duration>', 'the whole sweep, retries of an unreachable channel included', '3m');
 }
 
 /** Adds `tether sandbox exec|sweep` and `tether script NAME` to the CLI. */
@@ -78,11 +78,9 @@ export function addSandboxCommands(program: Command): void {
 }
 
 /** Options shared by both subcommands (durations as typed). */
-export interface SandboxFlags {
+export interface SandboxFlags extends PhaseFlags {
   via: string;
   shell: string;
-  grace: string;
-  killAfter: string;
   budget: string;
   json?: boolean;
 }
@@ -132,8 +130,7 @@ export function splitWords(option: string, text: string): string[] {
 
 function sweepOptions(flags: SandboxFlags) {
   return {
-    graceMs: parseDuration('--grace', flags.grace),
-    killAfterMs: parseDuration('--kill-after', flags.killAfter),
+    ...phaseBudgets(flags),
     budgetMs: parseDuration('--budget', flags.budget),
     shell: splitWords('--shell', flags.shell),
   };

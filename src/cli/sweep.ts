@@ -1,10 +1,10 @@
-// tether sweep --tag NAME [--grace 5s] [--kill-after 3s] [--json]: sweep one tag now — its
+// tether sweep --tag NAME [-k/--kill-after 5s] [--kill-budget 3s] [--json]: sweep one tag now — its
 // carriers, their descendants, and its session cgroup if one is left.
 import { findSessionCgroup, removeCgroup, runsInside } from '../containment/cgroup.js';
-import { parseDuration } from '../options.js';
 import { parseTag } from '../proc/tag.js';
 import { sweep } from '../sweep/loop.js';
 import { EXIT_SWEEP_FAILED } from './exit-codes.js';
+import { type PhaseFlags, phaseBudgets } from './phases.js';
 import { progressLine } from './progress.js';
 import { renderReport } from './render.js';
 
@@ -13,15 +13,9 @@ import { renderReport } from './render.js';
  * one is left (its supervisor died); removes that cgroup once empty. Exit status 1 when it left
  * a survivor or could not finish.
  */
-export async function sweepCommand(flags: {
-  tag: string;
-  grace: string;
-  killAfter: string;
-  json?: boolean;
-}): Promise<void> {
+export async function sweepCommand(flags: PhaseFlags & { tag: string; json?: boolean }): Promise<void> {
   const tag = parseTag(flags.tag);
-  const graceMs = parseDuration('--grace', flags.grace);
-  const killAfterMs = parseDuration('--kill-after', flags.killAfter);
+  const { graceMs, killAfterMs } = phaseBudgets(flags);
   const progress = progressLine(process.stderr);
   const cgroup = findSessionCgroup(tag.name);
   const report = await sweep({

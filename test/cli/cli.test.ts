@@ -4,38 +4,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { createTag, type Identity } from '../../src/index.js';
+import { BIN, RECORD, readFileSafe, recordedIds, tether } from '../support/cli.js';
 import { identityOf, isAlive } from '../support/proc.js';
-
-const BIN = join(import.meta.dirname, '../../bin/tether.js');
-
-interface Ran {
-  code: number | null;
-  stdout: string;
-  stderr: string;
-}
-
-// Runs the CLI with a hard timeout (a hung run fails the test instead of hanging the suite).
-function tether(
-  args: string[],
-  opts: { env?: NodeJS.ProcessEnv; onStart?: (pid: number) => void } = {},
-): Promise<Ran> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [BIN, ...args], { env: opts.env ?? process.env });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.on('data', (d) => (stdout += d));
-    child.stderr.on('data', (d) => (stderr += d));
-    const timer = setTimeout(() => {
-      child.kill('SIGKILL');
-      reject(new Error(`tether ${args.join(' ')} did not end within 20 s; stderr: ${stderr}`));
-    }, 20_000);
-    if (child.pid) opts.onStart?.(child.pid);
-    child.on('close', (code) => {
-      clearTimeout(timer);
-      resolve({ code, stdout, stderr });
-    });
-  });
-}
 
 // Decoys and strays this file started; killed after each test if still alive.
 const started: Identity[] = [];
@@ -43,17 +13,8 @@ afterEach(() => {
   for (const id of started.splice(0)) if (isAlive(id)) process.kill(id.pid, 'SIGKILL');
 });
 
-// The payload records each leftover as "pid PID START" (START: field 22 of its stat, read while
-// it ran), so ground truth does not depend on reading it after tether ended it.
-const RECORD = `echo "pid $! $(cut -d' ' -f22 /proc/$!/stat)"`;
-
 function pidsFrom(text: string): Identity[] {
-  const ids = [...text.matchAll(/^pid (\d+) (\d+)$/gm)].map((m) => ({
-    pid: Number(m[1]),
-    startTime: Number(m[2]),
-  }));
-  if (ids.length === 0)
-    throw new Error(`premise broken: the payload recorded no leftover (${JSON.stringify(text)})`);
+  const ids = recordedIds(text);
   started.push(...ids);
   return ids;
 }
@@ -69,7 +30,7 @@ describe('tether run', () => {
   it('a tether sweep run from inside its own session stops the leftover, not itself', async () => {
     const script = `TAG=$(env | grep -o '^TETHER_SESSION_[0-9a-f]*' | head -1)
 sleep 30 & ${RECORD}
-${JSON.stringify(process.execPath)} ${JSON.stringify(BIN)} sweep --tag "$TAG" --grace 300ms --kill-after 300ms
+${JSON.stringify(process.execPath)} ${JSON.stringify(BIN)} sweep --tag "$TAG" -k 300ms --kill-budget 300ms
 echo "sweep exited $?, still here"`;
     const ran = await tether(['run', '--grace', '300ms', '--', 'sh', '-c', script]);
     const [leftover] = pidsFrom(ran.stdout);
@@ -141,13 +102,18 @@ echo "sweep exited $?, still here"`;
   it.each([
     [['run', '--bogus', '--', 'true'], /unknown option '--bogus'/],
     [['run', '--grace', 'soon', '--', 'true'], /invalid --grace "soon": expected a duration/],
-    [['run', '--kill-after', '-3s', '--', 'true'], /invalid --kill-after/],
+    [['run', '--kill-after', '-3s', '--', 'true'], /invalid --kill-after "-3s"/],
+    [['run', '--kill-budget', '3x', '--', 'true'], /invalid --kill-budget "3x"/],
+    [
+      ['sweep', '--tag', `TETHER_SESSION_${'0'.repeat(32)}`, '--grace', '1s', '-k', '2s'],
+      /invalid --grace "1s" with --kill-after "2s"/,
+    ],
     [['run'], /missing required argument 'command'/],
     [['sweep', '--tag', 'PATH'], /invalid tag "PATH"/],
     [['frobnicate'], /unknown command 'frobnicate'/],
-  ])('refuses %j with one line and status 2', async (args, message) => {
+  ])('refuses %j with one line and status 125', async (args, message) => {
     const ran = await tether(args);
-    expect(ran.code, ran.stderr).toBe(2);
+    expect(ran.code, ran.stderr).toBe(125);
     expect(ran.stderr).toMatch(message);
     expect(ran.stderr.trim().split('\n')).toHaveLength(1);
   });
@@ -182,11 +148,3 @@ describe('tether ps and tether sweep', () => {
     expect(isAlive(d), `the =10 decoy ${d.pid} was killed by tether sweep`).toBe(true);
   });
 });
-
-function readFileSafe(path: string): string {
-  try {
-    return readFileSync(path, 'utf8');
-  } catch {
-    return '';
-  }
-}

@@ -60,7 +60,7 @@ describe('tether guard -- CMD', () => {
   it('refuses --once and --dry-run with a command, naming the option', async () => {
     for (const flag of ['--once', '--dry-run']) {
       const { status, stderr } = await runInNamespace(['guard', flag, '--', 'true'], 20_000);
-      expect(status).toBe(2);
+      expect(status).toBe(125);
       expect(stderr).toContain(`invalid ${flag} with a command`);
     }
   });

@@ -44,7 +44,7 @@ describe.skipIf(!canRun)('tether guard in a PID namespace and a test cgroup', ()
   it('stops an env -i + setsid orphan with TERM and a TERM-trapping one with KILL after the grace, within one interval; never what is outside the target or hidden', async () => {
     const s = await start(`
       env GUARD_MARK="outside.$RUN" sh -c 'echo 0 > "$MOUNT/cgroup.procs"; exec sleep 303' &
-      guard --interval 200ms --startup-delay 0 --min-age 300ms --grace 500ms --kill-after 1s --json
+      guard --interval 200ms --startup-delay 0 --min-age 300ms -k 500ms --kill-budget 1s --json
       ready
       mark envi env -i GUARD_MARK="envi.$RUN" setsid sh -c 'sleep 300 & sleep 301 & exit 0'
       mark trap setsid sh -c '(trap "" TERM; exec sleep 302) & exit 0'

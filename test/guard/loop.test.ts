@@ -121,26 +121,26 @@ describe.skipIf(!canRun)('startGuard', () => {
 });
 
 describe('the guard CLI', () => {
-  it('names a bad option or variable and the accepted values (exit 2)', async () => {
+  it('names a bad option or variable and the accepted values (exit 125)', async () => {
     const bad = await tether(['guard', '--once', '--interval', 'soon']);
-    expect(bad.code).toBe(2);
+    expect(bad.code).toBe(125);
     expect(bad.stderr).toContain(
       'invalid --interval "soon": expected a duration such as 500ms, 5s, 1.5s, 2m',
     );
     const env = await tether(['guard', '--once'], { TETHER_GUARD_MIN_AGE: 'x' });
-    expect(env.code).toBe(2);
+    expect(env.code).toBe(125);
     expect(env.stderr).toContain('invalid TETHER_GUARD_MIN_AGE "x"');
     const dry = await tether(['guard', '--once'], { TETHER_GUARD_DRY_RUN: 'maybe' });
-    expect(dry.code).toBe(2);
+    expect(dry.code).toBe(125);
     expect(dry.stderr).toContain('expected 1, true, yes, on, 0, false, no or off');
     const metrics = await tether(['guard', '--once', '--metrics', 'nowhere']);
-    expect(metrics.code).toBe(2);
+    expect(metrics.code).toBe(125);
     expect(metrics.stderr).toContain('expected HOST:PORT');
     const cg = await tether(['guard', '--once', '--cgroup', '/no/such/cgroup']);
-    expect(cg.code).toBe(2);
+    expect(cg.code).toBe(125);
     expect(cg.stderr).toContain('not a cgroup v2 directory');
     const ttl = await tether(['guard', 'allow', '123']);
-    expect(ttl.code).toBe(2);
+    expect(ttl.code).toBe(125);
     expect(ttl.stderr).toContain('missing --ttl');
   });
 

@@ -302,7 +302,7 @@ describe('tether sandbox exec', () => {
 
   it('refuses an unbalanced --via, naming it', async () => {
     const r = await tether(['sandbox', 'exec', '--via', "docker exec -i 'x", '--', 'true']);
-    expect(r.status).toBe(2);
+    expect(r.status).toBe(125);
     expect(r.stderr).toMatch(/invalid --via "docker exec -i 'x": unbalanced '/);
   });
 });

@@ -1,0 +1,115 @@
+// Signals to a real `tether run` process (docs/cli.md#signals): INT/TERM/HUP/QUIT are forwarded
+// and end the session; USR1, USR2, WINCH, ALRM are forwarded only. The payload is a shell whose
+// traps record every signal it gets; its leftover's pid + start time are the ground truth.
+import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterEach, describe, expect, it } from 'vitest';
+import { type Ran, RECORD, readFileSafe, recordedIds, tether, waitFor } from '../support/cli.js';
+import { isAlive, type ProcessId } from '../support/proc.js';
+
+const started: ProcessId[] = [];
+afterEach(() => {
+  for (const id of started.splice(0)) if (isAlive(id)) process.kill(id.pid, 'SIGKILL');
+});
+
+const TRAPPED = ['INT', 'TERM', 'HUP', 'QUIT', 'USR1', 'USR2', 'WINCH', 'ALRM'];
+
+/**
+ * Starts `tether run ARGS -- sh -c PAYLOAD`: the payload records each signal in TRAPPED as a line
+ * of `log` (and does not exit on it), leaves a setsid'd sleep (recorded as "pid …"), writes
+ * `ready`, then runs until `log.stop` exists and exits 6.
+ */
+async function startPayload(args: string[]) {
+  const log = join(mkdtempSync(join(tmpdir(), 'tether-sig-')), 'log');
+  const traps = TRAPPED.map((s) => `trap 'echo ${s} >> ${log}' ${s}`).join('; ');
+  const script = `${traps}
+setsid sleep 1000 >/dev/null 2>&1 & ${RECORD} >> ${log}
+echo ready >> ${log}
+while [ ! -e ${log}.stop ]; do sleep 0.05; done
+exit 6`;
+  let pid = 0;
+  let done = false;
+  const running = tether(['run', ...args, '--', 'sh', '-c', script], { onStart: (p) => (pid = p) }).then(
+    (r: Ran) => {
+      done = true;
+      return r;
+    },
+  );
+  if (!(await waitFor(() => readFileSafe(log).includes('ready'))))
+    throw new Error(`premise broken: the payload never wrote ready (${readFileSafe(log)})`);
+  const [leftover] = recordedIds(readFileSafe(log));
+  if (!leftover) throw new Error('premise broken: no leftover');
+  started.push(leftover);
+  const received = () =>
+    readFileSafe(log)
+      .split('\n')
+      .filter((l) => TRAPPED.includes(l));
+  return { pid, log, leftover, running, received, isDone: () => done };
+}
+
+describe('signals to tether run', () => {
+  it('forwards USR1, USR2, WINCH and ALRM only: the payload gets each, the session goes on', async () => {
+    const p = await startPayload(['-k', '300ms']);
+    for (const signal of ['USR1', 'USR2', 'WINCH', 'ALRM']) {
+      process.kill(p.pid, `SIG${signal}`);
+      expect(
+        await waitFor(() => p.received().includes(signal)),
+        `${signal} never reached the payload: ${readFileSafe(p.log)}`,
+      ).toBe(true);
+    }
+    // Still running, nothing swept: the leftover is alive, tether has not exited.
+    await new Promise((r) => setTimeout(r, 200));
+    expect(p.isDone(), 'tether exited on a forward-only signal').toBe(false);
+    expect(isAlive(p.leftover), 'a forward-only signal swept the session').toBe(true);
+    expect(p.received()).toEqual(['USR1', 'USR2', 'WINCH', 'ALRM']);
+    writeFileSync(`${p.log}.stop`, '');
+    const ran = await p.running;
+    expect(ran.code, ran.stderr).toBe(6);
+    expect(isAlive(p.leftover), `leftover ${p.leftover.pid} outlived the session`).toBe(false);
+  });
+
+  it.each(['INT', 'TERM', 'HUP', 'QUIT'])(
+    'forwards %s, then ends the session: the payload gets it alone first, SIGKILL -k later',
+    async (signal) => {
+      const p = await startPayload(['-k', '400ms']);
+      process.kill(p.pid, `SIG${signal}`);
+      const ran = await p.running;
+      // The payload trapped the signal and went on: -k later it was SIGKILLed, and the session
+      // swept its leftover. Its handler ran before any other signal reached it.
+      expect(ran.code, ran.stderr).toBe(128 + 9);
+      expect(p.received()).toEqual([signal]);
+      expect(isAlive(p.leftover), `leftover ${p.leftover.pid} outlived a SIG${signal} to tether`).toBe(false);
+    },
+  );
+
+  it("an INT handler that exits runs to its end: tether exits with the payload's status", async () => {
+    const log = join(mkdtempSync(join(tmpdir(), 'tether-sig-')), 'log');
+    const script = `trap 'echo cleaned >> ${log}; exit 4' INT
+setsid sleep 1000 >/dev/null 2>&1 & ${RECORD} >> ${log}
+echo ready >> ${log}
+while :; do sleep 0.05; done`;
+    let pid = 0;
+    const running = tether(['run', '-k', '5s', '--', 'sh', '-c', script], { onStart: (p) => (pid = p) });
+    expect(await waitFor(() => readFileSafe(log).includes('ready'))).toBe(true);
+    const [leftover] = recordedIds(readFileSafe(log));
+    if (leftover) started.push(leftover);
+    process.kill(pid, 'SIGINT');
+    const ran = await running;
+    expect(ran.code, ran.stderr).toBe(4);
+    expect(readFileSync(log, 'utf8')).toMatch(/^cleaned$/m);
+    expect(leftover && isAlive(leftover)).toBe(false);
+  });
+
+  it('a second ending signal starts the sweep at once (the payload then gets its TERM)', async () => {
+    const p = await startPayload(['-k', '2s']);
+    process.kill(p.pid, 'SIGINT');
+    expect(await waitFor(() => p.received().includes('INT'))).toBe(true);
+    process.kill(p.pid, 'SIGHUP');
+    const ran = await p.running;
+    expect(ran.code, ran.stderr).toBe(128 + 9);
+    // INT alone, then HUP forwarded and the sweep's SIGTERM: the sweep did not wait for -k.
+    expect(p.received()).toEqual(['INT', 'HUP', 'TERM']);
+    expect(isAlive(p.leftover)).toBe(false);
+  });
+});
