@@ -64,7 +64,7 @@ describe('tether launcher', () => {
     const out = join(tempDir(), 'launch');
     const unknown = await launcher(['--out', out, '--no-such-flag', '--', 'true']);
     expect(unknown.code).not.toBe(0);
-    expect(unknown.stderr).toMatch(/invalid tether run option "--no-such-flag".*accepted: --grace/);
+    expect(unknown.stderr).toMatch(/invalid tether run option "--no-such-flag".*accepted: .*--grace/);
     const badDuration = await launcher(['--out', out, '--grace', 'soon', '--', 'true']);
     expect(badDuration.stderr).toMatch(/invalid --grace "soon": expected a duration/);
     const badLayer = await launcher(['--out', out, '--containment=cgroup,nope', '--', 'true']);
