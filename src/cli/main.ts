@@ -35,6 +35,13 @@ program
   )
   .option('--json', 'print the sweep report as JSON on stderr instead of the table')
   .option('--report-file <file>', 'write the sweep report as JSON to FILE')
+  .option(
+    '--keep <glob=ttl>',
+    "leave a process whose whole command line matches GLOB (and its descendants) running for TTL after the session, e.g. 'redis-server *=2h'; repeatable",
+    (value: string, list: string[]) => [...list, value],
+    [] as string[],
+  )
+  .option('--keep-owner <name>', 'who answers for the kept processes (default: user@host)')
   .argument('<command...>', 'the command and its arguments (put them after -- when they have options)')
   .passThroughOptions()
   .action(runCommand);

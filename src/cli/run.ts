@@ -1,4 +1,4 @@
-// tether run [--grace 5s] [--kill-after 3s] [--containment auto] [--json] [--report-file FILE] -- CMD [ARGS…]
+// tether run [--grace 5s] [--kill-after 3s] [--containment auto] [--keep GLOB=TTL]… [--json] [--report-file FILE] -- CMD [ARGS…]
 import { closeSync, openSync, writeFileSync } from 'node:fs';
 import { constants } from 'node:os';
 import { parseContainment } from '../containment/select.js';
@@ -12,6 +12,7 @@ import {
   EXIT_SIGNAL_OFFSET,
   EXIT_STATUS_UNKNOWN,
 } from './exit-codes.js';
+import { parseKeepFlags } from './keep.js';
 import { progressLine } from './progress.js';
 import { renderReport } from './render.js';
 
@@ -22,6 +23,9 @@ export interface RunFlags {
   containment: string;
   json?: boolean;
   reportFile?: string;
+  /** `--keep GLOB=TTL`, repeatable (src/cli/keep.ts). */
+  keep?: string[];
+  keepOwner?: string;
 }
 
 // Every catchable signal whose default action would end tether without its sweep (signal(7));
@@ -47,6 +51,7 @@ export async function runCommand(argv: string[], flags: RunFlags): Promise<void>
   const graceMs = parseDuration('--grace', flags.grace);
   const killAfterMs = parseDuration('--kill-after', flags.killAfter);
   const containment = parseContainment('--containment', flags.containment);
+  const keep = parseKeepFlags(flags.keep ?? [], flags.keepOwner);
   const [command, ...args] = argv as [string, ...string[]];
   if (!command)
     throw new TetherError(
@@ -56,7 +61,7 @@ export async function runCommand(argv: string[], flags: RunFlags): Promise<void>
   // Refuse an unwritable report file before the payload runs, not after it.
   if (flags.reportFile) checkWritable('--report-file', flags.reportFile);
   const progress = progressLine(process.stderr);
-  const s = new Session({ graceMs, killAfterMs, containment, onProgress: progress.update });
+  const s = new Session({ graceMs, killAfterMs, containment, keep, onProgress: progress.update });
   const proc = s.spawn(command, args, { stdio: 'inherit' });
 
   // A signal to tether goes to the payload first, then the session ends (the sweep).
@@ -75,6 +80,7 @@ export async function runCommand(argv: string[], flags: RunFlags): Promise<void>
   if (flags.json) process.stderr.write(`${JSON.stringify(report)}\n`);
   else if (
     report.stopped.length ||
+    report.kept.length ||
     report.survivors.length ||
     report.unreadable.length ||
     report.warnings.length ||
