@@ -159,7 +159,9 @@ function splitAtStars(glob: string, name: string): { text: string; length: numbe
     } else if (c === '[') {
       const close = bracketEnd(glob, i);
       if (close < 0) throw invalid(name, 'a glob whose `[` is closed by `]`', JSON.stringify(glob));
-      text += glob.slice(i, close + 1);
+      // `[!…]` written `[^…]`: picomatch 4 reads `[!a]` as the class of `!` and `a`.
+      const bracket = glob.slice(i, close + 1);
+      text += bracket.startsWith('[!') ? `[^${bracket.slice(2)}` : bracket;
       i = close;
     } else text += c;
     length += 1;
