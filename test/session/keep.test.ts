@@ -88,7 +88,9 @@ describe('keep', () => {
     expect(report.kept).toHaveLength(2);
 
     // What matched nothing and descends from no kept process was stopped.
-    expect(report.stopped.some((p) => p.pid === ids.other.pid && p.startTime === ids.other.startTime)).toBe(true);
+    expect(report.stopped.some((p) => p.pid === ids.other.pid && p.startTime === ids.other.startTime)).toBe(
+      true,
+    );
     expect(report.stopped.some((p) => p.pid === ids.server.pid || p.pid === ids.worker.pid)).toBe(false);
     // Only kept processes left: the sweep is complete and ok, with a proof.
     expect(report).toMatchObject({ complete: true, ok: true, survivors: [] });
@@ -139,7 +141,13 @@ describe('keep', () => {
   it('refuses a bad rule, naming the field', () => {
     const bad: [unknown, RegExp][] = [
       [[{ match: 'redis[', ttlMs: 1, owner: 'o' }], /keep\[0\]\.match/],
-      [[{ match: 'a', ttlMs: 1, owner: 'o' }, { match: 'x(', ttlMs: 1, owner: 'o' }], /keep\[1\]\.match/],
+      [
+        [
+          { match: 'a', ttlMs: 1, owner: 'o' },
+          { match: 'x(', ttlMs: 1, owner: 'o' },
+        ],
+        /keep\[1\]\.match/,
+      ],
       [[{ match: '**', ttlMs: 1, owner: 'o' }], /keep\[0\]\.match.*every command line/],
       [[{ match: 'a', ttlMs: 0, owner: 'o' }], /keep\[0\]\.ttlMs/],
       [[{ match: 'a', ttlMs: Number.POSITIVE_INFINITY, owner: 'o' }], /keep\[0\]\.ttlMs/],
@@ -154,6 +162,8 @@ describe('keep', () => {
     }
     expect(() =>
       session({ keep: [{ match: 'a*', ttlMs: 1, owner: 'o' }], containment: ['env-tag', 'pid-namespace'] }),
-    ).toThrow(expect.objectContaining({ code: 'INVALID_OPTION', message: expect.stringMatching(/pid-namespace/) }));
+    ).toThrow(
+      expect.objectContaining({ code: 'INVALID_OPTION', message: expect.stringMatching(/pid-namespace/) }),
+    );
   });
 });

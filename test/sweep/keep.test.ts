@@ -42,7 +42,10 @@ describe('keep globs', () => {
   it('refuses a glob that matches every cmdline, an unclosed bracket or paren, a lone backslash', () => {
     for (const match of ['*', '**', '*?*', 'a[b', 'a(b', 'a\\']) {
       expect(() => compileKeep([{ match, ttlMs: 1000, owner: 'o' }])).toThrow(
-        expect.objectContaining({ code: 'INVALID_OPTION', message: expect.stringContaining('keep[0].match') }),
+        expect.objectContaining({
+          code: 'INVALID_OPTION',
+          message: expect.stringContaining('keep[0].match'),
+        }),
       );
     }
   });
