@@ -58,6 +58,7 @@ export {
   spawn,
 } from './session/spawn.js';
 export type * from './sweep/events.js';
+export type { KeepRule } from './sweep/keep.js';
 export { sweep, sweepSync } from './sweep/loop.js';
 export type * from './sweep/report.js';
 export type { SweepOptions, SweepProgress } from './sweep/sweep-options.js';

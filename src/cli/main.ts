@@ -56,6 +56,13 @@ phaseOptions(
     '--events <file>',
     'append every event of the run (started, timeout, signal, exited, swept, end…) to FILE as JSON lines, as they happen',
   )
+  .option(
+    '--keep <glob=ttl>',
+    "leave a process whose whole command line matches GLOB (and its descendants) running for TTL after the session, e.g. 'redis-server *=2h'; repeatable",
+    (value: string, list: string[]) => [...list, value],
+    [] as string[],
+  )
+  .option('--keep-owner <name>', 'who answers for the kept processes (default: user@host)')
   .argument('<command...>', 'the command and its arguments (put them after -- when they have options)')
   .passThroughOptions()
   .action(runCommand);

@@ -53,8 +53,25 @@ export function renderReport(report: SweepReport): string[] {
         report.stopped.map((p) => [String(p.pid), foundBy(p), p.endedBy ?? '', command(p)]),
       ),
     );
-  } else if (report.complete) {
+  } else if (report.complete && report.kept.length === 0) {
     lines.push('tether: nothing left running');
+  }
+  if (report.kept.length > 0) {
+    lines.push(
+      `tether: kept ${report.kept.length} process${report.kept.length === 1 ? '' : 'es'} running as declared (--keep):`,
+    );
+    lines.push(
+      ...table(
+        ['PID', 'MATCH', 'OWNER', 'EXPIRES', 'COMMAND'],
+        report.kept.map((p) => [
+          String(p.pid),
+          p.keptWith === undefined ? p.match : `with ${p.keptWith}`,
+          p.owner,
+          new Date(p.expiresAt).toISOString(),
+          command(p),
+        ]),
+      ),
+    );
   }
   if (report.survivors.length > 0) {
     lines.push(

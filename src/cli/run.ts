@@ -1,5 +1,5 @@
 // tether run [--timeout D] [-s SIG] [-k D] [--kill-budget D] [--preserve-status] [--containment auto]
-//   [--json] [--report-file FILE] [--events FILE] -- CMD [ARGS…]
+//   [--keep GLOB=TTL]… [--json] [--report-file FILE] [--events FILE] -- CMD [ARGS…]
 // timeout(1)'s conventions (docs/cli.md#tether-run): 124 when the timeout fired, 125 for tether's
 // own failure, 126/127 when CMD cannot start, 128+N when signal N ended it.
 import { closeSync, openSync, writeFileSync } from 'node:fs';
@@ -8,6 +8,7 @@ import { type Containment, parseContainment } from '../containment/select.js';
 import { TetherError } from '../errors.js';
 import { parseDuration } from '../options.js';
 import { type ExitResult, Session } from '../session/session.js';
+import type { KeepRule } from '../sweep/keep.js';
 import type { SweepReport } from '../sweep/report.js';
 import { EVENTS_VERSION, type EventLog, openEventLog } from './events.js';
 import {
@@ -18,6 +19,7 @@ import {
   EXIT_TETHER_FAILED,
   EXIT_TIMED_OUT,
 } from './exit-codes.js';
+import { parseKeepFlags } from './keep.js';
 import { type PhaseFlags, phaseBudgets } from './phases.js';
 import { progressLine } from './progress.js';
 import { renderReport } from './render.js';
@@ -32,6 +34,9 @@ export interface RunFlags extends PhaseFlags {
   json?: boolean;
   reportFile?: string;
   events?: string;
+  /** `--keep GLOB=TTL`, repeatable (src/cli/keep.ts). */
+  keep?: string[];
+  keepOwner?: string;
 }
 
 /** A `tether run` with every flag checked and in its units: what `runCommand` runs. */
@@ -43,6 +48,8 @@ export interface RunPlan {
   /** The KILL phase budget (`--kill-budget`), ms. */
   killAfterMs: number;
   containment: Containment;
+  /** `--keep GLOB=TTL` with `--keep-owner` (src/cli/keep.ts). */
+  keep: KeepRule[];
   /** `--timeout`, ms; 0 for none. */
   timeoutMs: number;
   /** What the payload gets when the timeout fires (`--signal`, default SIGTERM). */
@@ -63,6 +70,7 @@ export function runPlan(argv: string[], flags: RunFlags): RunPlan {
   const timeoutMs = flags.timeout === undefined ? 0 : parseDuration('--timeout', flags.timeout);
   const signal = parseSignal('--signal', flags.signal);
   const containment = parseContainment('--containment', flags.containment);
+  const keep = parseKeepFlags(flags.keep ?? [], flags.keepOwner);
   const [command, ...args] = argv as [string, ...string[]];
   if (!command)
     throw new TetherError(
@@ -75,6 +83,7 @@ export function runPlan(argv: string[], flags: RunFlags): RunPlan {
     graceMs,
     killAfterMs,
     containment,
+    keep,
     timeoutMs,
     signal,
     preserveStatus: flags.preserveStatus === true,
@@ -118,6 +127,7 @@ async function runSession(plan: RunPlan, events: EventLog | undefined): Promise<
     graceMs: plan.graceMs,
     killAfterMs: plan.killAfterMs,
     containment: plan.containment,
+    keep: plan.keep,
     onProgress: progress.update,
     ...(events ? { onEvent: (event) => events.write({ ...event }) } : {}),
   });
@@ -222,6 +232,7 @@ function printReport(plan: RunPlan, report: SweepReport): void {
   if (plan.json) process.stderr.write(`${JSON.stringify(report)}\n`);
   else if (
     report.stopped.length ||
+    report.kept.length ||
     report.survivors.length ||
     report.unreadable.length ||
     report.warnings.length ||

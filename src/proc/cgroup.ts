@@ -61,6 +61,20 @@ export function killCgroup(path: string): true | string {
   }
 }
 
+/**
+ * Moves process `pid` (its whole thread group) into the cgroup `dir` by writing it to
+ * `cgroup.procs`: a kept service leaves the session's cgroup (docs/sweep.md, "Kept processes").
+ * True when written; else the errno's code (ESRCH: it has exited; EACCES, EBUSY…).
+ */
+export function moveToCgroup(dir: string, pid: number): true | string {
+  try {
+    writeFileSync(join(dir, 'cgroup.procs'), String(pid));
+    return true;
+  } catch (error) {
+    return (error as NodeJS.ErrnoException).code ?? (error as Error).message;
+  }
+}
+
 /** The names of the directories in `dir` (its child cgroups); empty when it cannot be read. */
 export function subdirs(dir: string): string[] {
   try {

@@ -233,6 +233,7 @@ function buildReport(
     proof: complete && (last === 'two-empty-scans' || last === 'verified-empty') ? last : 'none',
     stopped,
     survivors,
+    kept: [], // no `keep` in the sandbox sweep (docs/sandbox.md)
     unreadable: [],
     warnings: state.warnings,
     phases: state.phases,

@@ -22,6 +22,7 @@ import { killCgroup, type SessionCgroup } from '../proc/cgroup.js';
 import { type Identity, identityKey, isAlive, readStat, ticksNow } from '../proc/identity.js';
 import { createTag, type SessionTag, tagsIn } from '../proc/tag.js';
 import type { EventListener } from '../sweep/events.js';
+import { compileKeep, type KeepRule } from '../sweep/keep.js';
 import { sweep, sweepSync } from '../sweep/loop.js';
 import type { SweepReport, SweepWarning } from '../sweep/report.js';
 import type { Member } from '../sweep/scan.js';
@@ -46,6 +47,16 @@ export interface SessionOptions {
    * that cannot be had makes `spawn` throw `CONTAINMENT_UNAVAILABLE`.
    */
   containment?: Containment;
+  /**
+   * Declared long-lived services (docs/sessions.md, "Keeping a service"): each `{ match, ttlMs,
+   * owner }` — a glob over the whole cmdline (arguments joined by one space), how long it may run
+   * past its first keep (ms, 1 to 2³¹−1), who answers for it. A process of the session that
+   * matches is left running by the sweep with its descendants and reported in `report.kept`
+   * (with `expiresAt`, ms since the epoch). The session's own commands are never kept. Default:
+   * none — nothing is kept without an entry. Throws `INVALID_OPTION` naming the field
+   * (`keep[0].match`), and for `keep` with a `pid-namespace` containment (its end kills them).
+   */
+  keep?: readonly KeepRule[];
   /** Receives `delegate_background` and `warning` events. */
   onEvent?: EventListener;
   /** Receives the sweep's progress after each round. */
@@ -167,7 +178,15 @@ export class Session {
     checkMs('killAfterMs', options.killAfterMs ?? DEFAULT_KILL_AFTER_MS);
     checkMs('outputCapMs', options.outputCapMs ?? DEFAULT_OUTPUT_CAP_MS);
     this.plan = planContainment(options.containment ?? 'auto');
-    this.options = { ...options };
+    if (compileKeep(options.keep).length > 0 && this.plan.pidns)
+      throw new TetherError(
+        'INVALID_OPTION',
+        "invalid keep with containment 'pid-namespace': the kernel kills every process of a PID namespace when its init ends, so nothing could be kept (drop one of them)",
+      );
+    // The rules copied: a caller's array changed after the check is not what the sweep uses.
+    this.options = options.keep
+      ? { ...options, keep: options.keep.map(({ match, ttlMs, owner }) => ({ match, ttlMs, owner })) }
+      : { ...options };
     this.helpers = new HelperPool(this.procRoot, () => this.cgroup !== undefined);
     this.tag = createTag();
     // One tick of margin: a process started in this very tick is not missed.
@@ -574,6 +593,7 @@ export class Session {
       outsideCgroup: true,
       kernelProof: !this.direct,
       helpersChildless: () => this.helpers.childless(),
+      keep: this.options.keep,
       onEvent: this.options.onEvent,
       onProgress: this.options.onProgress,
       collectPorts: this.options.collectPorts,

@@ -22,6 +22,7 @@ export function buildReport(run: SweepRun): SweepReport {
     if (t.alive) survivors.push({ ...t.record, reason: t.denied ? 'denied' : 'survived-kill' });
     else if (!run.spawnKeys.has(key)) stopped.push(t.record);
   }
+  // A kept process that ended by itself before the sweep did is no longer kept: not listed.
   const last = run.phases.at(-1);
   const ended = last?.endedBy;
   const proof: Proof =
@@ -38,6 +39,7 @@ export function buildReport(run: SweepRun): SweepReport {
     proof,
     stopped,
     survivors,
+    kept: [...run.kept.values()].filter((k) => k.alive).map((k) => k.record),
     unreadable: [...run.unreadable.values()],
     warnings: run.warnings,
     phases: run.phases,

@@ -1,7 +1,7 @@
 // Events a sweep emits (decisions.md D7). Delivered through the `onEvent` option, synchronously.
-import type { ProcessRecord, SurvivorRecord, SweepWarning, UnreadableRecord } from './report.js';
+import type { KeptRecord, ProcessRecord, SurvivorRecord, SweepWarning, UnreadableRecord } from './report.js';
 
-/** Emitted once per sweep that stopped, missed or could not read something. */
+/** Emitted once per sweep that stopped, kept, missed or could not read something. */
 export interface AbandonedEvent {
   type: 'delegate_background';
   phase: 'abandoned';
@@ -9,6 +9,8 @@ export interface AbandonedEvent {
   stopped: ProcessRecord[];
   survivors: SurvivorRecord[];
   unreadable: UnreadableRecord[];
+  /** Left running as declared services (`keep`). */
+  kept: KeptRecord[];
 }
 
 /** Emitted for anything the sweep could not do (no /proc, a scan that failed, no pidfd). */

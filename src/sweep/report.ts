@@ -39,6 +39,23 @@ export interface SurvivorRecord extends ProcessRecord {
 }
 
 /**
+ * A process left running because a `keep` rule declared it a service (docs/sweep.md, "Kept
+ * processes"): one whose cmdline matched `match`, or a descendant of one (`keptWith`), never
+ * signalled. `expiresAt` is in milliseconds since the epoch: when it was first kept, plus the
+ * rule's `ttlMs` (after it, `tether recover` may end it: docs/ledger.md).
+ */
+export interface KeptRecord extends ProcessRecord {
+  /** The glob of the rule that kept it (for a descendant: its kept ancestor's). */
+  match: string;
+  /** The rule's owner. */
+  owner: string;
+  /** Ms since the epoch: first kept + `ttlMs`. */
+  expiresAt: number;
+  /** For a descendant kept with a matching process: that process's pid. */
+  keptWith?: number;
+}
+
+/**
  * Why an environ could not be decided: `denied` (EACCES/EPERM: a non-dumpable process) or
  * `oversized` (larger than `ENVIRON_BYTE_BUDGET`, 6 MiB, or slower than `ENVIRON_TIME_BUDGET_MS`,
  * with no session entry in what was read: src/proc/environ.ts).
@@ -72,7 +89,9 @@ export interface UnreadableRecord {
  * `HELPER_SWEPT` (the sweep could not run, so each helper was left to end its own subtree — its
  * dead man's switch — instead of being released; the message says whether the helpers exited and
  * the cgroup is gone), `HELPER_FAULT` (a system call failed in a helper: the call, the errno
- * and what the helper did instead are named; docs/containment.md, "What each errno means").
+ * and what the helper did instead are named; docs/containment.md, "What each errno means"),
+ * `KEPT_IN_CGROUP` (a kept process could not be moved out of the session cgroup: no cgroup.kill
+ * and no `populated` proof in that sweep; docs/sweep.md, "Kept processes").
  */
 export interface SweepWarning {
   code:
@@ -87,7 +106,8 @@ export interface SweepWarning {
     | 'LISTENER_FAILED'
     | 'CGROUP_KILL_FAILED'
     | 'HELPER_SWEPT'
-    | 'HELPER_FAULT';
+    | 'HELPER_FAULT'
+    | 'KEPT_IN_CGROUP';
   message: string;
 }
 
@@ -124,7 +144,7 @@ export interface SweepReport {
   tag: string;
   /** False when the sweep could not run or finish (see `warnings`): nothing it says is complete. */
   complete: boolean;
-  /** True when complete and no survivor: every process found is gone. */
+  /** True when complete and no survivor: every process found is gone, or kept (`kept`). */
   ok: boolean;
   /** Containment layers that were active: `env-tag`, `subreaper`, `cgroup`, `pid-namespace`. */
   layers: string[];
@@ -144,6 +164,12 @@ export interface SweepReport {
   environReader?: 'grep-z' | 'tr';
   stopped: ProcessRecord[];
   survivors: SurvivorRecord[];
+  /**
+   * Processes left running because a `keep` rule declared them (with their descendants); always
+   * present, empty without `keep`. They are no survivors: a sweep whose only processes left are
+   * kept is complete and `ok`.
+   */
+  kept: KeptRecord[];
   unreadable: UnreadableRecord[];
   warnings: SweepWarning[];
   phases: PhaseRecord[];

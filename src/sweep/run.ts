@@ -2,7 +2,8 @@
 // (walk the table, find the session's members) and `signalNew` (signal what has not had this
 // phase's signal, note what is gone). Its report is built in src/sweep/build-report.ts.
 import { readlinkSync } from 'node:fs';
-import { cgroupPids, killCgroup } from '../proc/cgroup.js';
+import { dirname } from 'node:path';
+import { cgroupPids, cgroupPopulated, killCgroup, moveToCgroup } from '../proc/cgroup.js';
 import { readDetails } from '../proc/details.js';
 import { type Identity, identityKey, readStat } from '../proc/identity.js';
 import { isFdExhaustion } from '../proc/read.js';
@@ -12,7 +13,9 @@ import type { ProcStat } from '../proc/stat.js';
 import type { SessionTag } from '../proc/tag.js';
 import { buildReport } from './build-report.js';
 import type { TetherEvent } from './events.js';
+import { type CompiledKeep, compileKeep, keepRuleFor } from './keep.js';
 import type {
+  KeptRecord,
   PhaseEnd,
   PhaseRecord,
   ProcessRecord,
@@ -27,6 +30,7 @@ import {
   type HeldCandidate,
   type Hold,
   type HoldRequest,
+  hasExited,
   haveExited,
   releaseHold,
   type Signaller,
@@ -54,6 +58,13 @@ export interface Tracked {
   denied: boolean;
 }
 
+/** A process kept as a declared service: its record, and whether the last scan saw it. */
+export interface KeptTrack {
+  record: KeptRecord;
+  hold?: Hold;
+  alive: boolean;
+}
+
 /**
  * The state of one sweep: what has been found, signalled and seen gone, the warnings and notes
  * it will report, and the holds (pidfds) it keeps. The loop (src/sweep/loop.ts) drives it a
@@ -67,6 +78,12 @@ export class SweepRun {
   readonly warnings: SweepWarning[] = [];
   readonly phases: PhaseRecord[] = [];
   readonly spawnKeys: Set<string>;
+  /** The `keep` rules, checked (`INVALID_OPTION` from the constructor). */
+  readonly keepRules: CompiledKeep[];
+  /** Members set aside as declared services, by identity key: never signalled (`setAside`). */
+  readonly kept = new Map<string, KeptTrack>();
+  /** A kept process could not be moved out of the session cgroup: no cgroup.kill, no `populated` proof. */
+  keptInCgroup = false;
   readonly ctx: ScanContext;
   readonly signaller: Signaller;
   /** The holds (pidfds) this sweep took on the members it found: released as they exit, and at its end. */
@@ -102,6 +119,7 @@ export class SweepRun {
   ) {
     this.signaller = opts.signaller ?? createSignaller();
     this.spawnKeys = new Set((opts.spawns ?? []).map(identityKey));
+    this.keepRules = compileKeep(opts.keep);
     this.ctx = {
       procRoot: opts.procRoot ?? '/proc',
       entry: tag.entry,
@@ -264,6 +282,128 @@ export class SweepRun {
     });
   }
 
+  /** True when the last scan saw a kept process. */
+  keptAlive(): boolean {
+    for (const k of this.kept.values()) if (k.alive) return true;
+    return false;
+  }
+
+  /**
+   * Takes the declared services out of a scan's members (docs/sweep.md, "Kept processes"): a
+   * member whose cmdline matches a `keep` rule when it is first seen, and every descendant of a
+   * kept process (by parent, in this snapshot), is kept — never signalled, not counted as seen —
+   * and leaves the session cgroup (`moveKeptOut`). A member first seen unkept stays unkept (it may
+   * have had its signal); a session's own spawn is never kept.
+   */
+  setAside(scan: ScanResult): void {
+    if (this.keepRules.length === 0) return;
+    for (const k of this.kept.values()) k.alive = false;
+    const members = new Map(scan.members.map((m) => [m.identity.pid, m]));
+    const decided = new Map<number, KeptTrack | null>();
+    const now = Date.now();
+    const decide = (m: Member): KeptTrack | null => {
+      const pid = m.identity.pid;
+      const done = decided.get(pid);
+      if (done !== undefined) return done;
+      decided.set(pid, null); // (a ppid loop cannot happen; this ends one anyway)
+      const key = identityKey(m.identity);
+      let k: KeptTrack | null = this.kept.get(key) ?? null;
+      if (!k && !this.tracked.has(key) && !this.spawnKeys.has(key)) {
+        const parent = members.get(m.stat.ppid);
+        const above = parent ? decide(parent) : null;
+        k = above ? this.keepWith(m, above) : this.keepIfMatching(m, now);
+      }
+      decided.set(pid, k);
+      return k;
+    };
+    const rest: Member[] = [];
+    for (const m of scan.members) {
+      const k = decide(m);
+      if (k) k.alive = true;
+      else rest.push(m);
+    }
+    scan.members = rest;
+    this.moveKeptOut(scan);
+  }
+
+  // A new member whose cmdline matches a rule: kept, with the details read from its hold.
+  private keepIfMatching(m: Member, now: number): KeptTrack | null {
+    const details = m.hold?.details ?? readDetails(this.ctx.procRoot, m.identity.pid);
+    const rule = keepRuleFor(this.keepRules, details.cmdline ?? '');
+    if (!rule) {
+      // Left for `track`, which takes the details from the hold.
+      return null;
+    }
+    if (m.hold) m.hold.details = undefined;
+    return this.addKept(m, details, { match: rule.match, owner: rule.owner, expiresAt: now + rule.ttlMs });
+  }
+
+  // A new member under a kept process: part of the service, kept on its ancestor's rule and expiry.
+  private keepWith(m: Member, above: KeptTrack): KeptTrack {
+    const details = m.hold?.details ?? readDetails(this.ctx.procRoot, m.identity.pid);
+    if (m.hold) m.hold.details = undefined;
+    const { match, owner, expiresAt } = above.record;
+    return this.addKept(m, details, {
+      match,
+      owner,
+      expiresAt,
+      keptWith: above.record.keptWith ?? above.record.pid,
+    });
+  }
+
+  private addKept(
+    m: Member,
+    details: { uid?: number; cmdline?: string },
+    rule: Pick<KeptRecord, 'match' | 'owner' | 'expiresAt' | 'keptWith'>,
+  ): KeptTrack {
+    const record: KeptRecord = {
+      pid: m.identity.pid,
+      startTime: m.identity.startTime,
+      ppid: m.stat.ppid,
+      uid: details.uid ?? null,
+      comm: m.stat.comm,
+      cmdline: details.cmdline ?? '',
+      foundBy: m.foundBy,
+      signals: [],
+      endedBy: null,
+      ...rule,
+    };
+    if (m.via !== undefined) record.via = m.via;
+    const k: KeptTrack = { record, alive: true };
+    if (m.hold) k.hold = m.hold;
+    this.kept.set(identityKey(m.identity), k);
+    return k;
+  }
+
+  /**
+   * Moves each kept process still in the session cgroup (or below it) to the cgroup's parent:
+   * there `cgroup.kill` cannot reach it, `populated 0` can prove the rest gone, and the session
+   * cgroup can be removed. One whose pidfd reports its exit is not moved (its pid may name another
+   * process). A move that fails leaves it there: `KEPT_IN_CGROUP`, and no cgroup.kill or
+   * `populated` proof for this sweep.
+   */
+  private moveKeptOut(scan: ScanResult): void {
+    const cgroup = this.opts.cgroup;
+    if (!cgroup || this.cgroupShared || !this.keptAlive()) return;
+    const inside = new Set(cgroupPids(cgroup.path));
+    let moved = false;
+    for (const k of this.kept.values()) {
+      if (!k.alive || !inside.has(k.record.pid)) continue;
+      if (k.hold && k.hold.fd >= 0 && hasExited(k.hold)) continue;
+      const done = moveToCgroup(dirname(cgroup.path), k.record.pid);
+      if (done === true) moved = true;
+      else if (done !== 'ESRCH' && !this.keptInCgroup) {
+        this.keptInCgroup = true;
+        this.warn(
+          'KEPT_IN_CGROUP',
+          `kept process ${k.record.pid} could not be moved out of ${cgroup.path} (${done}): no cgroup.kill and no populated proof for this sweep, and the cgroup stays while it runs`,
+        );
+      }
+    }
+    // The walk read `populated` before the moves.
+    if (moved) scan.populated = cgroupPopulated(cgroup.path);
+  }
+
   /** The last scan still saw members appear (and vanish before their signal): not settled. */
   unsettled(): void {
     this.complete = false;
@@ -335,6 +475,7 @@ export class SweepRun {
         this.ctx,
         this.shareSnapshots ? sharedSnapshot(this.ctx.procRoot, this.dueAt) : takeSnapshot(this.ctx.procRoot),
       );
+      this.setAside(scan);
       this.seen = scan.members.length;
       this.kernelProof = undefined;
       if (this.seen === 0) this.weighKernelEvidence(scan);
@@ -384,6 +525,11 @@ export class SweepRun {
   private killCgroupWhole(): void {
     const cgroup = this.opts.cgroup;
     if (!cgroup?.canKill || this.cgroupShared) return;
+    if (this.keptInCgroup) {
+      const note = `cgroup: ${cgroup.path} not killed as a whole: a kept process is still in it`;
+      if (!this.notes.includes(note)) this.notes.push(note);
+      return;
+    }
     const killed = killCgroup(cgroup.path);
     if (killed !== true && !this.warnings.some((w) => w.code === 'CGROUP_KILL_FAILED')) {
       this.warn(
@@ -429,12 +575,13 @@ export class SweepRun {
    * outruns every walk) — the scan is not empty. Their emptiness proves the end (`PhaseEnd`).
    */
   weighKernelEvidence(scan: ScanResult): void {
-    const populated = this.cgroupShared ? undefined : scan.populated;
+    const populated = this.cgroupShared || this.keptInCgroup ? undefined : scan.populated;
     if (populated === true) {
       this.seen = 1;
       return;
     }
-    const childless = this.opts.helpersChildless?.();
+    // A kept service is a helper's child until the helper is released: its answer says nothing.
+    const childless = this.keptAlive() ? undefined : this.opts.helpersChildless?.();
     if (childless === false) {
       this.seen = 1;
       return;
@@ -534,8 +681,8 @@ export class SweepRun {
     // reach but the env tag's — the sweep cannot say it found everything.
     if (this.warnings.some((w) => w.code === 'HELPER_LOST') && !this.opts.cgroup) this.complete = false;
     const report = buildReport(this);
-    const { stopped, survivors, unreadable } = report;
-    if (stopped.length || survivors.length || unreadable.length) {
+    const { stopped, survivors, unreadable, kept } = report;
+    if (stopped.length || survivors.length || unreadable.length || kept.length) {
       this.emit({
         type: 'delegate_background',
         phase: 'abandoned',
@@ -543,6 +690,7 @@ export class SweepRun {
         stopped,
         survivors,
         unreadable,
+        kept,
       });
     }
     return report;

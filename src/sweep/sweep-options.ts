@@ -3,6 +3,7 @@ import type { SessionCgroup } from '../proc/cgroup.js';
 import type { Identity } from '../proc/identity.js';
 import type { SessionTag } from '../proc/tag.js';
 import type { EventListener } from './events.js';
+import type { KeepRule } from './keep.js';
 import type { SweepWarning } from './report.js';
 import type { Member, Root } from './scan.js';
 import type { Signaller } from './signal.js';
@@ -76,6 +77,12 @@ export interface SweepOptions {
    * is gone. Default false (it costs a readlink per open fd of each process found).
    */
   collectPorts?: boolean;
+  /**
+   * Declared services (docs/sweep.md, "Kept processes"): a member whose cmdline matches one of
+   * these globs, and every descendant of it, is never signalled and is reported in `kept`. The
+   * session's own spawns are never kept. Checked by `compileKeep` (`INVALID_OPTION`).
+   */
+  keep?: readonly KeepRule[];
 }
 
 /** Progress after a round: processes still alive, and ms since the phase's first signal. */

@@ -1,0 +1,169 @@
+// Declared services: a session's sweep leaves a process matching a `keep` glob running, with its
+// descendants, names it in `report.kept`, and stops everything else (ground truth from /proc).
+import { existsSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { afterEach, describe, expect, it } from 'vitest';
+import { type KeptRecord, type SessionOptions, session } from '../../src/index.js';
+import { childrenOf, identityOf, isAlive, type ProcessId } from '../support/proc.js';
+import { cleanup, started, tempDir, waitFor } from '../support/zoo.js';
+
+afterEach(() => cleanup());
+
+const FAST = { graceMs: 300, killAfterMs: 1000, outputCapMs: 300 } as const;
+const HOUR = 3_600_000;
+
+interface Started {
+  /** The server: a setsid'd `sh` whose cmdline holds the marker, and its `sleep` (a worker). */
+  server: ProcessId;
+  worker: ProcessId;
+  /** A setsid'd leftover that matches nothing. */
+  other: ProcessId;
+  /** A setsid'd leftover that ignores SIGTERM (only with `stubborn`). */
+  stubborn?: ProcessId;
+}
+
+/**
+ * Runs a payload that starts, each in its own POSIX session, a "server" (`sh -c 'sleep 1000; :
+ * keepme-<marker>'`: its child `sleep` matches nothing) and a leftover, then exits; ends the
+ * session and returns the report and the identities (all pushed to `started` for cleanup).
+ */
+async function runPayload(marker: string, options: SessionOptions, stubborn = false) {
+  const dir = tempDir();
+  const file = (name: string) => join(dir, name);
+  const script = [
+    `setsid sh -c 'echo $$ > ${file('server')}; sleep 1000; : keepme-${marker}' </dev/null >/dev/null 2>&1 &`,
+    `setsid sh -c 'echo $$ > ${file('other')}; exec sleep 1000' </dev/null >/dev/null 2>&1 &`,
+    stubborn
+      ? `setsid sh -c 'trap "" TERM; echo $$ > ${file('stubborn')}; while :; do sleep 0.05; done' </dev/null >/dev/null 2>&1 &`
+      : '',
+    `while [ ! -s ${file('server')} ] || [ ! -s ${file('other')} ]${stubborn ? ` || [ ! -s ${file('stubborn')} ]` : ''}; do sleep 0.01; done`,
+  ].join('\n');
+  const s = session({ ...FAST, ...options });
+  const proc = s.spawn('sh', ['-c', script], { stdio: 'ignore' });
+  const pidIn = (name: string) => Number(readFileSync(file(name), 'latin1').trim());
+  const identity = (pid: number) => {
+    const id = identityOf(pid);
+    if (!id) throw new Error(`pid ${pid} was gone before the sweep`);
+    started.push(id);
+    return id;
+  };
+  const exit = await proc.exited;
+  expect(exit.exitCode).toBe(0);
+  const server = identity(pidIn('server'));
+  await waitFor('the server to start its worker', () => childrenOf(server.pid).length === 1);
+  const worker = identity((childrenOf(server.pid)[0] as { pid: number }).pid);
+  const other = identity(pidIn('other'));
+  const ids: Started = { server, worker, other };
+  if (stubborn) ids.stubborn = identity(pidIn('stubborn'));
+  const before = Date.now();
+  const report = await s.end();
+  const after = Date.now();
+  return { report, ids, before, after };
+}
+
+function keptEntry(kept: KeptRecord[], id: ProcessId): KeptRecord | undefined {
+  return kept.find((k) => k.pid === id.pid && k.startTime === id.startTime);
+}
+
+describe('keep', () => {
+  it('leaves a matching server and its workers running, stops the rest, and reports them as kept', async () => {
+    const marker = Math.random().toString(16).slice(2);
+    const keep = [{ match: `*keepme-${marker}*`, ttlMs: 2 * HOUR, owner: 'test@keep' }];
+    const { report, ids, before, after } = await runPayload(marker, { keep });
+
+    // Ground truth: the leftover is gone, the server and its worker still run.
+    expect(isAlive(ids.other)).toBe(false);
+    expect(isAlive(ids.server)).toBe(true);
+    expect(isAlive(ids.worker)).toBe(true);
+
+    const server = keptEntry(report.kept, ids.server);
+    expect(server).toMatchObject({ match: keep[0]?.match, owner: 'test@keep', signals: [], endedBy: null });
+    expect(server?.keptWith).toBeUndefined();
+    expect(server?.expiresAt).toBeGreaterThanOrEqual(before + 2 * HOUR);
+    expect(server?.expiresAt).toBeLessThanOrEqual(after + 2 * HOUR);
+    // The worker matches nothing: it is kept as part of the service it belongs to.
+    const worker = keptEntry(report.kept, ids.worker);
+    expect(worker).toMatchObject({ match: keep[0]?.match, owner: 'test@keep', keptWith: ids.server.pid });
+    expect(worker?.expiresAt).toBe(server?.expiresAt);
+    expect(report.kept).toHaveLength(2);
+
+    // What matched nothing and descends from no kept process was stopped.
+    expect(report.stopped.some((p) => p.pid === ids.other.pid && p.startTime === ids.other.startTime)).toBe(
+      true,
+    );
+    expect(report.stopped.some((p) => p.pid === ids.server.pid || p.pid === ids.worker.pid)).toBe(false);
+    // Only kept processes left: the sweep is complete and ok, with a proof.
+    expect(report).toMatchObject({ complete: true, ok: true, survivors: [] });
+    expect(report.proof).not.toBe('none');
+    // With a session cgroup, the kept ones left it and it is gone.
+    if (report.cgroup) {
+      expect(existsSync(report.cgroup)).toBe(false);
+      const own = readFileSync(`/proc/${ids.server.pid}/cgroup`, 'latin1');
+      expect(own).not.toContain(report.cgroup.split('/').at(-1));
+    }
+  });
+
+  it('keeps nothing without a keep entry', async () => {
+    const marker = Math.random().toString(16).slice(2);
+    const { report, ids } = await runPayload(marker, {});
+    expect(isAlive(ids.server)).toBe(false);
+    expect(isAlive(ids.worker)).toBe(false);
+    expect(isAlive(ids.other)).toBe(false);
+    expect(report.kept).toEqual([]);
+    expect(report.ok).toBe(true);
+  });
+
+  it('keeps the server through the KILL phase (cgroup.kill) a stubborn leftover brings', async () => {
+    const marker = Math.random().toString(16).slice(2);
+    const keep = [{ match: `*keepme-${marker}*`, ttlMs: 60_000, owner: 'test@keep' }];
+    const { report, ids } = await runPayload(marker, { keep }, true);
+    expect(report.phases.map((p) => p.signal)).toEqual(['SIGTERM', 'SIGKILL']);
+    expect(isAlive(ids.stubborn as ProcessId)).toBe(false);
+    expect(isAlive(ids.other)).toBe(false);
+    expect(isAlive(ids.server)).toBe(true);
+    expect(isAlive(ids.worker)).toBe(true);
+    expect(report.kept.map((k) => k.pid).sort()).toEqual([ids.server.pid, ids.worker.pid].sort());
+    expect(report.ok).toBe(true);
+  });
+
+  it('keeps with the env tag alone', async () => {
+    const marker = Math.random().toString(16).slice(2);
+    const keep = [{ match: `*keepme-${marker}*`, ttlMs: 60_000, owner: 'test@keep' }];
+    const { report, ids } = await runPayload(marker, { keep, containment: ['env-tag'] });
+    expect(report.layers).toEqual(['env-tag']);
+    expect(isAlive(ids.other)).toBe(false);
+    expect(isAlive(ids.server)).toBe(true);
+    expect(isAlive(ids.worker)).toBe(true);
+    expect(report.kept).toHaveLength(2);
+    expect(report).toMatchObject({ complete: true, ok: true, proof: 'two-empty-scans' });
+  });
+
+  it('refuses a bad rule, naming the field', () => {
+    const bad: [unknown, RegExp][] = [
+      [[{ match: 'redis[', ttlMs: 1, owner: 'o' }], /keep\[0\]\.match/],
+      [
+        [
+          { match: 'a', ttlMs: 1, owner: 'o' },
+          { match: 'x(', ttlMs: 1, owner: 'o' },
+        ],
+        /keep\[1\]\.match/,
+      ],
+      [[{ match: '**', ttlMs: 1, owner: 'o' }], /keep\[0\]\.match.*every command line/],
+      [[{ match: 'a', ttlMs: 0, owner: 'o' }], /keep\[0\]\.ttlMs/],
+      [[{ match: 'a', ttlMs: Number.POSITIVE_INFINITY, owner: 'o' }], /keep\[0\]\.ttlMs/],
+      [[{ match: 'a', ttlMs: 1, owner: ' ' }], /keep\[0\]\.owner/],
+      [[{ match: 'a', ttlMs: 1 }], /keep\[0\]\.owner/],
+      ['redis', /invalid keep:/],
+    ];
+    for (const [keep, message] of bad) {
+      expect(() => session({ keep: keep as SessionOptions['keep'] })).toThrow(
+        expect.objectContaining({ code: 'INVALID_OPTION', message: expect.stringMatching(message) }),
+      );
+    }
+    expect(() =>
+      session({ keep: [{ match: 'a*', ttlMs: 1, owner: 'o' }], containment: ['env-tag', 'pid-namespace'] }),
+    ).toThrow(
+      expect.objectContaining({ code: 'INVALID_OPTION', message: expect.stringMatching(/pid-namespace/) }),
+    );
+  });
+});
