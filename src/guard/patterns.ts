@@ -1,8 +1,11 @@
-// User patterns (docs/guard.md, "Patterns"): picomatch globs over a process's cmdline joined with
-// spaces, from `--allow FILE` (re-read every tick) and `--allow-pattern GLOB`. A bad line is
-// reported with its line number and the rest still apply: never a silent allow-all or kill-all.
+// User patterns (docs/guard.md, "Patterns"): globs over a process's cmdline joined with spaces,
+// from `--allow FILE` (re-read every tick) and `--allow-pattern GLOB`. A bad line is reported
+// with its line number and the rest still apply: never a silent allow-all or kill-all. The glob
+// dialect and its linear-time matcher are the sweep's `keep` globs' (src/sweep/keep.ts): a
+// cmdline is the payload's to choose, and picomatch's own regex backtracks on it for seconds.
 import { readFileSync } from 'node:fs';
-import picomatch from 'picomatch';
+import { TetherError } from '../errors.js';
+import { compileGlob } from '../sweep/keep.js';
 
 /** A compiled pattern: where it came from (`--allow-pattern`, or the file and line) and its test. */
 export interface Pattern {
@@ -22,24 +25,22 @@ export interface Problem {
   message: string;
 }
 
-// bash: a single `*` crosses `/` (a cmdline is not a path); dot: `.hidden` is an ordinary word;
-// strictBrackets: an unbalanced `[`, `{` or `(` is an error, not a literal.
-const GLOB_OPTIONS = { bash: true, dot: true, strictBrackets: true } as const;
-
 // A cmdline no real pattern means to match: a pattern that matches it matches every cmdline.
 const PROBE = '\u0001tether-guard-probe\u0001 --no/such=thing';
 
 /**
- * Compiles one glob. Returns the pattern, or why it is refused: not a glob picomatch accepts
- * (its message), or one that matches every cmdline (an allow-all is refused, not applied).
+ * Compiles one glob. Returns the pattern, or why it is refused: not a glob `compileGlob`
+ * accepts (an unclosed `[` or `(`, a lone trailing `\`: its message), or one that matches every
+ * cmdline (an allow-all is refused, not applied).
  */
 export function compilePattern(glob: string, source: string, line?: number): Pattern | Problem {
   const at = line === undefined ? {} : { line };
   let test: (s: string) => boolean;
   try {
-    test = picomatch(glob, GLOB_OPTIONS);
+    test = compileGlob(glob, 'pattern');
   } catch (error) {
-    return { source, ...at, message: `bad pattern ${JSON.stringify(glob)}: ${(error as Error).message}` };
+    if (!(error instanceof TetherError)) throw error;
+    return { source, ...at, message: `bad pattern ${JSON.stringify(glob)}: ${error.message}` };
   }
   if (test(PROBE)) {
     return {
