@@ -26,6 +26,8 @@ export {
   type SignalName,
   session,
 } from './session/session.js';
+export type { Encoding } from './session/collect.js';
+export { CommandError, type CommandResult } from './session/result.js';
 export {
   type Result,
   SpawnError,

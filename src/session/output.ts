@@ -20,7 +20,7 @@ export type OutputEnd = 'closed' | 'held' | 'unread';
  * src/session/collect.ts), and at the cap tells a held pipe from an unread one.
  */
 export function outputClosed(child: ChildProcess, capMs: number): Promise<OutputEnd> {
-  const open = [child.stdout, child.stderr].filter((s): s is Readable => s !== null && !ended(s));
+  const open = [child.stdout, child.stderr].filter((s): s is Readable => s != null && !ended(s));
   if (open.length === 0) return Promise.resolve('closed');
   return new Promise((resolve) => {
     const timer = setTimeout(() => resolve(open.some(held) ? 'held' : 'unread'), capMs);

@@ -50,7 +50,7 @@ function codeOf(result: CommandResult<string | Buffer>, reason: EndReason | unde
 // "Command failed with exit code 2: sh -c exit 2", and the first lines of stderr after it.
 function messageOf(
   code: TetherErrorCode,
-  result: CommandResult<string | Buffer>,
+  result: CommandResult<string | Buffer> & { signalNumber?: number },
   context: FailureContext,
 ): string {
   const what =
@@ -62,9 +62,11 @@ function messageOf(
           ? 'Command was canceled'
           : result.signal !== null
             ? `Command was killed with ${result.signal}`
-            : result.exitCode === null
-              ? 'Command ended with an unknown status'
-              : `Command failed with exit code ${result.exitCode}`;
+            : result.signalNumber !== undefined
+              ? `Command was killed with signal ${result.signalNumber}`
+              : result.exitCode === null
+                ? 'Command ended with an unknown status'
+                : `Command failed with exit code ${result.exitCode}`;
   const stderr = String(result.stderr).trim();
   const tail = stderr === '' ? '' : `\n${stderr.length > 2000 ? `${stderr.slice(0, 2000)}…` : stderr}`;
   return `${what}: ${result.command}${tail}`;

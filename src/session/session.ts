@@ -299,8 +299,9 @@ export class Session {
       onOverflow = resolve;
     });
     // Read by tether from here (before any byte can be missed), unless the caller takes them.
-    const collect = (stream: Readable | null, which: 'stdout' | 'stderr') =>
-      stream === null || options.buffer === false
+    // (A command Node refused to start has no streams at all: `undefined`, not null.)
+    const collect = (stream: Readable | null | undefined, which: 'stdout' | 'stderr') =>
+      stream == null || options.buffer === false
         ? undefined
         : new Collector(stream, options.maxBuffer ?? DEFAULT_MAX_BUFFER, () => {
             overflowed ??= which;
