@@ -36,6 +36,8 @@ export interface FailureContext {
   maxBuffer?: number;
   /** Which stream passed `maxBuffer`. */
   overflowed?: 'stdout' | 'stderr';
+  /** What failed, when the command's own status does not say it (sandbox.exec: the client failed). */
+  what?: string;
 }
 
 // The error code of a failed result, first match wins: a bound passed, a deadline, an abort,
@@ -54,19 +56,21 @@ function messageOf(
   context: FailureContext,
 ): string {
   const what =
-    code === 'MAX_BUFFER'
-      ? `Command's ${context.overflowed ?? 'output'} passed maxBuffer (${context.maxBuffer} bytes)`
-      : code === 'TIMED_OUT'
-        ? `Command timed out after ${context.timeoutMs} milliseconds`
-        : code === 'CANCELLED'
-          ? 'Command was canceled'
-          : result.signal !== null
-            ? `Command was killed with ${result.signal}`
-            : result.signalNumber !== undefined
-              ? `Command was killed with signal ${result.signalNumber}`
-              : result.exitCode === null
-                ? 'Command ended with an unknown status'
-                : `Command failed with exit code ${result.exitCode}`;
+    context.what !== undefined && code === 'COMMAND_FAILED'
+      ? context.what
+      : code === 'MAX_BUFFER'
+        ? `Command's ${context.overflowed ?? 'output'} passed maxBuffer (${context.maxBuffer} bytes)`
+        : code === 'TIMED_OUT'
+          ? `Command timed out after ${context.timeoutMs} milliseconds${context.what === undefined ? '' : ` (${context.what})`}`
+          : code === 'CANCELLED'
+            ? 'Command was canceled'
+            : result.signal !== null
+              ? `Command was killed with ${result.signal}`
+              : result.signalNumber !== undefined
+                ? `Command was killed with signal ${result.signalNumber}`
+                : result.exitCode === null
+                  ? 'Command ended with an unknown status'
+                  : `Command failed with exit code ${result.exitCode}`;
   const stderr = String(result.stderr).trim();
   const tail = stderr === '' ? '' : `\n${stderr.length > 2000 ? `${stderr.slice(0, 2000)}…` : stderr}`;
   return `${what}: ${result.command}${tail}`;
