@@ -535,7 +535,12 @@ describe('every option is checked before anything starts', () => {
 describe('kill() takes every signal of signal(7)', () => {
   it('real-time signals by number and by name reach the command, through the helper and without it', async () => {
     const viaHelper = spawn('sleep', ['30'], { ...FAST, stdio: 'ignore', reject: false });
-    const direct = spawn('sleep', ['30'], { ...FAST, stdio: 'ignore', containment: ['env-tag'], reject: false });
+    const direct = spawn('sleep', ['30'], {
+      ...FAST,
+      stdio: 'ignore',
+      containment: ['env-tag'],
+      reject: false,
+    });
     const named = spawn('sleep', ['30'], { ...FAST, stdio: 'ignore', reject: false });
     const ids = [viaHelper, direct, named].map((s) => identityOf(s.pid ?? 0));
     for (const id of ids) if (id) started.push(id);
