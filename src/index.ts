@@ -41,6 +41,8 @@ export { type Identity, identityOf, isAlive } from './proc/identity.js';
 export { createTag, parseTag, type SessionTag, TAG_NAME_PATTERN, tagsIn } from './proc/tag.js';
 export { listTaggedProcesses, type TaggedProcess } from './proc/tagged.js';
 export * as sandbox from './sandbox/index.js';
+export type { Encoding } from './session/collect.js';
+export { CommandError, type CommandResult } from './session/result.js';
 export {
   type CommandOptions,
   type ExitResult,

@@ -203,6 +203,8 @@ export async function sandboxExecCommand(
       stderr: process.stderr,
       signal: abort.signal,
       silenceMs,
+      // The exit status is the command's: a failed end is rendered, not thrown.
+      reject: false,
       sweep: { graceMs: sweepOpts.graceMs, killAfterMs: sweepOpts.killAfterMs, budgetMs: sweepOpts.budgetMs },
     });
     if (r.streamHeld) {

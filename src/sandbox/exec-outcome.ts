@@ -2,6 +2,8 @@
 // tables of docs/sandbox.md ("The completion line", "Errors (`code`)"); the CLI's exit status
 // for each outcome is in src/cli/exit-codes.ts.
 import type { SessionTag } from '../proc/tag.js';
+import type { Encoding } from '../session/collect.js';
+import { type EndReason, failureOf } from '../session/result.js';
 import type { SweepReport } from '../sweep/report.js';
 import type { ClientExit, ExecChannel } from './channel.js';
 import type { Completion } from './completion.js';
@@ -15,6 +17,12 @@ import { describeExit, type SandboxSweepOptions, sweep } from './sweep.js';
 export interface CallEnd {
   channel: ExecChannel;
   argv: string[];
+  /** performance.now() ms when the client was started. */
+  started: number;
+  encoding: Encoding;
+  /** Reject a failed proven end (`reject`, default true). */
+  reject: boolean;
+  maxBuffer: number;
   tag: SessionTag;
   exit: ClientExit;
   completion: Completion | undefined;
@@ -29,7 +37,7 @@ export interface CallEnd {
 
 // The ladder, first match wins: nothing ran → CHANNEL_UNREACHABLE; a cut script → INPUT_CUT;
 // the line → a proven end; no line → the unknown end's sweep decides (it always throws).
-export async function decide(end: CallEnd): Promise<SandboxExecResult> {
+export async function decide(end: CallEnd): Promise<SandboxExecResult<string | Buffer>> {
   const { channel, completion, exit, output, tag } = end;
   const said = describeExit(exit, Buffer.concat(output.err));
   if (exit.error && !completion && output.out.length === 0 && output.err.length === 0) {
@@ -50,25 +58,56 @@ export async function decide(end: CallEnd): Promise<SandboxExecResult> {
   return unknownEnd(end, said);
 }
 
+/** Why tether ended a call, in the terms of the result shape (`timedOut`, `isCanceled`…). */
+const END_REASON: Record<StopReason, EndReason | undefined> = {
+  cancel: 'abort',
+  silence: 'timeout',
+  'max-buffer': 'maxBuffer',
+  'output-error': undefined,
+};
+
 // The line arrived: the command's status; `ok` only when the client agrees (or was ended by us).
-function provenEnd(end: CallEnd, status: number): SandboxExecResult {
+// A failed one rejects (`reject`), with the same fields.
+function provenEnd(end: CallEnd, status: number): SandboxExecResult<string | Buffer> {
   const { exit, output } = end;
   const byUs = output.endedAfterLine;
-  const result: SandboxExecResult = {
-    ok: status === 0 && (exit.status === 0 || byUs),
+  const decode = (list: Buffer[]) =>
+    end.encoding === 'buffer' ? Buffer.concat(list) : Buffer.concat(list).toString('utf8');
+  const ok = status === 0 && (exit.status === 0 || byUs);
+  const result: SandboxExecResult<string | Buffer> = {
+    command: end.argv.join(' '),
+    ok,
     exitCode: status,
+    signal: null,
     clientStatus: byUs ? null : exit.status,
     clientSignal: byUs ? null : exit.signal,
     streamHeld: byUs,
-    stdout: Buffer.concat(output.out),
-    stderr: Buffer.concat(output.err),
+    stdout: decode(output.out),
+    stderr: decode(output.err),
+    failed: !ok || end.stoppedBy !== null,
+    timedOut: end.stoppedBy === 'silence',
+    isCanceled: end.stoppedBy === 'cancel',
+    durationMs: performance.now() - end.started,
     tag: end.tag.name,
     cancelled: end.stoppedBy === 'cancel',
     stoppedBy: end.stoppedBy,
   };
+  if (output.overflowed) result.maxBufferExceeded = output.overflowed;
   if (output.outputError) result.outputError = output.outputError;
   if (end.stopped && !(end.stopped instanceof Error)) result.report = end.stopped;
-  return result;
+  if (!result.failed || !end.reject) return result;
+  throw failureOf(result, end.stoppedBy ? END_REASON[end.stoppedBy] : undefined, {
+    timeoutMs: end.silenceMs,
+    maxBuffer: end.maxBuffer,
+    overflowed: output.overflowed,
+    ...(end.stoppedBy === 'silence'
+      ? { what: 'the silence bound: no output for that long' }
+      : status === 0
+        ? {
+            what: `Command exited with 0 but the exec client did not (${describeExit(exit, Buffer.alloc(0))})`,
+          }
+        : {}),
+  });
 }
 
 // No line: the session is swept in the target (a stop already did), and the call fails with

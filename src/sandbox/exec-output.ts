@@ -31,6 +31,9 @@ export class CallOutput implements Activity {
   outputError: Error | undefined;
   /** The client was ended by us 2 s after the line: its status is not held against the command. */
   endedAfterLine = false;
+  /** The collected stream that passed `maxBuffer`: what came after it was dropped. */
+  overflowed: 'stdout' | 'stderr' | undefined;
+  private readonly collected = { out: 0, err: 0 };
   private readonly stripper: CompletionStripper;
   private readonly closed: Promise<unknown>;
   private readonly targets: Writable[];
@@ -40,7 +43,11 @@ export class CallOutput implements Activity {
     private readonly client: ExecClient,
     nonce: string,
     private readonly to: OutputTargets,
-    private readonly onFailed: () => void,
+    private readonly onFailed: (why: 'output-error' | 'max-buffer') => void,
+    private readonly collect: { buffer: boolean; maxBuffer: number } = {
+      buffer: true,
+      maxBuffer: Number.POSITIVE_INFINITY,
+    },
   ) {
     this.stripper = new CompletionStripper(nonce);
     this.targets = [...new Set([to.stdout, to.stderr])].filter((w): w is Writable => w !== undefined);
@@ -77,7 +84,7 @@ export class CallOutput implements Activity {
     this.outputError ??= error;
     this.client.stdout.resume();
     this.client.stderr.resume();
-    this.onFailed();
+    this.onFailed('output-error');
   };
 
   // Once the line has arrived, the command has ended and its stdout is all here: a leftover
@@ -100,7 +107,7 @@ export class CallOutput implements Activity {
   private deliver(into: Writable | undefined, from: Readable, list: Buffer[], bytes: Buffer): void {
     if (bytes.length === 0) return;
     if (!into) {
-      list.push(bytes);
+      this.keep(list, bytes);
       return;
     }
     if (this.outputError) return;
@@ -113,6 +120,22 @@ export class CallOutput implements Activity {
         from.resume();
       });
     }
+  }
+
+  // Collects `bytes` (unless `buffer: false`) up to `maxBuffer`; past it the call is stopped.
+  private keep(list: Buffer[], bytes: Buffer): void {
+    if (!this.collect.buffer || this.overflowed) return;
+    const which = list === this.out ? 'out' : 'err';
+    const room = this.collect.maxBuffer - this.collected[which];
+    if (bytes.length <= room) {
+      list.push(bytes);
+      this.collected[which] += bytes.length;
+      return;
+    }
+    if (room > 0) list.push(bytes.subarray(0, room));
+    this.collected[which] = this.collect.maxBuffer;
+    this.overflowed = which === 'out' ? 'stdout' : 'stderr';
+    this.onFailed('max-buffer');
   }
 
   // Resolves once `stream` ended, closed or failed; each chunk counts as activity.

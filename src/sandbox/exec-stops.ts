@@ -8,8 +8,11 @@ import type { Activity } from './exec-output.js';
 import { OUTPUT_CAP_MS, within } from './run.js';
 import { type SandboxSweepOptions, sweep } from './sweep.js';
 
-/** Why a call was stopped before its client exited: a cancel, a failed output stream, silence. */
-export type StopReason = 'cancel' | 'output-error' | 'silence';
+/**
+ * Why a call was stopped before its client exited: a cancel, a failed output stream, silence,
+ * a collected stream past `maxBuffer`.
+ */
+export type StopReason = 'cancel' | 'output-error' | 'silence' | 'max-buffer';
 
 /** How the race ended: the client's exit, and the stop's sweep when a stop came first. */
 export interface RaceEnd {

@@ -12,6 +12,13 @@ import type { Readable, Writable } from 'node:stream';
 import { TetherError } from '../errors.js';
 import { checkMs } from '../options.js';
 import { createTag, parseTag, type SessionTag } from '../proc/tag.js';
+import {
+  checkOutputOptions,
+  DEFAULT_MAX_BUFFER,
+  type OutputOf,
+  type OutputOptions,
+} from '../session/collect.js';
+import type { CommandResult } from '../session/result.js';
 import type { SweepReport } from '../sweep/report.js';
 import type { ExecChannel } from './channel.js';
 import { createNonce } from './completion.js';
@@ -32,8 +39,18 @@ export const SCRIPT_ARG_MAX = 100 * 1024;
  */
 export const SILENCE_MS = 30 * 60_000;
 
-/** Options of `sandbox.exec`. */
-export interface SandboxExecOptions {
+/**
+ * Options of `sandbox.exec`. Output as `spawn()`'s (docs/sessions.md, "Who reads what"):
+ * collected unless streamed to `stdout`/`stderr` or `buffer: false`, at most `maxBuffer` bytes
+ * each (past it the call is stopped as a cancel is, and rejects `MAX_BUFFER`), decoded as
+ * `encoding` (`'utf8'` default, `'buffer'`).
+ */
+export interface SandboxExecOptions extends OutputOptions {
+  /**
+   * Reject a proven end that failed (`failed`) with a `CommandError`: `COMMAND_FAILED`,
+   * `CANCELLED`, `TIMED_OUT` (the silence bound), `MAX_BUFFER`. Default true; false resolves.
+   */
+  reject?: boolean;
   /** The session tag exported to the command (a fresh one by default). */
   tag?: SessionTag | string;
   /** The target's POSIX shell that runs the wrapper, as argv. Default `['sh']`. */
@@ -65,8 +82,14 @@ export interface SandboxExecOptions {
   sweep?: Omit<SandboxSweepOptions, 'signal'>;
 }
 
-/** A proven end (the completion line arrived). */
-export interface SandboxExecResult {
+/**
+ * A proven end (the completion line arrived): the result shape of `spawn()` (`command`,
+ * `exitCode`, `signal` — always null: the wrapper's shell reports a signal N as `exitCode`
+ * 128+N —, `stdout`, `stderr`, `failed` = not `ok` or stopped, `timedOut` = stopped by the
+ * silence bound, `isCanceled` = `cancelled`, `durationMs`, `tag`, `report`), plus the exec
+ * client's own end.
+ */
+export interface SandboxExecResult<T extends string | Buffer = string> extends CommandResult<T> {
   /** `exitCode` 0 and `clientStatus` 0: the only success. */
   ok: boolean;
   /** The command's status as the wrapper's shell saw it (128+N for a signal N). */
@@ -82,11 +105,13 @@ export interface SandboxExecResult {
   /** A process the command left still held the output 2 s after the line: tether ended the client. */
   streamHeld: boolean;
   /** The command's stdout minus the completion line, byte-exact (empty when streamed). */
-  stdout: Buffer;
-  stderr: Buffer;
+  stdout: T;
+  stderr: T;
   tag: string;
   /** True when `signal` aborted the call (`stoppedBy: 'cancel'`). */
   cancelled: boolean;
+  /** Which collected stream passed `maxBuffer` (the call was then stopped: `stoppedBy: 'max-buffer'`). */
+  maxBufferExceeded?: 'stdout' | 'stderr';
   /** Why the call was stopped before the client exited, or null; `report` is then that stop's sweep. */
   stoppedBy: StopReason | null;
   /** The error of the caller's `stdout`/`stderr` stream that stopped the call (EPIPE…). */
@@ -105,25 +130,32 @@ export interface SandboxExecResult {
  * `INPUT_CUT` when a large script arrived cut (nothing ran); `CHANNEL_UNREACHABLE` when the
  * exec client itself could not start (nothing left this machine); `INVALID_OPTION` on bad input.
  */
-export async function exec(
+// biome-ignore lint/complexity/noBannedTypes: no options, the default encoding.
+export async function exec<O extends SandboxExecOptions = {}>(
   channel: ExecChannel,
   argv: string[],
-  options: SandboxExecOptions = {},
-): Promise<SandboxExecResult> {
+  options: O = {} as O,
+): Promise<SandboxExecResult<OutputOf<O>>> {
   const plan = prepare(argv, options); // every option checked before anything starts
+  const started = performance.now();
   const client = channel.exec(plan.argv); // the wrapper, over the channel
   client.stdin.on('error', () => {}); // a wrapper that refused reads no more: not a crash
   const stops = new CallStops(channel, plan.tag, plan.sweepOptions);
-  const output = new CallOutput(client, plan.nonce, options, () => stops.stop('output-error'));
+  const collect = { buffer: options.buffer !== false, maxBuffer: options.maxBuffer ?? DEFAULT_MAX_BUFFER };
+  const output = new CallOutput(client, plan.nonce, options, (why) => stops.stop(why), collect);
   try {
     handOver(client.stdin, plan); // the nonce line, then the command's stdin
     stops.arm(plan.silenceMs, output, options.signal); // the silence bound, the caller's cancel
     const { exit, stopped } = await stops.race(client); // the client's exit, or a stop's sweep first
     const completion = await output.settle(); // the rest of the output, 2 s at most; the line
     const { signal } = options;
-    return await decide({
+    return (await decide({
       channel,
       argv,
+      started,
+      encoding: options.encoding ?? 'utf8',
+      reject: options.reject !== false,
+      maxBuffer: collect.maxBuffer,
       tag: plan.tag,
       exit,
       completion,
@@ -132,7 +164,7 @@ export async function exec(
       stopped,
       silenceMs: plan.silenceMs,
       sweepOptions: { ...plan.sweepOptions, ...(signal ? { signal } : {}) },
-    });
+    })) as SandboxExecResult<OutputOf<O>>;
   } finally {
     // On every path, a throw too: nothing of this call stays on the caller's signal or streams.
     stops.disarm();
@@ -181,6 +213,12 @@ function prepare(argv: string[], options: SandboxExecOptions): CallPlan {
 
 // The command and what feeds its stdin: INVALID_OPTION before anything starts.
 function checkCommand(argv: string[], options: SandboxExecOptions): void {
+  checkOutputOptions(options);
+  if (options.reject !== undefined && typeof options.reject !== 'boolean')
+    throw new TetherError(
+      'INVALID_OPTION',
+      `invalid reject: ${typeof options.reject} ${String(options.reject).slice(0, 60)} (expected true or false)`,
+    );
   if (!Array.isArray(argv) || argv.length === 0 || argv.some((a) => typeof a !== 'string') || !argv[0]) {
     throw new TetherError(
       'INVALID_OPTION',

@@ -28,7 +28,17 @@ import type { SweepReport, SweepWarning } from '../sweep/report.js';
 import type { Member } from '../sweep/scan.js';
 import { createSignaller, type Hold, hasExited, releaseHold } from '../sweep/signal.js';
 import type { SweepProgress } from '../sweep/sweep-options.js';
+import {
+  Collector,
+  checkOutputOptions,
+  DEFAULT_MAX_BUFFER,
+  type Encoding,
+  emptyOutput,
+  type OutputOf,
+  type OutputOptions,
+} from './collect.js';
 import { outputClosed, releaseOutput } from './output.js';
+import { type CommandResult, commandLine } from './result.js';
 
 /** Options of a session. Durations in milliseconds. */
 export interface SessionOptions {
@@ -68,8 +78,14 @@ export interface SessionOptions {
   collectPorts?: boolean;
 }
 
-/** Options of one command run in a session. */
-export interface CommandOptions {
+/**
+ * Options of one command run in a session. With piped stdout/stderr (the default), tether reads
+ * them into the result (`buffer`, default true) — at most `maxBuffer` bytes each (default
+ * 100 MiB; past it the command is ended: `MAX_BUFFER`) — decoded as `encoding` (`'utf8'`,
+ * default, or `'buffer'`). `buffer: false` leaves the streams to the caller, who must read
+ * them (docs/sessions.md, "Who reads what").
+ */
+export interface CommandOptions extends OutputOptions {
   cwd?: string;
   /** Environment of the command. Default `process.env`; the session's variable is always added. */
   env?: NodeJS.ProcessEnv;
@@ -80,22 +96,30 @@ export interface CommandOptions {
   stdio?: StdioOptions;
 }
 
-/** How one command ended. `durationMs` runs from spawn to exit. */
-export interface ExitResult {
-  /** Null when a signal ended it, or when its status is unknown (a `HELPER_LOST` warning). */
-  exitCode: number | null;
-  signal: NodeJS.Signals | null;
+/**
+ * How one command ended: the command part of the result shape (`command`, `exitCode`,
+ * `signal`, `stdout`, `stderr`, `failed`, `durationMs` from spawn to exit, `tag`).
+ * `timedOut` and `isCanceled` are false here: a session sets no deadline on one command
+ * (`spawn()` does, and sets them). `failed` is exit code ≠ 0 or unknown, a signal, or
+ * `maxBuffer` passed.
+ */
+export interface ExitResult<T extends string | Buffer = string> extends CommandResult<T> {
   /** The number of the signal that ended it when Node has no name for it (real-time signals). */
   signalNumber?: number;
-  durationMs: number;
-  /** True when a process still held its stdout/stderr `outputCapMs` after its exit. */
+  /**
+   * True only when tether was reading stdout/stderr and a process still held one of them open
+   * `outputCapMs` after the exit (a leftover with the pipe: decisions.md D8). False when the
+   * pipes closed, and when the caller (`buffer: false`) had not read a stream to its end.
+   */
   outputTimedOut: boolean;
+  /** Which buffered stream passed `maxBuffer` (the command was then ended with SIGTERM). */
+  maxBufferExceeded?: 'stdout' | 'stderr';
   /** Set when the command could not be started (`SPAWN_FAILED`, `cause` is the errno error). */
   error?: TetherError;
 }
 
 // A command running in a session: the child process and a promise of how it ended.
-export interface SessionProcess extends PromiseLike<ExitResult> {
+export interface SessionProcess<T extends string | Buffer = string> extends PromiseLike<ExitResult<T>> {
   /** The command's pid (as this PID namespace sees it). */
   readonly pid: number | undefined;
   /**
@@ -118,7 +142,7 @@ export interface SessionProcess extends PromiseLike<ExitResult> {
   readonly stdout: Readable | null;
   readonly stderr: Readable | null;
   /** Resolves (never rejects) once the command exited and its output closed or hit the cap. */
-  readonly exited: Promise<ExitResult>;
+  readonly exited: Promise<ExitResult<T>>;
 }
 
 const live = new Set<Session>();
@@ -130,11 +154,21 @@ export function liveSessionCount(): number {
 }
 
 /** `spawn()`'s view of a command's helper: resolves if that helper is lost (HELPER_LOST). */
-const lostHelpers = new WeakMap<SessionProcess, Promise<void>>();
+const lostHelpers = new WeakMap<SessionProcess<string | Buffer>, Promise<void>>();
 
 /** Resolves when the helper of `proc` is lost (killed before it reported the command's end). */
-export function helperLost(proc: SessionProcess): Promise<void> | undefined {
+export function helperLost(proc: SessionProcess<string | Buffer>): Promise<void> | undefined {
   return lostHelpers.get(proc);
+}
+
+/** `spawn()`'s view of a command's buffers: resolves when one passed `maxBuffer`. */
+const overflows = new WeakMap<SessionProcess<string | Buffer>, Promise<'stdout' | 'stderr'>>();
+
+/** Resolves with the stream (`stdout`/`stderr`) of `proc` that passed `maxBuffer`, if one does. */
+export function outputOverflow(
+  proc: SessionProcess<string | Buffer>,
+): Promise<'stdout' | 'stderr'> | undefined {
+  return overflows.get(proc);
 }
 
 // Last resort on exit paths the event loop does not survive (process.exit, an uncaught
@@ -158,7 +192,7 @@ export class Session {
   private readonly spawned: Identity[] = [];
   /** The spawns' pidfds: held until the session's end (`release`). */
   private readonly spawnHolds: Hold[] = [];
-  private readonly running = new Set<SessionProcess>();
+  private readonly running = new Set<SessionProcess<string | Buffer>>();
   private ending: Promise<SweepReport> | undefined;
   private readonly plan: ContainmentPlan;
   /** The session's helpers and when each may go (src/containment/helper-pool.ts). */
@@ -215,7 +249,12 @@ export class Session {
    * `CONTAINMENT_UNAVAILABLE` when a layer the containment lists cannot be had (the message
    * says why). A start failure does not throw: `exited` resolves with `error` (`SPAWN_FAILED`).
    */
-  spawn(command: string, args: readonly string[] = [], options: CommandOptions = {}): SessionProcess {
+  // biome-ignore lint/complexity/noBannedTypes: no options, the default encoding.
+  spawn<O extends CommandOptions = {}>(
+    command: string,
+    args: readonly string[] = [],
+    options: O = {} as O,
+  ): SessionProcess<OutputOf<O>> {
     if (this.ending)
       throw new TetherError('SESSION_ENDED', `session ${this.tag.name} has ended: cannot spawn ${command}`);
     checkCommand(command, args, options);
@@ -277,6 +316,33 @@ export class Session {
         this.known.set(identityKey(payload), { identity: payload, stat, foundBy: 'carrier', hold });
     }
     const cap = this.options.outputCapMs ?? DEFAULT_OUTPUT_CAP_MS;
+    const encoding: Encoding = options.encoding ?? 'utf8';
+    let overflowed: 'stdout' | 'stderr' | undefined;
+    let onOverflow = (_which: 'stdout' | 'stderr') => {};
+    const overflow = new Promise<'stdout' | 'stderr'>((resolve) => {
+      onOverflow = resolve;
+    });
+    // Read by tether from here (before any byte can be missed), unless the caller takes them.
+    // (A command Node refused to start has no streams at all: `undefined`, not null.)
+    const collect = (stream: Readable | null | undefined, which: 'stdout' | 'stderr') =>
+      stream == null || options.buffer === false
+        ? undefined
+        : new Collector(stream, options.maxBuffer ?? DEFAULT_MAX_BUFFER, () => {
+            overflowed ??= which;
+            onOverflow(which);
+            kill('SIGTERM'); // the bound ends the command (spawn() sweeps its session)
+          });
+    const collectors = { stdout: collect(child.stdout, 'stdout'), stderr: collect(child.stderr, 'stderr') };
+    const base = {
+      command: commandLine(command, args),
+      tag: this.tag.name,
+      timedOut: false,
+      isCanceled: false,
+    };
+    const output = () => ({
+      stdout: collectors.stdout?.value(encoding) ?? emptyOutput(encoding),
+      stderr: collectors.stderr?.value(encoding) ?? emptyOutput(encoding),
+    });
     let reported = false; // the command's end is known: nothing to signal any more
     let onLost = () => {};
     const lost = new Promise<void>((resolve) => {
@@ -292,12 +358,31 @@ export class Session {
     void ended.then(() => {
       reported = true;
     });
-    const exited = ended.then(async (end) => {
+    const exited = ended.then(async (end): Promise<ExitResult<string | Buffer>> => {
       const durationMs = performance.now() - started;
       if ('error' in end)
-        return { exitCode: null, signal: null, durationMs, outputTimedOut: false, error: end.error };
-      const ok = await outputClosed(child, cap);
-      return { ...end, durationMs, outputTimedOut: !ok };
+        return {
+          ...base,
+          exitCode: null,
+          signal: null,
+          ...output(),
+          failed: true,
+          durationMs,
+          outputTimedOut: false,
+          error: end.error,
+        };
+      const closed = await outputClosed(child, cap);
+      const failed = end.exitCode !== 0 || end.signal !== null || overflowed !== undefined;
+      const result: ExitResult<string | Buffer> = {
+        ...base,
+        ...end,
+        ...output(),
+        failed,
+        durationMs,
+        outputTimedOut: closed === 'held',
+      };
+      if (overflowed) result.maxBufferExceeded = overflowed;
+      return result;
     });
     const kill = (signal: NodeJS.Signals | number = 'SIGTERM'): boolean => {
       const sig = signalOf(signal);
@@ -317,7 +402,7 @@ export class Session {
       // Straight to the command through its held pidfd: the helper would take SIGKILL itself.
       return payloadHold !== undefined && this.signaller.sendHeld(this.procRoot, payloadHold, sig) === 'sent';
     };
-    const proc: SessionProcess = {
+    const proc: SessionProcess<string | Buffer> = {
       pid: payload?.pid ?? (helper ? undefined : child.pid),
       child,
       kill,
@@ -329,9 +414,10 @@ export class Session {
       then: (onFulfilled, onRejected) => exited.then(onFulfilled, onRejected),
     };
     lostHelpers.set(proc, lost);
+    overflows.set(proc, overflow);
     this.running.add(proc);
     void exited.then(() => this.running.delete(proc));
-    return proc;
+    return proc as SessionProcess<OutputOf<O>>;
   }
 
   private identityOf(pid: number | undefined): Identity | undefined {
@@ -658,6 +744,7 @@ export function checkCommand(command: unknown, args: unknown, options: unknown):
   }
   if (stdio !== undefined && !Array.isArray(stdio) && !STDIO_NAMES.includes(stdio as string))
     throw invalid('stdio', stdio, `${STDIO_NAMES.map((n) => `'${n}'`).join(', ')} or an array`);
+  checkOutputOptions(options as OutputOptions);
 }
 
 /**

@@ -6,13 +6,17 @@ import { TetherError } from '../errors.js';
 import { checkMs } from '../options.js';
 import type { SessionTag } from '../proc/tag.js';
 import type { SweepReport } from '../sweep/report.js';
+import { DEFAULT_MAX_BUFFER, type OutputOf } from './collect.js';
+import { CommandError, type EndReason, failureOf } from './result.js';
 import {
   type CommandOptions,
   checkCommand,
   type ExitResult,
   helperLost,
+  outputOverflow,
   Session,
   type SessionOptions,
+  type SessionProcess,
   type SignalName,
 } from './session.js';
 
@@ -22,6 +26,12 @@ export interface SpawnOptions extends SessionOptions, CommandOptions {
   signal?: AbortSignal;
   /** Milliseconds after which the session is ended as by an abort (`timedOut: true`). */
   timeout?: number;
+  /**
+   * Reject a failed command (`failed`) with a `CommandError`: `COMMAND_FAILED`, `TIMED_OUT`,
+   * `CANCELLED` or `MAX_BUFFER`. Default true; false resolves with the result instead (as
+   * execa's and `execFile`'s `reject: false`).
+   */
+  reject?: boolean;
 }
 
 // An AbortSignal, or something that behaves as one (another realm's, a polyfill's): `aborted`
@@ -49,26 +59,27 @@ function checkAbortSignal(signal: unknown): void {
   );
 }
 
-/** The outcome of a command run as a session: how it ended and what its sweep did. */
-export interface Result extends ExitResult {
-  /** Exit code ≠ 0, a signal, a timeout or an abort. */
-  failed: boolean;
-  timedOut: boolean;
-  isCanceled: boolean;
+/**
+ * The outcome of a command run as a session: the result shape (docs/sessions.md, "Result
+ * fields") — `failed` is exit code ≠ 0 or unknown, a signal, a timeout, an abort or
+ * `maxBuffer` passed — and the sweep that ended the session.
+ */
+export interface Result<T extends string | Buffer = string> extends Omit<ExitResult<T>, 'error'> {
   /** The sweep that ended the session (see docs/report.md). */
   report: SweepReport;
 }
 
 /** Rejection of `Subprocess.result` when the command could not start; the sweep still ran. */
-export class SpawnError extends TetherError {
+export class SpawnError<T extends string | Buffer = string> extends CommandError<T> {
   declare readonly report: SweepReport;
-  constructor(error: TetherError, report: SweepReport) {
-    super('SPAWN_FAILED', error.message, { cause: error.cause, report, tag: report.tag });
+  constructor(error: TetherError, result: Result<T>) {
+    super('SPAWN_FAILED', error.message, result, error.cause);
+    this.name = 'SpawnError';
   }
 }
 
 // A running command and the promise of its Result; `await` it, or `await using` it.
-export interface Subprocess extends PromiseLike<Result> {
+export interface Subprocess<T extends string | Buffer = string> extends PromiseLike<Result<T>> {
   readonly pid: number | undefined;
   readonly tag: SessionTag;
   /**
@@ -86,8 +97,16 @@ export interface Subprocess extends PromiseLike<Result> {
   readonly stdin: Writable | null;
   readonly stdout: Readable | null;
   readonly stderr: Readable | null;
-  /** Resolves after the command exited and the sweep ended; rejects only with `SpawnError`. */
-  readonly result: Promise<Result>;
+  /**
+   * Resolves after the command exited and the sweep ended. Rejects, after the sweep too, with
+   * `SpawnError` (`SPAWN_FAILED`) when it could not start, and — unless `reject: false` — with
+   * `CommandError` when it failed: `COMMAND_FAILED`, `TIMED_OUT`, `CANCELLED`, `MAX_BUFFER`.
+   */
+  readonly result: Promise<Result<T>>;
+  /** `result.catch`: a failed command rejects by default, so the handle takes `.catch` too. */
+  catch<U = never>(onRejected?: ((error: unknown) => U | PromiseLike<U>) | null): Promise<Result<T> | U>;
+  /** `result.finally`. */
+  finally(onFinally?: (() => void) | null): Promise<Result<T>>;
   /** Ends the session now (as an abort) and waits for the sweep. */
   [Symbol.asyncDispose](): Promise<void>;
 }
@@ -104,13 +123,23 @@ export interface Subprocess extends PromiseLike<Result> {
  * byte in an argument). A helper lost while the command runs (killed: `HELPER_LOST`) ends the
  * session at once: its status is unknown, and the sweep stops the command and what it started.
  */
-export function spawn(command: string, args: readonly string[] = [], options: SpawnOptions = {}): Subprocess {
+// biome-ignore lint/complexity/noBannedTypes: no options, the default encoding.
+export function spawn<O extends SpawnOptions = {}>(
+  command: string,
+  args: readonly string[] = [],
+  options: O = {} as O,
+): Subprocess<OutputOf<O>> {
   // Every option is checked before anything starts (the session's own in its constructor).
   checkCommand(command, args, options);
   if (options.timeout !== undefined) checkMs('timeout', options.timeout);
+  if (options.reject !== undefined && typeof options.reject !== 'boolean')
+    throw new TetherError(
+      'INVALID_OPTION',
+      `invalid reject: ${typeof options.reject} ${String(options.reject).slice(0, 60)} (expected true or false)`,
+    );
   checkAbortSignal(options.signal);
   const s = new Session(options);
-  let proc: ReturnType<Session['spawn']>;
+  let proc: SessionProcess<string | Buffer>;
   try {
     proc = s.spawn(command, args, options);
   } catch (error) {
@@ -120,8 +149,8 @@ export function spawn(command: string, args: readonly string[] = [], options: Sp
     s.endSync();
     throw error;
   }
-  let reason: 'timeout' | 'abort' | undefined;
-  const stop = (why: 'timeout' | 'abort') => {
+  let reason: EndReason | undefined;
+  const stop = (why: EndReason) => {
     reason ??= why;
     void s.end();
   };
@@ -140,18 +169,32 @@ export function spawn(command: string, args: readonly string[] = [], options: Sp
   }
   // The command's status can no longer be known, and nothing reaps its subtree: end it now.
   void helperLost(proc)?.then(() => void s.end());
+  // A buffer past `maxBuffer` ends the session: the sweep stops the command and what it started.
+  void outputOverflow(proc)?.then(() => stop('maxBuffer'));
 
-  const result = (async (): Promise<Result> => {
-    const exit = await proc.exited;
+  const result = (async (): Promise<Result<string | Buffer>> => {
+    const { error, ...exit } = await proc.exited;
     clearTimeout(timer);
     options.signal?.removeEventListener('abort', onAbort);
+    // What ended the command, as of its end: a dispose during the sweep does not rewrite it.
+    const why = reason;
     const report = await s.end();
-    if (exit.error) throw new SpawnError(exit.error, report);
-    const timedOut = reason === 'timeout';
-    const isCanceled = reason === 'abort';
-    const failed = exit.exitCode !== 0 || timedOut || isCanceled;
-    return { ...exit, failed, timedOut, isCanceled, report };
-  })();
+    const timedOut = why === 'timeout';
+    const isCanceled = why === 'abort';
+    const failed = exit.failed || why !== undefined;
+    const done: Result<string | Buffer> = { ...exit, failed, timedOut, isCanceled, report };
+    if (error) throw new SpawnError(error, done);
+    if (failed && options.reject !== false)
+      throw failureOf(done, why, {
+        timeoutMs: options.timeout,
+        maxBuffer: options.maxBuffer ?? DEFAULT_MAX_BUFFER,
+        overflowed: exit.maxBufferExceeded,
+      });
+    return done;
+  })() as Promise<Result<OutputOf<O>>>;
+  // A caller that only disposes, or only reads `child`, is not crashed by a rejection it never
+  // asked for (an unhandled rejection); awaiting `result` or the handle still gets it.
+  result.catch(() => undefined);
 
   return {
     pid: proc.pid,
@@ -164,6 +207,8 @@ export function spawn(command: string, args: readonly string[] = [], options: Sp
     result,
     // biome-ignore lint/suspicious/noThenProperty: a Subprocess is awaitable, like execa's.
     then: (onFulfilled, onRejected) => result.then(onFulfilled, onRejected),
+    catch: (onRejected) => result.catch(onRejected),
+    finally: (onFinally) => result.finally(onFinally),
     async [Symbol.asyncDispose]() {
       stop('abort');
       await result.catch(() => undefined);

@@ -194,6 +194,7 @@ describe('the helper under faults', () => {
     const sub = spawn('sh', ['-c', `${IF_HELPER} kill -STOP $PPID; sleep 0.3; exit 4`], {
       ...FAST,
       stdio: 'ignore',
+      reject: false, // exit 4 is the premise, looked at below
     });
     const helper = identityOf(sub.child.pid ?? 0);
     if (helper) started.push(helper);
@@ -214,6 +215,7 @@ describe('the helper under faults', () => {
       {
         ...FAST,
         stdio: 'ignore',
+        reject: false, // an unknown status fails (COMMAND_FAILED): looked at below
       },
     );
     const payload = identityOf(sub.pid ?? 0);

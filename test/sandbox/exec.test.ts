@@ -80,7 +80,10 @@ describe('one AbortSignal and one output stream reused by many calls', () => {
     };
     const calls: [name: string, call: () => Promise<unknown>][] = [
       ['a success', () => sandbox.exec(box.channel, ['true'], { signal })],
-      ['a failure (exit 3)', () => sandbox.exec(box.channel, ['sh', '-c', 'exit 3'], { signal })],
+      [
+        'a failure (exit 3)',
+        () => sandbox.exec(box.channel, ['sh', '-c', 'exit 3'], { signal, reject: false }),
+      ],
       [
         'a streamed success under backpressure',
         () => sandbox.exec(box.channel, ['sh', '-c', 'head -c 20000 /dev/zero'], { signal, stdout, stderr }),
@@ -148,7 +151,8 @@ describe('one AbortSignal and one output stream reused by many calls', () => {
     expect(seen.join('\n')).toMatch(/a channel whose exited rejects: threw client lost/);
 
     // The abort itself, during call 19; call 20 starts with the signal already aborted.
-    const call = sandbox.exec(box.channel, ['sleep', '5'], { signal, sweep: SWEEP });
+    // reject: false — a cancelled proven end rejects by default (CANCELLED).
+    const call = sandbox.exec(box.channel, ['sleep', '5'], { signal, sweep: SWEEP, reject: false });
     setTimeout(() => abort.abort(), 300);
     const r = await call;
     expect(r.cancelled, 'premise broken: the call was not cancelled').toBe(true);

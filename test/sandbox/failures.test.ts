@@ -137,6 +137,8 @@ describe('a cancel', () => {
         tag,
         signal: abort.signal,
         sweep: SWEEP,
+        // reject: false — a cancelled proven end rejects by default (CANCELLED).
+        reject: false,
       },
     );
     let left: ReturnType<typeof taggedOnHost> = [];
@@ -149,6 +151,7 @@ describe('a cancel', () => {
     const r = await call;
     expect(performance.now() - started).toBeLessThan(5000);
     expect([r.cancelled, r.ok, r.exitCode, r.stdout.toString()]).toEqual([true, false, 143, 'up\n']);
+    expect([r.isCanceled, r.failed, r.timedOut]).toEqual([true, true, false]);
     expect(r.report?.stopped.map((p) => p.cmdline).sort()).toEqual(
       expect.arrayContaining(['sleep 30', 'sleep 47']),
     );

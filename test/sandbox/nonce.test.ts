@@ -98,6 +98,7 @@ describe('the completion nonce', () => {
           stderr,
           script: BIG_FORGER,
           sweep: { graceMs: 1000, killAfterMs: 1000 },
+          reject: false, // the script exits 1: a proven failure, looked at below
         })
         .catch((e: Error) => e);
       const count = /^candidates (\d+)$/m.exec(said)?.[1];

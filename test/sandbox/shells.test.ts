@@ -85,13 +85,16 @@ for (const [name, shell] of SHELLS) {
       const r = await sandbox.exec(
         box.channel,
         ['sh', '-c', 'printf "no newline\\n\\nend"; echo oops >&2; exit 7'],
-        {
-          shell,
-        },
+        // reject: false — a proven non-zero end rejects by default (COMMAND_FAILED).
+        { shell, encoding: 'buffer', reject: false },
       );
       expect(r.stdout.toString('latin1')).toBe('no newline\n\nend');
       expect(r.stderr.toString()).toBe('oops\n');
-      expect([r.exitCode, r.clientStatus, r.ok]).toEqual([7, 7, false]);
+      expect([r.exitCode, r.clientStatus, r.ok, r.failed]).toEqual([7, 7, false, true]);
+      const failed = await sandbox
+        .exec(box.channel, ['sh', '-c', 'echo oops >&2; exit 7'], { shell })
+        .catch((e: unknown) => e);
+      expect(failed).toMatchObject({ code: 'COMMAND_FAILED', exitCode: 7, stderr: 'oops\n', failed: true });
       const ok = await sandbox.exec(box.channel, ['printf', '%s\\n', 'a b', 'c'], { shell });
       expect([ok.ok, ok.stdout.toString()]).toEqual([true, 'a b\nc\n']);
     });

@@ -3,9 +3,11 @@ import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import {
+  CommandError,
   type Identity,
   SpawnError,
   type SpawnOptions,
+  type Subprocess,
   type SweepReport,
   session,
   spawn,
@@ -101,6 +103,17 @@ async function runUnreadable(containment: 'env-tag' | 'auto') {
   return { nd, pid, identity, report };
 }
 
+// A failed command rejects (reject: true, the default): its CommandError, with the code expected.
+async function rejection(sub: Subprocess, code: string): Promise<CommandError & { report: SweepReport }> {
+  const error = await sub.result.then(
+    (r) => r,
+    (e: unknown) => e,
+  );
+  expect(error, `the command resolved instead of rejecting with ${code}`).toBeInstanceOf(CommandError);
+  expect((error as CommandError).code).toBe(code);
+  return error as CommandError & { report: SweepReport };
+}
+
 describe('every exit path sweeps the session', () => {
   it('sweeps the leftovers of a payload that exits 0 and reports success', async () => {
     const { sub, recorded } = await startNohup();
@@ -113,10 +126,10 @@ describe('every exit path sweeps the session', () => {
     expect(result.report.ok).toBe(true);
   });
 
-  it('sweeps the leftovers of a payload that exits 3 and reports the failure', async () => {
+  it('sweeps the leftovers of a payload that exits 3 and rejects with COMMAND_FAILED', async () => {
     const { sub, recorded } = await startNohup({ env: { ...process.env, ZOO_EXIT: '3' } });
     sub.stdin?.end();
-    const result = await sub;
+    const result = await rejection(sub, 'COMMAND_FAILED');
     expect(result.exitCode).toBe(3);
     expect(result.failed).toBe(true);
     expect(survivors(recorded, 'a carrier after a failed exit')).toEqual([]);
@@ -141,7 +154,7 @@ describe('every exit path sweeps the session', () => {
     const ac = new AbortController();
     const { sub, recorded, payload } = await startNohup({ signal: ac.signal });
     ac.abort();
-    const result = await sub;
+    const result = await rejection(sub, 'CANCELLED');
     expect(result.isCanceled).toBe(true);
     expect(result.failed).toBe(true);
     expect(payload && isAlive(payload), 'the payload itself is gone').toBeFalsy();
@@ -151,7 +164,7 @@ describe('every exit path sweeps the session', () => {
 
   it('stops the payload and its leftovers when the timeout expires', async () => {
     const { sub, recorded, payload } = await startNohup({ timeout: 3000 });
-    const result = await sub;
+    const result = await rejection(sub, 'TIMED_OUT');
     expect(result.timedOut).toBe(true);
     expect(result.failed).toBe(true);
     expect(payload && isAlive(payload), 'the payload itself is gone').toBeFalsy();
@@ -204,7 +217,7 @@ describe('every exit path sweeps the session', () => {
       expect(hasEntry(environ, `${inner}=1`), `${r.label} carries the inner tag`).toBe(true);
     }
     ac.abort();
-    const result = await outer;
+    const result = await rejection(outer, 'CANCELLED');
     expect(result.isCanceled).toBe(true);
     expect(survivors(recorded, "a carrier of the outer tag (an inner session's leftover)")).toEqual([]);
     expect(listed(result.report.stopped, recorded)).toEqual([]);

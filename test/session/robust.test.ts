@@ -206,7 +206,8 @@ describe('inputs are validated', () => {
   });
 
   it('kill(signal) reaches the command through the helper, and is false once it ended', async () => {
-    const sub = spawn('sleep', ['30'], { ...FAST, stdio: 'ignore' });
+    // reject: false — a command killed by a signal has failed, and would reject.
+    const sub = spawn('sleep', ['30'], { ...FAST, stdio: 'ignore', reject: false });
     const payload = identityOf(sub.pid ?? 0);
     if (!payload) throw new Error('premise broken: the payload is not running');
     started.push(payload);
@@ -219,7 +220,7 @@ describe('inputs are validated', () => {
   });
 
   it('a helper killed by child.kill(SIGKILL) ends the session at once: await does not hang, the command is swept, HELPER_LOST', async () => {
-    const sub = spawn('sleep', ['30'], { ...FAST, stdio: 'ignore' });
+    const sub = spawn('sleep', ['30'], { ...FAST, stdio: 'ignore', reject: false });
     const payload = identityOf(sub.pid ?? 0);
     if (!payload) throw new Error('premise broken: the payload is not running');
     started.push(payload);
@@ -533,9 +534,14 @@ describe('every option is checked before anything starts', () => {
 
 describe('kill() takes every signal of signal(7)', () => {
   it('real-time signals by number and by name reach the command, through the helper and without it', async () => {
-    const viaHelper = spawn('sleep', ['30'], { ...FAST, stdio: 'ignore' });
-    const direct = spawn('sleep', ['30'], { ...FAST, stdio: 'ignore', containment: ['env-tag'] });
-    const named = spawn('sleep', ['30'], { ...FAST, stdio: 'ignore' });
+    const viaHelper = spawn('sleep', ['30'], { ...FAST, stdio: 'ignore', reject: false });
+    const direct = spawn('sleep', ['30'], {
+      ...FAST,
+      stdio: 'ignore',
+      containment: ['env-tag'],
+      reject: false,
+    });
+    const named = spawn('sleep', ['30'], { ...FAST, stdio: 'ignore', reject: false });
     const ids = [viaHelper, direct, named].map((s) => identityOf(s.pid ?? 0));
     for (const id of ids) if (id) started.push(id);
     if (ids.some((id) => !id)) throw new Error('premise broken: a command is not running');

@@ -1,0 +1,95 @@
+// Buffered output (`buffer: true`, the default with piped stdio): tether reads a command's
+// stdout/stderr itself, so their end is seen when the last writer closes the pipe — not when
+// a caller gets round to reading them — and the result carries what they said.
+import type { Readable } from 'node:stream';
+import { TetherError } from '../errors.js';
+
+/** How a command's output is decoded: `'utf8'` (strings, the default) or `'buffer'` (Buffers). */
+export type Encoding = 'utf8' | 'buffer';
+
+/** The type of `stdout`/`stderr` for options `O`: Buffer with `encoding: 'buffer'`, else string. */
+export type OutputOf<O> = O extends { encoding: 'buffer' } ? Buffer : string;
+
+/** Default bound on each buffered stream, bytes (100 MiB, as execa's). */
+export const DEFAULT_MAX_BUFFER = 100 * 1024 * 1024;
+
+const ENCODINGS: readonly Encoding[] = ['utf8', 'buffer'];
+
+/** The output options of a command, checked: INVALID_OPTION naming the option and what it accepts. */
+export interface OutputOptions {
+  /** Buffer stdout/stderr into the result. Default true (with piped stdio). */
+  buffer?: boolean;
+  /** Bytes each buffered stream may hold; past it the command is ended (`MAX_BUFFER`). Default 100 MiB. */
+  maxBuffer?: number;
+  /** `'utf8'` (default) or `'buffer'`. */
+  encoding?: Encoding;
+}
+
+// Throws `INVALID_OPTION` for a `buffer`, `maxBuffer` or `encoding` outside what each accepts.
+export function checkOutputOptions(options: OutputOptions): void {
+  const { buffer, maxBuffer, encoding } = options;
+  if (buffer !== undefined && typeof buffer !== 'boolean')
+    throw new TetherError('INVALID_OPTION', `invalid buffer: ${show(buffer)} (expected true or false)`);
+  if (
+    maxBuffer !== undefined &&
+    !(maxBuffer === Number.POSITIVE_INFINITY || (Number.isSafeInteger(maxBuffer) && maxBuffer >= 0))
+  )
+    throw new TetherError(
+      'INVALID_OPTION',
+      `invalid maxBuffer: ${show(maxBuffer)} (expected a number of bytes: an integer ≥ 0, or Infinity)`,
+    );
+  if (encoding !== undefined && !ENCODINGS.includes(encoding))
+    throw new TetherError(
+      'INVALID_OPTION',
+      `invalid encoding: ${show(encoding)} (expected ${ENCODINGS.map((e) => `'${e}'`).join(' or ')})`,
+    );
+}
+
+function show(value: unknown): string {
+  return typeof value === 'string' ? JSON.stringify(value.slice(0, 60)) : `${typeof value} ${String(value)}`;
+}
+
+// One stream read to its end into chunks, at most `maxBuffer` bytes kept. Past the bound the
+// rest is read and dropped (a writer is never blocked on a full pipe) and `onOverflow` runs once.
+export class Collector {
+  private readonly chunks: Buffer[] = [];
+  private bytes = 0;
+  /** True once the stream brought more than `maxBuffer` bytes. */
+  overflowed = false;
+
+  constructor(
+    stream: Readable,
+    private readonly maxBuffer: number,
+    private readonly onOverflow: () => void,
+  ) {
+    stream.on('data', (chunk: Buffer | string) =>
+      this.take(Buffer.isBuffer(chunk) ? chunk : Buffer.from(chunk)),
+    );
+    stream.on('error', () => {}); // EPIPE/ECONNRESET after a destroy: the bytes read stay
+  }
+
+  private take(chunk: Buffer): void {
+    if (this.overflowed) return;
+    if (this.bytes + chunk.length > this.maxBuffer) {
+      const room = this.maxBuffer - this.bytes;
+      if (room > 0) this.chunks.push(chunk.subarray(0, room));
+      this.bytes = this.maxBuffer;
+      this.overflowed = true;
+      this.onOverflow();
+      return;
+    }
+    this.chunks.push(chunk);
+    this.bytes += chunk.length;
+  }
+
+  /** What was kept, decoded (a UTF-8 sequence cut by `maxBuffer` decodes to U+FFFD). */
+  value(encoding: Encoding): string | Buffer {
+    const all = Buffer.concat(this.chunks);
+    return encoding === 'buffer' ? all : all.toString('utf8');
+  }
+}
+
+/** An empty output of `encoding`: what `stdout`/`stderr` hold when not buffered. */
+export function emptyOutput(encoding: Encoding): string | Buffer {
+  return encoding === 'buffer' ? Buffer.alloc(0) : '';
+}

@@ -1,0 +1,148 @@
+// One result shape for `spawn()`, `session.spawn()` and `sandbox.exec()`, shared by success and
+// failure, built in one place; the error of a failed command carries the same fields, and its
+// message comes from one ladder of conditions (first match wins), as execa's does.
+import { TetherError, type TetherErrorCode } from '../errors.js';
+import type { SweepReport } from '../sweep/report.js';
+
+/** The fields every command result has (docs/sessions.md, "Result fields"). */
+export interface CommandResult<T extends string | Buffer = string> {
+  /** The command line, execa-style: the program and its arguments joined by spaces. */
+  command: string;
+  /** Null when a signal ended it, or when its status is unknown (a `HELPER_LOST` warning). */
+  exitCode: number | null;
+  /** The signal that ended it (`'SIGTERM'`…), or null. */
+  signal: NodeJS.Signals | null;
+  /** What it wrote, buffered (`buffer`, `maxBuffer`, `encoding`); empty when not buffered. */
+  stdout: T;
+  stderr: T;
+  /** Exit code ≠ 0 or unknown, a signal, a timeout, an abort, or `maxBuffer` passed. */
+  failed: boolean;
+  /** A `timeout` (spawn) or the silence bound (sandbox.exec) ended it. */
+  timedOut: boolean;
+  /** An abort (`signal`, dispose) ended it. */
+  isCanceled: boolean;
+  /** From the start to the exit, ms (`performance.now()` clock). */
+  durationMs: number;
+  /** The session tag (`TETHER_SESSION_<hex>`) it ran under. */
+  tag: string;
+}
+
+/** Why tether ended a command before it exited on its own, if it did. */
+export type EndReason = 'timeout' | 'abort' | 'maxBuffer';
+
+/** What the ladder reads besides the result: the deadline and bound that applied. */
+export interface FailureContext {
+  timeoutMs?: number;
+  maxBuffer?: number;
+  /** Which stream passed `maxBuffer`. */
+  overflowed?: 'stdout' | 'stderr';
+  /** What failed, when the command's own status does not say it (sandbox.exec: the client failed). */
+  what?: string;
+}
+
+// The error code of a failed result, first match wins: a bound passed, a deadline, an abort,
+// then the command's own failure.
+function codeOf(result: CommandResult<string | Buffer>, reason: EndReason | undefined): TetherErrorCode {
+  if (reason === 'maxBuffer') return 'MAX_BUFFER';
+  if (result.timedOut) return 'TIMED_OUT';
+  if (result.isCanceled) return 'CANCELLED';
+  return 'COMMAND_FAILED';
+}
+
+// "Command failed with exit code 2: sh -c exit 2", and the first lines of stderr after it.
+function messageOf(
+  code: TetherErrorCode,
+  result: CommandResult<string | Buffer> & { signalNumber?: number },
+  context: FailureContext,
+): string {
+  const what =
+    context.what !== undefined && code === 'COMMAND_FAILED'
+      ? context.what
+      : code === 'MAX_BUFFER'
+        ? `Command's ${context.overflowed ?? 'output'} passed maxBuffer (${context.maxBuffer} bytes)`
+        : code === 'TIMED_OUT'
+          ? `Command timed out after ${context.timeoutMs} milliseconds${context.what === undefined ? '' : ` (${context.what})`}`
+          : code === 'CANCELLED'
+            ? 'Command was canceled'
+            : result.signal !== null
+              ? `Command was killed with ${result.signal}`
+              : result.signalNumber !== undefined
+                ? `Command was killed with signal ${result.signalNumber}`
+                : result.exitCode === null
+                  ? 'Command ended with an unknown status'
+                  : `Command failed with exit code ${result.exitCode}`;
+  const stderr = String(result.stderr).trim();
+  const tail = stderr === '' ? '' : `\n${stderr.length > 2000 ? `${stderr.slice(0, 2000)}…` : stderr}`;
+  return `${what}: ${result.command}${tail}`;
+}
+
+/**
+ * The rejection of a failed command: `COMMAND_FAILED` (exit code ≠ 0, a signal, an unknown
+ * status), `TIMED_OUT`, `CANCELLED` or `MAX_BUFFER`, with every field of the result as its own
+ * property (`command`, `stdout`, `stderr`, `failed`, `timedOut`, `isCanceled`, `durationMs`,
+ * `outputTimedOut`) besides TetherError's flat `tag`, `report`, `exitCode`, `signal`.
+ */
+export class CommandError<T extends string | Buffer = string>
+  extends TetherError
+  implements CommandResult<T>
+{
+  declare readonly tag: string;
+  declare readonly exitCode: number | null;
+  declare readonly signal: NodeJS.Signals | null;
+  readonly command: string;
+  readonly stdout: T;
+  readonly stderr: T;
+  readonly failed: boolean;
+  readonly timedOut: boolean;
+  readonly isCanceled: boolean;
+  readonly durationMs: number;
+  /** True when a process still held stdout/stderr past the output cap (spawn, session.spawn). */
+  readonly outputTimedOut?: boolean;
+  constructor(
+    code: TetherErrorCode,
+    message: string,
+    result: CommandResult<T> & { report?: SweepReport; outputTimedOut?: boolean },
+    cause?: unknown,
+  ) {
+    super(code, message, {
+      ...(cause === undefined ? {} : { cause }),
+      tag: result.tag,
+      exitCode: result.exitCode,
+      signal: result.signal,
+      ...(result.report ? { report: result.report } : {}),
+    });
+    this.name = 'CommandError';
+    this.command = result.command;
+    this.stdout = result.stdout;
+    this.stderr = result.stderr;
+    this.failed = result.failed;
+    this.timedOut = result.timedOut;
+    this.isCanceled = result.isCanceled;
+    this.durationMs = result.durationMs;
+    if (result.outputTimedOut !== undefined) this.outputTimedOut = result.outputTimedOut;
+  }
+}
+
+/** The error a failed result rejects with (its code from the ladder above). */
+export function failureOf<R extends CommandResult<string | Buffer> & { report?: SweepReport }>(
+  result: R,
+  reason: EndReason | undefined,
+  context: FailureContext = {},
+): CommandError<R['stdout']> {
+  const code = codeOf(result, reason);
+  return new CommandError(code, messageOf(code, result, context), result);
+}
+
+/** True when a command's end is a failure (`failed`), from its status and why it was ended. */
+export function isFailure(
+  exitCode: number | null,
+  signal: string | null,
+  reason: EndReason | undefined,
+): boolean {
+  return exitCode !== 0 || signal !== null || reason !== undefined;
+}
+
+/** The command line as a string, execa-style: program and arguments joined by spaces. */
+export function commandLine(file: string, args: readonly string[]): string {
+  return [file, ...args].join(' ');
+}
