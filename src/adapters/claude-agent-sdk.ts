@@ -7,7 +7,7 @@
 import { EventEmitter } from 'node:events';
 import { PassThrough, Readable } from 'node:stream';
 import type { SpawnedProcess, SpawnOptions } from '@anthropic-ai/claude-agent-sdk';
-import { helperLost, Session, type SessionOptions } from '../session/session.js';
+import { helperLost, Session, type SessionOptions, type SessionProcess } from '../session/session.js';
 import type { SweepReport } from '../sweep/report.js';
 import { checkAdapterOptions } from './check.js';
 
@@ -78,9 +78,16 @@ function spawnTethered(
 ): TetheredClaudeProcess {
   const { command, args, cwd, env, signal } = spawnOptions;
   const s = new Session(sessionOptions);
-  let proc: ReturnType<Session['spawn']>;
+  let proc: SessionProcess;
   try {
-    proc = s.spawn(command, args, { cwd, env: definedOnly(env), stdio: ['pipe', 'pipe', 'pipe'] });
+    // buffer: false: the SDK reads the CLI's stdout for the whole query; tether buffering it too
+    // would hold every message in memory and end the CLI at maxBuffer.
+    proc = s.spawn(command, args, {
+      cwd,
+      env: definedOnly(env),
+      stdio: ['pipe', 'pipe', 'pipe'],
+      buffer: false,
+    });
   } catch (error) {
     s.endSync(); // CONTAINMENT_UNAVAILABLE…: nothing is left to the exit hook (as spawn() does)
     throw error;

@@ -126,6 +126,8 @@ export class StdioClientTransport implements Transport {
         env: { ...sdk.getDefaultEnvironment(), ...this.server.env },
         cwd: this.server.cwd,
         stdio: ['pipe', 'pipe', stderr === 'overlapped' ? 'pipe' : stderr] as StdioOptions,
+        // The transport reads the server's stdout for as long as it runs: tether must not buffer it.
+        buffer: false,
       });
     } catch (error) {
       s.endSync(); // CONTAINMENT_UNAVAILABLE…: nothing is left to the exit hook (as spawn() does)

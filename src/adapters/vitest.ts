@@ -129,7 +129,13 @@ async function startOne(session: Session, spec: ServerSpec): Promise<void> {
   const stdio: CommandOptions['stdio'] = watchOutput
     ? ['ignore', 'pipe', 'pipe']
     : ['ignore', 'inherit', 'inherit'];
-  const proc = session.spawn(spec.command, spec.args ?? [], { cwd: spec.cwd, env: spec.env, stdio });
+  // buffer: false: a test server runs for the whole run; its output is watched here, not kept.
+  const proc = session.spawn(spec.command, spec.args ?? [], {
+    cwd: spec.cwd,
+    env: spec.env,
+    stdio,
+    buffer: false,
+  });
   const name = [spec.command, ...(spec.args ?? [])].join(' ');
   const timeoutMs = spec.readyTimeoutMs ?? DEFAULT_READY_TIMEOUT_MS;
   const abort = new AbortController();
