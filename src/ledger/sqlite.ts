@@ -133,6 +133,7 @@ export class SqliteStore implements LedgerStore {
         if (now < target) {
           this.db.pragma(`application_id = ${SQLITE_APPLICATION_ID}`);
           this.db.pragma(`user_version = ${target}`);
+          this.hooks.duringMigration?.(now, target);
         }
         this.version = Math.max(now, target);
       })

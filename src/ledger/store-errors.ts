@@ -29,11 +29,13 @@ export function ledgerUnavailable(location: string, why: string, cause?: unknown
   );
 }
 
-/** Hooks a store may call, for the conformance suite's "killed inside a transaction" check. */
+/** Hooks a store may call, for the conformance suite's "killed inside a transaction" and "reader during a migration" checks. */
 export interface StoreHooks {
   /**
    * Called inside a compare-and-set's transaction, after its write and before its commit. The
    * SQLite store calls it synchronously (its transactions are); the Postgres store awaits it.
    */
   beforeCommit?: (tag: string) => void | Promise<void>;
+  /** Called inside a migration's transaction, after its steps and before its commit (same calling rules). */
+  duringMigration?: (from: number, to: number) => void | Promise<void>;
 }
