@@ -6,17 +6,10 @@
 // stdin before it writes, so that both writers start together. Results are JSON lines on stdout.
 import { writeSync } from 'node:fs';
 import { createInterface } from 'node:readline';
-import { pathToFileURL } from 'node:url';
 import { Ledger } from './ledger.js';
 import type { StoreHooks } from './store-errors.js';
-import type { LedgerStore, SessionOutcome } from './types.js';
-
-/** Where a child finds the store under test (see `StoreFactorySpec` in conformance.ts). */
-interface Spec {
-  module: string;
-  export?: string;
-  arg: string;
-}
+import { openStoreModule, type StoreFactorySpec } from './store-module.js';
+import type { SessionOutcome } from './types.js';
 
 const FAILED: SessionOutcome = { exitCode: 1, signal: null, error: null };
 const AMBIGUOUS: SessionOutcome = {
@@ -41,15 +34,6 @@ function hang(): Promise<never> {
   for (;;) Atomics.wait(cell, 0, 0, 1000);
 }
 
-async function open(spec: Spec, hooks: StoreHooks): Promise<LedgerStore> {
-  const url = spec.module.startsWith('file:') ? spec.module : pathToFileURL(spec.module).href;
-  const mod = (await import(url)) as Record<string, (arg: string, hooks: StoreHooks) => Promise<LedgerStore>>;
-  const factory = mod[spec.export ?? 'openStore'];
-  if (typeof factory !== 'function')
-    throw new Error(`${spec.module} exports no ${spec.export ?? 'openStore'}`);
-  return factory(spec.arg, hooks);
-}
-
 function nextLine(): Promise<void> {
   return new Promise((resolve) => {
     const rl = createInterface({ input: process.stdin });
@@ -61,13 +45,13 @@ function nextLine(): Promise<void> {
 }
 
 async function race(
-  spec: Spec,
+  spec: StoreFactorySpec,
   writer: number,
   tags: string[],
   counter: string,
   rounds: number,
 ): Promise<void> {
-  const ledger = new Ledger(await open(spec, {}));
+  const ledger = new Ledger(await openStoreModule(spec, {}));
   say('READY');
   await nextLine();
   // Writer 0 cancels every session; writer 1 proposes `ambiguous` for even ones, `failed` for odd ones.
@@ -89,7 +73,7 @@ async function race(
   await ledger.close();
 }
 
-async function kill(spec: Spec, tag: string): Promise<void> {
+async function kill(spec: StoreFactorySpec, tag: string): Promise<void> {
   let paused = false;
   const hooks: StoreHooks = {
     beforeCommit: () => {
@@ -98,14 +82,14 @@ async function kill(spec: Spec, tag: string): Promise<void> {
       return hang();
     },
   };
-  const ledger = new Ledger(await open(spec, hooks));
+  const ledger = new Ledger(await openStoreModule(spec, hooks));
   say('READY');
   await ledger.cancel(tag);
   say(paused ? 'COMMITTED' : 'NO-HOOK');
   await ledger.close();
 }
 
-async function migrate(spec: Spec): Promise<void> {
+async function migrate(spec: StoreFactorySpec): Promise<void> {
   let paused = false;
   const hooks: StoreHooks = {
     duringMigration: () => {
@@ -117,14 +101,14 @@ async function migrate(spec: Spec): Promise<void> {
       while (Date.now() < until) Atomics.wait(cell, 0, 0, 50);
     },
   };
-  const store = await open(spec, hooks);
+  const store = await openStoreModule(spec, hooks);
   say(paused ? 'MIGRATED' : 'NO-HOOK');
   await store.close();
 }
 
 async function main(argv: string[]): Promise<void> {
   const [mode, specJson, ...rest] = argv;
-  const spec = JSON.parse(specJson as string) as Spec;
+  const spec = JSON.parse(specJson as string) as StoreFactorySpec;
   if (mode === 'race') {
     await race(spec, Number(rest[0]), JSON.parse(rest[1] as string), rest[2] as string, Number(rest[3]));
   } else if (mode === 'kill') {

@@ -4,24 +4,13 @@
 // no test runner: `runLedgerConformance` resolves with one result per check.
 import { type ChildProcess, spawn } from 'node:child_process';
 import { createInterface } from 'node:readline';
-import { fileURLToPath, pathToFileURL } from 'node:url';
+import { fileURLToPath } from 'node:url';
 import { createTag } from '../proc/tag.js';
 import { Ledger } from './ledger.js';
-import type { StoreHooks } from './store-errors.js';
-import type { LedgerStore, SessionOutcome, SessionRecord } from './types.js';
+import { openStoreModule, type StoreFactorySpec } from './store-module.js';
+import type { SessionOutcome, SessionRecord } from './types.js';
 
-/**
- * Where every process of the suite finds the store: an ES module (absolute path or file: URL)
- * exporting `export` (default `openStore`) as `(arg: string, hooks: StoreHooks) =>
- * Promise<LedgerStore>`. A function cannot cross into the writer processes; a module can.
- * tether's own stores: `builtinStoreSpec(...)`.
- */
-export interface StoreFactorySpec {
-  module: string;
-  export?: string;
-  /** Given to the factory as it is (a path, a URL, JSON). */
-  arg: string;
-}
+export type { StoreFactorySpec } from './store-module.js';
 
 /** The migration check: the same fresh, empty location opened at an older schema and at the latest. */
 export interface MigrationSpec {
@@ -138,17 +127,8 @@ class Check {
   }
 }
 
-async function openSpec(spec: StoreFactorySpec, hooks: StoreHooks = {}): Promise<LedgerStore> {
-  const url = spec.module.startsWith('file:') ? spec.module : pathToFileURL(spec.module).href;
-  const mod = (await import(url)) as Record<string, (arg: string, hooks: StoreHooks) => Promise<LedgerStore>>;
-  const factory = mod[spec.export ?? 'openStore'];
-  if (typeof factory !== 'function')
-    throw new Error(`${spec.module} exports no ${spec.export ?? 'openStore'}`);
-  return factory(spec.arg, hooks);
-}
-
 async function withLedger<T>(spec: StoreFactorySpec, fn: (l: Ledger) => Promise<T>): Promise<T> {
-  const ledger = new Ledger(await openSpec(spec));
+  const ledger = new Ledger(await openStoreModule(spec));
   try {
     return await fn(ledger);
   } finally {
@@ -246,7 +226,13 @@ function startWriter(options: ConformanceOptions, args: string[]): Writer {
         () => reject(new Error(`writer ${args[0]}: no expected line in ${timeoutMs} ms; stderr: ${stderr}`)),
         timeoutMs,
       );
-      waiters.push({ match, resolve: (l) => (clearTimeout(timer), resolve(l)) });
+      waiters.push({
+        match,
+        resolve: (l) => {
+          clearTimeout(timer);
+          resolve(l);
+        },
+      });
       void exited.then(() => {
         clearTimeout(timer);
         reject(
@@ -403,7 +389,7 @@ async function migration(c: Check, options: ConformanceOptions): Promise<void> {
     return;
   }
   const n = m.records ?? 300;
-  const old = await openSpec(m.old);
+  const old = await openStoreModule(m.old);
   try {
     const written: SessionRecord[] = [];
     const l = new Ledger(old);
@@ -468,7 +454,7 @@ async function migration(c: Check, options: ConformanceOptions): Promise<void> {
     c.notes.push(
       `${reads} reads, ${during} while the migration's transaction was open, ${locked} LEDGER_LOCKED retried`,
     );
-    const current = await openSpec(m.current);
+    const current = await openStoreModule(m.current);
     try {
       const after = await current.list();
       const mine = after.filter((r) => want.has(key(r)));
