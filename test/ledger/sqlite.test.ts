@@ -1,0 +1,190 @@
+// The SQLite store's failures, on real files: corrupt, another application's, newer schema,
+// locked by another process, read-only, full. The file is never reset or rewritten.
+import { execFileSync, spawn } from 'node:child_process';
+import { cpSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import Database from 'better-sqlite3';
+import { afterEach, describe, expect, it } from 'vitest';
+import { Ledger } from '../../src/ledger/ledger.js';
+import { openSqliteStore, SQLITE_SCHEMA_VERSION } from '../../src/ledger/sqlite.js';
+import { createTag } from '../../src/proc/tag.js';
+import { ROOT } from '../support/paths.js';
+import { tempDir } from '../support/zoo.js';
+
+const cleanups: (() => void)[] = [];
+afterEach(() => {
+  for (const f of cleanups.splice(0).reverse()) f();
+});
+
+function begin(l: Ledger, command: string[] = ['x']) {
+  return l.begin({ tag: createTag().name, command, location: { kind: 'local' } });
+}
+
+// A small tmpfs mounted for one test (we run as root: mode bits do not stop root, a mount does).
+function smallTmpfs(size: string): string {
+  const dir = tempDir();
+  execFileSync('mount', ['-t', 'tmpfs', '-o', `size=${size}`, 'tmpfs', dir]);
+  cleanups.push(() => execFileSync('umount', ['-l', dir]));
+  return dir;
+}
+
+describe('SQLite store errors', () => {
+  it('a file that is not a database is refused with LEDGER_CORRUPT and left byte for byte', async () => {
+    const path = join(tempDir(), 'ledger.db');
+    const bytes = Buffer.from('not a database, but someone cared about it\n'.repeat(200));
+    writeFileSync(path, bytes);
+    const err = await Ledger.open(path).catch((e) => e);
+    expect(err).toMatchObject({ code: 'LEDGER_CORRUPT' });
+    expect(err.message).toContain(path);
+    expect(err.message).toMatch(/never reset/);
+    expect(readFileSync(path).equals(bytes)).toBe(true);
+  });
+
+  it("another application's SQLite database is refused and not migrated into", async () => {
+    const path = join(tempDir(), 'other.db');
+    const db = new Database(path);
+    db.exec('CREATE TABLE notes (body TEXT); INSERT INTO notes VALUES (1)');
+    db.close();
+    const bytes = readFileSync(path);
+    await expect(Ledger.open(path)).rejects.toMatchObject({ code: 'LEDGER_CORRUPT' });
+    expect(readFileSync(path).equals(bytes)).toBe(true);
+  });
+
+  it('a file from a newer schema is refused naming its version, never downgraded', async () => {
+    const path = join(tempDir(), 'ledger.db');
+    const l = await Ledger.open(path);
+    await begin(l);
+    await l.close();
+    const db = new Database(path);
+    db.pragma(`user_version = ${SQLITE_SCHEMA_VERSION + 7}`);
+    db.pragma('wal_checkpoint(TRUNCATE)');
+    db.close();
+    const bytes = readFileSync(path);
+    const err = await Ledger.open(path).catch((e) => e);
+    expect(err).toMatchObject({ code: 'LEDGER_CORRUPT' });
+    expect(err.message).toContain(`schema version is ${SQLITE_SCHEMA_VERSION + 7}`);
+    expect(readFileSync(path).equals(bytes)).toBe(true);
+  });
+
+  it('a schema-1 file is migrated forward and keeps its records', async () => {
+    const path = join(tempDir(), 'ledger.db');
+    const old = new Ledger(await openSqliteStore(path, { schemaVersion: 1 }));
+    const r = await begin(old, ['old', 'record']);
+    await old.close();
+    const store = await openSqliteStore(path);
+    expect(store.schemaVersion).toBe(SQLITE_SCHEMA_VERSION);
+    expect(await store.get(r.tag)).toEqual(r);
+    await store.close();
+  });
+
+  it('a writer held past the busy timeout by another process gets LEDGER_LOCKED; the write then succeeds', async () => {
+    const path = join(tempDir(), 'ledger.db');
+    const l = new Ledger(await openSqliteStore(path, { busyTimeoutMs: 300 }));
+    cleanups.push(() => void l.close());
+    const holder = spawn(
+      process.execPath,
+      [
+        '-e',
+        `const D = require('better-sqlite3'); const db = new D(${JSON.stringify(path)});
+         db.exec('BEGIN EXCLUSIVE'); db.prepare("UPDATE sessions SET state = state").run();
+         console.log('HOLDING'); process.stdin.on('data', () => { db.exec('COMMIT'); process.exit(0); });`,
+      ],
+      { cwd: ROOT, stdio: ['pipe', 'pipe', 'inherit'] },
+    );
+    cleanups.push(() => holder.kill('SIGKILL'));
+    await new Promise<void>((resolve, reject) => {
+      holder.stdout?.on('data', (d) => String(d).includes('HOLDING') && resolve());
+      holder.on('exit', (code) => reject(new Error(`premise broken: the lock holder exited with ${code}`)));
+    });
+    const err = await begin(l).catch((e) => e);
+    expect(err).toMatchObject({ code: 'LEDGER_LOCKED' });
+    expect(err.message).toContain(path);
+    holder.stdin?.write('release\n');
+    await new Promise((resolve) => holder.on('exit', resolve));
+    expect((await begin(l)).state).toBe('running');
+  });
+
+  it('a read-only filesystem gives LEDGER_UNAVAILABLE on write; what is there stays readable', async () => {
+    const dir = smallTmpfs('4m');
+    const path = join(dir, 'ledger.db');
+    const l = await Ledger.open(path);
+    const r = await begin(l);
+    await l.close();
+    execFileSync('mount', ['-o', 'remount,ro', dir]);
+    const bytes = readFileSync(path);
+    let opened: Ledger | undefined;
+    try {
+      opened = await Ledger.open(path);
+    } catch (err) {
+      // Opening a WAL database needs its -shm file: on a read-only mount the open itself may fail.
+      expect(err).toMatchObject({ code: 'LEDGER_UNAVAILABLE' });
+      expect((err as Error).message).toContain(path);
+    }
+    if (opened) {
+      cleanups.push(() => void opened?.close());
+      expect((await opened.get(r.tag))?.tag).toBe(r.tag);
+      const err = await begin(opened).catch((e) => e);
+      expect(err).toMatchObject({ code: 'LEDGER_UNAVAILABLE' });
+      expect(err.message).toContain(path);
+    }
+    expect(readFileSync(path).equals(bytes)).toBe(true);
+  });
+
+  it('a full disk gives LEDGER_UNAVAILABLE; the records already there stay readable', async () => {
+    const dir = smallTmpfs('256k');
+    const path = join(dir, 'ledger.db');
+    const l = await Ledger.open(path);
+    cleanups.push(() => void l.close());
+    const written: string[] = [];
+    let err: unknown;
+    for (let i = 0; i < 1000 && err === undefined; i++) {
+      try {
+        written.push((await begin(l, ['fill', 'x'.repeat(2000), String(i)])).tag);
+      } catch (e) {
+        err = e;
+      }
+    }
+    expect(err, 'premise broken: 1000 records fit in 256 KiB').toBeDefined();
+    expect(err).toMatchObject({ code: 'LEDGER_UNAVAILABLE' });
+    expect((err as Error).message).toContain(path);
+    expect((err as Error).message).toMatch(/full/);
+    expect(written.length).toBeGreaterThan(5);
+    expect((await l.list()).map((r) => r.tag)).toEqual(written);
+    await l.close();
+    const again = await Ledger.open(path);
+    cleanups.push(() => void again.close());
+    expect((await again.list()).map((r) => r.tag)).toEqual(written);
+  });
+});
+
+describe('Postgres store without a server or a driver', () => {
+  it('an unreachable server is LEDGER_UNAVAILABLE and the password appears nowhere', async () => {
+    const err = await Ledger.open('postgres://alice:s3cret-pw@127.0.0.1:1/ledger').catch((e) => e);
+    expect(err).toMatchObject({ code: 'LEDGER_UNAVAILABLE' });
+    expect(err.message).toContain('postgres://alice:***@127.0.0.1:1/ledger');
+    expect(JSON.stringify({ m: err.message, s: err.stack, c: String(err.cause) })).not.toContain('s3cret-pw');
+  });
+
+  it('a postgres URL without pg installed says to npm install pg', async () => {
+    // dist/ copied where no node_modules is above it: `import('pg')` cannot resolve there.
+    const dir = tempDir();
+    mkdirSync(join(dir, 'dist'));
+    cpSync(join(ROOT, 'dist'), join(dir, 'dist'), { recursive: true });
+    writeFileSync(join(dir, 'package.json'), '{"type":"module"}');
+    const out = execFileSync(
+      process.execPath,
+      [
+        '--input-type=module',
+        '-e',
+        `import { openPostgresStore } from ${JSON.stringify(join(dir, 'dist/ledger/postgres.js'))};
+         openPostgresStore('postgresql://bob:hunter2@db.example/ledger').catch((e) => console.log(JSON.stringify({ code: e.code, message: e.message })));`,
+      ],
+      { cwd: dir, encoding: 'utf8' },
+    );
+    const got = JSON.parse(out) as { code: string; message: string };
+    expect(got.code).toBe('LEDGER_UNAVAILABLE');
+    expect(got.message).toContain('npm install pg');
+    expect(got.message).toContain('postgresql://bob:***@db.example/ledger');
+    expect(got.message).not.toContain('hunter2');
+  });
+});
