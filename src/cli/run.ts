@@ -1,4 +1,5 @@
-// tether run [--grace 5s] [--kill-after 3s] [--containment auto] [--json] [--report-file FILE] -- CMD [ARGS…]
+// tether run [--grace 5s] [--kill-after 3s] [--containment auto] [--json] [--report-file FILE]
+//            [--ledger PATH|URL | --no-ledger] -- CMD [ARGS…]
 import { closeSync, openSync, writeFileSync } from 'node:fs';
 import { constants } from 'node:os';
 import { parseContainment } from '../containment/select.js';
@@ -13,6 +14,7 @@ import {
   EXIT_STATUS_UNKNOWN,
 } from './exit-codes.js';
 import { progressLine } from './progress.js';
+import { beginRecording, openRunLedger } from './run-ledger.js';
 import { renderReport } from './render.js';
 
 /** Parsed options of `tether run` (durations as the user typed them). */
@@ -22,6 +24,8 @@ export interface RunFlags {
   containment: string;
   json?: boolean;
   reportFile?: string;
+  /** `--ledger PATH|URL`, or false for `--no-ledger`; undefined: TETHER_LEDGER or the default. */
+  ledger?: string | false;
 }
 
 // Every catchable signal whose default action would end tether without its sweep (signal(7));
@@ -55,19 +59,26 @@ export async function runCommand(argv: string[], flags: RunFlags): Promise<void>
     );
   // Refuse an unwritable report file before the payload runs, not after it.
   if (flags.reportFile) checkWritable('--report-file', flags.reportFile);
+  // The ledger is opened and the session recorded before the payload starts (exit 125 if not).
+  const opened = await openRunLedger(flags.ledger);
+  if (!opened.ok) return;
+  const { ledger } = opened;
   const progress = progressLine(process.stderr);
-  const s = new Session({ graceMs, killAfterMs, containment, onProgress: progress.update });
+  const s = new Session({ graceMs, killAfterMs, containment, onProgress: progress.update, ...(ledger ? { ledger } : {}) });
+  const recording = ledger ? await beginRecording(ledger, s, argv) : undefined;
+  if (ledger && !recording) return;
   const proc = s.spawn(command, args, { stdio: 'inherit' });
 
   // A signal to tether goes to the payload first, then the session ends (the sweep).
   const forward = (signal: NodeJS.Signals) => {
     proc.kill(signal);
-    void s.end();
+    void s.cancel(); // recorded as a cancel (ambiguous if the sweep cannot prove the end)
   };
   for (const signal of FORWARDED) process.on(signal, forward);
 
   const exit = await proc.exited;
   const report = await s.end();
+  await recording?.close();
   progress.clear();
   for (const signal of FORWARDED) process.off(signal, forward);
 

@@ -123,7 +123,7 @@ export function spawn(command: string, args: readonly string[] = [], options: Sp
   let reason: 'timeout' | 'abort' | undefined;
   const stop = (why: 'timeout' | 'abort') => {
     reason ??= why;
-    void s.end();
+    void s.cancel(why); // the ledger's record ends cancelled (or failed TIMED_OUT), unless ambiguous
   };
   const onAbort = () => stop('abort');
   let timer: NodeJS.Timeout | undefined;

@@ -66,7 +66,9 @@ export interface UnreadableRecord {
  * `HELPER_SWEPT` (the sweep could not run, so each helper was left to end its own subtree — its
  * dead man's switch — instead of being released; the message says whether the helpers exited and
  * the cgroup is gone), `HELPER_FAULT` (a system call failed in a helper: the call, the errno
- * and what the helper did instead are named; docs/containment.md, "What each errno means").
+ * and what the helper did instead are named; docs/containment.md, "What each errno means"),
+ * `LEDGER_WRITE_FAILED` (the session's ledger refused a write: its begin, so it is not recorded,
+ * or its end, so it stays `running` until `tether recover`; the ledger and its error are named).
  */
 export interface SweepWarning {
   code:
@@ -81,7 +83,8 @@ export interface SweepWarning {
     | 'LISTENER_FAILED'
     | 'CGROUP_KILL_FAILED'
     | 'HELPER_SWEPT'
-    | 'HELPER_FAULT';
+    | 'HELPER_FAULT'
+    | 'LEDGER_WRITE_FAILED';
   message: string;
 }
 
