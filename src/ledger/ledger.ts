@@ -1,0 +1,225 @@
+// The ledger: a durable record of sessions over a LedgerStore (docs/ledger.md). Every change is
+// read → decide (transitions.ts) → compare-and-set, retried when another writer got there first;
+// a refused end resolves with the record as it stands and never throws.
+import { TetherError } from '../errors.js';
+import type { SweepReport } from '../sweep/report.js';
+import { openSqliteStore } from './sqlite.js';
+import { currentSupervisor } from './supervisor.js';
+import { resolveLedgerTarget } from './target.js';
+import { decide, retryAllowed, type SessionEnd } from './transitions.js';
+import type {
+  KeptProcess,
+  LedgerStore,
+  ListFilter,
+  SessionLocation,
+  SessionOutcome,
+  SessionRecord,
+  Supervisor,
+} from './types.js';
+
+/** Lost compare-and-sets in a row after which a write gives up with LEDGER_LOCKED. */
+export const MAX_CAS_ATTEMPTS = 100;
+
+/** What `begin` records. */
+export interface BeginOptions {
+  /** The session tag, `TETHER_SESSION_<32 hex digits>`. */
+  tag: string;
+  command: string[];
+  location: SessionLocation;
+  /** Milliseconds the supervisor's lease lasts (renew with `heartbeat`); none when omitted. */
+  leaseMs?: number;
+  /** Defaults to this process (`currentSupervisor()`). */
+  supervisor?: Supervisor;
+  kept?: KeptProcess[];
+}
+
+/** What `settle` did: `applied` false when the transition table refused the end. */
+export interface Settled {
+  record: SessionRecord;
+  applied: boolean;
+}
+
+/** The end `settle` proposes, with what it writes when applied. */
+export interface SettleOptions {
+  outcome?: SessionOutcome | null;
+  /** A sweep report appended to the record's reports when the end applies. */
+  report?: SweepReport;
+}
+
+/** Options of `Ledger.open`. */
+export interface LedgerOpenOptions {
+  env?: NodeJS.ProcessEnv;
+  /** SQLite: milliseconds a write waits for another writer (default 5000). */
+  busyTimeoutMs?: number;
+}
+
+// The ledger. Construct it over any LedgerStore, or `Ledger.open()` the default one.
+export class Ledger {
+  constructor(
+    readonly store: LedgerStore,
+    private readonly clock: () => number = Date.now,
+  ) {}
+
+  /**
+   * Opens the ledger at `target`: a file path (SQLite), a `postgres://` / `postgresql://` URL,
+   * or, when undefined, `TETHER_LEDGER`, else `$XDG_STATE_HOME/tether/ledger.db`, else
+   * `~/.local/state/tether/ledger.db` (its directory created with mode 0700). Rejects with
+   * LEDGER_CORRUPT, LEDGER_LOCKED or LEDGER_UNAVAILABLE naming the file or URL.
+   */
+  static async open(target?: string, options: LedgerOpenOptions = {}): Promise<Ledger> {
+    const where = resolveLedgerTarget(target, options.env);
+    if (where.kind === 'postgres') {
+      const { openPostgresStore } = await import('./postgres.js');
+      return new Ledger(await openPostgresStore(where.url));
+    }
+    const store = await openSqliteStore(
+      where.path,
+      options.busyTimeoutMs === undefined ? {} : { busyTimeoutMs: options.busyTimeoutMs },
+    );
+    return new Ledger(store);
+  }
+
+  /** The file path or URL (password removed). */
+  get location(): string {
+    return this.store.location;
+  }
+
+  /**
+   * Records a new `running` session supervised by this process. Rejects with INVALID_TAG when
+   * the tag is already in the ledger (a tag names one session, never two).
+   */
+  async begin(options: BeginOptions): Promise<SessionRecord> {
+    const now = this.clock();
+    const record: SessionRecord = {
+      tag: options.tag,
+      revision: 1,
+      createdAt: now,
+      updatedAt: now,
+      supervisor: options.supervisor ?? currentSupervisor(),
+      location: options.location,
+      command: [...options.command],
+      state: 'running',
+      outcome: null,
+      reports: [],
+      leaseUntil: options.leaseMs === undefined ? null : now + options.leaseMs,
+      kept: options.kept ?? [],
+    };
+    if (!(await this.store.insert(record))) {
+      throw new TetherError(
+        'INVALID_TAG',
+        `the session ${options.tag} is already in the ledger ${this.location}`,
+        {
+          tag: options.tag,
+        },
+      );
+    }
+    return record;
+  }
+
+  /**
+   * Proposes an end; the transition table decides (docs/ledger.md). Resolves with the record
+   * as it stands after the write, or as it stood when the end was refused. Rejects with
+   * INVALID_TAG when no such session is recorded, or LEDGER_LOCKED after MAX_CAS_ATTEMPTS lost
+   * compare-and-sets in a row.
+   */
+  async settle(tag: string, proposed: SessionEnd, options: SettleOptions = {}): Promise<Settled> {
+    return this.update(tag, (current) => {
+      if (decide(current.state, proposed) === 'refuse') return null;
+      return {
+        ...current,
+        state: proposed,
+        outcome: options.outcome === undefined ? current.outcome : options.outcome,
+        reports: options.report ? [...current.reports, options.report] : current.reports,
+      };
+    });
+  }
+
+  /** The supervisor's end: `succeeded`, `failed`, `cancelled` or `ambiguous` with its outcome. */
+  async end(
+    tag: string,
+    outcome: SessionOutcome,
+    state: SessionEnd,
+    report?: SweepReport,
+  ): Promise<SessionRecord> {
+    return (await this.settle(tag, state, report ? { outcome, report } : { outcome })).record;
+  }
+
+  /** An operator's or caller's cancel, end proven. Refused once `ambiguous` (or another final state). */
+  async cancel(tag: string, report?: SweepReport, outcome?: SessionOutcome): Promise<SessionRecord> {
+    const options: SettleOptions = {};
+    if (report) options.report = report;
+    if (outcome) options.outcome = outcome;
+    return (await this.settle(tag, 'cancelled', options)).record;
+  }
+
+  /** An end that could not be proven: replaces `cancelled` or `failed`; final. */
+  async markAmbiguous(tag: string, outcome: SessionOutcome, report?: SweepReport): Promise<SessionRecord> {
+    return (await this.settle(tag, 'ambiguous', report ? { outcome, report } : { outcome })).record;
+  }
+
+  /** Appends a sweep report, whatever the state (a report is evidence, not an end). */
+  async recordSweep(tag: string, report: SweepReport): Promise<SessionRecord> {
+    return (await this.update(tag, (current) => ({ ...current, reports: [...current.reports, report] })))
+      .record;
+  }
+
+  /** Replaces the session's declared long-lived processes. */
+  async recordKept(tag: string, kept: KeptProcess[]): Promise<SessionRecord> {
+    return (await this.update(tag, (current) => ({ ...current, kept: [...kept] }))).record;
+  }
+
+  /** Renews the lease to now + `leaseMs` while the session is `running`; otherwise changes nothing. */
+  async heartbeat(tag: string, leaseMs: number): Promise<SessionRecord> {
+    return (
+      await this.update(tag, (current) =>
+        current.state === 'running' ? { ...current, leaseUntil: this.clock() + leaseMs } : null,
+      )
+    ).record;
+  }
+
+  async get(tag: string): Promise<SessionRecord | null> {
+    return this.store.get(tag);
+  }
+
+  /** Records, oldest first, optionally of one state. */
+  async list(filter: ListFilter = {}): Promise<SessionRecord[]> {
+    return this.store.list(filter);
+  }
+
+  /**
+   * Whether the session's command may be started again: false for `ambiguous` (it may still
+   * have effects), `running` and `parked` (it may still run), and for a tag the ledger does not
+   * hold (nothing vouches for it).
+   */
+  async canRetry(tag: string): Promise<boolean> {
+    const record = await this.store.get(tag);
+    return record !== null && retryAllowed(record.state);
+  }
+
+  async close(): Promise<void> {
+    await this.store.close();
+  }
+
+  // Read → change → compare-and-set, again on a lost race. `change` returns null to write nothing.
+  private async update(
+    tag: string,
+    change: (current: SessionRecord) => SessionRecord | null,
+  ): Promise<Settled> {
+    for (let attempt = 0; attempt < MAX_CAS_ATTEMPTS; attempt++) {
+      const current = await this.store.get(tag);
+      if (current === null) {
+        throw new TetherError('INVALID_TAG', `no session ${tag} in the ledger ${this.location}`, { tag });
+      }
+      const next = change(current);
+      if (next === null) return { record: current, applied: false };
+      const written = { ...next, tag, revision: current.revision + 1, updatedAt: this.clock() };
+      if (await this.store.compareAndSet(tag, current.revision, written))
+        return { record: written, applied: true };
+    }
+    throw new TetherError(
+      'LEDGER_LOCKED',
+      `the ledger ${this.location}: lost the compare-and-set of ${tag} ${MAX_CAS_ATTEMPTS} times in a row to other writers; try again`,
+      { tag },
+    );
+  }
+}
