@@ -297,7 +297,6 @@ export class Session {
     void ended.then(() => {
       reported = true;
     });
-    void exited.then((r) => this.recorder?.commandEnded({ exitCode: r.exitCode, signal: r.signal, error: r.error }));
     const exited = ended.then(async (end) => {
       const durationMs = performance.now() - started;
       if ('error' in end)
@@ -335,6 +334,7 @@ export class Session {
       then: (onFulfilled, onRejected) => exited.then(onFulfilled, onRejected),
     };
     lostHelpers.set(proc, lost);
+    void exited.then((r) => this.recorder?.commandEnded({ exitCode: r.exitCode, signal: r.signal, error: r.error }));
     this.running.add(proc);
     void exited.then(() => this.running.delete(proc));
     return proc;
