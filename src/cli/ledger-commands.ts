@@ -11,7 +11,8 @@ import { recover } from '../recover/index.js';
 import { EXIT_UNSETTLED } from './exit-codes.js';
 import { renderReport } from './render.js';
 
-const LEDGER_HELP = 'the ledger: a SQLite file or a postgres:// URL (default: TETHER_LEDGER, else $XDG_STATE_HOME/tether/ledger.db)';
+const LEDGER_HELP =
+  'the ledger: a SQLite file or a postgres:// URL (default: TETHER_LEDGER, else $XDG_STATE_HOME/tether/ledger.db)';
 
 /** Adds `tether recover`, `tether ls` and `tether show` to the CLI. */
 export function addLedgerCommands(program: Command): void {
@@ -26,6 +27,11 @@ export function addLedgerCommands(program: Command): void {
     .option('--json', 'print each session handled (tag, state, outcome, report) as JSON on stdout')
     .option('--grace <duration>', 'TERM phase of each sweep', '5s')
     .option('--kill-after <duration>', 'KILL phase of each sweep', '3s')
+    .option(
+      '--channel-budget <duration>',
+      "how long a sandbox session's sweep tries to reach its target before it is parked",
+      '30s',
+    )
     .action(recoverCommand);
   program
     .command('ls')
@@ -59,23 +65,33 @@ async function recoverCommand(flags: {
   json?: boolean;
   grace: string;
   killAfter: string;
+  channelBudget: string;
 }): Promise<void> {
   const graceMs = parseDuration('--grace', flags.grace);
   const killAfterMs = parseDuration('--kill-after', flags.killAfter);
+  const channelBudgetMs = parseDuration('--channel-budget', flags.channelBudget);
   const ledger = await openForReading(flags.ledger);
   if (!ledger) {
-    if (flags.json) process.stdout.write(`${JSON.stringify({ version: 1, sessions: [], kept: [], settled: true })}\n`);
+    if (flags.json)
+      process.stdout.write(`${JSON.stringify({ version: 1, sessions: [], kept: [], settled: true })}\n`);
     else process.stderr.write(`tether: no ledger at ${describe(flags.ledger)}: nothing to recover\n`);
     return;
   }
   try {
-    const result = await recover({ ledger, dryRun: flags.dryRun === true, graceMs, killAfterMs });
+    const result = await recover({
+      ledger,
+      dryRun: flags.dryRun === true,
+      graceMs,
+      killAfterMs,
+      channelBudgetMs,
+    });
     if (flags.json) process.stdout.write(`${JSON.stringify({ version: 1, ...result }, null, 2)}\n`);
     else {
       const lines: string[] = [];
       for (const s of result.sessions) {
         lines.push(`${s.tag}  ${s.outcome}  (${s.where})${s.reason ? `: ${s.reason}` : ''}`);
-        if (s.report && (s.report.stopped.length || !s.report.ok)) lines.push(...renderReport(s.report).map((l) => `  ${l}`));
+        if (s.report && (s.report.stopped.length || !s.report.ok))
+          lines.push(...renderReport(s.report).map((l) => `  ${l}`));
       }
       for (const k of result.kept)
         lines.push(`${k.tag}  kept pid ${k.pid} (${k.cmdline.slice(0, 60)}, owner ${k.owner}): ${k.outcome}`);
@@ -107,7 +123,10 @@ async function showCommand(tag: string, flags: { ledger?: string; json?: boolean
   const ledger = await openForReading(flags.ledger);
   const record = ledger ? await ledger.get(tag).finally(() => ledger.close()) : null;
   if (!record)
-    throw new TetherError('INVALID_TAG', `no session ${tag} in the ledger ${ledger?.location ?? describe(flags.ledger)}`);
+    throw new TetherError(
+      'INVALID_TAG',
+      `no session ${tag} in the ledger ${ledger?.location ?? describe(flags.ledger)}`,
+    );
   if (flags.json) {
     process.stdout.write(`${JSON.stringify(record, null, 2)}\n`);
     return;
@@ -124,7 +143,9 @@ async function showCommand(tag: string, flags: { ledger?: string; json?: boolean
       `  outcome:    exit ${record.outcome.exitCode ?? '-'} signal ${record.outcome.signal ?? '-'}${record.outcome.error ? ` ${record.outcome.error.code ?? record.outcome.error.name}: ${record.outcome.error.message}` : ''}`,
     );
   for (const k of record.kept)
-    lines.push(`  kept:       pid ${k.pid} ${k.cmdline.slice(0, 60)} (owner ${k.owner}, until ${new Date(k.expiresAt).toISOString()})`);
+    lines.push(
+      `  kept:       pid ${k.pid} ${k.cmdline.slice(0, 60)} (owner ${k.owner}, until ${new Date(k.expiresAt).toISOString()})`,
+    );
   record.reports.forEach((report, i) => {
     lines.push(`  report ${i + 1}:`, ...renderReport(report).map((l) => `    ${l}`));
   });
@@ -149,11 +170,18 @@ export function renderRecords(records: SessionRecord[], now = Date.now()): strin
     age(now - r.createdAt),
     where(r),
     r.command.join(' ').slice(0, 50),
-    r.kept.length ? r.kept.map((k) => `pid ${k.pid} (${k.owner}, ${age(k.expiresAt - now)} left)`).join(', ') : '',
+    r.kept.length
+      ? r.kept.map((k) => `pid ${k.pid} (${k.owner}, ${age(k.expiresAt - now)} left)`).join(', ')
+      : '',
   ]);
   const header = ['TAG', 'STATE', 'AGE', 'WHERE', 'COMMAND', 'KEPT'];
   const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => (r[i] ?? '').length)));
-  return [header, ...rows].map((cells) => cells.map((c, i) => c.padEnd(widths[i] ?? 0)).join('  ').trimEnd());
+  return [header, ...rows].map((cells) =>
+    cells
+      .map((c, i) => c.padEnd(widths[i] ?? 0))
+      .join('  ')
+      .trimEnd(),
+  );
 }
 
 function where(r: SessionRecord): string {

@@ -47,9 +47,14 @@ program
 
 program
   .command('ps')
-  .description('list live processes carrying tether session tags, grouped by session, beside the running sessions the ledger holds')
+  .description(
+    'list live processes carrying tether session tags, grouped by session, beside the running sessions the ledger holds',
+  )
   .option('--json', 'print JSON')
-  .option('--ledger <path|url>', 'the ledger to read (default TETHER_LEDGER, else $XDG_STATE_HOME/tether/ledger.db)')
+  .option(
+    '--ledger <path|url>',
+    'the ledger to read (default TETHER_LEDGER, else $XDG_STATE_HOME/tether/ledger.db)',
+  )
   .action(psCommand);
 
 program

@@ -25,17 +25,25 @@ export async function psCommand(flags: { json?: boolean; ledger?: string }): Pro
   const recordOf = new Map(records.map((r) => [r.tag, r]));
   const idle = records.filter((r) => r.state === 'running' && !byTag.has(r.tag));
   if (flags.json) {
-    const sessions = [...byTag].map(([tag, list]) => ({ tag, processes: list, record: recordOf.get(tag) ?? null }));
+    const sessions = [...byTag].map(([tag, list]) => ({
+      tag,
+      processes: list,
+      record: recordOf.get(tag) ?? null,
+    }));
     for (const r of idle) sessions.push({ tag: r.tag, processes: [], record: r });
     process.stdout.write(`${JSON.stringify({ version: 1, sessions, ...(note ? { note } : {}) }, null, 2)}\n`);
     return;
   }
   const lines = renderTagged(processes).map((line) => {
     const record = recordOf.get(line.split(' ')[0] ?? '');
-    return record ? `${line}  [ledger: ${record.state}, ${record.command.join(' ').slice(0, 40)}, supervisor pid ${record.supervisor.pid}]` : line;
+    return record
+      ? `${line}  [ledger: ${record.state}, ${record.command.join(' ').slice(0, 40)}, supervisor pid ${record.supervisor.pid}]`
+      : line;
   });
   for (const r of idle)
-    lines.push(`${r.tag} (no live process)  [ledger: running, ${r.command.join(' ').slice(0, 40)}, supervisor pid ${r.supervisor.pid}]`);
+    lines.push(
+      `${r.tag} (no live process)  [ledger: running, ${r.command.join(' ').slice(0, 40)}, supervisor pid ${r.supervisor.pid}]`,
+    );
   if (note) lines.push(`note: ${note}`);
   process.stdout.write(`${lines.join('\n')}\n`);
 }

@@ -14,8 +14,8 @@ import {
   EXIT_STATUS_UNKNOWN,
 } from './exit-codes.js';
 import { progressLine } from './progress.js';
-import { beginRecording, openRunLedger } from './run-ledger.js';
 import { renderReport } from './render.js';
+import { beginRecording, openRunLedger } from './run-ledger.js';
 
 /** Parsed options of `tether run` (durations as the user typed them). */
 export interface RunFlags {
@@ -64,7 +64,13 @@ export async function runCommand(argv: string[], flags: RunFlags): Promise<void>
   if (!opened.ok) return;
   const { ledger } = opened;
   const progress = progressLine(process.stderr);
-  const s = new Session({ graceMs, killAfterMs, containment, onProgress: progress.update, ...(ledger ? { ledger } : {}) });
+  const s = new Session({
+    graceMs,
+    killAfterMs,
+    containment,
+    onProgress: progress.update,
+    ...(ledger ? { ledger } : {}),
+  });
   const recording = ledger ? await beginRecording(ledger, s, argv) : undefined;
   if (ledger && !recording) return;
   const proc = s.spawn(command, args, { stdio: 'inherit' });

@@ -39,9 +39,15 @@ export async function endExpiredKept(records: SessionRecord[], settings: KeptSet
     if (expired.length === 0) continue;
     const local =
       record.location.kind === 'local' &&
-      (record.supervisor.machineId === '' || settings.machineId === '' || record.supervisor.machineId === settings.machineId);
+      (record.supervisor.machineId === '' ||
+        settings.machineId === '' ||
+        record.supervisor.machineId === settings.machineId);
     const alive = expired.filter((k) => isAlive(k, settings.procRoot));
-    const entry = (k: KeptProcess, outcome: KeptEnd['outcome'], report: SweepReport | null = null): KeptEnd => ({
+    const entry = (
+      k: KeptProcess,
+      outcome: KeptEnd['outcome'],
+      report: SweepReport | null = null,
+    ): KeptEnd => ({
       ...k,
       tag: record.tag,
       outcome,
@@ -93,7 +99,12 @@ export async function endExpiredKept(records: SessionRecord[], settings: KeptSet
 
 // Takes the ended kept processes off the record (best effort: a refused write lists them again
 // next time, as `gone`).
-async function forget(ledger: Ledger, record: SessionRecord, ended: KeptProcess[], out: KeptEnd[]): Promise<void> {
+async function forget(
+  ledger: Ledger,
+  record: SessionRecord,
+  ended: KeptProcess[],
+  out: KeptEnd[],
+): Promise<void> {
   if (ended.length === 0) return;
   const endedKeys = new Set(ended.map((k) => identityKey(k)));
   try {
@@ -119,7 +130,9 @@ export function keptSubtrees(kept: KeptProcess[], procRoot = '/proc'): number[] 
     return kept.map((k) => k.pid); // no process table: the sweep itself will say so
   }
   const out: number[] = [];
-  const queue = kept.filter((k) => snapshot.processes.get(k.pid)?.startTime === k.startTime).map((k) => k.pid);
+  const queue = kept
+    .filter((k) => snapshot.processes.get(k.pid)?.startTime === k.startTime)
+    .map((k) => k.pid);
   for (let pid = queue.shift(); pid !== undefined; pid = queue.shift()) {
     out.push(pid);
     queue.push(...(snapshot.children.get(pid) ?? []));

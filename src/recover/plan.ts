@@ -30,7 +30,13 @@ export function planOf(record: SessionRecord, procRoot = '/proc'): Plan {
         reason: 'its exec channel was not recorded as argv: recover cannot rebuild it',
         dryRun: 'would park it: no channel recorded',
       };
-    return { kind: 'sandbox', record, where, channel: location.channel, dryRun: `would sweep through ${where}` };
+    return {
+      kind: 'sandbox',
+      record,
+      where,
+      channel: location.channel,
+      dryRun: `would sweep through ${where}`,
+    };
   }
   const machine = machineId();
   const { supervisor } = record;

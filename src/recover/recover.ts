@@ -84,8 +84,9 @@ export async function recover(options: RecoverOptions): Promise<RecoverResult> {
   );
   const kept = await endExpiredKept(records, { ...options, now, machineId: machineId() });
   const settled =
-    sessions.every((s) => s.outcome === 'recovered' || s.outcome === 'lost-race' || s.outcome === 'would-sweep') &&
-    kept.every((k) => k.outcome !== 'survived');
+    sessions.every(
+      (s) => s.outcome === 'recovered' || s.outcome === 'lost-race' || s.outcome === 'would-sweep',
+    ) && kept.every((k) => k.outcome !== 'survived');
   return { sessions, kept, settled };
 }
 

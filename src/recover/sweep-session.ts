@@ -2,7 +2,7 @@
 import { removeCgroup, runsInside } from '../containment/cgroup.js';
 import { TetherError } from '../errors.js';
 import type { SessionState } from '../ledger/types.js';
-import { commandChannel, sweep as sandboxSweep, SandboxError } from '../sandbox/index.js';
+import { commandChannel, SandboxError, sweep as sandboxSweep } from '../sandbox/index.js';
 import { sweep } from '../sweep/loop.js';
 import type { SweepReport } from '../sweep/report.js';
 import { keptSubtrees } from './kept.js';
@@ -35,8 +35,7 @@ interface SweepSettings {
  */
 export async function sweepSession(plan: Plan, settings: SweepSettings): Promise<SweepOutcome> {
   const tag = plan.record.tag;
-  if (plan.kind === 'unreachable')
-    return { state: 'parked', report: null, error: null, reason: plan.reason };
+  if (plan.kind === 'unreachable') return { state: 'parked', report: null, error: null, reason: plan.reason };
   if (plan.kind === 'sandbox') return sweepThroughChannel(plan.channel, tag, settings);
   // Locally: the tag's carriers and their descendants, the leftover cgroup's processes, and
   // never a kept process whose TTL has not passed (it and what it started are spared).
@@ -63,7 +62,11 @@ export async function sweepSession(plan: Plan, settings: SweepSettings): Promise
 }
 
 // A sandbox session: the sweep program through its recorded channel.
-async function sweepThroughChannel(channel: string[], tag: string, settings: SweepSettings): Promise<SweepOutcome> {
+async function sweepThroughChannel(
+  channel: string[],
+  tag: string,
+  settings: SweepSettings,
+): Promise<SweepOutcome> {
   try {
     const report = await sandboxSweep(commandChannel(channel), tag, {
       graceMs: settings.graceMs,

@@ -45,7 +45,10 @@ export async function beginSandboxRecord(
       const end = result ? resultEnd(result) : errorEnd(thrown);
       const report = result?.report ?? (thrown as { report?: SweepReport } | undefined)?.report;
       try {
-        const settled = await ledger.settle(tag, end.state, { outcome: end.outcome, ...(report ? { report } : {}) });
+        const settled = await ledger.settle(tag, end.state, {
+          outcome: end.outcome,
+          ...(report ? { report } : {}),
+        });
         if (!settled.applied && report) await ledger.recordSweep(tag, report);
       } catch (error) {
         report?.warnings.push({

@@ -48,21 +48,46 @@ export function sessionEnd(
   });
   if (!report.ok) {
     const cause = report.survivors.length
-      ? new TetherError('SURVIVORS', `${report.survivors.length} process(es) survived the sweep: ${names(report.survivors)}`, { tag })
-      : new TetherError('SWEEP_INCOMPLETE', `the sweep did not finish: ${report.warnings.map((w) => w.message).join('; ') || 'no proof'}`, { tag });
+      ? new TetherError(
+          'SURVIVORS',
+          `${report.survivors.length} process(es) survived the sweep: ${names(report.survivors)}`,
+          { tag },
+        )
+      : new TetherError(
+          'SWEEP_INCOMPLETE',
+          `the sweep did not finish: ${report.warnings.map((w) => w.message).join('; ') || 'no proof'}`,
+          { tag },
+        );
     return ended(
       'ambiguous',
-      new TetherError('AMBIGUOUS_EFFECT', `the end of session ${tag} could not be proven: ${cause.message}`, { tag, cause, ...status }),
+      new TetherError('AMBIGUOUS_EFFECT', `the end of session ${tag} could not be proven: ${cause.message}`, {
+        tag,
+        cause,
+        ...status,
+      }),
     );
   }
   if (stop === 'abort' || stop === 'ended-early')
-    return ended('cancelled', new TetherError('CANCELLED', `session ${tag} was cancelled (its end is proven)`, { tag, ...status }));
+    return ended(
+      'cancelled',
+      new TetherError('CANCELLED', `session ${tag} was cancelled (its end is proven)`, { tag, ...status }),
+    );
   if (stop === 'timeout')
-    return ended('failed', new TetherError('TIMED_OUT', `session ${tag} timed out (its end is proven)`, { tag, ...status }));
+    return ended(
+      'failed',
+      new TetherError('TIMED_OUT', `session ${tag} timed out (its end is proven)`, { tag, ...status }),
+    );
   if (failed?.error) return ended('failed', failed.error);
   if (failed) {
-    const how = failed.signal ? `was ended by ${failed.signal}` : failed.exitCode === null ? 'ended with an unknown status' : `exited ${failed.exitCode}`;
-    return ended('failed', new TetherError('COMMAND_FAILED', `a command of session ${tag} ${how}`, { tag, ...status }));
+    const how = failed.signal
+      ? `was ended by ${failed.signal}`
+      : failed.exitCode === null
+        ? 'ended with an unknown status'
+        : `exited ${failed.exitCode}`;
+    return ended(
+      'failed',
+      new TetherError('COMMAND_FAILED', `a command of session ${tag} ${how}`, { tag, ...status }),
+    );
   }
   return ended('succeeded', null);
 }
@@ -85,7 +110,11 @@ function errorRecord(error: TetherError): ErrorRecord {
   if (cause instanceof TetherError) record.cause = errorRecord(cause);
   else if (cause instanceof Error) {
     const code = (cause as NodeJS.ErrnoException).code;
-    record.cause = { name: cause.name, message: cause.message, ...(typeof code === 'string' ? { code } : {}) };
+    record.cause = {
+      name: cause.name,
+      message: cause.message,
+      ...(typeof code === 'string' ? { code } : {}),
+    };
   }
   return record;
 }
@@ -140,10 +169,17 @@ export class SessionRecorder {
     try {
       await this.began;
     } catch (error) {
-      report.warnings.push(failed(this.ledger, `the session was not recorded (its begin failed): ${(error as Error).message}`));
+      report.warnings.push(
+        failed(this.ledger, `the session was not recorded (its begin failed): ${(error as Error).message}`),
+      );
       return report;
     }
-    const end = sessionEnd(report, this.commands, this.stop ?? (endedEarly ? 'ended-early' : undefined), this.tag);
+    const end = sessionEnd(
+      report,
+      this.commands,
+      this.stop ?? (endedEarly ? 'ended-early' : undefined),
+      this.tag,
+    );
     try {
       const kept = keptOf(report);
       if (kept.length > 0) await this.ledger.recordKept(this.tag, kept);
@@ -153,7 +189,10 @@ export class SessionRecorder {
       if (!settled.applied) await this.ledger.recordSweep(this.tag, report);
     } catch (error) {
       report.warnings.push(
-        failed(this.ledger, `the end of the session (${end.state}) was not recorded: ${(error as Error).message}; it stays running there until tether recover sweeps it`),
+        failed(
+          this.ledger,
+          `the end of the session (${end.state}) was not recorded: ${(error as Error).message}; it stays running there until tether recover sweeps it`,
+        ),
       );
     }
     return report;
@@ -176,4 +215,3 @@ function keptOf(report: SweepReport): KeptProcess[] {
     expiresAt: k.expiresAt,
   }));
 }
-

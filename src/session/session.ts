@@ -334,7 +334,9 @@ export class Session {
       then: (onFulfilled, onRejected) => exited.then(onFulfilled, onRejected),
     };
     lostHelpers.set(proc, lost);
-    void exited.then((r) => this.recorder?.commandEnded({ exitCode: r.exitCode, signal: r.signal, error: r.error }));
+    void exited.then((r) =>
+      this.recorder?.commandEnded({ exitCode: r.exitCode, signal: r.signal, error: r.error }),
+    );
     this.running.add(proc);
     void exited.then(() => this.running.delete(proc));
     return proc;
