@@ -63,7 +63,7 @@ export async function endExpiredKept(records: SessionRecord[], settings: KeptSet
       continue;
     }
     if (alive.length === 0) {
-      await forget(settings.ledger, record, expired, out);
+      await forget(settings.ledger, record, expired);
       continue;
     }
     const report = await sweep({
@@ -91,7 +91,6 @@ export async function endExpiredKept(records: SessionRecord[], settings: KeptSet
       settings.ledger,
       record,
       expired.filter((k) => !survivors.has(identityKey(k))),
-      out,
     );
   }
   return out;
@@ -99,12 +98,7 @@ export async function endExpiredKept(records: SessionRecord[], settings: KeptSet
 
 // Takes the ended kept processes off the record (best effort: a refused write lists them again
 // next time, as `gone`).
-async function forget(
-  ledger: Ledger,
-  record: SessionRecord,
-  ended: KeptProcess[],
-  out: KeptEnd[],
-): Promise<void> {
+async function forget(ledger: Ledger, record: SessionRecord, ended: KeptProcess[]): Promise<void> {
   if (ended.length === 0) return;
   const endedKeys = new Set(ended.map((k) => identityKey(k)));
   try {
@@ -113,7 +107,7 @@ async function forget(
       record.kept.filter((k) => !endedKeys.has(identityKey(k))),
     );
   } catch {
-    void out; // named in the result already
+    // Named in the result already; a later run finds them `gone` and tries again.
   }
 }
 

@@ -5,7 +5,7 @@
 // report → end the kept processes whose TTL has passed, whatever their session's state.
 import type { Ledger } from '../ledger/ledger.js';
 import { machineId, supervisorGone } from '../ledger/supervisor.js';
-import type { SessionRecord, SessionState } from '../ledger/types.js';
+import type { SessionState } from '../ledger/types.js';
 import type { ErrorRecord } from '../outcome/record.js';
 import type { SweepReport } from '../sweep/report.js';
 import { endExpiredKept, type KeptEnd } from './kept.js';
