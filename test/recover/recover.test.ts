@@ -2,7 +2,7 @@
 // `kill -9` of a process tree would): no dead man's switch runs, the leftovers of its local
 // sessions and of its sandbox calls keep running — and the real CLI, reading the ledger, ends
 // every one of them and records each session `recovered`. Ground truth: /proc (pid + start time).
-import { execFile } from 'node:child_process';
+import { execFile, spawn as spawnChild } from 'node:child_process';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
@@ -218,6 +218,49 @@ describe('tether recover after the supervisor was killed with its helpers', () =
     expect(entry?.where).toBe(dead.prefix.join(' '));
     expect(entry?.reason).toMatch(/could not reach/);
     expect((await ledger.get(tag))?.state).toBe('parked');
+    await ledger.close();
+  });
+
+  it('ends a kept process whose TTL has passed and spares one whose TTL has not, in a session it recovers', async () => {
+    const path = join(tempDir(), 'ledger.db');
+    const ledger = await Ledger.open(path);
+    const gone = runNode(['-e', '']);
+    const goneId = identityOf(gone.child.pid ?? 0);
+    await gone.done;
+    if (!goneId) throw new Error('premise broken: no identity for the short-lived supervisor');
+    const tag = createTag().name;
+    // Two carriers of the session's tag, as a kept server and its sibling would be.
+    const start = () => {
+      const child = spawnChild('sleep', ['600'], { env: { ...process.env, [tag]: '1' }, stdio: 'ignore' });
+      const id = identityOf(child.pid ?? 0) as ProcessId;
+      started.push(id);
+      return id;
+    };
+    const expired = start();
+    const within = start();
+    const now = Date.now();
+    const kept = (id: ProcessId, expiresAt: number) => ({
+      ...id,
+      cmdline: 'sleep 600',
+      match: 'sleep *',
+      owner: 'test',
+      expiresAt,
+    });
+    await ledger.begin({
+      tag,
+      command: ['server'],
+      location: { kind: 'local' },
+      supervisor: { ...currentSupervisor(), pid: goneId.pid, startTime: goneId.startTime },
+      kept: [kept(expired, now - 1000), kept(within, now + 600_000)],
+    });
+    const { code, json, stderr } = await recoverCli(path);
+    expect(code, stderr).toBe(0);
+    expect(json.sessions[0]?.outcome).toBe('recovered');
+    expect(isAlive(expired), `the expired kept process ${describeProcess(expired)} survived`).toBe(false);
+    expect(isAlive(within), 'the kept process within its TTL was ended').toBe(true);
+    const record = await ledger.get(tag);
+    expect(record?.state).toBe('recovered');
+    expect(record?.kept.map((k) => k.pid)).toEqual([within.pid]);
     await ledger.close();
   });
 });
