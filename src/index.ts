@@ -40,6 +40,13 @@ export { type ErrorRecord, fromRecord, MAX_RECORD_ERRORS, toRecord } from './out
 export { type Identity, identityOf, isAlive } from './proc/identity.js';
 export { createTag, parseTag, type SessionTag, TAG_NAME_PATTERN, tagsIn } from './proc/tag.js';
 export { listTaggedProcesses, type TaggedProcess } from './proc/tagged.js';
+export {
+  type KeptEnd,
+  type RecoveredSession,
+  type RecoverOptions,
+  type RecoverResult,
+  recover,
+} from './recover/index.js';
 export * as sandbox from './sandbox/index.js';
 export type { Encoding } from './session/collect.js';
 export { CommandError, type CommandResult } from './session/result.js';

@@ -32,6 +32,13 @@ export const EXIT_SIGNAL_OFFSET = 128;
  * (stderr, `--json` and `--events` say which failure it was).
  */
 export const EXIT_STATUS_UNKNOWN = EXIT_TETHER_FAILED;
+/**
+ * `tether run`: its ledger could not be opened or written before the payload (docs/ledger.md):
+ * nothing was started. 125, tether's own failure, as `timeout` and `env` use it.
+ */
+export const EXIT_LEDGER_FAILED = EXIT_TETHER_FAILED;
+/** `tether recover`: a session it found is not settled (parked, ambiguous, a refused write). */
+export const EXIT_UNSETTLED = 1;
 /** `tether sandbox exec`: an unknown end the sweep could not settle (AMBIGUOUS_EFFECT). */
 export const EXIT_AMBIGUOUS_EFFECT = 121;
 /**

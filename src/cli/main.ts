@@ -6,6 +6,7 @@ import { NoProcError } from '../proc/snapshot.js';
 import { EXIT_SWEEP_FAILED, EXIT_TETHER_FAILED, EXIT_USAGE } from './exit-codes.js';
 import { addGuardCommands } from './guard.js';
 import { addLauncherCommand } from './launcher.js';
+import { addLedgerCommands } from './ledger-commands.js';
 import { phaseOptions } from './phases.js';
 import { psCommand } from './ps.js';
 import { runCommand } from './run.js';
@@ -63,14 +64,25 @@ phaseOptions(
     [] as string[],
   )
   .option('--keep-owner <name>', 'who answers for the kept processes (default: user@host)')
+  .option(
+    '--ledger <path|url>',
+    'record the session in this ledger (a SQLite file or a postgres:// URL; default TETHER_LEDGER, else $XDG_STATE_HOME/tether/ledger.db); one that cannot be opened stops tether with 125 before CMD starts',
+  )
+  .option('--no-ledger', 'do not record the session')
   .argument('<command...>', 'the command and its arguments (put them after -- when they have options)')
   .passThroughOptions()
   .action(runCommand);
 
 program
   .command('ps')
-  .description('list live processes carrying tether session tags, grouped by session')
+  .description(
+    'list live processes carrying tether session tags, grouped by session, beside the running sessions the ledger holds',
+  )
   .option('--json', 'print JSON')
+  .option(
+    '--ledger <path|url>',
+    'the ledger to read (default TETHER_LEDGER, else $XDG_STATE_HOME/tether/ledger.db)',
+  )
   .action(psCommand);
 
 phaseOptions(
@@ -85,6 +97,7 @@ phaseOptions(
 addSandboxCommands(program); // sandbox exec|sweep, script (docs/sandbox.md)
 addGuardCommands(program); // guard, guard allow (docs/guard.md)
 addLauncherCommand(program); // launcher --out FILE [run options] -- CMD (docs/cli.md)
+addLedgerCommands(program); // recover, ls, show (docs/ledger.md)
 
 function packageVersion(): string {
   const pkg = createRequire(import.meta.url)('../../package.json') as { version: string };

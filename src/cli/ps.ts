@@ -1,14 +1,49 @@
-// tether ps [--json]: live processes carrying tether tags, grouped by session.
+// tether ps [--json] [--ledger PATH|URL]: live processes carrying tether tags, grouped by
+// session, beside the sessions the ledger holds as running (docs/cli.md).
+import type { SessionRecord } from '../ledger/types.js';
 import { listTaggedProcesses } from '../proc/tagged.js';
+import { openForReading } from './ledger-commands.js';
 import { groupByTag, renderTagged } from './render.js';
 
-/** Prints the tagged processes. */
-export function psCommand(flags: { json?: boolean }): void {
+/**
+ * Prints the tagged processes, each session with its ledger record's state, command and
+ * supervisor when the ledger holds it, and the ledger's running sessions with no live process
+ * (their supervisor's end not yet written, or recover's to do). A ledger that cannot be read
+ * is named in a note; the processes are listed all the same.
+ */
+export async function psCommand(flags: { json?: boolean; ledger?: string }): Promise<void> {
   const processes = listTaggedProcesses();
-  if (flags.json) {
-    const sessions = [...groupByTag(processes)].map(([tag, list]) => ({ tag, processes: list }));
-    process.stdout.write(`${JSON.stringify({ version: 1, sessions }, null, 2)}\n`);
-  } else {
-    process.stdout.write(`${renderTagged(processes).join('\n')}\n`);
+  let records: SessionRecord[] = [];
+  let note: string | undefined;
+  try {
+    const ledger = await openForReading(flags.ledger);
+    if (ledger) records = await ledger.list().finally(() => ledger.close());
+  } catch (error) {
+    note = `the ledger could not be read: ${(error as Error).message}`;
   }
+  const byTag = groupByTag(processes);
+  const recordOf = new Map(records.map((r) => [r.tag, r]));
+  const idle = records.filter((r) => r.state === 'running' && !byTag.has(r.tag));
+  if (flags.json) {
+    const sessions = [...byTag].map(([tag, list]) => ({
+      tag,
+      processes: list,
+      record: recordOf.get(tag) ?? null,
+    }));
+    for (const r of idle) sessions.push({ tag: r.tag, processes: [], record: r });
+    process.stdout.write(`${JSON.stringify({ version: 1, sessions, ...(note ? { note } : {}) }, null, 2)}\n`);
+    return;
+  }
+  const lines = renderTagged(processes).map((line) => {
+    const record = recordOf.get(line.split(' ')[0] ?? '');
+    return record
+      ? `${line}  [ledger: ${record.state}, ${record.command.join(' ').slice(0, 40)}, supervisor pid ${record.supervisor.pid}]`
+      : line;
+  });
+  for (const r of idle)
+    lines.push(
+      `${r.tag} (no live process)  [ledger: running, ${r.command.join(' ').slice(0, 40)}, supervisor pid ${r.supervisor.pid}]`,
+    );
+  if (note) lines.push(`note: ${note}`);
+  process.stdout.write(`${lines.join('\n')}\n`);
 }

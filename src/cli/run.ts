@@ -1,5 +1,6 @@
 // tether run [--timeout D] [-s SIG] [-k D] [--kill-budget D] [--preserve-status] [--containment auto]
-//   [--keep GLOB=TTL]… [--json] [--report-file FILE] [--events FILE] -- CMD [ARGS…]
+//   [--keep GLOB=TTL]… [--json] [--report-file FILE] [--events FILE] [--ledger PATH|URL | --no-ledger]
+//   -- CMD [ARGS…]
 // timeout(1)'s conventions (docs/cli.md#tether-run): 124 when the timeout fired, 125 for tether's
 // own failure, 126/127 when CMD cannot start, 128+N when signal N ended it.
 import { closeSync, openSync, writeFileSync } from 'node:fs';
@@ -7,12 +8,14 @@ import { constants } from 'node:os';
 import { type Containment, parseContainment } from '../containment/select.js';
 import { TetherError } from '../errors.js';
 import { parseDuration } from '../options.js';
+import type { StopReason } from '../session/record.js';
 import { type ExitResult, Session } from '../session/session.js';
 import type { KeepRule } from '../sweep/keep.js';
 import type { SweepReport } from '../sweep/report.js';
 import { EVENTS_VERSION, type EventLog, openEventLog } from './events.js';
 import {
   EXIT_CANNOT_EXECUTE,
+  EXIT_LEDGER_FAILED,
   EXIT_NOT_FOUND,
   EXIT_SIGNAL_OFFSET,
   EXIT_STATUS_UNKNOWN,
@@ -23,6 +26,7 @@ import { parseKeepFlags } from './keep.js';
 import { type PhaseFlags, phaseBudgets } from './phases.js';
 import { progressLine } from './progress.js';
 import { renderReport } from './render.js';
+import { beginRecording, openRunLedger } from './run-ledger.js';
 import { ENDING_SIGNALS, PASSED_SIGNALS, type ParsedSignal, parseSignal } from './signals.js';
 
 /** Parsed options of `tether run`, as commander gives them (durations and signal as typed). */
@@ -37,6 +41,8 @@ export interface RunFlags extends PhaseFlags {
   /** `--keep GLOB=TTL`, repeatable (src/cli/keep.ts). */
   keep?: string[];
   keepOwner?: string;
+  /** `--ledger PATH|URL`, or false for `--no-ledger`; undefined: TETHER_LEDGER or the default. */
+  ledger?: string | false;
 }
 
 /** A `tether run` with every flag checked and in its units: what `runCommand` runs. */
@@ -58,6 +64,8 @@ export interface RunPlan {
   json: boolean;
   reportFile?: string;
   events?: string;
+  /** `--ledger PATH|URL`, false for `--no-ledger`, undefined for TETHER_LEDGER or the default. */
+  ledger: string | false | undefined;
 }
 
 /**
@@ -90,6 +98,7 @@ export function runPlan(argv: string[], flags: RunFlags): RunPlan {
     json: flags.json === true,
     ...(flags.reportFile !== undefined ? { reportFile: flags.reportFile } : {}),
     ...(flags.events !== undefined ? { events: flags.events } : {}),
+    ledger: flags.ledger,
   };
 }
 
@@ -122,6 +131,10 @@ export async function runCommand(argv: string[], flags: RunFlags): Promise<void>
 
 // The payload in a session, its timeout and the signals to tether; resolves to the exit status.
 async function runSession(plan: RunPlan, events: EventLog | undefined): Promise<number> {
+  // The ledger is opened and the session recorded before the payload starts (125 if not).
+  const opened = await openRunLedger(plan.ledger);
+  if (!opened.ok) return EXIT_LEDGER_FAILED;
+  const { ledger } = opened;
   const progress = progressLine(process.stderr);
   const s = new Session({
     graceMs: plan.graceMs,
@@ -130,8 +143,15 @@ async function runSession(plan: RunPlan, events: EventLog | undefined): Promise<
     keep: plan.keep,
     onProgress: progress.update,
     ...(events ? { onEvent: (event) => events.write({ ...event }) } : {}),
+    ...(ledger ? { ledger } : {}),
   });
+  const recording = ledger ? await beginRecording(ledger, s, [plan.command, ...plan.args]) : undefined;
+  if (ledger && !recording) return EXIT_LEDGER_FAILED;
   const proc = s.spawn(plan.command, plan.args, { stdio: 'inherit' });
+  // Why the payload was stopped, for the ledger: a signal to tether is a cancel, the timeout a
+  // deadline (docs/ledger.md, "Recording"); undefined when it ended by itself.
+  let stopReason: StopReason | undefined;
+  const endSession = () => (stopReason ? s.cancel(stopReason) : s.end());
   events?.write({
     type: 'started',
     version: EVENTS_VERSION,
@@ -153,7 +173,7 @@ async function runSession(plan: RunPlan, events: EventLog | undefined): Promise<
       killTimer = setTimeout(() => {
         const killed = proc.kill('SIGKILL');
         events?.write({ type: 'kill', signal: 'SIGKILL', afterMs: plan.graceMs, delivered: killed });
-        void s.end();
+        void endSession();
       }, plan.graceMs);
     return delivered;
   };
@@ -165,6 +185,7 @@ async function runSession(plan: RunPlan, events: EventLog | undefined): Promise<
   if (plan.timeoutMs > 0)
     timer = setTimeout(() => {
       timer = undefined;
+      stopReason ??= 'timeout';
       timedOut = stop(plan.signal.number);
       events?.write({
         type: 'timeout',
@@ -187,10 +208,11 @@ async function runSession(plan: RunPlan, events: EventLog | undefined): Promise<
       return;
     }
     clearTimeout(timer);
+    stopReason ??= 'abort';
     endingSignals++;
     const delivered = endingSignals === 1 ? stop(signal) : proc.kill(signal);
     events?.write({ type: 'signal', signal, delivered, ends });
-    if (endingSignals > 1 || !delivered) void s.end();
+    if (endingSignals > 1 || !delivered) void endSession();
   };
   const caught = [...ENDING_SIGNALS, ...PASSED_SIGNALS];
   for (const signal of caught) process.on(signal, forward);
@@ -199,7 +221,8 @@ async function runSession(plan: RunPlan, events: EventLog | undefined): Promise<
     clearTimeout(timer);
     clearTimeout(killTimer);
     events?.write({ type: 'exited', ...exitFields(exit) });
-    const report = await s.end();
+    const report = await endSession();
+    await recording?.close();
     progress.clear();
     events?.write({ type: 'swept', report });
     printReport(plan, report);

@@ -27,6 +27,11 @@ export interface ExecClient {
 /** Runs argv in the target. `describe` names the channel in errors. */
 export interface ExecChannel {
   readonly describe: string;
+  /**
+   * The channel as a command prefix, when it is one (`commandChannel` sets it): what a ledger
+   * records as the session's location, so that `tether recover` can reach the target again.
+   */
+  readonly argv?: readonly string[];
   exec(argv: string[]): ExecClient;
 }
 
@@ -46,6 +51,7 @@ export function commandChannel(prefix: string[]): ExecChannel {
   const [command, ...args] = prefix as [string, ...string[]];
   return {
     describe: prefix.join(' '),
+    argv: [...prefix],
     exec(argv) {
       // Its own process group (and POSIX session), on this side: a command in a container
       // without setsid shares the client's group through the exec, and its `kill 0` would

@@ -10,6 +10,7 @@
 // (exec-outcome.ts).
 import type { Readable, Writable } from 'node:stream';
 import { TetherError } from '../errors.js';
+import type { Ledger } from '../ledger/ledger.js';
 import { checkMs } from '../options.js';
 import { createTag, parseTag, type SessionTag } from '../proc/tag.js';
 import {
@@ -24,6 +25,7 @@ import type { ExecChannel } from './channel.js';
 import { createNonce } from './completion.js';
 import { decide } from './exec-outcome.js';
 import { CallOutput } from './exec-output.js';
+import { beginSandboxRecord } from './exec-record.js';
 import { CallStops, type StopReason } from './exec-stops.js';
 import { program } from './programs.js';
 import { checkShell, type SandboxSweepOptions } from './sweep.js';
@@ -80,6 +82,14 @@ export interface SandboxExecOptions extends OutputOptions {
   silenceMs?: number;
   /** Options of the sweep an unknown end or a stop runs; its `shell` defaults to `shell`. */
   sweep?: Omit<SandboxSweepOptions, 'signal'>;
+  /**
+   * Records the call as a session in this ledger (docs/ledger.md, "Recording"), located
+   * `{ kind: 'sandbox', channel: channel.argv }`: `running` before the wrapper starts (awaited:
+   * a ledger that refuses rejects the call with its error, and nothing runs), then its end.
+   * The channel must have `argv` (a `commandChannel`): `tether recover` reaches the target
+   * through it once this process is gone.
+   */
+  ledger?: Ledger;
 }
 
 /**
@@ -116,6 +126,12 @@ export interface SandboxExecResult<T extends string | Buffer = string> extends C
   stoppedBy: StopReason | null;
   /** The error of the caller's `stdout`/`stderr` stream that stopped the call (EPIPE…). */
   outputError?: Error;
+  /**
+   * With `ledger`: the error of a write of the call's end the ledger refused (the record then
+   * stays `running` until `tether recover` sweeps it). Also a `LEDGER_WRITE_FAILED` warning of
+   * `report` when there is one.
+   */
+  ledgerError?: Error;
   report?: SweepReport;
 }
 
@@ -137,6 +153,18 @@ export async function exec<O extends SandboxExecOptions = {}>(
   options: O = {} as O,
 ): Promise<SandboxExecResult<OutputOf<O>>> {
   const plan = prepare(argv, options); // every option checked before anything starts
+  if (!options.ledger) return (await run(channel, argv, options, plan)) as SandboxExecResult<OutputOf<O>>;
+  const record = await beginSandboxRecord(options.ledger, channel, plan.tag.name, argv);
+  return (await record.settle(run(channel, argv, options, plan))) as SandboxExecResult<OutputOf<O>>;
+}
+
+// The call itself, from the wrapper's start to the decided outcome.
+async function run(
+  channel: ExecChannel,
+  argv: string[],
+  options: SandboxExecOptions,
+  plan: CallPlan,
+): Promise<SandboxExecResult> {
   const started = performance.now();
   const client = channel.exec(plan.argv); // the wrapper, over the channel
   client.stdin.on('error', () => {}); // a wrapper that refused reads no more: not a crash
@@ -164,7 +192,7 @@ export async function exec<O extends SandboxExecOptions = {}>(
       stopped,
       silenceMs: plan.silenceMs,
       sweepOptions: { ...plan.sweepOptions, ...(signal ? { signal } : {}) },
-    })) as SandboxExecResult<OutputOf<O>>;
+    })) as SandboxExecResult;
   } finally {
     // On every path, a throw too: nothing of this call stays on the caller's signal or streams.
     stops.disarm();

@@ -16,6 +16,7 @@ import {
 import { HelperPool } from '../containment/helper-pool.js';
 import { type Containment, type ContainmentPlan, planContainment } from '../containment/select.js';
 import { TetherError } from '../errors.js';
+import type { Ledger } from '../ledger/ledger.js';
 import { errnoName, signalName } from '../libc.js';
 import { checkMs, DEFAULT_GRACE_MS, DEFAULT_KILL_AFTER_MS, DEFAULT_OUTPUT_CAP_MS } from '../options.js';
 import { killCgroup, type SessionCgroup } from '../proc/cgroup.js';
@@ -38,6 +39,7 @@ import {
   type OutputOptions,
 } from './collect.js';
 import { outputClosed, releaseOutput } from './output.js';
+import { SessionRecorder, type StopReason } from './record.js';
 import { type CommandResult, commandLine } from './result.js';
 
 /** Options of a session. Durations in milliseconds. */
@@ -76,6 +78,13 @@ export interface SessionOptions {
    * sweep first finds it, before its signal (`ProcessRecord.listening`). Default false.
    */
   collectPorts?: boolean;
+  /**
+   * Records the session in this ledger (docs/ledger.md, "Recording"): `running` before its
+   * first command starts (`begin`), then its sweep's report and its end — `succeeded`,
+   * `failed`, `cancelled` or `ambiguous`. A write that fails once a command runs is a
+   * `LEDGER_WRITE_FAILED` warning of the report, never a lost sweep.
+   */
+  ledger?: Ledger;
 }
 
 /**
@@ -205,6 +214,10 @@ export class Session {
   /** A command ran without the helper: kernel proofs do not cover it. */
   private direct = false;
   private readonly signaller = createSignaller();
+  /** The session's writes to `options.ledger`, if any (src/session/record.ts). */
+  private readonly recorder: SessionRecorder | undefined;
+  /** A helper was lost: an end() then is not a caller's cancel (the status is unknown: failed). */
+  private helperWasLost = false;
 
   constructor(options: SessionOptions = {}) {
     checkSessionOptions(options);
@@ -223,10 +236,24 @@ export class Session {
       : { ...options };
     this.helpers = new HelperPool(this.procRoot, () => this.cgroup !== undefined);
     this.tag = createTag();
+    this.recorder = options.ledger && new SessionRecorder(options.ledger, this.tag.name, { kind: 'local' });
     // One tick of margin: a process started in this very tick is not missed.
     this.startTicks = safeTicks(options.procRoot) - 1;
     live.add(this);
     installExitHook();
+  }
+
+  /**
+   * Writes the session's record (`running`, with `command` as its argv) to `options.ledger` now,
+   * and resolves once it landed; rejects with the ledger's TetherError (`LEDGER_LOCKED`,
+   * `LEDGER_UNAVAILABLE`…) when it cannot be written. `spawn` calls it on the first command
+   * (without waiting: with SQLite the row is written synchronously, before the command starts);
+   * call it and await it first to refuse to run a command unrecorded, whatever the store.
+   * `leaseMs`: a shared store's lease on the record (renew it with `ledger.heartbeat`).
+   * Idempotent; resolves at once without a ledger.
+   */
+  begin(command: readonly string[], leaseMs?: number): Promise<void> {
+    return this.recorder ? this.recorder.begin([...command], leaseMs) : Promise.resolve();
   }
 
   /** True once `end()` has begun. */
@@ -258,6 +285,8 @@ export class Session {
     if (this.ending)
       throw new TetherError('SESSION_ENDED', `session ${this.tag.name} has ended: cannot spawn ${command}`);
     checkCommand(command, args, options);
+    // Recorded before anything starts (a failure here is the report's warning at the end).
+    if (this.recorder && !this.recorder.begun) void this.begin([command, ...args]).catch(() => {});
     const started = performance.now();
     const env = this.env(options.env);
     const stdio = options.stdio ?? 'pipe';
@@ -415,6 +444,9 @@ export class Session {
     };
     lostHelpers.set(proc, lost);
     overflows.set(proc, overflow);
+    void exited.then((r) =>
+      this.recorder?.commandEnded({ exitCode: r.exitCode, signal: r.signal, error: r.error }),
+    );
     this.running.add(proc);
     void exited.then(() => this.running.delete(proc));
     return proc as SessionProcess<OutputOf<O>>;
@@ -535,6 +567,7 @@ export class Session {
         code: 'HELPER_LOST',
         message: `the helper (pid ${helper.helper.pid}) of ${command} could not report the command's end (it, or its PID namespace's init, was killed): its exit status is unknown`,
       });
+      this.helperWasLost = true;
       onLost();
       // The command may still run, reparented: its end is when its identity is gone (the
       // session's end sweeps it; `spawn()` ends its session at once).
@@ -564,8 +597,11 @@ export class Session {
    */
   end(): Promise<SweepReport> {
     if (!this.ending) {
+      // Ended by the caller while a command ran: a cancel (not when a lost helper ended it).
+      const endedEarly = this.running.size > 0 && !this.helperWasLost;
       this.ending = sweep(this.sweepOptions())
         .then((report) => (sweepRan(report) ? this.release(report) : this.handOver(report)))
+        .then((report) => (this.recorder ? this.recorder.finish(report, endedEarly) : report))
         .finally(() => {
           live.delete(this);
           for (const p of this.running) releaseOutput(p.child);
@@ -574,7 +610,21 @@ export class Session {
     return this.ending;
   }
 
-  /** Synchronous end for exit paths; used by the process `exit` hook. */
+  /**
+   * Ends the session as a caller's cancel (`abort`) or a deadline (`timeout`): as `end()`, and
+   * its record's end is `cancelled` (`failed` with `TIMED_OUT` for a deadline) when the sweep
+   * proves it, `ambiguous` when it does not.
+   */
+  cancel(reason: StopReason = 'abort'): Promise<SweepReport> {
+    if (!this.ending) this.recorder?.stopped(reason);
+    return this.end();
+  }
+
+  /**
+   * Synchronous end for exit paths; used by the process `exit` hook. Its end is not written to
+   * the ledger (a write there would outlive the process): the record stays `running`, and
+   * `tether recover` records it once this process is gone.
+   */
   endSync(): SweepReport {
     live.delete(this);
     const swept = sweepSync(this.sweepOptions());
@@ -755,7 +805,7 @@ export function checkCommand(command: unknown, args: unknown, options: unknown):
 export function checkSessionOptions(options: unknown): void {
   if (typeof options !== 'object' || options === null || Array.isArray(options))
     throw invalid('options', options, 'an object');
-  const { procRoot, onEvent, onProgress, collectPorts } = options as Record<string, unknown>;
+  const { procRoot, onEvent, onProgress, collectPorts, ledger } = options as Record<string, unknown>;
   if (procRoot !== undefined && (typeof procRoot !== 'string' || procRoot === ''))
     throw invalid('procRoot', procRoot, "a directory path (a non-empty string, default '/proc')");
   if (onEvent !== undefined && typeof onEvent !== 'function')
@@ -764,6 +814,8 @@ export function checkSessionOptions(options: unknown): void {
     throw invalid('onProgress', onProgress, 'a function (progress) => void');
   if (collectPorts !== undefined && typeof collectPorts !== 'boolean')
     throw invalid('collectPorts', collectPorts, 'true or false');
+  if (ledger !== undefined && typeof (ledger as { begin?: unknown } | null)?.begin !== 'function')
+    throw invalid('ledger', ledger, 'a Ledger (await Ledger.open(path or URL))');
 }
 
 function invalid(option: string, value: unknown, expected: string): TetherError {

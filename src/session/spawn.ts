@@ -152,7 +152,9 @@ export function spawn<O extends SpawnOptions = {}>(
   let reason: EndReason | undefined;
   const stop = (why: EndReason) => {
     reason ??= why;
-    void s.end();
+    // The ledger's record ends cancelled (or failed TIMED_OUT), unless ambiguous; past maxBuffer
+    // the command failed (MAX_BUFFER): an ordinary end, not a cancel.
+    void (why === 'maxBuffer' ? s.end() : s.cancel(why));
   };
   const onAbort = () => stop('abort');
   let timer: NodeJS.Timeout | undefined;

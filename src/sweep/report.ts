@@ -91,7 +91,9 @@ export interface UnreadableRecord {
  * the cgroup is gone), `HELPER_FAULT` (a system call failed in a helper: the call, the errno
  * and what the helper did instead are named; docs/containment.md, "What each errno means"),
  * `KEPT_IN_CGROUP` (a kept process could not be moved out of the session cgroup: no cgroup.kill
- * and no `populated` proof in that sweep; docs/sweep.md, "Kept processes").
+ * and no `populated` proof in that sweep; docs/sweep.md, "Kept processes"),
+ * `LEDGER_WRITE_FAILED` (the session's ledger refused a write: its begin, so it is not recorded,
+ * or its end, so it stays `running` until `tether recover`; the ledger and its error are named).
  */
 export interface SweepWarning {
   code:
@@ -107,7 +109,8 @@ export interface SweepWarning {
     | 'CGROUP_KILL_FAILED'
     | 'HELPER_SWEPT'
     | 'HELPER_FAULT'
-    | 'KEPT_IN_CGROUP';
+    | 'KEPT_IN_CGROUP'
+    | 'LEDGER_WRITE_FAILED';
   message: string;
 }
 

@@ -2,7 +2,8 @@
 // programs import dist/index.js); at the end, the suite guard fails the run if any process
 // carrying a TETHER_SESSION_ tag is still alive (zombies excluded), listing them.
 import { execFileSync } from 'node:child_process';
-import { mkdirSync, readdirSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readdirSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { BUILD, C_FIXTURES, ROOT } from './paths.js';
 import { cmdlineOf, environOfAnyThread, hasEntry, isDeadZombie, pids, readStat } from './proc.js';
@@ -29,6 +30,9 @@ function taggedAlive(ignore: Set<string>): string[] {
 
 export default function setup() {
   process.env[RUN_VAR] = runId;
+  // `tether run` records in a ledger by default: this run's in a temp file, never the user's.
+  // (Tests of the default path set XDG_STATE_HOME and clear TETHER_LEDGER themselves.)
+  process.env.TETHER_LEDGER ??= join(mkdtempSync(join(tmpdir(), 'tether-suite-ledger-')), 'ledger.db');
   mkdirSync(BUILD, { recursive: true });
   for (const file of readdirSync(C_FIXTURES)) {
     if (!file.endsWith('.c')) continue;

@@ -1,0 +1,201 @@
+// tether recover | ls | show: the ledger from the command line (docs/cli.md, docs/ledger.md).
+// Thin: open the ledger → call the library → render → exit status.
+import { existsSync } from 'node:fs';
+import type { Command } from 'commander';
+import { TetherError } from '../errors.js';
+import { Ledger } from '../ledger/ledger.js';
+import { resolveLedgerTarget } from '../ledger/target.js';
+import { SESSION_STATES, type SessionRecord, type SessionState } from '../ledger/types.js';
+import { parseDuration } from '../options.js';
+import { recover } from '../recover/index.js';
+import { EXIT_UNSETTLED } from './exit-codes.js';
+import { renderReport } from './render.js';
+
+const LEDGER_HELP =
+  'the ledger: a SQLite file or a postgres:// URL (default: TETHER_LEDGER, else $XDG_STATE_HOME/tether/ledger.db)';
+
+/** Adds `tether recover`, `tether ls` and `tether show` to the CLI. */
+export function addLedgerCommands(program: Command): void {
+  program
+    .command('recover')
+    .description(
+      'sweep every running session whose supervisor is gone (locally by tag and cgroup, a sandbox session through its channel) ' +
+        'and record it recovered; a session that cannot be reached is parked. Exits 0 when everything found was settled, 1 otherwise',
+    )
+    .option('--ledger <path|url>', LEDGER_HELP)
+    .option('--dry-run', 'signal nothing and write nothing: say what would be swept')
+    .option('--json', 'print each session handled (tag, state, outcome, report) as JSON on stdout')
+    .option('--grace <duration>', 'TERM phase of each sweep', '5s')
+    .option('--kill-after <duration>', 'KILL phase of each sweep', '3s')
+    .option(
+      '--channel-budget <duration>',
+      "how long a sandbox session's sweep tries to reach its target before it is parked",
+      '30s',
+    )
+    .action(recoverCommand);
+  program
+    .command('ls')
+    .description('list the sessions the ledger holds, oldest first')
+    .option('--ledger <path|url>', LEDGER_HELP)
+    .option('--state <state>', `only sessions in this state: ${SESSION_STATES.join(', ')}`)
+    .option('--json', 'print the records as JSON')
+    .action(lsCommand);
+  program
+    .command('show')
+    .description("print one session's record and its sweep reports")
+    .argument('<tag>', 'TETHER_SESSION_<32 hex digits>')
+    .option('--ledger <path|url>', LEDGER_HELP)
+    .option('--json', 'print the record as JSON')
+    .action(showCommand);
+}
+
+/**
+ * Opens the ledger to read it. A SQLite file that does not exist is not created: undefined
+ * (nothing recorded there yet). Errors are the ledger's TetherErrors (exit 2 through main.ts).
+ */
+export async function openForReading(flag: string | undefined): Promise<Ledger | undefined> {
+  const target = resolveLedgerTarget(flag);
+  if (target.kind === 'sqlite' && !existsSync(target.path)) return undefined;
+  return Ledger.open(flag);
+}
+
+async function recoverCommand(flags: {
+  ledger?: string;
+  dryRun?: boolean;
+  json?: boolean;
+  grace: string;
+  killAfter: string;
+  channelBudget: string;
+}): Promise<void> {
+  const graceMs = parseDuration('--grace', flags.grace);
+  const killAfterMs = parseDuration('--kill-after', flags.killAfter);
+  const channelBudgetMs = parseDuration('--channel-budget', flags.channelBudget);
+  const ledger = await openForReading(flags.ledger);
+  if (!ledger) {
+    if (flags.json)
+      process.stdout.write(`${JSON.stringify({ version: 1, sessions: [], kept: [], settled: true })}\n`);
+    else process.stderr.write(`tether: no ledger at ${describe(flags.ledger)}: nothing to recover\n`);
+    return;
+  }
+  try {
+    const result = await recover({
+      ledger,
+      dryRun: flags.dryRun === true,
+      graceMs,
+      killAfterMs,
+      channelBudgetMs,
+    });
+    if (flags.json) process.stdout.write(`${JSON.stringify({ version: 1, ...result }, null, 2)}\n`);
+    else {
+      const lines: string[] = [];
+      for (const s of result.sessions) {
+        lines.push(`${s.tag}  ${s.outcome}  (${s.where})${s.reason ? `: ${s.reason}` : ''}`);
+        if (s.report && (s.report.stopped.length || !s.report.ok))
+          lines.push(...renderReport(s.report).map((l) => `  ${l}`));
+      }
+      for (const k of result.kept)
+        lines.push(`${k.tag}  kept pid ${k.pid} (${k.cmdline.slice(0, 60)}, owner ${k.owner}): ${k.outcome}`);
+      if (lines.length === 0) lines.push('tether: no session to recover');
+      process.stderr.write(`${lines.join('\n')}\n`);
+    }
+    if (!result.settled) process.exitCode = EXIT_UNSETTLED;
+  } finally {
+    await ledger.close();
+  }
+}
+
+async function lsCommand(flags: { ledger?: string; state?: string; json?: boolean }): Promise<void> {
+  const state = flags.state === undefined ? undefined : parseState(flags.state);
+  const ledger = await openForReading(flags.ledger);
+  const records = ledger ? await ledger.list(state ? { state } : {}).finally(() => ledger.close()) : [];
+  if (flags.json) {
+    process.stdout.write(`${JSON.stringify({ version: 1, sessions: records }, null, 2)}\n`);
+    return;
+  }
+  if (!ledger) {
+    process.stdout.write(`no ledger at ${describe(flags.ledger)}\n`);
+    return;
+  }
+  process.stdout.write(`${renderRecords(records).join('\n')}\n`);
+}
+
+async function showCommand(tag: string, flags: { ledger?: string; json?: boolean }): Promise<void> {
+  const ledger = await openForReading(flags.ledger);
+  const record = ledger ? await ledger.get(tag).finally(() => ledger.close()) : null;
+  if (!record)
+    throw new TetherError(
+      'INVALID_TAG',
+      `no session ${tag} in the ledger ${ledger?.location ?? describe(flags.ledger)}`,
+    );
+  if (flags.json) {
+    process.stdout.write(`${JSON.stringify(record, null, 2)}\n`);
+    return;
+  }
+  const lines = [
+    `${record.tag}  ${record.state}`,
+    `  command:    ${record.command.join(' ')}`,
+    `  where:      ${where(record)}`,
+    `  supervisor: pid ${record.supervisor.pid} (start ${record.supervisor.startTime}) on machine ${record.supervisor.machineId || '?'}`,
+    `  created:    ${new Date(record.createdAt).toISOString()}, updated ${new Date(record.updatedAt).toISOString()}`,
+  ];
+  if (record.outcome)
+    lines.push(
+      `  outcome:    exit ${record.outcome.exitCode ?? '-'} signal ${record.outcome.signal ?? '-'}${record.outcome.error ? ` ${record.outcome.error.code ?? record.outcome.error.name}: ${record.outcome.error.message}` : ''}`,
+    );
+  for (const k of record.kept)
+    lines.push(
+      `  kept:       pid ${k.pid} ${k.cmdline.slice(0, 60)} (owner ${k.owner}, until ${new Date(k.expiresAt).toISOString()})`,
+    );
+  record.reports.forEach((report, i) => {
+    lines.push(`  report ${i + 1}:`, ...renderReport(report).map((l) => `    ${l}`));
+  });
+  process.stdout.write(`${lines.join('\n')}\n`);
+}
+
+/** A `--state` value, or INVALID_OPTION naming the accepted ones. */
+export function parseState(value: string): SessionState {
+  if ((SESSION_STATES as readonly string[]).includes(value)) return value as SessionState;
+  throw new TetherError(
+    'INVALID_OPTION',
+    `invalid --state ${JSON.stringify(value)} (expected one of ${SESSION_STATES.join(', ')})`,
+  );
+}
+
+/** The records as a table: tag, state, age, where, command, kept processes. */
+export function renderRecords(records: SessionRecord[], now = Date.now()): string[] {
+  if (records.length === 0) return ['no session recorded'];
+  const rows = records.map((r) => [
+    r.tag,
+    r.state,
+    age(now - r.createdAt),
+    where(r),
+    r.command.join(' ').slice(0, 50),
+    r.kept.length
+      ? r.kept.map((k) => `pid ${k.pid} (${k.owner}, ${age(k.expiresAt - now)} left)`).join(', ')
+      : '',
+  ]);
+  const header = ['TAG', 'STATE', 'AGE', 'WHERE', 'COMMAND', 'KEPT'];
+  const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => (r[i] ?? '').length)));
+  return [header, ...rows].map((cells) =>
+    cells
+      .map((c, i) => c.padEnd(widths[i] ?? 0))
+      .join('  ')
+      .trimEnd(),
+  );
+}
+
+function where(r: SessionRecord): string {
+  return r.location.kind === 'local' ? 'local' : `sandbox: ${r.location.channel.join(' ')}`;
+}
+
+function age(ms: number): string {
+  const s = Math.max(0, Math.round(ms / 1000));
+  if (s < 120) return `${s}s`;
+  if (s < 7200) return `${Math.round(s / 60)}m`;
+  return `${Math.round(s / 3600)}h`;
+}
+
+function describe(flag: string | undefined): string {
+  const t = resolveLedgerTarget(flag);
+  return t.kind === 'sqlite' ? t.path : 'the URL given';
+}

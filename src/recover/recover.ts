@@ -1,0 +1,148 @@
+// `recover()`: the sessions whose supervisor died, swept and recorded (docs/ledger.md, "Recover").
+// Read it top to bottom: list what the ledger holds → pick the sessions whose supervisor is
+// gone → sweep each where it runs (locally by tag and its leftover cgroup; a sandbox session
+// through its recorded channel) → record `recovered` (or `parked`, or `ambiguous`) with the
+// report → end the kept processes whose TTL has passed, whatever their session's state.
+import type { Ledger } from '../ledger/ledger.js';
+import { machineId, supervisorGone } from '../ledger/supervisor.js';
+import type { SessionState } from '../ledger/types.js';
+import { toRecord } from '../outcome/record.js';
+import type { SweepReport } from '../sweep/report.js';
+import { endExpiredKept, type KeptEnd } from './kept.js';
+import { type Plan, planOf } from './plan.js';
+import { type SweepOutcome, sweepSession } from './sweep-session.js';
+
+/** Options of `recover()`. Durations in milliseconds. */
+export interface RecoverOptions {
+  ledger: Ledger;
+  /** Signal nothing and write nothing: say what would be swept (`outcome: 'would-sweep'`…). */
+  dryRun?: boolean;
+  /** TERM phase of each sweep. Default 5000. */
+  graceMs?: number;
+  /** KILL phase of each sweep. Default 3000. */
+  killAfterMs?: number;
+  /** The whole sandbox sweep of one session, retries of an unreachable channel included. Default 30 000. */
+  channelBudgetMs?: number;
+  /** At most this many sessions are swept at once. Default 16. */
+  concurrency?: number;
+  /** Milliseconds since the epoch taken as now for kept processes' TTLs. Default `Date.now()`. */
+  now?: number;
+  procRoot?: string;
+}
+
+/**
+ * What recover did with one session. `outcome`:
+ * - `recovered`: swept, every process found is gone (the record is now `recovered`);
+ * - `parked`: its processes cannot be reached from here — a sandbox channel that cannot reach
+ *   its target, or a local session of another machine (`reason` names which; the record is `parked`);
+ * - `ambiguous`: swept, but the end is not proven (survivors, an incomplete or cut sweep): the
+ *   record is `ambiguous`, never to be retried;
+ * - `lost-race`: another writer settled it first (`state` is what it holds);
+ * - `would-sweep` (dry run): what a run would sweep, nothing signalled or written;
+ * - `write-failed`: swept, but the ledger refused the write (`reason` names the error).
+ */
+export interface RecoveredSession {
+  tag: string;
+  /** The record's state after recover (or as found, in a dry run). */
+  state: SessionState;
+  outcome: 'recovered' | 'parked' | 'ambiguous' | 'lost-race' | 'would-sweep' | 'write-failed';
+  /** Where it ran: `local`, or the channel's argv joined. */
+  where: string;
+  report: SweepReport | null;
+  /** Why it was parked, ambiguous or not written; what a dry run would do. */
+  reason?: string;
+}
+
+/** The whole run: each session handled, each kept process ended, and whether all is settled. */
+export interface RecoverResult {
+  sessions: RecoveredSession[];
+  kept: KeptEnd[];
+  /** True when every session handled was recovered and every expired kept process ended. */
+  settled: boolean;
+}
+
+/**
+ * Recovers every `running` (or `parked`) session of `ledger` whose supervisor is gone
+ * (`supervisorGone`: on this machine its pid + start time no longer exist; a shared store's
+ * lease expired), then ends every kept process whose `expiresAt` has passed (identity-checked,
+ * with what it started). Sessions whose supervisor is alive are left alone and not listed.
+ * Rejects with the ledger's TetherError (`LEDGER_CORRUPT`, `LEDGER_UNAVAILABLE`…) when it
+ * cannot be read; a write refused after a sweep does not lose the sweep (`write-failed`).
+ */
+export async function recover(options: RecoverOptions): Promise<RecoverResult> {
+  const { ledger } = options;
+  const now = options.now ?? Date.now();
+  const records = await ledger.list();
+  // Running (or parked) and its supervisor gone: on this machine its pid + start time no longer
+  // exist, on another its lease expired.
+  const orphaned = records.filter(
+    (r) => (r.state === 'running' || r.state === 'parked') && supervisorGone(r),
+  );
+  const plans = orphaned.map((record) => planOf(record, options.procRoot));
+  const sessions = await inBatches(plans, options.concurrency ?? 16, (plan) =>
+    options.dryRun ? describeDry(plan) : recoverOne(ledger, plan, options, now),
+  );
+  const kept = await endExpiredKept(records, { ...options, now, machineId: machineId() });
+  const settled =
+    sessions.every(
+      (s) => s.outcome === 'recovered' || s.outcome === 'lost-race' || s.outcome === 'would-sweep',
+    ) && kept.every((k) => k.outcome !== 'survived');
+  return { sessions, kept, settled };
+}
+
+// One session: swept where it runs, then its end written (compare-and-set: a lost race is no error).
+async function recoverOne(
+  ledger: Ledger,
+  plan: Plan,
+  options: RecoverOptions,
+  now: number,
+): Promise<RecoveredSession> {
+  const swept: SweepOutcome = await sweepSession(plan, { ...options, now });
+  const base = { tag: plan.record.tag, where: plan.where, report: swept.report };
+  // A parked session found parked again is not written again.
+  if (swept.state === 'parked' && plan.record.state === 'parked')
+    return { ...base, state: 'parked', outcome: 'parked', reason: swept.reason };
+  try {
+    const { tag } = plan.record;
+    const outcome = { exitCode: null, signal: null, error: swept.error && toRecord(swept.error) };
+    const report = swept.report ?? undefined;
+    const settled = await ledger.settle(tag, swept.state, { outcome, ...(report ? { report } : {}) });
+    if (!settled.applied) {
+      // Another writer settled it first (a second recover, its supervisor's late end): its
+      // state stands; this sweep is kept as evidence.
+      if (report) await ledger.recordSweep(tag, report);
+      return { ...base, state: settled.record.state, outcome: 'lost-race', reason: swept.reason };
+    }
+    return { ...base, state: settled.record.state, outcome: swept.state, reason: swept.reason };
+  } catch (error) {
+    return {
+      ...base,
+      state: plan.record.state,
+      outcome: 'write-failed',
+      reason: `swept, but the ledger ${ledger.location} refused the write: ${(error as Error).message}`,
+    };
+  }
+}
+
+// A dry run: what would be swept, from what the ledger recorded. Nothing is signalled or written.
+function describeDry(plan: Plan): RecoveredSession {
+  return {
+    tag: plan.record.tag,
+    state: plan.record.state,
+    outcome: 'would-sweep',
+    where: plan.where,
+    report: null,
+    reason: plan.dryRun,
+  };
+}
+
+// `work` over `items`, at most `limit` at once, results in the items' order.
+async function inBatches<T, R>(items: T[], limit: number, work: (item: T) => Promise<R> | R): Promise<R[]> {
+  const results: R[] = new Array(items.length);
+  let next = 0;
+  const worker = async () => {
+    for (let i = next++; i < items.length; i = next++) results[i] = await work(items[i] as T);
+  };
+  await Promise.all(Array.from({ length: Math.max(1, Math.min(limit, items.length)) }, worker));
+  return results;
+}

@@ -1,0 +1,197 @@
+// A session's record in the ledger (docs/ledger.md, "Recording"): `begin` before its first
+// command starts, each sweep's report, and its end with the state the outcome rules give.
+// A write that fails once a command runs never costs the sweep: it is a `LEDGER_WRITE_FAILED`
+// warning of the report, and the record stays as it was (`running`: `tether recover` then
+// finds it once this process is gone, sweeps it, and records it `recovered`).
+import { TetherError } from '../errors.js';
+import type { Ledger } from '../ledger/ledger.js';
+import type { KeptProcess, SessionLocation, SessionOutcome, SessionState } from '../ledger/types.js';
+import { toRecord } from '../outcome/record.js';
+import type { ProcessRecord, SweepReport } from '../sweep/report.js';
+
+/** How a command of the session ended, as far as the record needs it. */
+export interface CommandEnd {
+  exitCode: number | null;
+  signal: string | null;
+  error?: TetherError;
+}
+
+/** Why the session was ended before its commands had: a caller's abort, or a deadline. */
+export type StopReason = 'abort' | 'timeout';
+
+/** What the record's end is: a state the ledger accepts after `running`, and its outcome. */
+export interface SessionEnd {
+  state: Exclude<SessionState, 'running' | 'recovered' | 'parked'>;
+  outcome: SessionOutcome;
+}
+
+/**
+ * The end a session's record gets (the outcome rules, docs/outcomes.md): a report that is not
+ * `ok` (a survivor, a sweep that could not run or finish) is `ambiguous` whatever else happened
+ * — a cancel included: the end was not proven; else a caller's cancel (`abort`, or `end()` while
+ * a command ran) is `cancelled`; a deadline (`timeout`) and any command that failed (exit ≠ 0,
+ * a signal, a start failure, an unknown status) are `failed`; else `succeeded`. `outcome` is the
+ * last command's status (or the first failed one's) with the error that names the end.
+ */
+export function sessionEnd(
+  report: SweepReport,
+  commands: readonly CommandEnd[],
+  stop: StopReason | 'ended-early' | undefined,
+  tag: string,
+): SessionEnd {
+  const failed = commands.find((c) => c.error !== undefined || c.exitCode !== 0);
+  const last = failed ?? commands.at(-1);
+  const status = { exitCode: last?.exitCode ?? null, signal: last?.signal ?? null };
+  const ended = (state: SessionEnd['state'], error: TetherError | null): SessionEnd => ({
+    state,
+    outcome: { ...status, error: error && toRecord(error) },
+  });
+  if (!report.ok) {
+    const cause = report.survivors.length
+      ? new TetherError(
+          'SURVIVORS',
+          `${report.survivors.length} process(es) survived the sweep: ${names(report.survivors)}`,
+          { tag },
+        )
+      : new TetherError(
+          'SWEEP_INCOMPLETE',
+          `the sweep did not finish: ${report.warnings.map((w) => w.message).join('; ') || 'no proof'}`,
+          { tag },
+        );
+    return ended(
+      'ambiguous',
+      new TetherError('AMBIGUOUS_EFFECT', `the end of session ${tag} could not be proven: ${cause.message}`, {
+        tag,
+        cause,
+        ...status,
+      }),
+    );
+  }
+  if (stop === 'abort' || stop === 'ended-early')
+    return ended(
+      'cancelled',
+      new TetherError('CANCELLED', `session ${tag} was cancelled (its end is proven)`, { tag, ...status }),
+    );
+  if (stop === 'timeout')
+    return ended(
+      'failed',
+      new TetherError('TIMED_OUT', `session ${tag} timed out (its end is proven)`, { tag, ...status }),
+    );
+  if (failed?.error) return ended('failed', failed.error);
+  if (failed) {
+    const how = failed.signal
+      ? `was ended by ${failed.signal}`
+      : failed.exitCode === null
+        ? 'ended with an unknown status'
+        : `exited ${failed.exitCode}`;
+    return ended(
+      'failed',
+      new TetherError('COMMAND_FAILED', `a command of session ${tag} ${how}`, { tag, ...status }),
+    );
+  }
+  return ended('succeeded', null);
+}
+
+function names(list: ProcessRecord[]): string {
+  return list
+    .slice(0, 5)
+    .map((p) => `pid ${p.pid} (${(p.cmdline || p.comm).slice(0, 60)})`)
+    .join(', ');
+}
+
+/**
+ * One session's writes to the ledger. `begin` is idempotent: the first call writes, later ones
+ * return its promise. `finish` never rejects: what it could not write becomes a warning of the
+ * report it returns.
+ */
+export class SessionRecorder {
+  private began: Promise<void> | undefined;
+  private readonly commands: CommandEnd[] = [];
+  private stop: StopReason | undefined;
+
+  constructor(
+    readonly ledger: Ledger,
+    readonly tag: string,
+    readonly location: SessionLocation,
+  ) {}
+
+  /**
+   * Writes the record (`running`). With SQLite the row is inserted synchronously, inside this
+   * call, before it returns its promise: a command spawned right after it starts recorded. With
+   * a networked store the insert lands a round trip later (docs/ledger.md, "Recording").
+   */
+  begin(command: string[], leaseMs?: number): Promise<void> {
+    this.began ??= this.ledger
+      .begin({ tag: this.tag, location: this.location, command, ...(leaseMs ? { leaseMs } : {}) })
+      .then(() => undefined);
+    return this.began;
+  }
+
+  /** True once `begin` was called. */
+  get begun(): boolean {
+    return this.began !== undefined;
+  }
+
+  commandEnded(end: CommandEnd): void {
+    this.commands.push(end);
+  }
+
+  stopped(reason: StopReason): void {
+    this.stop ??= reason;
+  }
+
+  /**
+   * Writes the sweep's report and the end (`sessionEnd`), and the kept processes the report
+   * lists. Resolves to `report`, with a `LEDGER_WRITE_FAILED` warning for a write that failed.
+   */
+  async finish(report: SweepReport, endedEarly: boolean): Promise<SweepReport> {
+    if (!this.began) return report; // nothing ran: nothing was recorded
+    try {
+      await this.began;
+    } catch (error) {
+      report.warnings.push(
+        failed(this.ledger, `the session was not recorded (its begin failed): ${(error as Error).message}`),
+      );
+      return report;
+    }
+    const end = sessionEnd(
+      report,
+      this.commands,
+      this.stop ?? (endedEarly ? 'ended-early' : undefined),
+      this.tag,
+    );
+    try {
+      const kept = keptOf(report);
+      if (kept.length > 0) await this.ledger.recordKept(this.tag, kept);
+      // One write in the common case: the end with its report. An end the table refuses (an
+      // operator's cancel landed first) still leaves the report as evidence.
+      const settled = await this.ledger.settle(this.tag, end.state, { outcome: end.outcome, report });
+      if (!settled.applied) await this.ledger.recordSweep(this.tag, report);
+    } catch (error) {
+      report.warnings.push(
+        failed(
+          this.ledger,
+          `the end of the session (${end.state}) was not recorded: ${(error as Error).message}; it stays running there until tether recover sweeps it`,
+        ),
+      );
+    }
+    return report;
+  }
+}
+
+function failed(ledger: Ledger, what: string): { code: 'LEDGER_WRITE_FAILED'; message: string } {
+  return { code: 'LEDGER_WRITE_FAILED', message: `ledger ${ledger.location}: ${what}` };
+}
+
+// The report's kept processes (the `keep` option), read defensively: older reports have none.
+function keptOf(report: SweepReport): KeptProcess[] {
+  const kept = (report as { kept?: (KeptProcess & Partial<ProcessRecord>)[] }).kept ?? [];
+  return kept.map((k) => ({
+    pid: k.pid,
+    startTime: k.startTime,
+    cmdline: k.cmdline,
+    match: k.match,
+    owner: k.owner,
+    expiresAt: k.expiresAt,
+  }));
+}

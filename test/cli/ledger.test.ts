@@ -1,0 +1,57 @@
+// `tether run` records by default; a ledger it cannot open stops it before the payload (125);
+// `tether ls` refuses a bad --state naming the accepted ones.
+import { execFile } from 'node:child_process';
+import { existsSync } from 'node:fs';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
+import { describe, expect, it } from 'vitest';
+import { ROOT } from '../support/paths.js';
+import { tempDir } from '../support/zoo.js';
+
+const CLI = join(ROOT, 'bin/tether.js');
+const execFileP = promisify(execFile);
+
+async function tether(args: string[], env: NodeJS.ProcessEnv) {
+  try {
+    const { stdout, stderr } = await execFileP(process.execPath, [CLI, ...args], { env, timeout: 30_000 });
+    return { code: 0, stdout, stderr };
+  } catch (error) {
+    const e = error as { code: number; stdout: string; stderr: string };
+    return { code: e.code, stdout: e.stdout, stderr: e.stderr };
+  }
+}
+
+describe('tether run and the ledger', () => {
+  it('records the session in the XDG default ledger, and ls/show read it back', async () => {
+    const state = tempDir();
+    const env = { ...process.env, XDG_STATE_HOME: state, TETHER_LEDGER: '' };
+    expect((await tether(['run', '--', 'sh', '-c', 'exit 4'], env)).code).toBe(4);
+    expect(existsSync(join(state, 'tether/ledger.db'))).toBe(true);
+    const ls = await tether(['ls', '--json'], env);
+    const sessions = JSON.parse(ls.stdout).sessions as { tag: string; state: string; command: string[] }[];
+    expect(sessions.map((s) => [s.state, s.command])).toEqual([['failed', ['sh', '-c', 'exit 4']]]);
+    const show = await tether(['show', sessions[0]?.tag ?? '', '--json'], env);
+    expect(JSON.parse(show.stdout).outcome.exitCode).toBe(4);
+    expect((await tether(['run', '--no-ledger', '--', 'true'], env)).code).toBe(0);
+    expect(JSON.parse((await tether(['ls', '--json'], env)).stdout).sessions).toHaveLength(1);
+  });
+
+  it('stops with 125 before the payload starts when the ledger cannot be opened, naming it', async () => {
+    const dir = tempDir();
+    const marker = join(dir, 'ran');
+    const bad = join(dir, 'missing-dir-is-a-file');
+    await execFileP('touch', [bad]);
+    const ledger = join(bad, 'ledger.db'); // a path under a regular file: ENOTDIR
+    const r = await tether(['run', '--ledger', ledger, '--', 'touch', marker], process.env);
+    expect(r.code, r.stderr).toBe(125);
+    expect(r.stderr).toContain(ledger);
+    expect(r.stderr).toMatch(/--no-ledger/);
+    expect(existsSync(marker), 'the payload ran although the ledger could not be opened').toBe(false);
+  });
+
+  it('tether ls --state refuses an unknown state, naming the accepted ones', async () => {
+    const r = await tether(['ls', '--state', 'done'], { ...process.env, XDG_STATE_HOME: tempDir() });
+    expect(r.code).toBe(2);
+    expect(r.stderr).toContain('running, succeeded, failed, cancelled, ambiguous, recovered, parked');
+  });
+});

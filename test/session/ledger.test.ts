@@ -1,0 +1,132 @@
+// Sessions recorded in a real SQLite ledger: the begin lands before the payload runs (the
+// payload itself reads the ledger file), each end gets the state the outcome rules give, and a
+// ledger that fails after the payload started costs no sweep.
+import { join } from 'node:path';
+import { afterEach, describe, expect, it } from 'vitest';
+import { Ledger } from '../../src/ledger/index.js';
+import { sessionEnd } from '../../src/session/record.js';
+import { Session } from '../../src/session/session.js';
+import { spawn } from '../../src/session/spawn.js';
+import type { SweepReport } from '../../src/sweep/report.js';
+import { ROOT } from '../support/paths.js';
+import { identityOf, isAlive } from '../support/proc.js';
+import { cleanup, started, tempDir } from '../support/zoo.js';
+
+afterEach(() => cleanup());
+
+async function open(): Promise<{ ledger: Ledger; path: string }> {
+  const path = join(tempDir(), 'ledger.db');
+  return { ledger: await Ledger.open(path), path };
+}
+
+// The payload opens the ledger file itself (a second connection) and prints its own record's state.
+const READ_OWN_RECORD = `
+const Database = require(${JSON.stringify(join(ROOT, 'node_modules/better-sqlite3'))});
+const tag = Object.keys(process.env).find((k) => /^TETHER_SESSION_[0-9a-f]{32}$/.test(k));
+const db = new Database(process.argv[1], { readonly: true });
+const tables = db.prepare("select name from sqlite_master where type = 'table'").all().map((t) => t.name);
+let found = 'absent';
+for (const t of tables) {
+  const cols = db.prepare('select name from pragma_table_info(?)').all(t).map((c) => c.name);
+  if (!cols.includes('tag')) continue;
+  const row = db.prepare('select * from "' + t + '" where tag = ?').get(tag);
+  if (row) found = JSON.stringify(row).includes('"running"') ? 'running' : 'other';
+}
+process.stdout.write(found);
+`;
+
+describe('a session with a ledger', () => {
+  it('is recorded running before its payload starts: the payload reads its own record', async () => {
+    const { ledger, path } = await open();
+    const sub = spawn(process.execPath, ['-e', READ_OWN_RECORD, path], { ledger });
+    let out = '';
+    sub.stdout?.on('data', (d: Buffer) => {
+      out += d.toString();
+    });
+    const result = await sub;
+    expect(result.exitCode, out).toBe(0);
+    expect(out, 'the payload did not find its record running').toBe('running');
+    expect((await ledger.get(sub.tag.name))?.state).toBe('succeeded');
+    await ledger.close();
+  });
+
+  it('records each end: succeeded, failed with COMMAND_FAILED, cancelled, failed with TIMED_OUT', async () => {
+    const { ledger } = await open();
+    const ok = await spawn('true', [], { ledger });
+    const bad = await spawn('sh', ['-c', 'exit 3'], { ledger });
+    const ac = new AbortController();
+    const aborted = spawn('sleep', ['600'], { ledger, signal: ac.signal });
+    ac.abort();
+    await aborted.result;
+    const timed = spawn('sleep', ['600'], { ledger, timeout: 50 });
+    await timed.result;
+    const state = async (tag: string) => {
+      const r = await ledger.get(tag);
+      return [r?.state, r?.outcome?.error?.code ?? null, r?.reports.length];
+    };
+    expect(await state(ok.report.tag)).toEqual(['succeeded', null, 1]);
+    expect(await state(bad.report.tag)).toEqual(['failed', 'COMMAND_FAILED', 1]);
+    expect((await ledger.get(bad.report.tag))?.outcome?.exitCode).toBe(3);
+    expect(await state(aborted.tag.name)).toEqual(['cancelled', 'CANCELLED', 1]);
+    expect(await state(timed.tag.name)).toEqual(['failed', 'TIMED_OUT', 1]);
+    await ledger.close();
+  });
+
+  it('Session.end() while a command runs is a cancel; a session that ran nothing is not recorded', async () => {
+    const { ledger } = await open();
+    const s = new Session({ ledger });
+    const proc = s.spawn('sleep', ['600']);
+    const id = identityOf(proc.pid ?? 0);
+    if (id) started.push(id);
+    await s.end();
+    expect(id && isAlive(id)).toBe(false);
+    expect((await ledger.get(s.tag.name))?.state).toBe('cancelled');
+    const idle = new Session({ ledger });
+    await idle.end();
+    expect(await ledger.get(idle.tag.name)).toBeNull();
+    await ledger.close();
+  });
+
+  it('a ledger that refuses the end after the payload started still ends and sweeps: a LEDGER_WRITE_FAILED warning names it', async () => {
+    const { ledger, path } = await open();
+    const s = new Session({ ledger });
+    const proc = s.spawn('sh', ['-c', 'sleep 600 & wait']);
+    await new Promise((r) => setTimeout(r, 200));
+    // The ledger is closed under the running session: its end's write fails.
+    await ledger.close();
+    const report = await s.end();
+    expect(report.ok, JSON.stringify(report.warnings)).toBe(true);
+    expect(report.stopped.map((p) => p.comm)).toContain('sleep');
+    const warning = report.warnings.find((w) => w.code === 'LEDGER_WRITE_FAILED');
+    expect(warning?.message).toContain(path);
+    expect(proc.pid && identityOf(proc.pid)).toBeFalsy();
+  });
+});
+
+// The outcome rules, one row each: the report's proof outranks a cancel.
+describe('sessionEnd', () => {
+  const report = (ok: boolean, survivors = 0) =>
+    ({
+      ok,
+      complete: ok || survivors > 0,
+      survivors: Array.from({ length: survivors }, (_, i) => ({ pid: 100 + i, comm: 'x', cmdline: 'x' })),
+      warnings: [],
+    }) as unknown as SweepReport;
+  const tag = 'TETHER_SESSION_00000000000000000000000000000000';
+  const exit0 = { exitCode: 0, signal: null };
+  const exit3 = { exitCode: 3, signal: null };
+  it.each([
+    ['a proven end, exit 0', report(true), [exit0], undefined, 'succeeded', null],
+    ['a proven end, exit 3', report(true), [exit3], undefined, 'failed', 'COMMAND_FAILED'],
+    ['an abort, end proven', report(true), [exit3], 'abort', 'cancelled', 'CANCELLED'],
+    ['end() while running, proven', report(true), [], 'ended-early', 'cancelled', 'CANCELLED'],
+    ['a deadline, end proven', report(true), [exit3], 'timeout', 'failed', 'TIMED_OUT'],
+    ['an abort with a survivor', report(false, 1), [exit3], 'abort', 'ambiguous', 'AMBIGUOUS_EFFECT'],
+    ['an abort, sweep incomplete', report(false), [exit3], 'abort', 'ambiguous', 'AMBIGUOUS_EFFECT'],
+    ['exit 0 with a survivor', report(false, 1), [exit0], undefined, 'ambiguous', 'AMBIGUOUS_EFFECT'],
+  ] as const)('%s → %s', (_, r, commands, stop, state, code) => {
+    const end = sessionEnd(r, commands, stop, tag);
+    expect(end.state).toBe(state);
+    expect(end.outcome.error?.code ?? null).toBe(code);
+  });
+});
