@@ -3,7 +3,6 @@
 // a refused end resolves with the record as it stands and never throws.
 import { TetherError } from '../errors.js';
 import type { SweepReport } from '../sweep/report.js';
-import { openSqliteStore } from './sqlite.js';
 import { currentSupervisor } from './supervisor.js';
 import { resolveLedgerTarget } from './target.js';
 import { decide, retryAllowed, type SessionEnd } from './transitions.js';
@@ -72,6 +71,8 @@ export class Ledger {
       const { openPostgresStore } = await import('./postgres.js');
       return new Ledger(await openPostgresStore(where.url));
     }
+    // Loaded when first needed, as pg is: `tether run --no-ledger` never loads the SQLite addon.
+    const { openSqliteStore } = await import('./sqlite.js');
     const store = await openSqliteStore(
       where.path,
       options.busyTimeoutMs === undefined ? {} : { busyTimeoutMs: options.busyTimeoutMs },

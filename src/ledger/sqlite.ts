@@ -83,11 +83,25 @@ export class SqliteStore implements LedgerStore {
     try {
       this.db = new Database(path, { timeout: this.busyTimeoutMs });
     } catch (err) {
-      throw mapSqliteError(err, path, 'open');
+      const code = (err as { code?: unknown } | null)?.code;
+      if (typeof code === 'string' && code.startsWith('SQLITE_')) throw mapSqliteError(err, path, 'open');
+      // better-sqlite3 loads its compiled addon here: not built (its install script did not
+      // run: --ignore-scripts, or npm 11 refusing unapproved scripts), or built for another Node.
+      throw ledgerUnavailable(
+        path,
+        `the SQLite addon (better-sqlite3) cannot be loaded (${errText(err)}); build it with ` +
+          '`npm install-scripts approve better-sqlite3 && npm rebuild better-sqlite3` ' +
+          '(npm 11 runs no install script it was not told to), or record in Postgres (--ledger postgres://…)',
+        err,
+      );
     }
     try {
       this.version = this.readVersion(); // refuses a file that is not ours before anything is written
       this.db.pragma('journal_mode = WAL');
+      // A commit is durable against the supervisor's death (SIGKILL, OOM) without an fsync:
+      // in WAL mode NORMAL syncs at checkpoints only. What a power loss can take — the last
+      // commits — belonged to processes that died with the machine (docs/ledger.md, "The stores").
+      this.db.pragma('synchronous = NORMAL');
       if (this.version < target) this.migrate(target);
     } catch (err) {
       this.db.close();

@@ -51,7 +51,7 @@ describe('tether run and the ledger', () => {
 
   it('tether ls --state refuses an unknown state, naming the accepted ones', async () => {
     const r = await tether(['ls', '--state', 'done'], { ...process.env, XDG_STATE_HOME: tempDir() });
-    expect(r.code).toBe(2);
+    expect(r.code).toBe(125);
     expect(r.stderr).toContain('running, succeeded, failed, cancelled, ambiguous, recovered, parked');
   });
 });

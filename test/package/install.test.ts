@@ -107,16 +107,40 @@ describe('the package', () => {
       process.arch,
     );
 
+    // --ignore-scripts left the SQLite addon unbuilt: `tether run` records by default, so it
+    // refuses before the payload (125), saying how to build the addon or run without a ledger.
+    const refused = await new Promise<{ code: number | null; stderr: string }>((resolve) => {
+      const child = spawn('npx', ['--no', 'tether', 'run', '--', 'true'], {
+        cwd: project,
+        env: {
+          ...Object.fromEntries(Object.entries(env).filter(([k]) => !k.startsWith('npm_'))),
+          XDG_STATE_HOME: join(work, 'state'),
+          TETHER_LEDGER: '',
+        },
+        stdio: ['ignore', 'ignore', 'pipe'],
+      });
+      let stderr = '';
+      child.stderr.on('data', (d) => (stderr += d));
+      child.on('close', (code) => resolve({ code, stderr }));
+    });
+    expect(refused.code, refused.stderr).toBe(125);
+    expect(refused.stderr).toContain('npm rebuild better-sqlite3');
+    expect(refused.stderr).toContain('--no-ledger');
+
     // The leftover drops the env tag (env -i) and detaches (setsid): only the helper's subtree
     // (or the cgroup) holds it. It records itself, and the payload its parent's executable.
     const record = join(work, 'record');
     const script = `setsid env -i sleep 60 </dev/null >/dev/null 2>&1 & echo "$! $(cut -d' ' -f22 /proc/$!/stat) $(readlink /proc/$PPID/exe)" > ${record}`;
     const ran = await new Promise<{ code: number | null; stderr: string }>((resolve, reject) => {
-      const child = spawn('npx', ['--no', 'tether', 'run', '--json', '--', 'sh', '-c', script], {
-        cwd: project,
-        env: Object.fromEntries(Object.entries(env).filter(([k]) => !k.startsWith('npm_'))),
-        stdio: ['ignore', 'ignore', 'pipe'],
-      });
+      const child = spawn(
+        'npx',
+        ['--no', 'tether', 'run', '--no-ledger', '--json', '--', 'sh', '-c', script],
+        {
+          cwd: project,
+          env: Object.fromEntries(Object.entries(env).filter(([k]) => !k.startsWith('npm_'))),
+          stdio: ['ignore', 'ignore', 'pipe'],
+        },
+      );
       let stderr = '';
       child.stderr.on('data', (d) => (stderr += d));
       const timer = setTimeout(() => {

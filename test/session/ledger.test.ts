@@ -53,12 +53,12 @@ describe('a session with a ledger', () => {
   it('records each end: succeeded, failed with COMMAND_FAILED, cancelled, failed with TIMED_OUT', async () => {
     const { ledger } = await open();
     const ok = await spawn('true', [], { ledger });
-    const bad = await spawn('sh', ['-c', 'exit 3'], { ledger });
+    const bad = await spawn('sh', ['-c', 'exit 3'], { ledger, reject: false });
     const ac = new AbortController();
-    const aborted = spawn('sleep', ['600'], { ledger, signal: ac.signal });
+    const aborted = spawn('sleep', ['600'], { ledger, signal: ac.signal, reject: false });
     ac.abort();
     await aborted.result;
-    const timed = spawn('sleep', ['600'], { ledger, timeout: 50 });
+    const timed = spawn('sleep', ['600'], { ledger, timeout: 50, reject: false });
     await timed.result;
     const state = async (tag: string) => {
       const r = await ledger.get(tag);
