@@ -6,21 +6,10 @@
 // stdin before it writes, so that both writers start together. Results are JSON lines on stdout.
 import { writeSync } from 'node:fs';
 import { createInterface } from 'node:readline';
+import { AMBIGUOUS, FAILED } from './conformance.js';
 import { Ledger } from './ledger.js';
 import type { StoreHooks } from './store-errors.js';
 import { openStoreModule, type StoreFactorySpec } from './store-module.js';
-import type { SessionOutcome } from './types.js';
-
-const FAILED: SessionOutcome = { exitCode: 1, signal: null, error: null };
-const AMBIGUOUS: SessionOutcome = {
-  exitCode: null,
-  signal: null,
-  error: {
-    name: 'TetherError',
-    message: 'conformance: the end could not be proven',
-    code: 'AMBIGUOUS_EFFECT',
-  },
-};
 
 function say(value: unknown): void {
   writeSync(1, `${typeof value === 'string' ? value : JSON.stringify(value)}\n`);

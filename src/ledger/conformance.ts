@@ -52,8 +52,9 @@ export interface ConformanceResult {
   durationMs: number;
 }
 
-const FAILED: SessionOutcome = { exitCode: 1, signal: null, error: null };
-const AMBIGUOUS: SessionOutcome = {
+/** The outcomes the conformance checks write (shared with the writer processes). */
+export const FAILED: SessionOutcome = { exitCode: 1, signal: null, error: null };
+export const AMBIGUOUS: SessionOutcome = {
   exitCode: null,
   signal: null,
   error: {

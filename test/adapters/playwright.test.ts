@@ -7,10 +7,10 @@
 // of its own — ends the session through its dead man's switch, within the grace.
 import { spawn } from 'node:child_process';
 import { existsSync, readFileSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import type { Identity } from '../../src/index.js';
+import { freePort } from '../support/net.js';
 import { FIXTURES, ROOT } from '../support/paths.js';
 import { isAlive } from '../support/proc.js';
 import { cleanup, describeProcess, started, tempDir, waitFor } from '../support/zoo.js';
@@ -20,16 +20,6 @@ const CONFIG = join(FIXTURES, 'runners/playwright.config.mjs');
 const GRACE_MS = 1000;
 
 afterEach(() => cleanup());
-
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer().listen(0, '127.0.0.1', () => {
-      const { port } = server.address() as { port: number };
-      server.close(() => resolve(port));
-    });
-    server.on('error', reject);
-  });
-}
 
 // `npx playwright test` on the fixture, bounded at 90 s.
 function playwright(env: Record<string, string>): Promise<{ code: number | null; output: string }> {

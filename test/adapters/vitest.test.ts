@@ -5,11 +5,11 @@
 // ended by the subreaper helper's dead man's switch.
 import { type ChildProcess, spawn } from 'node:child_process';
 import { existsSync, readFileSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import type { Identity } from '../../src/index.js';
 import { isHelper } from '../containment/support.js';
+import { freePort } from '../support/net.js';
 import { FIXTURES, ROOT } from '../support/paths.js';
 import { childrenOf, identityOf, isAlive } from '../support/proc.js';
 import { cleanup, describeProcess, started, tempDir, waitFor } from '../support/zoo.js';
@@ -20,17 +20,6 @@ const VITEST = join(ROOT, 'node_modules/vitest/vitest.mjs');
 const GRACE_MS = 1000;
 
 afterEach(() => cleanup());
-
-// A TCP port free a moment ago (the kernel's pick, released).
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer().listen(0, '127.0.0.1', () => {
-      const { port } = server.address() as { port: number };
-      server.close(() => resolve(port));
-    });
-    server.on('error', reject);
-  });
-}
 
 // The inner run's environment: this run's own VITEST* variables removed, the fixture's added.
 function fixtureEnv(extra: Record<string, string>): NodeJS.ProcessEnv {

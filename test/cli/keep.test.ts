@@ -1,32 +1,11 @@
 // `tether run --keep GLOB=TTL`: end to end through the CLI, ground truth from /proc.
-import { spawn } from 'node:child_process';
 import { mkdtempSync, readFileSync } from 'node:fs';
 import { hostname, tmpdir, userInfo } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import type { Identity, SweepReport } from '../../src/index.js';
+import { tether } from '../support/cli.js';
 import { isAlive } from '../support/proc.js';
-
-const BIN = join(import.meta.dirname, '../../bin/tether.js');
-
-// Runs the CLI with a hard timeout (a hung run fails the test instead of hanging the suite).
-function tether(args: string[]): Promise<{ code: number | null; stdout: string; stderr: string }> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [BIN, ...args]);
-    let stdout = '';
-    let stderr = '';
-    child.stdout.on('data', (d) => (stdout += d));
-    child.stderr.on('data', (d) => (stderr += d));
-    const timer = setTimeout(() => {
-      child.kill('SIGKILL');
-      reject(new Error(`tether ${args.join(' ')} did not end within 20 s; stderr: ${stderr}`));
-    }, 20_000);
-    child.on('close', (code) => {
-      clearTimeout(timer);
-      resolve({ code, stdout, stderr });
-    });
-  });
-}
 
 // What this file started (the kept processes are ours to end); killed after each test.
 const started: Identity[] = [];
