@@ -2,7 +2,7 @@
 // WAL (readers never wait for the writer), a busy timeout, a schema versioned by
 // `PRAGMA user_version` and migrated forward in one transaction; a file it cannot read is
 // refused with LEDGER_CORRUPT and never rewritten.
-import { mkdirSync } from 'node:fs';
+import { mkdirSync, statSync } from 'node:fs';
 import { dirname } from 'node:path';
 import Database from 'better-sqlite3';
 import { COLUMNS, fromRow, type SessionRow, toRow } from './rows.js';
@@ -62,6 +62,29 @@ export async function openSqliteStore(path: string, options: SqliteStoreOptions 
   return new SqliteStore(path, options);
 }
 
+// `mkdir -p` with mode 0700, one level at a time from the nearest existing ancestor, so that
+// each failure is the real one: Node's own recursive mkdirSync loops for ever under /proc
+// (mkdir of /proc/x is ENOENT, of /proc EEXIST, again and again) and calls a path under a
+// regular file EEXIST. Throws the errno error of the level that failed (ENOTDIR named as such).
+function makeDirectories(dir: string): void {
+  const missing: string[] = [];
+  for (let d = dir; ; d = dirname(d)) {
+    let isDirectory: boolean | undefined;
+    try {
+      isDirectory = statSync(d).isDirectory();
+    } catch (err) {
+      const code = (err as NodeJS.ErrnoException).code;
+      if (code !== 'ENOENT' && code !== 'ENOTDIR') throw err; // ENOTDIR: a file further up, named below
+    }
+    if (isDirectory === false)
+      throw Object.assign(new Error(`ENOTDIR: ${d} is not a directory`), { code: 'ENOTDIR' });
+    if (isDirectory) break;
+    missing.push(d);
+    if (dirname(d) === d) break;
+  }
+  for (const d of missing.reverse()) mkdirSync(d, { mode: 0o700 });
+}
+
 // The store. better-sqlite3 is synchronous; the interface is async so that every store looks alike.
 export class SqliteStore implements LedgerStore {
   readonly location: string;
@@ -76,7 +99,7 @@ export class SqliteStore implements LedgerStore {
     this.hooks = options.hooks ?? {};
     const target = options.schemaVersion ?? SQLITE_SCHEMA_VERSION;
     try {
-      mkdirSync(dirname(path), { recursive: true, mode: 0o700 });
+      makeDirectories(dirname(path));
     } catch (err) {
       throw ledgerUnavailable(path, `its directory cannot be created (${errText(err)})`, err);
     }

@@ -1,7 +1,7 @@
 // The SQLite store's failures, on real files: corrupt, another application's, newer schema,
 // locked by another process, read-only, full. The file is never reset or rewritten.
 import { execFileSync, spawn } from 'node:child_process';
-import { cpSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { cpSync, mkdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import { afterEach, describe, expect, it } from 'vitest';
@@ -154,6 +154,31 @@ describe('SQLite store errors', () => {
     const again = await Ledger.open(path);
     cleanups.push(() => void again.close());
     expect((await again.list()).map((r) => r.tag)).toEqual(written);
+  });
+});
+
+describe('SQLite store paths', () => {
+  // Node's recursive mkdirSync loops for ever on a path under /proc (ENOENT, EEXIST, again):
+  // the store creates its directories itself, one level at a time.
+  it('a directory that cannot be made is LEDGER_UNAVAILABLE naming the errno: under /proc, under a file', async () => {
+    await expect(openSqliteStore('/proc/tether-no-such/ledger.db')).rejects.toMatchObject({
+      code: 'LEDGER_UNAVAILABLE',
+      message: expect.stringContaining("ENOENT: no such file or directory, mkdir '/proc/tether-no-such'"),
+    });
+    const file = join(tempDir(), 'plain');
+    writeFileSync(file, 'x');
+    await expect(openSqliteStore(join(file, 'sub/ledger.db'))).rejects.toMatchObject({
+      code: 'LEDGER_UNAVAILABLE',
+      message: expect.stringContaining(`ENOTDIR: ${file} is not a directory`),
+    });
+  });
+
+  it('makes the missing directories with mode 0700', async () => {
+    const dir = join(tempDir(), 'a/b');
+    const store = await openSqliteStore(join(dir, 'ledger.db'));
+    await store.close();
+    expect(statSync(dir).mode & 0o777).toBe(0o700);
+    expect(statSync(join(dir, '..')).mode & 0o777).toBe(0o700);
   });
 });
 
