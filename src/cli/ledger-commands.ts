@@ -7,6 +7,7 @@ import { Ledger } from '../ledger/ledger.js';
 import { resolveLedgerTarget } from '../ledger/target.js';
 import { SESSION_STATES, type SessionRecord, type SessionState } from '../ledger/types.js';
 import { parseDuration } from '../options.js';
+import { parseTag } from '../proc/tag.js';
 import { recover } from '../recover/index.js';
 import { EXIT_UNSETTLED } from './exit-codes.js';
 import { renderReport } from './render.js';
@@ -119,7 +120,8 @@ async function lsCommand(flags: { ledger?: string; state?: string; json?: boolea
   process.stdout.write(`${renderRecords(records).join('\n')}\n`);
 }
 
-async function showCommand(tag: string, flags: { ledger?: string; json?: boolean }): Promise<void> {
+async function showCommand(input: string, flags: { ledger?: string; json?: boolean }): Promise<void> {
+  const tag = parseTag(input).name; // INVALID_TAG for what is no tag, before the ledger is read
   const ledger = await openForReading(flags.ledger);
   const record = ledger ? await ledger.get(tag).finally(() => ledger.close()) : null;
   if (!record)
@@ -171,7 +173,13 @@ export function renderRecords(records: SessionRecord[], now = Date.now()): strin
     where(r),
     r.command.join(' ').slice(0, 50),
     r.kept.length
-      ? r.kept.map((k) => `pid ${k.pid} (${k.owner}, ${age(k.expiresAt - now)} left)`).join(', ')
+      ? r.kept
+          .map((k) =>
+            k.expiresAt > now
+              ? `pid ${k.pid} (${k.owner}, ${age(k.expiresAt - now)} left)`
+              : `pid ${k.pid} (${k.owner}, expired ${age(now - k.expiresAt)} ago: tether recover ends it)`,
+          )
+          .join(', ')
       : '',
   ]);
   const header = ['TAG', 'STATE', 'AGE', 'WHERE', 'COMMAND', 'KEPT'];

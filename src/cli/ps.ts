@@ -1,5 +1,6 @@
 // tether ps [--json] [--ledger PATH|URL]: live processes carrying tether tags, grouped by
 // session, beside the sessions the ledger holds as running (docs/cli.md).
+import { supervisorGone } from '../ledger/supervisor.js';
 import type { SessionRecord } from '../ledger/types.js';
 import { listTaggedProcesses } from '../proc/tagged.js';
 import { openForReading } from './ledger-commands.js';
@@ -34,15 +35,18 @@ export async function psCommand(flags: { json?: boolean; ledger?: string }): Pro
     process.stdout.write(`${JSON.stringify({ version: 1, sessions, ...(note ? { note } : {}) }, null, 2)}\n`);
     return;
   }
+  // "supervisor pid 812 (gone: tether recover ends it)" for a running record whose supervisor died.
+  const supervisor = (r: SessionRecord) =>
+    `supervisor pid ${r.supervisor.pid}${r.state === 'running' && supervisorGone(r) ? ' (gone: tether recover ends it)' : ''}`;
   const lines = renderTagged(processes).map((line) => {
     const record = recordOf.get(line.split(' ')[0] ?? '');
     return record
-      ? `${line}  [ledger: ${record.state}, ${record.command.join(' ').slice(0, 40)}, supervisor pid ${record.supervisor.pid}]`
+      ? `${line}  [ledger: ${record.state}, ${record.command.join(' ').slice(0, 40)}, ${supervisor(record)}]`
       : line;
   });
   for (const r of idle)
     lines.push(
-      `${r.tag} (no live process)  [ledger: running, ${r.command.join(' ').slice(0, 40)}, supervisor pid ${r.supervisor.pid}]`,
+      `${r.tag} (no live process)  [ledger: running, ${r.command.join(' ').slice(0, 40)}, ${supervisor(r)}]`,
     );
   if (note) lines.push(`note: ${note}`);
   process.stdout.write(`${lines.join('\n')}\n`);

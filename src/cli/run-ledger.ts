@@ -4,7 +4,7 @@
 // while the payload runs.
 import { TetherError } from '../errors.js';
 import { Ledger } from '../ledger/ledger.js';
-import { isPostgresUrl, resolveLedgerTarget } from '../ledger/target.js';
+import { isPostgresUrl, redactUrl, resolveLedgerTarget } from '../ledger/target.js';
 import type { Session } from '../session/session.js';
 import { EXIT_LEDGER_FAILED } from './exit-codes.js';
 
@@ -72,7 +72,7 @@ export async function beginRecording(
 function describeTarget(flag: string | undefined): string {
   try {
     const t = resolveLedgerTarget(flag);
-    return t.kind === 'sqlite' ? t.path : 'the postgres URL given';
+    return t.kind === 'sqlite' ? t.path : redactUrl(t.url);
   } catch {
     return String(flag);
   }

@@ -98,10 +98,16 @@ export class CommandError<T extends string | Buffer = string>
   readonly durationMs: number;
   /** True when a process still held stdout/stderr past the output cap (spawn, session.spawn). */
   readonly outputTimedOut?: boolean;
+  /** Which stream passed `maxBuffer` (code `MAX_BUFFER`): as the result's own field. */
+  readonly maxBufferExceeded?: 'stdout' | 'stderr';
   constructor(
     code: TetherErrorCode,
     message: string,
-    result: CommandResult<T> & { report?: SweepReport; outputTimedOut?: boolean },
+    result: CommandResult<T> & {
+      report?: SweepReport;
+      outputTimedOut?: boolean;
+      maxBufferExceeded?: 'stdout' | 'stderr';
+    },
     cause?: unknown,
   ) {
     super(code, message, {
@@ -120,6 +126,7 @@ export class CommandError<T extends string | Buffer = string>
     this.isCanceled = result.isCanceled;
     this.durationMs = result.durationMs;
     if (result.outputTimedOut !== undefined) this.outputTimedOut = result.outputTimedOut;
+    if (result.maxBufferExceeded !== undefined) this.maxBufferExceeded = result.maxBufferExceeded;
   }
 }
 

@@ -196,6 +196,7 @@ describe('a failed command rejects with the same fields (reject: false resolves)
     if (shell) started.push(shell);
     const error = await rejected(sub);
     expect(error.code).toBe('MAX_BUFFER');
+    expect(error.maxBufferExceeded).toBe('stdout');
     expect(error.message).toMatch(/^Command's stdout passed maxBuffer \(1000 bytes\): sh -c /);
     expect(error.stdout.length).toBe(1000);
     const leftover = Number(error.stderr.trim());
