@@ -3,7 +3,7 @@
 // in its own Postgres schema (default `tether`), versioned in a table and migrated forward in one
 // transaction under an advisory lock; the compare-and-set is one `UPDATE … WHERE tag AND revision`.
 import type { Pool, PoolClient, PoolConfig } from 'pg';
-import { COLUMNS, fromRow, type SessionRow, toRow } from './rows.js';
+import { COLUMNS, fromRow, recordsOf, type SessionRow, toRow } from './rows.js';
 import { ledgerCorrupt, ledgerLocked, ledgerUnavailable, type StoreHooks } from './store-errors.js';
 import { redactUrl } from './target.js';
 import type { LedgerStore, ListFilter, SessionRecord } from './types.js';
@@ -156,7 +156,7 @@ export class PostgresStore implements LedgerStore {
       const r = await this.pool.query<SessionRow>(`SELECT * FROM ${this.schema}.sessions WHERE tag = $1`, [
         tag,
       ]);
-      return r.rows[0] === undefined ? null : fromRow(r.rows[0]);
+      return r.rows[0] === undefined ? null : fromRow(r.rows[0], this.location);
     });
   }
 
@@ -171,7 +171,7 @@ export class PostgresStore implements LedgerStore {
               `SELECT * FROM ${this.schema}.sessions WHERE state = $1 ORDER BY created_at, seq`,
               [filter.state],
             );
-      return r.rows.map(fromRow);
+      return recordsOf(r.rows, filter.onCorrupt);
     });
   }
 

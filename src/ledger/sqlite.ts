@@ -2,10 +2,10 @@
 // WAL (readers never wait for the writer), a busy timeout, a schema versioned by
 // `PRAGMA user_version` and migrated forward in one transaction; a file it cannot read is
 // refused with LEDGER_CORRUPT and never rewritten.
-import { mkdirSync, statSync } from 'node:fs';
+import { closeSync, lstatSync, mkdirSync, openSync, readlinkSync, type Stats, statSync } from 'node:fs';
 import { dirname } from 'node:path';
 import Database from 'better-sqlite3';
-import { COLUMNS, fromRow, type SessionRow, toRow } from './rows.js';
+import { COLUMNS, fromRow, recordsOf, type SessionRow, toRow } from './rows.js';
 import { ledgerCorrupt, ledgerLocked, ledgerUnavailable, type StoreHooks } from './store-errors.js';
 import type { LedgerStore, ListFilter, SessionRecord } from './types.js';
 
@@ -53,7 +53,10 @@ export interface SqliteStoreOptions {
 }
 
 /**
- * Opens (creating it and its directory, mode 0700, when missing) the SQLite ledger at `path`.
+ * Opens (creating it, mode 0600, and its directory, mode 0700, when missing) the SQLite ledger at
+ * `path`; an existing file's mode is left as it is. A path that exists and is no regular file
+ * (after following symlinks: a directory, a FIFO, a device such as /dev/null) or a dangling
+ * symlink is refused with LEDGER_UNAVAILABLE before SQLite opens it.
  * Rejects with a TetherError naming the file: LEDGER_CORRUPT (not a SQLite database, malformed,
  * another application's database, or a schema newer than SQLITE_SCHEMA_VERSION), LEDGER_LOCKED
  * (a migration waited past the busy timeout), LEDGER_UNAVAILABLE (read-only, full, no such directory).
@@ -85,6 +88,56 @@ function makeDirectories(dir: string): void {
   for (const d of missing.reverse()) mkdirSync(d, { mode: 0o700 });
 }
 
+// What a path that is no regular file is, for the refusal.
+function kindOf(st: Stats): string {
+  if (st.isDirectory()) return 'a directory';
+  if (st.isFIFO()) return 'a FIFO (named pipe)';
+  if (st.isCharacterDevice()) return 'a character device';
+  if (st.isBlockDevice()) return 'a block device';
+  if (st.isSocket()) return 'a socket';
+  return 'not a regular file';
+}
+
+// Before SQLite touches `path`: an existing path must be (or link to) a regular file — SQLite
+// would otherwise open a FIFO, /dev/null or a directory and create `<path>-journal` beside it;
+// a missing file is created here, mode 0600 (the ledger holds every session's command line), as
+// SQLite would create it 0644. An existing file's mode is left as it is. Throws LEDGER_UNAVAILABLE.
+function prepareFile(path: string): void {
+  let st: Stats | undefined;
+  try {
+    st = statSync(path); // follows symlinks: a symlink to a regular file is fine
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code !== 'ENOENT')
+      throw ledgerUnavailable(path, `it cannot be inspected (${errText(err)})`, err);
+  }
+  if (st === undefined) {
+    let link: string | undefined;
+    try {
+      if (lstatSync(path).isSymbolicLink()) link = readlinkSync(path);
+    } catch {
+      // nothing there at all: created below
+    }
+    if (link !== undefined)
+      throw ledgerUnavailable(
+        path,
+        `it is a symbolic link to ${link}, which does not exist; remove the link or create its target`,
+      );
+    try {
+      closeSync(openSync(path, 'wx', 0o600));
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code === 'EEXIST') return prepareFile(path); // another process made it
+      const mapped = mapSqliteError(err, path, 'open'); // EACCES, EROFS: "cannot be written"
+      throw mapped !== err ? mapped : ledgerUnavailable(path, `it cannot be created (${errText(err)})`, err);
+    }
+    return;
+  }
+  if (!st.isFile())
+    throw ledgerUnavailable(
+      path,
+      `it is ${kindOf(st)}, not a regular file; point --ledger / TETHER_LEDGER at a file`,
+    );
+}
+
 // The store. better-sqlite3 is synchronous; the interface is async so that every store looks alike.
 export class SqliteStore implements LedgerStore {
   readonly location: string;
@@ -103,6 +156,7 @@ export class SqliteStore implements LedgerStore {
     } catch (err) {
       throw ledgerUnavailable(path, `its directory cannot be created (${errText(err)})`, err);
     }
+    prepareFile(path);
     try {
       this.db = new Database(path, { timeout: this.busyTimeoutMs });
     } catch (err) {
@@ -194,7 +248,7 @@ export class SqliteStore implements LedgerStore {
   async get(tag: string): Promise<SessionRecord | null> {
     return this.run('read', () => {
       const row = this.db.prepare('SELECT * FROM sessions WHERE tag = ?').get(tag) as SessionRow | undefined;
-      return row === undefined ? null : fromRow(row);
+      return row === undefined ? null : fromRow(row, this.location);
     });
   }
 
@@ -207,7 +261,7 @@ export class SqliteStore implements LedgerStore {
               .prepare('SELECT * FROM sessions WHERE state = ? ORDER BY created_at, rowid')
               .all(filter.state)
       ) as SessionRow[];
-      return rows.map(fromRow);
+      return recordsOf(rows, filter.onCorrupt);
     });
   }
 

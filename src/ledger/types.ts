@@ -41,6 +41,8 @@ export interface Supervisor {
   pid: number;
   /** Field 22 of `/proc/<pid>/stat`, clock ticks since boot. */
   startTime: number;
+  /** The inode number of the supervisor's PID namespace (`/proc/<pid>/ns/pid`), when recorded. */
+  pidNamespace?: number;
 }
 
 /** Where the session's processes run: this machine, or a container through an exec channel. */
@@ -87,9 +89,25 @@ export interface SessionRecord {
   kept: KeptProcess[];
 }
 
+/**
+ * A stored row that is no valid record (docs/ledger.md, "A row that cannot be read"): `tag` as
+ * stored (it may itself be what is wrong), `field` the record field at fault (`kept`,
+ * `supervisor.pid`, `kept[0].expiresAt`…), `problem` what is wrong with it.
+ */
+export interface CorruptRow {
+  tag: string;
+  field: string;
+  problem: string;
+}
+
 /** Filter of `LedgerStore.list`. */
 export interface ListFilter {
   state?: SessionState;
+  /**
+   * Called once for each row that is no valid record; such a row is never returned as a record
+   * (nor rewritten). A store that cannot tell may never call it. Without it, bad rows are skipped.
+   */
+  onCorrupt?: (row: CorruptRow) => void;
 }
 
 /**
@@ -102,8 +120,9 @@ export interface LedgerStore {
   readonly location: string;
   /** Adds a new record (revision 1). Resolves false when the tag is already there. */
   insert(record: SessionRecord): Promise<boolean>;
+  /** Rejects with LEDGER_CORRUPT (naming the tag and the field) when the row is no valid record. */
   get(tag: string): Promise<SessionRecord | null>;
-  /** Records, oldest first. */
+  /** Records, oldest first; a row that is no valid record is skipped and given to `filter.onCorrupt`. */
   list(filter?: ListFilter): Promise<SessionRecord[]>;
   /**
    * Replaces the record when its stored revision is `expected`, writing `next` with revision
