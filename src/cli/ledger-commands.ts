@@ -4,8 +4,9 @@ import { existsSync } from 'node:fs';
 import type { Command } from 'commander';
 import { TetherError } from '../errors.js';
 import { Ledger } from '../ledger/ledger.js';
+import { describeCorrupt } from '../ledger/rows.js';
 import { resolveLedgerTarget } from '../ledger/target.js';
-import { SESSION_STATES, type SessionRecord, type SessionState } from '../ledger/types.js';
+import { type CorruptRow, SESSION_STATES, type SessionRecord, type SessionState } from '../ledger/types.js';
 import { parseDuration } from '../options.js';
 import { parseTag } from '../proc/tag.js';
 import { recover } from '../recover/index.js';
@@ -74,7 +75,9 @@ async function recoverCommand(flags: {
   const ledger = await openForReading(flags.ledger);
   if (!ledger) {
     if (flags.json)
-      process.stdout.write(`${JSON.stringify({ version: 1, sessions: [], kept: [], settled: true })}\n`);
+      process.stdout.write(
+        `${JSON.stringify({ version: 1, sessions: [], kept: [], corrupt: [], settled: true })}\n`,
+      );
     else process.stderr.write(`tether: no ledger at ${describe(flags.ledger)}: nothing to recover\n`);
     return;
   }
@@ -96,6 +99,7 @@ async function recoverCommand(flags: {
       }
       for (const k of result.kept)
         lines.push(`${k.tag}  kept pid ${k.pid} (${k.cmdline.slice(0, 60)}, owner ${k.owner}): ${k.outcome}`);
+      for (const c of result.corrupt) lines.push(unreadableLine(ledger.location, c));
       if (lines.length === 0) lines.push('tether: no session to recover');
       process.stderr.write(`${lines.join('\n')}\n`);
     }
@@ -108,9 +112,13 @@ async function recoverCommand(flags: {
 async function lsCommand(flags: { ledger?: string; state?: string; json?: boolean }): Promise<void> {
   const state = flags.state === undefined ? undefined : parseState(flags.state);
   const ledger = await openForReading(flags.ledger);
-  const records = ledger ? await ledger.list(state ? { state } : {}).finally(() => ledger.close()) : [];
+  const corrupt: CorruptRow[] = [];
+  const onCorrupt = (row: CorruptRow) => corrupt.push(row);
+  const records = ledger
+    ? await ledger.list(state ? { state, onCorrupt } : { onCorrupt }).finally(() => ledger.close())
+    : [];
   if (flags.json) {
-    process.stdout.write(`${JSON.stringify({ version: 1, sessions: records }, null, 2)}\n`);
+    process.stdout.write(`${JSON.stringify({ version: 1, sessions: records, corrupt }, null, 2)}\n`);
     return;
   }
   if (!ledger) {
@@ -118,6 +126,13 @@ async function lsCommand(flags: { ledger?: string; state?: string; json?: boolea
     return;
   }
   process.stdout.write(`${renderRecords(records).join('\n')}\n`);
+  if (corrupt.length)
+    process.stderr.write(`${corrupt.map((c) => unreadableLine(ledger.location, c)).join('\n')}\n`);
+}
+
+/** A row that could not be read, for recover, ls and ps: its tag and what is wrong. */
+export function unreadableLine(location: string, c: CorruptRow): string {
+  return `tether: the ledger ${location} holds a row that cannot be read, left as it is: ${describeCorrupt(c)}`;
 }
 
 async function showCommand(input: string, flags: { ledger?: string; json?: boolean }): Promise<void> {

@@ -1,9 +1,9 @@
 // tether ps [--json] [--ledger PATH|URL]: live processes carrying tether tags, grouped by
 // session, beside the sessions the ledger holds as running (docs/cli.md).
 import { supervisorGone } from '../ledger/supervisor.js';
-import type { SessionRecord } from '../ledger/types.js';
+import type { CorruptRow, SessionRecord } from '../ledger/types.js';
 import { listTaggedProcesses } from '../proc/tagged.js';
-import { openForReading } from './ledger-commands.js';
+import { openForReading, unreadableLine } from './ledger-commands.js';
 import { groupByTag, renderTagged } from './render.js';
 
 /**
@@ -16,9 +16,14 @@ export async function psCommand(flags: { json?: boolean; ledger?: string }): Pro
   const processes = listTaggedProcesses();
   let records: SessionRecord[] = [];
   let note: string | undefined;
+  const corrupt: CorruptRow[] = [];
+  const unreadable: string[] = [];
   try {
     const ledger = await openForReading(flags.ledger);
-    if (ledger) records = await ledger.list().finally(() => ledger.close());
+    if (ledger) {
+      records = await ledger.list({ onCorrupt: (row) => corrupt.push(row) }).finally(() => ledger.close());
+      unreadable.push(...corrupt.map((c) => unreadableLine(ledger.location, c)));
+    }
   } catch (error) {
     note = `the ledger could not be read: ${(error as Error).message}`;
   }
@@ -32,7 +37,9 @@ export async function psCommand(flags: { json?: boolean; ledger?: string }): Pro
       record: recordOf.get(tag) ?? null,
     }));
     for (const r of idle) sessions.push({ tag: r.tag, processes: [], record: r });
-    process.stdout.write(`${JSON.stringify({ version: 1, sessions, ...(note ? { note } : {}) }, null, 2)}\n`);
+    process.stdout.write(
+      `${JSON.stringify({ version: 1, sessions, corrupt, ...(note ? { note } : {}) }, null, 2)}\n`,
+    );
     return;
   }
   // "supervisor pid 812 (gone: tether recover ends it)" for a running record whose supervisor died.
@@ -49,5 +56,6 @@ export async function psCommand(flags: { json?: boolean; ledger?: string }): Pro
       `${r.tag} (no live process)  [ledger: running, ${r.command.join(' ').slice(0, 40)}, ${supervisor(r)}]`,
     );
   if (note) lines.push(`note: ${note}`);
+  for (const line of unreadable) lines.push(`note: ${line.replace(/^tether: /, '')}`);
   process.stdout.write(`${lines.join('\n')}\n`);
 }

@@ -87,7 +87,8 @@ function shown(value: unknown): string {
 }
 
 const str: Check<string> = (v, f) => (typeof v === 'string' ? v : fail(f, `is ${shown(v)}, not a string`));
-const bool: Check<boolean> = (v, f) => (typeof v === 'boolean' ? v : fail(f, `is ${shown(v)}, not a boolean`));
+const bool: Check<boolean> = (v, f) =>
+  typeof v === 'boolean' ? v : fail(f, `is ${shown(v)}, not a boolean`);
 
 // An integer ≥ min (Postgres BIGINT columns come back as strings: accepted when they are digits).
 function int(min: number): Check<number> {
@@ -191,7 +192,8 @@ const keptProcess: Check<KeptProcess> = (v, f) => {
 export function parseRow(row: SessionRow): { record: SessionRecord } | { corrupt: CorruptRow } {
   const tag = typeof row.tag === 'string' ? row.tag : String(row.tag);
   try {
-    if (!TAG_NAME_PATTERN.test(tag)) fail('tag', `is ${shown(tag)}, not TETHER_SESSION_ and 32 lowercase hex digits`);
+    if (!TAG_NAME_PATTERN.test(tag))
+      fail('tag', `is ${shown(tag)}, not TETHER_SESSION_ and 32 lowercase hex digits`);
     if (!(SESSION_STATES as readonly unknown[]).includes(row.state))
       fail('state', `is ${shown(row.state)}, not one of ${SESSION_STATES.join(', ')}`);
     const record: SessionRecord = {

@@ -125,7 +125,10 @@ function prepareFile(path: string): void {
     try {
       closeSync(openSync(path, 'wx', 0o600));
     } catch (err) {
-      if ((err as NodeJS.ErrnoException).code === 'EEXIST') return prepareFile(path); // another process made it
+      if ((err as NodeJS.ErrnoException).code === 'EEXIST') {
+        prepareFile(path); // another process made it (or a link) meanwhile: check what it is
+        return;
+      }
       const mapped = mapSqliteError(err, path, 'open'); // EACCES, EROFS: "cannot be written"
       throw mapped !== err ? mapped : ledgerUnavailable(path, `it cannot be created (${errText(err)})`, err);
     }

@@ -5,7 +5,7 @@
 // report → end the kept processes whose TTL has passed, whatever their session's state.
 import type { Ledger } from '../ledger/ledger.js';
 import { machineId, supervisorGone } from '../ledger/supervisor.js';
-import type { SessionState } from '../ledger/types.js';
+import type { CorruptRow, SessionState } from '../ledger/types.js';
 import { toRecord } from '../outcome/record.js';
 import type { SweepReport } from '../sweep/report.js';
 import { endExpiredKept, type KeptEnd } from './kept.js';
@@ -57,7 +57,12 @@ export interface RecoveredSession {
 export interface RecoverResult {
   sessions: RecoveredSession[];
   kept: KeptEnd[];
-  /** True when every session handled was recovered and every expired kept process ended. */
+  /**
+   * The rows the ledger holds that are no valid record (docs/ledger.md, "A row that cannot be
+   * read"): not recovered, left as they are, each named by its tag, field and problem.
+   */
+  corrupt: CorruptRow[];
+  /** True when every session handled was recovered, every expired kept process ended, and no row was corrupt. */
   settled: boolean;
 }
 
@@ -66,13 +71,15 @@ export interface RecoverResult {
  * (`supervisorGone`: on this machine its pid + start time no longer exist; a shared store's
  * lease expired), then ends every kept process whose `expiresAt` has passed (identity-checked,
  * with what it started). Sessions whose supervisor is alive are left alone and not listed.
+ * A row that is no valid record is named in `corrupt` (not settled) and the others recovered.
  * Rejects with the ledger's TetherError (`LEDGER_CORRUPT`, `LEDGER_UNAVAILABLE`…) when it
- * cannot be read; a write refused after a sweep does not lose the sweep (`write-failed`).
+ * cannot be read at all; a write refused after a sweep does not lose the sweep (`write-failed`).
  */
 export async function recover(options: RecoverOptions): Promise<RecoverResult> {
   const { ledger } = options;
   const now = options.now ?? Date.now();
-  const records = await ledger.list();
+  const corrupt: CorruptRow[] = [];
+  const records = await ledger.list({ onCorrupt: (row) => corrupt.push(row) });
   // Running (or parked) and its supervisor gone: on this machine its pid + start time no longer
   // exist, on another its lease expired.
   const orphaned = records.filter(
@@ -86,8 +93,10 @@ export async function recover(options: RecoverOptions): Promise<RecoverResult> {
   const settled =
     sessions.every(
       (s) => s.outcome === 'recovered' || s.outcome === 'lost-race' || s.outcome === 'would-sweep',
-    ) && kept.every((k) => k.outcome !== 'survived');
-  return { sessions, kept, settled };
+    ) &&
+    kept.every((k) => k.outcome !== 'survived') &&
+    corrupt.length === 0;
+  return { sessions, kept, corrupt, settled };
 }
 
 // One session: swept where it runs, then its end written (compare-and-set: a lost race is no error).

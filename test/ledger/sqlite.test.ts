@@ -1,7 +1,17 @@
 // The SQLite store's failures, on real files: corrupt, another application's, newer schema,
 // locked by another process, read-only, full. The file is never reset or rewritten.
 import { execFileSync, spawn } from 'node:child_process';
-import { cpSync, mkdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
+import {
+  chmodSync,
+  cpSync,
+  existsSync,
+  mkdirSync,
+  readdirSync,
+  readFileSync,
+  statSync,
+  symlinkSync,
+  writeFileSync,
+} from 'node:fs';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import { afterEach, describe, expect, it } from 'vitest';
@@ -211,5 +221,61 @@ describe('Postgres store without a server or a driver', () => {
     expect(got.message).toContain('npm install pg');
     expect(got.message).toContain('postgresql://bob:***@db.example/ledger');
     expect(got.message).not.toContain('hunter2');
+  });
+});
+
+describe('SQLite ledger paths', () => {
+  it('a new ledger file is created 0600 when its directory exists; an existing file keeps its mode', async () => {
+    const dir = tempDir();
+    const path = join(dir, 'ledger.db');
+    const l = await Ledger.open(path);
+    await begin(l, ['secret-command', '--token', 'x']);
+    await l.close();
+    expect((statSync(path).mode & 0o777).toString(8)).toBe('600');
+    for (const side of ['-wal', '-shm'])
+      if (existsSync(path + side)) expect((statSync(path + side).mode & 0o077).toString(8)).toBe('0');
+    const existing = join(dir, 'existing.db');
+    writeFileSync(existing, '');
+    chmodSync(existing, 0o640);
+    await (await Ledger.open(existing)).close();
+    expect((statSync(existing).mode & 0o777).toString(8)).toBe('640');
+  });
+
+  it('a symlink to /dev/null, a FIFO, a directory and a dangling symlink are refused before SQLite touches them', async () => {
+    const dir = tempDir();
+    const journalBefore = existsSync('/dev/null-journal');
+    const cases: [string, () => void, RegExp][] = [
+      [
+        'null.db',
+        () => symlinkSync('/dev/null', join(dir, 'null.db')),
+        /is a character device, not a regular file/,
+      ],
+      ['fifo.db', () => execFileSync('mkfifo', [join(dir, 'fifo.db')]), /is a FIFO/],
+      ['dir.db', () => mkdirSync(join(dir, 'dir.db')), /is a directory, not a regular file/],
+      [
+        'dangling.db',
+        () => symlinkSync('/nonexistent/x.db', join(dir, 'dangling.db')),
+        /symbolic link to \/nonexistent\/x\.db, which does not exist/,
+      ],
+    ];
+    for (const [name, make, why] of cases) {
+      make();
+      const path = join(dir, name);
+      const err = await Ledger.open(path).catch((e) => e);
+      expect(err, name).toMatchObject({ code: 'LEDGER_UNAVAILABLE' });
+      expect(err.message).toContain(path);
+      expect(err.message).toMatch(why);
+    }
+    expect(readdirSync(dir).sort()).toEqual(['dangling.db', 'dir.db', 'fifo.db', 'null.db']);
+    expect(readdirSync(join(dir, 'dir.db'))).toEqual([]);
+    if (!journalBefore) expect(existsSync('/dev/null-journal'), 'SQLite made /dev/null-journal').toBe(false);
+    // A symlink to a regular file is a ledger like any other.
+    const real = join(dir, 'real.db');
+    await (await Ledger.open(real)).close();
+    symlinkSync(real, join(dir, 'link.db'));
+    const viaLink = await Ledger.open(join(dir, 'link.db'));
+    await begin(viaLink);
+    expect(await viaLink.list()).toHaveLength(1);
+    await viaLink.close();
   });
 });
