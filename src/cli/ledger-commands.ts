@@ -33,6 +33,13 @@ export function addLedgerCommands(program: Command): void {
       "how long a sandbox session's sweep tries to reach its target before it is parked",
       '30s',
     )
+    .option(
+      '--allow-channel <prog>',
+      'also run recorded sandbox channels whose program (argv[0] basename) is PROG; repeatable. ' +
+        'Allowed without it: kubectl, docker, podman, nerdctl, crictl, nsenter, ssh, lxc, incus, machinectl',
+      (value: string, previous: string[]) => [...previous, value],
+      [] as string[],
+    )
     .action(recoverCommand);
   program
     .command('ls')
@@ -67,6 +74,7 @@ async function recoverCommand(flags: {
   grace: string;
   killAfter: string;
   channelBudget: string;
+  allowChannel: string[];
 }): Promise<void> {
   const graceMs = parseDuration('--grace', flags.grace);
   const killAfterMs = parseDuration('--kill-after', flags.killAfter);
@@ -85,6 +93,7 @@ async function recoverCommand(flags: {
       graceMs,
       killAfterMs,
       channelBudgetMs,
+      allowChannels: flags.allowChannel,
     });
     if (flags.json) process.stdout.write(`${JSON.stringify({ version: 1, ...result }, null, 2)}\n`);
     else {
@@ -95,7 +104,7 @@ async function recoverCommand(flags: {
           lines.push(...renderReport(s.report).map((l) => `  ${l}`));
       }
       for (const k of result.kept)
-        lines.push(`${k.tag}  kept pid ${k.pid} (${k.cmdline.slice(0, 60)}, owner ${k.owner}): ${k.outcome}`);
+        lines.push(`${k.tag}  kept pid ${k.pid} (${k.cmdline.slice(0, 60)}, owner ${k.owner}): ${k.outcome}${k.reason ? ` (${k.reason})` : ''}`);
       if (lines.length === 0) lines.push('tether: no session to recover');
       process.stderr.write(`${lines.join('\n')}\n`);
     }

@@ -38,6 +38,11 @@ export interface Supervisor {
   machineId: string;
   /** `/proc/sys/kernel/random/boot_id`: a pid + start time means something only within one boot. */
   bootId: string;
+  /**
+   * The supervisor's PID namespace: the inode of `/proc/self/ns/pid`. `pid` means something
+   * only within it. Absent in records of older tethers (then unknown: only a lease tells).
+   */
+  pidNamespace?: number;
   pid: number;
   /** Field 22 of `/proc/<pid>/stat`, clock ticks since boot. */
   startTime: number;
