@@ -104,7 +104,9 @@ async function recoverCommand(flags: {
           lines.push(...renderReport(s.report).map((l) => `  ${l}`));
       }
       for (const k of result.kept)
-        lines.push(`${k.tag}  kept pid ${k.pid} (${k.cmdline.slice(0, 60)}, owner ${k.owner}): ${k.outcome}${k.reason ? ` (${k.reason})` : ''}`);
+        lines.push(
+          `${k.tag}  kept pid ${k.pid} (${k.cmdline.slice(0, 60)}, owner ${k.owner}): ${k.outcome}${k.reason ? ` (${k.reason})` : ''}`,
+        );
       if (lines.length === 0) lines.push('tether: no session to recover');
       process.stderr.write(`${lines.join('\n')}\n`);
     }

@@ -119,7 +119,8 @@ export async function endExpiredKept(records: SessionRecord[], settings: KeptSet
 
 // Why a session's kept pids are not checkable from here, or undefined when they are.
 function elsewhereReason(record: SessionRecord, here: Vantage): string | undefined {
-  if (record.location.kind !== 'local') return 'its session runs in a sandbox: its pids are not this machine\'s';
+  if (record.location.kind !== 'local')
+    return "its session runs in a sandbox: its pids are not this machine's";
   const s = record.supervisor;
   if (samePidSpace(s, here)) return undefined;
   if (s.machineId === '' || here.machineId === '') return 'the machine it ran on is unknown (no machine id)';
@@ -140,7 +141,7 @@ function tagMissing(k: KeptProcess, tag: string, procRoot = '/proc'): string | u
     return `its environ cannot be read (${(error as NodeJS.ErrnoException).code ?? (error as Error).message}): no evidence it is the session's`;
   }
   if (read.kind === 'gone') return undefined;
-  if (read.kind === 'denied') return 'its environ cannot be read (denied): no evidence it is the session\'s';
+  if (read.kind === 'denied') return "its environ cannot be read (denied): no evidence it is the session's";
   if (read.entries.includes(`${tag}=1`)) return undefined;
   return read.oversized
     ? `its environ is too large to read whole and ${tag} was not in what was read: no evidence it is the session's`

@@ -68,7 +68,10 @@ export function planOf(record: SessionRecord, settings: PlanSettings = {}): Plan
         dryRun: 'would park it: no channel recorded',
       };
     const program = basename(String(location.channel[0]));
-    const allowed = new Set([...DEFAULT_CHANNEL_CLIENTS, ...(settings.allowChannels ?? []).map((p) => basename(p))]);
+    const allowed = new Set([
+      ...DEFAULT_CHANNEL_CLIENTS,
+      ...(settings.allowChannels ?? []).map((p) => basename(p)),
+    ]);
     if (!allowed.has(program))
       return {
         kind: 'unreachable',
@@ -103,7 +106,10 @@ export function planOf(record: SessionRecord, settings: PlanSettings = {}): Plan
     where: 'local',
     ...(cgroup ? { cgroup } : {}),
     notes,
-    dryRun: [`would sweep ${record.tag} here${cgroup ? ` and its cgroup ${cgroup.path}` : ''}`, ...notes].join('; '),
+    dryRun: [
+      `would sweep ${record.tag} here${cgroup ? ` and its cgroup ${cgroup.path}` : ''}`,
+      ...notes,
+    ].join('; '),
   };
 }
 

@@ -29,7 +29,10 @@ afterEach(async () => {
   for (const l of opened.splice(0)) await l.close();
   // Deepest first; each emptied by cleanup() (its members were this test's processes).
   for (const d of dirs.splice(0).reverse()) {
-    await waitFor(`${d} to empty`, () => !existsSync(d) || readFileSync(join(d, 'cgroup.procs'), 'latin1') === '');
+    await waitFor(
+      `${d} to empty`,
+      () => !existsSync(d) || readFileSync(join(d, 'cgroup.procs'), 'latin1') === '',
+    );
     if (existsSync(d)) rmdirSync(d);
   }
 });
@@ -104,8 +107,14 @@ describe.skipIf(!mount)("a record's cgroup path", () => {
     const misplaced = cgroupDir(join(outer, cgroupName(tag)));
     const victims = [await sleeperIn(other), await sleeperIn(misplaced)];
     const { ledger } = await ledgerAt();
-    await ledger.begin({ tag, command: ['forged'], location: { kind: 'local' }, supervisor: await goneSupervisor() });
-    for (const path of [other, misplaced]) await ledger.recordSweep(tag, { cgroup: path } as unknown as SweepReport);
+    await ledger.begin({
+      tag,
+      command: ['forged'],
+      location: { kind: 'local' },
+      supervisor: await goneSupervisor(),
+    });
+    for (const path of [other, misplaced])
+      await ledger.recordSweep(tag, { cgroup: path } as unknown as SweepReport);
 
     const result = await recover({ ledger, graceMs: 500, killAfterMs: 500 });
     for (const v of victims) expect(isAlive(v), `${describeProcess(v)} was signalled`).toBe(true);
@@ -123,7 +132,12 @@ describe.skipIf(!mount)("a record's cgroup path", () => {
     const own = cgroupDir(join(parent, cgroupName(tag)));
     const member = await sleeperIn(own); // untagged: only the cgroup finds it
     const { ledger } = await ledgerAt();
-    await ledger.begin({ tag, command: ['x'], location: { kind: 'local' }, supervisor: await goneSupervisor() });
+    await ledger.begin({
+      tag,
+      command: ['x'],
+      location: { kind: 'local' },
+      supervisor: await goneSupervisor(),
+    });
     await ledger.recordSweep(tag, { cgroup: own } as unknown as SweepReport);
     const result = await recover({ ledger, graceMs: 500, killAfterMs: 500 });
     expect(result.sessions.find((s) => s.tag === tag)?.outcome).toBe('recovered');
@@ -139,14 +153,30 @@ describe('a live session in another PID namespace', () => {
     // The supervisor is pid 1 of its namespace; --kill-child ends the namespace with unshare.
     const ns = spawnChild(
       'unshare',
-      ['--pid', '--kill-child', '--mount-proc', process.execPath, CLI, 'run', '--ledger', path, '--', 'sleep', marker],
+      [
+        '--pid',
+        '--kill-child',
+        '--mount-proc',
+        process.execPath,
+        CLI,
+        'run',
+        '--ledger',
+        path,
+        '--',
+        'sleep',
+        marker,
+      ],
       { stdio: 'ignore' },
     );
     const nsId = identityOf(ns.pid ?? 0);
     if (!nsId) throw new Error('premise broken: unshare did not start');
     started.push(nsId);
     const payload = () => pids().find((p) => cmdlineOf(p) === `sleep ${marker}`);
-    await waitFor('the session in the PID namespace to run its command', () => payload() !== undefined, 20_000);
+    await waitFor(
+      'the session in the PID namespace to run its command',
+      () => payload() !== undefined,
+      20_000,
+    );
     const victim = identityOf(payload() as number) as ProcessId;
     started.push(victim);
     const { ledger } = await ledgerAt(path);
@@ -167,7 +197,13 @@ describe('a live session in another PID namespace', () => {
 });
 
 describe('an expired kept process', () => {
-  const kept = (id: ProcessId) => ({ ...id, cmdline: 'sleep 600', match: 'sleep *', owner: 'test', expiresAt: 1 });
+  const kept = (id: ProcessId) => ({
+    ...id,
+    cmdline: 'sleep 600',
+    match: 'sleep *',
+    owner: 'test',
+    expiresAt: 1,
+  });
 
   it('of another boot, or of a record with no machine id, is not signalled', async () => {
     const { ledger } = await ledgerAt();
