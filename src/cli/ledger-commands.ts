@@ -34,6 +34,13 @@ export function addLedgerCommands(program: Command): void {
       "how long a sandbox session's sweep tries to reach its target before it is parked",
       '30s',
     )
+    .option(
+      '--allow-channel <prog>',
+      'also run recorded sandbox channels whose program (argv[0] basename) is PROG; repeatable. ' +
+        'Allowed without it: kubectl, docker, podman, nerdctl, crictl, nsenter, ssh, lxc, incus, machinectl',
+      (value: string, previous: string[]) => [...previous, value],
+      [] as string[],
+    )
     .action(recoverCommand);
   program
     .command('ls')
@@ -68,6 +75,7 @@ async function recoverCommand(flags: {
   grace: string;
   killAfter: string;
   channelBudget: string;
+  allowChannel: string[];
 }): Promise<void> {
   const graceMs = parseDuration('--grace', flags.grace);
   const killAfterMs = parseDuration('--kill-after', flags.killAfter);
@@ -88,6 +96,7 @@ async function recoverCommand(flags: {
       graceMs,
       killAfterMs,
       channelBudgetMs,
+      allowChannels: flags.allowChannel,
     });
     if (flags.json) process.stdout.write(`${JSON.stringify({ version: 1, ...result }, null, 2)}\n`);
     else {
@@ -98,7 +107,9 @@ async function recoverCommand(flags: {
           lines.push(...renderReport(s.report).map((l) => `  ${l}`));
       }
       for (const k of result.kept)
-        lines.push(`${k.tag}  kept pid ${k.pid} (${k.cmdline.slice(0, 60)}, owner ${k.owner}): ${k.outcome}`);
+        lines.push(
+          `${k.tag}  kept pid ${k.pid} (${k.cmdline.slice(0, 60)}, owner ${k.owner}): ${k.outcome}${k.reason ? ` (${k.reason})` : ''}`,
+        );
       for (const c of result.corrupt) lines.push(unreadableLine(ledger.location, c));
       if (lines.length === 0) lines.push('tether: no session to recover');
       process.stderr.write(`${lines.join('\n')}\n`);

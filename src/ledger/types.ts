@@ -38,11 +38,14 @@ export interface Supervisor {
   machineId: string;
   /** `/proc/sys/kernel/random/boot_id`: a pid + start time means something only within one boot. */
   bootId: string;
+  /**
+   * The supervisor's PID namespace: the inode of `/proc/self/ns/pid`. `pid` means something
+   * only within it. Absent in records of older tethers (then unknown: only a lease tells).
+   */
+  pidNamespace?: number;
   pid: number;
   /** Field 22 of `/proc/<pid>/stat`, clock ticks since boot. */
   startTime: number;
-  /** The inode number of the supervisor's PID namespace (`/proc/<pid>/ns/pid`), when recorded. */
-  pidNamespace?: number;
 }
 
 /** Where the session's processes run: this machine, or a container through an exec channel. */

@@ -1,8 +1,10 @@
 // Kept processes whose TTL has passed, ended — whatever their session's state: each by its
 // identity (pid + start time), with what it started (the sweep's `members`, as the guard gives them).
 import type { Ledger } from '../ledger/ledger.js';
+import { samePidSpace, type Vantage } from '../ledger/supervisor.js';
 import type { KeptProcess, SessionRecord } from '../ledger/types.js';
-import { identityKey, isAlive } from '../proc/identity.js';
+import { readEnviron } from '../proc/environ.js';
+import { identityKey, isAlive, readStat } from '../proc/identity.js';
 import { type Snapshot, takeSnapshot } from '../proc/snapshot.js';
 import { sweep } from '../sweep/loop.js';
 import type { SweepReport } from '../sweep/report.js';
@@ -10,13 +12,16 @@ import type { SweepReport } from '../sweep/report.js';
 /**
  * One expired kept process. `outcome`: `ended` (the sweep saw it gone), `gone` (it had ended
  * before recover looked), `survived` (still alive after the KILL phase), `elsewhere` (its
- * session runs in a sandbox or on another machine: not reachable by pid from here),
- * `would-end` (dry run).
+ * session runs in a sandbox, on another machine or boot, in another PID namespace, or recorded
+ * none of these: its pid is not checkable from here), `left-alone` (alive, but its environ no
+ * longer carries the session's tag entry, or cannot be read: no evidence it is the session's),
+ * `would-end` (dry run). `reason`: why, for `elsewhere` and `left-alone`.
  */
 export interface KeptEnd extends KeptProcess {
   tag: string;
-  outcome: 'ended' | 'gone' | 'survived' | 'elsewhere' | 'would-end';
+  outcome: 'ended' | 'gone' | 'survived' | 'elsewhere' | 'left-alone' | 'would-end';
   report: SweepReport | null;
+  reason?: string;
 }
 
 interface KeptSettings {
@@ -27,43 +32,58 @@ interface KeptSettings {
   killAfterMs?: number;
   procRoot?: string;
   now: number;
-  /** This machine's id (as `Supervisor.machineId`), to tell which sessions' pids are ours. */
-  machineId: string;
+  /** This machine, boot and PID namespace, to tell which sessions' pids are ours. */
+  here: Vantage;
 }
 
-/** Ends every kept process of `records` whose `expiresAt` ≤ `now`; one sweep per session. */
+/**
+ * Ends every kept process of `records` whose `expiresAt` ≤ `now`; one sweep per session. A
+ * kept process is signalled only on evidence: its session's supervisor ran here (machine id
+ * known and equal, same boot, same PID namespace: `samePidSpace`), its pid + start time are
+ * alive, and its environ still carries the session's tag entry. What it started follows by
+ * parentage (the sweep's `members`).
+ */
 export async function endExpiredKept(records: SessionRecord[], settings: KeptSettings): Promise<KeptEnd[]> {
   const out: KeptEnd[] = [];
   for (const record of records) {
     const expired = record.kept.filter((k) => k.expiresAt <= settings.now);
     if (expired.length === 0) continue;
-    const local =
-      record.location.kind === 'local' &&
-      (record.supervisor.machineId === '' ||
-        settings.machineId === '' ||
-        record.supervisor.machineId === settings.machineId);
-    const alive = expired.filter((k) => isAlive(k, settings.procRoot));
     const entry = (
       k: KeptProcess,
       outcome: KeptEnd['outcome'],
       report: SweepReport | null = null,
+      reason?: string,
     ): KeptEnd => ({
       ...k,
       tag: record.tag,
       outcome,
       report,
+      ...(reason ? { reason } : {}),
     });
-    if (!local) {
-      out.push(...expired.map((k) => entry(k, 'elsewhere')));
+    const elsewhere = elsewhereReason(record, settings.here);
+    if (elsewhere) {
+      out.push(...expired.map((k) => entry(k, 'elsewhere', null, elsewhere)));
       continue;
     }
-    out.push(...expired.filter((k) => !alive.includes(k)).map((k) => entry(k, 'gone')));
+    const living = expired.filter((k) => isAlive(k, settings.procRoot));
+    out.push(...expired.filter((k) => !living.includes(k)).map((k) => entry(k, 'gone')));
+    // Alive with the recorded identity, and still carrying the session's tag: only these are ended.
+    const alive: KeptProcess[] = [];
+    for (const k of living) {
+      const untagged = tagMissing(k, record.tag, settings.procRoot);
+      if (untagged) out.push(entry(k, 'left-alone', null, untagged));
+      else alive.push(k);
+    }
     if (settings.dryRun) {
       out.push(...alive.map((k) => entry(k, 'would-end')));
       continue;
     }
     if (alive.length === 0) {
-      await forget(settings.ledger, record, expired);
+      await forget(
+        settings.ledger,
+        record,
+        expired.filter((k) => !living.includes(k)),
+      );
       continue;
     }
     const report = await sweep({
@@ -87,13 +107,45 @@ export async function endExpiredKept(records: SessionRecord[], settings: KeptSet
     } catch {
       // The sweep ran and is in the result; the record keeps the process listed (next run).
     }
+    const left = new Set(living.filter((k) => !alive.includes(k)).map((k) => identityKey(k)));
     await forget(
       settings.ledger,
       record,
-      expired.filter((k) => !survivors.has(identityKey(k))),
+      expired.filter((k) => !survivors.has(identityKey(k)) && !left.has(identityKey(k))),
     );
   }
   return out;
+}
+
+// Why a session's kept pids are not checkable from here, or undefined when they are.
+function elsewhereReason(record: SessionRecord, here: Vantage): string | undefined {
+  if (record.location.kind !== 'local')
+    return "its session runs in a sandbox: its pids are not this machine's";
+  const s = record.supervisor;
+  if (samePidSpace(s, here)) return undefined;
+  if (s.machineId === '' || here.machineId === '') return 'the machine it ran on is unknown (no machine id)';
+  if (s.machineId !== here.machineId) return `it ran on machine ${s.machineId}: run tether recover there`;
+  if (s.bootId !== here.bootId) return 'it ran in another boot of this machine, which ended it';
+  if (s.pidNamespace === undefined) return 'its session recorded no PID namespace (an older tether)';
+  return `its session ran in another PID namespace (${s.pidNamespace}; this one is ${here.pidNamespace ?? 'unknown'})`;
+}
+
+// Undefined when `k`'s environ holds `tag`'s entry; else why it is left alone.
+function tagMissing(k: KeptProcess, tag: string, procRoot = '/proc'): string | undefined {
+  const stat = readStat(procRoot, k.pid);
+  if (!stat || stat.startTime !== k.startTime) return undefined; // gone since: the sweep says so
+  let read: ReturnType<typeof readEnviron>;
+  try {
+    read = readEnviron(procRoot, k.pid, stat.state === 'Z' && stat.threads > 0);
+  } catch (error) {
+    return `its environ cannot be read (${(error as NodeJS.ErrnoException).code ?? (error as Error).message}): no evidence it is the session's`;
+  }
+  if (read.kind === 'gone') return undefined;
+  if (read.kind === 'denied') return "its environ cannot be read (denied): no evidence it is the session's";
+  if (read.entries.includes(`${tag}=1`)) return undefined;
+  return read.oversized
+    ? `its environ is too large to read whole and ${tag} was not in what was read: no evidence it is the session's`
+    : `its environ no longer carries ${tag}: no evidence it is the session's process`;
 }
 
 // Takes the ended kept processes off the record (best effort: a refused write lists them again

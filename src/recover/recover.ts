@@ -4,7 +4,7 @@
 // through its recorded channel) → record `recovered` (or `parked`, or `ambiguous`) with the
 // report → end the kept processes whose TTL has passed, whatever their session's state.
 import type { Ledger } from '../ledger/ledger.js';
-import { machineId, supervisorGone } from '../ledger/supervisor.js';
+import { currentVantage, judgeSupervisor } from '../ledger/supervisor.js';
 import type { CorruptRow, SessionState } from '../ledger/types.js';
 import { toRecord } from '../outcome/record.js';
 import type { SweepReport } from '../sweep/report.js';
@@ -28,6 +28,12 @@ export interface RecoverOptions {
   /** Milliseconds since the epoch taken as now for kept processes' TTLs. Default `Date.now()`. */
   now?: number;
   procRoot?: string;
+  /**
+   * Programs a recorded sandbox channel may run besides `DEFAULT_CHANNEL_CLIENTS` (kubectl,
+   * docker, podman…), by basename. A channel whose argv[0] is none of them is parked, not run:
+   * the ledger is no proof of what a channel is (docs/ledger.md, "Trust").
+   */
+  allowChannels?: readonly string[];
 }
 
 /**
@@ -39,13 +45,16 @@ export interface RecoverOptions {
  *   record is `ambiguous`, never to be retried;
  * - `lost-race`: another writer settled it first (`state` is what it holds);
  * - `would-sweep` (dry run): what a run would sweep, nothing signalled or written;
- * - `write-failed`: swept, but the ledger refused the write (`reason` names the error).
+ * - `write-failed`: swept, but the ledger refused the write (`reason` names the error);
+ * - `left-alone`: its supervisor cannot be judged from here — it ran in another PID namespace
+ *   (or recorded none: an older tether), or on a machine whose id is unknown — and it holds no
+ *   lease: nothing is signalled or written (`reason` says which).
  */
 export interface RecoveredSession {
   tag: string;
   /** The record's state after recover (or as found, in a dry run). */
   state: SessionState;
-  outcome: 'recovered' | 'parked' | 'ambiguous' | 'lost-race' | 'would-sweep' | 'write-failed';
+  outcome: 'recovered' | 'parked' | 'ambiguous' | 'lost-race' | 'would-sweep' | 'write-failed' | 'left-alone';
   /** Where it ran: `local`, or the channel's argv joined. */
   where: string;
   report: SweepReport | null;
@@ -62,7 +71,10 @@ export interface RecoverResult {
    * read"): not recovered, left as they are, each named by its tag, field and problem.
    */
   corrupt: CorruptRow[];
-  /** True when every session handled was recovered, every expired kept process ended, and no row was corrupt. */
+  /**
+   * True when every session handled was recovered (or left alone: not judged gone), every
+   * expired kept process ended, and no row was corrupt.
+   */
   settled: boolean;
 }
 
@@ -80,21 +92,39 @@ export async function recover(options: RecoverOptions): Promise<RecoverResult> {
   const now = options.now ?? Date.now();
   const corrupt: CorruptRow[] = [];
   const records = await ledger.list({ onCorrupt: (row) => corrupt.push(row) });
-  // Running (or parked) and its supervisor gone: on this machine its pid + start time no longer
-  // exist, on another its lease expired.
-  const orphaned = records.filter(
-    (r) => (r.state === 'running' || r.state === 'parked') && supervisorGone(r),
+  const here = currentVantage(Date.now());
+  // Running (or parked) and its supervisor gone: where its pid can be checked (this machine,
+  // boot and PID namespace) its pid + start time no longer exist, elsewhere its lease expired.
+  const open = records.filter((r) => r.state === 'running' || r.state === 'parked');
+  const judged = open.map((record) => ({ record, ...judgeSupervisor(record, here) }));
+  const orphaned = judged.filter((j) => j.gone).map((j) => j.record);
+  const unjudged: RecoveredSession[] = judged
+    .filter((j) => !j.gone && j.by === 'none')
+    .map((j) => ({
+      tag: j.record.tag,
+      state: j.record.state,
+      outcome: 'left-alone',
+      where: j.record.location.kind === 'local' ? 'local' : j.record.location.channel.join(' '),
+      report: null,
+      reason: j.why,
+    }));
+  const plans = orphaned.map((record) =>
+    planOf(record, { procRoot: options.procRoot, allowChannels: options.allowChannels }),
   );
-  const plans = orphaned.map((record) => planOf(record, options.procRoot));
-  const sessions = await inBatches(plans, options.concurrency ?? 16, (plan) =>
+  const swept = await inBatches(plans, options.concurrency ?? 16, (plan) =>
     options.dryRun ? describeDry(plan) : recoverOne(ledger, plan, options, now),
   );
-  const kept = await endExpiredKept(records, { ...options, now, machineId: machineId() });
+  const sessions = [...swept, ...unjudged];
+  const kept = await endExpiredKept(records, { ...options, now, here });
   const settled =
     sessions.every(
-      (s) => s.outcome === 'recovered' || s.outcome === 'lost-race' || s.outcome === 'would-sweep',
+      (s) =>
+        s.outcome === 'recovered' ||
+        s.outcome === 'lost-race' ||
+        s.outcome === 'would-sweep' ||
+        s.outcome === 'left-alone',
     ) &&
-    kept.every((k) => k.outcome !== 'survived') &&
+    kept.every((k) => k.outcome !== 'survived' && k.outcome !== 'left-alone') &&
     corrupt.length === 0;
   return { sessions, kept, corrupt, settled };
 }
@@ -106,7 +136,11 @@ async function recoverOne(
   options: RecoverOptions,
   now: number,
 ): Promise<RecoveredSession> {
-  const swept: SweepOutcome = await sweepSession(plan, { ...options, now });
+  const done: SweepOutcome = await sweepSession(plan, { ...options, now });
+  // What the plan refused from the record (a recorded cgroup not the session's) is said too.
+  const notes = plan.kind === 'local' ? plan.notes : [];
+  const why = [done.reason, ...notes].filter((r) => r !== undefined).join('; ');
+  const swept = { ...done, ...(why ? { reason: why } : {}) };
   const base = { tag: plan.record.tag, where: plan.where, report: swept.report };
   // A parked session found parked again is not written again.
   if (swept.state === 'parked' && plan.record.state === 'parked')

@@ -5,7 +5,7 @@ import { readFileSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { Ledger } from '../../src/ledger/ledger.js';
-import { currentSupervisor, supervisorGone } from '../../src/ledger/supervisor.js';
+import { currentSupervisor, judgeSupervisor, supervisorGone } from '../../src/ledger/supervisor.js';
 import { redactUrl, resolveLedgerTarget } from '../../src/ledger/target.js';
 import type { SessionOutcome } from '../../src/ledger/types.js';
 import { createTag } from '../../src/proc/tag.js';
@@ -141,7 +141,12 @@ describe('supervisorGone', () => {
     if (!id) throw new Error('premise broken: the child has no /proc entry');
     const here = currentSupervisor();
     const record = { supervisor: { ...here, pid, startTime: id.startTime }, leaseUntil: null };
-    const vantage = { machineId: here.machineId, bootId: here.bootId, now: Date.now() };
+    const vantage = {
+      machineId: here.machineId,
+      bootId: here.bootId,
+      pidNamespace: here.pidNamespace,
+      now: Date.now(),
+    };
     expect(supervisorGone(record, vantage)).toBe(false);
     // The same pid with another start time is another process: gone.
     expect(
@@ -158,7 +163,7 @@ describe('supervisorGone', () => {
   it('another boot of this machine: gone; another machine: gone only once its lease expired', () => {
     const here = currentSupervisor();
     const now = Date.now();
-    const vantage = { machineId: here.machineId, bootId: here.bootId, now };
+    const vantage = { machineId: here.machineId, bootId: here.bootId, pidNamespace: here.pidNamespace, now };
     expect(supervisorGone({ supervisor: { ...here, bootId: 'other' }, leaseUntil: null }, vantage)).toBe(
       true,
     );
@@ -166,5 +171,22 @@ describe('supervisorGone', () => {
     expect(supervisorGone({ supervisor: elsewhere, leaseUntil: now + 1000 }, vantage)).toBe(false);
     expect(supervisorGone({ supervisor: elsewhere, leaseUntil: now - 1 }, vantage)).toBe(true);
     expect(supervisorGone({ supervisor: elsewhere, leaseUntil: null }, vantage)).toBe(false);
+  });
+
+  it('another PID namespace of this machine and boot, or none recorded: judged by its lease only', () => {
+    const here = currentSupervisor();
+    expect(here.pidNamespace, 'premise broken: no /proc/self/ns/pid').toBeTypeOf('number');
+    const now = Date.now();
+    const vantage = { machineId: here.machineId, bootId: here.bootId, pidNamespace: here.pidNamespace, now };
+    // pid 1 here is alive with another start time: a pid check would call it gone.
+    const gone = { ...here, pid: 1, startTime: Number.MAX_SAFE_INTEGER };
+    expect(supervisorGone({ supervisor: gone, leaseUntil: null }, vantage)).toBe(true);
+    const { pidNamespace: _, ...older } = gone;
+    for (const supervisor of [{ ...gone, pidNamespace: (here.pidNamespace as number) + 1 }, older]) {
+      expect(supervisorGone({ supervisor, leaseUntil: null }, vantage)).toBe(false);
+      expect(judgeSupervisor({ supervisor, leaseUntil: null }, vantage).why).toMatch(/PID namespace/);
+      expect(supervisorGone({ supervisor, leaseUntil: now + 1000 }, vantage)).toBe(false);
+      expect(supervisorGone({ supervisor, leaseUntil: now - 1 }, vantage)).toBe(true);
+    }
   });
 });

@@ -1,0 +1,288 @@
+// `tether recover` signals on evidence only, whatever a ledger record says: a forged record's
+// cgroup path, a live session in another PID namespace, an expired kept entry whose pid + start
+// time now name a process that is not the session's, and a recorded channel that is no exec
+// client. Every victim is a process this test started; ground truth is /proc (pid + start time).
+import { execFile, spawn as spawnChild } from 'node:child_process';
+import { existsSync, mkdirSync, readFileSync, rmdirSync } from 'node:fs';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
+import { afterEach, describe, expect, it } from 'vitest';
+import { cgroup2Mount, cgroupName } from '../../src/containment/cgroup.js';
+import { Ledger } from '../../src/ledger/index.js';
+import { currentSupervisor } from '../../src/ledger/supervisor.js';
+import type { Supervisor } from '../../src/ledger/types.js';
+import { createTag } from '../../src/proc/tag.js';
+import { recover } from '../../src/recover/index.js';
+import type { SweepReport } from '../../src/sweep/report.js';
+import { runNode } from '../support/node.js';
+import { ROOT } from '../support/paths.js';
+import { cmdlineOf, identityOf, isAlive, type ProcessId, pids } from '../support/proc.js';
+import { cleanup, describeProcess, started, tempDir, waitFor } from '../support/zoo.js';
+
+const run = promisify(execFile);
+const CLI = join(ROOT, 'bin/tether.js');
+const opened: Ledger[] = [];
+const dirs: string[] = [];
+
+afterEach(async () => {
+  cleanup();
+  for (const l of opened.splice(0)) await l.close();
+  // Deepest first; each emptied by cleanup() (its members were this test's processes).
+  for (const d of dirs.splice(0).reverse()) {
+    await waitFor(
+      `${d} to empty`,
+      () => !existsSync(d) || readFileSync(join(d, 'cgroup.procs'), 'latin1') === '',
+    );
+    if (existsSync(d)) rmdirSync(d);
+  }
+});
+
+/** A supervisor that is gone: a process that ran and exited (its pid + start time name nothing). */
+async function goneSupervisor(): Promise<Supervisor> {
+  const gone = runNode(['-e', '']);
+  const id = identityOf(gone.child.pid ?? 0);
+  await gone.done;
+  if (!id || isAlive(id)) throw new Error('premise broken: no identity for a short-lived supervisor');
+  return { ...currentSupervisor(), pid: id.pid, startTime: id.startTime };
+}
+
+async function ledgerAt(path = join(tempDir(), 'ledger.db')): Promise<{ ledger: Ledger; path: string }> {
+  const ledger = await Ledger.open(path);
+  opened.push(ledger);
+  return { ledger, path };
+}
+
+/** `sleep 600` with `env`, its identity recorded for cleanup. */
+function sleeper(env: NodeJS.ProcessEnv = process.env): ProcessId {
+  const child = spawnChild('sleep', ['600'], { env, stdio: 'ignore' });
+  const id = identityOf(child.pid ?? 0);
+  if (!id) throw new Error('premise broken: the sleeper has no /proc entry');
+  started.push(id);
+  return id;
+}
+
+/** A sleeper that moved itself into cgroup `dir` before it exec'd sleep. */
+async function sleeperIn(dir: string): Promise<ProcessId> {
+  const child = spawnChild('sh', ['-c', `echo $$ > ${dir}/cgroup.procs && exec sleep 600`], {
+    stdio: 'ignore',
+  });
+  const pid = child.pid ?? 0;
+  await waitFor(`pid ${pid} to exec sleep in ${dir}`, () => cmdlineOf(pid) === 'sleep 600');
+  const id = identityOf(pid);
+  if (!id) throw new Error('premise broken: the cgroup sleeper is gone');
+  started.push(id);
+  expect(readFileSync(join(dir, 'cgroup.procs'), 'latin1').split('\n')).toContain(String(pid));
+  return id;
+}
+
+function cgroupDir(path: string): string {
+  mkdirSync(path);
+  dirs.push(path);
+  return path;
+}
+
+async function recoverCli(ledgerPath: string, ...extra: string[]) {
+  try {
+    const { stdout, stderr } = await run(
+      process.execPath,
+      [CLI, 'recover', '--json', '--ledger', ledgerPath, '--grace', '1s', '--kill-after', '1s', ...extra],
+      { timeout: 60_000 },
+    );
+    return { code: 0, json: JSON.parse(stdout), stderr };
+  } catch (error) {
+    const e = error as { code: number; stdout: string; stderr: string };
+    return { code: e.code, json: e.stdout ? JSON.parse(e.stdout) : null, stderr: e.stderr };
+  }
+}
+
+const mount = cgroup2Mount();
+
+describe.skipIf(!mount)("a record's cgroup path", () => {
+  it('is not trusted: a cgroup that is not the session cgroup of its tag keeps its processes', async () => {
+    const tag = createTag().name;
+    const n = process.pid;
+    // Anything else: a cgroup of another name, and one of the session's name in another place.
+    const other = cgroupDir(join(mount as string, `evidence-victim-${n}`));
+    const outer = cgroupDir(join(mount as string, `evidence-outer-${n}`));
+    const misplaced = cgroupDir(join(outer, cgroupName(tag)));
+    const victims = [await sleeperIn(other), await sleeperIn(misplaced)];
+    const { ledger } = await ledgerAt();
+    await ledger.begin({
+      tag,
+      command: ['forged'],
+      location: { kind: 'local' },
+      supervisor: await goneSupervisor(),
+    });
+    for (const path of [other, misplaced])
+      await ledger.recordSweep(tag, { cgroup: path } as unknown as SweepReport);
+
+    const result = await recover({ ledger, graceMs: 500, killAfterMs: 500 });
+    for (const v of victims) expect(isAlive(v), `${describeProcess(v)} was signalled`).toBe(true);
+    expect(existsSync(other) && existsSync(misplaced), 'a cgroup not the session’s was removed').toBe(true);
+    const entry = result.sessions.find((s) => s.tag === tag);
+    expect(entry?.outcome).toBe('recovered');
+    expect(entry?.reason).toContain(`the recorded cgroup ${other} is not this session's`);
+    expect(entry?.reason).toContain(`the recorded cgroup ${misplaced} is not this session's`);
+  });
+
+  it("is used when it is the tag's session cgroup under the tether parent", async () => {
+    const tag = createTag().name;
+    const parent = join(mount as string, 'tether');
+    if (!existsSync(parent)) mkdirSync(parent); // tether's own parent: left in place, as tether does
+    const own = cgroupDir(join(parent, cgroupName(tag)));
+    const member = await sleeperIn(own); // untagged: only the cgroup finds it
+    const { ledger } = await ledgerAt();
+    await ledger.begin({
+      tag,
+      command: ['x'],
+      location: { kind: 'local' },
+      supervisor: await goneSupervisor(),
+    });
+    await ledger.recordSweep(tag, { cgroup: own } as unknown as SweepReport);
+    const result = await recover({ ledger, graceMs: 500, killAfterMs: 500 });
+    expect(result.sessions.find((s) => s.tag === tag)?.outcome).toBe('recovered');
+    expect(isAlive(member), `${describeProcess(member)} in the session's cgroup survived`).toBe(false);
+    expect(existsSync(own), "the session's emptied cgroup was left").toBe(false);
+  });
+});
+
+describe('a live session in another PID namespace', () => {
+  it('is left alone by a recover outside it, saying why', async () => {
+    const path = join(tempDir(), 'ledger.db');
+    const marker = `777.${process.pid}`;
+    // The supervisor is pid 1 of its namespace; --kill-child ends the namespace with unshare.
+    const ns = spawnChild(
+      'unshare',
+      [
+        '--pid',
+        '--kill-child',
+        '--mount-proc',
+        process.execPath,
+        CLI,
+        'run',
+        '--ledger',
+        path,
+        '--',
+        'sleep',
+        marker,
+      ],
+      { stdio: 'ignore' },
+    );
+    const nsId = identityOf(ns.pid ?? 0);
+    if (!nsId) throw new Error('premise broken: unshare did not start');
+    started.push(nsId);
+    const payload = () => pids().find((p) => cmdlineOf(p) === `sleep ${marker}`);
+    await waitFor(
+      'the session in the PID namespace to run its command',
+      () => payload() !== undefined,
+      20_000,
+    );
+    const victim = identityOf(payload() as number) as ProcessId;
+    started.push(victim);
+    const { ledger } = await ledgerAt(path);
+    const [record] = await ledger.list();
+    expect(record?.state, 'premise broken: the session is not running').toBe('running');
+    expect(record?.supervisor.pid, 'premise broken: the supervisor is not pid 1 of its namespace').toBe(1);
+
+    const result = await recover({ ledger, graceMs: 500, killAfterMs: 500 });
+    expect(isAlive(victim), `the live session's ${describeProcess(victim)} was signalled`).toBe(true);
+    const entry = result.sessions.find((s) => s.tag === record?.tag);
+    expect(entry?.outcome).toBe('left-alone');
+    expect(entry?.reason).toMatch(/another PID namespace/);
+    expect((await ledger.get(record?.tag as string))?.state).toBe('running');
+    expect(result.settled).toBe(true);
+    ns.kill('SIGKILL'); // unshare started by this test; its child (pid 1 there) follows
+    await waitFor('the namespace to end', () => !isAlive(victim), 10_000);
+  });
+});
+
+describe('an expired kept process', () => {
+  const kept = (id: ProcessId) => ({
+    ...id,
+    cmdline: 'sleep 600',
+    match: 'sleep *',
+    owner: 'test',
+    expiresAt: 1,
+  });
+
+  it('of another boot, or of a record with no machine id, is not signalled', async () => {
+    const { ledger } = await ledgerAt();
+    const supervisor = await goneSupervisor();
+    const otherBoot = { tag: createTag().name, victim: sleeper() };
+    const noMachine = { tag: createTag().name, victim: sleeper() };
+    await ledger.begin({
+      tag: otherBoot.tag,
+      command: ['x'],
+      location: { kind: 'local' },
+      supervisor: { ...supervisor, bootId: '00000000-0000-0000-0000-000000000000' },
+      kept: [kept(otherBoot.victim)],
+    });
+    await ledger.begin({
+      tag: noMachine.tag,
+      command: ['x'],
+      location: { kind: 'local' },
+      supervisor: { ...supervisor, machineId: '' },
+      kept: [kept(noMachine.victim)],
+    });
+    const result = await recover({ ledger, graceMs: 500, killAfterMs: 500 });
+    for (const { tag, victim } of [otherBoot, noMachine]) {
+      expect(isAlive(victim), `${describeProcess(victim)} (kept by ${tag}) was signalled`).toBe(true);
+      expect(result.kept.find((k) => k.tag === tag)?.outcome).toBe('elsewhere');
+    }
+  });
+
+  it('that no longer carries its session tag is left alone and said; one that does is ended', async () => {
+    const { ledger } = await ledgerAt();
+    const tag = createTag().name;
+    const untagged = sleeper(); // as a kept process that dropped its tag, or a process that is not the session's
+    const tagged = sleeper({ ...process.env, [tag]: '1' });
+    await ledger.begin({
+      tag,
+      command: ['x'],
+      location: { kind: 'local' },
+      supervisor: await goneSupervisor(),
+      kept: [kept(untagged), kept(tagged)],
+    });
+    const result = await recover({ ledger, graceMs: 500, killAfterMs: 500 });
+    expect(isAlive(untagged), `the untagged ${describeProcess(untagged)} was signalled`).toBe(true);
+    expect(isAlive(tagged), `the tagged kept ${describeProcess(tagged)} survived`).toBe(false);
+    const left = result.kept.find((k) => k.pid === untagged.pid);
+    expect(left?.outcome).toBe('left-alone');
+    expect(left?.reason).toContain(`no longer carries ${tag}`);
+    // Ended by the session's own sweep (its tag), or by the kept sweep: either way by evidence.
+    expect(result.kept.find((k) => k.pid === tagged.pid)?.outcome).toMatch(/^(ended|gone)$/);
+    expect(result.settled).toBe(false);
+    // Still listed: the next recover says it again.
+    expect((await ledger.get(tag))?.kept.map((k) => k.pid)).toEqual([untagged.pid]);
+  });
+});
+
+describe("a record's sandbox channel", () => {
+  it('is run only when its program is an allowed exec client (--allow-channel)', async () => {
+    const dir = tempDir();
+    const pwned = join(dir, 'ran');
+    const { ledger, path } = await ledgerAt(join(dir, 'ledger.db'));
+    const tag = createTag().name;
+    await ledger.begin({
+      tag,
+      command: ['x'],
+      location: { kind: 'sandbox', channel: ['sh', '-c', `echo ran >> ${pwned}; exit 1`] },
+      supervisor: await goneSupervisor(),
+    });
+    await ledger.close();
+    opened.pop();
+    const dry = await recoverCli(path, '--dry-run');
+    expect(dry.json.sessions[0]?.reason, dry.stderr).toMatch(/--allow-channel sh/);
+    const refused = await recoverCli(path, '--channel-budget', '1s');
+    expect(existsSync(pwned), 'recover ran the recorded channel').toBe(false);
+    expect(refused.code, refused.stderr).toBe(1);
+    const entry = refused.json.sessions[0];
+    expect(entry?.outcome).toBe('parked');
+    expect(entry?.reason).toContain('"sh", which is not an allowed exec client');
+    expect(entry?.reason).toContain('--allow-channel sh');
+    // Allowed by the operator: run (it reaches nothing here, and stays parked).
+    const allowed = await recoverCli(path, '--channel-budget', '1s', '--allow-channel', '/bin/sh');
+    expect(existsSync(pwned), `an allowed channel was not run: ${allowed.stderr}`).toBe(true);
+    expect(allowed.json.sessions[0]?.outcome).toBe('parked');
+  });
+});
