@@ -28,7 +28,9 @@ const CMDLINE_CHARS = 100;
  * each listened on when `report` was made with `collectPorts`), what survived it and what it
  * could not inspect — for an orchestrator to tell an agent resumed after that session that its
  * background work is gone. '' when the sweep met nothing (no stopped, survivor or unreadable
- * process). The session's own commands (the payload) are never in it (docs/report.md).
+ * process). The session's own commands (the payload) are never in it (docs/report.md). A
+ * command line (its first 100 characters) and a name are escaped: control characters and line
+ * separators as `\n`, `\x1b`, `\u2028`, a backslash as `\\` — one line per process, always.
  */
 export function lostBackgroundWork(report: SweepReport): string {
   const { stopped, survivors, unreadable } = report;
@@ -70,8 +72,24 @@ function describeStopped(p: ProcessRecord): string {
 }
 
 function describe(p: { pid: number; comm: string; cmdline: string }): string {
-  const command = p.cmdline === '' ? `[${p.comm}]` : clip(p.cmdline);
+  const command = p.cmdline === '' ? `[${escaped(p.comm)}]` : escaped(clip(p.cmdline));
   return `pid ${p.pid}: ${command}`;
+}
+
+// A process chooses its own command line and name: every control character (C0, DEL, C1) and
+// line or paragraph separator is written as an escape (`\n`, `\x1b`, `\u2028`), a backslash as
+// `\\`, so that no process can add a line, or a terminal sequence, to the text an agent reads.
+const UNSAFE = /[\\\p{Cc}\u2028\u2029]/gu;
+const NAMED: Record<string, string> = { '\\': '\\\\', '\n': '\\n', '\r': '\\r', '\t': '\\t' };
+function escaped(text: string): string {
+  return text.replace(UNSAFE, (c) => {
+    const named = NAMED[c];
+    if (named !== undefined) return named;
+    const code = c.codePointAt(0) ?? 0;
+    return code <= 0xff
+      ? `\\x${code.toString(16).padStart(2, '0')}`
+      : `\\u${code.toString(16).padStart(4, '0')}`;
+  });
 }
 
 // Every distinct endpoint the stopped processes listened on (a server's workers share its socket).

@@ -52,8 +52,10 @@ export function codeOf(error: unknown): string | undefined {
 }
 
 // The errors one error holds: `cause`, an AggregateError's `errors` (any realm's: an array
-// is recognised by `Array.isArray`, not by the class), a SuppressedError's `error` and `suppressed`.
-function heldBy(error: object): unknown[] {
+// is recognised by `Array.isArray`, not by the class; read by index, at most `room` elements),
+// a SuppressedError's `error` and `suppressed`. Nothing is read when `room` is 0.
+function heldBy(error: object, room: number): unknown[] {
+  if (room <= 0) return [];
   const held: unknown[] = [readSafely(error, 'cause')];
   const errors = readSafely(error, 'errors');
   let isArray = false;
@@ -62,7 +64,7 @@ function heldBy(error: object): unknown[] {
   } catch {}
   if (isArray) {
     const length = Number(readSafely(errors as object, 'length'));
-    for (let i = 0; i < Math.min(Number.isFinite(length) ? length : 0, MAX_WALK); i++) {
+    for (let i = 0; i < Math.min(Number.isFinite(length) ? length : 0, room, MAX_WALK); i++) {
       held.push(readSafely(errors as object, i));
     }
   }
@@ -72,19 +74,24 @@ function heldBy(error: object): unknown[] {
 
 /**
  * Every object error reachable from `error` — itself first, then breadth first through what
- * each holds — each once (a visited set: cycles end), at most `MAX_WALK`. Primitives are not
- * errors and are skipped: the string `'AMBIGUOUS_EFFECT'` states no code. Never throws.
+ * each holds — each once (a visited set: cycles end), at most `MAX_WALK`: the queue holds at
+ * most that many (each object queued once), and of an `errors` array no more elements are read
+ * than the queue has room for. Primitives are not errors and are skipped: the string
+ * `'AMBIGUOUS_EFFECT'` states no code. Never throws.
  */
 export function errorsIn(error: unknown): object[] {
-  const seen = new Set<object>();
-  const queue: unknown[] = [error];
-  for (let i = 0; i < queue.length && seen.size < MAX_WALK; i++) {
-    const node = queue[i];
-    if (!isObject(node) || seen.has(node)) continue;
-    seen.add(node);
-    for (const held of heldBy(node)) if (isObject(held) && !seen.has(held)) queue.push(held);
+  if (!isObject(error)) return [];
+  const queued = new Set<object>([error]);
+  const queue: object[] = [error];
+  for (let i = 0; i < queue.length; i++) {
+    const node = queue[i] as object;
+    for (const held of heldBy(node, MAX_WALK - queue.length)) {
+      if (!isObject(held) || queued.has(held) || queue.length >= MAX_WALK) continue;
+      queued.add(held);
+      queue.push(held);
+    }
   }
-  return [...seen];
+  return queue;
 }
 
 /** Every code stated anywhere in `error`'s graph (see `errorsIn`, `ownCodes`), each once, in walk order. */

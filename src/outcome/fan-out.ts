@@ -206,13 +206,11 @@ export function fanOut<T>(branches: readonly Branch<T>[], options: FanOutOptions
     signal?.addEventListener('abort', onParentAbort, { once: true });
     if (timeoutMs !== undefined) deadline = setTimeout(() => startCancel('timeout', timeoutMs), timeoutMs);
     branches.forEach((branch, i) => {
-      let started: PromiseLike<T> | T;
-      try {
-        started = branch(controller.signal);
-      } catch (error) {
-        started = Promise.reject(error);
-      }
-      Promise.resolve(started).then(
+      // The start and the adoption both inside one executor: a branch that throws, or returns a
+      // promise whose `constructor` or `then` getter throws, is a rejected branch (never a
+      // synchronous throw after its siblings started). A fresh native promise: nothing of the
+      // branch's value is called here but its `then`, by the resolve function.
+      new Promise<T>((resolve) => resolve(branch(controller.signal))).then(
         (value) => onSettled(i, { index: i, status: 'fulfilled', value }),
         (reason: unknown) => onSettled(i, { index: i, status: 'rejected', reason }),
       );

@@ -2,7 +2,7 @@
 // `fromRecord(json)` reads it back as an Error carrying the same code, fields and causes.
 import { TetherError } from '../errors.js';
 import type { SweepReport } from '../sweep/report.js';
-import { codeOf, errorsIn, readSafely } from './classify.js';
+import { codeOf, errorsIn, MAX_WALK, readSafely } from './classify.js';
 import { classify, isTetherCode } from './precedence.js';
 
 /** An error as JSON. Every field but `message` is present only where the error had it. */
@@ -22,7 +22,7 @@ export interface ErrorRecord {
   errors?: ErrorRecord[];
 }
 
-/** The most errors one record holds (each error of the graph counts once); the rest is cut. */
+/** The most records one record holds (each error of the graph once, every primitive member and repeat too); the rest is cut. */
 export const MAX_RECORD_ERRORS = 1000;
 
 /** `name` of the record standing for an error already recorded above (a cycle, a shared cause). */
@@ -67,16 +67,26 @@ function primitiveCause(value: unknown): Json {
   return String(value); // NaN, a BigInt, a symbol, a function
 }
 
-// The members an error holds besides its cause: an AggregateError's errors, or a SuppressedError's pair.
-function membersOf(error: object): unknown[] | undefined {
+// The members an error holds besides its cause: an AggregateError's errors (read by index, at
+// most `MAX_WALK` of them: a Proxy's length of 2^32 − 1 is not walked), or a SuppressedError's
+// pair. `unread` counts the elements past that bound.
+function membersOf(error: object): { members: unknown[]; unread: number } | undefined {
   const errors = readSafely(error, 'errors');
+  let isArray = false;
   try {
-    if (Array.isArray(errors)) return Array.from(errors as unknown[]);
+    isArray = Array.isArray(errors); // throws for a revoked Proxy
   } catch {
     return undefined;
   }
+  if (isArray) {
+    const raw = Number(readSafely(errors as object, 'length'));
+    const length = Number.isSafeInteger(raw) && raw > 0 ? raw : 0;
+    const members: unknown[] = [];
+    for (let i = 0; i < Math.min(length, MAX_WALK); i++) members.push(readSafely(errors as object, i));
+    return { members, unread: length - Math.min(length, MAX_WALK) };
+  }
   if (has(error, 'error') && has(error, 'suppressed')) {
-    return [readSafely(error, 'error'), readSafely(error, 'suppressed')];
+    return { members: [readSafely(error, 'error'), readSafely(error, 'suppressed')], unread: 0 };
   }
   return undefined;
 }
@@ -85,14 +95,25 @@ function membersOf(error: object): unknown[] | undefined {
  * `err` as a JSON-safe `ErrorRecord`: name, message, code (the brand first, then `code`), tag,
  * exitCode, signal, report (a JSON copy), the cause chain and an AggregateError's `errors` (or
  * a SuppressedError's `[error, suppressed]`). Each error is recorded once: one met again (a cycle)
- * becomes a `ErrorRecordRepeat` record with its code; past `MAX_RECORD_ERRORS` the rest becomes one
- * `ErrorRecordCut` record whose code is the winner (`classify`) of what it cut, so an ambiguous
- * effect is never recorded away. A thrown primitive is `{ name: 'NonError', message: String(v) }`.
+ * becomes a `ErrorRecordRepeat` record with its code; past `MAX_RECORD_ERRORS` records (every
+ * member counts: a primitive, a repeat) the rest becomes one `ErrorRecordCut` record whose code is
+ * the winner (`classify`) of what it cut, so an ambiguous effect is never recorded away. Of an
+ * `errors` array at most `MAX_WALK` elements are read (a cut record counts the others), and its
+ * holes and `undefined` entries are left out: a FanOutError's `errors` (one entry per branch,
+ * `undefined` for a fulfilled one) records its failures only — the error's message names the
+ * failed branches' indices. A thrown primitive is `{ name: 'NonError', message: String(v) }`.
  * Never throws; `JSON.stringify` of the result never throws.
  */
 export function toRecord(err: unknown): ErrorRecord {
   const seen = new Set<object>();
+  let count = 0; // every record made, a primitive member's and a repeat's too
+  const cutRecord = (
+    cut: number,
+    code: string | undefined,
+    message = `${cut} more errors not recorded (a record holds at most ${MAX_RECORD_ERRORS})`,
+  ): ErrorRecord => ({ name: CUT_NAME, message, ...(code ? { code } : {}) });
   const record = (error: unknown): ErrorRecord => {
+    count += 1;
     if (!isObject(error)) return { name: NON_ERROR_NAME, message: String(primitiveCause(error)) };
     if (seen.has(error)) {
       const code = codeOf(error);
@@ -102,14 +123,8 @@ export function toRecord(err: unknown): ErrorRecord {
         ...(code ? { code } : {}),
       };
     }
-    if (seen.size >= MAX_RECORD_ERRORS) {
-      const code = classify(error);
-      const cut = errorsIn(error).filter((e) => !seen.has(e)).length;
-      return {
-        name: CUT_NAME,
-        message: `${cut} more errors not recorded (a record holds at most ${MAX_RECORD_ERRORS})`,
-        ...(code ? { code } : {}),
-      };
+    if (count > MAX_RECORD_ERRORS) {
+      return cutRecord(errorsIn(error).filter((e) => !seen.has(e)).length, classify(error));
     }
     seen.add(error);
     const out: ErrorRecord = {
@@ -130,8 +145,32 @@ export function toRecord(err: unknown): ErrorRecord {
     const cause = readSafely(error, 'cause');
     if (isObject(cause)) out.cause = record(cause);
     else if (cause !== undefined) out.cause = primitiveCause(cause);
-    const members = membersOf(error);
-    if (members !== undefined) out.errors = members.map(record);
+    const held = membersOf(error);
+    if (held !== undefined) out.errors = recordMembers(held.members, held.unread);
+    return out;
+  };
+  // Holes and `undefined` stand for no error (a FanOutError's fulfilled branches): left out.
+  // Past the bound, what is left becomes one cut record (its code: the winner of the rest read).
+  const recordMembers = (members: unknown[], unread: number): ErrorRecord[] => {
+    const out: ErrorRecord[] = [];
+    for (let i = 0; i < members.length; i++) {
+      const member = members[i];
+      if (member === undefined) continue;
+      if (count >= MAX_RECORD_ERRORS) {
+        const rest = members.slice(i).filter((m) => m !== undefined);
+        out.push(cutRecord(rest.length + unread, classify({ errors: rest })));
+        return out;
+      }
+      out.push(record(member));
+    }
+    if (unread > 0)
+      out.push(
+        cutRecord(
+          unread,
+          undefined,
+          `${unread} more members not read (at most ${MAX_WALK} of an errors array are)`,
+        ),
+      );
     return out;
   };
   return record(err);

@@ -16,6 +16,7 @@ import { createTag, parseTag, type SessionTag } from '../proc/tag.js';
 import {
   checkOutputOptions,
   DEFAULT_MAX_BUFFER,
+  effectiveMaxBuffer,
   type OutputOf,
   type OutputOptions,
 } from '../session/collect.js';
@@ -169,7 +170,10 @@ async function run(
   const client = channel.exec(plan.argv); // the wrapper, over the channel
   client.stdin.on('error', () => {}); // a wrapper that refused reads no more: not a crash
   const stops = new CallStops(channel, plan.tag, plan.sweepOptions);
-  const collect = { buffer: options.buffer !== false, maxBuffer: options.maxBuffer ?? DEFAULT_MAX_BUFFER };
+  const collect = {
+    buffer: options.buffer !== false,
+    maxBuffer: effectiveMaxBuffer(options.maxBuffer ?? DEFAULT_MAX_BUFFER, options.encoding ?? 'utf8'),
+  };
   const output = new CallOutput(client, plan.nonce, options, (why) => stops.stop(why), collect);
   try {
     handOver(client.stdin, plan); // the nonce line, then the command's stdin

@@ -160,6 +160,9 @@ export function describeExit(
     : exit.signal
       ? `the client was ended by ${exit.signal}`
       : `the client exited with status ${exit.status}`;
-  const text = stderr.toString('utf8').trim().split('\n').slice(-2).join(' / ').slice(0, 300);
+  // Its last 4 KiB only: a collected stderr past the largest string (`encoding: 'buffer'`) would
+  // throw here, before an unknown end's sweep.
+  const tail = stderr.subarray(Math.max(0, stderr.length - 4096)).toString('utf8');
+  const text = tail.trim().split('\n').slice(-2).join(' / ').slice(0, 300);
   return text ? `${how}: ${text}` : how;
 }

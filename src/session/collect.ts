@@ -1,6 +1,7 @@
 // Buffered output (`buffer: true`, the default with piped stdio): tether reads a command's
 // stdout/stderr itself, so their end is seen when the last writer closes the pipe — not when
 // a caller gets round to reading them — and the result carries what they said.
+import { constants } from 'node:buffer';
 import type { Readable } from 'node:stream';
 import { TetherError } from '../errors.js';
 
@@ -12,6 +13,17 @@ export type OutputOf<O> = O extends { encoding: 'buffer' } ? Buffer : string;
 
 /** Default bound on each buffered stream, bytes (100 MiB, as execa's). */
 export const DEFAULT_MAX_BUFFER = 100 * 1024 * 1024;
+
+/**
+ * The bound a buffered stream really has, bytes: `maxBuffer`, but never more than the output
+ * can be made into — for `'utf8'` the largest string V8 makes (`buffer.constants.MAX_STRING_LENGTH`,
+ * 2^29 − 24 on 64-bit Node 20: a UTF-8 byte never decodes to more than one UTF-16 unit), for
+ * `'buffer'` the largest Buffer (`buffer.constants.MAX_LENGTH`). Past it the command is ended
+ * as past `maxBuffer` (`MAX_BUFFER`, the session swept), never a raw `ERR_STRING_TOO_LONG`.
+ */
+export function effectiveMaxBuffer(maxBuffer: number, encoding: Encoding): number {
+  return Math.min(maxBuffer, encoding === 'buffer' ? constants.MAX_LENGTH : constants.MAX_STRING_LENGTH);
+}
 
 const ENCODINGS: readonly Encoding[] = ['utf8', 'buffer'];
 
@@ -49,7 +61,8 @@ function show(value: unknown): string {
   return typeof value === 'string' ? JSON.stringify(value.slice(0, 60)) : `${typeof value} ${String(value)}`;
 }
 
-// One stream read to its end into chunks, at most `maxBuffer` bytes kept. Past the bound the
+// One stream read to its end into chunks, at most `maxBuffer` bytes kept (give it the
+// effective bound: `effectiveMaxBuffer`, so that `value` can decode it). Past the bound the
 // rest is read and dropped (a writer is never blocked on a full pipe) and `onOverflow` runs once.
 export class Collector {
   private readonly chunks: Buffer[] = [];

@@ -34,6 +34,7 @@ import {
   checkOutputOptions,
   DEFAULT_MAX_BUFFER,
   type Encoding,
+  effectiveMaxBuffer,
   emptyOutput,
   type OutputOf,
   type OutputOptions,
@@ -356,7 +357,7 @@ export class Session {
     const collect = (stream: Readable | null | undefined, which: 'stdout' | 'stderr') =>
       stream == null || options.buffer === false
         ? undefined
-        : new Collector(stream, options.maxBuffer ?? DEFAULT_MAX_BUFFER, () => {
+        : new Collector(stream, effectiveMaxBuffer(options.maxBuffer ?? DEFAULT_MAX_BUFFER, encoding), () => {
             overflowed ??= which;
             onOverflow(which);
             kill('SIGTERM'); // the bound ends the command (spawn() sweeps its session)
@@ -368,10 +369,17 @@ export class Session {
       timedOut: false,
       isCanceled: false,
     };
-    const output = () => ({
-      stdout: collectors.stdout?.value(encoding) ?? emptyOutput(encoding),
-      stderr: collectors.stderr?.value(encoding) ?? emptyOutput(encoding),
-    });
+    // What a stream kept, decoded; one that cannot be decoded (no memory for it) is reported as
+    // past its bound, empty: building the result never throws, so `exited` always resolves.
+    const decoded = (which: 'stdout' | 'stderr'): string | Buffer => {
+      try {
+        return collectors[which]?.value(encoding) ?? emptyOutput(encoding);
+      } catch {
+        overflowed ??= which;
+        return emptyOutput(encoding);
+      }
+    };
+    const output = () => ({ stdout: decoded('stdout'), stderr: decoded('stderr') });
     let reported = false; // the command's end is known: nothing to signal any more
     let onLost = () => {};
     const lost = new Promise<void>((resolve) => {
@@ -401,11 +409,12 @@ export class Session {
           error: end.error,
         };
       const closed = await outputClosed(child, cap);
+      const out = output();
       const failed = end.exitCode !== 0 || end.signal !== null || overflowed !== undefined;
       const result: ExitResult<string | Buffer> = {
         ...base,
         ...end,
-        ...output(),
+        ...out,
         failed,
         durationMs,
         outputTimedOut: closed === 'held',

@@ -6,7 +6,7 @@ import { TetherError } from '../errors.js';
 import { checkMs } from '../options.js';
 import type { SessionTag } from '../proc/tag.js';
 import type { SweepReport } from '../sweep/report.js';
-import { DEFAULT_MAX_BUFFER, type OutputOf } from './collect.js';
+import { DEFAULT_MAX_BUFFER, effectiveMaxBuffer, type OutputOf } from './collect.js';
 import { CommandError, type EndReason, failureOf } from './result.js';
 import {
   type CommandOptions,
@@ -175,11 +175,20 @@ export function spawn<O extends SpawnOptions = {}>(
   void outputOverflow(proc)?.then(() => stop('maxBuffer'));
 
   const result = (async (): Promise<Result<string | Buffer>> => {
-    const { error, ...exit } = await proc.exited;
-    clearTimeout(timer);
-    options.signal?.removeEventListener('abort', onAbort);
-    // What ended the command, as of its end: a dispose during the sweep does not rewrite it.
-    const why = reason;
+    let exited: ExitResult<string | Buffer>;
+    try {
+      exited = await proc.exited; // never rejects; were it to, the session is swept all the same
+    } catch (e) {
+      await s.end();
+      throw e;
+    } finally {
+      clearTimeout(timer);
+      options.signal?.removeEventListener('abort', onAbort);
+    }
+    const { error, ...exit } = exited;
+    // What ended the command, as of its end: a dispose during the sweep does not rewrite it (an
+    // output that could not be decoded counts as past its bound).
+    const why = reason ?? (exit.maxBufferExceeded ? 'maxBuffer' : undefined);
     const report = await s.end();
     const timedOut = why === 'timeout';
     const isCanceled = why === 'abort';
@@ -189,7 +198,7 @@ export function spawn<O extends SpawnOptions = {}>(
     if (failed && options.reject !== false)
       throw failureOf(done, why, {
         timeoutMs: options.timeout,
-        maxBuffer: options.maxBuffer ?? DEFAULT_MAX_BUFFER,
+        maxBuffer: effectiveMaxBuffer(options.maxBuffer ?? DEFAULT_MAX_BUFFER, options.encoding ?? 'utf8'),
         overflowed: exit.maxBufferExceeded,
       });
     return done;

@@ -6,7 +6,16 @@ import { pathToFileURL } from 'node:url';
 import { runInNewContext } from 'node:vm';
 import { Worker } from 'node:worker_threads';
 import { describe, expect, it } from 'vitest';
-import { codeOf, codesIn, hasCode, isAmbiguousEffect, TETHER_CODE, TetherError } from '../../src/index.js';
+import {
+  codeOf,
+  codesIn,
+  hasCode,
+  isAmbiguousEffect,
+  TETHER_CODE,
+  TetherError,
+  toRecord,
+} from '../../src/index.js';
+import { MAX_WALK } from '../../src/outcome/classify.js';
 import { ROOT } from '../support/paths.js';
 
 const ambiguous = () => new TetherError('AMBIGUOUS_EFFECT', 'the sweep could not settle the command');
@@ -229,6 +238,46 @@ describe('hostile errors do not crash it', () => {
     expect(reads).toBeGreaterThan(100); // premise: it did follow the fresh causes, and stopped
     const codedProxy = new Proxy({}, { get: (_t, key) => (key === 'code' ? 'AMBIGUOUS_EFFECT' : undefined) });
     expect(isAmbiguousEffect(codedProxy)).toBe(true);
+  });
+
+  // The walk bounds its queue, not only what it visits: a Proxy whose every `errors` read is
+  // 10,000 fresh Proxies (each with the same) ran Node out of heap. The hostile graph stops
+  // making Proxies past 300,000, so that an unbounded walk ends here, and fails the count.
+  it('a Proxy whose every errors read is 10,000 fresh Proxies: at most a few fans are made', () => {
+    let made = 0;
+    const fresh = (): object => {
+      made += 1;
+      return new Proxy(
+        {},
+        {
+          get: (_t, key) =>
+            key === 'errors' && made < 300_000 ? Array.from({ length: 10_000 }, fresh) : undefined,
+        },
+      );
+    };
+    expect(isAmbiguousEffect(fresh())).toBe(false);
+    expect(made).toBeGreaterThan(10_000); // premise: it read the first fan
+    expect(made).toBeLessThanOrEqual(2 * 10_000 + 1);
+  });
+
+  it('an errors Proxy of length 2^32 − 1: at most MAX_WALK elements are read', () => {
+    let reads = 0;
+    const errors = new Proxy([], {
+      get: (t, key) => {
+        if (key === 'length') return 2 ** 32 - 1;
+        if (typeof key === 'string' && /^\d+$/.test(key) && ++reads > 1_000_000) throw new Error('unbounded');
+        return Reflect.get(t, key);
+      },
+    });
+    const error = Object.assign(new Error('x'), { errors });
+    expect(isAmbiguousEffect(error)).toBe(false);
+    expect(reads).toBeLessThanOrEqual(MAX_WALK);
+    reads = 0;
+    const record = toRecord(error);
+    expect(reads).toBeGreaterThan(0); // premise: it read the elements
+    expect(reads).toBeLessThanOrEqual(MAX_WALK);
+    expect(record.errors?.at(-1)?.name).toBe('ErrorRecordCut');
+    expect(() => JSON.stringify(record)).not.toThrow();
   });
 });
 

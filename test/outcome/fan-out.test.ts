@@ -290,6 +290,40 @@ describe('fanOut', () => {
     expect((await fanOut([])).results).toEqual([]);
   });
 
+  // Promise.resolve(value) reads `value.constructor`: it ran outside the guard, so fanOut threw
+  // synchronously after branch 0 had started, and the caller had no handle to stop it.
+  it('a branch whose promise has a throwing constructor getter is a failed branch, not a synchronous throw', async () => {
+    const first = yields('b0', 5_000);
+    const hostile: Branch<string> = () => {
+      const p = Promise.resolve('b1');
+      Object.defineProperty(p, 'constructor', {
+        get() {
+          throw new Error('hostile constructor');
+        },
+      });
+      return p;
+    };
+    const thenThrows: Branch<string> = () =>
+      Object.defineProperty(Promise.resolve('b2'), 'then', {
+        get() {
+          throw new Error('hostile then');
+        },
+      });
+    let run: ReturnType<typeof fanOut<string>> | undefined;
+    expect(() => {
+      run = fanOut([first, hostile, thenThrows], { policy: 'fail-fast', graceMs: 200 });
+    }).not.toThrow();
+    const error = (await run?.then(
+      () => undefined,
+      (e: unknown) => e,
+    )) as FanOutError;
+    expect(error.code).toBe('COMMAND_FAILED');
+    expect(error.outcomes.map((o) => o.status)).toEqual(['rejected', 'rejected', 'rejected']);
+    expect((error.errors[1] as Error).message).toBe('hostile constructor');
+    expect((error.errors[2] as Error).message).toBe('hostile then');
+    expect(first.aborted()).toBe(true); // the started branch was stopped
+  });
+
   it('a failure after the cancel that only says it was stopped is not the cause', async () => {
     // Branch 0 answers its abort with its own CANCELLED; branch 1's TypeError started it all.
     const { err } = await outcome(

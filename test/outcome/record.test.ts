@@ -5,6 +5,7 @@ import { describe, expect, it } from 'vitest';
 import {
   createTag,
   type ErrorRecord,
+  fanOut,
   fromRecord,
   isAmbiguousEffect,
   MAX_RECORD_ERRORS,
@@ -14,6 +15,7 @@ import {
   toRecord,
 } from '../../src/index.js';
 
+const ambiguousError = () => new TetherError('AMBIGUOUS_EFFECT', 'the sweep could not settle it');
 const through = (error: unknown) => fromRecord(JSON.parse(JSON.stringify(toRecord(error))));
 
 describe('toRecord → JSON → fromRecord', () => {
@@ -112,6 +114,66 @@ describe('toRecord → JSON → fromRecord', () => {
     const text = JSON.stringify(toRecord(deep));
     expect(text).toContain('ErrorRecordCut');
     expect(isAmbiguousEffect(fromRecord(text))).toBe(true);
+  });
+
+  // Every member counts toward the bound, a primitive too: 2e7 primitive members made a
+  // 2e7-member record whose JSON.stringify threw "Invalid string length".
+  it(`primitive members count toward the ${MAX_RECORD_ERRORS} bound: a record of 2e7 strings stays small`, () => {
+    const error = new AggregateError([], 'many');
+    error.errors = new Array(2e7).fill('x');
+    const record = toRecord(error);
+    expect(record.errors?.length).toBeLessThanOrEqual(MAX_RECORD_ERRORS + 1);
+    expect(record.errors?.at(-1)?.name).toBe('ErrorRecordCut');
+    expect(JSON.stringify(record).length).toBeLessThan(200_000);
+    const holes = new AggregateError([], 'sparse');
+    holes.errors = new Array(2e7);
+    expect(() => JSON.stringify(toRecord(holes))).not.toThrow();
+  });
+
+  it('the cut of primitive members keeps an ambiguous effect among what it cut', () => {
+    const error = new AggregateError(
+      [...new Array(MAX_RECORD_ERRORS + 5).fill('x'), ambiguousError()],
+      'many',
+    );
+    const text = JSON.stringify(toRecord(error));
+    expect(text).toContain('ErrorRecordCut');
+    expect(isAmbiguousEffect(fromRecord(text))).toBe(true);
+  });
+
+  // A FanOutError's `errors` has one entry per branch, undefined for a fulfilled one: those are
+  // no errors, and were recorded as 19,999 `NonError: undefined` records.
+  it('a FanOutError of 20,000 branches with one failure records that failure only, never the successes', async () => {
+    const n = 20_000;
+    const branches = Array.from({ length: n }, (_, i) => async () => {
+      if (i === n - 1) throw Object.assign(new Error('last failed'), { code: 'EFAIL' });
+      return i;
+    });
+    const error = await fanOut(branches, { policy: 'wait-all' }).then(
+      () => undefined,
+      (e: unknown) => e,
+    );
+    expect(error).toBeInstanceOf(TetherError);
+    const record = toRecord(error);
+    const json = JSON.stringify(record);
+    expect(json).not.toContain('NonError');
+    expect(record.cause).toMatchObject({ message: 'last failed', code: 'EFAIL' });
+    expect(record.message).toContain(`failed: ${n - 1}`);
+    // Only cut records (what was not read) besides the failure itself, were it read.
+    for (const member of record.errors ?? [])
+      expect(['ErrorRecordCut', 'ErrorRecordRepeat']).toContain(member.name);
+  });
+
+  it('a FanOutError of 3 branches, the middle one failed: its errors record holds that one failure only', async () => {
+    const error = await fanOut([async () => 1, async () => Promise.reject(new Error('mid')), async () => 3], {
+      policy: 'wait-all',
+    }).then(
+      () => undefined,
+      (e: unknown) => e,
+    );
+    // One member: the failure, a repeat of the cause recorded above it (both fulfilled branches left out).
+    const record = toRecord(error);
+    expect(record.cause).toMatchObject({ message: 'mid' });
+    expect(record.errors?.map((e) => e.name)).toEqual(['ErrorRecordRepeat']);
   });
 
   it('records hostile errors without throwing', () => {

@@ -1,7 +1,9 @@
 // The result shape of spawn() and session.spawn(): real processes, checked against /proc.
+import { constants } from 'node:buffer';
 import { readlinkSync } from 'node:fs';
 import { afterEach, describe, expect, it } from 'vitest';
 import { CommandError, type Identity, session, spawn, TetherError } from '../../src/index.js';
+import { effectiveMaxBuffer } from '../../src/session/collect.js';
 import { identityOf, isAlive } from '../support/proc.js';
 
 const FAST = { graceMs: 300, killAfterMs: 1000 };
@@ -206,6 +208,33 @@ describe('a failed command rejects with the same fields (reject: false resolves)
       identityOf(leftover),
       `the leftover pid ${leftover} survived the MAX_BUFFER sweep`,
     ).toBeUndefined();
+  });
+
+  // A utf8 buffer holds at most the largest string V8 makes: past it, the ordinary MAX_BUFFER
+  // path (the command ended, the session swept, a CommandError with its report), not a raw
+  // ERR_STRING_TOO_LONG that left the session unswept.
+  it('maxBuffer: Infinity with utf8 output past the largest string: MAX_BUFFER at MAX_STRING_LENGTH bytes, swept', async () => {
+    const sub = spawn('sh', ['-c', 'setsid sleep 888.1 & echo $! >&2; head -c 600000000 /dev/zero'], {
+      ...FAST,
+      maxBuffer: Number.POSITIVE_INFINITY,
+    });
+    const shell = identityOf(sub.pid ?? 0);
+    if (shell) started.push(shell);
+    const error = await rejected(sub);
+    expect(error.code).toBe('MAX_BUFFER');
+    expect(error.maxBufferExceeded).toBe('stdout');
+    expect(error.message).toContain(`passed maxBuffer (${constants.MAX_STRING_LENGTH} bytes)`);
+    expect(error.stdout.length).toBe(constants.MAX_STRING_LENGTH);
+    const leftover = Number(error.stderr.trim());
+    expect(leftover, `premise broken: no leftover pid in ${JSON.stringify(error.stderr)}`).toBeGreaterThan(1);
+    expect(error.report?.stopped.map((p) => p.pid)).toContain(leftover);
+    expect(identityOf(leftover), `the leftover pid ${leftover} survived`).toBeUndefined();
+  }, 60_000);
+
+  it("the effective bound is maxBuffer under V8's largest string (utf8) and largest Buffer ('buffer')", () => {
+    expect(effectiveMaxBuffer(1000, 'utf8')).toBe(1000);
+    expect(effectiveMaxBuffer(Number.POSITIVE_INFINITY, 'utf8')).toBe(constants.MAX_STRING_LENGTH);
+    expect(effectiveMaxBuffer(Number.POSITIVE_INFINITY, 'buffer')).toBe(constants.MAX_LENGTH);
   });
 });
 
