@@ -16,7 +16,7 @@ import { recover } from '../../src/recover/index.js';
 import type { SweepReport } from '../../src/sweep/report.js';
 import { runNode } from '../support/node.js';
 import { ROOT } from '../support/paths.js';
-import { cmdlineOf, identityOf, isAlive, type ProcessId, pids } from '../support/proc.js';
+import { childrenOf, cmdlineOf, identityOf, isAlive, type ProcessId, pids } from '../support/proc.js';
 import { cleanup, describeProcess, started, tempDir, waitFor } from '../support/zoo.js';
 
 const run = promisify(execFile);
@@ -191,8 +191,16 @@ describe('a live session in another PID namespace', () => {
     expect(entry?.reason).toMatch(/another PID namespace/);
     expect((await ledger.get(record?.tag as string))?.state).toBe('running');
     expect(result.settled).toBe(true);
-    ns.kill('SIGKILL'); // unshare started by this test; its child (pid 1 there) follows
-    await waitFor('the namespace to end', () => !isAlive(victim), 10_000);
+    // The session ends as sessions do: its supervisor (unshare's child, pid 1 there) is asked
+    // to stop, and sweeps and removes its cgroup. (A SIGKILL of the namespace would leave the
+    // emptied cgroup behind: nothing of the session would live to remove it.)
+    const supervisor = childrenOf(ns.pid as number)[0];
+    expect(supervisor, 'premise broken: no tether run under unshare').toBeDefined();
+    process.kill((supervisor as { pid: number }).pid, 'SIGTERM');
+    await waitFor('the namespace to end', () => !isAlive(victim) && !isAlive(nsId), 10_000);
+    const own = join(mount as string, 'tether', cgroupName(record?.tag as string));
+    if (existsSync(own)) dirs.push(own); // cleaned up after the test, not hidden
+    expect(existsSync(own), "the session cgroup outlived its supervisor's end").toBe(false);
   });
 });
 

@@ -1,8 +1,9 @@
 // globalSetup: compiles the C fixtures into build/ and the library into dist/ (the child Node
 // programs import dist/index.js); at the end, the suite guard fails the run if any process
-// carrying a TETHER_SESSION_ tag is still alive (zombies excluded), listing them.
+// carrying a TETHER_SESSION_ tag is still alive (zombies excluded), or any session cgroup it
+// made still exists, listing them.
 import { execFileSync } from 'node:child_process';
-import { mkdirSync, mkdtempSync, readdirSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { BUILD, C_FIXTURES, ROOT } from './paths.js';
@@ -28,7 +29,29 @@ function taggedAlive(ignore: Set<string>): string[] {
   return found;
 }
 
+// The session cgroups (`tether-<hex>` under `<cgroup2 mount>/tether`) made since `since` (ms)
+// that still exist: a session whose cgroup nothing removed. The mount is read from mountinfo.
+function sessionCgroupsSince(since: number): string[] {
+  const line = readFileSync('/proc/self/mountinfo', 'utf8')
+    .split('\n')
+    .find((l) => l.split(' - ')[1]?.startsWith('cgroup2 '));
+  const mount = line?.split(' ')[4];
+  const parent = mount && join(mount, 'tether');
+  if (!parent || !existsSync(parent)) return [];
+  return readdirSync(parent)
+    .filter((name) => /^tether-[0-9a-f]{32}$/.test(name))
+    .map((name) => join(parent, name))
+    .filter((dir) => {
+      try {
+        return statSync(dir).ctimeMs >= since;
+      } catch {
+        return false; // removed meanwhile
+      }
+    });
+}
+
 export default function setup() {
+  const startedAt = Date.now();
   process.env[RUN_VAR] = runId;
   // `tether run` records in a ledger by default: this run's in a temp file, never the user's.
   // (Tests of the default path set XDG_STATE_HOME and clear TETHER_LEDGER themselves.)
@@ -63,15 +86,21 @@ export default function setup() {
   const own = new Set(Object.keys(process.env).filter((k) => /^TETHER_SESSION_[0-9a-f]{32}$/.test(k)));
   return async () => {
     let left: string[] = [];
+    let cgroups: string[] = [];
     for (let i = 0; i < 20; i++) {
       left = taggedAlive(own);
-      if (left.length === 0) return;
+      cgroups = sessionCgroupsSince(startedAt);
+      if (left.length === 0 && cgroups.length === 0) return;
       await new Promise((r) => setTimeout(r, 100));
     }
     // A teardown's exception is only logged by vitest: set the exit code too.
     process.exitCode = 1;
-    throw new Error(
-      `suite guard: ${left.length} tagged process(es) still alive after the tests:\n  ${left.join('\n  ')}`,
-    );
+    const problems = [
+      ...(left.length ? [`${left.length} tagged process(es) still alive after the tests:`, ...left] : []),
+      ...(cgroups.length
+        ? [`${cgroups.length} session cgroup(s) this run made still exist:`, ...cgroups]
+        : []),
+    ];
+    throw new Error(`suite guard: ${problems.join('\n  ')}`);
   };
 }
