@@ -2,10 +2,9 @@
 // cgroup path, a live session in another PID namespace, an expired kept entry whose pid + start
 // time now name a process that is not the session's, and a recorded channel that is no exec
 // client. Every victim is a process this test started; ground truth is /proc (pid + start time).
-import { execFile, spawn as spawnChild } from 'node:child_process';
+import { spawn as spawnChild } from 'node:child_process';
 import { existsSync, mkdirSync, readFileSync, rmdirSync } from 'node:fs';
 import { join } from 'node:path';
-import { promisify } from 'node:util';
 import { afterEach, describe, expect, it } from 'vitest';
 import { cgroup2Mount, cgroupName } from '../../src/containment/cgroup.js';
 import { Ledger } from '../../src/ledger/index.js';
@@ -18,8 +17,8 @@ import { runNode } from '../support/node.js';
 import { ROOT } from '../support/paths.js';
 import { childrenOf, cmdlineOf, identityOf, isAlive, type ProcessId, pids } from '../support/proc.js';
 import { cleanup, describeProcess, started, tempDir, waitFor } from '../support/zoo.js';
+import { recoverCli } from './support.js';
 
-const run = promisify(execFile);
 const CLI = join(ROOT, 'bin/tether.js');
 const opened: Ledger[] = [];
 const dirs: string[] = [];
@@ -79,20 +78,6 @@ function cgroupDir(path: string): string {
   mkdirSync(path);
   dirs.push(path);
   return path;
-}
-
-async function recoverCli(ledgerPath: string, ...extra: string[]) {
-  try {
-    const { stdout, stderr } = await run(
-      process.execPath,
-      [CLI, 'recover', '--json', '--ledger', ledgerPath, '--grace', '1s', '--kill-after', '1s', ...extra],
-      { timeout: 60_000 },
-    );
-    return { code: 0, json: JSON.parse(stdout), stderr };
-  } catch (error) {
-    const e = error as { code: number; stdout: string; stderr: string };
-    return { code: e.code, json: e.stdout ? JSON.parse(e.stdout) : null, stderr: e.stderr };
-  }
 }
 
 const mount = cgroup2Mount();

@@ -2,9 +2,8 @@
 // `kill -9` of a process tree would): no dead man's switch runs, the leftovers of its local
 // sessions and of its sandbox calls keep running — and the real CLI, reading the ledger, ends
 // every one of them and records each session `recovered`. Ground truth: /proc (pid + start time).
-import { execFile, spawn as spawnChild } from 'node:child_process';
+import { spawn as spawnChild } from 'node:child_process';
 import { join } from 'node:path';
-import { promisify } from 'node:util';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { Ledger } from '../../src/ledger/index.js';
 import { currentSupervisor } from '../../src/ledger/supervisor.js';
@@ -12,12 +11,10 @@ import { createTag } from '../../src/proc/tag.js';
 import { Session } from '../../src/session/session.js';
 import { type Container, startContainer, taggedOnHost } from '../sandbox/container.js';
 import { runNode } from '../support/node.js';
-import { FIXTURES, ROOT } from '../support/paths.js';
+import { FIXTURES } from '../support/paths.js';
 import { childrenOf, identityOf, isAlive, type ProcessId } from '../support/proc.js';
 import { cleanup, describeProcess, started, tempDir, waitFor } from '../support/zoo.js';
-
-const run = promisify(execFile);
-const CLI = join(ROOT, 'bin/tether.js');
+import { recoverCli } from './support.js';
 
 let container: Container;
 
@@ -91,20 +88,6 @@ async function killTree(supervisor: ProcessId): Promise<ProcessId[]> {
 
 function alive(list: ProcessId[]): string[] {
   return list.filter((p) => isAlive(p)).map((p) => describeProcess(p));
-}
-
-async function recoverCli(ledgerPath: string, ...extra: string[]) {
-  try {
-    const { stdout, stderr } = await run(
-      process.execPath,
-      [CLI, 'recover', '--json', '--ledger', ledgerPath, '--grace', '1s', '--kill-after', '1s', ...extra],
-      { timeout: 60_000 },
-    );
-    return { code: 0, json: JSON.parse(stdout), stderr };
-  } catch (error) {
-    const e = error as { code: number; stdout: string; stderr: string };
-    return { code: e.code, json: e.stdout ? JSON.parse(e.stdout) : null, stderr: e.stderr };
-  }
 }
 
 describe('tether recover after the supervisor was killed with its helpers', () => {
