@@ -134,7 +134,14 @@ export class StdioClientTransport implements Transport {
       throw error;
     }
     this.proc = proc;
-    proc.stdin?.on('error', (error) => this.onerror?.(error));
+    // A write to a server that never started fails with EPIPE before its start failure is known
+    // (the helper reports the exec's errno after the fork): the start failure is the error then.
+    proc.stdin?.on('error', (error: NodeJS.ErrnoException) => {
+      if (error.code !== 'EPIPE') return this.onerror?.(error);
+      void proc.exited.then((exit) => {
+        if (!exit.error) this.onerror?.(error);
+      });
+    });
     proc.stdout?.on('error', (error) => this.onerror?.(error));
     proc.stdout?.on('data', (chunk: Buffer) => {
       try {

@@ -95,6 +95,21 @@ describe('StdioClientTransport', () => {
     expect(isAlive(child.identity), `the child pid ${child.identity.pid} outlived its server`).toBe(false);
   });
 
+  it('a command that cannot start reports its ENOENT through onerror, not an EPIPE of the write before it', async () => {
+    const transport = new StdioClientTransport({ command: 'tether-no-such-mcp-server' }, FAST);
+    const errors: Error[] = [];
+    transport.onerror = (error) => errors.push(error);
+    const closed = new Promise<void>((resolve) => {
+      transport.onclose = resolve;
+    });
+    const client = new Client({ name: 'tether-test', version: '1.0.0' });
+    await expect(client.connect(transport)).rejects.toThrow();
+    await closed;
+    const codes = errors.map((e) => (e as NodeJS.ErrnoException).code);
+    expect(codes).toContain('ENOENT');
+    expect(codes).not.toContain('EPIPE');
+  });
+
   it('start() without the MCP SDK installed rejects, saying what to install', () => {
     // A copy of dist/ whose node_modules has every package but @modelcontextprotocol.
     const dir = tempDir();
