@@ -5,11 +5,12 @@
 // report → end the kept processes whose TTL has passed, whatever their session's state.
 import type { Ledger } from '../ledger/ledger.js';
 import { currentVantage, judgeSupervisor } from '../ledger/supervisor.js';
-import type { CorruptRow, SessionState } from '../ledger/types.js';
+import type { CorruptRow, SessionRecord, SessionState } from '../ledger/types.js';
 import { toRecord } from '../outcome/record.js';
 import type { SweepReport } from '../sweep/report.js';
 import { endExpiredKept, type KeptEnd } from './kept.js';
 import { type Plan, planOf } from './plan.js';
+import { liveHelperOf } from './supervised.js';
 import { type SweepOutcome, sweepSession } from './sweep-session.js';
 
 /** Options of `recover()`. Durations in milliseconds. */
@@ -97,17 +98,33 @@ export async function recover(options: RecoverOptions): Promise<RecoverResult> {
   // boot and PID namespace) its pid + start time no longer exist, elsewhere its lease expired.
   const open = records.filter((r) => r.state === 'running' || r.state === 'parked');
   const judged = open.map((record) => ({ record, ...judgeSupervisor(record, here) }));
-  const orphaned = judged.filter((j) => j.gone).map((j) => j.record);
-  const unjudged: RecoveredSession[] = judged
-    .filter((j) => !j.gone && j.by === 'none')
-    .map((j) => ({
-      tag: j.record.tag,
-      state: j.record.state,
-      outcome: 'left-alone',
-      where: j.record.location.kind === 'local' ? 'local' : j.record.location.channel.join(' '),
-      report: null,
-      reason: j.why,
-    }));
+  // A local session whose helper still runs under a live parent is supervised, whatever its
+  // record says (a forged or stale row): left alone, named.
+  const supervised = new Map<string, string>();
+  for (const j of judged) {
+    if (!j.gone || j.record.location.kind !== 'local') continue;
+    const live = liveHelperOf(j.record.tag, options.procRoot);
+    if (live)
+      supervised.set(
+        j.record.tag,
+        `its helper pid ${live.helper} still runs under pid ${live.parent}: the session is supervised (the record says its supervisor is pid ${j.record.supervisor.pid})`,
+      );
+  }
+  const orphaned = judged.filter((j) => j.gone && !supervised.has(j.record.tag)).map((j) => j.record);
+  const leftAlone = (record: SessionRecord, reason: string): RecoveredSession => ({
+    tag: record.tag,
+    state: record.state,
+    outcome: 'left-alone',
+    where: record.location.kind === 'local' ? 'local' : record.location.channel.join(' '),
+    report: null,
+    reason,
+  });
+  const unjudged: RecoveredSession[] = [
+    ...judged.filter((j) => !j.gone && j.by === 'none').map((j) => leftAlone(j.record, j.why)),
+    ...judged
+      .filter((j) => supervised.has(j.record.tag))
+      .map((j) => leftAlone(j.record, supervised.get(j.record.tag) as string)),
+  ];
   const plans = orphaned.map((record) =>
     planOf(record, { procRoot: options.procRoot, allowChannels: options.allowChannels }),
   );

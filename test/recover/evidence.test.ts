@@ -189,6 +189,44 @@ describe('a live session in another PID namespace', () => {
   });
 });
 
+describe("a record naming a live session's tag", () => {
+  it("is left alone while that session's helper runs under its supervisor, whatever the record says", async () => {
+    // A live session B: a real `tether run` (its own ledger), its payload under the helper.
+    const marker = `778.${process.pid}`;
+    const events = join(tempDir(), 'events');
+    const run = spawnChild(
+      process.execPath,
+      [CLI, 'run', '--no-ledger', '--events', events, '--', 'sleep', marker],
+      { stdio: 'ignore' },
+    );
+    const runId = identityOf(run.pid ?? 0);
+    if (!runId) throw new Error('premise broken: tether run did not start');
+    started.push(runId);
+    const payload = () => pids().find((p) => cmdlineOf(p) === `sleep ${marker}`);
+    await waitFor('the live session to run its command', () => payload() !== undefined, 20_000);
+    const victim = identityOf(payload() as number) as ProcessId;
+    started.push(victim);
+    const tag = JSON.parse(readFileSync(events, 'utf8').split('\n')[0] as string).tag as string;
+    // A forged (or stale) row: B's tag under a supervisor that is gone, in this namespace.
+    const { ledger } = await ledgerAt();
+    await ledger.begin({
+      tag,
+      command: ['sleep'],
+      location: { kind: 'local' },
+      supervisor: await goneSupervisor(),
+    });
+
+    const result = await recover({ ledger, graceMs: 500, killAfterMs: 500 });
+    expect(isAlive(victim), `the live session's ${describeProcess(victim)} was signalled`).toBe(true);
+    const entry = result.sessions.find((s) => s.tag === tag);
+    expect(entry?.outcome).toBe('left-alone');
+    expect(entry?.reason).toMatch(new RegExp(`still runs under pid ${runId.pid}: the session is supervised`));
+    expect((await ledger.get(tag))?.state).toBe('running');
+    process.kill(runId.pid, 'SIGTERM'); // B ends as sessions end: its supervisor sweeps it
+    await waitFor('the live session to end', () => !isAlive(victim) && !isAlive(runId), 10_000);
+  });
+});
+
 describe('an expired kept process', () => {
   const kept = (id: ProcessId) => ({
     ...id,
