@@ -8,6 +8,7 @@ import { identityKey, isAlive, readStat } from '../proc/identity.js';
 import { type Snapshot, takeSnapshot } from '../proc/snapshot.js';
 import { sweep } from '../sweep/loop.js';
 import type { SweepReport } from '../sweep/report.js';
+import { type LiveTags, liveSign } from './supervised.js';
 
 /**
  * One expired kept process. `outcome`: `ended` (the sweep saw it gone), `gone` (it had ended
@@ -34,6 +35,8 @@ interface KeptSettings {
   now: number;
   /** This machine, boot and PID namespace, to tell which sessions' pids are ours. */
   here: Vantage;
+  /** The live tagged processes, read once (supervised.ts): a session alive now keeps its kept. */
+  live: LiveTags;
 }
 
 /**
@@ -62,11 +65,20 @@ export async function endExpiredKept(records: SessionRecord[], settings: KeptSet
     });
     const elsewhere = elsewhereReason(record, settings.here);
     if (elsewhere) {
-      out.push(...expired.map((k) => entry(k, 'elsewhere', null, elsewhere)));
+      for (const k of expired) out.push(entry(k, 'elsewhere', null, elsewhere));
       continue;
     }
     const living = expired.filter((k) => isAlive(k, settings.procRoot));
-    out.push(...expired.filter((k) => !living.includes(k)).map((k) => entry(k, 'gone')));
+    const livingKeys = new Set(living.map((k) => identityKey(k)));
+    const gone = expired.filter((k) => !livingKeys.has(identityKey(k)));
+    for (const k of gone) out.push(entry(k, 'gone'));
+    // A session alive now (its helper or command under a live supervisor: a forged or stale
+    // row's kept entry may name one of its processes) keeps its processes, expired or not.
+    const sign = living.length > 0 ? liveSign(record.tag, settings.live) : undefined;
+    if (sign) {
+      for (const k of living) out.push(entry(k, 'left-alone', null, sign));
+      continue;
+    }
     // Alive with the recorded identity, and still carrying the session's tag: only these are ended.
     const alive: KeptProcess[] = [];
     for (const k of living) {
@@ -75,15 +87,11 @@ export async function endExpiredKept(records: SessionRecord[], settings: KeptSet
       else alive.push(k);
     }
     if (settings.dryRun) {
-      out.push(...alive.map((k) => entry(k, 'would-end')));
+      for (const k of alive) out.push(entry(k, 'would-end'));
       continue;
     }
     if (alive.length === 0) {
-      await forget(
-        settings.ledger,
-        record,
-        expired.filter((k) => !living.includes(k)),
-      );
+      await forget(settings.ledger, record, gone);
       continue;
     }
     const report = await sweep({
@@ -101,13 +109,14 @@ export async function endExpiredKept(records: SessionRecord[], settings: KeptSet
       layers: ['kept'],
     });
     const survivors = new Set(report.survivors.map((p) => identityKey(p)));
-    out.push(...alive.map((k) => entry(k, survivors.has(identityKey(k)) ? 'survived' : 'ended', report)));
+    for (const k of alive) out.push(entry(k, survivors.has(identityKey(k)) ? 'survived' : 'ended', report));
     try {
       await settings.ledger.recordSweep(record.tag, report);
     } catch {
       // The sweep ran and is in the result; the record keeps the process listed (next run).
     }
-    const left = new Set(living.filter((k) => !alive.includes(k)).map((k) => identityKey(k)));
+    const aliveKeys = new Set(alive.map((k) => identityKey(k)));
+    const left = new Set(living.filter((k) => !aliveKeys.has(identityKey(k))).map((k) => identityKey(k)));
     await forget(
       settings.ledger,
       record,
@@ -181,7 +190,7 @@ export function keptSubtrees(kept: KeptProcess[], procRoot = '/proc'): number[] 
     .map((k) => k.pid);
   for (let pid = queue.shift(); pid !== undefined; pid = queue.shift()) {
     out.push(pid);
-    queue.push(...(snapshot.children.get(pid) ?? []));
+    for (const child of snapshot.children.get(pid) ?? []) queue.push(child);
   }
   return out;
 }

@@ -1,7 +1,7 @@
 // How one orphaned session is reached: locally (its tag, its leftover cgroup, its unexpired
 // kept processes spared), through its recorded exec channel, or not at all from here (parked).
 import { realpathSync } from 'node:fs';
-import { basename, dirname, join } from 'node:path';
+import { basename, dirname, isAbsolute, join, normalize } from 'node:path';
 import { cgroup2Mount, cgroupName, findSessionCgroup } from '../containment/cgroup.js';
 import { machineId } from '../ledger/supervisor.js';
 import type { SessionRecord } from '../ledger/types.js';
@@ -12,9 +12,32 @@ import { pathExists } from '../proc/cgroup.js';
  * The exec clients recover runs from a ledger record without being told to
  * (docs/ledger.md, "Trust"): container and machine clients whose job is to run a command
  * elsewhere. Any other program named as a session's channel is run only when given with
- * `tether recover --allow-channel PROG` / `recover({ allowChannels })`. Compared with the
- * basename of the channel's argv[0].
+ * `tether recover --allow-channel PROG` / `recover({ allowChannels })` (`channelAllowed`).
  */
+/** The directories a channel's program may be named in by path without `--allow-channel`. */
+export const SYSTEM_BIN_DIRS: readonly string[] = [
+  '/usr/bin',
+  '/bin',
+  '/usr/sbin',
+  '/sbin',
+  '/usr/local/bin',
+  '/usr/local/sbin',
+];
+
+/**
+ * Whether recover may run a channel whose argv[0] is `argv0`: a bare name (found on recover's
+ * own PATH) among the default clients or the bare names allowed; a path in a system bin
+ * directory whose name is one of those; or exactly a path given in `allowed`. A path
+ * elsewhere (`/tmp/x/kubectl`) is never taken for a client by its name alone.
+ */
+export function channelAllowed(argv0: string, allowed: readonly string[]): boolean {
+  const names = new Set([...DEFAULT_CHANNEL_CLIENTS, ...allowed.filter((a) => !a.includes('/'))]);
+  if (!argv0.includes('/')) return names.has(argv0);
+  const path = normalize(argv0);
+  if (allowed.some((a) => a.includes('/') && normalize(a) === path)) return true;
+  return isAbsolute(path) && SYSTEM_BIN_DIRS.includes(dirname(path)) && names.has(basename(path));
+}
+
 export const DEFAULT_CHANNEL_CLIENTS: readonly string[] = [
   'kubectl',
   'docker',
@@ -67,18 +90,15 @@ export function planOf(record: SessionRecord, settings: PlanSettings = {}): Plan
         reason: 'its exec channel was not recorded as argv: recover cannot rebuild it',
         dryRun: 'would park it: no channel recorded',
       };
-    const program = basename(String(location.channel[0]));
-    const allowed = new Set([
-      ...DEFAULT_CHANNEL_CLIENTS,
-      ...(settings.allowChannels ?? []).map((p) => basename(p)),
-    ]);
-    if (!allowed.has(program))
+    const argv0 = String(location.channel[0]);
+    const program = basename(argv0);
+    if (!channelAllowed(argv0, settings.allowChannels ?? []))
       return {
         kind: 'unreachable',
         record,
         where,
-        reason: `its recorded channel runs ${JSON.stringify(program)}, which is not an allowed exec client (${DEFAULT_CHANNEL_CLIENTS.join(', ')}): recover runs it only with --allow-channel ${program}`,
-        dryRun: `would park it: its channel program ${JSON.stringify(program)} is not allowed (--allow-channel ${program})`,
+        reason: `its recorded channel runs ${JSON.stringify(argv0)}, which is not an allowed exec client (${DEFAULT_CHANNEL_CLIENTS.join(', ')}, by name or in ${SYSTEM_BIN_DIRS.join(', ')}): recover runs it only with --allow-channel ${argv0.includes('/') ? argv0 : program}`,
+        dryRun: `would park it: its channel program ${JSON.stringify(argv0)} is not allowed (--allow-channel ${argv0.includes('/') ? argv0 : program})`,
       };
     return {
       kind: 'sandbox',

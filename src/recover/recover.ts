@@ -10,7 +10,7 @@ import { toRecord } from '../outcome/record.js';
 import type { SweepReport } from '../sweep/report.js';
 import { endExpiredKept, type KeptEnd } from './kept.js';
 import { type Plan, planOf } from './plan.js';
-import { liveHelperOf } from './supervised.js';
+import { liveSign, readLiveTags } from './supervised.js';
 import { type SweepOutcome, sweepSession } from './sweep-session.js';
 
 /** Options of `recover()`. Durations in milliseconds. */
@@ -98,17 +98,14 @@ export async function recover(options: RecoverOptions): Promise<RecoverResult> {
   // boot and PID namespace) its pid + start time no longer exist, elsewhere its lease expired.
   const open = records.filter((r) => r.state === 'running' || r.state === 'parked');
   const judged = open.map((record) => ({ record, ...judgeSupervisor(record, here) }));
-  // A local session whose helper still runs under a live parent is supervised, whatever its
-  // record says (a forged or stale row): left alone, named.
+  // A local session with a sign of life now is left alone, whatever its record says of its
+  // supervisor (a forged or stale row: supervised.ts). /proc is read once for every record.
+  const live = readLiveTags(options.procRoot);
   const supervised = new Map<string, string>();
   for (const j of judged) {
     if (!j.gone || j.record.location.kind !== 'local') continue;
-    const live = liveHelperOf(j.record.tag, options.procRoot);
-    if (live)
-      supervised.set(
-        j.record.tag,
-        `its helper pid ${live.helper} still runs under pid ${live.parent}: the session is supervised (the record says its supervisor is pid ${j.record.supervisor.pid})`,
-      );
+    const sign = liveSign(j.record.tag, live, { otherBoot: j.by === 'boot' });
+    if (sign) supervised.set(j.record.tag, sign);
   }
   const orphaned = judged.filter((j) => j.gone && !supervised.has(j.record.tag)).map((j) => j.record);
   const leftAlone = (record: SessionRecord, reason: string): RecoveredSession => ({
@@ -132,7 +129,7 @@ export async function recover(options: RecoverOptions): Promise<RecoverResult> {
     options.dryRun ? describeDry(plan) : recoverOne(ledger, plan, options, now),
   );
   const sessions = [...swept, ...unjudged];
-  const kept = await endExpiredKept(records, { ...options, now, here });
+  const kept = await endExpiredKept(records, { ...options, now, here, live });
   const settled =
     sessions.every(
       (s) =>

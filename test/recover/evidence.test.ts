@@ -3,7 +3,7 @@
 // time now name a process that is not the session's, and a recorded channel that is no exec
 // client. Every victim is a process this test started; ground truth is /proc (pid + start time).
 import { spawn as spawnChild } from 'node:child_process';
-import { existsSync, mkdirSync, readFileSync, rmdirSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, rmdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { cgroup2Mount, cgroupName } from '../../src/containment/cgroup.js';
@@ -12,6 +12,7 @@ import { currentSupervisor } from '../../src/ledger/supervisor.js';
 import type { Supervisor } from '../../src/ledger/types.js';
 import { createTag } from '../../src/proc/tag.js';
 import { recover } from '../../src/recover/index.js';
+import { channelAllowed } from '../../src/recover/plan.js';
 import type { SweepReport } from '../../src/sweep/report.js';
 import { runNode } from '../support/node.js';
 import { ROOT } from '../support/paths.js';
@@ -222,8 +223,77 @@ describe("a record naming a live session's tag", () => {
     expect(entry?.outcome).toBe('left-alone');
     expect(entry?.reason).toMatch(new RegExp(`still runs under pid ${runId.pid}: the session is supervised`));
     expect((await ledger.get(tag))?.state).toBe('running');
+    // The same row claiming an earlier boot (which would make any pid of it gone).
+    const other = (await ledgerAt()).ledger;
+    await other.begin({
+      tag,
+      command: ['sleep'],
+      location: { kind: 'local' },
+      supervisor: { ...(await goneSupervisor()), bootId: '00000000-0000-0000-0000-000000000000' },
+    });
+    const booted = await recover({ ledger: other, graceMs: 500, killAfterMs: 500 });
+    expect(isAlive(victim), `the live session's ${describeProcess(victim)} was signalled`).toBe(true);
+    expect(booted.sessions.find((s) => s.tag === tag)?.reason).toMatch(/of this boot carries its tag/);
+    // A row with a live supervisor and an expired "kept" entry naming the session's command.
+    const keptRow = (await ledgerAt()).ledger;
+    await keptRow.begin({
+      tag,
+      command: ['sleep'],
+      location: { kind: 'local' },
+      kept: [{ ...victim, cmdline: `sleep ${marker}`, match: 'sleep *', owner: 'forger', expiresAt: 1 }],
+    });
+    const keptResult = await recover({ ledger: keptRow, graceMs: 500, killAfterMs: 500 });
+    expect(isAlive(victim), `the live session's ${describeProcess(victim)} was ended as "kept"`).toBe(true);
+    expect(keptResult.kept[0]?.outcome).toBe('left-alone');
     process.kill(runId.pid, 'SIGTERM'); // B ends as sessions end: its supervisor sweeps it
     await waitFor('the live session to end', () => !isAlive(victim) && !isAlive(runId), 10_000);
+  });
+});
+
+describe('a record naming the session recover runs in', () => {
+  it('is left alone: recover is one of its processes', async () => {
+    const tag = createTag().name;
+    const member = sleeper({ ...process.env, [tag]: '1' }); // a process of "this" session
+    const { ledger } = await ledgerAt();
+    await ledger.begin({
+      tag,
+      command: ['x'],
+      location: { kind: 'local' },
+      supervisor: await goneSupervisor(),
+    });
+    process.env[tag] = '1'; // recover runs inside the session the row names
+    try {
+      const result = await recover({ ledger, graceMs: 500, killAfterMs: 500 });
+      expect(isAlive(member), `${describeProcess(member)} of recover's own session was signalled`).toBe(true);
+      expect(result.sessions[0]?.reason).toMatch(/recover itself runs in session/);
+    } finally {
+      delete process.env[tag];
+    }
+  });
+});
+
+describe('a row of 150,000 expired kept entries', () => {
+  it('is handled without a stack overflow: each is gone', async () => {
+    const { ledger } = await ledgerAt();
+    const supervisor = await goneSupervisor();
+    const kept = Array.from({ length: 150_000 }, (_, i) => ({
+      pid: supervisor.pid,
+      startTime: i + 2, // never the gone supervisor's own start time, never alive
+      cmdline: 'x',
+      match: 'x',
+      owner: 'x',
+      expiresAt: 1,
+    }));
+    await ledger.begin({
+      tag: createTag().name,
+      command: ['x'],
+      location: { kind: 'local' },
+      supervisor,
+      kept,
+    });
+    const result = await recover({ ledger, graceMs: 500, killAfterMs: 500 });
+    expect(result.kept).toHaveLength(150_000);
+    expect(new Set(result.kept.map((k) => k.outcome))).toEqual(new Set(['gone']));
   });
 });
 
@@ -312,8 +382,32 @@ describe("a record's sandbox channel", () => {
     expect(entry?.reason).toContain('"sh", which is not an allowed exec client');
     expect(entry?.reason).toContain('--allow-channel sh');
     // Allowed by the operator: run (it reaches nothing here, and stays parked).
-    const allowed = await recoverCli(path, '--channel-budget', '1s', '--allow-channel', '/bin/sh');
+    const allowed = await recoverCli(path, '--channel-budget', '1s', '--allow-channel', 'sh');
     expect(existsSync(pwned), `an allowed channel was not run: ${allowed.stderr}`).toBe(true);
     expect(allowed.json.sessions[0]?.outcome).toBe('parked');
+  });
+
+  it('named by a path, is a client only in a system bin directory or exactly as allowed', async () => {
+    const dir = tempDir();
+    const evil = join(dir, 'kubectl'); // an "exec client" of the forger's own
+    writeFileSync(evil, `#!/bin/sh\necho ran >> ${join(dir, 'ran')}\nexit 1\n`, { mode: 0o755 });
+    const { ledger, path } = await ledgerAt(join(dir, 'ledger.db'));
+    await ledger.begin({
+      tag: createTag().name,
+      command: ['x'],
+      location: { kind: 'sandbox', channel: [evil, 'exec', 'pod'] },
+      supervisor: await goneSupervisor(),
+    });
+    await ledger.close();
+    opened.pop();
+    const refused = await recoverCli(path, '--channel-budget', '1s', '--allow-channel', 'kubectl');
+    expect(existsSync(join(dir, 'ran')), 'recover ran a kubectl outside the system bin directories').toBe(
+      false,
+    );
+    expect(refused.json.sessions[0]?.reason).toContain(`--allow-channel ${evil}`);
+    expect(channelAllowed('/usr/bin/kubectl', [])).toBe(true);
+    expect(channelAllowed('/usr/bin/../../tmp/kubectl', [])).toBe(false);
+    expect(channelAllowed(evil, [evil])).toBe(true);
+    expect(channelAllowed('sh', ['/bin/sh'])).toBe(false);
   });
 });
