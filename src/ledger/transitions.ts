@@ -1,20 +1,15 @@
 // The ledger's transition table (docs/ledger.md, "States and transitions"): the current state of
 // a record × the end a writer proposes → apply or refuse. Pure and the same for every store: a
 // store only compare-and-sets, `Ledger` reads, asks `decide`, and writes.
-import type { SessionState } from './types.js';
+import { SESSION_STATES, type SessionState } from './types.js';
 
 /** An end a writer can propose: every state but `running` (a record is `running` only at `begin`). */
 export type SessionEnd = Exclude<SessionState, 'running'>;
 
 /** Every end, in SESSION_STATES order. */
-export const SESSION_ENDS: readonly SessionEnd[] = [
-  'succeeded',
-  'failed',
-  'cancelled',
-  'ambiguous',
-  'recovered',
-  'parked',
-];
+export const SESSION_ENDS: readonly SessionEnd[] = SESSION_STATES.filter(
+  (state): state is SessionEnd => state !== 'running',
+);
 
 /** What a proposed end does to a record: written, or refused (the record stays as it stands). */
 export type Decision = 'apply' | 'refuse';

@@ -335,15 +335,17 @@ export class SweepRun {
       return null;
     }
     if (m.hold) m.hold.details = undefined;
-    return this.addKept(m, details, { match: rule.match, owner: rule.owner, expiresAt: now + rule.ttlMs });
+    return this.addKept(recordOf(m, details), m, {
+      match: rule.match,
+      owner: rule.owner,
+      expiresAt: now + rule.ttlMs,
+    });
   }
 
   // A new member under a kept process: part of the service, kept on its ancestor's rule and expiry.
   private keepWith(m: Member, above: KeptTrack): KeptTrack {
-    const details = m.hold?.details ?? readDetails(this.ctx.procRoot, m.identity.pid);
-    if (m.hold) m.hold.details = undefined;
     const { match, owner, expiresAt } = above.record;
-    return this.addKept(m, details, {
+    return this.addKept(recordOf(m, takeDetails(this.ctx.procRoot, m)), m, {
       match,
       owner,
       expiresAt,
@@ -352,23 +354,11 @@ export class SweepRun {
   }
 
   private addKept(
+    base: ProcessRecord,
     m: Member,
-    details: { uid?: number; cmdline?: string },
     rule: Pick<KeptRecord, 'match' | 'owner' | 'expiresAt' | 'keptWith'>,
   ): KeptTrack {
-    const record: KeptRecord = {
-      pid: m.identity.pid,
-      startTime: m.identity.startTime,
-      ppid: m.stat.ppid,
-      uid: details.uid ?? null,
-      comm: m.stat.comm,
-      cmdline: details.cmdline ?? '',
-      foundBy: m.foundBy,
-      signals: [],
-      endedBy: null,
-      ...rule,
-    };
-    if (m.via !== undefined) record.via = m.via;
+    const record: KeptRecord = { ...base, ...rule };
     const k: KeptTrack = { record, alive: true };
     if (m.hold) k.hold = m.hold;
     this.kept.set(identityKey(m.identity), k);
@@ -603,25 +593,8 @@ export class SweepRun {
 
   /** Starts tracking a member found now; with `sockets`, reads what it listens on (before its signal). */
   track(key: string, member: Member, sockets?: SocketTables): Tracked {
-    const { pid, startTime } = member.identity;
-    // Read when it was held, from the held process (signal.ts); else (no pidfd, or held in an
-    // earlier sweep and tracked there) now.
-    const hold = member.hold;
-    const details = hold?.details ?? readDetails(this.ctx.procRoot, pid);
-    if (hold) hold.details = undefined;
-    const record: ProcessRecord = {
-      pid,
-      startTime,
-      ppid: member.stat.ppid,
-      uid: details.uid ?? null,
-      comm: member.stat.comm,
-      cmdline: details.cmdline ?? '',
-      foundBy: member.foundBy,
-      signals: [],
-      endedBy: null,
-    };
-    if (member.via !== undefined) record.via = member.via;
-    if (sockets) record.listening = sockets.listeningOf(pid);
+    const record = recordOf(member, takeDetails(this.ctx.procRoot, member));
+    if (sockets) record.listening = sockets.listeningOf(member.identity.pid);
     const t = { record, identity: member.identity, alive: true, denied: false };
     this.tracked.set(key, t);
     return t;
@@ -713,4 +686,29 @@ function callListener<T>(listener: ((value: T) => void) | undefined, value: T): 
   } catch (error) {
     return error ?? new Error(String(error));
   }
+}
+
+// A member's uid and cmdline: read when it was held, from the held process (signal.ts), and
+// taken off the hold; else (no pidfd, or held in an earlier sweep) read now.
+function takeDetails(procRoot: string, m: Member): { uid?: number; cmdline?: string } {
+  const details = m.hold?.details ?? readDetails(procRoot, m.identity.pid);
+  if (m.hold) m.hold.details = undefined;
+  return details;
+}
+
+// The report's record of a member found now: nothing signalled yet, alive.
+function recordOf(m: Member, details: { uid?: number; cmdline?: string }): ProcessRecord {
+  const record: ProcessRecord = {
+    pid: m.identity.pid,
+    startTime: m.identity.startTime,
+    ppid: m.stat.ppid,
+    uid: details.uid ?? null,
+    comm: m.stat.comm,
+    cmdline: details.cmdline ?? '',
+    foundBy: m.foundBy,
+    signals: [],
+    endedBy: null,
+  };
+  if (m.via !== undefined) record.via = m.via;
+  return record;
 }
