@@ -8,17 +8,14 @@ import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { cgroup2Mount, cgroupName } from '../../src/containment/cgroup.js';
 import { Ledger } from '../../src/ledger/index.js';
-import { currentSupervisor } from '../../src/ledger/supervisor.js';
-import type { Supervisor } from '../../src/ledger/types.js';
 import { createTag } from '../../src/proc/tag.js';
 import { recover } from '../../src/recover/index.js';
 import { channelAllowed } from '../../src/recover/plan.js';
 import type { SweepReport } from '../../src/sweep/report.js';
-import { runNode } from '../support/node.js';
 import { ROOT } from '../support/paths.js';
 import { childrenOf, cmdlineOf, identityOf, isAlive, type ProcessId, pids } from '../support/proc.js';
 import { cleanup, describeProcess, started, tempDir, waitFor } from '../support/zoo.js';
-import { recoverCli } from './support.js';
+import { goneSupervisor, recoverCli } from './support.js';
 
 const CLI = join(ROOT, 'bin/tether.js');
 const opened: Ledger[] = [];
@@ -36,15 +33,6 @@ afterEach(async () => {
     if (existsSync(d)) rmdirSync(d);
   }
 });
-
-/** A supervisor that is gone: a process that ran and exited (its pid + start time name nothing). */
-async function goneSupervisor(): Promise<Supervisor> {
-  const gone = runNode(['-e', '']);
-  const id = identityOf(gone.child.pid ?? 0);
-  await gone.done;
-  if (!id || isAlive(id)) throw new Error('premise broken: no identity for a short-lived supervisor');
-  return { ...currentSupervisor(), pid: id.pid, startTime: id.startTime };
-}
 
 async function ledgerAt(path = join(tempDir(), 'ledger.db')): Promise<{ ledger: Ledger; path: string }> {
   const ledger = await Ledger.open(path);

@@ -6,7 +6,6 @@ import { spawn as spawnChild } from 'node:child_process';
 import { join } from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { Ledger } from '../../src/ledger/index.js';
-import { currentSupervisor } from '../../src/ledger/supervisor.js';
 import { createTag } from '../../src/proc/tag.js';
 import { Session } from '../../src/session/session.js';
 import { type Container, startContainer, taggedOnHost } from '../sandbox/container.js';
@@ -14,7 +13,7 @@ import { runNode } from '../support/node.js';
 import { FIXTURES } from '../support/paths.js';
 import { childrenOf, identityOf, isAlive, type ProcessId } from '../support/proc.js';
 import { cleanup, describeProcess, started, tempDir, waitFor } from '../support/zoo.js';
-import { recoverCli } from './support.js';
+import { goneSupervisor, recoverCli } from './support.js';
 
 let container: Container;
 
@@ -177,12 +176,6 @@ describe('tether recover after the supervisor was killed with its helpers', () =
   it('parks a sandbox session whose channel cannot reach its target, names it, and exits 1', async () => {
     const path = join(tempDir(), 'ledger.db');
     const ledger = await Ledger.open(path);
-    // A supervisor that is gone: a process that ran and exited (its pid + start time name nothing).
-    const gone = runNode(['-e', '']);
-    const goneId = identityOf(gone.child.pid ?? 0);
-    await gone.done;
-    if (!goneId) throw new Error('premise broken: could not take the short-lived process identity');
-    expect(isAlive(goneId)).toBe(false);
     const tag = createTag().name;
     // A target that is gone: the init of a container that was stopped.
     const dead = await startContainer(60);
@@ -191,7 +184,7 @@ describe('tether recover after the supervisor was killed with its helpers', () =
       tag,
       command: ['sleep', '600'],
       location: { kind: 'sandbox', channel: dead.prefix },
-      supervisor: { ...currentSupervisor(), pid: goneId.pid, startTime: goneId.startTime },
+      supervisor: await goneSupervisor(),
     });
     const { code, json, stderr } = await recoverCli(path, '--channel-budget', '1s');
     expect(code, `exit status with a parked session (stderr: ${stderr})`).toBe(1);
@@ -207,10 +200,6 @@ describe('tether recover after the supervisor was killed with its helpers', () =
   it('ends a kept process whose TTL has passed and spares one whose TTL has not, in a session it recovers', async () => {
     const path = join(tempDir(), 'ledger.db');
     const ledger = await Ledger.open(path);
-    const gone = runNode(['-e', '']);
-    const goneId = identityOf(gone.child.pid ?? 0);
-    await gone.done;
-    if (!goneId) throw new Error('premise broken: no identity for the short-lived supervisor');
     const tag = createTag().name;
     // Two carriers of the session's tag, as a kept server and its sibling would be.
     const start = () => {
@@ -233,7 +222,7 @@ describe('tether recover after the supervisor was killed with its helpers', () =
       tag,
       command: ['server'],
       location: { kind: 'local' },
-      supervisor: { ...currentSupervisor(), pid: goneId.pid, startTime: goneId.startTime },
+      supervisor: await goneSupervisor(),
       kept: [kept(expired, now - 1000), kept(within, now + 600_000)],
     });
     const { code, json, stderr } = await recoverCli(path);

@@ -1,8 +1,12 @@
-// Running the real `tether recover --json` from the recover tests.
+// The recover tests' shared pieces: the real `tether recover --json`, and a supervisor that is gone.
 import { execFile } from 'node:child_process';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
+import { currentSupervisor } from '../../src/ledger/supervisor.js';
+import type { Supervisor } from '../../src/ledger/types.js';
+import { runNode } from '../support/node.js';
 import { ROOT } from '../support/paths.js';
+import { identityOf, isAlive } from '../support/proc.js';
 
 const run = promisify(execFile);
 const CLI = join(ROOT, 'bin/tether.js');
@@ -20,4 +24,13 @@ export async function recoverCli(ledgerPath: string, ...extra: string[]) {
     const e = error as { code: number; stdout: string; stderr: string };
     return { code: e.code, json: e.stdout ? JSON.parse(e.stdout) : null, stderr: e.stderr };
   }
+}
+
+/** A supervisor that is gone: this machine's, a process that ran and exited (its pid + start time name nothing). */
+export async function goneSupervisor(): Promise<Supervisor> {
+  const gone = runNode(['-e', '']);
+  const id = identityOf(gone.child.pid ?? 0);
+  await gone.done;
+  if (!id || isAlive(id)) throw new Error('premise broken: no identity for a short-lived supervisor');
+  return { ...currentSupervisor(), pid: id.pid, startTime: id.startTime };
 }
