@@ -52,8 +52,9 @@ export interface ConformanceResult {
   durationMs: number;
 }
 
-/** The outcomes the conformance checks write (shared with the writer processes). */
+/** The ordinary failure the conformance checks write (shared with the writer processes). */
 export const FAILED: SessionOutcome = { exitCode: 1, signal: null, error: null };
+/** The ambiguous end the conformance checks write (shared with the writer processes). */
 export const AMBIGUOUS: SessionOutcome = {
   exitCode: null,
   signal: null,

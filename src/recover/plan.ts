@@ -8,12 +8,6 @@ import type { SessionRecord } from '../ledger/types.js';
 import type { SessionCgroup } from '../proc/cgroup.js';
 import { pathExists } from '../proc/cgroup.js';
 
-/**
- * The exec clients recover runs from a ledger record without being told to
- * (docs/ledger.md, "Trust"): container and machine clients whose job is to run a command
- * elsewhere. Any other program named as a session's channel is run only when given with
- * `tether recover --allow-channel PROG` / `recover({ allowChannels })` (`channelAllowed`).
- */
 /** The directories a channel's program may be named in by path without `--allow-channel`. */
 export const SYSTEM_BIN_DIRS: readonly string[] = [
   '/usr/bin',
@@ -38,6 +32,12 @@ export function channelAllowed(argv0: string, allowed: readonly string[]): boole
   return isAbsolute(path) && SYSTEM_BIN_DIRS.includes(dirname(path)) && names.has(basename(path));
 }
 
+/**
+ * The exec clients recover runs from a ledger record without being told to
+ * (docs/ledger.md, "Trust"): container and machine clients whose job is to run a command
+ * elsewhere. Any other program named as a session's channel is run only when given with
+ * `tether recover --allow-channel PROG` / `recover({ allowChannels })` (`channelAllowed`).
+ */
 export const DEFAULT_CHANNEL_CLIENTS: readonly string[] = [
   'kubectl',
   'docker',
