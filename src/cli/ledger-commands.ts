@@ -11,6 +11,7 @@ import { parseDuration } from '../options.js';
 import { parseTag } from '../proc/tag.js';
 import { recover } from '../recover/index.js';
 import { EXIT_UNSETTLED } from './exit-codes.js';
+import { type PhaseFlags, phaseBudgets, phaseOptions } from './phases.js';
 import { renderReport } from './render.js';
 
 const LEDGER_HELP =
@@ -18,7 +19,7 @@ const LEDGER_HELP =
 
 /** Adds `tether recover`, `tether ls` and `tether show` to the CLI. */
 export function addLedgerCommands(program: Command): void {
-  program
+  const recover = program
     .command('recover')
     .description(
       'sweep every running session whose supervisor is gone (locally by tag and cgroup, a sandbox session through its channel) ' +
@@ -27,8 +28,6 @@ export function addLedgerCommands(program: Command): void {
     .option('--ledger <path|url>', LEDGER_HELP)
     .option('--dry-run', 'signal nothing and write nothing: say what would be swept')
     .option('--json', 'print each session handled (tag, state, outcome, report) as JSON on stdout')
-    .option('--grace <duration>', 'TERM phase of each sweep', '5s')
-    .option('--kill-after <duration>', 'KILL phase of each sweep', '3s')
     .option(
       '--channel-budget <duration>',
       "how long a sandbox session's sweep tries to reach its target before it is parked",
@@ -36,12 +35,12 @@ export function addLedgerCommands(program: Command): void {
     )
     .option(
       '--allow-channel <prog>',
-      'also run recorded sandbox channels whose program (argv[0] basename) is PROG; repeatable. ' +
-        'Allowed without it: kubectl, docker, podman, nerdctl, crictl, nsenter, ssh, lxc, incus, machinectl',
+      'also run recorded sandbox channels whose program is PROG (a name, or an exact path); repeatable. ' +
+        'Allowed without it, by name or in a system bin directory: kubectl, docker, podman, nerdctl, crictl, nsenter, ssh, lxc, incus, machinectl',
       (value: string, previous: string[]) => [...previous, value],
       [] as string[],
-    )
-    .action(recoverCommand);
+    );
+  phaseOptions(recover).action(recoverCommand); // -k/--kill-after (--grace), --kill-budget: as every sweeping command
   program
     .command('ls')
     .description('list the sessions the ledger holds, oldest first')
@@ -68,17 +67,16 @@ export async function openForReading(flag: string | undefined): Promise<Ledger |
   return Ledger.open(flag);
 }
 
-async function recoverCommand(flags: {
-  ledger?: string;
-  dryRun?: boolean;
-  json?: boolean;
-  grace: string;
-  killAfter: string;
-  channelBudget: string;
-  allowChannel: string[];
-}): Promise<void> {
-  const graceMs = parseDuration('--grace', flags.grace);
-  const killAfterMs = parseDuration('--kill-after', flags.killAfter);
+async function recoverCommand(
+  flags: {
+    ledger?: string;
+    dryRun?: boolean;
+    json?: boolean;
+    channelBudget: string;
+    allowChannel: string[];
+  } & PhaseFlags,
+): Promise<void> {
+  const { graceMs, killAfterMs } = phaseBudgets(flags);
   const channelBudgetMs = parseDuration('--channel-budget', flags.channelBudget);
   const ledger = await openForReading(flags.ledger);
   if (!ledger) {

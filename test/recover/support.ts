@@ -16,7 +16,7 @@ export async function recoverCli(ledgerPath: string, ...extra: string[]) {
   try {
     const { stdout, stderr } = await run(
       process.execPath,
-      [CLI, 'recover', '--json', '--ledger', ledgerPath, '--grace', '1s', '--kill-after', '1s', ...extra],
+      [CLI, 'recover', '--json', '--ledger', ledgerPath, '-k', '1s', '--kill-budget', '1s', ...extra],
       { timeout: 60_000 },
     );
     return { code: 0, json: JSON.parse(stdout), stderr };
