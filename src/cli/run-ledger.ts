@@ -30,7 +30,8 @@ export async function openRunLedger(
 ): Promise<{ ok: true; ledger: Ledger | undefined } | { ok: false }> {
   if (flag === false) return { ok: true, ledger: undefined };
   try {
-    return { ok: true, ledger: await Ledger.open(flag) };
+    // SQLite through its spool: the session lands without loading SQLite (docs/ledger.md, "The spool").
+    return { ok: true, ledger: await Ledger.open(flag, { spool: true }) };
   } catch (error) {
     return refuse(describeTarget(flag), error);
   }

@@ -3,6 +3,7 @@
 // a refused end resolves with the record as it stands and never throws.
 import { TetherError } from '../errors.js';
 import type { SweepReport } from '../sweep/report.js';
+import { SpoolStore } from './spool.js';
 import { currentSupervisor } from './supervisor.js';
 import { resolveLedgerTarget } from './target.js';
 import { decide, retryAllowed, type SessionEnd } from './transitions.js';
@@ -50,6 +51,13 @@ export interface LedgerOpenOptions {
   env?: NodeJS.ProcessEnv;
   /** SQLite: milliseconds a write waits for another writer (default 5000). */
   busyTimeoutMs?: number;
+  /**
+   * SQLite: write this process's sessions to the ledger's spool (`<path>.spool/`, src/ledger/spool.ts)
+   * instead of opening the file with SQLite; the next reader takes them in. The ledger returned
+   * holds only the sessions this process begins. For a process that records a session or two and
+   * exits (`tether run`): it never loads SQLite. Ignored for Postgres.
+   */
+  spool?: boolean;
 }
 
 // The ledger. Construct it over any LedgerStore, or `Ledger.open()` the default one.
@@ -62,7 +70,8 @@ export class Ledger {
   /**
    * Opens the ledger at `target`: a file path (SQLite), a `postgres://` / `postgresql://` URL,
    * or, when undefined, `TETHER_LEDGER`, else `$XDG_STATE_HOME/tether/ledger.db`, else
-   * `~/.local/state/tether/ledger.db` (its directory created with mode 0700). Rejects with
+   * `~/.local/state/tether/ledger.db` (its directory created with mode 0700); with `spool`, a
+   * writer of the SQLite ledger's spool (LedgerOpenOptions.spool). Rejects with
    * LEDGER_CORRUPT, LEDGER_LOCKED or LEDGER_UNAVAILABLE naming the file or URL.
    */
   static async open(target?: string, options: LedgerOpenOptions = {}): Promise<Ledger> {
@@ -71,7 +80,8 @@ export class Ledger {
       const { openPostgresStore } = await import('./postgres.js');
       return new Ledger(await openPostgresStore(where.url));
     }
-    // Loaded when first needed, as pg is: `tether run --no-ledger` never loads the SQLite addon.
+    if (options.spool) return new Ledger(SpoolStore.open(where.path));
+    // Loaded when first needed, as pg is: `tether run` (spooled) never loads the SQLite addon.
     const { openSqliteStore } = await import('./sqlite.js');
     const store = await openSqliteStore(
       where.path,

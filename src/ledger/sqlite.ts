@@ -2,11 +2,21 @@
 // WAL (readers never wait for the writer), a busy timeout, a schema versioned by
 // `PRAGMA user_version` and migrated forward in one transaction; a file it cannot read is
 // refused with LEDGER_CORRUPT and never rewritten.
-import { closeSync, lstatSync, mkdirSync, openSync, readlinkSync, type Stats, statSync } from 'node:fs';
 import { dirname } from 'node:path';
 import Database from 'better-sqlite3';
 import { COLUMNS, fromRow, recordsOf, type SessionRow, toRow } from './rows.js';
-import { ledgerCorrupt, ledgerLocked, ledgerUnavailable, type StoreHooks } from './store-errors.js';
+import { type Applied, type Ingested, ingestSpool, mergeSpooled, spoolDirOf } from './spool.js';
+import {
+  addonUnavailable,
+  errText,
+  MIGRATIONS,
+  makeDirectories,
+  mapSqliteError,
+  prepareFile,
+  SQLITE_APPLICATION_ID,
+  SQLITE_SCHEMA_VERSION,
+} from './sqlite-file.js';
+import { ledgerCorrupt, ledgerUnavailable, type StoreHooks } from './store-errors.js';
 import type { LedgerStore, ListFilter, SessionRecord } from './types.js';
 
 /**
@@ -16,32 +26,7 @@ import type { LedgerStore, ListFilter, SessionRecord } from './types.js';
  */
 export const SQLITE_BUSY_TIMEOUT_MS = 5000;
 
-/** `PRAGMA application_id` of a tether ledger ("teth"): a database with another id is not ours. */
-export const SQLITE_APPLICATION_ID = 0x74657468;
-
-// Forward migrations: MIGRATIONS[i] takes schema i to i + 1. Never edit one that shipped; add one.
-const MIGRATIONS: readonly string[] = [
-  // 0 → 1: the sessions table.
-  `CREATE TABLE sessions (
-     tag TEXT PRIMARY KEY,
-     revision INTEGER NOT NULL,
-     created_at INTEGER NOT NULL,
-     updated_at INTEGER NOT NULL,
-     state TEXT NOT NULL,
-     supervisor TEXT NOT NULL,
-     location TEXT NOT NULL,
-     command TEXT NOT NULL,
-     outcome TEXT,
-     reports TEXT NOT NULL,
-     lease_until INTEGER
-   );`,
-  // 1 → 2: declared long-lived processes, and `list({state})` without a full scan.
-  `ALTER TABLE sessions ADD COLUMN kept TEXT NOT NULL DEFAULT '[]';
-   CREATE INDEX sessions_by_state ON sessions (state, created_at);`,
-];
-
-/** The schema this code writes. A file with a higher `user_version` is refused, never downgraded. */
-export const SQLITE_SCHEMA_VERSION = MIGRATIONS.length;
+export { mapSqliteError, SQLITE_APPLICATION_ID, SQLITE_SCHEMA_VERSION } from './sqlite-file.js';
 
 /** Options of `openSqliteStore`. */
 export interface SqliteStoreOptions {
@@ -65,94 +50,20 @@ export async function openSqliteStore(path: string, options: SqliteStoreOptions 
   return new SqliteStore(path, options);
 }
 
-// `mkdir -p` with mode 0700, one level at a time from the nearest existing ancestor, so that
-// each failure is the real one: Node's own recursive mkdirSync loops for ever under /proc
-// (mkdir of /proc/x is ENOENT, of /proc EEXIST, again and again) and calls a path under a
-// regular file EEXIST. Throws the errno error of the level that failed (ENOTDIR named as such).
-function makeDirectories(dir: string): void {
-  const missing: string[] = [];
-  for (let d = dir; ; d = dirname(d)) {
-    let isDirectory: boolean | undefined;
-    try {
-      isDirectory = statSync(d).isDirectory();
-    } catch (err) {
-      const code = (err as NodeJS.ErrnoException).code;
-      if (code !== 'ENOENT' && code !== 'ENOTDIR') throw err; // ENOTDIR: a file further up, named below
-    }
-    if (isDirectory === false)
-      throw Object.assign(new Error(`ENOTDIR: ${d} is not a directory`), { code: 'ENOTDIR' });
-    if (isDirectory) break;
-    missing.push(d);
-    if (dirname(d) === d) break;
-  }
-  for (const d of missing.reverse()) mkdirSync(d, { mode: 0o700 });
-}
-
-// What a path that is no regular file is, for the refusal.
-function kindOf(st: Stats): string {
-  if (st.isDirectory()) return 'a directory';
-  if (st.isFIFO()) return 'a FIFO (named pipe)';
-  if (st.isCharacterDevice()) return 'a character device';
-  if (st.isBlockDevice()) return 'a block device';
-  if (st.isSocket()) return 'a socket';
-  return 'not a regular file';
-}
-
-// Before SQLite touches `path`: an existing path must be (or link to) a regular file — SQLite
-// would otherwise open a FIFO, /dev/null or a directory and create `<path>-journal` beside it;
-// a missing file is created here, mode 0600 (the ledger holds every session's command line), as
-// SQLite would create it 0644. An existing file's mode is left as it is. Throws LEDGER_UNAVAILABLE.
-function prepareFile(path: string): void {
-  let st: Stats | undefined;
-  try {
-    st = statSync(path); // follows symlinks: a symlink to a regular file is fine
-  } catch (err) {
-    if ((err as NodeJS.ErrnoException).code !== 'ENOENT')
-      throw ledgerUnavailable(path, `it cannot be inspected (${errText(err)})`, err);
-  }
-  if (st === undefined) {
-    let link: string | undefined;
-    try {
-      if (lstatSync(path).isSymbolicLink()) link = readlinkSync(path);
-    } catch {
-      // nothing there at all: created below
-    }
-    if (link !== undefined)
-      throw ledgerUnavailable(
-        path,
-        `it is a symbolic link to ${link}, which does not exist; remove the link or create its target`,
-      );
-    try {
-      closeSync(openSync(path, 'wx', 0o600));
-    } catch (err) {
-      if ((err as NodeJS.ErrnoException).code === 'EEXIST') {
-        prepareFile(path); // another process made it (or a link) meanwhile: check what it is
-        return;
-      }
-      const mapped = mapSqliteError(err, path, 'open'); // EACCES, EROFS: "cannot be written"
-      throw mapped !== err ? mapped : ledgerUnavailable(path, `it cannot be created (${errText(err)})`, err);
-    }
-    return;
-  }
-  if (!st.isFile())
-    throw ledgerUnavailable(
-      path,
-      `it is ${kindOf(st)}, not a regular file; point --ledger / TETHER_LEDGER at a file`,
-    );
-}
-
 // The store. better-sqlite3 is synchronous; the interface is async so that every store looks alike.
 export class SqliteStore implements LedgerStore {
   readonly location: string;
   readonly busyTimeoutMs: number;
   private readonly db: Database.Database;
   private readonly hooks: StoreHooks;
+  private readonly spool: string;
   private version: number;
 
   constructor(path: string, options: SqliteStoreOptions = {}) {
     this.location = path;
     this.busyTimeoutMs = options.busyTimeoutMs ?? SQLITE_BUSY_TIMEOUT_MS;
     this.hooks = options.hooks ?? {};
+    this.spool = spoolDirOf(path);
     const target = options.schemaVersion ?? SQLITE_SCHEMA_VERSION;
     try {
       makeDirectories(dirname(path));
@@ -167,13 +78,7 @@ export class SqliteStore implements LedgerStore {
       if (typeof code === 'string' && code.startsWith('SQLITE_')) throw mapSqliteError(err, path, 'open');
       // better-sqlite3 loads its compiled addon here: not built (its install script did not
       // run: --ignore-scripts, or npm 11 refusing unapproved scripts), or built for another Node.
-      throw ledgerUnavailable(
-        path,
-        `the SQLite addon (better-sqlite3) cannot be loaded (${errText(err)}); build it with ` +
-          '`npm install-scripts approve better-sqlite3 && npm rebuild better-sqlite3` ' +
-          '(npm 11 runs no install script it was not told to), or record in Postgres (--ledger postgres://…)',
-        err,
-      );
+      throw addonUnavailable(path, errText(err), err);
     }
     try {
       this.version = this.readVersion(); // refuses a file that is not ours before anything is written
@@ -240,22 +145,17 @@ export class SqliteStore implements LedgerStore {
   }
 
   async insert(record: SessionRecord): Promise<boolean> {
-    return this.run('write', () => {
-      const cols = this.columns();
-      const values = toRow({ ...record, revision: 1 }).slice(0, cols.length);
-      const sql = `INSERT INTO sessions (${cols.join(', ')}) VALUES (${cols.map(() => '?').join(', ')}) ON CONFLICT (tag) DO NOTHING`;
-      return this.db.prepare(sql).run(...values).changes === 1;
-    });
+    this.ingest();
+    return this.run('write', () => this.insertRow(record));
   }
 
   async get(tag: string): Promise<SessionRecord | null> {
-    return this.run('read', () => {
-      const row = this.db.prepare('SELECT * FROM sessions WHERE tag = ?').get(tag) as SessionRow | undefined;
-      return row === undefined ? null : fromRow(row, this.location);
-    });
+    this.ingest();
+    return this.run('read', () => this.getRow(tag));
   }
 
   async list(filter: ListFilter = {}): Promise<SessionRecord[]> {
+    this.ingest(filter.onCorrupt);
     return this.run('read', () => {
       const rows = (
         filter.state === undefined
@@ -269,20 +169,65 @@ export class SqliteStore implements LedgerStore {
   }
 
   async compareAndSet(tag: string, expected: number, next: SessionRecord): Promise<boolean> {
-    return this.run('write', () => {
-      const cols = this.columns().filter((c) => c !== 'tag' && c !== 'created_at');
-      const row = toRow({ ...next, tag, revision: expected + 1 });
-      const values = cols.map((c) => row[(COLUMNS as readonly string[]).indexOf(c)] ?? null);
-      const sql = `UPDATE sessions SET ${cols.map((c) => `${c} = ?`).join(', ')} WHERE tag = ? AND revision = ?`;
-      const update = this.db.prepare(sql);
-      return this.db
+    return this.run('write', () =>
+      this.db
         .transaction(() => {
-          const changed = update.run(...values, tag, expected).changes === 1;
+          const changed = this.updateRow(tag, expected, next);
           if (changed) this.hooks.beforeCommit?.(tag);
           return changed;
         })
-        .immediate();
-    });
+        .immediate(),
+    );
+  }
+
+  /**
+   * Takes the spool (`<path>.spool`, written by `tether run`: src/ledger/spool.ts) into the file,
+   * each spooled record in its own IMMEDIATE transaction through the transition table. Runs
+   * before every read and insert; a missing spool costs one readdir. Throws LEDGER_UNAVAILABLE
+   * when the spool cannot be read or written, or what the write throws (LEDGER_LOCKED…).
+   */
+  ingest(onCorrupt?: ListFilter['onCorrupt']): Ingested {
+    return ingestSpool(this.spool, this.location, (record) => this.applySpooled(record), onCorrupt);
+  }
+
+  private applySpooled(spooled: SessionRecord): Applied {
+    return this.run('write', () =>
+      this.db
+        .transaction((): Applied => {
+          let current: SessionRecord | null;
+          try {
+            current = this.getRow(spooled.tag);
+          } catch {
+            return 'unreadable'; // the ledger's own row: the spooled copy is kept aside, not applied
+          }
+          if (current === null) return this.insertRow(spooled) ? 'inserted' : 'conflict';
+          const merged = mergeSpooled(current, spooled);
+          if (merged === 'conflict') return 'conflict';
+          if (merged === null) return 'unchanged';
+          return this.updateRow(spooled.tag, current.revision, merged) ? 'merged' : 'conflict';
+        })
+        .immediate(),
+    );
+  }
+
+  private insertRow(record: SessionRecord): boolean {
+    const cols = this.columns();
+    const values = toRow({ ...record, revision: 1 }).slice(0, cols.length);
+    const sql = `INSERT INTO sessions (${cols.join(', ')}) VALUES (${cols.map(() => '?').join(', ')}) ON CONFLICT (tag) DO NOTHING`;
+    return this.db.prepare(sql).run(...values).changes === 1;
+  }
+
+  private getRow(tag: string): SessionRecord | null {
+    const row = this.db.prepare('SELECT * FROM sessions WHERE tag = ?').get(tag) as SessionRow | undefined;
+    return row === undefined ? null : fromRow(row, this.location);
+  }
+
+  private updateRow(tag: string, expected: number, next: SessionRecord): boolean {
+    const cols = this.columns().filter((c) => c !== 'tag' && c !== 'created_at');
+    const row = toRow({ ...next, tag, revision: expected + 1 });
+    const values = cols.map((c) => row[(COLUMNS as readonly string[]).indexOf(c)] ?? null);
+    const sql = `UPDATE sessions SET ${cols.map((c) => `${c} = ?`).join(', ')} WHERE tag = ? AND revision = ?`;
+    return this.db.prepare(sql).run(...values, tag, expected).changes === 1;
   }
 
   async close(): Promise<void> {
@@ -301,47 +246,4 @@ export class SqliteStore implements LedgerStore {
       throw mapSqliteError(err, this.location, action);
     }
   }
-}
-
-/**
- * A better-sqlite3 error as the ledger's TetherError (SQLite result codes:
- * https://www.sqlite.org/rescode.html). A TetherError passes through unchanged; an error that is
- * not SQLite's (a bug) is rethrown as it is.
- */
-export function mapSqliteError(err: unknown, path: string, action: 'open' | 'read' | 'write'): unknown {
-  const code = (err as { code?: unknown } | null)?.code;
-  if (typeof code !== 'string' || (err as { name?: string }).name === 'TetherError') return err;
-  const detail = errText(err);
-  if (code === 'SQLITE_NOTADB' || code.startsWith('SQLITE_CORRUPT'))
-    return ledgerCorrupt(path, `it is not a SQLite database or is malformed (${detail})`, err);
-  if (code.startsWith('SQLITE_BUSY') || code.startsWith('SQLITE_LOCKED'))
-    return ledgerLocked(path, `another process held it past the busy timeout (${detail})`, err);
-  if (code === 'SQLITE_FULL')
-    return ledgerUnavailable(
-      path,
-      `the disk is full (${detail}); free space on its filesystem: the records already there stay readable`,
-      err,
-    );
-  if (code.startsWith('SQLITE_READONLY') || code === 'SQLITE_PERM' || code === 'EROFS' || code === 'EACCES')
-    return ledgerUnavailable(
-      path,
-      `it cannot be written (${detail}); make the file and its directory writable, or point --ledger / TETHER_LEDGER elsewhere`,
-      err,
-    );
-  if (code.startsWith('SQLITE_CANTOPEN'))
-    return ledgerUnavailable(
-      path,
-      `it cannot be opened (${detail}); check that its directory exists and is writable, or point --ledger / TETHER_LEDGER elsewhere`,
-      err,
-    );
-  if (code.startsWith('SQLITE_'))
-    return ledgerUnavailable(path, `SQLite failed to ${action} it (${detail})`, err);
-  return err;
-}
-
-function errText(err: unknown): string {
-  const e = err as { code?: string; message?: string };
-  return e?.code && e.message && !e.message.includes(e.code)
-    ? `${e.code}: ${e.message}`
-    : String(e?.message ?? err);
 }

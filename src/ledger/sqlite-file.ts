@@ -1,0 +1,272 @@
+// The SQLite ledger's file as bytes on disk, without loading SQLite (docs/ledger.md, "SQLite"):
+// its schema, the checks made before SQLite (or the spool, src/ledger/spool.ts) touches a path,
+// a header check of an existing file, and SQLite's errors as the ledger's. Nothing here imports
+// better-sqlite3: `tether run` checks its ledger through this file alone.
+import {
+  closeSync,
+  existsSync,
+  lstatSync,
+  mkdirSync,
+  openSync,
+  readlinkSync,
+  readSync,
+  type Stats,
+  statSync,
+} from 'node:fs';
+import { createRequire } from 'node:module';
+import { dirname, join } from 'node:path';
+import { ledgerCorrupt, ledgerLocked, ledgerUnavailable } from './store-errors.js';
+
+/** `PRAGMA application_id` of a tether ledger ("teth"): a database with another id is not ours. */
+export const SQLITE_APPLICATION_ID = 0x74657468;
+
+// Forward migrations: MIGRATIONS[i] takes schema i to i + 1. Never edit one that shipped; add one.
+export const MIGRATIONS: readonly string[] = [
+  // 0 → 1: the sessions table.
+  `CREATE TABLE sessions (
+     tag TEXT PRIMARY KEY,
+     revision INTEGER NOT NULL,
+     created_at INTEGER NOT NULL,
+     updated_at INTEGER NOT NULL,
+     state TEXT NOT NULL,
+     supervisor TEXT NOT NULL,
+     location TEXT NOT NULL,
+     command TEXT NOT NULL,
+     outcome TEXT,
+     reports TEXT NOT NULL,
+     lease_until INTEGER
+   );`,
+  // 1 → 2: declared long-lived processes, and `list({state})` without a full scan.
+  `ALTER TABLE sessions ADD COLUMN kept TEXT NOT NULL DEFAULT '[]';
+   CREATE INDEX sessions_by_state ON sessions (state, created_at);`,
+];
+
+/** The schema this code writes. A file with a higher `user_version` is refused, never downgraded. */
+export const SQLITE_SCHEMA_VERSION = MIGRATIONS.length;
+
+// `mkdir -p` with mode 0700, one level at a time from the nearest existing ancestor, so that
+// each failure is the real one: Node's own recursive mkdirSync loops for ever under /proc
+// (mkdir of /proc/x is ENOENT, of /proc EEXIST, again and again) and calls a path under a
+// regular file EEXIST. Throws the errno error of the level that failed (ENOTDIR named as such).
+export function makeDirectories(dir: string): void {
+  const missing: string[] = [];
+  for (let d = dir; ; d = dirname(d)) {
+    let isDirectory: boolean | undefined;
+    try {
+      isDirectory = statSync(d).isDirectory();
+    } catch (err) {
+      const code = (err as NodeJS.ErrnoException).code;
+      if (code !== 'ENOENT' && code !== 'ENOTDIR') throw err; // ENOTDIR: a file further up, named below
+    }
+    if (isDirectory === false)
+      throw Object.assign(new Error(`ENOTDIR: ${d} is not a directory`), { code: 'ENOTDIR' });
+    if (isDirectory) break;
+    missing.push(d);
+    if (dirname(d) === d) break;
+  }
+  for (const d of missing.reverse()) mkdirSync(d, { mode: 0o700 });
+}
+
+// What a path that is no regular file is, for the refusal.
+function kindOf(st: Stats): string {
+  if (st.isDirectory()) return 'a directory';
+  if (st.isFIFO()) return 'a FIFO (named pipe)';
+  if (st.isCharacterDevice()) return 'a character device';
+  if (st.isBlockDevice()) return 'a block device';
+  if (st.isSocket()) return 'a socket';
+  return 'not a regular file';
+}
+
+// Before SQLite touches `path`: an existing path must be (or link to) a regular file — SQLite
+// would otherwise open a FIFO, /dev/null or a directory and create `<path>-journal` beside it;
+// a missing file is created here, mode 0600 (the ledger holds every session's command line), as
+// SQLite would create it 0644. An existing file's mode is left as it is. Throws LEDGER_UNAVAILABLE.
+export function prepareFile(path: string): void {
+  let st: Stats | undefined;
+  try {
+    st = statSync(path); // follows symlinks: a symlink to a regular file is fine
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code !== 'ENOENT')
+      throw ledgerUnavailable(path, `it cannot be inspected (${errText(err)})`, err);
+  }
+  if (st === undefined) {
+    let link: string | undefined;
+    try {
+      if (lstatSync(path).isSymbolicLink()) link = readlinkSync(path);
+    } catch {
+      // nothing there at all: created below
+    }
+    if (link !== undefined)
+      throw ledgerUnavailable(
+        path,
+        `it is a symbolic link to ${link}, which does not exist; remove the link or create its target`,
+      );
+    try {
+      closeSync(openSync(path, 'wx', 0o600));
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code === 'EEXIST') {
+        prepareFile(path); // another process made it (or a link) meanwhile: check what it is
+        return;
+      }
+      const mapped = mapSqliteError(err, path, 'open'); // EACCES, EROFS: "cannot be written"
+      throw mapped !== err ? mapped : ledgerUnavailable(path, `it cannot be created (${errText(err)})`, err);
+    }
+    return;
+  }
+  if (!st.isFile())
+    throw ledgerUnavailable(
+      path,
+      `it is ${kindOf(st)}, not a regular file; point --ledger / TETHER_LEDGER at a file`,
+    );
+}
+
+/**
+ * A better-sqlite3 error as the ledger's TetherError (SQLite result codes:
+ * https://www.sqlite.org/rescode.html). A TetherError passes through unchanged; an error that is
+ * not SQLite's (a bug) is rethrown as it is.
+ */
+export function mapSqliteError(err: unknown, path: string, action: 'open' | 'read' | 'write'): unknown {
+  const code = (err as { code?: unknown } | null)?.code;
+  if (typeof code !== 'string' || (err as { name?: string }).name === 'TetherError') return err;
+  const detail = errText(err);
+  if (code === 'SQLITE_NOTADB' || code.startsWith('SQLITE_CORRUPT'))
+    return ledgerCorrupt(path, `it is not a SQLite database or is malformed (${detail})`, err);
+  if (code.startsWith('SQLITE_BUSY') || code.startsWith('SQLITE_LOCKED'))
+    return ledgerLocked(path, `another process held it past the busy timeout (${detail})`, err);
+  if (code === 'SQLITE_FULL')
+    return ledgerUnavailable(
+      path,
+      `the disk is full (${detail}); free space on its filesystem: the records already there stay readable`,
+      err,
+    );
+  if (code.startsWith('SQLITE_READONLY') || code === 'SQLITE_PERM' || code === 'EROFS' || code === 'EACCES')
+    return ledgerUnavailable(
+      path,
+      `it cannot be written (${detail}); make the file and its directory writable, or point --ledger / TETHER_LEDGER elsewhere`,
+      err,
+    );
+  if (code.startsWith('SQLITE_CANTOPEN'))
+    return ledgerUnavailable(
+      path,
+      `it cannot be opened (${detail}); check that its directory exists and is writable, or point --ledger / TETHER_LEDGER elsewhere`,
+      err,
+    );
+  if (code.startsWith('SQLITE_'))
+    return ledgerUnavailable(path, `SQLite failed to ${action} it (${detail})`, err);
+  return err;
+}
+
+export function errText(err: unknown): string {
+  const e = err as { code?: string; message?: string };
+  return e?.code && e.message && !e.message.includes(e.code)
+    ? `${e.code}: ${e.message}`
+    : String(e?.message ?? err);
+}
+
+// The first 100 bytes of a SQLite database (https://www.sqlite.org/fileformat.html, "The
+// Database Header"): the magic string, then big-endian fields; user_version at 60 and
+// application_id at 68.
+const HEADER_BYTES = 100;
+const MAGIC = Buffer.from('SQLite format 3\0', 'latin1');
+const USER_VERSION_OFFSET = 60;
+const APPLICATION_ID_OFFSET = 68;
+
+/**
+ * What can be told of the ledger file at `path` without SQLite, before a payload starts
+ * (`tether run` through the spool, docs/ledger.md "The spool"): its directory is made (mode
+ * 0700) and the file checked and created as `prepareFile` does; it opens for writing; a non-empty
+ * file begins with SQLite's magic string; its header's application_id is 0 or tether's and its
+ * user_version not newer than SQLITE_SCHEMA_VERSION. A header SQLite has not yet checkpointed
+ * from its write-ahead log may say 0 for both: accepted, as is what only a full read finds (a
+ * malformed page) — the first reader that opens the file with SQLite judges those.
+ * Throws LEDGER_CORRUPT or LEDGER_UNAVAILABLE naming the file; the file is never written.
+ */
+export function checkLedgerFile(path: string): void {
+  try {
+    makeDirectories(dirname(path));
+  } catch (err) {
+    throw ledgerUnavailable(path, `its directory cannot be created (${errText(err)})`, err);
+  }
+  prepareFile(path);
+  let fd: number;
+  try {
+    fd = openSync(path, 'r+');
+  } catch (err) {
+    const mapped = mapSqliteError(err, path, 'open');
+    throw mapped !== err ? mapped : ledgerUnavailable(path, `it cannot be opened (${errText(err)})`, err);
+  }
+  const header = Buffer.alloc(HEADER_BYTES);
+  let length: number;
+  try {
+    length = readSync(fd, header, 0, HEADER_BYTES, 0);
+  } catch (err) {
+    throw ledgerUnavailable(path, `it cannot be read (${errText(err)})`, err);
+  } finally {
+    closeSync(fd);
+  }
+  if (length === 0) return; // a new ledger: SQLite writes its header on first open
+  if (length < HEADER_BYTES || !header.subarray(0, MAGIC.length).equals(MAGIC))
+    throw ledgerCorrupt(path, "it is not a SQLite database (its first bytes are not SQLite's header)");
+  const version = header.readUInt32BE(USER_VERSION_OFFSET);
+  const app = header.readUInt32BE(APPLICATION_ID_OFFSET);
+  if (version > SQLITE_SCHEMA_VERSION)
+    throw ledgerCorrupt(
+      path,
+      `its schema version is ${version}, newer than this tether's ${SQLITE_SCHEMA_VERSION} (a newer tether wrote it; upgrade tether to read it)`,
+    );
+  if (app !== 0 && app !== SQLITE_APPLICATION_ID)
+    throw ledgerCorrupt(path, `it is another application's SQLite database (application_id ${app})`);
+}
+
+/**
+ * LEDGER_UNAVAILABLE for a SQLite addon (better-sqlite3) that cannot be loaded — not built (its
+ * install script did not run: --ignore-scripts, or npm 11 refusing unapproved scripts), or built
+ * for another Node — saying how to build it or where else to record.
+ */
+export function addonUnavailable(path: string, why: string, cause?: unknown): Error {
+  return ledgerUnavailable(
+    path,
+    `the SQLite addon (better-sqlite3) cannot be loaded (${why}); build it with ` +
+      '`npm install-scripts approve better-sqlite3 && npm rebuild better-sqlite3` ' +
+      '(npm 11 runs no install script it was not told to), or record in Postgres (--ledger postgres://…)',
+    cause,
+  );
+}
+
+// Where the `bindings` package (what better-sqlite3 loads its addon through) looks for
+// better_sqlite3.node under the package's root, in its order.
+function addonPlaces(): string[] {
+  const { platform, arch, versions } = process;
+  const file = 'better_sqlite3.node';
+  return [
+    ['build', file],
+    ['build', 'Debug', file],
+    ['build', 'Release', file],
+    ['out', 'Debug', file],
+    ['Debug', file],
+    ['out', 'Release', file],
+    ['Release', file],
+    ['build', 'default', file],
+    ['compiled', versions.node, platform, arch, file],
+    ['addon-build', 'release', 'install-root', file],
+    ['addon-build', 'debug', 'install-root', file],
+    ['addon-build', 'default', 'install-root', file],
+    ['lib', 'binding', `node-v${versions.modules}-${platform}-${arch}`, file],
+  ].map((parts) => join(...parts));
+}
+
+/**
+ * Throws `addonUnavailable` when the SQLite addon is not installed or not built — checked without
+ * loading it (a readable ledger later needs it: `tether run` checks before its payload rather than
+ * spool records nothing can read). An addon built for another Node is only found when it loads.
+ */
+export function checkSqliteAddon(path: string): void {
+  let root: string;
+  try {
+    root = dirname(createRequire(import.meta.url).resolve('better-sqlite3/package.json'));
+  } catch (err) {
+    throw addonUnavailable(path, `better-sqlite3 is not installed: ${errText(err)}`, err);
+  }
+  if (!addonPlaces().some((place) => existsSync(join(root, place))))
+    throw addonUnavailable(path, `better_sqlite3.node is not built under ${root}`);
+}

@@ -1,0 +1,326 @@
+// The SQLite ledger's spool (src/ledger/spool.ts): `tether run` writes its session there without
+// loading SQLite; every reader takes the files in once, through the transition table, and a
+// reader or supervisor killed halfway loses nothing. Real CLI runs, real files, a real SQLite
+// ledger; ground truth from the files themselves and /proc.
+import { execFile, execFileSync } from 'node:child_process';
+import { existsSync, readdirSync, readFileSync, renameSync, statSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
+import Database from 'better-sqlite3';
+import { afterEach, describe, expect, it } from 'vitest';
+import { Ledger } from '../../src/ledger/index.js';
+import { SpoolStore, spoolDirOf } from '../../src/ledger/spool.js';
+import type { CorruptRow } from '../../src/ledger/types.js';
+import { createTag } from '../../src/proc/tag.js';
+import { goneSupervisor, recoverCli } from '../recover/support.js';
+import { runNode } from '../support/node.js';
+import { ROOT } from '../support/paths.js';
+import { childrenOf, identityOf, isAlive, type ProcessId } from '../support/proc.js';
+import { cleanup, started, tempDir, waitFor } from '../support/zoo.js';
+
+const CLI = join(ROOT, 'bin/tether.js');
+const execFileP = promisify(execFile);
+
+afterEach(() => cleanup());
+
+async function tether(args: string[], env: NodeJS.ProcessEnv = process.env, node: string[] = []) {
+  try {
+    const { stdout, stderr } = await execFileP(process.execPath, [...node, CLI, ...args], {
+      env,
+      timeout: 30_000,
+    });
+    return { code: 0, stdout, stderr };
+  } catch (error) {
+    const e = error as { code: number; stdout: string; stderr: string };
+    return { code: e.code, stdout: e.stdout, stderr: e.stderr };
+  }
+}
+
+const spooled = (db: string) => (existsSync(spoolDirOf(db)) ? readdirSync(spoolDirOf(db)).sort() : []);
+
+function listOf(db: string): Promise<{ tag: string; state: string }[]> {
+  return tether(['ls', '--json', '--ledger', db]).then((r) => {
+    expect(r.code, r.stderr).toBe(0);
+    return JSON.parse(r.stdout).sessions;
+  });
+}
+
+describe('tether run through the spool', () => {
+  it('records the session without loading SQLite; the next reader takes it in once', async () => {
+    const dir = tempDir();
+    const db = join(dir, 'ledger.db');
+    const loads = join(dir, 'loads');
+    // A preload that notes every module the CLI requires by name (better-sqlite3 is CommonJS:
+    // an ESM import of it goes through Module._load too).
+    const hook = join(dir, 'hook.cjs');
+    writeFileSync(
+      hook,
+      `const M = require('node:module'); const fs = require('node:fs'); const load = M._load;
+       M._load = function (request, ...rest) { fs.appendFileSync(${JSON.stringify(loads)}, request + '\\n'); return load.call(this, request, ...rest); };`,
+    );
+    const r = await tether(['run', '--ledger', db, '--', 'sh', '-c', 'exit 4'], process.env, ['-r', hook]);
+    expect(r.code, r.stderr).toBe(4);
+    expect(readFileSync(loads, 'utf8')).not.toMatch(/better-sqlite3/);
+    expect(statSync(db).size, 'SQLite wrote the ledger file').toBe(0);
+    const files = spooled(db);
+    expect(files).toHaveLength(1);
+    expect(files[0]).toMatch(/^TETHER_SESSION_[0-9a-f]{32}\.json$/);
+    const row = JSON.parse(readFileSync(join(spoolDirOf(db), files[0] as string), 'utf8'));
+    expect(row.state).toBe('failed');
+    expect((statSync(join(spoolDirOf(db), files[0] as string)).mode & 0o777).toString(8)).toBe('600');
+    expect((statSync(spoolDirOf(db)).mode & 0o777).toString(8)).toBe('700');
+
+    const sessions = await listOf(db);
+    expect(sessions.map((s) => [s.tag, s.state])).toEqual([[row.tag, 'failed']]);
+    expect(spooled(db), 'the spool file stayed after it was taken in').toEqual([]);
+    expect(await listOf(db)).toHaveLength(1);
+  });
+
+  it('a running session is taken in as running, and its end later replaces it', async () => {
+    const dir = tempDir();
+    const db = join(dir, 'ledger.db');
+    const gate = join(dir, 'gate');
+    const run = runNode([
+      CLI,
+      'run',
+      '--ledger',
+      db,
+      '--',
+      'sh',
+      '-c',
+      `while [ ! -e ${gate} ]; do sleep 0.05; done`,
+    ]);
+    await waitFor('the begin in the spool', () => spooled(db).length === 1, 15_000);
+    expect((await listOf(db)).map((s) => s.state)).toEqual(['running']);
+    expect(spooled(db)).toEqual([]);
+    writeFileSync(gate, '');
+    expect((await run.done).code).toBe(0);
+    expect(spooled(db)).toHaveLength(1); // the end, written after the begin was taken in
+    expect((await listOf(db)).map((s) => s.state)).toEqual(['succeeded']);
+  });
+
+  it('a supervisor SIGKILLed with its helper mid-run: recover takes in its spooled record and ends its leftover', async () => {
+    const dir = tempDir();
+    const db = join(dir, 'ledger.db');
+    const pidfile = join(dir, 'left');
+    const run = runNode([
+      CLI,
+      'run',
+      '--ledger',
+      db,
+      '--',
+      'sh',
+      '-c',
+      `setsid sleep 600 </dev/null >/dev/null 2>&1 & echo $! > ${pidfile}; exec sleep 600`,
+    ]);
+    await waitFor(
+      'the leftover',
+      () => existsSync(pidfile) && readFileSync(pidfile, 'utf8').trim() !== '',
+      15_000,
+    );
+    const leftover = identityOf(Number(readFileSync(pidfile, 'utf8')));
+    const supervisor = identityOf(run.child.pid ?? 0);
+    if (!leftover || !supervisor) throw new Error('premise broken: the leftover or the supervisor is gone');
+    started.push(leftover);
+    // The supervisor and its helper, stopped first, then killed: nothing of tether runs after.
+    const tree: ProcessId[] = [supervisor, ...childrenOf(supervisor.pid)];
+    expect(tree.length, 'premise broken: no helper').toBeGreaterThan(1);
+    // The payload (the helper's child) outlives the helper too: it is the test's to clean up.
+    for (const helper of tree.slice(1)) started.push(...childrenOf(helper.pid));
+    for (const p of tree) process.kill(p.pid, 'SIGSTOP');
+    for (const p of tree) process.kill(p.pid, 'SIGKILL');
+    await waitFor('the supervisor tree to be gone', () => tree.every((p) => !isAlive(p)), 5000);
+    expect(isAlive(leftover), 'premise broken: the leftover died with its supervisor').toBe(true);
+    expect(spooled(db)).toHaveLength(1);
+
+    const r = await recoverCli(db);
+    expect(r.code, r.stderr).toBe(0);
+    expect(r.json.sessions.map((s: { outcome: string }) => s.outcome)).toEqual(['recovered']);
+    expect(isAlive(leftover), 'the leftover survived recover').toBe(false);
+    expect((await listOf(db)).map((s) => s.state)).toEqual(['recovered']);
+    expect(spooled(db)).toEqual([]);
+  });
+
+  it('stops with 125 before the payload when the ledger file is not one it can record in', async () => {
+    const dir = tempDir();
+    const marker = join(dir, 'ran');
+    const text = join(dir, 'notes.db');
+    writeFileSync(text, 'these are my notes, not a database\n');
+    const foreign = join(dir, 'foreign.db');
+    const f = new Database(foreign);
+    f.pragma('application_id = 1234');
+    f.exec('CREATE TABLE t (x)');
+    f.close();
+    const newer = join(dir, 'newer.db');
+    const n = new Database(newer);
+    n.pragma('journal_mode = DELETE');
+    n.pragma('user_version = 99');
+    n.close();
+    const blocked = join(dir, 'blocked.db');
+    writeFileSync(blocked, '');
+    writeFileSync(`${blocked}.spool`, 'a file where the spool directory goes');
+    for (const [db, why] of [
+      [text, /not a SQLite database/],
+      [foreign, /another application's SQLite database \(application_id 1234\)/],
+      [newer, /schema version is 99/],
+      [blocked, /spool .* is not a directory/],
+    ] as const) {
+      const before = readFileSync(db);
+      const r = await tether(['run', '--ledger', db, '--', 'touch', marker]);
+      expect(r.code, r.stderr).toBe(125);
+      expect(r.stderr).toContain(db);
+      expect(r.stderr).toMatch(why);
+      expect(existsSync(marker), `the payload ran with the ledger ${db}`).toBe(false);
+      expect(readFileSync(db).equals(before), `${db} was written`).toBe(true);
+    }
+  });
+});
+
+describe('taking the spool in', () => {
+  it('two readers racing over 100 spooled sessions take each in exactly once', async () => {
+    const dir = tempDir();
+    const db = join(dir, 'ledger.db');
+    const writer = await Ledger.open(db, { spool: true });
+    const tags = Array.from({ length: 100 }, () => createTag().name);
+    for (const tag of tags) {
+      await writer.begin({ tag, command: ['true'], location: { kind: 'local' } });
+      await writer.end(tag, { exitCode: 0, signal: null, error: null }, 'succeeded');
+    }
+    expect(spooled(db)).toHaveLength(100);
+    const reader = `import { Ledger } from ${JSON.stringify(join(ROOT, 'dist/ledger/index.js'))};
+      const l = await Ledger.open(${JSON.stringify(db)}); const n = (await l.list()).length; await l.close(); console.log(n);`;
+    const a = runNode(['--input-type=module', '-e', reader]);
+    const b = runNode(['--input-type=module', '-e', reader]);
+    const [ra, rb] = await Promise.all([a.done, b.done]);
+    expect([ra.code, rb.code], ra.stderr + rb.stderr).toEqual([0, 0]);
+    expect(spooled(db)).toEqual([]);
+    const ledger = await Ledger.open(db);
+    const records = await ledger.list();
+    await ledger.close();
+    expect(records.map((r) => r.tag).sort()).toEqual([...tags].sort());
+    expect(new Set(records.map((r) => r.state))).toEqual(new Set(['succeeded']));
+  });
+
+  it("a claim left by a reader that died is taken over; another live process's claim is left to it", async () => {
+    const dir = tempDir();
+    const db = join(dir, 'ledger.db');
+    const writer = await Ledger.open(db, { spool: true });
+    const tag = createTag().name;
+    await writer.begin({ tag, command: ['true'], location: { kind: 'local' } });
+    await writer.end(tag, { exitCode: 0, signal: null, error: null }, 'succeeded');
+    const dead = await goneSupervisor(); // a pid + start time that name nothing now
+    const live = identityOf(process.ppid);
+    if (!live) throw new Error('premise broken: no parent');
+    const spool = spoolDirOf(db);
+    const other = createTag().name;
+    await writer.begin({ tag: other, command: ['true'], location: { kind: 'local' } });
+    renameSync(join(spool, `${tag}.json`), join(spool, `${tag}.json.claim-${dead.pid}-${dead.startTime}-0`));
+    const liveClaim = `${other}.json.claim-${live.pid}-${live.startTime}-0`;
+    renameSync(join(spool, `${other}.json`), join(spool, liveClaim));
+
+    const ledger = await Ledger.open(db);
+    expect((await ledger.get(tag))?.state).toBe('succeeded');
+    expect(await ledger.get(other)).toBeNull();
+    expect(spooled(db)).toEqual([liveClaim]);
+    await ledger.close();
+  });
+
+  it('keeps the transition table: an operator cancel beats a spooled failure, a spooled ambiguous end beats the cancel', async () => {
+    const dir = tempDir();
+    const db = join(dir, 'ledger.db');
+    const writer = await Ledger.open(db, { spool: true });
+    const ledger = await Ledger.open(db);
+    const report = (n: number) =>
+      ({ tag: 'x', ok: n === 1, complete: true, stopped: [], survivors: [], n }) as never;
+    const a = createTag().name;
+    const b = createTag().name;
+    for (const tag of [a, b]) await writer.begin({ tag, command: ['true'], location: { kind: 'local' } });
+    expect((await ledger.get(a))?.state).toBe('running'); // taken in
+    await ledger.cancel(a);
+    await ledger.cancel(b);
+    await writer.end(a, { exitCode: 1, signal: null, error: null }, 'failed', report(1));
+    await writer.end(b, { exitCode: null, signal: null, error: null }, 'ambiguous', report(2));
+    const spooledEnd = readFileSync(join(spoolDirOf(db), `${b}.json`));
+    const ra = await ledger.get(a);
+    const rb = await ledger.get(b);
+    expect([ra?.state, ra?.reports.length]).toEqual(['cancelled', 1]); // refused end, report kept
+    expect([rb?.state, rb?.reports.length]).toEqual(['ambiguous', 1]);
+    expect(await ledger.canRetry(b)).toBe(false);
+    // The same end taken in again (a copy a dead reader had claimed) changes nothing.
+    const before = await ledger.get(b);
+    writeFileSync(join(spoolDirOf(db), `${b}.json`), spooledEnd);
+    const again = await ledger.get(b);
+    expect(again).toEqual(before);
+    expect(spooled(db)).toEqual([]);
+    await ledger.close();
+  });
+
+  it('a spooled file that is no record is set aside byte for byte and named on every list; the rest are taken in', async () => {
+    const dir = tempDir();
+    const db = join(dir, 'ledger.db');
+    const writer = await Ledger.open(db, { spool: true });
+    const good = createTag().name;
+    await writer.begin({ tag: good, command: ['true'], location: { kind: 'local' } });
+    const bad = createTag().name;
+    writeFileSync(join(spoolDirOf(db), `${bad}.json`), '{"tag": "half a rec');
+    const ledger = await Ledger.open(db);
+    for (let i = 0; i < 2; i++) {
+      const corrupt: CorruptRow[] = [];
+      const records = await ledger.list({ onCorrupt: (row) => corrupt.push(row) });
+      expect(records.map((r) => r.tag)).toEqual([good]);
+      expect(corrupt.map((c) => c.tag)).toEqual([bad]);
+    }
+    const aside = spooled(db);
+    expect(aside).toHaveLength(1);
+    expect(aside[0]).toMatch(new RegExp(`^${bad}\\.json\\.corrupt-`));
+    expect(readFileSync(join(spoolDirOf(db), aside[0] as string), 'utf8')).toBe('{"tag": "half a rec');
+    const ls = await tether(['ls', '--ledger', db]);
+    expect(ls.stderr).toContain(bad);
+    await ledger.close();
+  });
+
+  it('a spooled record whose tag the ledger holds as another session is set aside, not merged', async () => {
+    const dir = tempDir();
+    const db = join(dir, 'ledger.db');
+    const ledger = await Ledger.open(db);
+    const tag = createTag().name;
+    await ledger.begin({
+      tag,
+      command: ['first'],
+      location: { kind: 'local' },
+      supervisor: await goneSupervisor(),
+    });
+    const writer = await Ledger.open(db, { spool: true });
+    await writer.begin({ tag, command: ['second'], location: { kind: 'local' } });
+    await writer.end(tag, { exitCode: 0, signal: null, error: null }, 'succeeded');
+    const corrupt: CorruptRow[] = [];
+    const records = await ledger.list({ onCorrupt: (row) => corrupt.push(row) });
+    expect(records.map((r) => [r.command, r.state])).toEqual([[['first'], 'running']]);
+    expect(corrupt.map((c) => c.problem).join()).toMatch(/already in the ledger as another session/);
+    expect(spooled(db)[0]).toMatch(/\.conflict-/);
+    await ledger.close();
+  });
+
+  it('a full filesystem stops tether run with 125 before the payload, naming the ledger and its spool', async () => {
+    const dir = tempDir();
+    execFileSync('mount', ['-t', 'tmpfs', '-o', 'size=64k', 'tmpfs', dir]);
+    try {
+      const db = join(dir, 'ledger.db');
+      SpoolStore.open(db); // the spool directory exists; then the filesystem fills up
+      try {
+        writeFileSync(join(dir, 'fill'), Buffer.alloc(1024 * 1024));
+      } catch (err) {
+        expect((err as NodeJS.ErrnoException).code).toBe('ENOSPC');
+      }
+      const marker = join(tempDir(), 'ran');
+      const r = await tether(['run', '--ledger', db, '--', 'touch', marker]);
+      expect(r.code, r.stderr).toBe(125);
+      expect(r.stderr).toContain(`spool ${spoolDirOf(db)} cannot be written`);
+      expect(r.stderr).toMatch(/ENOSPC/);
+      expect(existsSync(marker), 'the payload ran with a full spool').toBe(false);
+      expect(spooled(db).filter((f) => !f.includes('.tmp-'))).toEqual([]);
+    } finally {
+      execFileSync('umount', ['-l', dir]);
+    }
+  });
+});
