@@ -14,6 +14,8 @@
 // process is gone is taken over by the next ingest, so a reader killed halfway loses nothing.
 import {
   closeSync,
+  constants,
+  fstatSync,
   linkSync,
   lstatSync,
   mkdirSync,
@@ -296,13 +298,12 @@ export function ingestSpool(
       if ((err as NodeJS.ErrnoException).code === 'ENOENT') continue; // another reader took it
       throw fail('written', err);
     }
-    let text: string;
-    try {
-      text = readFileSync(path, 'utf8');
-    } catch (err) {
-      throw fail('read', err);
-    }
-    const parsed = parseSpooled(text, tag);
+    const read = readSpooled(path);
+    if (read.error) throw fail('read', read.error);
+    const parsed =
+      read.text === undefined
+        ? { corrupt: { tag, field: 'spool', problem: read.problem } }
+        : parseSpooled(read.text, tag);
     if ('corrupt' in parsed) {
       const kept = join(dir, ownName(tag, 'corrupt'));
       moveAside(path, kept, fail);
@@ -338,6 +339,29 @@ function moveAside(from: string, to: string, fail: (what: string, err: unknown) 
     renameSync(from, to);
   } catch (err) {
     throw fail('written', err);
+  }
+}
+
+// A claimed file's text; `problem` when it is no regular file (a directory, a FIFO — opened
+// without blocking —, a symlink: never followed), `error` for an errno that is no answer.
+function readSpooled(path: string): { text?: string; problem: string; error?: unknown } {
+  let fd: number;
+  try {
+    fd = openSync(path, constants.O_RDONLY | constants.O_NONBLOCK | constants.O_NOFOLLOW);
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code;
+    if (code === 'ELOOP') return { problem: 'is a symbolic link, not a file tether wrote' };
+    return { problem: '', error: err };
+  }
+  try {
+    if (!fstatSync(fd).isFile()) return { problem: 'is not a regular file' };
+    return { text: readFileSync(fd, 'utf8'), problem: '' };
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code;
+    if (code === 'EISDIR') return { problem: 'is a directory' };
+    return { problem: '', error: err };
+  } finally {
+    closeSync(fd);
   }
 }
 

@@ -3,7 +3,16 @@
 // reader or supervisor killed halfway loses nothing. Real CLI runs, real files, a real SQLite
 // ledger; ground truth from the files themselves and /proc.
 import { execFile, execFileSync } from 'node:child_process';
-import { existsSync, readdirSync, readFileSync, renameSync, statSync, writeFileSync } from 'node:fs';
+import {
+  existsSync,
+  mkdirSync,
+  readdirSync,
+  readFileSync,
+  renameSync,
+  statSync,
+  symlinkSync,
+  writeFileSync,
+} from 'node:fs';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import Database from 'better-sqlite3';
@@ -276,6 +285,26 @@ describe('taking the spool in', () => {
     expect(readFileSync(join(spoolDirOf(db), aside[0] as string), 'utf8')).toBe('{"tag": "half a rec');
     const ls = await tether(['ls', '--ledger', db]);
     expect(ls.stderr).toContain(bad);
+    await ledger.close();
+  });
+
+  it('a FIFO, a directory and a symlink in the spool are set aside without blocking or following', async () => {
+    const dir = tempDir();
+    const db = join(dir, 'ledger.db');
+    SpoolStore.open(db);
+    const spool = spoolDirOf(db);
+    const [fifo, directory, link] = [createTag().name, createTag().name, createTag().name];
+    execFileSync('mkfifo', [join(spool, `${fifo}.json`)]);
+    mkdirSync(join(spool, `${directory}.json`));
+    const target = join(dir, 'elsewhere');
+    writeFileSync(target, 'not spooled by tether');
+    symlinkSync(target, join(spool, `${link}.json`));
+    const ledger = await Ledger.open(db);
+    const corrupt: CorruptRow[] = [];
+    expect(await ledger.list({ onCorrupt: (row) => corrupt.push(row) })).toEqual([]);
+    expect(corrupt.map((c) => c.tag).sort()).toEqual([fifo, directory, link].sort());
+    expect(spooled(db).every((f) => f.includes('.corrupt-'))).toBe(true);
+    expect(readFileSync(target, 'utf8')).toBe('not spooled by tether');
     await ledger.close();
   });
 
