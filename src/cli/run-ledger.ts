@@ -33,14 +33,15 @@ export async function openRunLedger(
     // SQLite through its spool: the session lands without loading SQLite (docs/ledger.md, "The spool").
     return { ok: true, ledger: await Ledger.open(flag, { spool: true }) };
   } catch (error) {
-    return refuse(describeTarget(flag), error);
+    return refuseLedger(describeTarget(flag), error);
   }
 }
 
 /**
- * Writes the session's begin (awaited, whatever the store: the record lands before the payload
- * starts) with a lease on a shared store, renewed every 10 s. Prints why, sets 125 and resolves
- * undefined when the write fails.
+ * Writes the session's begin on a store that writes asynchronously (Postgres; awaited: the record
+ * lands before the payload starts) with a lease, renewed every 10 s; a store that writes
+ * synchronously (the spool) is begun by the session's first `spawn` (`ledgerRequired`). Prints
+ * why, sets 125 and resolves undefined when the write fails.
  */
 export async function beginRecording(
   ledger: Ledger,
@@ -48,13 +49,15 @@ export async function beginRecording(
   argv: string[],
 ): Promise<RunLedger | undefined> {
   const shared = isPostgresUrl(ledger.location);
-  try {
-    await session.begin(argv, shared ? LEASE_MS : undefined);
-  } catch (error) {
-    await ledger.close().catch(() => {});
-    refuse(ledger.location, error);
-    return undefined;
-  }
+  // A store that writes synchronously is begun by the session's spawn, while its helper starts.
+  if (!ledger.writesSynchronously)
+    try {
+      await session.begin(argv, shared ? LEASE_MS : undefined);
+    } catch (error) {
+      await ledger.close().catch(() => {});
+      refuseLedger(ledger.location, error);
+      return undefined;
+    }
   // Renewed while the payload runs; a failed renewal is retried at the next beat (the lease
   // outlives two missed beats).
   const timer = shared
@@ -79,8 +82,13 @@ function describeTarget(flag: string | undefined): string {
   }
 }
 
-// Prints why and what to do; nothing has started.
-function refuse(where: string, error: unknown): { ok: false } {
+/** Whether `error` is one of the ledger's (`LEDGER_*`, or a tag already recorded). */
+export function isLedgerError(error: unknown): error is TetherError {
+  return error instanceof TetherError && (error.code.startsWith('LEDGER_') || error.code === 'INVALID_TAG');
+}
+
+/** Prints why the session could not be recorded and what to do (nothing has started); sets exit status 125. */
+export function refuseLedger(where: string, error: unknown): { ok: false } {
   const message = error instanceof TetherError ? error.message : (error as Error).message;
   process.stderr.write(
     `tether: cannot record the session in the ledger ${where}: ${message}\n` +

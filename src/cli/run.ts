@@ -26,7 +26,7 @@ import { parseKeepFlags } from './keep.js';
 import { type PhaseFlags, phaseBudgets } from './phases.js';
 import { progressLine } from './progress.js';
 import { renderReport } from './render.js';
-import { beginRecording, openRunLedger } from './run-ledger.js';
+import { beginRecording, isLedgerError, openRunLedger, refuseLedger } from './run-ledger.js';
 import { ENDING_SIGNALS, PASSED_SIGNALS, type ParsedSignal, parseSignal } from './signals.js';
 
 /** Parsed options of `tether run`, as commander gives them (durations and signal as typed). */
@@ -143,11 +143,22 @@ async function runSession(plan: RunPlan, events: EventLog | undefined): Promise<
     keep: plan.keep,
     onProgress: progress.update,
     ...(events ? { onEvent: (event) => events.write({ ...event }) } : {}),
-    ...(ledger ? { ledger } : {}),
+    ...(ledger ? { ledger, ledgerRequired: true } : {}),
   });
+  // The begin lands before the payload's go: a shared store's awaited here, SQLite's spool
+  // written by `spawn` while the helper starts (docs/ledger.md, "Recording").
   const recording = ledger ? await beginRecording(ledger, s, [plan.command, ...plan.args]) : undefined;
   if (ledger && !recording) return EXIT_LEDGER_FAILED;
-  const proc = s.spawn(plan.command, plan.args, { stdio: 'inherit' });
+  let proc: ReturnType<typeof s.spawn>;
+  try {
+    proc = s.spawn(plan.command, plan.args, { stdio: 'inherit' });
+  } catch (error) {
+    if (!ledger || !isLedgerError(error)) throw error;
+    await recording?.close();
+    await s.end();
+    refuseLedger(ledger.location, error);
+    return EXIT_LEDGER_FAILED;
+  }
   // Why the payload was stopped, for the ledger: a signal to tether is a cancel, the timeout a
   // deadline (docs/ledger.md, "Recording"); undefined when it ended by itself.
   let stopReason: StopReason | undefined;

@@ -6,7 +6,8 @@
 //
 // The wire protocol (fds 3-5, each line in each direction) is the table in docs/containment.md,
 // "The helper's wire protocol"; ./helper-protocol.ts reads it. `startHelper` is its steps in
-// order: the pipes, the spawn, the bounded wait for `started`, the holds and `go`, then the
+// order: the pipes, the spawn, the caller's work while it starts (`whileStarting`), the bounded
+// wait for `started`, the holds and `go`, then the
 // status lines followed to the payload's end.
 import { type ChildProcess, type StdioOptions, spawn } from 'node:child_process';
 import { accessSync, closeSync, constants, readdirSync, readSync, statSync, writeSync } from 'node:fs';
@@ -115,6 +116,13 @@ export interface HelperOptions {
   procRoot: string;
   /** Receives each `warn` line the helper writes before the payload's end (a failed system call). */
   onWarning?: (warning: HelperWarning) => void;
+  /**
+   * Called once the helper process is spawned, before the wait for its `started` line: work that
+   * must be done before the payload's go (the session's ledger begin) runs while the helper
+   * starts. What it throws is rethrown after the helper is killed before its go: the payload
+   * never execs.
+   */
+  whileStarting?: () => void;
 }
 
 /** How the payload ended, as the helper saw it. */
@@ -755,6 +763,12 @@ export function startHelper(path: string, opts: HelperOptions): Helper {
     control.release();
     closeSync(pipes.statusRead);
     throw spawnFailure(path, opts, child, thrown);
+  }
+  try {
+    opts.whileStarting?.();
+  } catch (error) {
+    discard(child, pipes.statusRead, control);
+    throw error;
   }
   const said = awaitStarted(pipes.statusRead);
   const started = first(said.statuses, 'started')?.identity;

@@ -71,7 +71,8 @@ export class Ledger {
    * Opens the ledger at `target`: a file path (SQLite), a `postgres://` / `postgresql://` URL,
    * or, when undefined, `TETHER_LEDGER`, else `$XDG_STATE_HOME/tether/ledger.db`, else
    * `~/.local/state/tether/ledger.db` (its directory created with mode 0700); with `spool`, a
-   * writer of the SQLite ledger's spool (LedgerOpenOptions.spool). Rejects with
+   * writer of the SQLite ledger's spool (LedgerOpenOptions.spool: nothing is read or written
+   * until the first begin, which makes the checks). Rejects with
    * LEDGER_CORRUPT, LEDGER_LOCKED or LEDGER_UNAVAILABLE naming the file or URL.
    */
   static async open(target?: string, options: LedgerOpenOptions = {}): Promise<Ledger> {
@@ -80,7 +81,7 @@ export class Ledger {
       const { openPostgresStore } = await import('./postgres.js');
       return new Ledger(await openPostgresStore(where.url));
     }
-    if (options.spool) return new Ledger(SpoolStore.open(where.path));
+    if (options.spool) return new Ledger(new SpoolStore(where.path));
     // Loaded when first needed, as pg is: `tether run` (spooled) never loads the SQLite addon.
     const { openSqliteStore } = await import('./sqlite.js');
     const store = await openSqliteStore(
@@ -100,8 +101,37 @@ export class Ledger {
    * the tag is already in the ledger (a tag names one session, never two).
    */
   async begin(options: BeginOptions): Promise<SessionRecord> {
+    const record = this.newRecord(options);
+    if (!(await this.store.insert(record))) throw this.taken(options.tag);
+    return record;
+  }
+
+  /** Whether `beginSync` can be used: the store writes synchronously (SQLite, the spool). */
+  get writesSynchronously(): boolean {
+    return typeof this.store.insertSync === 'function';
+  }
+
+  /**
+   * `begin`, written before it returns (docs/ledger.md, "Recording"): for a store with
+   * `insertSync` (SQLite, the spool). Throws INVALID_TAG as `begin` rejects, the store's
+   * LEDGER_* errors, and INVALID_OPTION for a store that writes asynchronously (Postgres:
+   * use `await begin()`).
+   */
+  beginSync(options: BeginOptions): SessionRecord {
+    const insertSync = this.store.insertSync?.bind(this.store);
+    if (!insertSync)
+      throw new TetherError(
+        'INVALID_OPTION',
+        `the ledger ${this.location} writes asynchronously: await ledger.begin() (session.begin()) instead`,
+      );
+    const record = this.newRecord(options);
+    if (!insertSync(record)) throw this.taken(options.tag);
+    return record;
+  }
+
+  private newRecord(options: BeginOptions): SessionRecord {
     const now = this.clock();
-    const record: SessionRecord = {
+    return {
       tag: options.tag,
       revision: 1,
       createdAt: now,
@@ -115,16 +145,12 @@ export class Ledger {
       leaseUntil: options.leaseMs === undefined ? null : now + options.leaseMs,
       kept: options.kept ?? [],
     };
-    if (!(await this.store.insert(record))) {
-      throw new TetherError(
-        'INVALID_TAG',
-        `the session ${options.tag} is already in the ledger ${this.location}`,
-        {
-          tag: options.tag,
-        },
-      );
-    }
-    return record;
+  }
+
+  private taken(tag: string): TetherError {
+    return new TetherError('INVALID_TAG', `the session ${tag} is already in the ledger ${this.location}`, {
+      tag,
+    });
   }
 
   /**

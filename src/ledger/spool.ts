@@ -7,7 +7,7 @@
 //
 // Names in the spool directory (mode 0700; files 0600):
 //   <tag>.json                          the record as its supervisor last wrote it
-//   <tag>.json.tmp-<pid>-<start>-<n>    a write in progress (linked or renamed onto <tag>.json)
+//   <tag>.json.tmp-<pid>-<start>-<n>    a later write in progress (renamed onto <tag>.json)
 //   <tag>.json.claim-<pid>-<start>-<n>  taken by an ingesting process (renamed away from <tag>.json)
 //   <tag>.json.corrupt-…, .conflict-…   set aside: not a valid record, or another session's tag
 // <pid>-<start> is the writing or ingesting process (pid + start time): a claim or a write whose
@@ -16,7 +16,6 @@ import {
   closeSync,
   constants,
   fstatSync,
-  linkSync,
   lstatSync,
   mkdirSync,
   openSync,
@@ -65,22 +64,28 @@ function asFile(record: SessionRecord): string {
   return `${JSON.stringify(Object.fromEntries(COLUMNS.map((c, i) => [c, row[i]])))}\n`;
 }
 
-// Writes `text` to a new file `path`, mode 0600. No fsync: a spooled record is as durable as a
-// commit of the SQLite store (synchronous=NORMAL: a process's death loses nothing, a power loss
-// may take the last writes).
+// Writes `text` to a new file `path` (O_EXCL), mode 0600, every byte (a short write on a nearly
+// full filesystem is continued until ENOSPC); on any failure the file is removed, so no partial
+// record is ever left under a spool name. No fsync: a spooled record is as durable as a commit of
+// the SQLite store (synchronous=NORMAL: a process's death loses nothing, a power loss may take
+// the last writes).
 function writeNew(path: string, text: string): void {
+  const bytes = Buffer.from(text, 'utf8');
   const fd = openSync(path, 'wx', 0o600);
   try {
-    writeSync(fd, text);
-  } finally {
+    for (let off = 0; off < bytes.length; ) off += writeSync(fd, bytes, off, bytes.length - off);
+  } catch (err) {
     closeSync(fd);
+    unlinkQuietly(path);
+    throw err;
   }
+  closeSync(fd);
 }
 
 /**
  * The writing side: a LedgerStore that holds only this process's own sessions, each written to
- * the spool of the SQLite ledger at `path`. `insert` links a complete file into place (false when
- * the tag is already spooled); `compareAndSet` renames a complete file over it; both run
+ * the spool of the SQLite ledger at `path`. `insert` creates the file (O_EXCL: false when the tag
+ * is already spooled); `compareAndSet` renames a complete file over it; both run
  * synchronously inside the call. `get` and `list` answer from this process's own writes: the
  * transition table is applied against the ledger's own record when the file is ingested.
  * Write errors (ENOSPC, EROFS, EACCES) are LEDGER_UNAVAILABLE naming the ledger and its spool.
@@ -90,42 +95,51 @@ export class SpoolStore implements LedgerStore {
   /** The spool directory, `<path>.spool`. */
   readonly dir: string;
   private readonly records = new Map<string, SessionRecord>();
+  private checked = false;
 
-  private constructor(path: string) {
+  /** A writer of the spool of the SQLite ledger at `path`; nothing is touched before the first insert. */
+  constructor(path: string) {
     this.location = path;
     this.dir = spoolDirOf(path);
+  }
+
+  /** A writer with its checks (`check`) made now. Throws as `check` does. */
+  static open(path: string): SpoolStore {
+    const store = new SpoolStore(path);
+    store.check();
+    return store;
   }
 
   /**
    * Checks the ledger file without SQLite (`checkLedgerFile`: a regular file, writable, SQLite's
    * header, not another application's nor a newer schema) and that the SQLite addon is built
-   * (`checkSqliteAddon`: the readers need it), then makes the spool directory (0700).
-   * Throws LEDGER_CORRUPT or LEDGER_UNAVAILABLE naming the file.
+   * (`checkSqliteAddon`: the readers need it), then makes the spool directory (0700). Run once,
+   * by the first insert when not before. Throws LEDGER_CORRUPT or LEDGER_UNAVAILABLE naming the file.
    */
-  static open(path: string): SpoolStore {
-    checkLedgerFile(path);
-    checkSqliteAddon(path);
-    const store = new SpoolStore(path);
-    makeSpoolDir(store.dir, path);
-    return store;
+  check(): void {
+    if (this.checked) return;
+    checkLedgerFile(this.location);
+    checkSqliteAddon(this.location);
+    makeSpoolDir(this.dir, this.location);
+    this.checked = true;
   }
 
   async insert(record: SessionRecord): Promise<boolean> {
+    return this.insertSync(record);
+  }
+
+  insertSync(record: SessionRecord): boolean {
+    this.check();
     if (this.records.has(record.tag)) return false;
     const first = { ...record, revision: 1 };
-    const tmp = join(this.dir, ownName(record.tag, 'tmp'));
-    this.write(() => writeNew(tmp, asFile(first)));
+    // Written in place, O_EXCL (EEXIST: the tag is spooled already): one write(2) of a few KiB,
+    // complete before the call returns — and so before any payload starts.
     try {
-      linkSync(tmp, join(this.dir, `${record.tag}.json`)); // EEXIST: the tag is spooled already
+      writeNew(join(this.dir, `${record.tag}.json`), asFile(first));
     } catch (err) {
-      if ((err as NodeJS.ErrnoException).code !== 'EEXIST') {
-        unlinkQuietly(tmp);
-        throw this.unavailable(err);
-      }
-      unlinkQuietly(tmp);
-      return false;
+      if ((err as NodeJS.ErrnoException).code === 'EEXIST') return false;
+      throw this.unavailable(err);
     }
-    unlinkQuietly(tmp);
     this.records.set(record.tag, first);
     return true;
   }
@@ -173,13 +187,16 @@ export class SpoolStore implements LedgerStore {
 }
 
 function makeSpoolDir(dir: string, ledger: string): void {
-  try {
-    mkdirSync(dir, { mode: 0o700 });
-  } catch (err) {
-    if ((err as NodeJS.ErrnoException).code !== 'EEXIST')
-      throw ledgerUnavailable(ledger, `its spool ${dir} cannot be created (${errText(err)})`, err);
+  let st = lstatSync(dir, { throwIfNoEntry: false });
+  if (st === undefined) {
+    try {
+      mkdirSync(dir, { mode: 0o700 });
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code !== 'EEXIST')
+        throw ledgerUnavailable(ledger, `its spool ${dir} cannot be created (${errText(err)})`, err);
+    }
+    st = lstatSync(dir);
   }
-  const st = lstatSync(dir);
   if (!st.isDirectory())
     throw ledgerUnavailable(ledger, `its spool ${dir} exists and is not a directory; move it aside`);
 }
@@ -244,94 +261,152 @@ export interface Ingested {
   setAside: CorruptRow[];
 }
 
+/** Spool files taken in per transaction: bounds how long one reader holds the write lock. */
+export const SPOOL_CHUNK = 500;
+
+/** A spool file larger than this (bytes) is set aside unread: tether writes a few KiB per session. */
+export const MAX_SPOOL_FILE_BYTES = 64 * 1024 * 1024;
+
+/** How `ingestSpool` writes: the store's write transaction, and one record applied inside it. */
+export interface SpoolTarget {
+  /** Runs `fn` inside the store's write transaction (SQLite: BEGIN IMMEDIATE), committed when it returns. */
+  transaction<T>(fn: () => T): T;
+  /** Applies one spooled record (`mergeSpooled`); called inside `transaction`. */
+  apply(record: SessionRecord): Applied;
+}
+
 /**
- * Takes every file of the spool `dir` into the ledger through `apply` (called once per file,
- * with the file's record; it must apply it atomically: `mergeSpooled` inside one transaction),
- * oldest revision first, then removes the file. A file is first claimed (renamed to this
- * process's claim name), so that a supervisor's next write, which lands as a new `<tag>.json`,
- * is never removed unread, and two readers never take in the same file; claims and writes of
- * processes that are gone are taken over. A file that is no valid record, or names a session
- * the ledger holds as another, is renamed `.corrupt-…` / `.conflict-…`, kept, and given to
- * `onCorrupt` on every ingest. A missing directory is an empty spool. Throws
- * LEDGER_UNAVAILABLE naming `location` and the spool when it cannot be read or renamed in;
- * what `apply` throws passes through (the claimed file stays, taken over later).
+ * Takes every file of the spool `dir` into the ledger (docs/ledger.md, "The spool"). Files are
+ * claimed (renamed to this process's claim name), read, applied through `target.apply` oldest
+ * revision first and removed, all inside the store's write transaction, at most SPOOL_CHUNK per
+ * transaction: so a claim exists only while its claimer holds the lock (another reader waits
+ * for it rather than read around it), and under the lock every claim is taken over — one left
+ * by a reader that died or failed, or forged. A supervisor's next write lands as a new
+ * `<tag>.json`, so nothing is removed unread; a write in progress (`.tmp-`) is left to its
+ * process while that process lives. A file that is no valid record (no regular file, over
+ * MAX_SPOOL_FILE_BYTES, not a record, named for another tag) or names a session the ledger
+ * holds as another is renamed `.corrupt-…` / `.conflict-…`, kept, and given to `onCorrupt` on
+ * every ingest. A missing directory is an empty spool; one that is no directory (a symlink is
+ * never followed) is LEDGER_UNAVAILABLE, as is a spool that cannot be read or renamed in. What
+ * the transaction throws (LEDGER_LOCKED…) passes through; the claimed files stay, taken over later.
  */
 export function ingestSpool(
   dir: string,
   location: string,
-  apply: (record: SessionRecord) => Applied,
+  target: SpoolTarget,
   onCorrupt?: (row: CorruptRow) => void,
 ): Ingested {
   const fail = (what: string, err: unknown) =>
     ledgerUnavailable(location, `its spool ${dir} cannot be ${what} (${errText(err)})`, err);
-  let names: string[];
-  try {
-    names = readdirSync(dir);
-  } catch (err) {
-    if ((err as NodeJS.ErrnoException).code === 'ENOENT') return { applied: 0, setAside: [] };
-    throw fail('read', err);
-  }
   const result: Ingested = { applied: 0, setAside: [] };
   const aside = (row: CorruptRow) => {
     result.setAside.push(row);
     onCorrupt?.(row);
   };
-  const claimed: { tag: string; path: string; record: SessionRecord }[] = [];
-  const me = owner();
+  const st = lstatSync(dir, { throwIfNoEntry: false });
+  if (st === undefined) return result;
+  if (!st.isDirectory())
+    throw ledgerUnavailable(
+      location,
+      `its spool ${dir} is not a directory (a symbolic link is never followed); move it aside`,
+    );
+  const listed = entries(dir, fail);
+  for (const e of listed)
+    if (e.kind === 'corrupt' || e.kind === 'conflict')
+      aside({ tag: e.tag, field: 'spool', problem: `was set aside as ${e.kind}: ${join(dir, e.name)}` });
+  if (!listed.some(takeable)) return result;
+  for (;;) {
+    const removed: string[] = [];
+    const more = target.transaction(() => {
+      const taken = entries(dir, fail).filter(takeable).slice(0, SPOOL_CHUNK);
+      const claimed: { tag: string; path: string; record: SessionRecord }[] = [];
+      for (const e of taken) {
+        const path = join(dir, ownName(e.tag, 'claim'));
+        try {
+          renameSync(join(dir, e.name), path);
+        } catch (err) {
+          if ((err as NodeJS.ErrnoException).code === 'ENOENT') continue; // its writer renamed it meanwhile
+          throw fail('written', err);
+        }
+        const read = readSpooled(path);
+        if (read.error) throw fail('read', read.error);
+        const parsed =
+          read.text === undefined
+            ? { corrupt: { tag: e.tag, field: 'spool', problem: read.problem } }
+            : parseSpooled(read.text, e.tag);
+        if ('corrupt' in parsed) {
+          const kept = join(dir, ownName(e.tag, 'corrupt'));
+          moveAside(path, kept, fail);
+          aside({ ...parsed.corrupt, problem: `${parsed.corrupt.problem} (spool file kept as ${kept})` });
+          continue;
+        }
+        claimed.push({ tag: e.tag, path, record: parsed.record });
+      }
+      claimed.sort((x, y) => x.record.revision - y.record.revision);
+      for (const c of claimed) {
+        const applied = target.apply(c.record);
+        if (applied === 'conflict' || applied === 'unreadable') {
+          const kept = join(dir, ownName(c.tag, 'conflict'));
+          moveAside(c.path, kept, fail);
+          aside({
+            tag: c.tag,
+            field: 'tag',
+            problem:
+              applied === 'conflict'
+                ? `is already in the ledger as another session (other supervisor or creation time); spool file kept as ${kept}`
+                : `is in the ledger as a row it cannot read, so its spooled record was not applied; spool file kept as ${kept}`,
+          });
+          continue;
+        }
+        removed.push(c.path);
+      }
+      return taken.length === SPOOL_CHUNK;
+    });
+    // Committed: the files are in the ledger. One left by a death here is taken in again, unchanged.
+    for (const path of removed) unlinkQuietly(path);
+    result.applied += removed.length;
+    if (!more) return result;
+  }
+}
+
+interface Entry {
+  name: string;
+  tag: string;
+  kind: 'record' | 'tmp' | 'claim' | 'corrupt' | 'conflict';
+  owner?: Owner;
+}
+
+// The spool's own names in `dir` (others are ignored).
+function entries(dir: string, fail: (what: string, err: unknown) => Error): Entry[] {
+  let names: string[];
+  try {
+    names = readdirSync(dir);
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === 'ENOENT') return [];
+    throw fail('read', err);
+  }
+  const out: Entry[] = [];
   for (const name of names) {
     const m = NAME.exec(name);
-    if (!m) continue; // not the spool's
+    if (!m) continue;
     const [, tag = '', kind, pid, start] = m;
-    if (kind === 'corrupt' || kind === 'conflict') {
-      aside({ tag, field: 'spool', problem: `was set aside as ${kind}: ${join(dir, name)}` });
-      continue;
-    }
-    if (kind !== undefined) {
-      const by = { pid: Number(pid), startTime: Number(start) };
-      // A live process's write or claim is its own; one whose process is gone is taken over.
-      if ((by.pid === me.pid && by.startTime === me.startTime) || (by.pid > 1 && isAlive(by))) continue;
-    }
-    const path = join(dir, ownName(tag, 'claim'));
-    try {
-      renameSync(join(dir, name), path);
-    } catch (err) {
-      if ((err as NodeJS.ErrnoException).code === 'ENOENT') continue; // another reader took it
-      throw fail('written', err);
-    }
-    const read = readSpooled(path);
-    if (read.error) throw fail('read', read.error);
-    const parsed =
-      read.text === undefined
-        ? { corrupt: { tag, field: 'spool', problem: read.problem } }
-        : parseSpooled(read.text, tag);
-    if ('corrupt' in parsed) {
-      const kept = join(dir, ownName(tag, 'corrupt'));
-      moveAside(path, kept, fail);
-      aside({ ...parsed.corrupt, problem: `${parsed.corrupt.problem} (spool file kept as ${kept})` });
-      continue;
-    }
-    claimed.push({ tag, path, record: parsed.record });
+    out.push(
+      kind === undefined
+        ? { name, tag, kind: 'record' }
+        : { name, tag, kind: kind as Entry['kind'], owner: { pid: Number(pid), startTime: Number(start) } },
+    );
   }
-  claimed.sort((x, y) => x.record.revision - y.record.revision);
-  for (const c of claimed) {
-    const applied = apply(c.record);
-    if (applied === 'conflict' || applied === 'unreadable') {
-      const kept = join(dir, ownName(c.tag, 'conflict'));
-      moveAside(c.path, kept, fail);
-      aside({
-        tag: c.tag,
-        field: 'tag',
-        problem:
-          applied === 'conflict'
-            ? `is already in the ledger as another session (other supervisor or creation time); spool file kept as ${kept}`
-            : `is in the ledger as a row it cannot read, so its spooled record was not applied; spool file kept as ${kept}`,
-      });
-      continue;
-    }
-    unlinkQuietly(c.path);
-    result.applied++;
-  }
-  return result;
+  return out;
+}
+
+// Under the lock: a record, any claim, and a write in progress whose process is gone (a pid ≤ 1
+// is never taken for a live writer).
+function takeable(e: Entry): boolean {
+  if (e.kind === 'record' || e.kind === 'claim') return true;
+  if (e.kind !== 'tmp' || !e.owner) return false;
+  const me = owner();
+  if (e.owner.pid === me.pid && e.owner.startTime === me.startTime) return false;
+  return !(e.owner.pid > 1 && isAlive(e.owner));
 }
 
 function moveAside(from: string, to: string, fail: (what: string, err: unknown) => Error): void {
@@ -342,8 +417,9 @@ function moveAside(from: string, to: string, fail: (what: string, err: unknown) 
   }
 }
 
-// A claimed file's text; `problem` when it is no regular file (a directory, a FIFO — opened
-// without blocking —, a symlink: never followed), `error` for an errno that is no answer.
+// A claimed file's text; `problem` when it is no file tether wrote (a directory, a FIFO or a
+// socket — opened without blocking —, a symlink — never followed —, or over
+// MAX_SPOOL_FILE_BYTES); `error` for an errno that says the spool cannot be read (EACCES, EIO).
 function readSpooled(path: string): { text?: string; problem: string; error?: unknown } {
   let fd: number;
   try {
@@ -351,10 +427,17 @@ function readSpooled(path: string): { text?: string; problem: string; error?: un
   } catch (err) {
     const code = (err as NodeJS.ErrnoException).code;
     if (code === 'ELOOP') return { problem: 'is a symbolic link, not a file tether wrote' };
+    if (code === 'ENXIO') return { problem: 'is a socket, not a file tether wrote' };
+    if (code === 'EISDIR') return { problem: 'is a directory' };
     return { problem: '', error: err };
   }
   try {
-    if (!fstatSync(fd).isFile()) return { problem: 'is not a regular file' };
+    const st = fstatSync(fd);
+    if (!st.isFile()) return { problem: 'is not a regular file' };
+    if (st.size > MAX_SPOOL_FILE_BYTES)
+      return {
+        problem: `is ${st.size} bytes, more than the ${MAX_SPOOL_FILE_BYTES} a spooled record may hold`,
+      };
     return { text: readFileSync(fd, 'utf8'), problem: '' };
   } catch (err) {
     const code = (err as NodeJS.ErrnoException).code;

@@ -4,7 +4,9 @@
 // better-sqlite3: `tether run` checks its ledger through this file alone.
 import {
   closeSync,
+  constants,
   existsSync,
+  fstatSync,
   lstatSync,
   mkdirSync,
   openSync,
@@ -13,8 +15,8 @@ import {
   type Stats,
   statSync,
 } from 'node:fs';
-import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { ledgerCorrupt, ledgerLocked, ledgerUnavailable } from './store-errors.js';
 
 /** `PRAGMA application_id` of a tether ledger ("teth"): a database with another id is not ours. */
@@ -182,18 +184,32 @@ const APPLICATION_ID_OFFSET = 68;
  * Throws LEDGER_CORRUPT or LEDGER_UNAVAILABLE naming the file; the file is never written.
  */
 export function checkLedgerFile(path: string): void {
+  // The common case in one open: an existing regular file, not a symlink (O_NOFOLLOW), opened
+  // for writing without blocking (a FIFO would block a read-only open). Anything else takes the
+  // full path below, which names what is wrong or creates what is missing.
+  let fd: number | undefined;
   try {
-    makeDirectories(dirname(path));
-  } catch (err) {
-    throw ledgerUnavailable(path, `its directory cannot be created (${errText(err)})`, err);
+    fd = openSync(path, constants.O_RDWR | constants.O_NOFOLLOW | constants.O_NONBLOCK);
+    if (!fstatSync(fd).isFile()) {
+      closeSync(fd);
+      fd = undefined;
+    }
+  } catch {
+    fd = undefined;
   }
-  prepareFile(path);
-  let fd: number;
-  try {
-    fd = openSync(path, 'r+');
-  } catch (err) {
-    const mapped = mapSqliteError(err, path, 'open');
-    throw mapped !== err ? mapped : ledgerUnavailable(path, `it cannot be opened (${errText(err)})`, err);
+  if (fd === undefined) {
+    try {
+      makeDirectories(dirname(path));
+    } catch (err) {
+      throw ledgerUnavailable(path, `its directory cannot be created (${errText(err)})`, err);
+    }
+    prepareFile(path);
+    try {
+      fd = openSync(path, 'r+');
+    } catch (err) {
+      const mapped = mapSqliteError(err, path, 'open');
+      throw mapped !== err ? mapped : ledgerUnavailable(path, `it cannot be opened (${errText(err)})`, err);
+    }
   }
   const header = Buffer.alloc(HEADER_BYTES);
   let length: number;
@@ -261,12 +277,23 @@ function addonPlaces(): string[] {
  * spool records nothing can read). An addon built for another Node is only found when it loads.
  */
 export function checkSqliteAddon(path: string): void {
-  let root: string;
-  try {
-    root = dirname(createRequire(import.meta.url).resolve('better-sqlite3/package.json'));
-  } catch (err) {
-    throw addonUnavailable(path, `better-sqlite3 is not installed: ${errText(err)}`, err);
-  }
+  const root = packageRoot('better-sqlite3');
+  if (root === undefined)
+    throw addonUnavailable(
+      path,
+      'better-sqlite3 is not installed (no node_modules/better-sqlite3 above tether)',
+    );
   if (!addonPlaces().some((place) => existsSync(join(root, place))))
     throw addonUnavailable(path, `better_sqlite3.node is not built under ${root}`);
+}
+
+// The directory of package `name` as Node's resolution finds it from this file: the nearest
+// `node_modules/<name>/package.json` up the tree (a walk of a few stats, cheaper in a fresh
+// process than a resolver).
+function packageRoot(name: string): string | undefined {
+  for (let dir = dirname(fileURLToPath(import.meta.url)); ; dir = dirname(dir)) {
+    const root = join(dir, 'node_modules', name);
+    if (existsSync(join(root, 'package.json'))) return root;
+    if (dirname(dir) === dir) return undefined;
+  }
 }

@@ -145,6 +145,10 @@ export class SqliteStore implements LedgerStore {
   }
 
   async insert(record: SessionRecord): Promise<boolean> {
+    return this.insertSync(record);
+  }
+
+  insertSync(record: SessionRecord): boolean {
     this.ingest();
     return this.run('write', () => this.insertRow(record));
   }
@@ -187,27 +191,30 @@ export class SqliteStore implements LedgerStore {
    * when the spool cannot be read or written, or what the write throws (LEDGER_LOCKED…).
    */
   ingest(onCorrupt?: ListFilter['onCorrupt']): Ingested {
-    return ingestSpool(this.spool, this.location, (record) => this.applySpooled(record), onCorrupt);
+    return ingestSpool(
+      this.spool,
+      this.location,
+      {
+        transaction: (fn) => this.run('write', () => this.db.transaction(fn).immediate()),
+        apply: (record) => this.applySpooled(record),
+      },
+      onCorrupt,
+    );
   }
 
+  // One spooled record, inside ingestSpool's transaction.
   private applySpooled(spooled: SessionRecord): Applied {
-    return this.run('write', () =>
-      this.db
-        .transaction((): Applied => {
-          let current: SessionRecord | null;
-          try {
-            current = this.getRow(spooled.tag);
-          } catch {
-            return 'unreadable'; // the ledger's own row: the spooled copy is kept aside, not applied
-          }
-          if (current === null) return this.insertRow(spooled) ? 'inserted' : 'conflict';
-          const merged = mergeSpooled(current, spooled);
-          if (merged === 'conflict') return 'conflict';
-          if (merged === null) return 'unchanged';
-          return this.updateRow(spooled.tag, current.revision, merged) ? 'merged' : 'conflict';
-        })
-        .immediate(),
-    );
+    let current: SessionRecord | null;
+    try {
+      current = this.getRow(spooled.tag);
+    } catch {
+      return 'unreadable'; // the ledger's own row: the spooled copy is kept aside, not applied
+    }
+    if (current === null) return this.insertRow(spooled) ? 'inserted' : 'conflict';
+    const merged = mergeSpooled(current, spooled);
+    if (merged === 'conflict') return 'conflict';
+    if (merged === null) return 'unchanged';
+    return this.updateRow(spooled.tag, current.revision, merged) ? 'merged' : 'conflict';
   }
 
   private insertRow(record: SessionRecord): boolean {

@@ -123,6 +123,11 @@ export interface LedgerStore {
   readonly location: string;
   /** Adds a new record (revision 1). Resolves false when the tag is already there. */
   insert(record: SessionRecord): Promise<boolean>;
+  /**
+   * `insert`, done before it returns, for a store whose write is synchronous (SQLite, the spool):
+   * `Ledger.beginSync` uses it. Throws what `insert` rejects with. A networked store has none.
+   */
+  insertSync?(record: SessionRecord): boolean;
   /** Rejects with LEDGER_CORRUPT (naming the tag and the field) when the row is no valid record. */
   get(tag: string): Promise<SessionRecord | null>;
   /** Records, oldest first; a row that is no valid record is skipped and given to `filter.onCorrupt`. */

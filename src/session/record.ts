@@ -127,6 +127,21 @@ export class SessionRecorder {
     return this.began;
   }
 
+  /**
+   * `begin`, written before it returns (`Ledger.beginSync`: SQLite, the spool); throws the
+   * ledger's error, and then the session is not recorded (a later `begin` may try again).
+   */
+  beginSync(command: string[], leaseMs?: number): void {
+    if (this.began) return;
+    this.ledger.beginSync({
+      tag: this.tag,
+      location: this.location,
+      command,
+      ...(leaseMs ? { leaseMs } : {}),
+    });
+    this.began = Promise.resolve();
+  }
+
   /** True once `begin` was called. */
   get begun(): boolean {
     return this.began !== undefined;

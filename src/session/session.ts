@@ -86,6 +86,15 @@ export interface SessionOptions {
    * `LEDGER_WRITE_FAILED` warning of the report, never a lost sweep.
    */
   ledger?: Ledger;
+  /**
+   * With `ledger`: the first command starts only once its begin is written, and a begin that
+   * fails stops it before it starts — `spawn` throws the ledger's error (`LEDGER_CORRUPT`,
+   * `LEDGER_UNAVAILABLE`…). The begin is written while the helper starts, before the payload's
+   * go (`tether run` uses this). Needs a store that writes synchronously (SQLite, the spool), or
+   * `await session.begin(argv)` before the first `spawn`. Default false: a failed begin is a
+   * warning of the report and the command runs.
+   */
+  ledgerRequired?: boolean;
 }
 
 /**
@@ -257,6 +266,15 @@ export class Session {
     return this.recorder ? this.recorder.begin([...command], leaseMs) : Promise.resolve();
   }
 
+  // The session's begin, done once the helper process is spawned and before the payload's go
+  // (or before a direct spawn): with `ledgerRequired` written synchronously, and what it throws
+  // stops the start; otherwise not awaited (a failure is the report's warning at the end).
+  private recordStart(argv: string[]): void {
+    if (!this.recorder || this.recorder.begun) return;
+    if (this.options.ledgerRequired) this.recorder.beginSync(argv);
+    else void this.begin(argv).catch(() => {});
+  }
+
   /** True once `end()` has begun. */
   get ended(): boolean {
     return this.ending !== undefined;
@@ -275,7 +293,8 @@ export class Session {
    * Starts `command` with `args` in this session (no shell), through the helper unless the
    * containment says otherwise. Throws `TetherError` `SESSION_ENDED` once `end()` has begun,
    * `CONTAINMENT_UNAVAILABLE` when a layer the containment lists cannot be had (the message
-   * says why). A start failure does not throw: `exited` resolves with `error` (`SPAWN_FAILED`).
+   * says why), and with `ledgerRequired` the ledger's error when the begin cannot be written
+   * (nothing started). A start failure does not throw: `exited` resolves with `error` (`SPAWN_FAILED`).
    */
   // biome-ignore lint/complexity/noBannedTypes: no options, the default encoding.
   spawn<O extends CommandOptions = {}>(
@@ -286,16 +305,16 @@ export class Session {
     if (this.ending)
       throw new TetherError('SESSION_ENDED', `session ${this.tag.name} has ended: cannot spawn ${command}`);
     checkCommand(command, args, options);
-    // Recorded before anything starts (a failure here is the report's warning at the end).
-    if (this.recorder && !this.recorder.begun) void this.begin([command, ...args]).catch(() => {});
     const started = performance.now();
+    const record = () => this.recordStart([command, ...args]);
     const env = this.env(options.env);
     const stdio = options.stdio ?? 'pipe';
     // A NUL byte cannot pass execve(2): refused before any process, naming where it is.
     const nul = nulByteIn(command, args, env);
     let thrown: unknown =
       nul && Object.assign(new Error(`${nul} holds a NUL byte`), { code: 'ERR_INVALID_ARG_VALUE' });
-    const helped = nul ? undefined : this.startHelped(command, args, options, env, stdio);
+    if (nul) record();
+    const helped = nul ? undefined : this.startHelped(command, args, options, env, stdio, record);
     const failed = helped instanceof HelperStartError ? helped : undefined;
     const helper = failed ? undefined : (helped as Helper | undefined);
     this.helpers.releaseIdle(); // after the start: the new helper now guards the cgroup
@@ -309,6 +328,7 @@ export class Session {
       thrown = failed.thrown;
       child = unstarted();
     } else {
+      record(); // not yet, when no helper started
       try {
         child = spawnChild(command, args, { cwd: options.cwd, env, stdio });
       } catch (error) {
@@ -476,6 +496,7 @@ export class Session {
     options: CommandOptions,
     env: NodeJS.ProcessEnv,
     stdio: StdioOptions,
+    whileStarting: () => void,
   ): Helper | HelperStartError | undefined {
     if (this.plan.helper === 'off') return undefined;
     try {
@@ -495,6 +516,7 @@ export class Session {
         pidns: this.plan.pidns,
         procRoot: this.procRoot,
         onWarning: (warning) => this.helperWarned(warning, command),
+        whileStarting,
       });
       this.helpers.add(helper);
       this.layers.add('subreaper');
@@ -502,12 +524,12 @@ export class Session {
       if (this.plan.pidns) this.layers.add('pid-namespace');
       return helper;
     } catch (error) {
-      if (!(error instanceof HelperStartError)) throw error;
       // A cgroup made for this first command is not left behind for a session that may never end.
       if (this.helpers.size === 0 && this.cgroup && removeCgroup(this.cgroup.path)) {
         this.cgroup = undefined;
         this.cgroupTried = false;
       }
+      if (!(error instanceof HelperStartError)) throw error; // whileStarting's (the ledger's)
       // The command itself would fail the same way: its own start failure says why.
       if (error.kind === 'spawn-failed') return error;
       if (this.plan.helper === 'required') throw new TetherError('CONTAINMENT_UNAVAILABLE', error.message);
@@ -825,6 +847,9 @@ export function checkSessionOptions(options: unknown): void {
     throw invalid('collectPorts', collectPorts, 'true or false');
   if (ledger !== undefined && typeof (ledger as { begin?: unknown } | null)?.begin !== 'function')
     throw invalid('ledger', ledger, 'a Ledger (await Ledger.open(path or URL))');
+  const { ledgerRequired } = options as Record<string, unknown>;
+  if (ledgerRequired !== undefined && typeof ledgerRequired !== 'boolean')
+    throw invalid('ledgerRequired', ledgerRequired, 'true or false');
 }
 
 function invalid(option: string, value: unknown, expected: string): TetherError {

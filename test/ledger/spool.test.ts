@@ -4,21 +4,26 @@
 // ledger; ground truth from the files themselves and /proc.
 import { execFile, execFileSync } from 'node:child_process';
 import {
+  closeSync,
   existsSync,
+  ftruncateSync,
   mkdirSync,
+  openSync,
   readdirSync,
   readFileSync,
   renameSync,
+  rmSync,
   statSync,
   symlinkSync,
   writeFileSync,
 } from 'node:fs';
+import { createServer } from 'node:net';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import Database from 'better-sqlite3';
 import { afterEach, describe, expect, it } from 'vitest';
 import { Ledger } from '../../src/ledger/index.js';
-import { SpoolStore, spoolDirOf } from '../../src/ledger/spool.js';
+import { MAX_SPOOL_FILE_BYTES, SpoolStore, spoolDirOf } from '../../src/ledger/spool.js';
 import type { CorruptRow } from '../../src/ledger/types.js';
 import { createTag } from '../../src/proc/tag.js';
 import { goneSupervisor, recoverCli } from '../recover/support.js';
@@ -31,6 +36,36 @@ const CLI = join(ROOT, 'bin/tether.js');
 const execFileP = promisify(execFile);
 
 afterEach(() => cleanup());
+
+const mounts: string[] = [];
+afterEach(() => {
+  for (const dir of mounts.splice(0)) execFileSync('umount', ['-l', dir]);
+});
+
+// A 64 KiB tmpfs, unmounted after the test.
+function smallTmpfs(): string {
+  const dir = tempDir();
+  execFileSync('mount', ['-t', 'tmpfs', '-o', 'size=64k', 'tmpfs', dir]);
+  mounts.push(dir);
+  return dir;
+}
+
+// Fills `dir`'s filesystem with 4 KiB files until ENOSPC, then frees `bytes` of them.
+function fillLeaving(dir: string, bytes: number): void {
+  const made: string[] = [];
+  for (let i = 0; ; i++) {
+    const f = join(dir, `fill-${i}`);
+    try {
+      writeFileSync(f, Buffer.alloc(4096));
+      made.push(f);
+    } catch (err) {
+      expect((err as NodeJS.ErrnoException).code).toBe('ENOSPC');
+      rmSync(f, { force: true });
+      break;
+    }
+  }
+  for (const f of made.slice(-(bytes / 4096))) rmSync(f);
+}
 
 async function tether(args: string[], env: NodeJS.ProcessEnv = process.env, node: string[] = []) {
   try {
@@ -210,28 +245,91 @@ describe('taking the spool in', () => {
     expect(new Set(records.map((r) => r.state))).toEqual(new Set(['succeeded']));
   });
 
-  it("a claim left by a reader that died is taken over; another live process's claim is left to it", async () => {
+  it("under the write lock every claim is taken over: a dead reader's, a live process's, a forged one; a live writer's write in progress is left", async () => {
     const dir = tempDir();
     const db = join(dir, 'ledger.db');
     const writer = await Ledger.open(db, { spool: true });
-    const tag = createTag().name;
-    await writer.begin({ tag, command: ['true'], location: { kind: 'local' } });
-    await writer.end(tag, { exitCode: 0, signal: null, error: null }, 'succeeded');
     const dead = await goneSupervisor(); // a pid + start time that name nothing now
     const live = identityOf(process.ppid);
     if (!live) throw new Error('premise broken: no parent');
     const spool = spoolDirOf(db);
-    const other = createTag().name;
-    await writer.begin({ tag: other, command: ['true'], location: { kind: 'local' } });
-    renameSync(join(spool, `${tag}.json`), join(spool, `${tag}.json.claim-${dead.pid}-${dead.startTime}-0`));
-    const liveClaim = `${other}.json.claim-${live.pid}-${live.startTime}-0`;
-    renameSync(join(spool, `${other}.json`), join(spool, liveClaim));
+    const tags = [createTag().name, createTag().name, createTag().name];
+    for (const tag of tags) {
+      await writer.begin({ tag, command: ['true'], location: { kind: 'local' } });
+      await writer.end(tag, { exitCode: 0, signal: null, error: null }, 'succeeded');
+    }
+    const [a = '', b = '', c = ''] = tags;
+    renameSync(join(spool, `${a}.json`), join(spool, `${a}.json.claim-${dead.pid}-${dead.startTime}-0`));
+    renameSync(join(spool, `${b}.json`), join(spool, `${b}.json.claim-${live.pid}-${live.startTime}-0`));
+    renameSync(join(spool, `${c}.json`), join(spool, `${c}.json.claim-0-0-0`));
+    const inProgress = `${createTag().name}.json.tmp-${live.pid}-${live.startTime}-0`;
+    writeFileSync(join(spool, inProgress), '{"half": ');
 
     const ledger = await Ledger.open(db);
-    expect((await ledger.get(tag))?.state).toBe('succeeded');
-    expect(await ledger.get(other)).toBeNull();
-    expect(spooled(db)).toEqual([liveClaim]);
+    for (const tag of tags) expect((await ledger.get(tag))?.state, tag).toBe('succeeded');
+    expect(spooled(db)).toEqual([inProgress]);
     await ledger.close();
+  });
+
+  it('a reader that failed halfway (the ledger locked) leaves nothing stranded: its next read takes the file in', async () => {
+    const dir = tempDir();
+    const db = join(dir, 'ledger.db');
+    const gate = join(dir, 'gate');
+    const ledger = await Ledger.open(db, { busyTimeoutMs: 100 });
+    const writer = await Ledger.open(db, { spool: true });
+    const tag = createTag().name;
+    await writer.begin({ tag, command: ['true'], location: { kind: 'local' } });
+    const locker = runNode([
+      '-e',
+      `const D = require(${JSON.stringify(join(ROOT, 'node_modules/better-sqlite3'))});
+       const db = new D(${JSON.stringify(db)}); db.exec('BEGIN EXCLUSIVE'); console.log('HOLDING');
+       const t = setInterval(() => { if (require('node:fs').existsSync(${JSON.stringify(gate)})) { db.exec('COMMIT'); process.exit(0); } }, 20);
+       setTimeout(() => process.exit(3), 20000);`,
+    ]);
+    await waitFor('the lock to be held', () => /HOLDING/.test(locker.stdout), 15_000);
+    await expect(ledger.list()).rejects.toMatchObject({ code: 'LEDGER_LOCKED' });
+    writeFileSync(gate, '');
+    expect((await locker.done).code).toBe(0);
+    expect((await ledger.get(tag))?.state).toBe('running');
+    expect(spooled(db)).toEqual([]);
+    await ledger.close();
+  });
+
+  it('recover waits for a reader holding a claim, and never records recovered over a spooled end', async () => {
+    const dir = tempDir();
+    const db = join(dir, 'ledger.db');
+    const writer = await Ledger.open(db, { spool: true });
+    const tag = createTag().name;
+    const gate = join(dir, 'gate');
+    const gone = await goneSupervisor();
+    await writer.begin({ tag, command: ['true'], location: { kind: 'local' }, supervisor: gone });
+    const reader = await Ledger.open(db);
+    expect((await reader.get(tag))?.state).toBe('running'); // the begin taken in
+    await reader.close();
+    await writer.end(tag, { exitCode: 0, signal: null, error: null }, 'succeeded');
+    // A reader mid-ingest: the write lock held, the end claimed and not yet applied.
+    const spool = spoolDirOf(db);
+    const holder = runNode([
+      '-e',
+      `const fs = require('node:fs'); const D = require(${JSON.stringify(join(ROOT, 'node_modules/better-sqlite3'))});
+       const db = new D(${JSON.stringify(db)}); db.exec('BEGIN IMMEDIATE');
+       const start = fs.readFileSync('/proc/self/stat', 'latin1').split(') ')[1].split(' ')[19];
+       fs.renameSync(${JSON.stringify(join(spool, `${tag}.json`))}, ${JSON.stringify(join(spool, `${tag}.json.claim-`))} + process.pid + '-' + start + '-0');
+       console.log('CLAIMED');
+       setInterval(() => { if (fs.existsSync(${JSON.stringify(gate)})) { db.exec('ROLLBACK'); process.exit(0); } }, 20);
+       setTimeout(() => process.exit(3), 20000);`,
+    ]);
+    await waitFor('the claim under the lock', () => /CLAIMED/.test(holder.stdout), 15_000);
+    const recovering = recoverCli(db);
+    await new Promise((r) => setTimeout(r, 500)); // recover is waiting for the lock by now
+    writeFileSync(gate, '');
+    expect((await holder.done).code, holder.stderr).toBe(0);
+    const r = await recovering;
+    expect(r.code, r.stderr).toBe(0);
+    expect(r.json.sessions.filter((s: { tag: string }) => s.tag === tag)).toEqual([]);
+    const after = await Ledger.open(db);
+    expect((await after.get(tag))?.state).toBe('succeeded');
+    await after.close();
   });
 
   it('keeps the transition table: an operator cancel beats a spooled failure, a spooled ambiguous end beats the cancel', async () => {
@@ -288,7 +386,7 @@ describe('taking the spool in', () => {
     await ledger.close();
   });
 
-  it('a FIFO, a directory and a symlink in the spool are set aside without blocking or following', async () => {
+  it('a FIFO, a directory, a symlink, a socket and an oversized file in the spool are set aside without blocking, following or reading', async () => {
     const dir = tempDir();
     const db = join(dir, 'ledger.db');
     SpoolStore.open(db);
@@ -299,12 +397,45 @@ describe('taking the spool in', () => {
     const target = join(dir, 'elsewhere');
     writeFileSync(target, 'not spooled by tether');
     symlinkSync(target, join(spool, `${link}.json`));
+    // A socket (open(2): ENXIO) and a sparse file past MAX_SPOOL_FILE_BYTES (never read).
+    const [socket, huge] = [createTag().name, createTag().name];
+    const server = createServer();
+    await new Promise<void>((resolve) => server.listen(join(spool, `${socket}.json`), resolve));
+    const fd = openSync(join(spool, `${huge}.json`), 'w');
+    ftruncateSync(fd, MAX_SPOOL_FILE_BYTES + 1);
+    closeSync(fd);
+    const good = createTag().name;
+    await new Ledger(SpoolStore.open(db)).begin({
+      tag: good,
+      command: ['true'],
+      location: { kind: 'local' },
+    });
     const ledger = await Ledger.open(db);
     const corrupt: CorruptRow[] = [];
-    expect(await ledger.list({ onCorrupt: (row) => corrupt.push(row) })).toEqual([]);
-    expect(corrupt.map((c) => c.tag).sort()).toEqual([fifo, directory, link].sort());
+    expect((await ledger.list({ onCorrupt: (row) => corrupt.push(row) })).map((r) => r.tag)).toEqual([good]);
+    server.close();
+    expect(corrupt.map((c) => c.tag).sort()).toEqual([fifo, directory, link, socket, huge].sort());
     expect(spooled(db).every((f) => f.includes('.corrupt-'))).toBe(true);
     expect(readFileSync(target, 'utf8')).toBe('not spooled by tether');
+    await ledger.close();
+  });
+
+  it('a spool directory that is a symbolic link is never followed: LEDGER_UNAVAILABLE, and what it points to is left', async () => {
+    const dir = tempDir();
+    const db = join(dir, 'ledger.db');
+    const elsewhere = join(dir, 'elsewhere');
+    mkdirSync(elsewhere);
+    const other = await Ledger.open(join(dir, 'other.db'), { spool: true });
+    const tag = createTag().name;
+    await other.begin({ tag, command: ['true'], location: { kind: 'local' } });
+    renameSync(join(spoolDirOf(join(dir, 'other.db')), `${tag}.json`), join(elsewhere, `${tag}.json`));
+    symlinkSync(elsewhere, spoolDirOf(db));
+    const ledger = await Ledger.open(db);
+    await expect(ledger.list()).rejects.toMatchObject({
+      code: 'LEDGER_UNAVAILABLE',
+      message: expect.stringContaining('is not a directory (a symbolic link is never followed)'),
+    });
+    expect(readdirSync(elsewhere)).toEqual([`${tag}.json`]);
     await ledger.close();
   });
 
@@ -330,26 +461,36 @@ describe('taking the spool in', () => {
     await ledger.close();
   });
 
-  it('a full filesystem stops tether run with 125 before the payload, naming the ledger and its spool', async () => {
-    const dir = tempDir();
-    execFileSync('mount', ['-t', 'tmpfs', '-o', 'size=64k', 'tmpfs', dir]);
-    try {
-      const db = join(dir, 'ledger.db');
-      SpoolStore.open(db); // the spool directory exists; then the filesystem fills up
-      try {
-        writeFileSync(join(dir, 'fill'), Buffer.alloc(1024 * 1024));
-      } catch (err) {
-        expect((err as NodeJS.ErrnoException).code).toBe('ENOSPC');
-      }
-      const marker = join(tempDir(), 'ran');
-      const r = await tether(['run', '--ledger', db, '--', 'touch', marker]);
-      expect(r.code, r.stderr).toBe(125);
-      expect(r.stderr).toContain(`spool ${spoolDirOf(db)} cannot be written`);
-      expect(r.stderr).toMatch(/ENOSPC/);
-      expect(existsSync(marker), 'the payload ran with a full spool').toBe(false);
-      expect(spooled(db).filter((f) => !f.includes('.tmp-'))).toEqual([]);
-    } finally {
-      execFileSync('umount', ['-l', dir]);
-    }
+  it('a nearly full filesystem: a begin that does not fit stops the run (125) and leaves no partial record', async () => {
+    const dir = smallTmpfs();
+    const db = join(dir, 'ledger.db');
+    SpoolStore.open(db); // the spool directory exists; then the filesystem fills up
+    fillLeaving(dir, 8192);
+    const marker = join(tempDir(), 'ran');
+    const long = 'x'.repeat(30_000); // the begin (its argv) is larger than what is left
+    const r = await tether(['run', '--ledger', db, '--', 'sh', '-c', `touch ${marker}`, long]);
+    expect(r.code, r.stderr).toBe(125);
+    expect(r.stderr).toContain(`spool ${spoolDirOf(db)} cannot be written`);
+    expect(r.stderr).toMatch(/ENOSPC/);
+    expect(existsSync(marker), 'the payload ran with a full spool').toBe(false);
+    expect(spooled(db), 'a partial record was left').toEqual([]);
+  });
+
+  it('an end that does not fit is a LEDGER_WRITE_FAILED warning, and the begin stays whole for recover', async () => {
+    const dir = smallTmpfs();
+    const db = join(dir, 'ledger.db');
+    // The begin fits. The payload leaves 100 processes (the end's report names each: well over
+    // 8 KiB) and fills the filesystem to 8 KiB free: the end's write is short, then ENOSPC.
+    const fill = `i=0; while dd if=/dev/zero of=${dir}/f$i bs=4096 count=1 2>/dev/null; do i=$((i+1)); done; rm -f ${dir}/f$i ${dir}/f0 ${dir}/f1`;
+    const leave = 'for i in $(seq 100); do setsid sleep 60 </dev/null >/dev/null 2>&1 & done';
+    const r = await tether(['run', '--ledger', db, '--json', '--', 'sh', '-c', `${leave}; ${fill}; exit 0`]);
+    expect(r.code, r.stderr).toBe(0);
+    const report = JSON.parse(r.stderr.trim().split('\n').at(-1) ?? ''); // --json: the report on stderr
+    expect(report.stopped.length).toBe(100);
+    expect(report.warnings.map((w: { code: string }) => w.code)).toContain('LEDGER_WRITE_FAILED');
+    const files = spooled(db);
+    expect(files).toHaveLength(1);
+    const row = JSON.parse(readFileSync(join(spoolDirOf(db), files[0] as string), 'utf8'));
+    expect(row.state).toBe('running');
   });
 });
