@@ -1,9 +1,12 @@
 // Sessions recorded in a real SQLite ledger: the begin lands before the payload runs (the
 // payload itself reads the ledger file), each end gets the state the outcome rules give, and a
 // ledger that fails after the payload started costs no sweep.
+import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { Ledger } from '../../src/ledger/index.js';
+import { spoolDirOf } from '../../src/ledger/spool.js';
+import type { LedgerStore, SessionRecord } from '../../src/ledger/types.js';
 import { sessionEnd } from '../../src/session/record.js';
 import { Session } from '../../src/session/session.js';
 import { spawn } from '../../src/session/spawn.js';
@@ -100,6 +103,69 @@ describe('a session with a ledger', () => {
     const warning = report.warnings.find((w) => w.code === 'LEDGER_WRITE_FAILED');
     expect(warning?.message).toContain(path);
     expect(proc.pid && identityOf(proc.pid)).toBeFalsy();
+  });
+
+  it('ledgerRequired: a begin that cannot be written stops the command before it starts, through the helper and without it', async () => {
+    const dir = tempDir();
+    const bad = join(dir, 'notes.db');
+    writeFileSync(bad, 'not a database\n');
+    for (const containment of [undefined, ['env-tag'] as const]) {
+      const marker = join(dir, `ran-${containment ? 'direct' : 'helper'}`);
+      const s = new Session({
+        ledger: await Ledger.open(bad, { spool: true }),
+        ledgerRequired: true,
+        ...(containment ? { containment: [...containment] } : {}),
+      });
+      expect(() => s.spawn('touch', [marker])).toThrow(expect.objectContaining({ code: 'LEDGER_CORRUPT' }));
+      const report = await s.end();
+      expect(report.ok, JSON.stringify(report.warnings)).toBe(true);
+      expect(existsSync(marker), 'the command ran unrecorded').toBe(false);
+    }
+    expect(readFileSync(bad, 'utf8')).toBe('not a database\n');
+  });
+
+  it('ledgerRequired: the spool holds the running record when the payload starts', async () => {
+    const dir = tempDir();
+    const path = join(dir, 'ledger.db');
+    const s = new Session({ ledger: await Ledger.open(path, { spool: true }), ledgerRequired: true });
+    const proc = s.spawn('sh', [
+      '-c',
+      `cat ${spoolDirOf(path)}/$(env | grep -o '^TETHER_SESSION_[0-9a-f]*' | head -1).json`,
+    ]);
+    let out = '';
+    proc.stdout?.on('data', (d: Buffer) => {
+      out += d.toString();
+    });
+    expect((await proc.exited).exitCode, out).toBe(0);
+    expect(JSON.parse(out)).toMatchObject({ tag: s.tag.name, state: 'running' });
+    await s.end();
+  });
+
+  it('ledgerRequired with a store that writes asynchronously and no awaited begin is INVALID_OPTION; a bad value names the option', async () => {
+    const records = new Map<string, SessionRecord>();
+    const store: LedgerStore = {
+      location: 'memory://test',
+      insert: async (r) => !records.has(r.tag) && Boolean(records.set(r.tag, r)),
+      get: async (tag) => records.get(tag) ?? null,
+      list: async () => [...records.values()],
+      compareAndSet: async (tag, expected, next) => {
+        if (records.get(tag)?.revision !== expected) return false;
+        records.set(tag, next);
+        return true;
+      },
+      close: async () => {},
+    };
+    const s = new Session({ ledger: new Ledger(store), ledgerRequired: true });
+    expect(() => s.spawn('true')).toThrow(expect.objectContaining({ code: 'INVALID_OPTION' }));
+    await s.end();
+    const awaited = new Session({ ledger: new Ledger(store), ledgerRequired: true });
+    await awaited.begin(['true']);
+    expect((await awaited.spawn('true').exited).exitCode).toBe(0);
+    await awaited.end();
+    expect(records.get(awaited.tag.name)?.state).toBe('succeeded');
+    expect(() => new Session({ ledgerRequired: 'yes' as never })).toThrow(
+      /invalid ledgerRequired: .*true or false/,
+    );
   });
 });
 
