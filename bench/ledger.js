@@ -4,8 +4,6 @@
 //    SQLite ledger vs `--no-ledger`, interleaved in one run (target: ≤ 1 ms added). It records
 //    through the ledger's spool (docs/ledger.md, "The spool"); the median of the paired
 //    differences is printed beside the difference of the medians.
-// 1b. The ledger's own steps in a fresh process, timed inside it: the spool opened, a begin and
-//    an end written, as `tether run` does (its modules are loaded by `--no-ledger` too).
 // 2. The same cost inside one process: `spawn('true', { ledger })` vs `spawn('true')`, interleaved.
 // 3. `recover()` over 100 dead sessions (their supervisor gone, nothing left running).
 import { execFileSync } from 'node:child_process';
@@ -20,7 +18,6 @@ import { recover } from '../dist/recover/index.js';
 import { fmt, log, median, quantile, ROOT } from './lib.js';
 
 const CLI_REPS = Number(process.env.BENCH_LEDGER_CLI_REPS ?? 101);
-const FRESH_REPS = Number(process.env.BENCH_LEDGER_FRESH_REPS ?? 41);
 const LIB_REPS = Number(process.env.BENCH_LEDGER_LIB_REPS ?? 201);
 const DEAD = Number(process.env.BENCH_LEDGER_DEAD ?? 100);
 const TARGET_MS = 1;
@@ -45,27 +42,6 @@ for (let i = 0; i < CLI_REPS; i++) {
 }
 const cliAdded = median(cliWith) - median(cliWithout);
 const cliPaired = median(cliWith.map((w, i) => w - cliWithout[i]));
-
-// 1b. The spool's steps in fresh processes (cold code, as in a run).
-const freshScript = `
-  const { Ledger } = await import(${JSON.stringify(join(ROOT, 'dist/ledger/ledger.js'))});
-  const { createTag } = await import(${JSON.stringify(join(ROOT, 'dist/proc/tag.js'))});
-  const t = performance.now();
-  const ledger = await Ledger.open(process.argv[1], { spool: true });
-  const tag = createTag().name;
-  await ledger.begin({ tag, command: ['true'], location: { kind: 'local' } });
-  await ledger.end(tag, { exitCode: 0, signal: null, error: null }, 'succeeded');
-  await ledger.close();
-  process.stdout.write(String(performance.now() - t));`;
-const fresh = [];
-for (let i = 0; i < FRESH_REPS; i++)
-  fresh.push(
-    Number(
-      execFileSync(process.execPath, ['--input-type=module', '-e', freshScript, join(dir, 'fresh.db')], {
-        encoding: 'utf8',
-      }),
-    ),
-  );
 
 // 2. In one process: the same session with and without a ledger.
 const ledger = await Ledger.open(join(dir, 'lib.db'));
@@ -110,8 +86,6 @@ log(`  ${row('--no-ledger', cliWithout)}`);
 log(
   `  added by the ledger: ${fmt(cliAdded)} ms at p50 (target ≤ ${TARGET_MS} ms); median of the paired differences ${fmt(cliPaired)} ms`,
 );
-log(`the spool's steps (open, begin, end) in ${FRESH_REPS} fresh processes, timed inside:`);
-log(`  ${row('open + begin + end', fresh)}`);
 log(`spawn('true') in one process, ${LIB_REPS} each, interleaved:`);
 log(`  ${row('{ ledger } (SQLite)', libWith)}`);
 log(`  ${row('no ledger', libWithout)}`);
