@@ -165,6 +165,19 @@ export function errText(err: unknown): string {
     : String(e?.message ?? err);
 }
 
+/**
+ * Makes the ledger file's directory (mode 0700, `makeDirectories`) and checks or creates the file
+ * (`prepareFile`). Throws LEDGER_UNAVAILABLE naming the file.
+ */
+export function preparePath(path: string): void {
+  try {
+    makeDirectories(dirname(path));
+  } catch (err) {
+    throw ledgerUnavailable(path, `its directory cannot be created (${errText(err)})`, err);
+  }
+  prepareFile(path);
+}
+
 // The first 100 bytes of a SQLite database (https://www.sqlite.org/fileformat.html, "The
 // Database Header"): the magic string, then big-endian fields; user_version at 60 and
 // application_id at 68.
@@ -198,12 +211,7 @@ export function checkLedgerFile(path: string): void {
     fd = undefined;
   }
   if (fd === undefined) {
-    try {
-      makeDirectories(dirname(path));
-    } catch (err) {
-      throw ledgerUnavailable(path, `its directory cannot be created (${errText(err)})`, err);
-    }
-    prepareFile(path);
+    preparePath(path);
     try {
       fd = openSync(path, 'r+');
     } catch (err) {

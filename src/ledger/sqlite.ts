@@ -2,7 +2,6 @@
 // WAL (readers never wait for the writer), a busy timeout, a schema versioned by
 // `PRAGMA user_version` and migrated forward in one transaction; a file it cannot read is
 // refused with LEDGER_CORRUPT and never rewritten.
-import { dirname } from 'node:path';
 import Database from 'better-sqlite3';
 import { COLUMNS, fromRow, recordsOf, type SessionRow, toRow } from './rows.js';
 import { type Applied, type Ingested, ingestSpool, mergeSpooled, spoolDirOf } from './spool.js';
@@ -10,13 +9,12 @@ import {
   addonUnavailable,
   errText,
   MIGRATIONS,
-  makeDirectories,
   mapSqliteError,
-  prepareFile,
+  preparePath,
   SQLITE_APPLICATION_ID,
   SQLITE_SCHEMA_VERSION,
 } from './sqlite-file.js';
-import { ledgerCorrupt, ledgerUnavailable, type StoreHooks } from './store-errors.js';
+import { ledgerCorrupt, type StoreHooks } from './store-errors.js';
 import type { LedgerStore, ListFilter, SessionRecord } from './types.js';
 
 /**
@@ -65,12 +63,7 @@ export class SqliteStore implements LedgerStore {
     this.hooks = options.hooks ?? {};
     this.spool = spoolDirOf(path);
     const target = options.schemaVersion ?? SQLITE_SCHEMA_VERSION;
-    try {
-      makeDirectories(dirname(path));
-    } catch (err) {
-      throw ledgerUnavailable(path, `its directory cannot be created (${errText(err)})`, err);
-    }
-    prepareFile(path);
+    preparePath(path);
     try {
       this.db = new Database(path, { timeout: this.busyTimeoutMs });
     } catch (err) {

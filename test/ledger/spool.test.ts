@@ -147,16 +147,8 @@ describe('tether run through the spool', () => {
     const dir = tempDir();
     const db = join(dir, 'ledger.db');
     const pidfile = join(dir, 'left');
-    const run = runNode([
-      CLI,
-      'run',
-      '--ledger',
-      db,
-      '--',
-      'sh',
-      '-c',
-      `setsid sleep 600 </dev/null >/dev/null 2>&1 & echo $! > ${pidfile}; exec sleep 600`,
-    ]);
+    const leave = `setsid sleep 600 </dev/null >/dev/null 2>&1 & echo $! > ${pidfile}; exec sleep 600`;
+    const run = runNode([CLI, 'run', '--ledger', db, '--', 'sh', '-c', leave]);
     await waitFor(
       'the leftover',
       () => existsSync(pidfile) && readFileSync(pidfile, 'utf8').trim() !== '',
