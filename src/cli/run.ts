@@ -153,9 +153,10 @@ async function runSession(plan: RunPlan, events: EventLog | undefined): Promise<
   try {
     proc = s.spawn(plan.command, plan.args, { stdio: 'inherit' });
   } catch (error) {
-    if (!ledger || !isLedgerError(error)) throw error;
-    await recording?.close();
+    // Nothing started. The session ends (a begin already written gets its end: `failed`).
     await s.end();
+    await recording?.close();
+    if (!ledger || !isLedgerError(error)) throw error;
     refuseLedger(ledger.location, error);
     return EXIT_LEDGER_FAILED;
   }

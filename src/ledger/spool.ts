@@ -7,7 +7,7 @@
 //
 // Names in the spool directory (mode 0700; files 0600):
 //   <tag>.json                          the record as its supervisor last wrote it
-//   <tag>.json.tmp-<pid>-<start>-<n>    a later write in progress (renamed onto <tag>.json)
+//   <tag>.json.tmp-<pid>-<start>-<n>    a write in progress (linked, then renamed, onto <tag>.json)
 //   <tag>.json.claim-<pid>-<start>-<n>  taken by an ingesting process (renamed away from <tag>.json)
 //   <tag>.json.corrupt-…, .conflict-…   set aside: not a valid record, or another session's tag
 // <pid>-<start> is the writing or ingesting process (pid + start time): a claim or a write whose
@@ -16,11 +16,13 @@ import {
   closeSync,
   constants,
   fstatSync,
+  linkSync,
   lstatSync,
   mkdirSync,
   openSync,
   readdirSync,
   readFileSync,
+  realpathSync,
   renameSync,
   unlinkSync,
   writeSync,
@@ -33,9 +35,18 @@ import { ledgerUnavailable } from './store-errors.js';
 import { decide } from './transitions.js';
 import type { CorruptRow, LedgerStore, ListFilter, SessionRecord } from './types.js';
 
-/** The spool directory of the SQLite ledger at `path`: `<path>.spool`. */
+/**
+ * The spool directory of the SQLite ledger at `path`: `<path>.spool`, beside the file the path
+ * resolves to (a ledger reached through a symlink has one spool, the file's).
+ */
 export function spoolDirOf(path: string): string {
-  return `${path}.spool`;
+  let real = path;
+  try {
+    real = realpathSync(path);
+  } catch {
+    // not there (yet): the path as given
+  }
+  return `${real}.spool`;
 }
 
 const NAME = /^(TETHER_SESSION_[0-9a-f]{32})\.json(?:\.(tmp|claim|corrupt|conflict)-(\d+)-(\d+)-(\d+))?$/;
@@ -84,16 +95,16 @@ function writeNew(path: string, text: string): void {
 
 /**
  * The writing side: a LedgerStore that holds only this process's own sessions, each written to
- * the spool of the SQLite ledger at `path`. `insert` creates the file (O_EXCL: false when the tag
- * is already spooled); `compareAndSet` renames a complete file over it; both run
+ * the spool of the SQLite ledger at `path`. `insert` links a complete file into place (false when
+ * the tag is already spooled); `compareAndSet` renames a complete file over it; both run
  * synchronously inside the call. `get` and `list` answer from this process's own writes: the
  * transition table is applied against the ledger's own record when the file is ingested.
  * Write errors (ENOSPC, EROFS, EACCES) are LEDGER_UNAVAILABLE naming the ledger and its spool.
  */
 export class SpoolStore implements LedgerStore {
   readonly location: string;
-  /** The spool directory, `<path>.spool`. */
-  readonly dir: string;
+  /** The spool directory, `<path>.spool` (`spoolDirOf`; beside the resolved file once checked). */
+  dir: string;
   private readonly records = new Map<string, SessionRecord>();
   private checked = false;
 
@@ -120,6 +131,7 @@ export class SpoolStore implements LedgerStore {
     if (this.checked) return;
     checkLedgerFile(this.location);
     checkSqliteAddon(this.location);
+    this.dir = spoolDirOf(this.location); // the file exists now: its real path
     makeSpoolDir(this.dir, this.location);
     this.checked = true;
   }
@@ -132,13 +144,22 @@ export class SpoolStore implements LedgerStore {
     this.check();
     if (this.records.has(record.tag)) return false;
     const first = { ...record, revision: 1 };
-    // Written in place, O_EXCL (EEXIST: the tag is spooled already): one write(2) of a few KiB,
-    // complete before the call returns — and so before any payload starts.
+    // Written whole under this process's write-in-progress name (left alone by readers while it
+    // lives), then linked into place (EEXIST: the tag is spooled already): a reader never sees a
+    // partial begin under the record's name. Done before the call returns, so before any payload starts.
+    const tmp = join(this.dir, ownName(record.tag, 'tmp'));
     try {
-      writeNew(join(this.dir, `${record.tag}.json`), asFile(first));
+      writeNew(tmp, asFile(first));
+    } catch (err) {
+      throw this.unavailable(err);
+    }
+    try {
+      linkSync(tmp, join(this.dir, `${record.tag}.json`));
     } catch (err) {
       if ((err as NodeJS.ErrnoException).code === 'EEXIST') return false;
       throw this.unavailable(err);
+    } finally {
+      unlinkQuietly(tmp);
     }
     this.records.set(record.tag, first);
     return true;

@@ -61,9 +61,9 @@ export class SqliteStore implements LedgerStore {
     this.location = path;
     this.busyTimeoutMs = options.busyTimeoutMs ?? SQLITE_BUSY_TIMEOUT_MS;
     this.hooks = options.hooks ?? {};
-    this.spool = spoolDirOf(path);
     const target = options.schemaVersion ?? SQLITE_SCHEMA_VERSION;
     preparePath(path);
+    this.spool = spoolDirOf(path); // the file exists now: beside its real path
     try {
       this.db = new Database(path, { timeout: this.busyTimeoutMs });
     } catch (err) {

@@ -314,7 +314,16 @@ export class Session {
     let thrown: unknown =
       nul && Object.assign(new Error(`${nul} holds a NUL byte`), { code: 'ERR_INVALID_ARG_VALUE' });
     if (nul) record();
-    const helped = nul ? undefined : this.startHelped(command, args, options, env, stdio, record);
+    let helped: Helper | HelperStartError | undefined;
+    try {
+      helped = nul ? undefined : this.startHelped(command, args, options, env, stdio, record);
+    } catch (error) {
+      // Refused after its begin was written (a layer the containment requires): the record's end
+      // says the command did not start.
+      if (this.recorder?.begun && error instanceof TetherError)
+        this.recorder.commandEnded({ exitCode: null, signal: null, error });
+      throw error;
+    }
     const failed = helped instanceof HelperStartError ? helped : undefined;
     const helper = failed ? undefined : (helped as Helper | undefined);
     this.helpers.releaseIdle(); // after the start: the new helper now guards the cgroup

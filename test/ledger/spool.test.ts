@@ -15,6 +15,7 @@ import {
   rmSync,
   statSync,
   symlinkSync,
+  watch,
   writeFileSync,
 } from 'node:fs';
 import { createServer } from 'node:net';
@@ -177,6 +178,38 @@ describe('tether run through the spool', () => {
     expect(spooled(db)).toEqual([]);
   });
 
+  it('a ledger reached through a symlink has one spool, beside the real file: every path sees the same records', async () => {
+    const dir = tempDir();
+    const real = join(dir, 'real.db');
+    const link = join(dir, 'link.db');
+    writeFileSync(real, '');
+    symlinkSync(real, link);
+    const r = await tether(['run', '--ledger', link, '--', 'true']);
+    expect(r.code, r.stderr).toBe(0);
+    expect(existsSync(`${link}.spool`), 'a second spool beside the link').toBe(false);
+    expect(readdirSync(`${real}.spool`)).toHaveLength(1);
+    expect((await listOf(real)).map((s) => s.state)).toEqual(['succeeded']);
+    expect((await listOf(link)).map((s) => s.state)).toEqual(['succeeded']);
+  });
+
+  it('a required layer that cannot be had after the begin was written: 125, nothing ran, and the record ends failed', async () => {
+    const dir = tempDir();
+    const db = join(dir, 'ledger.db');
+    const marker = join(dir, 'ran');
+    const r = await tether(['run', '--containment', 'subreaper', '--ledger', db, '--', 'touch', marker], {
+      ...process.env,
+      TETHER_HELPER: '/bin/true', // a "helper" that exits at once, without a line
+    });
+    expect(r.code, r.stderr).toBe(125);
+    expect(existsSync(marker)).toBe(false);
+    const ledger = await Ledger.open(db);
+    const [record, ...rest] = await ledger.list();
+    await ledger.close();
+    expect(rest).toEqual([]);
+    expect(record?.state).toBe('failed');
+    expect(record?.outcome?.error?.code).toBe('CONTAINMENT_UNAVAILABLE');
+  });
+
   it('stops with 125 before the payload when the ledger file is not one it can record in', async () => {
     const dir = tempDir();
     const marker = join(dir, 'ran');
@@ -213,6 +246,27 @@ describe('tether run through the spool', () => {
 });
 
 describe('taking the spool in', () => {
+  it('a record appears under its name only whole: the begin is linked, each later write renamed, never written in place', async () => {
+    const dir = tempDir();
+    const db = join(dir, 'ledger.db');
+    const store = SpoolStore.open(db);
+    const events: string[] = [];
+    const watcher = watch(store.dir, (event, name) => {
+      if (name && /^TETHER_SESSION_[0-9a-f]{32}\.json$/.test(name)) events.push(event);
+    });
+    const writer = new Ledger(store);
+    const tag = createTag().name;
+    await writer.begin({ tag, command: ['true'], location: { kind: 'local' } });
+    await writer.end(tag, { exitCode: 0, signal: null, error: null }, 'succeeded');
+    await new Promise((r) => setTimeout(r, 100)); // inotify's events are delivered on the loop
+    watcher.close();
+    expect(events.length, 'no event at all: the watch saw nothing').toBeGreaterThan(0);
+    expect(
+      events.filter((e) => e === 'change'),
+      'a record name was written after it appeared',
+    ).toEqual([]);
+  });
+
   it('two readers racing over 100 spooled sessions take each in exactly once', async () => {
     const dir = tempDir();
     const db = join(dir, 'ledger.db');
