@@ -10,8 +10,10 @@
 //   <tag>.json.tmp-<pid>-<start>-<n>    a write in progress (linked, then renamed, onto <tag>.json)
 //   <tag>.json.claim-<pid>-<start>-<n>  taken by an ingesting process (renamed away from <tag>.json)
 //   <tag>.json.corrupt-…, .conflict-…   set aside: not a valid record, or another session's tag
-// <pid>-<start> is the writing or ingesting process (pid + start time): a claim or a write whose
-// process is gone is taken over by the next ingest, so a reader killed halfway loses nothing.
+// <pid>-<start> is the writing or claiming process (pid + start time). A reader claims only while
+// it holds the ledger's write lock, and under the lock takes over every claim (its claimer died or
+// failed) and every write in progress whose process is gone: a reader or writer killed halfway
+// loses nothing.
 import {
   closeSync,
   constants,
@@ -111,7 +113,7 @@ export class SpoolStore implements LedgerStore {
   /** A writer of the spool of the SQLite ledger at `path`; nothing is touched before the first insert. */
   constructor(path: string) {
     this.location = path;
-    this.dir = spoolDirOf(path);
+    this.dir = `${path}.spool`;
   }
 
   /** A writer with its checks (`check`) made now. Throws as `check` does. */
