@@ -12,12 +12,17 @@ import type { EnvironRead } from './environ.js';
 import type { Identity } from './identity.js';
 import { READ_BUFFER_BYTES, type ReadOutcome, sharedBuffer } from './read.js';
 import type { ProcStat } from './stat.js';
+import { type PackedWalk, WALK_RECORD, type WalkEnviron } from './table.js';
 import { TAG_ENTRY_PATTERN, TAG_PREFIX } from './tag.js';
 
 /** The native reads; each throws what the JS path throws (an Error with `code`: EMFILE…). */
 export interface NativeProc {
-  /** takeSnapshot's walk: every user-space process's stat, in readdir order. */
-  snapshot(procRoot: string): ProcStat[];
+  /**
+   * takeSnapshot's walk (native/scan.c `tp_walk`): every user-space process's stat, in readdir
+   * order, and with `environ` the environ of each process it names, read right after its stat —
+   * packed, for a `ProcTable`.
+   */
+  walk(procRoot: string, environ?: WalkEnviron): PackedWalk;
   /** readStat: one pid's stat; undefined when gone or unparsable. */
   stat(procRoot: string, pid: number): ProcStat | undefined;
   /**
@@ -113,7 +118,12 @@ export type NativeHold =
 
 const STAGES = ['scandir', 'open', 'read', 'scandir'];
 const KINDS: ReadonlyArray<'ok' | 'gone' | 'denied'> = ['ok', 'gone', 'denied'];
-const SNAPSHOT_RECORD_HEAD = 66; // 8 float64 + a uint16 comm length (native/scan.c)
+const SNAPSHOT_RECORD_HEAD = 66; // tp_stat's record: 8 float64 + a uint16 comm length (native/scan.c)
+const WS_TEXT = 1; // tp_walk's sizes (native/scan.c WS_*)
+const WS_ENV = 2;
+const WS_NOTABLE = 3;
+const WS_INDEX = 4;
+const WS_FILE = 5;
 
 let cached: NativeProc | null | undefined;
 let enabled = process.env.TETHER_NATIVE_SCAN !== '0';
@@ -165,8 +175,10 @@ function libraryPath(): string | undefined {
 
 // biome-ignore lint/suspicious/noExplicitAny: a koffi library handle.
 function bind(lib: any): NativeProc {
-  const snapshotFn = lib.func('long tp_snapshot(const char *, int, void *, void *, long, void *)');
-  const snapshotRestFn = lib.func('long tp_snapshot_rest(void *, long)');
+  const walkFn = lib.func(
+    'long tp_walk(const char *, int, void *, double, void *, void *, int, void *, void *, void *)',
+  );
+  const walkTakeFn = lib.func('long tp_walk_take(void *, void *, void *, void *, void *, void *, void *)');
   const statFn = lib.func('long tp_stat(const char *, int, int, void *, void *, long, void *)');
   const environFn = lib.func(
     'long tp_environ(const char *, int, void *, void *, int, double, void *, void *, long, void *)',
@@ -201,9 +213,10 @@ function bind(lib: any): NativeProc {
   const onePid = new Int32Array(1);
   const oneFlag = new Uint8Array(1);
   const info = new Int32Array(6);
+  const sizes = new Int32Array(6); // tp_walk's WS_*
   const details = new Float64Array(4);
-  // Records of a whole walk: grows (doubling) with the process table, never per file; a walk
-  // that outgrows it is not repeated (tp_snapshot keeps the rest: tp_snapshot_rest).
+  // One stat record, or a batch of environ records: grows (doubling) with the batch, never per
+  // file. (A walk's records are its own arrays: its table reads them for as long as it lives.)
   let out = Buffer.from(new ArrayBuffer(256 * 1024));
   let f64 = new Float64Array(out.buffer);
   const grow = () => {
@@ -272,28 +285,45 @@ function bind(lib: any): NativeProc {
     }
     return hexBytes;
   };
-  const nextRecord = (at: number) => at + ((SNAPSHOT_RECORD_HEAD + out.readUInt16LE(at + 64) + 7) & ~7);
 
   return {
-    snapshot(procRoot) {
-      let n = snapshotFn(procRoot, rootFd(procRoot), buf, out, out.length, info) as number;
-      if (n === -2) {
-        // The walk went to its end: its first records in `out`, the rest kept on the C side.
-        // A buffer for all of them (a quarter to spare, for the next walk), the rest copied in.
-        const written = info[4] as number;
-        const total = written + (info[5] as number);
-        let size = out.length * 2;
-        while (size < total + total / 4) size *= 2;
-        const bigger = Buffer.from(new ArrayBuffer(size));
-        out.copy(bigger, 0, 0, written);
-        out = bigger;
-        f64 = new Float64Array(out.buffer);
-        n = written + (snapshotRestFn(out, written) as number);
+    walk(procRoot, environ) {
+      let skipPids: Int32Array | null = null;
+      let skipStarts: Float64Array | null = null;
+      const skip = environ?.skip ?? [];
+      if (skip.length > 0) {
+        const sorted = [...skip].sort((a, b) => a.pid - b.pid);
+        skipPids = Int32Array.from(sorted, (s) => s.pid);
+        skipStarts = Float64Array.from(sorted, (s) => s.startTime);
       }
-      if (n < 0) throw failure(procRoot, 'stat');
-      const stats: ProcStat[] = [];
-      for (let at = 0; at < n; at = nextRecord(at)) stats.push(statAt(at));
-      return stats;
+      const hex = environ ? (entryHex(environ.entry) ?? null) : null;
+      const from = environ ? environ.from : -1;
+      const n = walkFn(
+        procRoot,
+        rootFd(procRoot),
+        buf,
+        from,
+        skipPids,
+        skipStarts,
+        skip.length,
+        hex,
+        sizes,
+        info,
+      );
+      if (n < 0) throw failure(procRoot, sizes[WS_FILE] === 3 ? 'environ' : 'stat');
+      const walk: PackedWalk = {
+        count: n,
+        rec: new Float64Array(WALK_RECORD * n),
+        text: Buffer.allocUnsafe(sizes[WS_TEXT] as number),
+        env: Buffer.allocUnsafe(sizes[WS_ENV] as number),
+        notable: new Int32Array(sizes[WS_NOTABLE] as number),
+        index: new Int32Array(sizes[WS_INDEX] as number),
+        firstChild: new Int32Array(n),
+        nextSibling: new Int32Array(n),
+      };
+      if (environ) walk.environ = environ;
+      walkTakeFn(walk.rec, walk.text, walk.env, walk.notable, walk.index, walk.firstChild, walk.nextSibling);
+      return walk;
     },
     stat(procRoot, pid) {
       const n = statFn(procRoot, rootFd(procRoot), pid, buf, out, out.length, info);

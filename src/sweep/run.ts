@@ -23,7 +23,7 @@ import type {
   SweepWarning,
   UnreadableRecord,
 } from './report.js';
-import { type Member, type ScanContext, type ScanResult, scanSession } from './scan.js';
+import { type Member, type ScanContext, type ScanResult, scanSession, walkEnvironFor } from './scan.js';
 import { sharedSnapshot } from './shared-walk.js';
 import {
   createSignaller,
@@ -461,9 +461,12 @@ export class SweepRun {
   scan(phase: Phase): ScanResult | undefined {
     phase.rounds += 1;
     try {
+      const environ = walkEnvironFor(this.ctx);
       const scan = scanSession(
         this.ctx,
-        this.shareSnapshots ? sharedSnapshot(this.ctx.procRoot, this.dueAt) : takeSnapshot(this.ctx.procRoot),
+        this.shareSnapshots
+          ? sharedSnapshot(this.ctx.procRoot, this.dueAt, environ)
+          : takeSnapshot(this.ctx.procRoot, environ),
       );
       this.setAside(scan);
       this.seen = scan.members.length;
