@@ -842,7 +842,8 @@ done:
   return result;
 }
 
-#define HOLD_RECORD 8 // doubles per member in tp_hold_batch's `rec`
+#define HOLD_RECORD 10 // doubles per member in tp_hold_batch's and tp_prehold's `rec`
+#define NOT_SENT 2      // tp_prehold's rec[8]: no signal was asked for (else tp_send_held's result)
 
 /**
  * Holds the new members of one scan in one call: hold_one for member i = pids[i] with
@@ -906,14 +907,22 @@ long tp_hold_batch(const char *root, int rootfd, const int32_t *pids, const doub
  * (as tp_environ: u8 kind, u8 oversized, f64 bytes, u32 count, count × 32 hex digits; kind
  * GONE when the process the walk saw is gone: ESRCH, another start time, not alive) and its
  * hold record to rec (as tp_hold_batch; [0] HOLD_GONE unless held or HOLD_NO_PIDFD, [7] the
- * ppid the re-read stat showed, -1 when not read). Returns the candidates done (fewer than n
- * when env (info[5] = 1) or text (info[5] = 2) has no room: call again for the rest with a
- * larger one), or -1 (info; info[5] = 3; the fds this call opened are closed).
+ * ppid the re-read stat showed, -1 when not read). With `sig` > 0, a carrier held with
+ * may_signal[i] set is sent `sig` through its pidfd right after its details were read
+ * (tp_send_held: its exit polled, then pidfd_send_signal), its result in rec[8] (else NOT_SENT):
+ * so that its teardown starts while the batch goes on, as the floor's does. Returns the
+ * candidates done (fewer than n when env (info[5] = 1) or text (info[5] = 2) has no room: call
+ * again for the rest with a larger one), or -1 (info; info[5] = 3; the fds this call opened are
+ * closed) — but when a read fails after this call sent a signal: the candidates done before it
+ * (info[5] = 4, the failure in info; their fds open), so that the caller can still say what it
+ * signalled.
  */
 long tp_prehold(const char *root, int rootfd, const int32_t *pids, const double *start_times,
                 const uint8_t *leader_exited, int n, const uint8_t *entry_hex, long cmdline_limit, uint8_t *buf,
-                double *rec, uint8_t *text, long text_cap, uint8_t *env, long env_cap, int32_t *info) {
+                double *rec, uint8_t *text, long text_cap, uint8_t *env, long env_cap, int sig,
+                const uint8_t *may_signal, int32_t *info) {
   info[5] = 0;
+  int signalled = 0;
   int own;
   int dfd = root_of(root, rootfd, &own);
   if (dfd < 0) {
@@ -945,12 +954,16 @@ long tp_prehold(const char *root, int rootfd, const int32_t *pids, const double 
     int fd = hold_one(dfd, pids[i], start_times[i], EVIDENCE_CARRIER, 0, leader_exited[i], entry_hex,
                       cmdline_limit, buf, text + at, &r[2], cmd, info, &e);
     if (fd == HOLD_FAILED) {
+      root_done(dfd, own);
+      if (signalled) {
+        info[5] = 4;
+        return i;
+      }
       for (int j = 0; j < i; j++) {
         int held = (int)rec[(long)HOLD_RECORD * j];
         if (held >= 0) close(held);
       }
       info[5] = 3;
-      root_done(dfd, own);
       return -1;
     }
     if (fd == HOLD_FULL) {
@@ -977,6 +990,11 @@ long tp_prehold(const char *root, int rootfd, const int32_t *pids, const double 
     r[5] = cmd[1];
     r[6] = cmd[2];
     r[7] = e.ppid;
+    r[8] = NOT_SENT;
+    if (fd >= 0 && sig > 0 && may_signal != NULL && may_signal[i]) {
+      r[8] = tp_send_held(fd, sig);
+      signalled = 1;
+    }
     at += (long)cmd[1];
   }
   root_done(dfd, own);

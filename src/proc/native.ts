@@ -66,9 +66,19 @@ export interface NativeProc {
    * gone) — and when that holds `entry`: the fd not yet readable, then the details, as `holdAll`
    * (`hold`: `held`, or `gone`). A candidate that does not carry `entry` is not held (`hold`
    * `gone`); `no-pidfd`: pidfd_open failed (its environ read all the same). `ppid`: the parent
-   * its re-read stat showed (-1 unread). Throws what a read throws, every fd of the call closed.
+   * its re-read stat showed (-1 unread). With `signal`, a carrier held whose `may[i]` is set is
+   * sent `signal.number` through its pidfd right after its details were read (`sent`: the
+   * result, as `sendHeld`'s). Throws what a read throws, every fd of the call closed — but once
+   * a signal was sent: an error whose `held` holds the results before the failure (their fds
+   * open, the caller's: `PreHoldFailure`).
    */
-  prehold(procRoot: string, candidates: readonly ProcStat[], entry: string, limit: number): PreHeld[];
+  prehold(
+    procRoot: string,
+    candidates: readonly ProcStat[],
+    entry: string,
+    limit: number,
+    signal?: PreSignal,
+  ): PreHeld[];
   /** poll(2) of `fd` for POLLIN, timeout 0: its revents, or -errno. */
   poll1(fd: number): number;
   /**
@@ -105,6 +115,27 @@ export interface PreHeld {
   read: EnvironRead;
   hold: NativeHold;
   ppid: number;
+  /** The signal's result (`NativeProc.sendHeld`'s) when it was sent through the hold. */
+  sent?: number;
+}
+
+/** A signal for `NativeProc.prehold` to send each held carrier whose `may[i]` is set. */
+export interface PreSignal {
+  number: number;
+  may: readonly boolean[];
+}
+
+/**
+ * The error of a prehold that failed after it had signalled: the results before the failure
+ * (`held`: their fds open, the caller's), and what failed (`cause`).
+ */
+export class PreHoldFailure extends Error {
+  constructor(
+    readonly held: PreHeld[],
+    cause: Error,
+  ) {
+    super(cause.message, { cause });
+  }
 }
 
 /**
@@ -188,7 +219,7 @@ function bind(lib: any): NativeProc {
     'long tp_hold_batch(const char *, int, void *, void *, void *, void *, void *, int, void *, long, void *, void *, void *, long, void *)',
   );
   const preholdFn = lib.func(
-    'long tp_prehold(const char *, int, void *, void *, void *, int, void *, long, void *, void *, void *, long, void *, long, void *)',
+    'long tp_prehold(const char *, int, void *, void *, void *, int, void *, long, void *, void *, void *, long, void *, long, int, void *, void *)',
   );
   const cmdlinesFn = lib.func(
     'long tp_cmdlines(const char *, int, void *, int, long, void *, void *, long, void *)',
@@ -458,19 +489,22 @@ function bind(lib: any): NativeProc {
       }
       return results;
     },
-    prehold(procRoot, candidates, entry, limit) {
+    prehold(procRoot, candidates, entry, limit, signal) {
       const n = candidates.length;
       const results: PreHeld[] = [];
       if (n === 0) return results;
       const pids = new Int32Array(n);
       const starts = new Float64Array(n);
       const exited = new Uint8Array(n);
+      const may = signal ? new Uint8Array(n) : null;
       for (let i = 0; i < n; i++) {
         const stat = candidates[i] as ProcStat;
         pids[i] = stat.pid;
         starts[i] = stat.startTime;
         exited[i] = stat.state === 'Z' ? 1 : 0; // a zombie leader: read through a live thread
+        if (may && signal?.may[i]) may[i] = 1;
       }
+      const sig = signal?.number ?? 0;
       const hex = entryHex(entry) ?? null;
       const rec = new Float64Array(HOLD_RECORD * n);
       if (text.length < limit + 1) text = Buffer.from(new ArrayBuffer(2 * (limit + 1)));
@@ -492,21 +526,32 @@ function bind(lib: any): NativeProc {
           text.length,
           out,
           out.length,
+          sig,
+          may?.subarray(done) ?? null,
           info,
         ) as number;
-        if (got < 0) {
-          for (const r of results) if (r.hold.kind === 'held') closeFd(r.hold.fd);
-          throw failure(procRoot, DETAIL_FILES[info[4] as number] ?? 'stat');
+        const failed = got < 0 || info[5] === PREHOLD_FAILED_AFTER_SIGNAL;
+        const error = failed ? failure(procRoot, DETAIL_FILES[info[4] as number] ?? 'stat') : undefined;
+        if (got > 0) {
+          envRecords(out, got, reads);
+          const used = endOfText(rec, HOLD_RECORD, 4, done, got);
+          const chunk = used === 0 ? EMPTY : Buffer.from(text.subarray(0, used));
+          for (let i = done; i < done + got; i++) {
+            const r: PreHeld = {
+              read: reads[i] as EnvironRead,
+              hold: holdAt(rec, i, chunk),
+              ppid: rec[HOLD_RECORD * i + 7] as number,
+            };
+            const sent = rec[HOLD_RECORD * i + 8] as number;
+            if (sent !== NOT_SENT) r.sent = sent;
+            results.push(r);
+          }
         }
-        envRecords(out, got, reads);
-        const used = endOfText(rec, HOLD_RECORD, 4, done, got);
-        const chunk = used === 0 ? EMPTY : Buffer.from(text.subarray(0, used));
-        for (let i = done; i < done + got; i++) {
-          results.push({
-            read: reads[i] as EnvironRead,
-            hold: holdAt(rec, i, chunk),
-            ppid: rec[HOLD_RECORD * i + 7] as number,
-          });
+        if (error) {
+          // What was signalled is the caller's to report: its holds are handed over, open.
+          if (results.some((r) => r.sent !== undefined)) throw new PreHoldFailure(results, error);
+          for (const r of results) if (r.hold.kind === 'held') closeFd(r.hold.fd);
+          throw error;
         }
         done += got;
         if (got < rest && info[5] === 1) grow();
@@ -533,7 +578,9 @@ function bind(lib: any): NativeProc {
 // tp_hold_batch's evidence kinds, record and results (native/scan.c), and the files its
 // info[4] names.
 const EVIDENCE = { identity: 0, carrier: 1, parent: 2 } as const;
-const HOLD_RECORD = 8;
+const HOLD_RECORD = 10;
+const NOT_SENT = 2; // tp_prehold's rec[8] when no signal was sent
+const PREHOLD_FAILED_AFTER_SIGNAL = 4; // tp_prehold's info[5]: a read failed after a signal
 const CMDLINE_RECORD = 4; // tp_cmdlines' record: kind, offset, length, truncated
 const HOLD_GONE = -2;
 const HOLD_NO_PIDFD = -3;

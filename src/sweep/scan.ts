@@ -77,9 +77,13 @@ export interface ScanContext {
    * Reads the candidate carriers' environs through their pidfds and holds those that carry the
    * entry (`Signaller.holdCandidates`: the read that decides membership is the held process's,
    * made once); null when it cannot (the JS path). Asked only when `notBefore` is set: a sweep
-   * by tag alone has every process for candidate. The caller owns the holds it returns.
+   * by tag alone has every process for candidate. The caller owns the holds it returns, and
+   * may have signalled a carrier through its hold as it took it (`Hold.sent`, src/sweep/run.ts)
+   * — only one the walk shows `childless` (`childless[i]`): a parent signalled before its
+   * children are held could exit first, and a child whose only evidence is its parent would then
+   * be held as `gone` and missed.
    */
-  holdCandidates?: (candidates: readonly ProcStat[]) => HeldCandidate[] | null;
+  holdCandidates?: (candidates: readonly ProcStat[], childless: readonly boolean[]) => HeldCandidate[] | null;
   /** Our uid: a denied environ of another uid is not ours to name (docs/sweep.md). */
   uid: number;
   /**
@@ -232,7 +236,13 @@ function readCandidates(
     entriesBySnapshot.set(snapshot, cache);
   }
   const todo = cache.size === 0 ? candidates : candidates.filter((stat) => !cache.has(stat.pid));
-  const read = ctx.notBefore !== undefined && todo.length > 0 ? ctx.holdCandidates?.(todo) : undefined;
+  const asked = ctx.notBefore !== undefined && todo.length > 0 && ctx.holdCandidates;
+  const read = asked
+    ? asked(
+        todo,
+        todo.map((stat) => !snapshot.children.get(stat.pid)?.length),
+      )
+    : undefined;
   if (!read) {
     prefetchEntries(snapshot, candidates);
     return held;
@@ -286,10 +296,13 @@ export function scanSession(
   const fresh: Member[] = [];
   let preHeld = new Map<number, HeldCandidate>();
   // A pre-held carrier met first as a descendant of `parent` keeps its hold when the stat read
-  // through it showed that parent: the evidence a descendant is held on, read from it.
+  // through it showed that parent: the evidence a descendant is held on, read from it — or when
+  // it was signalled through it as it was held (its own environ made it a member: a new hold
+  // would signal it twice).
   const preHold = (pid: number, parent?: number): Hold | undefined => {
     const c = preHeld.get(pid);
-    if (!c || (parent !== undefined && (c.ppid !== parent || c.hold?.fd === -1))) return undefined;
+    if (!c) return undefined;
+    if (parent !== undefined && !c.hold?.sent && (c.ppid !== parent || c.hold?.fd === -1)) return undefined;
     preHeld.delete(pid);
     return c.hold;
   };
