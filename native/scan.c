@@ -100,13 +100,8 @@ struct stat_line {
 
 static int parse_stat(const uint8_t *b, long len, struct stat_line *s) {
   const uint8_t *open = memchr(b, '(', (size_t)len);
-  long close = -1;
-  for (long i = len - 1; i >= 0; i--) {
-    if (b[i] == ')') {
-      close = i;
-      break;
-    }
-  }
+  const uint8_t *last = len > 0 ? memrchr(b, ')', (size_t)len) : NULL;
+  long close = last != NULL ? last - b : -1;
   // (JS searches the whole buffer for '(': one found only past `len` fails `close < open` there.)
   if (open == NULL) return 0;
   long o = open - b;
@@ -160,6 +155,20 @@ static long put_stat(uint8_t *out, long at, long cap, const uint8_t *b, const st
   return at + need;
 }
 
+// "<pid><suffix>" into path (at least 12 + strlen(suffix) bytes): snprintf's "%d%s", without
+// its cost on a path opened per process.
+static void pid_path(char *path, int pid, const char *suffix) {
+  char digits[12];
+  int n = 0;
+  unsigned v = (unsigned)pid;
+  do {
+    digits[n++] = (char)('0' + v % 10);
+    v /= 10;
+  } while (v > 0);
+  for (int i = 0; i < n; i++) path[i] = digits[n - 1 - i];
+  strcpy(path + n, suffix);
+}
+
 static int open_root(const char *root) { return open(root, O_RDONLY | O_DIRECTORY | O_CLOEXEC); }
 
 /**
@@ -179,118 +188,6 @@ static int root_of(const char *root, int rootfd, int *own) {
 }
 static void root_done(int dfd, int own) {
   if (own) close(dfd);
-}
-
-// The records of the last tp_snapshot that did not fit its `out`, until tp_snapshot_rest takes
-// them: so that a table larger than the caller's buffer is still walked once.
-static _Thread_local uint8_t *spill;
-static _Thread_local long spill_len, spill_cap;
-
-// Appends one record to the spill, grown (doubling) as needed; 0, or -1 when out of memory.
-static int put_spill(const uint8_t *b, const struct stat_line *s) {
-  long need = (REC_HEAD + s->comm_len + 7) & ~7L;
-  if (spill_len + need > spill_cap) {
-    long cap = spill_cap > 0 ? spill_cap : 64 * 1024;
-    while (spill_len + need > cap) cap *= 2;
-    uint8_t *bigger = realloc(spill, (size_t)cap);
-    if (!bigger) return -1;
-    spill = bigger;
-    spill_cap = cap;
-  }
-  spill_len = put_stat(spill, spill_len, spill_cap, b, s);
-  return 0;
-}
-
-// The spill released (a walk that failed, or its records taken).
-static void spill_drop(void) {
-  free(spill);
-  spill = NULL;
-  spill_len = spill_cap = 0;
-}
-
-/**
- * takeSnapshot's walk: every numeric entry of `root` (readdir order), its stat read and parsed;
- * kernel threads (PF_KTHREAD) and unparsable lines left out. Records into out[0, cap).
- * Returns the bytes written; -1 on failure (info); -2 when `out` is too small: the walk still
- * goes to its end, out[0, info[4]) holds the first records and the rest (info[5] bytes) are kept
- * for tp_snapshot_rest, to be copied after them into a larger buffer — the walk is not repeated.
- */
-long tp_snapshot(const char *root, int rootfd, uint8_t *buf, uint8_t *out, long cap, int32_t *info) {
-  // The walk's own fd (fdopendir takes it), on the same directory: the caller's stays open.
-  int dfd = rootfd >= 0 ? openat(rootfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC) : open_root(root);
-  if (dfd < 0) {
-    fail(info, errno, STAGE_ROOT, 0, 0);
-    return -1;
-  }
-  DIR *d = fdopendir(dfd);
-  if (!d) {
-    fail(info, errno, STAGE_ROOT, 0, 0);
-    close(dfd);
-    return -1;
-  }
-  long at = 0;
-  int over = 0; // out is full: the records go on into the spill
-  char path[64];
-  struct dirent *e;
-  for (errno = 0; (e = readdir(d)) != NULL; errno = 0) {
-    if (e->d_name[0] < '0' || e->d_name[0] > '9') continue;
-    size_t nl = strlen(e->d_name);
-    if (nl > 40) continue;
-    memcpy(path, e->d_name, nl);
-    memcpy(path + nl, "/stat", 6);
-    long len;
-    int truncated, err, stage;
-    int k = read_into(dfd, path, buf, BUF_BYTES - 1, &len, &truncated, &err, &stage);
-    if (k < 0) {
-      fail(info, err, stage, atoi(e->d_name), 0);
-      closedir(d);
-      spill_drop();
-      return -1;
-    }
-    if (k != KIND_OK) continue;
-    struct stat_line s;
-    if (!parse_stat(buf, len, &s)) continue;
-    if (((uint32_t)s.fields[F_FLAGS] & PF_KTHREAD) != 0) continue;
-    long next = over ? -1 : put_stat(out, at, cap, buf, &s);
-    if (next >= 0) {
-      at = next;
-      continue;
-    }
-    if (!over) {
-      over = 1;
-      spill_len = 0;
-    }
-    if (put_spill(buf, &s) < 0) {
-      fail(info, ENOMEM, STAGE_ROOT, 0, 0);
-      closedir(d);
-      spill_drop();
-      return -1;
-    }
-  }
-  int rerr = errno;
-  closedir(d);
-  if (rerr != 0) {
-    fail(info, rerr, STAGE_ROOT, 0, 0);
-    spill_drop();
-    return -1;
-  }
-  if (over) {
-    info[4] = (int32_t)at;
-    info[5] = (int32_t)spill_len;
-    return -2;
-  }
-  return at;
-}
-
-/**
- * The records the last tp_snapshot kept (its info[5] bytes) copied to dst[at…], and released.
- * Returns the bytes copied.
- */
-long tp_snapshot_rest(uint8_t *dst, long at) {
-  long n = spill_len;
-  if (n > 0) memcpy(dst + at, spill, (size_t)n);
-  spill_drop();
-  return n;
 }
 
 /** readStat: one pid's stat as one snapshot record in out; 0 when gone/unparsable; -1 (info). */
@@ -340,10 +237,16 @@ struct env_out {
 };
 
 static void collect(struct env_out *o, const uint8_t *b, long from, long to) {
-  long start = from;
-  for (long i = from; i <= to; i++) {
-    if (i < to && b[i] != 0) continue;
-    if (is_entry(b + start, i - start)) {
+  // Each record of [from, to) ends at a NUL or at `to`; only one that starts with the prefix can
+  // be an entry: memmem finds those (as the C loop's search), rather than a test of every byte.
+  long at = from;
+  while (at < to) {
+    const uint8_t *hit = memmem(b + at, (size_t)(to - at), TAG_PREFIX, TAG_PREFIX_LEN);
+    if (hit == NULL) return;
+    long start = hit - b;
+    const uint8_t *nul = memchr(hit, 0, (size_t)(to - start));
+    long end = nul != NULL ? nul - b : to;
+    if ((start == from || b[start - 1] == 0) && is_entry(b + start, end - start)) {
       if (o->want != NULL) {
         if (memcmp(b + start + TAG_PREFIX_LEN, o->want, 32) == 0) o->found = 1;
       } else {
@@ -356,7 +259,7 @@ static void collect(struct env_out *o, const uint8_t *b, long from, long to) {
       }
       o->count++;
     }
-    start = i + 1;
+    at = end + 1;
   }
 }
 
@@ -473,7 +376,7 @@ static int environ_one(int dfd, int pid, int leader_exited, int64_t budget_ns, u
   int64_t deadline = now_ns() + budget_ns;
   double bytes = 0;
   int oversized = 0, err = 0, stage = 0;
-  snprintf(path, sizeof path, "%d/environ", pid);
+  pid_path(path, pid, "/environ");
   int k = stream_entries(dfd, path, deadline, buf, o, &bytes, &oversized, &err, &stage);
   if (k < 0) {
     fail(info, err, stage, pid, 0);
@@ -939,7 +842,8 @@ done:
   return result;
 }
 
-#define HOLD_RECORD 8 // doubles per member in tp_hold_batch's `rec`
+#define HOLD_RECORD 10 // doubles per member in tp_hold_batch's and tp_prehold's `rec`
+#define NOT_SENT 2      // tp_prehold's rec[8]: no signal was asked for (else tp_send_held's result)
 
 /**
  * Holds the new members of one scan in one call: hold_one for member i = pids[i] with
@@ -1003,14 +907,22 @@ long tp_hold_batch(const char *root, int rootfd, const int32_t *pids, const doub
  * (as tp_environ: u8 kind, u8 oversized, f64 bytes, u32 count, count × 32 hex digits; kind
  * GONE when the process the walk saw is gone: ESRCH, another start time, not alive) and its
  * hold record to rec (as tp_hold_batch; [0] HOLD_GONE unless held or HOLD_NO_PIDFD, [7] the
- * ppid the re-read stat showed, -1 when not read). Returns the candidates done (fewer than n
- * when env (info[5] = 1) or text (info[5] = 2) has no room: call again for the rest with a
- * larger one), or -1 (info; info[5] = 3; the fds this call opened are closed).
+ * ppid the re-read stat showed, -1 when not read). With `sig` > 0, a carrier held with
+ * may_signal[i] set is sent `sig` through its pidfd right after its details were read
+ * (tp_send_held: its exit polled, then pidfd_send_signal), its result in rec[8] (else NOT_SENT):
+ * so that its teardown starts while the batch goes on, as the floor's does. Returns the
+ * candidates done (fewer than n when env (info[5] = 1) or text (info[5] = 2) has no room: call
+ * again for the rest with a larger one), or -1 (info; info[5] = 3; the fds this call opened are
+ * closed) — but when a read fails after this call sent a signal: the candidates done before it
+ * (info[5] = 4, the failure in info; their fds open), so that the caller can still say what it
+ * signalled.
  */
 long tp_prehold(const char *root, int rootfd, const int32_t *pids, const double *start_times,
                 const uint8_t *leader_exited, int n, const uint8_t *entry_hex, long cmdline_limit, uint8_t *buf,
-                double *rec, uint8_t *text, long text_cap, uint8_t *env, long env_cap, int32_t *info) {
+                double *rec, uint8_t *text, long text_cap, uint8_t *env, long env_cap, int sig,
+                const uint8_t *may_signal, int32_t *info) {
   info[5] = 0;
+  int signalled = 0;
   int own;
   int dfd = root_of(root, rootfd, &own);
   if (dfd < 0) {
@@ -1042,12 +954,16 @@ long tp_prehold(const char *root, int rootfd, const int32_t *pids, const double 
     int fd = hold_one(dfd, pids[i], start_times[i], EVIDENCE_CARRIER, 0, leader_exited[i], entry_hex,
                       cmdline_limit, buf, text + at, &r[2], cmd, info, &e);
     if (fd == HOLD_FAILED) {
+      root_done(dfd, own);
+      if (signalled) {
+        info[5] = 4;
+        return i;
+      }
       for (int j = 0; j < i; j++) {
         int held = (int)rec[(long)HOLD_RECORD * j];
         if (held >= 0) close(held);
       }
       info[5] = 3;
-      root_done(dfd, own);
       return -1;
     }
     if (fd == HOLD_FULL) {
@@ -1074,10 +990,284 @@ long tp_prehold(const char *root, int rootfd, const int32_t *pids, const double 
     r[5] = cmd[1];
     r[6] = cmd[2];
     r[7] = e.ppid;
+    r[8] = NOT_SENT;
+    if (fd >= 0 && sig > 0 && may_signal != NULL && may_signal[i]) {
+      r[8] = tp_send_held(fd, sig);
+      signalled = 1;
+    }
     at += (long)cmd[1];
   }
   root_done(dfd, own);
   return i;
+}
+
+// ---------------------------------------------------------------------------------------------
+// tp_walk: takeSnapshot's walk and, in the same pass, the environ of each process a scan reads
+// (stat then environ per pid, as the C loop of bench/environ-loop.c reads them), its results
+// packed for the caller to read without an object per process (src/proc/table.ts).
+
+#define WALK_RECORD 16         // doubles per process in tp_walk's records
+#define ENV_FIRST (64 * 1024) // the environ entries' first array: 2,000 entries
+enum {
+  W_PID = 0,
+  W_PPID,
+  W_PGID,
+  W_SID,
+  W_FLAGS,
+  W_THREADS,
+  W_START,
+  W_STATE,
+  W_COMM_AT,
+  W_COMM_LEN,
+  W_ENV_KIND, // -1 not read (not asked, or skipped), else KIND_*
+  W_ENV_OVERSIZED,
+  W_ENV_BYTES,
+  W_ENV_AT, // its entries' offset in the environ bytes
+  W_ENV_COUNT,
+  W_CARRIER, // 1: the environ read holds `entry_hex` as a whole record
+};
+enum { WS_RECORDS = 0, WS_TEXT, WS_ENV, WS_NOTABLE, WS_INDEX, WS_FILE };
+
+// The last walk's results, kept on the C side until tp_walk_take copies them out: each array
+// grows (doubling) with the table, so that a walk is never repeated for want of room.
+// (Each function takes its address once: a thread-local of a library loaded by dlopen costs a
+// call per access.)
+struct walk_state {
+  double *rec;
+  uint8_t *text, *env;
+  int32_t *notable;
+  long n, rec_cap, text_len, text_cap, env_len, env_cap, notable_n, notable_cap;
+};
+static _Thread_local struct walk_state walk_tls;
+
+static void walk_drop(void) {
+  struct walk_state *w = &walk_tls;
+  free(w->rec);
+  free(w->text);
+  free(w->env);
+  free(w->notable);
+  memset(w, 0, sizeof *w);
+}
+
+// Room for `more` bytes after `len` in a doubling array of `*cap` bytes (`first` when none);
+// 0, or -1 when out of memory.
+static int reserve(void **p, long *cap, long len, long more, long first) {
+  if (len + more <= *cap) return 0;
+  long c = *cap > 0 ? *cap : first;
+  while (len + more > c) c *= 2;
+  void *bigger = realloc(*p, (size_t)c);
+  if (!bigger) return -1;
+  *p = bigger;
+  *cap = c;
+  return 0;
+}
+
+// pid → record index: open addressing over a power-of-two table of at least twice the records.
+static long index_cap_for(long n) {
+  long cap = 16;
+  while (cap < 2 * n) cap *= 2;
+  return cap;
+}
+static uint32_t pid_slot(int32_t pid, long cap) { return ((uint32_t)pid * 2654435761u) & (uint32_t)(cap - 1); }
+
+// `pid` (of start time `start`) is among the skip_n pairs sorted by pid: a start time of -1
+// names the pid whatever process holds it.
+static int skipped(int32_t pid, double start, const int32_t *pids, const double *starts, int n) {
+  int lo = 0, hi = n - 1;
+  while (lo <= hi) {
+    int mid = lo + (hi - lo) / 2;
+    if (pids[mid] < pid) lo = mid + 1;
+    else if (pids[mid] > pid) hi = mid - 1;
+    else {
+      while (mid > 0 && pids[mid - 1] == pid) mid--;
+      for (; mid < n && pids[mid] == pid; mid++)
+        if (starts[mid] < 0 || starts[mid] == start) return 1;
+      return 0;
+    }
+  }
+  return 0;
+}
+
+static int alive_stat(int dfd, int pid, uint8_t state);
+
+// The environ of record `r` (pid `pid`, zombie leader when `state` is Z) read into w->env;
+// 0, or -1 (info; sizes[WS_FILE] = 3).
+static int walk_environ(int dfd, int pid, uint8_t state, const uint8_t *entry_hex, uint8_t *buf, double *r,
+                        int32_t *sizes, int32_t *info) {
+  struct walk_state *w = &walk_tls;
+  struct env_out o = {NULL, 0, 0, 0, 0, 0, NULL, 0};
+  if (w->env == NULL && reserve((void **)&w->env, &w->env_cap, 0, ENV_FIRST, ENV_FIRST) < 0) {
+    fail(info, ENOMEM, STAGE_ROOT, pid, 0);
+    return -1;
+  }
+  for (;;) {
+    o.out = w->env;
+    o.cap = w->env_cap;
+    o.at = w->env_len;
+    int kind, oversized;
+    double bytes;
+    if (environ_one(dfd, pid, state == 'Z', ENVIRON_TIME_BUDGET_NS, buf, &o, &kind, &bytes, &oversized, info) < 0) {
+      sizes[WS_FILE] = 3;
+      return -1;
+    }
+    if (o.full) {
+      // Read again into a larger array (rare: a few entries fit the first 4 KiB).
+      if (reserve((void **)&w->env, &w->env_cap, w->env_cap, w->env_cap > 0 ? w->env_cap : ENV_FIRST, ENV_FIRST) < 0) {
+        fail(info, ENOMEM, STAGE_ROOT, pid, 0);
+        return -1;
+      }
+      continue;
+    }
+    r[W_ENV_KIND] = kind;
+    r[W_ENV_OVERSIZED] = oversized;
+    r[W_ENV_BYTES] = bytes;
+    r[W_ENV_AT] = (double)w->env_len;
+    r[W_ENV_COUNT] = (double)o.count;
+    for (long at = w->env_len; entry_hex != NULL && at + 32 <= o.at; at += 32)
+      if (memcmp(w->env + at, entry_hex, 32) == 0) r[W_CARRIER] = 1;
+    w->env_len = o.at;
+    return 0;
+  }
+}
+
+/**
+ * One pass over `root` (readdir order): each numeric entry's stat read and parsed, kernel
+ * threads (PF_KTHREAD) and unparsable lines left out — takeSnapshot's walk — and, with
+ * `env_from` >= 0, right after its stat the environ of each process with pid > 1, a start time
+ * >= env_from and alive (isAliveStat), but for the skipped ones (skip_pids sorted, skip_starts
+ * their start times, -1: any), read as tp_environ reads one (its session entries, through a
+ * live thread for a zombie leader); each is checked for `entry_hex` (32 hex digits, or NULL).
+ * The results are kept for tp_walk_take, their sizes in sizes[WS_*]: the records (WALK_RECORD
+ * doubles each, W_*), the comm bytes, the environ entries (32 hex digits each), the notable
+ * records (the indices of those of start >= env_from skipped, or whose environ holds a session
+ * entry, is oversized or denied) and the pid index's slots.
+ * Returns the records, or -1 (info: errno, stage, pid, tid; sizes[WS_FILE]: 0 stat, 3 environ).
+ */
+long tp_walk(const char *root, int rootfd, uint8_t *buf, double env_from, const int32_t *skip_pids,
+             const double *skip_starts, int skip_n, const uint8_t *entry_hex, int32_t *sizes, int32_t *info) {
+  struct walk_state *w = &walk_tls;
+  walk_drop();
+  sizes[WS_FILE] = 0;
+  int dfd = rootfd >= 0 ? openat(rootfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC) : open_root(root);
+  if (dfd < 0) {
+    fail(info, errno, STAGE_ROOT, 0, 0);
+    return -1;
+  }
+  DIR *d = fdopendir(dfd);
+  if (!d) {
+    fail(info, errno, STAGE_ROOT, 0, 0);
+    close(dfd);
+    return -1;
+  }
+  char path[64];
+  struct dirent *e;
+  int failed = 0;
+  for (errno = 0; !failed && (e = readdir(d)) != NULL; errno = 0) {
+    if (e->d_name[0] < '0' || e->d_name[0] > '9') continue;
+    size_t nl = strlen(e->d_name);
+    if (nl > 40) continue;
+    memcpy(path, e->d_name, nl);
+    memcpy(path + nl, "/stat", 6);
+    long len;
+    int truncated, err, stage;
+    int k = read_into(dfd, path, buf, BUF_BYTES - 1, &len, &truncated, &err, &stage);
+    if (k < 0) {
+      fail(info, err, stage, atoi(e->d_name), 0);
+      failed = 1;
+      break;
+    }
+    struct stat_line s;
+    if (k != KIND_OK || !parse_stat(buf, len, &s)) continue;
+    if (((uint32_t)s.fields[F_FLAGS] & PF_KTHREAD) != 0) continue;
+    long rec_bytes = w->n * WALK_RECORD * 8;
+    if (reserve((void **)&w->rec, &w->rec_cap, rec_bytes, WALK_RECORD * 8, 1024 * WALK_RECORD * 8) < 0 ||
+        reserve((void **)&w->text, &w->text_cap, w->text_len, s.comm_len, 16 * 1024) < 0 ||
+        reserve((void **)&w->notable, &w->notable_cap, w->notable_n * 4, 4, 4096) < 0) {
+      fail(info, ENOMEM, STAGE_ROOT, 0, 0);
+      failed = 1;
+      break;
+    }
+    double *r = w->rec + w->n * WALK_RECORD;
+    r[W_PID] = s.pid;
+    r[W_PPID] = s.fields[F_PPID];
+    r[W_PGID] = s.fields[F_PGID];
+    r[W_SID] = s.fields[F_SID];
+    r[W_FLAGS] = s.fields[F_FLAGS];
+    r[W_THREADS] = s.fields[F_THREADS];
+    r[W_START] = s.fields[F_START];
+    r[W_STATE] = s.state;
+    r[W_COMM_AT] = (double)w->text_len;
+    r[W_COMM_LEN] = (double)s.comm_len;
+    memcpy(w->text + w->text_len, buf + s.comm_at, (size_t)s.comm_len);
+    w->text_len += s.comm_len;
+    r[W_ENV_KIND] = -1;
+    r[W_ENV_OVERSIZED] = r[W_ENV_BYTES] = r[W_ENV_AT] = r[W_ENV_COUNT] = r[W_CARRIER] = 0;
+    long index = w->n++;
+    int pid = (int)s.pid;
+    if (env_from < 0 || pid <= 1 || s.fields[F_START] < env_from) continue;
+    int notable = 1; // skipped: the caller decides about it
+    if (!skipped(pid, s.fields[F_START], skip_pids, skip_starts, skip_n)) {
+      if (!alive_stat(dfd, pid, s.state)) continue;
+      if (walk_environ(dfd, pid, s.state, entry_hex, buf, r, sizes, info) < 0) {
+        failed = 1;
+        break;
+      }
+      notable = r[W_ENV_COUNT] > 0 || r[W_ENV_OVERSIZED] != 0 || r[W_ENV_KIND] == KIND_DENIED;
+    }
+    if (notable) w->notable[w->notable_n++] = (int32_t)index;
+  }
+  int rerr = failed ? 0 : errno;
+  closedir(d);
+  if (!failed && rerr != 0) {
+    fail(info, rerr, STAGE_ROOT, 0, 0);
+    failed = 1;
+  }
+  if (failed) {
+    walk_drop();
+    return -1;
+  }
+  sizes[WS_RECORDS] = (int32_t)w->n;
+  sizes[WS_TEXT] = (int32_t)w->text_len;
+  sizes[WS_ENV] = (int32_t)w->env_len;
+  sizes[WS_NOTABLE] = (int32_t)w->notable_n;
+  sizes[WS_INDEX] = (int32_t)index_cap_for(w->n);
+  return w->n;
+}
+
+/**
+ * The last tp_walk's results copied out, and released: the records to rec, the comm bytes to
+ * text, the environ entries to env, the notable indices to notable; the pid index to index
+ * (sizes[WS_INDEX] slots, each a record index or -1: a pid's slot is pid_slot, then the next
+ * ones); each record's first child and next sibling, by ppid (record indices, in readdir order;
+ * -1 none), to first_child and next_sibling. Returns the records.
+ */
+long tp_walk_take(double *rec, uint8_t *text, uint8_t *env, int32_t *notable, int32_t *index,
+                  int32_t *first_child, int32_t *next_sibling) {
+  struct walk_state *w = &walk_tls;
+  long n = w->n, cap = index_cap_for(n);
+  uint32_t mask = (uint32_t)(cap - 1);
+  if (n > 0) memcpy(rec, w->rec, (size_t)(n * WALK_RECORD * 8));
+  if (w->text_len > 0) memcpy(text, w->text, (size_t)w->text_len);
+  if (w->env_len > 0) memcpy(env, w->env, (size_t)w->env_len);
+  if (w->notable_n > 0) memcpy(notable, w->notable, (size_t)w->notable_n * 4);
+  for (long i = 0; i < cap; i++) index[i] = -1;
+  for (long i = 0; i < n; i++) {
+    uint32_t h = pid_slot((int32_t)w->rec[i * WALK_RECORD + W_PID], cap);
+    while (index[h] >= 0) h = (h + 1) & mask;
+    index[h] = (int32_t)i;
+    first_child[i] = next_sibling[i] = -1;
+  }
+  // Records visited last to first, each put before its siblings: children in readdir order.
+  for (long i = n - 1; i >= 0; i--) {
+    int32_t ppid = (int32_t)w->rec[i * WALK_RECORD + W_PPID];
+    uint32_t h = pid_slot(ppid, cap);
+    while (index[h] >= 0 && (int32_t)w->rec[(long)index[h] * WALK_RECORD + W_PID] != ppid) h = (h + 1) & mask;
+    if (index[h] < 0) continue;
+    next_sibling[i] = first_child[index[h]];
+    first_child[index[h]] = (int32_t)i;
+  }
+  walk_drop();
+  return n;
 }
 
 /** strerror(3) of `err`, for an error message worded as Node words its own. */

@@ -6,10 +6,18 @@
 import { CMDLINE_CAP_BYTES, cmdlineText, type Details } from './details.js';
 import { type EnvironRead, readEnviron } from './environ.js';
 import { type Identity, isAliveStat, readStat } from './identity.js';
-import { type Evidence, type HoldRequest, type NativeHold, nativeProc } from './native.js';
+import {
+  type Evidence,
+  type HoldRequest,
+  type NativeHold,
+  nativeProc,
+  type PreHeld,
+  PreHoldFailure,
+  type PreSignal,
+} from './native.js';
 import type { ProcStat } from './stat.js';
 
-export type { Evidence, HoldRequest } from './native.js';
+export type { Evidence, HoldRequest, PreSignal } from './native.js';
 
 /**
  * A hold taken in a native call: `held` (the pidfd, the caller's to close, and the details
@@ -45,6 +53,21 @@ export interface PreHeldProcess {
   hold: HeldProcess;
   /** The parent its stat showed, read after the pidfd was opened (-1: not read). */
   ppid: number;
+  /** With a signal asked for: its result (`NativeProc.sendHeld`'s), when it was sent. */
+  sent?: number;
+}
+
+/**
+ * A prehold that failed after it had signalled (`preholdNative`): the candidates read before
+ * the failure (`held`: their pidfds open, the caller's), the error in `cause`.
+ */
+export class PreHeldFailure extends Error {
+  constructor(
+    readonly held: PreHeldProcess[],
+    cause: unknown,
+  ) {
+    super((cause as Error).message, { cause });
+  }
 }
 
 /**
@@ -52,19 +75,33 @@ export interface PreHeldProcess {
  * one native call (`tp_prehold`): pidfd_open(2); the same start time and alive; the environ
  * read — the read that decides membership — and, when it holds `entry`, the fd not readable
  * (no exit since) and the details, as `holdAllNative`; else the fd closed. So a carrier's
- * environ is read once, and from the held process. Null when the native library is not loaded.
- * Throws what the reads throw (EMFILE…), every pidfd of the call closed.
+ * environ is read once, and from the held process. With `signal`, each carrier held whose
+ * `may[i]` is set is sent `signal.number` through its pidfd as soon as its details are read
+ * (`sent`), while the call goes on. Null when the native library is not loaded. Throws what the
+ * reads throw (EMFILE…), every pidfd of the call closed — but `PreHeldFailure` once a signal
+ * was sent.
  */
 export function preholdNative(
   procRoot: string,
   candidates: readonly ProcStat[],
   entry: string,
+  signal?: PreSignal,
 ): PreHeldProcess[] | null {
   const native = nativeProc();
   if (!native) return null;
-  return native
-    .prehold(procRoot, candidates, entry, CMDLINE_CAP_BYTES + 1)
-    .map((r) => ({ read: r.read, hold: heldProcess(r.hold), ppid: r.ppid }));
+  try {
+    return native.prehold(procRoot, candidates, entry, CMDLINE_CAP_BYTES + 1, signal).map(preHeldProcess);
+  } catch (error) {
+    if (error instanceof PreHoldFailure)
+      throw new PreHeldFailure(error.held.map(preHeldProcess), error.cause);
+    throw error;
+  }
+}
+
+function preHeldProcess(r: PreHeld): PreHeldProcess {
+  const p: PreHeldProcess = { read: r.read, hold: heldProcess(r.hold), ppid: r.ppid };
+  if (r.sent !== undefined) p.sent = r.sent;
+  return p;
 }
 
 function heldProcess(r: NativeHold): HeldProcess {

@@ -12,12 +12,17 @@ import type { EnvironRead } from './environ.js';
 import type { Identity } from './identity.js';
 import { READ_BUFFER_BYTES, type ReadOutcome, sharedBuffer } from './read.js';
 import type { ProcStat } from './stat.js';
+import { type PackedWalk, WALK_RECORD, type WalkEnviron } from './table.js';
 import { TAG_ENTRY_PATTERN, TAG_PREFIX } from './tag.js';
 
 /** The native reads; each throws what the JS path throws (an Error with `code`: EMFILE…). */
 export interface NativeProc {
-  /** takeSnapshot's walk: every user-space process's stat, in readdir order. */
-  snapshot(procRoot: string): ProcStat[];
+  /**
+   * takeSnapshot's walk (native/scan.c `tp_walk`): every user-space process's stat, in readdir
+   * order, and with `environ` the environ of each process it names, read right after its stat —
+   * packed, for a `ProcTable`.
+   */
+  walk(procRoot: string, environ?: WalkEnviron): PackedWalk;
   /** readStat: one pid's stat; undefined when gone or unparsable. */
   stat(procRoot: string, pid: number): ProcStat | undefined;
   /**
@@ -61,9 +66,19 @@ export interface NativeProc {
    * gone) — and when that holds `entry`: the fd not yet readable, then the details, as `holdAll`
    * (`hold`: `held`, or `gone`). A candidate that does not carry `entry` is not held (`hold`
    * `gone`); `no-pidfd`: pidfd_open failed (its environ read all the same). `ppid`: the parent
-   * its re-read stat showed (-1 unread). Throws what a read throws, every fd of the call closed.
+   * its re-read stat showed (-1 unread). With `signal`, a carrier held whose `may[i]` is set is
+   * sent `signal.number` through its pidfd right after its details were read (`sent`: the
+   * result, as `sendHeld`'s). Throws what a read throws, every fd of the call closed — but once
+   * a signal was sent: an error whose `held` holds the results before the failure (their fds
+   * open, the caller's: `PreHoldFailure`).
    */
-  prehold(procRoot: string, candidates: readonly ProcStat[], entry: string, limit: number): PreHeld[];
+  prehold(
+    procRoot: string,
+    candidates: readonly ProcStat[],
+    entry: string,
+    limit: number,
+    signal?: PreSignal,
+  ): PreHeld[];
   /** poll(2) of `fd` for POLLIN, timeout 0: its revents, or -errno. */
   poll1(fd: number): number;
   /**
@@ -100,6 +115,27 @@ export interface PreHeld {
   read: EnvironRead;
   hold: NativeHold;
   ppid: number;
+  /** The signal's result (`NativeProc.sendHeld`'s) when it was sent through the hold. */
+  sent?: number;
+}
+
+/** A signal for `NativeProc.prehold` to send each held carrier whose `may[i]` is set. */
+export interface PreSignal {
+  number: number;
+  may: readonly boolean[];
+}
+
+/**
+ * The error of a prehold that failed after it had signalled: the results before the failure
+ * (`held`: their fds open, the caller's), and what failed (`cause`).
+ */
+export class PreHoldFailure extends Error {
+  constructor(
+    readonly held: PreHeld[],
+    cause: Error,
+  ) {
+    super(cause.message, { cause });
+  }
 }
 
 /**
@@ -113,7 +149,12 @@ export type NativeHold =
 
 const STAGES = ['scandir', 'open', 'read', 'scandir'];
 const KINDS: ReadonlyArray<'ok' | 'gone' | 'denied'> = ['ok', 'gone', 'denied'];
-const SNAPSHOT_RECORD_HEAD = 66; // 8 float64 + a uint16 comm length (native/scan.c)
+const SNAPSHOT_RECORD_HEAD = 66; // tp_stat's record: 8 float64 + a uint16 comm length (native/scan.c)
+const WS_TEXT = 1; // tp_walk's sizes (native/scan.c WS_*)
+const WS_ENV = 2;
+const WS_NOTABLE = 3;
+const WS_INDEX = 4;
+const WS_FILE = 5;
 
 let cached: NativeProc | null | undefined;
 let enabled = process.env.TETHER_NATIVE_SCAN !== '0';
@@ -165,8 +206,10 @@ function libraryPath(): string | undefined {
 
 // biome-ignore lint/suspicious/noExplicitAny: a koffi library handle.
 function bind(lib: any): NativeProc {
-  const snapshotFn = lib.func('long tp_snapshot(const char *, int, void *, void *, long, void *)');
-  const snapshotRestFn = lib.func('long tp_snapshot_rest(void *, long)');
+  const walkFn = lib.func(
+    'long tp_walk(const char *, int, void *, double, void *, void *, int, void *, void *, void *)',
+  );
+  const walkTakeFn = lib.func('long tp_walk_take(void *, void *, void *, void *, void *, void *, void *)');
   const statFn = lib.func('long tp_stat(const char *, int, int, void *, void *, long, void *)');
   const environFn = lib.func(
     'long tp_environ(const char *, int, void *, void *, int, double, void *, void *, long, void *)',
@@ -176,7 +219,7 @@ function bind(lib: any): NativeProc {
     'long tp_hold_batch(const char *, int, void *, void *, void *, void *, void *, int, void *, long, void *, void *, void *, long, void *)',
   );
   const preholdFn = lib.func(
-    'long tp_prehold(const char *, int, void *, void *, void *, int, void *, long, void *, void *, void *, long, void *, long, void *)',
+    'long tp_prehold(const char *, int, void *, void *, void *, int, void *, long, void *, void *, void *, long, void *, long, int, void *, void *)',
   );
   const cmdlinesFn = lib.func(
     'long tp_cmdlines(const char *, int, void *, int, long, void *, void *, long, void *)',
@@ -201,9 +244,10 @@ function bind(lib: any): NativeProc {
   const onePid = new Int32Array(1);
   const oneFlag = new Uint8Array(1);
   const info = new Int32Array(6);
+  const sizes = new Int32Array(6); // tp_walk's WS_*
   const details = new Float64Array(4);
-  // Records of a whole walk: grows (doubling) with the process table, never per file; a walk
-  // that outgrows it is not repeated (tp_snapshot keeps the rest: tp_snapshot_rest).
+  // One stat record, or a batch of environ records: grows (doubling) with the batch, never per
+  // file. (A walk's records are its own arrays: its table reads them for as long as it lives.)
   let out = Buffer.from(new ArrayBuffer(256 * 1024));
   let f64 = new Float64Array(out.buffer);
   const grow = () => {
@@ -272,28 +316,45 @@ function bind(lib: any): NativeProc {
     }
     return hexBytes;
   };
-  const nextRecord = (at: number) => at + ((SNAPSHOT_RECORD_HEAD + out.readUInt16LE(at + 64) + 7) & ~7);
 
   return {
-    snapshot(procRoot) {
-      let n = snapshotFn(procRoot, rootFd(procRoot), buf, out, out.length, info) as number;
-      if (n === -2) {
-        // The walk went to its end: its first records in `out`, the rest kept on the C side.
-        // A buffer for all of them (a quarter to spare, for the next walk), the rest copied in.
-        const written = info[4] as number;
-        const total = written + (info[5] as number);
-        let size = out.length * 2;
-        while (size < total + total / 4) size *= 2;
-        const bigger = Buffer.from(new ArrayBuffer(size));
-        out.copy(bigger, 0, 0, written);
-        out = bigger;
-        f64 = new Float64Array(out.buffer);
-        n = written + (snapshotRestFn(out, written) as number);
+    walk(procRoot, environ) {
+      let skipPids: Int32Array | null = null;
+      let skipStarts: Float64Array | null = null;
+      const skip = environ?.skip ?? [];
+      if (skip.length > 0) {
+        const sorted = [...skip].sort((a, b) => a.pid - b.pid);
+        skipPids = Int32Array.from(sorted, (s) => s.pid);
+        skipStarts = Float64Array.from(sorted, (s) => s.startTime);
       }
-      if (n < 0) throw failure(procRoot, 'stat');
-      const stats: ProcStat[] = [];
-      for (let at = 0; at < n; at = nextRecord(at)) stats.push(statAt(at));
-      return stats;
+      const hex = environ ? (entryHex(environ.entry) ?? null) : null;
+      const from = environ ? environ.from : -1;
+      const n = walkFn(
+        procRoot,
+        rootFd(procRoot),
+        buf,
+        from,
+        skipPids,
+        skipStarts,
+        skip.length,
+        hex,
+        sizes,
+        info,
+      );
+      if (n < 0) throw failure(procRoot, sizes[WS_FILE] === 3 ? 'environ' : 'stat');
+      const walk: PackedWalk = {
+        count: n,
+        rec: new Float64Array(WALK_RECORD * n),
+        text: Buffer.allocUnsafe(sizes[WS_TEXT] as number),
+        env: Buffer.allocUnsafe(sizes[WS_ENV] as number),
+        notable: new Int32Array(sizes[WS_NOTABLE] as number),
+        index: new Int32Array(sizes[WS_INDEX] as number),
+        firstChild: new Int32Array(n),
+        nextSibling: new Int32Array(n),
+      };
+      if (environ) walk.environ = environ;
+      walkTakeFn(walk.rec, walk.text, walk.env, walk.notable, walk.index, walk.firstChild, walk.nextSibling);
+      return walk;
     },
     stat(procRoot, pid) {
       const n = statFn(procRoot, rootFd(procRoot), pid, buf, out, out.length, info);
@@ -428,19 +489,22 @@ function bind(lib: any): NativeProc {
       }
       return results;
     },
-    prehold(procRoot, candidates, entry, limit) {
+    prehold(procRoot, candidates, entry, limit, signal) {
       const n = candidates.length;
       const results: PreHeld[] = [];
       if (n === 0) return results;
       const pids = new Int32Array(n);
       const starts = new Float64Array(n);
       const exited = new Uint8Array(n);
+      const may = signal ? new Uint8Array(n) : null;
       for (let i = 0; i < n; i++) {
         const stat = candidates[i] as ProcStat;
         pids[i] = stat.pid;
         starts[i] = stat.startTime;
         exited[i] = stat.state === 'Z' ? 1 : 0; // a zombie leader: read through a live thread
+        if (may && signal?.may[i]) may[i] = 1;
       }
+      const sig = signal?.number ?? 0;
       const hex = entryHex(entry) ?? null;
       const rec = new Float64Array(HOLD_RECORD * n);
       if (text.length < limit + 1) text = Buffer.from(new ArrayBuffer(2 * (limit + 1)));
@@ -462,21 +526,32 @@ function bind(lib: any): NativeProc {
           text.length,
           out,
           out.length,
+          sig,
+          may?.subarray(done) ?? null,
           info,
         ) as number;
-        if (got < 0) {
-          for (const r of results) if (r.hold.kind === 'held') closeFd(r.hold.fd);
-          throw failure(procRoot, DETAIL_FILES[info[4] as number] ?? 'stat');
+        const failed = got < 0 || info[5] === PREHOLD_FAILED_AFTER_SIGNAL;
+        const error = failed ? failure(procRoot, DETAIL_FILES[info[4] as number] ?? 'stat') : undefined;
+        if (got > 0) {
+          envRecords(out, got, reads);
+          const used = endOfText(rec, HOLD_RECORD, 4, done, got);
+          const chunk = used === 0 ? EMPTY : Buffer.from(text.subarray(0, used));
+          for (let i = done; i < done + got; i++) {
+            const r: PreHeld = {
+              read: reads[i] as EnvironRead,
+              hold: holdAt(rec, i, chunk),
+              ppid: rec[HOLD_RECORD * i + 7] as number,
+            };
+            const sent = rec[HOLD_RECORD * i + 8] as number;
+            if (sent !== NOT_SENT) r.sent = sent;
+            results.push(r);
+          }
         }
-        envRecords(out, got, reads);
-        const used = endOfText(rec, HOLD_RECORD, 4, done, got);
-        const chunk = used === 0 ? EMPTY : Buffer.from(text.subarray(0, used));
-        for (let i = done; i < done + got; i++) {
-          results.push({
-            read: reads[i] as EnvironRead,
-            hold: holdAt(rec, i, chunk),
-            ppid: rec[HOLD_RECORD * i + 7] as number,
-          });
+        if (error) {
+          // What was signalled is the caller's to report: its holds are handed over, open.
+          if (results.some((r) => r.sent !== undefined)) throw new PreHoldFailure(results, error);
+          for (const r of results) if (r.hold.kind === 'held') closeFd(r.hold.fd);
+          throw error;
         }
         done += got;
         if (got < rest && info[5] === 1) grow();
@@ -503,7 +578,9 @@ function bind(lib: any): NativeProc {
 // tp_hold_batch's evidence kinds, record and results (native/scan.c), and the files its
 // info[4] names.
 const EVIDENCE = { identity: 0, carrier: 1, parent: 2 } as const;
-const HOLD_RECORD = 8;
+const HOLD_RECORD = 10;
+const NOT_SENT = 2; // tp_prehold's rec[8] when no signal was sent
+const PREHOLD_FAILED_AFTER_SIGNAL = 4; // tp_prehold's info[5]: a read failed after a signal
 const CMDLINE_RECORD = 4; // tp_cmdlines' record: kind, offset, length, truncated
 const HOLD_GONE = -2;
 const HOLD_NO_PIDFD = -3;

@@ -3,14 +3,23 @@ import { readdirSync } from 'node:fs';
 import { nativeProc } from './native.js';
 import { isFdExhaustion, readInto, sharedBuffer } from './read.js';
 import { isKernelThread, type ProcStat, parseStatBuffer } from './stat.js';
+import { ProcTable, type WalkEnviron } from './table.js';
+
+export type { WalkEnviron } from './table.js';
 
 /** One round's view of the process table, kernel threads left out. */
 export interface Snapshot {
   procRoot: string;
   /** Every user-space process seen, by pid. */
-  processes: Map<number, ProcStat>;
-  /** pid → pids whose ppid it is. */
-  children: Map<number, number[]>;
+  processes: ReadonlyMap<number, ProcStat>;
+  /** pid → pids whose ppid it is, in the walk's order. */
+  children: ReadonlyMap<number, readonly number[]>;
+  /**
+   * The native walk's packed records, which `processes` and `children` are views of — and, when
+   * `takeSnapshot` was asked for them, the environs it read in the same pass. Undefined on the JS
+   * path (its environs are read apart: src/proc/environ.ts).
+   */
+  table?: ProcTable;
   /** When the walk began: `performance.now()` (ms, monotonic clock). */
   takenAt: number;
   /** Milliseconds the walk took (monotonic clock). */
@@ -34,16 +43,34 @@ export function snapshotCount(): number {
 
 /**
  * Walks `procRoot` once and reads each `/proc/<pid>/stat` through one reused buffer.
- * A process that exits mid-walk is simply absent. Throws `NoProcError` when `procRoot`
- * cannot be listed or holds no process at all (not a procfs).
+ * A process that exits mid-walk is simply absent. With `environ`, the native walk also reads,
+ * right after each stat, the environ of each process `environ` names (`snapshot.table`); the JS
+ * walk ignores it. Throws `NoProcError` when `procRoot` cannot be listed or holds no process at
+ * all (not a procfs), and what a read throws (EMFILE…).
  */
-export function takeSnapshot(procRoot = '/proc'): Snapshot {
+export function takeSnapshot(procRoot = '/proc', environ?: WalkEnviron): Snapshot {
   const started = performance.now();
   taken += 1;
   let stats: ProcStat[];
   try {
-    stats = nativeProc()?.snapshot(procRoot) ?? walk(procRoot);
+    const native = nativeProc();
+    if (native) {
+      const table = new ProcTable(native.walk(procRoot, environ));
+      if (table.size === 0)
+        throw new NoProcError(procRoot, new Error('no process entries (is procfs mounted there?)'));
+      const { processes, children } = table;
+      return {
+        procRoot,
+        processes,
+        children,
+        table,
+        takenAt: started,
+        durationMs: performance.now() - started,
+      };
+    }
+    stats = walk(procRoot);
   } catch (error) {
+    if (error instanceof NoProcError) throw error;
     // Only the listing of procRoot itself (readdir: `scandir`) says there is no procfs there.
     if ((error as NodeJS.ErrnoException).syscall !== 'scandir') throw error;
     if (isFdExhaustion(error))

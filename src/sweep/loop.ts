@@ -1,7 +1,8 @@
 // The sweep, read like tini's main loop. Each phase — TERM up to the grace, then KILL — repeats
 // one round until the session is proved gone or the phase's budget runs out:
 //   1. scan:                walk the process table, find the session's members;
-//   2. signal what is new:  the phase's signal to each member that has not had it;
+//   2. signal what is new:  the phase's signal to each member that has not had it (a childless
+//                           carrier may have had it in step 1, as it was held: run.ts earlySignal);
 //   3. decide:              proved gone (the kernel's word, or two empty scans)? out of time?
 //   4. wait:                the scan interval (50 ms), then the next round.
 // The KILL phase runs only when TERM did not end the session, and looks once more before it

@@ -23,9 +23,11 @@ import type {
   SweepWarning,
   UnreadableRecord,
 } from './report.js';
-import { type Member, type ScanContext, type ScanResult, scanSession } from './scan.js';
+import { type Member, type ScanContext, type ScanResult, scanSession, walkEnvironFor } from './scan.js';
 import { sharedSnapshot } from './shared-walk.js';
 import {
+  type CandidateSignal,
+  CandidatesSignalledError,
   createSignaller,
   type HeldCandidate,
   type Hold,
@@ -89,6 +91,8 @@ export class SweepRun {
   /** The holds (pidfds) this sweep took on the members it found: released as they exit, and at its end. */
   holds: Hold[] = [];
   private warnedHold = false;
+  /** The signal of the phase whose round is scanning (`earlySignal`). */
+  private phaseSignal: PhaseSignal | undefined;
   /** When the current round's pause ended (performance.now() ms); undefined for the first round. */
   dueAt: number | undefined;
   scans = 0;
@@ -130,7 +134,7 @@ export class SweepRun {
       roots: opts.roots ?? [],
       cgroup: opts.cgroup?.path,
       hold: (requests) => this.holdAll(requests),
-      holdCandidates: (candidates) => this.holdCandidates(candidates),
+      holdCandidates: (candidates, childless) => this.holdCandidates(candidates, childless),
       tagless: opts.members !== undefined,
     };
     this.absorbWarnings();
@@ -163,12 +167,61 @@ export class SweepRun {
 
   /**
    * Reads the candidate carriers' environs through their pidfds, holding this session's
-   * carriers (scan.ts calls it; null on the JS path).
+   * carriers (scan.ts calls it; null on the JS path) — and signalling each as it is held, with
+   * the phase's signal, when nothing may stand between its hold and its signal (`earlySignal`):
+   * its teardown then starts while the batch goes on, as the floor's does, and `deliver` takes
+   * the outcome from the hold. A batch that fails after it signalled: what it signalled is
+   * tracked (the report says it), then the failure is thrown.
    */
-  holdCandidates(candidates: readonly ProcStat[]): HeldCandidate[] | null {
-    const read = this.signaller.holdCandidates(this.ctx.procRoot, this.ctx.entry, candidates);
+  holdCandidates(candidates: readonly ProcStat[], childless: readonly boolean[]): HeldCandidate[] | null {
+    const phaseSignal = this.phaseSignal;
+    const signal = this.earlySignal(candidates, childless);
+    let read: HeldCandidate[] | null;
+    try {
+      read = this.signaller.holdCandidates(this.ctx.procRoot, this.ctx.entry, candidates, signal);
+    } catch (error) {
+      if (!(error instanceof CandidatesSignalledError) || !phaseSignal) throw error;
+      error.held.forEach((c, i) => {
+        if (c.hold?.sent) this.trackSignalled(candidates[i] as ProcStat, c.hold, phaseSignal);
+        else if (c.hold) releaseHold(c.hold);
+      });
+      throw error.cause;
+    }
     for (const c of read ?? []) if (c.hold && c.hold.fd >= 0) this.holds.push(c.hold);
     return read;
+  }
+
+  /**
+   * The signal a scan's carriers may be sent as they are held (`holdCandidates`): the phase's,
+   * when no rule reads a member before its signal — no `keep` rule (a kept process's cmdline, or
+   * its kept parent, decides), no `collectPorts` (its sockets are read before) — for each
+   * candidate the walk shows childless (its children are held on their parent: it must outlive
+   * their holds), that is not stopped (`deliver` sends a stopped one SIGCONT after its TERM) and
+   * has not had that signal as a tracked process (`deliver` sends each signal once).
+   */
+  private earlySignal(
+    candidates: readonly ProcStat[],
+    childless: readonly boolean[],
+  ): CandidateSignal | undefined {
+    const signal = this.phaseSignal;
+    if (signal === undefined || this.keepRules.length > 0 || this.opts.collectPorts) return undefined;
+    const may = candidates.map((stat, i) => {
+      if (!childless[i] || stat.state === 'T' || stat.state === 't') return false;
+      const t = this.tracked.get(identityKey({ pid: stat.pid, startTime: stat.startTime }));
+      return !t || (!t.denied && !t.record.signals.includes(signal));
+    });
+    return { signal, may };
+  }
+
+  // A carrier signalled as it was held, in a batch that failed after: tracked as `deliver`
+  // would have tracked it, its hold kept (released with the others at the end).
+  private trackSignalled(stat: ProcStat, hold: Hold, signal: PhaseSignal): void {
+    const identity = { pid: stat.pid, startTime: stat.startTime };
+    const member: Member = { identity, stat, foundBy: 'carrier', hold };
+    const key = identityKey(identity);
+    if (hold.fd >= 0) this.holds.push(hold);
+    this.ctx.known.set(key, member);
+    this.deliver(this.tracked.get(key) ?? this.track(key, member), member, signal);
   }
 
   /** Closes the pidfds of members that have exited; all of them with `all` (the sweep's end). */
@@ -460,10 +513,14 @@ export class SweepRun {
    */
   scan(phase: Phase): ScanResult | undefined {
     phase.rounds += 1;
+    this.phaseSignal = phase.signal;
     try {
+      const environ = walkEnvironFor(this.ctx);
       const scan = scanSession(
         this.ctx,
-        this.shareSnapshots ? sharedSnapshot(this.ctx.procRoot, this.dueAt) : takeSnapshot(this.ctx.procRoot),
+        this.shareSnapshots
+          ? sharedSnapshot(this.ctx.procRoot, this.dueAt, environ)
+          : takeSnapshot(this.ctx.procRoot, environ),
       );
       this.setAside(scan);
       this.seen = scan.members.length;

@@ -6,7 +6,7 @@ import { cgroupPids, cgroupPopulated } from '../proc/cgroup.js';
 import { readUid } from '../proc/details.js';
 import { type EnvironRead, readEnviron, readEnvirons } from '../proc/environ.js';
 import { type Identity, identityKey, isAliveStat } from '../proc/identity.js';
-import { type Snapshot, takeSnapshot } from '../proc/snapshot.js';
+import { type Snapshot, takeSnapshot, type WalkEnviron } from '../proc/snapshot.js';
 import type { ProcStat } from '../proc/stat.js';
 import type { UnreadableReason } from './report.js';
 import {
@@ -77,9 +77,13 @@ export interface ScanContext {
    * Reads the candidate carriers' environs through their pidfds and holds those that carry the
    * entry (`Signaller.holdCandidates`: the read that decides membership is the held process's,
    * made once); null when it cannot (the JS path). Asked only when `notBefore` is set: a sweep
-   * by tag alone has every process for candidate. The caller owns the holds it returns.
+   * by tag alone has every process for candidate. The caller owns the holds it returns, and
+   * may have signalled a carrier through its hold as it took it (`Hold.sent`, src/sweep/run.ts)
+   * — only one the walk shows `childless` (`childless[i]`): a parent signalled before its
+   * children are held could exit first, and a child whose only evidence is its parent would then
+   * be held as `gone` and missed.
    */
-  holdCandidates?: (candidates: readonly ProcStat[]) => HeldCandidate[] | null;
+  holdCandidates?: (candidates: readonly ProcStat[], childless: readonly boolean[]) => HeldCandidate[] | null;
   /** Our uid: a denied environ of another uid is not ours to name (docs/sweep.md). */
   uid: number;
   /**
@@ -116,13 +120,77 @@ function entriesOf(snapshot: Snapshot, stat: ProcStat): EnvironRead {
     cache = new Map();
     entriesBySnapshot.set(snapshot, cache);
   }
-  let entries = cache.get(stat.pid);
+  let entries = cache.get(stat.pid) ?? walkEnviron(snapshot, stat);
   if (entries === undefined) {
     // A zombie leader with live threads: its environ is read through a thread.
     entries = readEnviron(snapshot.procRoot, stat.pid, stat.state === 'Z');
     cache.set(stat.pid, entries);
   }
   return entries;
+}
+
+// What `stat`'s environ says of `entry`: it carries it, it is oversized (an entry past the
+// budget is unknown), denied, or none of these. (The walk's own check when it read it: no
+// strings made for a carrier.)
+function environVerdict(
+  snapshot: Snapshot,
+  stat: ProcStat,
+  entry: string,
+): 'carrier' | 'oversized' | 'denied' | undefined {
+  const cached = entriesBySnapshot.get(snapshot)?.get(stat.pid);
+  const table = snapshot.table;
+  if (cached === undefined && table?.environ && table.carries(table.indexOf(stat.pid), entry))
+    return 'carrier';
+  const r = cached ?? entriesOf(snapshot, stat);
+  if (r.kind === 'ok' && r.entries.includes(entry)) return 'carrier';
+  if (r.kind === 'ok' && r.oversized) return 'oversized';
+  return r.kind === 'denied' ? 'denied' : undefined;
+}
+
+// The environ the walk itself read for `stat` (`takeSnapshot` with `environ`), if it did.
+function walkEnviron(snapshot: Snapshot, stat: ProcStat): EnvironRead | undefined {
+  const table = snapshot.table;
+  return table?.environ ? table.environAt(table.indexOf(stat.pid)) : undefined;
+}
+
+/**
+ * What the walk should read besides the stats for this scan: the environs of its candidate
+ * carriers, in the same pass (native/scan.c `tp_walk`) — but when they are to be read through
+ * their pidfds (`holdCandidates`, with `notBefore`), and for a scan of given members. Its earlier
+ * finds, the supervisor and its ancestors and the roots are skipped (their environ decides
+ * nothing unless they are gone since: then it is read apart).
+ */
+export function walkEnvironFor(ctx: ScanContext): WalkEnviron | undefined {
+  if (ctx.tagless || (ctx.notBefore !== undefined && ctx.holdCandidates)) return undefined;
+  const skip: { pid: number; startTime: number }[] = [];
+  for (const pid of ctx.excluded) skip.push({ pid, startTime: -1 });
+  for (const r of ctx.roots) skip.push(r.identity);
+  for (const m of ctx.known.values()) skip.push(m.identity);
+  return { from: ctx.notBefore ?? 0, entry: ctx.entry, skip };
+}
+
+/**
+ * The processes the carrier loop looks at: every eligible one started at or after `notBefore`
+ * (`wanted`) — or, when the walk read their environs (`walkEnvironFor`, for this session or an
+ * earlier `notBefore`), only those it listed as notable: the others carry no session entry and
+ * their environ was read whole, so they are neither carriers nor unreadable.
+ */
+function candidatesOf(ctx: ScanContext, snapshot: Snapshot, wanted: (stat: ProcStat) => boolean): ProcStat[] {
+  const candidates: ProcStat[] = [];
+  const from = ctx.notBefore ?? 0;
+  const table = snapshot.table;
+  if (table?.environ && table.environ.from <= from) {
+    for (const i of table.notable) {
+      if (table.startTimeAt(i) < from) continue;
+      const stat = table.statAt(i);
+      if (wanted(stat)) candidates.push(stat);
+    }
+    return candidates;
+  }
+  for (const stat of snapshot.processes.values()) {
+    if (stat.startTime >= from && wanted(stat)) candidates.push(stat);
+  }
+  return candidates;
 }
 
 /**
@@ -136,7 +204,10 @@ function prefetchEntries(snapshot: Snapshot, wanted: ProcStat[]): void {
     cache = new Map();
     entriesBySnapshot.set(snapshot, cache);
   }
-  const todo = cache.size === 0 ? wanted : wanted.filter((stat) => !cache.has(stat.pid));
+  const table = snapshot.table?.environ ? snapshot.table : undefined;
+  const todo = wanted.filter(
+    (stat) => !cache.has(stat.pid) && !table?.readEnvironAt(table.indexOf(stat.pid)),
+  );
   if (todo.length < 2) return;
   const reads = readEnvirons(
     snapshot.procRoot,
@@ -165,7 +236,13 @@ function readCandidates(
     entriesBySnapshot.set(snapshot, cache);
   }
   const todo = cache.size === 0 ? candidates : candidates.filter((stat) => !cache.has(stat.pid));
-  const read = ctx.notBefore !== undefined && todo.length > 0 ? ctx.holdCandidates?.(todo) : undefined;
+  const asked = ctx.notBefore !== undefined && todo.length > 0 && ctx.holdCandidates;
+  const read = asked
+    ? asked(
+        todo,
+        todo.map((stat) => !snapshot.children.get(stat.pid)?.length),
+      )
+    : undefined;
   if (!read) {
     prefetchEntries(snapshot, candidates);
     return held;
@@ -198,7 +275,10 @@ function evidenceOf(ctx: ScanContext, m: Member): Evidence {
  * Scans once, on `snapshot` (default: a fresh one; sweeps ending together share one per round).
  * Throws `NoProcError` when the process table cannot be read.
  */
-export function scanSession(ctx: ScanContext, snapshot: Snapshot = takeSnapshot(ctx.procRoot)): ScanResult {
+export function scanSession(
+  ctx: ScanContext,
+  snapshot: Snapshot = takeSnapshot(ctx.procRoot, walkEnvironFor(ctx)),
+): ScanResult {
   const members = new Map<number, Member>();
   const unreadable: ScanResult['unreadable'] = [];
   // Checked after the walk, as earlier finds are: a held root whose pidfd has not reported its
@@ -216,10 +296,13 @@ export function scanSession(ctx: ScanContext, snapshot: Snapshot = takeSnapshot(
   const fresh: Member[] = [];
   let preHeld = new Map<number, HeldCandidate>();
   // A pre-held carrier met first as a descendant of `parent` keeps its hold when the stat read
-  // through it showed that parent: the evidence a descendant is held on, read from it.
+  // through it showed that parent: the evidence a descendant is held on, read from it — or when
+  // it was signalled through it as it was held (its own environ made it a member: a new hold
+  // would signal it twice).
   const preHold = (pid: number, parent?: number): Hold | undefined => {
     const c = preHeld.get(pid);
-    if (!c || (parent !== undefined && (c.ppid !== parent || c.hold?.fd === -1))) return undefined;
+    if (!c) return undefined;
+    if (parent !== undefined && !c.hold?.sent && (c.ppid !== parent || c.hold?.fd === -1)) return undefined;
     preHeld.delete(pid);
     return c.hold;
   };
@@ -268,17 +351,15 @@ export function scanSession(ctx: ScanContext, snapshot: Snapshot = takeSnapshot(
   }
 
   // Carriers: read environ only where it can matter.
-  const candidates: ProcStat[] = [];
-  for (const stat of ctx.tagless ? [] : snapshot.processes.values()) {
-    if (ctx.notBefore !== undefined && stat.startTime < ctx.notBefore) continue;
-    if (!members.has(stat.pid) && eligible(stat)) candidates.push(stat);
-  }
+  const candidates = ctx.tagless
+    ? []
+    : candidatesOf(ctx, snapshot, (s) => !members.has(s.pid) && eligible(s));
   preHeld = readCandidates(ctx, snapshot, candidates);
   for (const stat of candidates) {
     // A candidate may have been added since as a carrier's descendant.
     if (members.has(stat.pid)) continue;
-    const r = entriesOf(snapshot, stat);
-    if (r.kind === 'ok' && r.entries.includes(ctx.entry)) {
+    const verdict = environVerdict(snapshot, stat, ctx.entry);
+    if (verdict === 'carrier') {
       const carrier: Member = {
         identity: { pid: stat.pid, startTime: stat.startTime },
         stat,
@@ -287,9 +368,9 @@ export function scanSession(ctx: ScanContext, snapshot: Snapshot = takeSnapshot(
       const hold = preHold(stat.pid);
       if (hold) carrier.hold = hold;
       addWithDescendants(carrier);
-    } else if (r.kind === 'ok' && r.oversized) {
+    } else if (verdict === 'oversized') {
       unreadable.push({ stat, reason: 'oversized' });
-    } else if (r.kind === 'denied' && readUid(ctx.procRoot, stat.pid) === ctx.uid) {
+    } else if (verdict === 'denied' && readUid(ctx.procRoot, stat.pid) === ctx.uid) {
       unreadable.push({ stat, reason: 'denied' });
     }
   }

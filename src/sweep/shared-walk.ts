@@ -1,6 +1,6 @@
 // One process-table walk shared by the sweeps that end together (src/sweep/loop.ts's async
 // driver waits on the grid below; src/sweep/run.ts takes its walks here).
-import { type Snapshot, takeSnapshot } from '../proc/snapshot.js';
+import { type Snapshot, takeSnapshot, type WalkEnviron } from '../proc/snapshot.js';
 
 // Sweeps ending together share each round's process-table walk, but a walk serves a round only
 // if it shows the table as it was when that round became due, never earlier:
@@ -18,14 +18,16 @@ const gridWaiters = new Map<number, Array<(endedAt: number) => void>>();
 /**
  * A walk of `procRoot` fresh enough for this round (see above), the last one or a new one.
  * `dueAt`: when a later round's pause ended (performance.now() ms); undefined for a first round.
- * Throws what `takeSnapshot` throws (`NoProcError`, EMFILE…).
+ * `environ`: what a new walk also reads (`takeSnapshot`); a walk taken as it was may hold other
+ * environs or none (the scan reads what it lacks). Throws what `takeSnapshot` throws
+ * (`NoProcError`, EMFILE…).
  */
-export function sharedSnapshot(procRoot: string, dueAt: number | undefined): Snapshot {
+export function sharedSnapshot(procRoot: string, dueAt: number | undefined, environ?: WalkEnviron): Snapshot {
   const last = turnSnapshot;
   if (last?.procRoot === procRoot && (dueAt === undefined ? walkedInThisTask : last.takenAt >= dueAt)) {
     return last;
   }
-  const snapshot = takeSnapshot(procRoot);
+  const snapshot = takeSnapshot(procRoot, environ);
   turnSnapshot = snapshot;
   walkedInThisTask = true;
   // A tick queued from a promise job runs once the job queue is drained: the end of the task.

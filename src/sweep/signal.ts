@@ -17,11 +17,13 @@ import {
   evidenceHolds,
   type HoldRequest,
   holdAllNative,
+  PreHeldFailure,
+  type PreHeldProcess,
   preholdNative,
   sameProcessAs as sameProcess,
 } from '../proc/hold.js';
 import type { Identity } from '../proc/identity.js';
-import { nativeProc } from '../proc/native.js';
+import { type NativeProc, nativeProc } from '../proc/native.js';
 import type { ProcStat } from '../proc/stat.js';
 
 export type { Evidence, HoldRequest } from '../proc/hold.js';
@@ -51,6 +53,12 @@ export interface Hold {
    * report shows these, read from the held process. The tracker takes them (and clears them).
    */
   details?: Details;
+  /**
+   * A signal already sent through this pidfd as the hold was taken (`holdCandidates` with a
+   * signal: `signal` its number, `result` as tp_send_held's), not yet taken by `sendHeld`: the
+   * next `sendHeld` of that signal returns its outcome instead of sending it again.
+   */
+  sent?: { signal: number; result: number };
 }
 
 /** A candidate carrier read through its pidfd (`Signaller.holdCandidates`). */
@@ -58,6 +66,26 @@ export interface HeldCandidate {
   read: EnvironRead;
   hold?: Hold;
   ppid: number;
+}
+
+/** The signal `holdCandidates` sends each carrier it holds whose `may[i]` is set, as it holds it. */
+export interface CandidateSignal {
+  signal: NodeJS.Signals;
+  may: readonly boolean[];
+}
+
+/**
+ * `holdCandidates` failed (a read: EMFILE…) after it had signalled: the candidates read before
+ * the failure (`held`, in order; their holds the caller's, to report and release), the error in
+ * `cause`.
+ */
+export class CandidatesSignalledError extends Error {
+  constructor(
+    readonly held: HeldCandidate[],
+    cause: unknown,
+  ) {
+    super((cause as Error).message, { cause });
+  }
 }
 
 // Sends a signal to one identified process.
@@ -89,9 +117,18 @@ export interface Signaller {
    * held with its details, or `gone` (it exited since); none when pidfd_open failed (EMFILE: a
    * carrier is then held, or not, as any new member); `ppid` as re-read after the open (-1
    * unread). Null when this cannot be done in one native call (the caller reads the environs
-   * and holds its members apart). Throws what a read throws (EMFILE…), no hold of it kept.
+   * and holds its members apart). With `signal`: each carrier held whose `may[i]` is set is sent
+   * `signal.signal` through its pidfd right after its details were read — its teardown starts
+   * while the batch goes on — and its outcome is kept on the hold (`Hold.sent`) for `sendHeld`
+   * to return. Throws what a read throws (EMFILE…), no hold of it kept — but once a signal was
+   * sent, `CandidatesSignalledError` with the candidates read before the failure.
    */
-  holdCandidates(procRoot: string, entry: string, candidates: readonly ProcStat[]): HeldCandidate[] | null;
+  holdCandidates(
+    procRoot: string,
+    entry: string,
+    candidates: readonly ProcStat[],
+    signal?: CandidateSignal,
+  ): HeldCandidate[] | null;
   /**
    * Signals a held process through its pidfd (`gone` once it has exited: a zombie is not
    * signalled). A hold without a pidfd (`no-pidfd`, `EMFILE`…) falls back to `send`, the
@@ -283,11 +320,10 @@ function pidfdSignaller(f: Ffi): Signaller {
       }
       return holdEach(requests, (id, evidence) => self.hold(procRoot, id, evidence));
     },
-    holdCandidates(procRoot, entry, candidates) {
+    holdCandidates(procRoot, entry, candidates, signal) {
       for (const stat of candidates) checkPid(stat);
-      const native = preholdNative(procRoot, candidates, entry);
-      if (!native) return null;
-      return native.map((c, i): HeldCandidate => {
+      const number = signal ? constants.signals[signal.signal] : 0;
+      const held = (c: PreHeldProcess, i: number): HeldCandidate => {
         const stat = candidates[i] as ProcStat;
         const identity = { pid: stat.pid, startTime: stat.startTime };
         const carrier = c.read.kind === 'ok' && c.read.entries.includes(entry);
@@ -298,17 +334,32 @@ function pidfdSignaller(f: Ffi): Signaller {
             : carrier && h.kind === 'gone'
               ? { identity, fd: -1, why: 'gone' }
               : undefined;
+        if (hold && c.sent !== undefined) hold.sent = { signal: number, result: c.sent };
         return hold ? { read: c.read, hold, ppid: c.ppid } : { read: c.read, ppid: c.ppid };
-      });
+      };
+      let native: PreHeldProcess[] | null;
+      try {
+        native = preholdNative(procRoot, candidates, entry, signal && { number, may: signal.may });
+      } catch (error) {
+        if (error instanceof PreHeldFailure)
+          throw new CandidatesSignalledError(error.held.map(held), error.cause);
+        throw error;
+      }
+      return native ? native.map(held) : null;
     },
     sendHeld(procRoot, hold, signal) {
       checkPid(hold.identity);
-      if (hold.fd < 0) return hasExited(hold) ? 'gone' : self.send(procRoot, hold.identity, signal);
       const sig = typeof signal === 'number' ? signal : constants.signals[signal];
+      // Sent already, as the hold was taken (`holdCandidates` with a signal): its outcome.
+      const sent = hold.sent?.signal === sig ? hold.sent.result : undefined;
+      if (sent !== undefined) hold.sent = undefined;
+      if (hold.fd < 0 && sent === undefined) {
+        return hasExited(hold) ? 'gone' : self.send(procRoot, hold.identity, signal);
+      }
       const native = nativeProc();
-      if (native) {
+      if (native || sent !== undefined) {
         // The exit check and the signal in one call: the same steps as below.
-        const r = native.sendHeld(hold.fd, sig);
+        const r = sent ?? (native as NativeProc).sendHeld(hold.fd, sig);
         if (r === 0) return 'sent';
         if (r === 1) return 'gone';
         if (r === -EBADF) throw new Error(`the pidfd of ${hold.identity.pid} (fd ${hold.fd}) is not open`);

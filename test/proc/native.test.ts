@@ -446,6 +446,92 @@ describe('reading candidate carriers through their pidfds', () => {
   });
 });
 
+describe('the walk that reads environs too', () => {
+  it('reads, in its one pass, the environs readEnviron reads, and lists the notable ones', () => {
+    const notBefore = Math.min(...ours.map((id) => id.startTime));
+    const skipped = tagged1;
+    const snapshot = takeSnapshot('/proc', {
+      from: notBefore,
+      entry: tag.entry,
+      skip: [skipped, { pid: untagged.pid, startTime: untagged.startTime + 1 }],
+    });
+    const table = snapshot.table;
+    expect(table?.environ, 'premise broken: the native walk was not used').toBeDefined();
+    if (!table) return;
+    const was = useNativeProc(false);
+    try {
+      for (const id of ours) {
+        const i = table.indexOf(id.pid);
+        expect(i, `pid ${id.pid} is not in the walk`).toBeGreaterThanOrEqual(0);
+        const stat = table.statAt(i);
+        if (id === skipped) {
+          expect(table.environAt(i), 'a skipped process had its environ read').toBeUndefined();
+          continue;
+        }
+        // The JS path's read of the same process, made after the walk's.
+        const js = readEnviron('/proc', id.pid, stat.state === 'Z');
+        expect(table.environAt(i), `the environ of pid ${id.pid} (${stat.comm})`).toEqual(js);
+        expect(table.carries(i, tag.entry)).toBe(js.kind === 'ok' && js.entries.includes(tag.entry));
+      }
+    } finally {
+      useNativeProc(was);
+    }
+    // Notable: the skipped one, the carriers, the bomb (oversized) — not the untagged sleep,
+    // whose skip names another start time, nor a process started before notBefore.
+    const notable = [...table.notable].map((i) => table.pidAt(i));
+    expect(notable).toContain(skipped.pid);
+    expect(notable).toContain(bomb.pid);
+    expect(notable).toContain(leader.pid);
+    expect(notable).not.toContain(untagged.pid);
+    expect(notable).not.toContain(process.pid);
+    expect(table.environAt(table.indexOf(process.pid)), 'read before notBefore').toBeUndefined();
+  });
+
+  it("gives lookups by pid the JS walk's stats and children, the pids it did not list too", () => {
+    const pids = [...ours.map((id) => id.pid), 0, 1, 2, process.pid, 0x3fffffff];
+    const { js, native } = both(() => {
+      const s = takeSnapshot();
+      return pids.map((pid) => ({
+        stat: s.processes.get(pid),
+        has: s.processes.has(pid),
+        children: s.children.get(pid),
+      }));
+    });
+    expect(native).toEqual(js);
+    expect(native[pids.indexOf(shell.pid)]?.children).toEqual([shellChild.pid]);
+  });
+
+  it("scans another session's walk, or one of a later notBefore, to the same result as its own", () => {
+    const other = createTag();
+    const notBefore = Math.min(...ours.map((id) => id.startTime));
+    const ctx = () => ({
+      procRoot: '/proc',
+      entry: tag.entry,
+      notBefore,
+      excluded: new Set(ancestorsOf('/proc', process.pid)),
+      known: new Map(),
+      uid: process.getuid?.() ?? -1,
+      roots: [],
+    });
+    const result = (r: ReturnType<typeof scanSession>) => ({
+      members: r.members.map((m) => `${m.identity.pid}:${m.foundBy}`).sort(),
+      unreadable: r.unreadable.filter((u) => ours.some((id) => id.pid === u.stat.pid)).map((u) => u.stat.pid),
+    });
+    const own = result(scanSession(ctx()));
+    const fromOther = result(
+      scanSession(ctx(), takeSnapshot('/proc', { from: notBefore, entry: other.entry, skip: [tagged1] })),
+    );
+    const later = result(
+      scanSession(ctx(), takeSnapshot('/proc', { from: notBefore + 1e9, entry: tag.entry })),
+    );
+    const js = both(() => result(scanSession(ctx(), takeSnapshot('/proc')))).js;
+    expect(own.members.length).toBe(7);
+    expect(fromOther).toEqual(own);
+    expect(later).toEqual(own);
+    expect(own).toEqual(js);
+  });
+});
+
 describe('a scan with holds', () => {
   it('finds, holds and details the same members on both paths (carriers read through their pidfds)', () => {
     const signaller = createSignaller();
