@@ -13,6 +13,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -613,6 +614,7 @@ long tp_cmdlines(const char *root, int rootfd, const int32_t *pids, int n, long 
 #endif
 #include <poll.h>
 #include <sys/ioctl.h>
+#include <sys/resource.h>
 #include <sys/syscall.h>
 struct pidfd_info_v0 {
   uint64_t mask, cgroupid;
@@ -725,6 +727,28 @@ static int alive_stat(int dfd, int pid, uint8_t state) {
   return other;
 }
 
+// The fd table of a process whose threads share it (Node's) grows by doubling, and each growth
+// waits for an RCU grace period (the kernel's expand_fdtable: milliseconds on a busy machine):
+// holding 1,000 new members from a table of 64 would wait five times. Once a hold gets fd 48 or
+// higher, the table is grown at once to FD_TABLE_AHEAD slots (or the fd limit) by duplicating
+// that fd to the lowest free number at or above the target (F_DUPFD never replaces an fd in
+// use) and closing the copy: one wait. Tables never shrink, so this happens once per process.
+#define FD_TABLE_AHEAD 4096
+#define FD_TABLE_GROW_AT 48
+static long fd_table_grown;
+
+static void grow_fd_table(int fd) {
+  if (fd < FD_TABLE_GROW_AT || fd < fd_table_grown) return;
+  struct rlimit rl;
+  long target = FD_TABLE_AHEAD - 1;
+  if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY && (long)rl.rlim_cur - 1 < target)
+    target = (long)rl.rlim_cur - 1;
+  fd_table_grown = target > fd ? target + 1 : LONG_MAX; // past it: the kernel's own doubling
+  if (target <= fd) return;
+  int d = fcntl(fd, F_DUPFD_CLOEXEC, (int)target);
+  if (d >= 0) close(d);
+}
+
 // Holds one new member (tp_hold_batch): pidfd_open(pid); its stat re-read through `dfd`: the
 // same start time, alive (alive_stat); the evidence, read after the fd was opened — a carrier's
 // environ still holds `entry_hex` as a whole record (environ_one, through a live thread when
@@ -755,6 +779,7 @@ static int hold_one(int dfd, int pid, double start_time, int evidence, int via, 
   cmd[1] = 0;
   cmd[2] = 0;
   int fd = (int)syscall(SYS_pidfd_open, pid, 0);
+  if (fd >= 0) grow_fd_table(fd);
   if (fd < 0) {
     int e = errno;
     if (e == ESRCH) return HOLD_GONE;
