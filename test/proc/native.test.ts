@@ -22,7 +22,7 @@ import { type Identity, identityOf, readStat } from '../../src/proc/identity.js'
 import { nativeProc, useNativeProc } from '../../src/proc/native.js';
 import { ancestorsOf, takeSnapshot } from '../../src/proc/snapshot.js';
 import type { ProcStat } from '../../src/proc/stat.js';
-import { scanSession } from '../../src/sweep/scan.js';
+import { type ScanContext, scanSession } from '../../src/sweep/scan.js';
 import { createSignaller, type Evidence, type Hold, releaseHold } from '../../src/sweep/signal.js';
 import { BUILD } from '../support/paths.js';
 import { readPidfile, startSleeper, startTagDecoys, tempDir, waitFor } from '../support/zoo.js';
@@ -504,15 +504,7 @@ describe('the walk that reads environs too', () => {
   it("scans another session's walk, or one of a later notBefore, to the same result as its own", () => {
     const other = createTag();
     const notBefore = Math.min(...ours.map((id) => id.startTime));
-    const ctx = () => ({
-      procRoot: '/proc',
-      entry: tag.entry,
-      notBefore,
-      excluded: new Set(ancestorsOf('/proc', process.pid)),
-      known: new Map(),
-      uid: process.getuid?.() ?? -1,
-      roots: [],
-    });
+    const ctx = () => scanContext(notBefore);
     const result = (r: ReturnType<typeof scanSession>) => ({
       members: r.members.map((m) => `${m.identity.pid}:${m.foundBy}`).sort(),
       unreadable: r.unreadable.filter((u) => ours.some((id) => id.pid === u.stat.pid)).map((u) => u.stat.pid),
@@ -532,19 +524,27 @@ describe('the walk that reads environs too', () => {
   });
 });
 
+// The context of a scan for this file's session: its tag, processes started since `notBefore`,
+// this process and its ancestors excluded.
+function scanContext(notBefore: number): ScanContext {
+  return {
+    procRoot: '/proc',
+    entry: tag.entry,
+    notBefore,
+    excluded: new Set(ancestorsOf('/proc', process.pid)),
+    known: new Map(),
+    uid: process.getuid?.() ?? -1,
+    roots: [],
+  };
+}
+
 describe('a scan with holds', () => {
   it('finds, holds and details the same members on both paths (carriers read through their pidfds)', () => {
     const signaller = createSignaller();
     const notBefore = Math.min(...ours.map((id) => id.startTime));
     const { js, native } = both(() => {
       const r = scanSession({
-        procRoot: '/proc',
-        entry: tag.entry,
-        notBefore,
-        excluded: new Set(ancestorsOf('/proc', process.pid)),
-        known: new Map(),
-        uid: process.getuid?.() ?? -1,
-        roots: [],
+        ...scanContext(notBefore),
         hold: (requests) => signaller.holdAll('/proc', requests),
         holdCandidates: (candidates) => signaller.holdCandidates('/proc', tag.entry, candidates),
       });
