@@ -27,7 +27,7 @@ import { Ledger } from '../../src/ledger/index.js';
 import { MAX_SPOOL_FILE_BYTES, SpoolStore, spoolDirOf } from '../../src/ledger/spool.js';
 import type { CorruptRow } from '../../src/ledger/types.js';
 import { createTag } from '../../src/proc/tag.js';
-import { goneSupervisor, recoverCli } from '../recover/support.js';
+import { beginOrphaned, goneSupervisor, recoverCli } from '../recover/support.js';
 import { runNode } from '../support/node.js';
 import { ROOT } from '../support/paths.js';
 import { childrenOf, identityOf, isAlive, type ProcessId } from '../support/proc.js';
@@ -490,12 +490,7 @@ describe('taking the spool in', () => {
     const db = join(dir, 'ledger.db');
     const ledger = await Ledger.open(db);
     const tag = createTag().name;
-    await ledger.begin({
-      tag,
-      command: ['first'],
-      location: { kind: 'local' },
-      supervisor: await goneSupervisor(),
-    });
+    await beginOrphaned(ledger, tag, { command: ['first'] });
     const writer = await Ledger.open(db, { spool: true });
     await writer.begin({ tag, command: ['second'], location: { kind: 'local' } });
     await writer.end(tag, { exitCode: 0, signal: null, error: null }, 'succeeded');

@@ -15,7 +15,7 @@ import type { SweepReport } from '../../src/sweep/report.js';
 import { ROOT } from '../support/paths.js';
 import { childrenOf, cmdlineOf, identityOf, isAlive, type ProcessId, pids } from '../support/proc.js';
 import { cleanup, describeProcess, started, tempDir, waitFor } from '../support/zoo.js';
-import { goneSupervisor, recoverCli } from './support.js';
+import { beginOrphaned, goneSupervisor, recoverCli } from './support.js';
 
 const CLI = join(ROOT, 'bin/tether.js');
 const opened: Ledger[] = [];
@@ -81,12 +81,7 @@ describe.skipIf(!mount)("a record's cgroup path", () => {
     const misplaced = cgroupDir(join(outer, cgroupName(tag)));
     const victims = [await sleeperIn(other), await sleeperIn(misplaced)];
     const { ledger } = await ledgerAt();
-    await ledger.begin({
-      tag,
-      command: ['forged'],
-      location: { kind: 'local' },
-      supervisor: await goneSupervisor(),
-    });
+    await beginOrphaned(ledger, tag, { command: ['forged'] });
     for (const path of [other, misplaced])
       await ledger.recordSweep(tag, { cgroup: path } as unknown as SweepReport);
 
@@ -106,12 +101,7 @@ describe.skipIf(!mount)("a record's cgroup path", () => {
     const own = cgroupDir(join(parent, cgroupName(tag)));
     const member = await sleeperIn(own); // untagged: only the cgroup finds it
     const { ledger } = await ledgerAt();
-    await ledger.begin({
-      tag,
-      command: ['x'],
-      location: { kind: 'local' },
-      supervisor: await goneSupervisor(),
-    });
+    await beginOrphaned(ledger, tag);
     await ledger.recordSweep(tag, { cgroup: own } as unknown as SweepReport);
     const result = await recover({ ledger, graceMs: 500, killAfterMs: 500 });
     expect(result.sessions.find((s) => s.tag === tag)?.outcome).toBe('recovered');
@@ -198,12 +188,7 @@ describe("a record naming a live session's tag", () => {
     const tag = JSON.parse(readFileSync(events, 'utf8').split('\n')[0] as string).tag as string;
     // A forged (or stale) row: B's tag under a supervisor that is gone, in this namespace.
     const { ledger } = await ledgerAt();
-    await ledger.begin({
-      tag,
-      command: ['sleep'],
-      location: { kind: 'local' },
-      supervisor: await goneSupervisor(),
-    });
+    await beginOrphaned(ledger, tag, { command: ['sleep'] });
 
     const result = await recover({ ledger, graceMs: 500, killAfterMs: 500 });
     expect(isAlive(victim), `the live session's ${describeProcess(victim)} was signalled`).toBe(true);
@@ -243,12 +228,7 @@ describe('a record naming the session recover runs in', () => {
     const tag = createTag().name;
     const member = sleeper({ ...process.env, [tag]: '1' }); // a process of "this" session
     const { ledger } = await ledgerAt();
-    await ledger.begin({
-      tag,
-      command: ['x'],
-      location: { kind: 'local' },
-      supervisor: await goneSupervisor(),
-    });
+    await beginOrphaned(ledger, tag);
     process.env[tag] = '1'; // recover runs inside the session the row names
     try {
       const result = await recover({ ledger, graceMs: 500, killAfterMs: 500 });
@@ -325,13 +305,7 @@ describe('an expired kept process', () => {
     const tag = createTag().name;
     const untagged = sleeper(); // as a kept process that dropped its tag, or a process that is not the session's
     const tagged = sleeper({ ...process.env, [tag]: '1' });
-    await ledger.begin({
-      tag,
-      command: ['x'],
-      location: { kind: 'local' },
-      supervisor: await goneSupervisor(),
-      kept: [kept(untagged), kept(tagged)],
-    });
+    await beginOrphaned(ledger, tag, { kept: [kept(untagged), kept(tagged)] });
     const result = await recover({ ledger, graceMs: 500, killAfterMs: 500 });
     expect(isAlive(untagged), `the untagged ${describeProcess(untagged)} was signalled`).toBe(true);
     expect(isAlive(tagged), `the tagged kept ${describeProcess(tagged)} survived`).toBe(false);
@@ -352,11 +326,8 @@ describe("a record's sandbox channel", () => {
     const pwned = join(dir, 'ran');
     const { ledger, path } = await ledgerAt(join(dir, 'ledger.db'));
     const tag = createTag().name;
-    await ledger.begin({
-      tag,
-      command: ['x'],
+    await beginOrphaned(ledger, tag, {
       location: { kind: 'sandbox', channel: ['sh', '-c', `echo ran >> ${pwned}; exit 1`] },
-      supervisor: await goneSupervisor(),
     });
     await ledger.close();
     opened.pop();
@@ -380,11 +351,8 @@ describe("a record's sandbox channel", () => {
     const evil = join(dir, 'kubectl'); // an "exec client" of the forger's own
     writeFileSync(evil, `#!/bin/sh\necho ran >> ${join(dir, 'ran')}\nexit 1\n`, { mode: 0o755 });
     const { ledger, path } = await ledgerAt(join(dir, 'ledger.db'));
-    await ledger.begin({
-      tag: createTag().name,
-      command: ['x'],
+    await beginOrphaned(ledger, createTag().name, {
       location: { kind: 'sandbox', channel: [evil, 'exec', 'pod'] },
-      supervisor: await goneSupervisor(),
     });
     await ledger.close();
     opened.pop();

@@ -13,7 +13,7 @@ import { runNode } from '../support/node.js';
 import { FIXTURES } from '../support/paths.js';
 import { childrenOf, identityOf, isAlive, type ProcessId } from '../support/proc.js';
 import { cleanup, describeProcess, started, tempDir, waitFor } from '../support/zoo.js';
-import { goneSupervisor, recoverCli } from './support.js';
+import { beginOrphaned, recoverCli } from './support.js';
 
 let container: Container;
 
@@ -180,11 +180,9 @@ describe('tether recover after the supervisor was killed with its helpers', () =
     // A target that is gone: the init of a container that was stopped.
     const dead = await startContainer(60);
     await dead.stop();
-    await ledger.begin({
-      tag,
+    await beginOrphaned(ledger, tag, {
       command: ['sleep', '600'],
       location: { kind: 'sandbox', channel: dead.prefix },
-      supervisor: await goneSupervisor(),
     });
     const { code, json, stderr } = await recoverCli(path, '--channel-budget', '1s');
     expect(code, `exit status with a parked session (stderr: ${stderr})`).toBe(1);
@@ -218,11 +216,8 @@ describe('tether recover after the supervisor was killed with its helpers', () =
       owner: 'test',
       expiresAt,
     });
-    await ledger.begin({
-      tag,
+    await beginOrphaned(ledger, tag, {
       command: ['server'],
-      location: { kind: 'local' },
-      supervisor: await goneSupervisor(),
       kept: [kept(expired, now - 1000), kept(within, now + 600_000)],
     });
     const { code, json, stderr } = await recoverCli(path);

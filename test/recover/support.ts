@@ -2,6 +2,7 @@
 import { execFile } from 'node:child_process';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
+import type { BeginOptions, Ledger } from '../../src/ledger/ledger.js';
 import { currentSupervisor } from '../../src/ledger/supervisor.js';
 import type { Supervisor } from '../../src/ledger/types.js';
 import { runNode } from '../support/node.js';
@@ -33,4 +34,22 @@ export async function goneSupervisor(): Promise<Supervisor> {
   await gone.done;
   if (!id || isAlive(id)) throw new Error('premise broken: no identity for a short-lived supervisor');
   return { ...currentSupervisor(), pid: id.pid, startTime: id.startTime };
+}
+
+/**
+ * Records `tag` as a `running` session whose supervisor is gone (`goneSupervisor`): a local
+ * session of command `x` unless `options` says otherwise. What recover then finds.
+ */
+export async function beginOrphaned(
+  ledger: Ledger,
+  tag: string,
+  options: Partial<Omit<BeginOptions, 'tag'>> = {},
+): Promise<void> {
+  await ledger.begin({
+    command: ['x'],
+    location: { kind: 'local' },
+    supervisor: await goneSupervisor(),
+    ...options,
+    tag,
+  });
 }
