@@ -22,7 +22,7 @@ import { ledgerCorrupt, ledgerLocked, ledgerUnavailable } from './store-errors.j
 /** `PRAGMA application_id` of a tether ledger ("teth"): a database with another id is not ours. */
 export const SQLITE_APPLICATION_ID = 0x74657468;
 
-// Forward migrations: MIGRATIONS[i] takes schema i to i + 1. Never edit one that shipped; add one.
+/** Forward migrations, SQL text: MIGRATIONS[i] takes schema i to i + 1. Never edit one that shipped; add one. */
 export const MIGRATIONS: readonly string[] = [
   // 0 → 1: the sessions table.
   `CREATE TABLE sessions (
@@ -46,10 +46,12 @@ export const MIGRATIONS: readonly string[] = [
 /** The schema this code writes. A file with a higher `user_version` is refused, never downgraded. */
 export const SQLITE_SCHEMA_VERSION = MIGRATIONS.length;
 
-// `mkdir -p` with mode 0700, one level at a time from the nearest existing ancestor, so that
-// each failure is the real one: Node's own recursive mkdirSync loops for ever under /proc
-// (mkdir of /proc/x is ENOENT, of /proc EEXIST, again and again) and calls a path under a
-// regular file EEXIST. Throws the errno error of the level that failed (ENOTDIR named as such).
+/**
+ * `mkdir -p` with mode 0700, one level at a time from the nearest existing ancestor, so that
+ * each failure is the real one: Node's own recursive mkdirSync loops for ever under /proc
+ * (mkdir of /proc/x is ENOENT, of /proc EEXIST, again and again) and calls a path under a
+ * regular file EEXIST. Throws the errno error of the level that failed (ENOTDIR named as such).
+ */
 export function makeDirectories(dir: string): void {
   const missing: string[] = [];
   for (let d = dir; ; d = dirname(d)) {
@@ -79,10 +81,12 @@ function kindOf(st: Stats): string {
   return 'not a regular file';
 }
 
-// Before SQLite touches `path`: an existing path must be (or link to) a regular file — SQLite
-// would otherwise open a FIFO, /dev/null or a directory and create `<path>-journal` beside it;
-// a missing file is created here, mode 0600 (the ledger holds every session's command line), as
-// SQLite would create it 0644. An existing file's mode is left as it is. Throws LEDGER_UNAVAILABLE.
+/**
+ * Before SQLite touches `path`: an existing path must be (or link to) a regular file — SQLite
+ * would otherwise open a FIFO, /dev/null or a directory and create `<path>-journal` beside it;
+ * a missing file is created here, mode 0600 (the ledger holds every session's command line), as
+ * SQLite would create it 0644. An existing file's mode is left as it is. Throws LEDGER_UNAVAILABLE.
+ */
 export function prepareFile(path: string): void {
   let st: Stats | undefined;
   try {
@@ -158,6 +162,7 @@ export function mapSqliteError(err: unknown, path: string, action: 'open' | 'rea
   return err;
 }
 
+/** An error as one line for a message: `CODE: message` (the code once), or its message, or its text. */
 export function errText(err: unknown): string {
   const e = err as { code?: string; message?: string };
   return e?.code && e.message && !e.message.includes(e.code)
