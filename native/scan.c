@@ -53,8 +53,15 @@ static int64_t now_ns(void) {
 // readInto (src/proc/read.ts): at most `limit` bytes of dirfd/path into buf, one byte more to
 // tell truncation. Returns KIND_*, or -1 (errno in *err) for any other failure; *len and
 // *truncated on KIND_OK.
-static int read_into(int dirfd, const char *path, uint8_t *buf, long limit, long *len, int *truncated,
-                     int *err, int *stage) {
+//
+// With `line` set the file is one line that ends in '\n' (a `stat`): a read shorter than asked
+// that ends in '\n' is the whole file, and the read of its end is not made. (procfs prints such
+// a file whole into its seq_file buffer and copies it out from the start: a first read shorter
+// than asked is all of it. A read that ends in '\n' partway cannot pass for a whole stat line:
+// the only '\n' after the last ')' ends the line, and the comm before it holds at most 15 bytes,
+// too few for the fields parse_stat needs.)
+static int read_file(int dirfd, const char *path, uint8_t *buf, long limit, int line, long *len,
+                     int *truncated, int *err, int *stage) {
   long want = (limit < BUF_BYTES - 1 ? limit : BUF_BYTES - 1) + 1;
   int fd = openat(dirfd, path, O_RDONLY | O_CLOEXEC);
   if (fd < 0) {
@@ -78,11 +85,23 @@ static int read_into(int dirfd, const char *path, uint8_t *buf, long limit, long
     }
     if (n == 0) break;
     got += n;
+    if (line && got < want && buf[got - 1] == '\n') break;
   }
   close(fd);
   *truncated = got == want;
   *len = got == want ? want - 1 : got;
   return KIND_OK;
+}
+
+static int read_into(int dirfd, const char *path, uint8_t *buf, long limit, long *len, int *truncated,
+                     int *err, int *stage) {
+  return read_file(dirfd, path, buf, limit, 0, len, truncated, err, stage);
+}
+
+// `<pid>/stat` (or a task's) into buf, whole: read_file with `line`.
+static int read_stat(int dirfd, const char *path, uint8_t *buf, long *len, int *err, int *stage) {
+  int truncated;
+  return read_file(dirfd, path, buf, BUF_BYTES - 1, 1, len, &truncated, err, stage);
 }
 
 // parseStatBuffer (src/proc/stat.ts), byte for byte: cut at the last ')', fields counted from
@@ -203,8 +222,8 @@ long tp_stat(const char *root, int rootfd, int pid, uint8_t *buf, uint8_t *out, 
   char path[64];
   snprintf(path, sizeof path, "%d/stat", pid);
   long len;
-  int truncated, err, stage;
-  int k = read_into(dfd, path, buf, BUF_BYTES - 1, &len, &truncated, &err, &stage);
+  int err, stage;
+  int k = read_stat(dfd, path, buf, &len, &err, &stage);
   root_done(dfd, own);
   if (k < 0) {
     fail(info, err, stage, pid, 0);
@@ -801,7 +820,7 @@ static int hold_one(int dfd, int pid, double start_time, int evidence, int via, 
   // The fd was opened before this read: if the start time still matches now, the process
   // existed throughout and the fd names it.
   snprintf(path, sizeof path, "%d/stat", pid);
-  int k = read_into(dfd, path, buf, BUF_BYTES - 1, &len, &truncated, &err, &stage);
+  int k = read_stat(dfd, path, buf, &len, &err, &stage);
   if (k < 0) {
     fail(info, err, stage, pid, 0);
     info[4] = 0;
@@ -1194,8 +1213,8 @@ long tp_walk(const char *root, int rootfd, uint8_t *buf, double env_from, const 
     memcpy(path, e->d_name, nl);
     memcpy(path + nl, "/stat", 6);
     long len;
-    int truncated, err, stage;
-    int k = read_into(dfd, path, buf, BUF_BYTES - 1, &len, &truncated, &err, &stage);
+    int err, stage;
+    int k = read_stat(dfd, path, buf, &len, &err, &stage);
     if (k < 0) {
       fail(info, err, stage, atoi(e->d_name), 0);
       failed = 1;

@@ -67,6 +67,7 @@ export class ProcTable {
   private readonly stats: (ProcStat | undefined)[];
   private readonly environs: (EnvironRead | undefined)[] = [];
   private readonly mask: number;
+  private comms: string | undefined;
 
   constructor(private readonly walk: PackedWalk) {
     this.size = walk.count;
@@ -110,9 +111,12 @@ export class ProcTable {
     const { rec, text } = this.walk;
     const r = WALK_RECORD * i;
     const at = rec[r + W_COMM_AT] as number;
+    // The comms decoded once per table, each a slice of that string (latin1: a byte per char):
+    // one Buffer decode per made record costs more than the rest of the record.
+    this.comms ??= text.toString('latin1');
     const stat: ProcStat = {
       pid: rec[r + W_PID] as number,
-      comm: text.toString('latin1', at, at + (rec[r + W_COMM_LEN] as number)),
+      comm: this.comms.slice(at, at + (rec[r + W_COMM_LEN] as number)),
       state: String.fromCharCode(rec[r + W_STATE] as number),
       ppid: rec[r + W_PPID] as number,
       pgid: rec[r + W_PGID] as number,

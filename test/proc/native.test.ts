@@ -5,7 +5,7 @@
 // a gone pid's, one past the cap), a process table larger than the first buffer, and a whole
 // scan.
 import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
-import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { mkdirSync, readFileSync, symlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTag } from '../../src/index.js';
@@ -216,6 +216,27 @@ describe('the native scan loop', () => {
     expect(statFields(zombie)?.[0], 'premise broken: the zombie was reaped').toBe('Z');
     // Ground truth, read here: the sleep's own argv.
     expect(readFileSync(`/proc/${tagged1.pid}/cmdline`, 'latin1')).toBe('sleep\x001000\x00');
+  });
+
+  it('reads a stat whose comm holds ") " and a newline whole, in a walk and alone', () => {
+    // The native stat read stops at a read that ends in a newline (native/scan.c `read_stat`):
+    // a comm that holds one, followed by what looks like fields, must not cut the line short.
+    const dir = tempDir();
+    const name = 'x) S\n1 2 3';
+    symlinkSync('/usr/bin/sleep', join(dir, name));
+    const odd = track(spawn(join(dir, name), ['1000'], { stdio: 'ignore' }));
+    const truth = statFields(odd.pid);
+    expect(readFileSync(`/proc/${odd.pid}/comm`, 'latin1'), 'premise broken: the comm').toBe(`${name}\n`);
+    const { js, native } = both(() => ({
+      walked: takeSnapshot().processes.get(odd.pid),
+      alone: readStat('/proc', odd.pid),
+    }));
+    expect(native).toEqual(js);
+    expect(native.alone).toEqual(native.walked);
+    expect(native.alone?.comm).toBe(name);
+    expect(native.alone?.ppid).toBe(process.pid);
+    expect(native.alone?.startTime).toBe(Number(truth?.[19]));
+    expect(native.alone?.startTime).toBe(odd.startTime);
   });
 
   it('walks a process table larger than its first buffer once, to the same stats', () => {
