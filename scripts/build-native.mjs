@@ -1,5 +1,6 @@
 #!/usr/bin/env node
-// Builds the native scan loop (native/scan.c) as a shared library for each architecture a
+// Builds the native scan loop (native/scan.c) and the spool's file operations (native/spool.c)
+// as one shared library for each architecture a
 // package carries, into dist/native/linux-<arch>/libtether-proc.so, which src/proc/native.ts
 // loads through koffi. It is optional: one that is missing, fails to build or fails to load
 // leaves tether on its JS path (src/proc/), the same reads with the same results, slower.
@@ -10,7 +11,7 @@
 //
 // Compilers as scripts/build-helper.mjs: this machine's with $CC_<ARCH>, else $CC, else cc;
 // another with $CC_<ARCH>, else Debian's cross compiler. A missing one: a note, exit 0.
-// An output newer than native/scan.c and this script is kept as is.
+// An output newer than its sources and this script is kept as is.
 import { execFile } from 'node:child_process';
 import { mkdirSync, renameSync, rmSync } from 'node:fs';
 import { dirname, join } from 'node:path';
@@ -29,7 +30,7 @@ if (unknown !== undefined || (outFlag >= 0 && !args[outFlag + 1])) {
   process.exit(2);
 }
 const nativeDir = outFlag >= 0 ? args[outFlag + 1] : join(root, 'dist/native');
-const source = join(root, 'native/scan.c');
+const sources = ['native/scan.c', 'native/spool.c'].map((f) => join(root, f));
 const arches = args.includes('--host') ? [process.arch] : Object.keys(CROSS);
 const run = promisify(execFile);
 
@@ -41,7 +42,7 @@ function libraryFor(arch) {
 async function build(arch) {
   const out = libraryFor(arch);
   mkdirSync(dirname(out), { recursive: true });
-  const inputs = Math.max(mtime(source) ?? 0, mtime(fileURLToPath(import.meta.url)) ?? 0);
+  const inputs = Math.max(...sources.map((s) => mtime(s) ?? 0), mtime(fileURLToPath(import.meta.url)) ?? 0);
   if ((mtime(out) ?? -1) >= inputs) return undefined;
   const cc = compilerFor(arch);
   if (!cc) return `linux-${arch}: no compiler known for it (set CC_${arch.toUpperCase()})`;
@@ -49,7 +50,7 @@ async function build(arch) {
   // the new one, never a half-written one.
   const temp = `${out}.${process.pid}.tmp`;
   try {
-    await run(cc, ['-O2', '-Wall', '-Wextra', '-shared', '-fPIC', '-o', temp, source], { timeout: 120_000 });
+    await run(cc, ['-O2', '-Wall', '-Wextra', '-shared', '-fPIC', '-o', temp, ...sources], { timeout: 120_000 });
     renameSync(temp, out);
     return undefined;
   } catch (error) {

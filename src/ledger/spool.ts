@@ -31,6 +31,7 @@ import {
 } from 'node:fs';
 import { join } from 'node:path';
 import { identityOf, isAlive } from '../proc/identity.js';
+import { nativeFiles } from '../proc/native-files.js';
 import { COLUMNS, parseRow, type SessionRow, toRow } from './rows.js';
 import { checkLedgerFile, checkSqliteAddon, errText } from './sqlite-file.js';
 import { ledgerUnavailable } from './store-errors.js';
@@ -44,7 +45,7 @@ import type { CorruptRow, LedgerStore, ListFilter, SessionRecord } from './types
 export function spoolDirOf(path: string): string {
   let real = path;
   try {
-    real = realpathSync(path);
+    real = realpathSync.native(path);
   } catch {
     // not there (yet): the path as given
   }
@@ -93,6 +94,30 @@ function writeNew(path: string, text: string): void {
     throw err;
   }
   closeSync(fd);
+}
+
+/**
+ * `text` written whole to the new file `tmp` (`writeNew`), then linked to `name` (false: `name`
+ * exists; `tmp` removed either way) or renamed over it — by native/spool.c `tp_spool_put` when
+ * the native library is there, the same calls. On failure `tmp` is removed and the failed call's
+ * error thrown.
+ */
+function put(tmp: string, name: string, text: string, how: 'link' | 'rename'): boolean {
+  const native = nativeFiles();
+  if (native) return native.put(tmp, name, text, how);
+  writeNew(tmp, text);
+  let renamed = false;
+  try {
+    if (how === 'link') linkSync(tmp, name);
+    else renameSync(tmp, name);
+    renamed = how === 'rename';
+    return true;
+  } catch (err) {
+    if (how === 'link' && (err as NodeJS.ErrnoException).code === 'EEXIST') return false;
+    throw err;
+  } finally {
+    if (!renamed) unlinkQuietly(tmp); // a second name once linked; left by a failed rename
+  }
 }
 
 /**
@@ -150,19 +175,13 @@ export class SpoolStore implements LedgerStore {
     // lives), then linked into place (EEXIST: the tag is spooled already): a reader never sees a
     // partial begin under the record's name. Done before the call returns, so before any payload starts.
     const tmp = join(this.dir, ownName(record.tag, 'tmp'));
+    let linked: boolean;
     try {
-      writeNew(tmp, asFile(first));
+      linked = put(tmp, join(this.dir, `${record.tag}.json`), asFile(first), 'link');
     } catch (err) {
       throw this.unavailable(err);
     }
-    try {
-      linkSync(tmp, join(this.dir, `${record.tag}.json`));
-    } catch (err) {
-      if ((err as NodeJS.ErrnoException).code === 'EEXIST') return false;
-      throw this.unavailable(err);
-    } finally {
-      unlinkQuietly(tmp);
-    }
+    if (!linked) return false;
     this.records.set(record.tag, first);
     return true;
   }
@@ -180,25 +199,17 @@ export class SpoolStore implements LedgerStore {
     if (current === undefined || current.revision !== expected) return false;
     const written = { ...next, tag, revision: expected + 1 };
     const tmp = join(this.dir, ownName(tag, 'tmp'));
-    this.write(() => {
-      writeNew(tmp, asFile(written));
+    try {
       // Over <tag>.json, or a new <tag>.json when an ingest has claimed the last one meanwhile.
-      renameSync(tmp, join(this.dir, `${tag}.json`));
-    }, tmp);
+      put(tmp, join(this.dir, `${tag}.json`), asFile(written), 'rename');
+    } catch (err) {
+      throw this.unavailable(err);
+    }
     this.records.set(tag, written);
     return true;
   }
 
   async close(): Promise<void> {}
-
-  private write(fn: () => void, tmp?: string): void {
-    try {
-      fn();
-    } catch (err) {
-      if (tmp) unlinkQuietly(tmp);
-      throw this.unavailable(err);
-    }
-  }
 
   private unavailable(err: unknown): Error {
     return ledgerUnavailable(
@@ -209,19 +220,31 @@ export class SpoolStore implements LedgerStore {
   }
 }
 
+// Makes the spool directory (0700) when absent — by native/spool.c `tp_spool_dir` when the native
+// library is there, the same calls — and checks that it is one (not a symlink to one).
 function makeSpoolDir(dir: string, ledger: string): void {
+  let isDir: boolean;
+  try {
+    isDir = nativeFiles()?.spoolDir(dir) ?? spoolDirJs(dir);
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).syscall !== 'mkdir') throw err;
+    throw ledgerUnavailable(ledger, `its spool ${dir} cannot be created (${errText(err)})`, err);
+  }
+  if (!isDir)
+    throw ledgerUnavailable(ledger, `its spool ${dir} exists and is not a directory; move it aside`);
+}
+
+function spoolDirJs(dir: string): boolean {
   let st = lstatSync(dir, { throwIfNoEntry: false });
   if (st === undefined) {
     try {
       mkdirSync(dir, { mode: 0o700 });
     } catch (err) {
-      if ((err as NodeJS.ErrnoException).code !== 'EEXIST')
-        throw ledgerUnavailable(ledger, `its spool ${dir} cannot be created (${errText(err)})`, err);
+      if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err;
     }
     st = lstatSync(dir);
   }
-  if (!st.isDirectory())
-    throw ledgerUnavailable(ledger, `its spool ${dir} exists and is not a directory; move it aside`);
+  return st.isDirectory();
 }
 
 function unlinkQuietly(path: string): void {

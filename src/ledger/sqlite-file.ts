@@ -17,6 +17,7 @@ import {
 } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { nativeFiles } from '../proc/native-files.js';
 import { ledgerCorrupt, ledgerLocked, ledgerUnavailable } from './store-errors.js';
 
 /** `PRAGMA application_id` of a tether ledger ("teth"): a database with another id is not ours. */
@@ -203,8 +204,14 @@ const APPLICATION_ID_OFFSET = 68;
  */
 export function checkLedgerFile(path: string): void {
   // The common case in one open: an existing regular file, not a symlink (O_NOFOLLOW), opened
-  // for writing without blocking (a FIFO would block a read-only open). Anything else takes the
-  // full path below, which names what is wrong or creates what is missing.
+  // for writing without blocking (a FIFO would block a read-only open), its header read — by
+  // native/spool.c when the native library is there. Anything else takes the full path below,
+  // which names what is wrong or creates what is missing.
+  const head = nativeFiles()?.head(path, HEADER_BYTES);
+  if (head) {
+    checkHeader(path, head);
+    return;
+  }
   let fd: number | undefined;
   try {
     fd = openSync(path, constants.O_RDWR | constants.O_NOFOLLOW | constants.O_NONBLOCK);
@@ -233,8 +240,14 @@ export function checkLedgerFile(path: string): void {
   } finally {
     closeSync(fd);
   }
-  if (length === 0) return; // a new ledger: SQLite writes its header on first open
-  if (length < HEADER_BYTES || !header.subarray(0, MAGIC.length).equals(MAGIC))
+  checkHeader(path, header.subarray(0, length));
+}
+
+// The header's verdict: SQLite's magic string, a schema not newer than ours, not another
+// application's (an empty file is a new ledger: SQLite writes its header on first open).
+function checkHeader(path: string, header: Buffer): void {
+  if (header.length === 0) return;
+  if (header.length < HEADER_BYTES || !header.subarray(0, MAGIC.length).equals(MAGIC))
     throw ledgerCorrupt(path, "it is not a SQLite database (its first bytes are not SQLite's header)");
   const version = header.readUInt32BE(USER_VERSION_OFFSET);
   const app = header.readUInt32BE(APPLICATION_ID_OFFSET);
@@ -264,7 +277,7 @@ export function addonUnavailable(path: string, why: string, cause?: unknown): Er
 
 // Where the `bindings` package (what better-sqlite3 loads its addon through) looks for
 // better_sqlite3.node under the package's root, in its order.
-function addonPlaces(): string[] {
+export function addonPlaces(): string[] {
   const { platform, arch, versions } = process;
   const file = 'better_sqlite3.node';
   return [
@@ -290,21 +303,34 @@ function addonPlaces(): string[] {
  * spool records nothing can read). An addon built for another Node is only found when it loads.
  */
 export function checkSqliteAddon(path: string): void {
-  const root = packageRoot('better-sqlite3');
+  const here = dirname(fileURLToPath(import.meta.url));
+  const places = addonPlaces();
+  // The same search by native/spool.c when the native library is there (`tp_find_addon`).
+  const { root, built } = nativeFiles()?.findAddon(here, 'better-sqlite3', places) ?? findAddon(here, places);
   if (root === undefined)
     throw addonUnavailable(
       path,
       'better-sqlite3 is not installed (no node_modules/better-sqlite3 above tether)',
     );
-  if (!addonPlaces().some((place) => existsSync(join(root, place))))
-    throw addonUnavailable(path, `better_sqlite3.node is not built under ${root}`);
+  if (!built) throw addonUnavailable(path, `better_sqlite3.node is not built under ${root}`);
+}
+
+/**
+ * The JS search of `checkSqliteAddon` (native/spool.c `tp_find_addon` makes the same): the root
+ * of better-sqlite3 above the directory `start` (`<dir>/node_modules/better-sqlite3` holding a
+ * package.json; undefined when none), and whether one of `places` (relative to it) exists.
+ */
+export function findAddon(start: string, places: readonly string[]): { root?: string; built: boolean } {
+  const root = packageRoot(start, 'better-sqlite3');
+  if (root === undefined) return { built: false };
+  return { root, built: places.some((place) => existsSync(join(root, place))) };
 }
 
 // The directory of package `name` as Node's resolution finds it from this file: the nearest
 // `node_modules/<name>/package.json` up the tree (a walk of a few stats, cheaper in a fresh
 // process than a resolver).
-function packageRoot(name: string): string | undefined {
-  for (let dir = dirname(fileURLToPath(import.meta.url)); ; dir = dirname(dir)) {
+function packageRoot(start: string, name: string): string | undefined {
+  for (let dir = start; ; dir = dirname(dir)) {
     const root = join(dir, 'node_modules', name);
     if (existsSync(join(root, 'package.json'))) return root;
     if (dirname(dir) === dir) return undefined;

@@ -157,6 +157,8 @@ const WS_INDEX = 4;
 const WS_FILE = 5;
 
 let cached: NativeProc | null | undefined;
+// biome-ignore lint/suspicious/noExplicitAny: a koffi library handle.
+let library: any;
 let enabled = process.env.TETHER_NATIVE_SCAN !== '0';
 
 /**
@@ -174,13 +176,24 @@ export function nativeProc(): NativeProc | null {
     return null;
   }
   try {
-    cached = bind(c.koffi.load(path));
+    const lib = c.koffi.load(path);
+    cached = bind(lib);
+    library = lib;
   } catch (error) {
     if (!/EMFILE|ENFILE|too many open files/i.test((error as Error).message) && !libcFailedForFds())
       cached = null;
     return null;
   }
   return cached;
+}
+
+/**
+ * The loaded library's koffi handle, for the other native functions it carries (./native-files.ts);
+ * null when `nativeProc()` is.
+ */
+// biome-ignore lint/suspicious/noExplicitAny: a koffi library handle.
+export function nativeLibrary(): any {
+  return nativeProc() ? library : null;
 }
 
 /**

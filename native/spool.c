@@ -1,0 +1,168 @@
+// The file operations of the ledger's spool writer (src/ledger/spool.ts) and of its checks
+// before the payload (src/ledger/sqlite-file.ts), in C: `tether run` makes them once each in a
+// fresh process, where each Node fs function's first call costs more than the system calls
+// behind it (decisions.md D20, docs/benchmarks.md §9). Each function does what its JS
+// counterpart does, system call for system call; src/proc/native.ts binds them (`nativeFiles`)
+// and the JS path stays for a machine without this library.
+//
+// Every function returns 0 or more on success, or -errno with `*stage` saying which call failed
+// (STAGE_*), which the caller turns into the error Node would have thrown for that call.
+//
+// Built with native/scan.c into one shared library by scripts/build-native.mjs.
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <stdint.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+enum { STAGE_OPEN = 1, STAGE_WRITE, STAGE_LINK, STAGE_RENAME, STAGE_READ, STAGE_LSTAT, STAGE_MKDIR };
+#define NOT_REGULAR (-100000) // tp_head: the path names something other than a regular file
+
+/**
+ * The first `n` bytes of the file at `path` into `buf`, as checkLedgerFile's common case reads
+ * them: opened O_RDWR | O_NOFOLLOW | O_NONBLOCK (writable, not a symlink, a FIFO never blocks),
+ * fstat(2) to see a regular file, pread(2) at offset 0. Returns the bytes read (fewer than `n`:
+ * the file is shorter), NOT_REGULAR, or -errno.
+ */
+long tp_head(const char *path, uint8_t *buf, long n, int32_t *stage) {
+  int fd = open(path, O_RDWR | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) {
+    *stage = STAGE_OPEN;
+    return -errno;
+  }
+  struct stat st;
+  long result;
+  if (fstat(fd, &st) < 0) {
+    *stage = STAGE_OPEN;
+    result = -errno;
+  } else if (!S_ISREG(st.st_mode)) {
+    result = NOT_REGULAR;
+  } else {
+    result = 0;
+    while (result < n) {
+      ssize_t got = pread(fd, buf + result, (size_t)(n - result), result);
+      if (got < 0 && errno == EINTR) continue;
+      if (got < 0) {
+        *stage = STAGE_READ;
+        result = -errno;
+        break;
+      }
+      if (got == 0) break;
+      result += got;
+    }
+  }
+  close(fd);
+  return result;
+}
+
+// Whether `path` names something, as Node's existsSync asks: access(2), F_OK.
+static int exists(const char *path) { return access(path, F_OK) == 0; }
+
+/**
+ * checkSqliteAddon's search (src/ledger/sqlite-file.ts `packageRoot`, `addonPlaces`): from
+ * `start` up to `/`, the first `<dir>/node_modules/<pkg>` holding a package.json is the
+ * package's root, copied to `root` (NUL-terminated, `cap` bytes); then its `places` (`count`
+ * paths relative to the root, each NUL-terminated, one after the other) in order. Returns 1 when
+ * one of them exists (the addon is built), 0 when none does, -1 when no root was found, -2 when
+ * a path does not fit PATH_MAX or `root`.
+ */
+int tp_find_addon(const char *start, const char *pkg, const char *places, int count, char *root, long cap) {
+  char dir[4096], path[4096];
+  size_t len = strlen(start);
+  if (len == 0 || len >= sizeof dir) return -2;
+  memcpy(dir, start, len + 1);
+  for (;;) {
+    int n = snprintf(path, sizeof path, "%s%snode_modules/%s/package.json", dir,
+                     dir[len - 1] == '/' ? "" : "/", pkg);
+    if (n < 0 || (size_t)n >= sizeof path) return -2;
+    if (exists(path)) break;
+    if (len == 1) return -1; // at "/"
+    // dirname(dir): cut at its last '/', keeping "/" itself.
+    char *slash = strrchr(dir, '/');
+    if (slash == NULL) return -1;
+    len = slash == dir ? 1 : (size_t)(slash - dir);
+    dir[len] = '\0';
+  }
+  int n = snprintf(root, (size_t)cap, "%s%snode_modules/%s", dir, dir[len - 1] == '/' ? "" : "/", pkg);
+  if (n < 0 || n >= cap) return -2;
+  const char *place = places;
+  for (int i = 0; i < count; i++, place += strlen(place) + 1) {
+    int m = snprintf(path, sizeof path, "%s/%s", root, place);
+    if (m < 0 || (size_t)m >= sizeof path) return -2;
+    if (exists(path)) return 1;
+  }
+  return 0;
+}
+
+/**
+ * makeSpoolDir's calls (src/ledger/spool.ts): lstat(2) of `dir`; when absent, mkdir(2) mode
+ * 0700 (EEXIST: made meanwhile) and lstat again. Returns 1 when `dir` is a directory (not a
+ * symlink to one), 0 when something else is there, or -errno (STAGE_LSTAT, STAGE_MKDIR).
+ */
+int tp_spool_dir(const char *dir, int32_t *stage) {
+  struct stat st;
+  if (lstat(dir, &st) < 0) {
+    if (errno != ENOENT) {
+      *stage = STAGE_LSTAT;
+      return -errno;
+    }
+    if (mkdir(dir, 0700) < 0 && errno != EEXIST) {
+      *stage = STAGE_MKDIR;
+      return -errno;
+    }
+    if (lstat(dir, &st) < 0) {
+      *stage = STAGE_LSTAT;
+      return -errno;
+    }
+  }
+  return S_ISDIR(st.st_mode) ? 1 : 0;
+}
+
+/**
+ * A spooled record put in place, as SpoolStore writes one (src/ledger/spool.ts `writeNew`, then
+ * a link or a rename): the `len` bytes of `data` written to a new file `tmp` (O_CREAT | O_EXCL,
+ * mode 0600; a short write is continued until every byte is written or a write fails), closed,
+ * then `how` 0: linked to `name` (EEXIST: the name is taken) and `tmp` removed; `how` 1: renamed
+ * over `name`. On any failure `tmp` is removed: no partial record is left under a spool name.
+ * Returns 0, or -errno (STAGE_OPEN, STAGE_WRITE, STAGE_LINK, STAGE_RENAME).
+ */
+int tp_spool_put(const char *tmp, const char *name, const uint8_t *data, long len, int how, int32_t *stage) {
+  int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  if (fd < 0) {
+    *stage = STAGE_OPEN;
+    return -errno;
+  }
+  for (long off = 0; off < len;) {
+    ssize_t n = write(fd, data + off, (size_t)(len - off));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      int e = n < 0 ? errno : ENOSPC;
+      close(fd);
+      unlink(tmp);
+      *stage = STAGE_WRITE;
+      return -e;
+    }
+    off += n;
+  }
+  if (close(fd) < 0 && errno != EINTR) {
+    int e = errno;
+    unlink(tmp);
+    *stage = STAGE_WRITE;
+    return -e;
+  }
+  if (how == 0) {
+    int r = link(tmp, name) < 0 ? -errno : 0;
+    unlink(tmp);
+    if (r < 0) *stage = STAGE_LINK;
+    return r;
+  }
+  if (rename(tmp, name) < 0) {
+    int e = errno;
+    unlink(tmp);
+    *stage = STAGE_RENAME;
+    return -e;
+  }
+  return 0;
+}

@@ -1,0 +1,99 @@
+// The file operations of native/spool.c through koffi: what the ledger's spool writer and its
+// checks do with Node's fs functions (src/ledger/spool.ts, sqlite-file.ts), system call for
+// system call, for a fresh `tether run`, where each fs function's first call costs more than
+// its system calls (docs/benchmarks.md §9). Null with the rest of the native library
+// (`nativeProc()`): the callers then use Node's fs.
+import { errnoName } from '../libc.js';
+import { nativeLibrary } from './native.js';
+
+/** native/spool.c's functions; each throws an Error as Node's fs throws it (`code`, `syscall`, `path`). */
+export interface NativeFiles {
+  /**
+   * The first `length` bytes of the regular file `path` (fewer: the file is shorter), read as
+   * checkLedgerFile's first open reads them (O_RDWR | O_NOFOLLOW | O_NONBLOCK, fstat, pread at
+   * 0); undefined when `path` names something else or the open or read fails (the caller's
+   * slower path then says why).
+   */
+  head(path: string, length: number): Buffer | undefined;
+  /**
+   * checkSqliteAddon's search from `start` up: the package root `<dir>/node_modules/<name>`
+   * (undefined: none) and whether one of `places` under it exists. Throws for a path past PATH_MAX.
+   */
+  findAddon(start: string, name: string, places: readonly string[]): { root?: string; built: boolean };
+  /** makeSpoolDir's calls: `dir` made (0700) when absent; whether it is a directory. Throws the lstat's or mkdir's error. */
+  spoolDir(dir: string): boolean;
+  /**
+   * `text` (as UTF-8) written whole to the new file `tmp` (O_EXCL, 0600), then linked to `name`
+   * (`link`: false when `name` exists) or renamed over it (`rename`); `tmp` removed in every
+   * case but a successful rename. Throws the failed call's error.
+   */
+  put(tmp: string, name: string, text: string, how: 'link' | 'rename'): boolean;
+}
+
+const NOT_REGULAR = -100_000; // native/spool.c
+const STAGES = ['', 'open', 'write', 'link', 'rename', 'read', 'lstat', 'mkdir'];
+const ADDON_ROOT_BYTES = 4096;
+
+let bound: NativeFiles | null | undefined;
+
+/** The native file operations, or null (no native library: see `nativeProc()`). */
+export function nativeFiles(): NativeFiles | null {
+  const lib = nativeLibrary();
+  if (!lib) return null;
+  bound ??= bind(lib);
+  return bound;
+}
+
+// biome-ignore lint/suspicious/noExplicitAny: a koffi library handle.
+function bind(lib: any): NativeFiles {
+  const headFn = lib.func('long tp_head(const char *, void *, long, void *)');
+  const findAddonFn = lib.func('int tp_find_addon(const char *, const char *, void *, int, void *, long)');
+  const spoolDirFn = lib.func('int tp_spool_dir(const char *, void *)');
+  const putFn = lib.func('int tp_spool_put(const char *, const char *, void *, long, int, void *)');
+  const strerror = lib.func('const char *tp_strerror(int)');
+  const stage = new Int32Array(1);
+  // An Error worded as Node words its own: `EACCES: permission denied, open '/x'` (a write's
+  // names no path), strerror(3)'s words with libuv's lower-case first letter.
+  const fsError = (errno: number, path: string, dest?: string): NodeJS.ErrnoException => {
+    const code = errnoName(errno);
+    const syscall = STAGES[stage[0] as number] ?? 'open';
+    const text = strerror(errno) as string;
+    const words = `${text.charAt(0).toLowerCase()}${text.slice(1)}`;
+    const where = syscall === 'write' ? '' : dest === undefined ? ` '${path}'` : ` '${path}' -> '${dest}'`;
+    const error = new Error(`${code}: ${words}, ${syscall}${where}`) as NodeJS.ErrnoException;
+    error.code = code;
+    error.errno = -errno;
+    error.syscall = syscall;
+    error.path = path;
+    if (dest !== undefined) (error as { dest?: string }).dest = dest;
+    return error;
+  };
+  return {
+    head(path, length) {
+      const buf = Buffer.alloc(length);
+      const n = headFn(path, buf, length, stage) as number;
+      return n < 0 || n === NOT_REGULAR ? undefined : buf.subarray(0, n);
+    },
+    findAddon(start, name, places) {
+      const root = Buffer.alloc(ADDON_ROOT_BYTES);
+      const list = Buffer.from(places.map((p) => `${p}\0`).join(''), 'utf8');
+      const r = findAddonFn(start, name, list, places.length, root, root.length) as number;
+      if (r === -2) throw new Error(`a path under ${start} is too long to check for ${name}`);
+      if (r === -1) return { built: false };
+      return { root: root.toString('utf8', 0, root.indexOf(0)), built: r === 1 };
+    },
+    spoolDir(dir) {
+      const r = spoolDirFn(dir, stage) as number;
+      if (r < 0) throw fsError(-r, dir);
+      return r === 1;
+    },
+    put(tmp, name, text, how) {
+      const bytes = Buffer.from(text, 'utf8');
+      const r = putFn(tmp, name, bytes, bytes.length, how === 'link' ? 0 : 1, stage) as number;
+      if (r === 0) return true;
+      const moving = STAGES[stage[0] as number] === how;
+      if (moving && how === 'link' && errnoName(-r) === 'EEXIST') return false;
+      throw moving ? fsError(-r, tmp, name) : fsError(-r, tmp);
+    },
+  };
+}
