@@ -1,5 +1,6 @@
-// The file operations of the ledger's spool writer (src/ledger/spool.ts) and of its checks
-// before the payload (src/ledger/sqlite-file.ts), in C: `tether run` makes them once each in a
+// The file operations of the ledger's spool writer (src/ledger/spool.ts), of its checks before
+// the payload (src/ledger/sqlite-file.ts) and of the supervisor's host ids it records
+// (src/ledger/supervisor.ts), in C: `tether run` makes them once each in a
 // fresh process, where each Node fs function's first call costs more than the system calls
 // behind it (decisions.md D20, docs/benchmarks.md §9). Each function does what its JS
 // counterpart does, system call for system call; src/proc/native.ts binds them (`nativeFiles`)
@@ -13,6 +14,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -164,5 +166,61 @@ int tp_spool_put(const char *tmp, const char *name, const uint8_t *data, long le
     *stage = STAGE_RENAME;
     return -e;
   }
+  return 0;
+}
+
+// The trimmed text of the small file `path` (at most `cap` - 1 bytes: the rest is not read) into
+// `out`, NUL-terminated; its length, or -1 when it cannot be read.
+static long trimmed(const char *path, char *out, long cap) {
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return -1;
+  long len = 0;
+  while (len < cap - 1) {
+    ssize_t n = read(fd, out + len, (size_t)(cap - 1 - len));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      close(fd);
+      return -1;
+    }
+    if (n == 0) break;
+    len += n;
+  }
+  close(fd);
+  long at = 0;
+  while (at < len && (out[at] == ' ' || (out[at] >= '\t' && out[at] <= '\r'))) at++;
+  while (len > at && (out[len - 1] == ' ' || (out[len - 1] >= '\t' && out[len - 1] <= '\r'))) len--;
+  memmove(out, out + at, (size_t)(len - at));
+  out[len - at] = '\0';
+  return len - at;
+}
+
+static int is_machine_id(const char *s, long len) {
+  if (len != 32) return 0;
+  for (long i = 0; i < len; i++)
+    if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f'))) return 0;
+  return 1;
+}
+
+/**
+ * The supervisor's host, as src/ledger/supervisor.ts reads it: the machine id (machine-id(5):
+ * the first of /etc/machine-id and /var/lib/dbus/machine-id that holds 32 lowercase hex digits,
+ * trimmed) into machine[33], '' when none; the boot id (/proc/sys/kernel/random/boot_id,
+ * trimmed) into boot[`boot_cap`], '' when unread; the inode of /proc/self/ns/pid into *ns_ino,
+ * -1 when it cannot be looked at. Returns 0.
+ */
+int tp_host(char *machine, char *boot, long boot_cap, double *ns_ino) {
+  static const char *const machine_files[] = {"/etc/machine-id", "/var/lib/dbus/machine-id"};
+  char text[4096];
+  machine[0] = '\0';
+  for (int i = 0; i < 2; i++) {
+    long n = trimmed(machine_files[i], text, sizeof text);
+    if (n >= 0 && is_machine_id(text, n)) {
+      memcpy(machine, text, 33);
+      break;
+    }
+  }
+  if (trimmed("/proc/sys/kernel/random/boot_id", boot, boot_cap) < 0) boot[0] = '\0';
+  struct stat st;
+  *ns_ino = stat("/proc/self/ns/pid", &st) == 0 ? (double)st.st_ino : -1;
   return 0;
 }

@@ -294,7 +294,7 @@ export function addonPlaces(): string[] {
     ['addon-build', 'debug', 'install-root', file],
     ['addon-build', 'default', 'install-root', file],
     ['lib', 'binding', `node-v${versions.modules}-${platform}-${arch}`, file],
-  ].map((parts) => join(...parts));
+  ].map((parts) => parts.join('/'));
 }
 
 /**
@@ -303,7 +303,7 @@ export function addonPlaces(): string[] {
  * spool records nothing can read). An addon built for another Node is only found when it loads.
  */
 export function checkSqliteAddon(path: string): void {
-  const here = dirname(fileURLToPath(import.meta.url));
+  const here = import.meta.dirname ?? dirname(fileURLToPath(import.meta.url)); // (Node < 20.11: no dirname)
   const places = addonPlaces();
   // The same search by native/spool.c when the native library is there (`tp_find_addon`).
   const { root, built } = nativeFiles()?.findAddon(here, 'better-sqlite3', places) ?? findAddon(here, places);

@@ -2,6 +2,7 @@
 // supervisor is gone: the question `tether recover` asks of every `running` record.
 import { readFileSync, statSync } from 'node:fs';
 import { identityOf, isAlive } from '../proc/identity.js';
+import { nativeFiles } from '../proc/native-files.js';
 import type { SessionRecord, Supervisor } from './types.js';
 
 const MACHINE_ID_FILES = ['/etc/machine-id', '/var/lib/dbus/machine-id'];
@@ -49,10 +50,16 @@ export function pidNamespace(): number | undefined {
 export function currentSupervisor(): Supervisor {
   const self = identityOf(process.pid);
   if (!self) throw new Error(`cannot read /proc/${process.pid}/stat: is /proc mounted?`);
-  const ns = pidNamespace();
-  return {
+  // The same reads in one native call when the library is there (native/spool.c `tp_host`).
+  const host = nativeFiles()?.host() ?? {
     machineId: machineId(),
     bootId: bootId(),
+    pidNamespace: pidNamespace(),
+  };
+  const ns = host.pidNamespace;
+  return {
+    machineId: host.machineId,
+    bootId: host.bootId,
     ...(ns === undefined ? {} : { pidNamespace: ns }),
     pid: process.pid,
     startTime: self.startTime,

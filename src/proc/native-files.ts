@@ -28,6 +28,12 @@ export interface NativeFiles {
    * case but a successful rename. Throws the failed call's error.
    */
   put(tmp: string, name: string, text: string, how: 'link' | 'rename'): boolean;
+  /**
+   * The host ids a supervisor is recorded with, read as src/ledger/supervisor.ts reads them: the
+   * machine id ('' when none), the boot id ('' when unread), the PID namespace's inode
+   * (undefined when unread).
+   */
+  host(): { machineId: string; bootId: string; pidNamespace: number | undefined };
 }
 
 const NOT_REGULAR = -100_000; // native/spool.c
@@ -50,6 +56,7 @@ function bind(lib: any): NativeFiles {
   const findAddonFn = lib.func('int tp_find_addon(const char *, const char *, void *, int, void *, long)');
   const spoolDirFn = lib.func('int tp_spool_dir(const char *, void *)');
   const putFn = lib.func('int tp_spool_put(const char *, const char *, void *, long, int, void *)');
+  const hostFn = lib.func('int tp_host(void *, void *, long, void *)');
   const strerror = lib.func('const char *tp_strerror(int)');
   const stage = new Int32Array(1);
   // An Error worded as Node words its own: `EACCES: permission denied, open '/x'` (a write's
@@ -86,6 +93,18 @@ function bind(lib: any): NativeFiles {
       const r = spoolDirFn(dir, stage) as number;
       if (r < 0) throw fsError(-r, dir);
       return r === 1;
+    },
+    host() {
+      const machine = Buffer.alloc(33);
+      const boot = Buffer.alloc(4096);
+      const ns = new Float64Array(1);
+      hostFn(machine, boot, boot.length, ns);
+      const text = (b: Buffer) => b.toString('latin1', 0, b.indexOf(0));
+      return {
+        machineId: text(machine),
+        bootId: text(boot),
+        pidNamespace: (ns[0] as number) < 0 ? undefined : (ns[0] as number),
+      };
     },
     put(tmp, name, text, how) {
       const bytes = Buffer.from(text, 'utf8');

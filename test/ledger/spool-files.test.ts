@@ -7,6 +7,7 @@ import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import { afterAll, describe, expect, it } from 'vitest';
 import { SpoolStore, spoolDirOf } from '../../src/ledger/spool.js';
+import { bootId, currentSupervisor, machineId, pidNamespace } from '../../src/ledger/supervisor.js';
 import { addonPlaces, checkLedgerFile, findAddon } from '../../src/ledger/sqlite-file.js';
 import type { SessionRecord } from '../../src/ledger/types.js';
 import { nativeProc, useNativeProc } from '../../src/proc/native.js';
@@ -151,6 +152,18 @@ describe('the spool writer, native and JS', () => {
     expect(js[1]).toEqual({ root: join(fake, 'a', 'node_modules', 'better-sqlite3'), built: false });
     expect(js[2]).toEqual({ root: join(built, 'node_modules', 'better-sqlite3'), built: true });
     expect(js[3]).toEqual({ built: false });
+  });
+
+  it("reads the supervisor's host ids as the JS path does", () => {
+    const native = nativeFiles()?.host();
+    const js = { machineId: machineId(), bootId: bootId(), pidNamespace: pidNamespace() };
+    expect(native).toEqual(js);
+    // Ground truth, read here.
+    expect(native?.bootId).toBe(readFileSync('/proc/sys/kernel/random/boot_id', 'latin1').trim());
+    expect(native?.bootId).toMatch(/^[0-9a-f-]{36}$/);
+    expect(native?.pidNamespace).toBe(statSync('/proc/self/ns/pid').ino);
+    const { js: a, native: b } = bothPaths(() => currentSupervisor());
+    expect(b).toEqual(a);
   });
 
   it('on a full filesystem fails the same way and leaves nothing under a spool name', () => {
