@@ -36,8 +36,8 @@ const scanPath = () => (nativeModule?.nativeProc?.() ? 'native' : 'js');
 const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..');
 const BUILD = join(ROOT, 'build');
 const SLEEP_SECONDS = '1000'; // far beyond any timer of ours: the VM fast-forwards idle clocks
-const SCAN_REPS = Number(process.env.BENCH_SCAN_REPS ?? 9);
-const SWEEP_REPS = Number(process.env.BENCH_SWEEP_REPS ?? 5);
+const SCAN_REPS = Number(process.env.BENCH_SCAN_REPS ?? 21);
+const SWEEP_REPS = Number(process.env.BENCH_SWEEP_REPS ?? 9);
 const CLEAN_REPS = Number(process.env.BENCH_CLEAN_REPS ?? 21);
 const LEVELS = (process.env.BENCH_LEVELS ?? '1000,10000').split(',').map(Number);
 const LEFTOVERS = Number(process.env.BENCH_LEFTOVERS ?? 1000);
