@@ -54,13 +54,17 @@ static int64_t now_ns(void) {
 // tell truncation. Returns KIND_*, or -1 (errno in *err) for any other failure; *len and
 // *truncated on KIND_OK.
 //
-// With `line` set the file is one line that ends in '\n' (a `stat`): a read shorter than asked
-// that ends in '\n' is the whole file, and the read of its end is not made. (procfs prints such
-// a file whole into its seq_file buffer and copies it out from the start: a first read shorter
-// than asked is all of it. A read that ends in '\n' partway cannot pass for a whole stat line:
-// the only '\n' after the last ')' ends the line, and the comm before it holds at most 15 bytes,
-// too few for the fields parse_stat needs.)
-static int read_file(int dirfd, const char *path, uint8_t *buf, long limit, int line, long *len,
+// `until`: READ_TO_END reads until read(2) returns 0. READ_SHORT_ENDS takes a read shorter than
+// asked for the end, and does not make the read of the end: a procfs `cmdline` or `environ`
+// read copies from the process's memory until the buffer is full or the area ends (fs/proc/
+// base.c loops page by page), so a short read is its end — or a page it could not read, which
+// a read of the end would not get either (it returns 0 there). READ_LINE, for `stat`, also
+// wants the short read to end in '\n': procfs prints the line whole into its seq_file buffer and
+// copies it out from the start, and a read that ends in '\n' partway cannot pass for a whole
+// stat line (the only '\n' after the last ')' ends the line, and the comm before it holds at most
+// 15 bytes, too few for the fields parse_stat needs).
+enum { READ_TO_END = 0, READ_SHORT_ENDS, READ_LINE };
+static int read_file(int dirfd, const char *path, uint8_t *buf, long limit, int until, long *len,
                      int *truncated, int *err, int *stage) {
   long want = (limit < BUF_BYTES - 1 ? limit : BUF_BYTES - 1) + 1;
   int fd = openat(dirfd, path, O_RDONLY | O_CLOEXEC);
@@ -85,7 +89,7 @@ static int read_file(int dirfd, const char *path, uint8_t *buf, long limit, int 
     }
     if (n == 0) break;
     got += n;
-    if (line && got < want && buf[got - 1] == '\n') break;
+    if (until != READ_TO_END && got < want && (until == READ_SHORT_ENDS || buf[got - 1] == '\n')) break;
   }
   close(fd);
   *truncated = got == want;
@@ -95,13 +99,19 @@ static int read_file(int dirfd, const char *path, uint8_t *buf, long limit, int 
 
 static int read_into(int dirfd, const char *path, uint8_t *buf, long limit, long *len, int *truncated,
                      int *err, int *stage) {
-  return read_file(dirfd, path, buf, limit, 0, len, truncated, err, stage);
+  return read_file(dirfd, path, buf, limit, READ_TO_END, len, truncated, err, stage);
 }
 
-// `<pid>/stat` (or a task's) into buf, whole: read_file with `line`.
+// `<pid>/stat` (or a task's) into buf, whole: read_file, READ_LINE.
 static int read_stat(int dirfd, const char *path, uint8_t *buf, long *len, int *err, int *stage) {
   int truncated;
-  return read_file(dirfd, path, buf, BUF_BYTES - 1, 1, len, &truncated, err, stage);
+  return read_file(dirfd, path, buf, BUF_BYTES - 1, READ_LINE, len, &truncated, err, stage);
+}
+
+// `<pid>/cmdline`, at most `limit` bytes (and one more to tell truncation): read_file, READ_SHORT_ENDS.
+static int read_cmdline(int dirfd, const char *path, uint8_t *buf, long limit, long *len, int *truncated,
+                        int *err, int *stage) {
+  return read_file(dirfd, path, buf, limit, READ_SHORT_ENDS, len, truncated, err, stage);
 }
 
 // parseStatBuffer (src/proc/stat.ts), byte for byte: cut at the last ')', fields counted from
@@ -285,7 +295,8 @@ static void collect(struct env_out *o, const uint8_t *b, long from, long to) {
 
 // streamEntries (src/proc/environ.ts): the same read(2) sizes, carry and skip rules, budgets
 // checked after each chunk; once one is reached, a read of one more byte decides (end of file:
-// read whole; a byte: oversized). Returns KIND_* (entries in `o`), or -1 (*err, *stage).
+// read whole; a byte: oversized). A read shorter than asked is the end (READ_SHORT_ENDS), where
+// the JS path reads once more to see 0. Returns KIND_* (entries in `o`), or -1 (*err, *stage).
 static int stream_entries(int dirfd, const char *path, int64_t deadline, uint8_t *buf, struct env_out *o,
                           double *bytes_out, int *oversized, int *err, int *stage) {
   int fd = openat(dirfd, path, O_RDONLY | O_CLOEXEC);
@@ -300,7 +311,8 @@ static int stream_entries(int dirfd, const char *path, int64_t deadline, uint8_t
   int skipping = 0;
   *oversized = 0;
   for (;;) {
-    ssize_t n = read(fd, buf + carry, (size_t)(BUF_BYTES - carry));
+    long asked = BUF_BYTES - carry;
+    ssize_t n = read(fd, buf + carry, (size_t)asked);
     if (n < 0) {
       int e = errno;
       close(fd);
@@ -346,6 +358,11 @@ static int stream_entries(int dirfd, const char *path, int64_t deadline, uint8_t
     } else {
       memmove(buf, buf + tail, (size_t)(end - tail));
       carry = end - tail;
+    }
+    if (n < asked) {
+      // A read shorter than asked is the environ's end (read_file, READ_SHORT_ENDS): read whole.
+      if (!skipping && carry > 0) collect(o, buf, 0, carry);
+      break;
     }
     if (bytes > ENVIRON_BYTE_BUDGET || now_ns() >= deadline) {
       // A budget is reached: one more byte decides. None: the end, the environ read whole.
@@ -542,7 +559,7 @@ static int cmdline_into(int dfd, int pid, long limit, uint8_t *buf, double *out,
   out[2] = 0;
   out[3] = 0;
   snprintf(path, sizeof path, "%d/cmdline", pid);
-  int k = read_into(dfd, path, buf, limit, &len, &truncated, &err, &stage);
+  int k = read_cmdline(dfd, path, buf, limit, &len, &truncated, &err, &stage);
   if (k < 0) {
     fail(info, err, stage, pid, 0);
     info[4] = 2;
@@ -609,7 +626,7 @@ long tp_cmdlines(const char *root, int rootfd, const int32_t *pids, int n, long 
     snprintf(path, sizeof path, "%d/cmdline", pids[i]);
     long len = 0;
     int truncated = 0, err, stage;
-    int k = read_into(dfd, path, text + at, limit, &len, &truncated, &err, &stage);
+    int k = read_cmdline(dfd, path, text + at, limit, &len, &truncated, &err, &stage);
     if (k < 0) {
       fail(info, err, stage, pids[i], 0);
       info[5] = i;
@@ -868,7 +885,7 @@ static int hold_one(int dfd, int pid, double start_time, int evidence, int via, 
     goto done;
   }
   snprintf(path, sizeof path, "%d/cmdline", pid);
-  k = read_into(dfd, path, text, cmdline_limit, &len, &truncated, &err, &stage);
+  k = read_cmdline(dfd, path, text, cmdline_limit, &len, &truncated, &err, &stage);
   if (k < 0) {
     fail(info, err, stage, pid, 0);
     info[4] = 2;
