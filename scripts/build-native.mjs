@@ -50,7 +50,9 @@ async function build(arch) {
   // the new one, never a half-written one.
   const temp = `${out}.${process.pid}.tmp`;
   try {
-    await run(cc, ['-O2', '-Wall', '-Wextra', '-shared', '-fPIC', '-o', temp, ...sources], { timeout: 120_000 });
+    await run(cc, ['-O2', '-Wall', '-Wextra', '-shared', '-fPIC', '-o', temp, ...sources], {
+      timeout: 120_000,
+    });
     renameSync(temp, out);
     return undefined;
   } catch (error) {
