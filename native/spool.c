@@ -68,18 +68,28 @@ static int exists(const char *path) { return access(path, F_OK) == 0; }
  * package's root, copied to `root` (NUL-terminated, `cap` bytes); then its `places` (`count`
  * paths relative to the root, each NUL-terminated, one after the other) in order. Returns 1 when
  * one of them exists (the addon is built), 0 when none does, -1 when no root was found, -2 when
- * a path does not fit PATH_MAX or `root`.
+ * `start` is empty or relative past PATH_MAX, or the root does not fit `root`. A path built on the way that does not fit
+ * names nothing, as existsSync says of it (ENAMETOOLONG): the walk goes on up.
  */
 int tp_find_addon(const char *start, const char *pkg, const char *places, int count, char *root, long cap) {
   char dir[4096], path[4096];
   size_t len = strlen(start);
-  if (len == 0 || len >= sizeof dir) return -2;
-  memcpy(dir, start, len + 1);
+  if (len == 0) return -2;
+  if (len >= sizeof dir) {
+    // Every directory this long names nothing below it that fits PATH_MAX: start from the
+    // longest ancestor that fits.
+    size_t cut = sizeof dir - 1;
+    while (cut > 0 && start[cut] != '/') cut--;
+    if (start[0] != '/') return -2;
+    len = cut == 0 ? 1 : cut;
+  }
+  memcpy(dir, start, len);
+  dir[len] = '\0';
   for (;;) {
     int n = snprintf(path, sizeof path, "%s%snode_modules/%s/package.json", dir,
                      dir[len - 1] == '/' ? "" : "/", pkg);
-    if (n < 0 || (size_t)n >= sizeof path) return -2;
-    if (exists(path)) break;
+    // A path past PATH_MAX names nothing (existsSync: ENAMETOOLONG is false): look further up.
+    if (n >= 0 && (size_t)n < sizeof path && exists(path)) break;
     if (len == 1) return -1; // at "/"
     // dirname(dir): cut at its last '/', keeping "/" itself.
     char *slash = strrchr(dir, '/');
@@ -92,8 +102,7 @@ int tp_find_addon(const char *start, const char *pkg, const char *places, int co
   const char *place = places;
   for (int i = 0; i < count; i++, place += strlen(place) + 1) {
     int m = snprintf(path, sizeof path, "%s/%s", root, place);
-    if (m < 0 || (size_t)m >= sizeof path) return -2;
-    if (exists(path)) return 1;
+    if (m >= 0 && (size_t)m < sizeof path && exists(path)) return 1; // past PATH_MAX: not there
   }
   return 0;
 }

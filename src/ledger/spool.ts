@@ -227,8 +227,9 @@ function makeSpoolDir(dir: string, ledger: string): void {
   try {
     isDir = nativeFiles()?.spoolDir(dir) ?? spoolDirJs(dir);
   } catch (err) {
-    if ((err as NodeJS.ErrnoException).syscall !== 'mkdir') throw err;
-    throw ledgerUnavailable(ledger, `its spool ${dir} cannot be created (${errText(err)})`, err);
+    // mkdir's failure, or lstat's (ENAMETOOLONG past PATH_MAX, EACCES, ELOOP): the ledger's, not an internal error.
+    const what = (err as NodeJS.ErrnoException).syscall === 'mkdir' ? 'created' : 'inspected';
+    throw ledgerUnavailable(ledger, `its spool ${dir} cannot be ${what} (${errText(err)})`, err);
   }
   if (!isDir)
     throw ledgerUnavailable(ledger, `its spool ${dir} exists and is not a directory; move it aside`);

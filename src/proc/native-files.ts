@@ -3,6 +3,8 @@
 // system call, for a fresh `tether run`, where each fs function's first call costs more than
 // its system calls (docs/benchmarks.md §9). Null with the rest of the native library
 // (`nativeProc()`): the callers then use Node's fs.
+import { linkSync, lstatSync, openSync, renameSync } from 'node:fs';
+import { getSystemErrorMap } from 'node:util';
 import { errnoName } from '../libc.js';
 import { nativeLibrary } from './native.js';
 
@@ -17,7 +19,7 @@ export interface NativeFiles {
   head(path: string, length: number): Buffer | undefined;
   /**
    * checkSqliteAddon's search from `start` up: the package root `<dir>/node_modules/<name>`
-   * (undefined: none) and whether one of `places` under it exists. Throws for a path past PATH_MAX.
+   * (undefined: none) and whether one of `places` under it exists. Throws for an empty start.
    */
   findAddon(start: string, name: string, places: readonly string[]): { root?: string; built: boolean };
   /** makeSpoolDir's calls: `dir` made (0700) when absent; whether it is a directory. Throws the lstat's or mkdir's error. */
@@ -60,23 +62,31 @@ function bind(lib: any): NativeFiles {
   const strerror = lib.func('const char *tp_strerror(int)');
   const stage = new Int32Array(1);
   // An Error worded as Node words its own: `EACCES: permission denied, open '/x'` (a write's
-  // names no path), strerror(3)'s words with libuv's lower-case first letter.
+  // names no path and has none), in libuv's words (uv_strerror, as Node's fs errors have them:
+  // `name too long`, not strerror(3)'s `File name too long`); strerror(3)'s, lower-cased, for an
+  // errno libuv has no name for.
+  const uvErrors = getSystemErrorMap();
   const fsError = (errno: number, path: string, dest?: string): NodeJS.ErrnoException => {
-    const code = errnoName(errno);
+    const uv = uvErrors.get(-errno);
+    const code = uv?.[0] ?? errnoName(errno);
     const syscall = STAGES[stage[0] as number] ?? 'open';
-    const text = strerror(errno) as string;
+    const text = uv?.[1] ?? (strerror(errno) as string);
     const words = `${text.charAt(0).toLowerCase()}${text.slice(1)}`;
     const where = syscall === 'write' ? '' : dest === undefined ? ` '${path}'` : ` '${path}' -> '${dest}'`;
     const error = new Error(`${code}: ${words}, ${syscall}${where}`) as NodeJS.ErrnoException;
-    error.code = code;
     error.errno = -errno;
+    error.code = code;
     error.syscall = syscall;
-    error.path = path;
+    if (syscall !== 'write') error.path = path;
     if (dest !== undefined) (error as { dest?: string }).dest = dest;
     return error;
   };
+  // A C string ends at its first NUL: a path holding one would name another file there. Node's
+  // fs refuses it (ERR_INVALID_ARG_VALUE), so such a path is left to the JS path's call.
+  const nul = (...paths: string[]) => paths.some((p) => p.includes('\0'));
   return {
     head(path, length) {
+      if (nul(path)) return undefined; // the caller's JS path refuses it
       const buf = Buffer.alloc(length);
       const n = headFn(path, buf, length, stage) as number;
       return n < 0 || n === NOT_REGULAR ? undefined : buf.subarray(0, n);
@@ -90,6 +100,7 @@ function bind(lib: any): NativeFiles {
       return { root: root.toString('utf8', 0, root.indexOf(0)), built: r === 1 };
     },
     spoolDir(dir) {
+      if (nul(dir)) lstatSync(dir); // throws Node's own error, as spoolDirJs's first call
       const r = spoolDirFn(dir, stage) as number;
       if (r < 0) throw fsError(-r, dir);
       return r === 1;
@@ -107,6 +118,9 @@ function bind(lib: any): NativeFiles {
       };
     },
     put(tmp, name, text, how) {
+      // Node's own error, from the JS path's call that would throw it (each checks its paths first).
+      if (nul(tmp)) openSync(tmp, 'wx', 0o600);
+      if (nul(name)) (how === 'link' ? linkSync : renameSync)(tmp, name);
       const bytes = Buffer.from(text, 'utf8');
       const r = putFn(tmp, name, bytes, bytes.length, how === 'link' ? 0 : 1, stage) as number;
       if (r === 0) return true;

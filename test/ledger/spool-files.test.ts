@@ -2,7 +2,15 @@
 // (src/proc/native-files.ts) and by Node's fs give the same files, the same answers and the same
 // errors: each case runs on both paths, on real files, a real SQLite file, a FIFO and a full tmpfs.
 import { execFileSync } from 'node:child_process';
-import { existsSync, mkdirSync, readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
+import {
+  existsSync,
+  mkdirSync,
+  readdirSync,
+  readFileSync,
+  statSync,
+  unlinkSync,
+  writeFileSync,
+} from 'node:fs';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import { afterAll, describe, expect, it } from 'vitest';
@@ -206,5 +214,99 @@ describe('the spool writer, native and JS', () => {
     const generic = (o: typeof js) => JSON.parse(JSON.stringify(o).replaceAll(/\/tmp\/[^'" )]+?\//g, 'DIR/'));
     expect(generic(native)).toEqual(generic(js));
     for (const r of native) expect(r).toMatchObject({ code: 'LEDGER_UNAVAILABLE' });
+  });
+  // A directory `dir`/x{200}/… deep enough that `dir`/…/<name of `total` bytes in all> fits PATH_MAX.
+  function deepPath(dir: string, total: number): string {
+    let p = dir;
+    while (p.length < total - 250) {
+      p = join(p, 'x'.repeat(200));
+      mkdirSync(p);
+    }
+    return join(p, 'l'.repeat(total - p.length - 1));
+  }
+  const deep = (o: unknown) =>
+    JSON.parse(
+      JSON.stringify(o)
+        .replaceAll(/\/tmp\/[^/'" )]+/g, 'DIR')
+        .replaceAll(/x{200}/g, 'X')
+        .replaceAll(/tmp-\d+-\d+-\d+/g, 'tmp-N'),
+    );
+
+  it("words a failed call in Node's (libuv's) words: a write past PATH_MAX, a rename over a directory", async () => {
+    const tag = createTag().name;
+    const js: unknown[] = [];
+    const native: unknown[] = [];
+    for (const [on, into] of [
+      [false, js],
+      [true, native],
+    ] as const) {
+      const was = useNativeProc(on);
+      try {
+        // A ledger path of 4040 bytes: its spool's write-in-progress name is past PATH_MAX.
+        const long = deepPath(tempDir(), 4040);
+        writeFileSync(long, '');
+        into.push(outcome(() => new SpoolStore(long).insertSync(record(tag))));
+        // The record's name taken by a directory: the rename of the end over it fails.
+        const db = join(tempDir(), 'l.db');
+        writeFileSync(db, '');
+        const store = new SpoolStore(db);
+        store.insertSync(record(tag));
+        unlinkSync(join(store.dir, `${tag}.json`));
+        mkdirSync(join(store.dir, `${tag}.json`));
+        try {
+          await store.compareAndSet(tag, 1, record(tag, 'succeeded'));
+          into.push({ ok: true });
+        } catch (err) {
+          into.push({ code: (err as { code: string }).code, message: (err as Error).message });
+        }
+      } finally {
+        useNativeProc(was);
+      }
+    }
+    expect(deep(native)).toEqual(deep(js));
+    expect((native[0] as { message: string }).message).toMatch(/ENAMETOOLONG: name too long, open/);
+    expect((native[1] as { message: string }).message).toMatch(
+      /EISDIR: illegal operation on a directory, rename/,
+    );
+  });
+
+  it('refuses a spool past PATH_MAX as LEDGER_UNAVAILABLE (not an internal error), on both paths', () => {
+    const { js, native } = bothPaths((dir) => {
+      const long = deepPath(dir, 4093); // the file fits PATH_MAX, `<file>.spool` does not
+      writeFileSync(long, '');
+      return outcome(() => SpoolStore.open(long));
+    });
+    expect(deep(native)).toEqual(deep(js));
+    expect(native).toMatchObject({ code: 'LEDGER_UNAVAILABLE' });
+    expect((native as { message: string }).message).toMatch(
+      /cannot be inspected \(ENAMETOOLONG: name too long, lstat/,
+    );
+  });
+
+  it('finds the addon from a directory past PATH_MAX as the JS search does: further up', () => {
+    const places = addonPlaces();
+    const starts = [
+      join(ROOT, 'dist', 'ledger', 'a/'.repeat(2100)), // 4,200 bytes: every path below it is too long
+      join(ROOT, 'dist', 'ledger', 'a/'.repeat(2020)), // fits, but not with node_modules/… after it
+    ];
+    const js = starts.map((s) => findAddon(s, places));
+    expect(starts.map((s) => outcome(() => nativeFiles()?.findAddon(s, 'better-sqlite3', places)))).toEqual(
+      js.map((ok) => ({ ok })),
+    );
+    expect(js[0]).toEqual({ root: join(ROOT, 'node_modules', 'better-sqlite3'), built: true });
+  });
+
+  it('gives a ledger path holding a NUL the JS verdict (a C string would end there, at another file)', () => {
+    const { js, native } = bothPaths((dir) => {
+      writeFileSync(join(dir, 'real'), '');
+      const db = join(dir, 'real\0.db');
+      return {
+        check: outcome(() => checkLedgerFile(db)),
+        spool: outcome(() => new SpoolStore(db).insertSync(record(createTag().name))),
+      };
+    });
+    const generic = (o: typeof js) => JSON.parse(JSON.stringify(o).replaceAll(/\/tmp\/[^/'" )]+/g, 'DIR'));
+    expect(generic(native)).toEqual(generic(js));
+    expect(native.check).toMatchObject({ code: 'LEDGER_UNAVAILABLE' });
   });
 });
