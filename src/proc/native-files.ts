@@ -65,8 +65,9 @@ function bind(lib: any): NativeFiles {
   // names no path and has none), in libuv's words (uv_strerror, as Node's fs errors have them:
   // `name too long`, not strerror(3)'s `File name too long`); strerror(3)'s, lower-cased, for an
   // errno libuv has no name for.
-  const uvErrors = getSystemErrorMap();
+  let uvErrors: Map<number, [string, string]> | undefined; // made on the first error: a run makes none
   const fsError = (errno: number, path: string, dest?: string): NodeJS.ErrnoException => {
+    uvErrors ??= getSystemErrorMap();
     const uv = uvErrors.get(-errno);
     const code = uv?.[0] ?? errnoName(errno);
     const syscall = STAGES[stage[0] as number] ?? 'open';

@@ -218,13 +218,15 @@ describe('the native scan loop', () => {
     expect(readFileSync(`/proc/${tagged1.pid}/cmdline`, 'latin1')).toBe('sleep\x001000\x00');
   });
 
-  it('reads a stat whose comm holds ") " and a newline whole, in a walk and alone', () => {
+  it('reads a stat whose comm holds ") " and a newline whole, in a walk and alone', async () => {
     // The native stat read stops at a read that ends in a newline (native/scan.c `read_stat`):
     // a comm that holds one, followed by what looks like fields, must not cut the line short.
     const dir = tempDir();
     const name = 'x) S\n1 2 3';
     symlinkSync('/usr/bin/sleep', join(dir, name));
     const odd = track(spawn(join(dir, name), ['1000'], { stdio: 'ignore' }));
+    // Asleep: a state read while it still runs its start (R) differs between the reads compared.
+    await waitFor('the sleep to sleep', () => statFields(odd.pid)?.[0] === 'S');
     const truth = statFields(odd.pid);
     expect(readFileSync(`/proc/${odd.pid}/comm`, 'latin1'), 'premise broken: the comm').toBe(`${name}\n`);
     const { js, native } = both(() => ({
