@@ -87,13 +87,15 @@ function writeNew(path: string, text: string): void {
   const bytes = Buffer.from(text, 'utf8');
   const fd = openSync(path, 'wx', 0o600);
   try {
-    for (let off = 0; off < bytes.length; ) off += writeSync(fd, bytes, off, bytes.length - off);
+    try {
+      for (let off = 0; off < bytes.length; ) off += writeSync(fd, bytes, off, bytes.length - off);
+    } finally {
+      closeSync(fd); // a failed close (EIO, NFS's ENOSPC) fails the write too
+    }
   } catch (err) {
-    closeSync(fd);
     unlinkQuietly(path);
     throw err;
   }
-  closeSync(fd);
 }
 
 /**
