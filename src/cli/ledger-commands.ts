@@ -12,7 +12,7 @@ import { parseTag } from '../proc/tag.js';
 import { recover } from '../recover/index.js';
 import { EXIT_UNSETTLED } from './exit-codes.js';
 import { type PhaseFlags, phaseBudgets, phaseOptions } from './phases.js';
-import { renderReport } from './render.js';
+import { clip, renderReport } from './render.js';
 
 const LEDGER_HELP =
   'the ledger: a SQLite file or a postgres:// URL (default: TETHER_LEDGER, else $XDG_STATE_HOME/tether/ledger.db)';
@@ -134,7 +134,11 @@ async function lsCommand(flags: { ledger?: string; state?: string; json?: boolea
     process.stdout.write(`no ledger at ${describe(flags.ledger)}\n`);
     return;
   }
-  process.stdout.write(`${renderRecords(records).join('\n')}\n`);
+  process.stdout.write(
+    records.length === 0 && state
+      ? `no session in state ${state}\n`
+      : `${renderRecords(records).join('\n')}\n`,
+  );
   if (corrupt.length)
     process.stderr.write(`${corrupt.map((c) => unreadableLine(ledger.location, c)).join('\n')}\n`);
 }
@@ -195,7 +199,7 @@ export function renderRecords(records: SessionRecord[], now = Date.now()): strin
     r.state,
     age(now - r.createdAt),
     where(r),
-    r.command.join(' ').slice(0, 50),
+    clip(r.command.join(' '), 50),
     r.kept.length
       ? r.kept
           .map((k) =>

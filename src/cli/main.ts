@@ -66,7 +66,7 @@ phaseOptions(
   .option('--keep-owner <name>', 'who answers for the kept processes (default: user@host)')
   .option(
     '--ledger <path|url>',
-    'record the session in this ledger (a SQLite file or a postgres:// URL; default TETHER_LEDGER, else $XDG_STATE_HOME/tether/ledger.db); one that cannot be opened stops tether with 125 before CMD starts',
+    'record the session in this ledger (a SQLite file or a postgres:// URL; default TETHER_LEDGER, else $XDG_STATE_HOME/tether/ledger.db, ~/.local/state/tether/ledger.db without it); one that cannot be opened stops tether with 125 before CMD starts',
   )
   .option('--no-ledger', 'do not record the session')
   .argument('<command...>', 'the command and its arguments (put them after -- when they have options)')
@@ -81,7 +81,7 @@ program
   .option('--json', 'print JSON')
   .option(
     '--ledger <path|url>',
-    'the ledger to read (default TETHER_LEDGER, else $XDG_STATE_HOME/tether/ledger.db)',
+    'the ledger to read (default TETHER_LEDGER, else $XDG_STATE_HOME/tether/ledger.db, ~/.local/state/tether/ledger.db without it)',
   )
   .action(psCommand);
 

@@ -4,7 +4,7 @@ import { supervisorGone } from '../ledger/supervisor.js';
 import type { CorruptRow, SessionRecord } from '../ledger/types.js';
 import { listTaggedProcesses } from '../proc/tagged.js';
 import { openForReading, unreadableLine } from './ledger-commands.js';
-import { groupByTag, renderTagged } from './render.js';
+import { clip, groupByTag, renderTagged } from './render.js';
 
 /**
  * Prints the tagged processes, each session with its ledger record's state, command and
@@ -48,12 +48,12 @@ export async function psCommand(flags: { json?: boolean; ledger?: string }): Pro
   const lines = renderTagged(processes).map((line) => {
     const record = recordOf.get(line.split(' ')[0] ?? '');
     return record
-      ? `${line}  [ledger: ${record.state}, ${record.command.join(' ').slice(0, 40)}, ${supervisor(record)}]`
+      ? `${line}  [ledger: ${record.state}, ${clip(record.command.join(' '), 40)}, ${supervisor(record)}]`
       : line;
   });
   for (const r of idle)
     lines.push(
-      `${r.tag} (no live process)  [ledger: running, ${r.command.join(' ').slice(0, 40)}, ${supervisor(r)}]`,
+      `${r.tag} (no live process)  [ledger: running, ${clip(r.command.join(' '), 40)}, ${supervisor(r)}]`,
     );
   if (note) lines.push(`note: ${note}`);
   for (const line of unreadable) lines.push(`note: ${line.replace(/^tether: /, '')}`);

@@ -13,9 +13,13 @@ function table(header: string[], rows: string[][]): string[] {
   return [row(header, widths), ...rows.map((r) => row(r, widths))];
 }
 
+/** `text` cut to `max` characters, its end marked `…` when cut. */
+export function clip(text: string, max: number): string {
+  return text.length > max ? `${text.slice(0, max - 1)}…` : text;
+}
+
 function command(p: { cmdline: string; comm: string }): string {
-  const text = p.cmdline || `[${p.comm}]`;
-  return text.length > MAX_COMMAND ? `${text.slice(0, MAX_COMMAND - 1)}…` : text;
+  return clip(p.cmdline || `[${p.comm}]`, MAX_COMMAND);
 }
 
 function foundBy(p: ProcessRecord): string {

@@ -237,7 +237,7 @@ async function runSession(plan: RunPlan, events: EventLog | undefined): Promise<
     await recording?.close();
     progress.clear();
     events?.write({ type: 'swept', report });
-    printReport(plan, report);
+    printReport(plan, report, ledger?.location);
     const status = exitStatus(plan, exit, timedOut);
     events?.write({ type: 'end', status, timedOut });
     return status;
@@ -261,8 +261,9 @@ function exitFields(exit: ExitResult): Record<string, unknown> {
   };
 }
 
-// The report on stderr: as JSON with --json, else the table when there is something to say.
-function printReport(plan: RunPlan, report: SweepReport): void {
+// The report on stderr: as JSON with --json, else the table when there is something to say,
+// and then where the session is recorded (`tether show TAG` prints it again).
+function printReport(plan: RunPlan, report: SweepReport, ledger: string | undefined): void {
   if (plan.reportFile) writeReportFile(plan.reportFile, report);
   if (plan.json) process.stderr.write(`${JSON.stringify(report)}\n`);
   else if (
@@ -275,6 +276,7 @@ function printReport(plan: RunPlan, report: SweepReport): void {
     !report.complete
   ) {
     process.stderr.write(`${renderReport(report).join('\n')}\n`);
+    if (ledger) process.stderr.write(`tether: recorded in ${ledger}: tether show ${report.tag}\n`);
   }
 }
 

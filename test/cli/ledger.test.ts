@@ -49,6 +49,34 @@ describe('tether run and the ledger', () => {
     expect(existsSync(marker), 'the payload ran although the ledger could not be opened').toBe(false);
   });
 
+  it('a run with a report to print names where it is recorded, and tether show prints it again', async () => {
+    const env = { ...process.env, XDG_STATE_HOME: tempDir(), TETHER_LEDGER: '' };
+    const r = await tether(['run', '--', 'sh', '-c', 'sleep 30 & exit 0'], env);
+    expect(r.code, r.stderr).toBe(0);
+    const line = r.stderr.trim().split('\n').at(-1) ?? '';
+    const m = /^tether: recorded in (\S+): tether show (TETHER_SESSION_[0-9a-f]{32})$/.exec(line);
+    expect(m, r.stderr).not.toBeNull();
+    expect(m?.[1]).toBe(join(env.XDG_STATE_HOME, 'tether/ledger.db'));
+    const show = await tether(['show', m?.[2] ?? ''], env);
+    expect(show.code, show.stderr).toBe(0);
+    expect(show.stdout).toContain('sleep 30');
+    const quiet = await tether(['run', '--', 'true'], env); // nothing to report: nothing printed
+    expect(quiet.stderr).toBe('');
+  });
+
+  it('tether ls marks a cut command with …, and says when no session is in the state asked', async () => {
+    const env = { ...process.env, XDG_STATE_HOME: tempDir(), TETHER_LEDGER: '' };
+    const long = `${'a'.repeat(60)}-end`;
+    expect((await tether(['run', '--', 'true', long], env)).code).toBe(0);
+    const ls = await tether(['ls'], env);
+    expect(ls.stdout).toContain(`true ${'a'.repeat(44)}…`);
+    expect(ls.stdout).not.toContain('-end');
+    const none = await tether(['ls', '--state', 'running'], env);
+    expect(none.code).toBe(0);
+    expect(none.stdout.trim()).toBe('no session in state running');
+    expect((await tether(['ls', '--state', 'succeeded'], env)).stdout).toContain('succeeded');
+  });
+
   it('tether ls --state refuses an unknown state, naming the accepted ones', async () => {
     const r = await tether(['ls', '--state', 'done'], { ...process.env, XDG_STATE_HOME: tempDir() });
     expect(r.code).toBe(125);
