@@ -71,7 +71,9 @@ export class SqliteStore implements LedgerStore {
       if (typeof code === 'string' && code.startsWith('SQLITE_')) throw mapSqliteError(err, path, 'open');
       // better-sqlite3 loads its compiled addon here: not built (its install script did not
       // run: --ignore-scripts, or npm 11 refusing unapproved scripts), or built for another Node.
-      throw addonUnavailable(path, errText(err), err);
+      // Its first line: `bindings` follows its message with every place it tried, one a line
+      // (the cause keeps them).
+      throw addonUnavailable(path, errText(err).split('\n')[0] ?? '', err);
     }
     try {
       this.version = this.readVersion(); // refuses a file that is not ours before anything is written

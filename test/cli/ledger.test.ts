@@ -1,7 +1,7 @@
 // `tether run` records by default; a ledger it cannot open stops it before the payload (125);
 // `tether ls` refuses a bad --state naming the accepted ones.
 import { execFile } from 'node:child_process';
-import { existsSync } from 'node:fs';
+import { cpSync, existsSync, mkdirSync, readdirSync, symlinkSync } from 'node:fs';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { describe, expect, it } from 'vitest';
@@ -75,6 +75,40 @@ describe('tether run and the ledger', () => {
     expect(none.code).toBe(0);
     expect(none.stdout.trim()).toBe('no session in state running');
     expect((await tether(['ls', '--state', 'succeeded'], env)).stdout).toContain('succeeded');
+  });
+
+  it('without a built SQLite addon: run stops with 125 before its payload, ls says so in one line', async () => {
+    // A copy of the package whose better-sqlite3 has no build: every other dependency linked.
+    const pkg = tempDir();
+    for (const d of ['bin', 'dist']) cpSync(join(ROOT, d), join(pkg, d), { recursive: true });
+    cpSync(join(ROOT, 'package.json'), join(pkg, 'package.json'));
+    mkdirSync(join(pkg, 'node_modules'));
+    for (const name of readdirSync(join(ROOT, 'node_modules'))) {
+      if (name !== 'better-sqlite3')
+        symlinkSync(join(ROOT, 'node_modules', name), join(pkg, 'node_modules', name));
+    }
+    const sqlite = join(pkg, 'node_modules', 'better-sqlite3');
+    mkdirSync(sqlite);
+    for (const f of ['package.json', 'lib'])
+      cpSync(join(ROOT, 'node_modules/better-sqlite3', f), join(sqlite, f), { recursive: true });
+    const cli = join(pkg, 'bin/tether.js');
+    const env = { ...process.env, XDG_STATE_HOME: tempDir(), TETHER_LEDGER: '' };
+    const marker = join(tempDir(), 'ran');
+    const run = await execFileP(process.execPath, [cli, 'run', '--', 'touch', marker], { env }).catch(
+      (e) => e,
+    );
+    expect(run.code, run.stderr).toBe(125);
+    expect(run.stderr).toContain(`better_sqlite3.node is not built under ${sqlite}`);
+    expect(run.stderr).toContain('npm install-scripts approve better-sqlite3');
+    expect(existsSync(marker), 'the payload ran without a readable ledger').toBe(false);
+    // A reader loads the addon: its error in one line, not `bindings`' list of every place tried.
+    const db = join(tempDir(), 'ledger.db');
+    expect((await tether(['run', '--ledger', db, '--', 'true'], process.env)).code).toBe(0);
+    const ls = await execFileP(process.execPath, [cli, 'ls', '--ledger', db], { env }).catch((e) => e);
+    expect(ls.code, ls.stderr).toBe(125);
+    expect(ls.stderr).toMatch(/cannot be loaded \(.*bindings file/);
+    expect(ls.stderr).not.toContain('→');
+    expect(ls.stderr.trim().split('\n').length, ls.stderr).toBeLessThanOrEqual(2);
   });
 
   it('tether ls --state refuses an unknown state, naming the accepted ones', async () => {
