@@ -24,6 +24,9 @@ import type { LedgerStore, ListFilter, SessionRecord } from './types.js';
  */
 export const SQLITE_BUSY_TIMEOUT_MS = 5000;
 
+// A synchronous pause (Atomics.wait on a private buffer nothing ever notifies).
+const PAUSE = new Int32Array(new SharedArrayBuffer(4));
+
 export { mapSqliteError, SQLITE_APPLICATION_ID, SQLITE_SCHEMA_VERSION } from './sqlite-file.js';
 
 /** Options of `openSqliteStore`. */
@@ -55,7 +58,7 @@ export class SqliteStore implements LedgerStore {
   private readonly db: Database.Database;
   private readonly hooks: StoreHooks;
   private readonly spool: string;
-  private version: number;
+  private version = 0;
 
   constructor(path: string, options: SqliteStoreOptions = {}) {
     this.location = path;
@@ -76,23 +79,50 @@ export class SqliteStore implements LedgerStore {
       throw addonUnavailable(path, errText(err).split('\n')[0] ?? '', err);
     }
     try {
-      this.version = this.readVersion(); // refuses a file that is not ours before anything is written
-      this.db.pragma('journal_mode = WAL');
-      // A commit is durable against the supervisor's death (SIGKILL, OOM) without an fsync:
-      // in WAL mode NORMAL syncs at checkpoints only. What a power loss can take — the last
-      // commits — belonged to processes that died with the machine (docs/ledger.md, "The stores").
-      this.db.pragma('synchronous = NORMAL');
-      if (this.version < target) this.migrate(target);
+      this.retryBusy(() => {
+        this.version = this.readVersion(); // refuses a file that is not ours before anything is written
+        this.db.pragma('journal_mode = WAL');
+        // A commit is durable against the supervisor's death (SIGKILL, OOM) without an fsync:
+        // in WAL mode NORMAL syncs at checkpoints only. What a power loss can take — the last
+        // commits — belonged to processes that died with the machine (docs/ledger.md, "The stores").
+        this.db.pragma('synchronous = NORMAL');
+        if (this.version < target) this.migrate(target);
+      });
     } catch (err) {
       this.db.close();
       throw mapSqliteError(err, path, 'open');
     }
   }
 
+  // Runs the opening steps again while SQLite answers SQLITE_BUSY, every 5 ms up to the busy
+  // timeout: it answers at once, without its busy handler, to a connection that reads or changes
+  // the journal mode while another is switching the same new file to WAL (two readers of a new
+  // ledger: test/ledger/spool.test.ts, "two readers racing"). Each step can be made again: the
+  // migration is one transaction that reads the version afresh.
+  private retryBusy(steps: () => void): void {
+    const until = Date.now() + this.busyTimeoutMs;
+    for (;;) {
+      try {
+        steps();
+        return;
+      } catch (err) {
+        if (!String((err as { code?: unknown }).code).startsWith('SQLITE_BUSY') || Date.now() >= until)
+          throw err;
+        Atomics.wait(PAUSE, 0, 0, 5);
+      }
+    }
+  }
+
   // The file's schema version, refusing a file that is not a tether ledger or is newer than us.
   private readVersion(): number {
-    const version = this.db.pragma('user_version', { simple: true }) as number;
-    const app = this.db.pragma('application_id', { simple: true }) as number;
+    // One statement, so one snapshot: read apart, another process's migration committing in
+    // between showed its tables beside the version and application id from before it, and a new
+    // ledger read as a database tether did not write.
+    const { version, app, tables } = this.db
+      .prepare(
+        "SELECT (SELECT user_version FROM pragma_user_version) AS version, (SELECT application_id FROM pragma_application_id) AS app, (SELECT count(*) FROM sqlite_master WHERE type = 'table') AS tables",
+      )
+      .get() as { version: number; app: number; tables: number };
     if (version > SQLITE_SCHEMA_VERSION) {
       throw ledgerCorrupt(
         this.location,
@@ -105,14 +135,8 @@ export class SqliteStore implements LedgerStore {
         `it is another application's SQLite database (application_id ${app})`,
       );
     }
-    if (app === 0 && version === 0) {
-      const tables = this.db
-        .prepare("SELECT count(*) AS n FROM sqlite_master WHERE type = 'table'")
-        .get() as {
-        n: number;
-      };
-      if (tables.n > 0) throw ledgerCorrupt(this.location, 'it is a SQLite database tether did not write');
-    }
+    if (app === 0 && version === 0 && tables > 0)
+      throw ledgerCorrupt(this.location, 'it is a SQLite database tether did not write');
     return version;
   }
 
