@@ -207,21 +207,14 @@ export function checkLedgerFile(path: string): void {
   // for writing without blocking (a FIFO would block a read-only open), its header read — by
   // native/spool.c when the native library is there. Anything else takes the full path below,
   // which names what is wrong or creates what is missing.
-  const head = nativeFiles()?.head(path, HEADER_BYTES);
+  const native = nativeFiles();
+  const head = native?.head(path, HEADER_BYTES);
   if (head) {
     checkHeader(path, head);
     return;
   }
-  let fd: number | undefined;
-  try {
-    fd = openSync(path, constants.O_RDWR | constants.O_NOFOLLOW | constants.O_NONBLOCK);
-    if (!fstatSync(fd).isFile()) {
-      closeSync(fd);
-      fd = undefined;
-    }
-  } catch {
-    fd = undefined;
-  }
+  // (The native read failed: the same open would.)
+  let fd = native ? undefined : openExistingFile(path);
   if (fd === undefined) {
     preparePath(path);
     try {
@@ -241,6 +234,19 @@ export function checkLedgerFile(path: string): void {
     closeSync(fd);
   }
   checkHeader(path, header.subarray(0, length));
+}
+
+// The common case's open: an fd of the existing regular file `path` (O_RDWR | O_NOFOLLOW |
+// O_NONBLOCK), or undefined for anything else.
+function openExistingFile(path: string): number | undefined {
+  try {
+    const fd = openSync(path, constants.O_RDWR | constants.O_NOFOLLOW | constants.O_NONBLOCK);
+    if (fstatSync(fd).isFile()) return fd;
+    closeSync(fd);
+  } catch {
+    // not there, not a regular file, not writable: the full path says which
+  }
+  return undefined;
 }
 
 // The header's verdict: SQLite's magic string, a schema not newer than ours, not another
@@ -275,8 +281,11 @@ export function addonUnavailable(path: string, why: string, cause?: unknown): Er
   );
 }
 
-// Where the `bindings` package (what better-sqlite3 loads its addon through) looks for
-// better_sqlite3.node under the package's root, in its order.
+/**
+ * Where the `bindings` package (what better-sqlite3 loads its addon through) looks for
+ * better_sqlite3.node under the package's root, in its order: paths relative to the root,
+ * joined with '/', for this process's Node version, platform and arch. Throws nothing.
+ */
 export function addonPlaces(): string[] {
   const { platform, arch, versions } = process;
   const file = 'better_sqlite3.node';

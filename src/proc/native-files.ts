@@ -4,9 +4,8 @@
 // its system calls (docs/benchmarks.md §9). Null with the rest of the native library
 // (`nativeProc()`): the callers then use Node's fs.
 import { linkSync, lstatSync, openSync, renameSync } from 'node:fs';
-import { getSystemErrorMap } from 'node:util';
 import { errnoName } from '../libc.js';
-import { nativeLibrary } from './native.js';
+import { nativeLibrary, fsError as nodeFsError } from './native.js';
 
 /** native/spool.c's functions; each throws an Error as Node's fs throws it (`code`, `syscall`, `path`). */
 export interface NativeFiles {
@@ -61,27 +60,8 @@ function bind(lib: any): NativeFiles {
   const hostFn = lib.func('int tp_host(void *, void *, long, void *)');
   const strerror = lib.func('const char *tp_strerror(int)');
   const stage = new Int32Array(1);
-  // An Error worded as Node words its own: `EACCES: permission denied, open '/x'` (a write's
-  // names no path and has none), in libuv's words (uv_strerror, as Node's fs errors have them:
-  // `name too long`, not strerror(3)'s `File name too long`); strerror(3)'s, lower-cased, for an
-  // errno libuv has no name for.
-  let uvErrors: Map<number, [string, string]> | undefined; // made on the first error: a run makes none
-  const fsError = (errno: number, path: string, dest?: string): NodeJS.ErrnoException => {
-    uvErrors ??= getSystemErrorMap();
-    const uv = uvErrors.get(-errno);
-    const code = uv?.[0] ?? errnoName(errno);
-    const syscall = STAGES[stage[0] as number] ?? 'open';
-    const text = uv?.[1] ?? (strerror(errno) as string);
-    const words = `${text.charAt(0).toLowerCase()}${text.slice(1)}`;
-    const where = syscall === 'write' ? '' : dest === undefined ? ` '${path}'` : ` '${path}' -> '${dest}'`;
-    const error = new Error(`${code}: ${words}, ${syscall}${where}`) as NodeJS.ErrnoException;
-    error.errno = -errno;
-    error.code = code;
-    error.syscall = syscall;
-    if (syscall !== 'write') error.path = path;
-    if (dest !== undefined) (error as { dest?: string }).dest = dest;
-    return error;
-  };
+  const fsError = (errno: number, path: string, dest?: string): NodeJS.ErrnoException =>
+    nodeFsError(errno, STAGES[stage[0] as number] ?? 'open', path, (e) => strerror(e) as string, dest);
   // A C string ends at its first NUL: a path holding one would name another file there. Node's
   // fs refuses it (ERR_INVALID_ARG_VALUE), so such a path is left to the JS path's call.
   const nul = (...paths: string[]) => paths.some((p) => p.includes('\0'));

@@ -7,6 +7,7 @@
 // shared 64 KiB buffer (read.ts), so no file grows memory on either path.
 import { closeSync, existsSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
+import { getSystemErrorMap } from 'node:util';
 import { errnoName, libc, libcFailedForFds } from '../libc.js';
 import type { EnvironRead } from './environ.js';
 import type { Identity } from './identity.js';
@@ -196,6 +197,38 @@ export function nativeLibrary(): any {
   return nativeProc() ? library : null;
 }
 
+let uvErrors: Map<number, [string, string]> | undefined; // read at the first error: a scan makes none
+
+/**
+ * An Error worded as Node's fs words its own when `syscall` fails with `errno` (positive) on
+ * `path` (and `dest`, a link's or rename's target): `EACCES: permission denied, open '/x'`,
+ * with `code`, `errno` (negative), `syscall`, `path` and `dest` set. The words are libuv's
+ * (`util.getSystemErrorMap()`, as Node's fs errors have them: `name too long`, not strerror(3)'s
+ * `File name too long`); for an errno libuv has no name for, `errnoName` and `describe`'s words,
+ * lower-cased. A `write`'s error names no path, as Node's.
+ */
+export function fsError(
+  errno: number,
+  syscall: string,
+  path: string,
+  describe: (errno: number) => string,
+  dest?: string,
+): NodeJS.ErrnoException {
+  uvErrors ??= getSystemErrorMap();
+  const uv = uvErrors.get(-errno);
+  const code = uv?.[0] ?? errnoName(errno);
+  const text = uv?.[1] ?? describe(errno);
+  const words = `${text.charAt(0).toLowerCase()}${text.slice(1)}`;
+  const where = syscall === 'write' ? '' : dest === undefined ? ` '${path}'` : ` '${path}' -> '${dest}'`;
+  const error = new Error(`${code}: ${words}, ${syscall}${where}`) as NodeJS.ErrnoException;
+  error.errno = -errno;
+  error.code = code;
+  error.syscall = syscall;
+  if (syscall !== 'write') error.path = path;
+  if (dest !== undefined) (error as { dest?: string }).dest = dest;
+  return error;
+}
+
 /**
  * Turns the native path on or off for this process (tests and benchmarks compare both paths);
  * returns whether it was on.
@@ -275,20 +308,13 @@ function bind(lib: any): NativeProc {
   // The JS path's error for the same failure: `EMFILE: too many open files, open '/proc/1/stat'`.
   const failure = (procRoot: string, file: string): Error => {
     const [errno = 0, stage = 0, pid = 0, tid = 0] = info;
-    const code = errnoName(errno);
-    const syscall = STAGES[stage] ?? 'open';
     const path =
       stage === 0
         ? procRoot
         : tid > 0
           ? `${procRoot}/${pid}/task/${tid}/${file}`
           : `${procRoot}/${pid}/${file}`;
-    const error = new Error(`${code}: ${strerror(errno)}, ${syscall} '${path}'`) as NodeJS.ErrnoException;
-    error.code = code;
-    error.errno = -errno;
-    error.syscall = syscall;
-    error.path = path;
-    return error;
+    return fsError(errno, STAGES[stage] ?? 'open', path, (e) => strerror(e) as string);
   };
 
   const statAt = (at: number): ProcStat => {
