@@ -27,7 +27,7 @@ import { type PhaseFlags, phaseBudgets } from './phases.js';
 import { progressLine } from './progress.js';
 import { renderReport } from './render.js';
 import { beginRecording, isLedgerError, openRunLedger, refuseLedger } from './run-ledger.js';
-import { ENDING_SIGNALS, PASSED_SIGNALS, type ParsedSignal, parseSignal } from './signals.js';
+import { ENDING_SIGNALS, type ParsedSignal, parseSignal, passedSignals } from './signals.js';
 
 /** Parsed options of `tether run`, as commander gives them (durations and signal as typed). */
 export interface RunFlags extends PhaseFlags {
@@ -226,7 +226,7 @@ async function runSession(plan: RunPlan, events: EventLog | undefined): Promise<
     events?.write({ type: 'signal', signal, delivered, ends });
     if (endingSignals > 1 || !delivered) void endSession();
   };
-  const caught = [...ENDING_SIGNALS, ...PASSED_SIGNALS];
+  const caught = [...ENDING_SIGNALS, ...passedSignals()];
   for (const signal of caught) process.on(signal, forward);
   try {
     const exit = await proc.exited;

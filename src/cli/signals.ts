@@ -28,6 +28,24 @@ export const PASSED_SIGNALS = [
   'SIGPWR',
 ] as const;
 
+/**
+ * The signals `tether run` forwards only: PASSED_SIGNALS, less SIGPROF when V8's sampling
+ * profiler may run in this process — `--cpu-prof` or `--prof` in `execArgv`, or an inspector
+ * (`--inspect*` there or in NODE_OPTIONS), whose client may start the profiler. The profiler's
+ * ticks are SIGPROFs to this process: caught, each would be forwarded to `CMD`, and removing the
+ * listener at the end would reset SIGPROF to its default action, which ends tether before its
+ * exit status is returned.
+ */
+export function passedSignals(
+  execArgv: readonly string[] = process.execArgv,
+  nodeOptions: string = process.env.NODE_OPTIONS ?? '',
+): NodeJS.Signals[] {
+  const profiled = [...execArgv, ...nodeOptions.split(/\s+/)].some((a) =>
+    /^--(cpu-prof|prof|inspect)(?:$|[-=])/.test(a),
+  );
+  return PASSED_SIGNALS.filter((s) => !(profiled && s === 'SIGPROF'));
+}
+
 // glibc's SIGRTMIN (its 32 and 33 are its threads') and the kernel's SIGRTMAX (signal(7)).
 const SIGRTMIN = 34;
 const SIGRTMAX = 64;

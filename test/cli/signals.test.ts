@@ -1,11 +1,13 @@
 // Signals to a real `tether run` process (docs/cli.md#signals): INT/TERM/HUP/QUIT are forwarded
 // and end the session; USR1, USR2, WINCH, ALRM are forwarded only. The payload is a shell whose
 // traps record every signal it gets; its leftover's pid + start time are the ground truth.
-import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { execFile } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { type Ran, RECORD, readFileSafe, recordedIds, tether, waitFor } from '../support/cli.js';
+import { passedSignals } from '../../src/cli/signals.js';
+import { BIN, type Ran, RECORD, readFileSafe, recordedIds, tether, waitFor } from '../support/cli.js';
 import { isAlive, type ProcessId } from '../support/proc.js';
 
 const started: ProcessId[] = [];
@@ -111,5 +113,62 @@ while :; do sleep 0.05; done`;
     // INT alone, then HUP forwarded and the sweep's SIGTERM: the sweep did not wait for -k.
     expect(p.received()).toEqual(['INT', 'HUP', 'TERM']);
     expect(isAlive(p.leftover)).toBe(false);
+  });
+
+  it("under V8's profiler SIGPROF is the profiler's: not forwarded, and tether exits with the payload's status", async () => {
+    // node --cpu-prof samples by sending this process SIGPROF every 1 ms. Caught, each tick
+    // reached the payload, and removing the listener at the end reset SIGPROF to its default
+    // action: tether died of SIGPROF (status 155) with the payload's 3 lost.
+    const dir = mkdtempSync(join(tmpdir(), 'tether-sigprof-'));
+    const log = join(dir, 'log');
+    const script = `trap 'echo PROF >> ${log}' PROF; sleep 0.3; sleep 0.3; echo done >> ${log}; exit 3`;
+    const ran = await new Promise<{ code: number | null; signal: string | null; stderr: string }>(
+      (resolve) => {
+        const child = execFile(
+          process.execPath,
+          [
+            '--cpu-prof',
+            '--cpu-prof-dir',
+            join(dir, 'prof'),
+            BIN,
+            'run',
+            '--no-ledger',
+            '--',
+            'sh',
+            '-c',
+            script,
+          ],
+          { timeout: 20_000 },
+          (_error, _stdout, stderr) => resolve({ code: child.exitCode, signal: child.signalCode, stderr }),
+        );
+      },
+    );
+    try {
+      expect({ code: ran.code, signal: ran.signal }, ran.stderr).toEqual({ code: 3, signal: null });
+      expect(readFileSync(log, 'utf8')).toBe('done\n');
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});
+
+describe('passedSignals', () => {
+  it('leaves SIGPROF out where the profiler or an inspector may run, and only there', () => {
+    expect(passedSignals([], '')).toContain('SIGPROF');
+    expect(passedSignals(['--max-old-space-size=100', '--enable-source-maps'], '--no-warnings')).toContain(
+      'SIGPROF',
+    );
+    for (const [argv, options] of [
+      [['--cpu-prof'], ''],
+      [['--cpu-prof-dir=/tmp/x'], ''],
+      [['--prof'], ''],
+      [['--inspect=127.0.0.1:0'], ''],
+      [['--inspect-brk'], ''],
+      [[], '--no-warnings --inspect'],
+    ] as const) {
+      const passed = passedSignals(argv, options);
+      expect(passed, `${argv} / ${options}`).not.toContain('SIGPROF');
+      expect(passed).toContain('SIGUSR1');
+    }
   });
 });
