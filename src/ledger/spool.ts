@@ -30,7 +30,7 @@ import {
   writeSync,
 } from 'node:fs';
 import { join } from 'node:path';
-import { identityOf, isAlive } from '../proc/identity.js';
+import { type Identity, isAlive, selfIdentity } from '../proc/identity.js';
 import { nativeFiles } from '../proc/native-files.js';
 import { COLUMNS, parseRow, type SessionRow, toRow } from './rows.js';
 import { checkLedgerFile, checkSqliteAddon, errText } from './sqlite-file.js';
@@ -54,22 +54,9 @@ export function spoolDirOf(path: string): string {
 
 const NAME = /^(TETHER_SESSION_[0-9a-f]{32})\.json(?:\.(tmp|claim|corrupt|conflict)-(\d+)-(\d+)-(\d+))?$/;
 
-type Owner = { pid: number; startTime: number };
-
-// This process as the owner of its writes and claims (read once).
-let self: Owner | undefined;
-function owner(): Owner {
-  if (!self) {
-    const id = identityOf(process.pid);
-    if (!id) throw new Error(`cannot read /proc/${process.pid}/stat: is /proc mounted?`);
-    self = id;
-  }
-  return self;
-}
-
 let sequence = 0;
 function ownName(tag: string, kind: 'tmp' | 'claim' | 'corrupt' | 'conflict'): string {
-  const o = owner();
+  const o = selfIdentity();
   return `${tag}.json.${kind}-${o.pid}-${o.startTime}-${sequence++}`;
 }
 
@@ -422,7 +409,7 @@ interface Entry {
   name: string;
   tag: string;
   kind: 'record' | 'tmp' | 'claim' | 'corrupt' | 'conflict';
-  owner?: Owner;
+  owner?: Identity;
 }
 
 // The spool's own names in `dir` (others are ignored).
@@ -453,7 +440,7 @@ function entries(dir: string, fail: (what: string, err: unknown) => Error): Entr
 function takeable(e: Entry): boolean {
   if (e.kind === 'record' || e.kind === 'claim') return true;
   if (e.kind !== 'tmp' || !e.owner) return false;
-  const me = owner();
+  const me = selfIdentity();
   if (e.owner.pid === me.pid && e.owner.startTime === me.startTime) return false;
   return !(e.owner.pid > 1 && isAlive(e.owner));
 }

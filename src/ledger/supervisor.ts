@@ -1,7 +1,7 @@
 // Who supervises a session (this process, on this machine and boot) and whether a recorded
 // supervisor is gone: the question `tether recover` asks of every `running` record.
 import { readFileSync, statSync } from 'node:fs';
-import { identityOf, isAlive } from '../proc/identity.js';
+import { isAlive, selfIdentity } from '../proc/identity.js';
 import { nativeFiles } from '../proc/native-files.js';
 import type { SessionRecord, Supervisor } from './types.js';
 
@@ -48,8 +48,7 @@ export function pidNamespace(): number | undefined {
  * time (clock ticks).
  */
 export function currentSupervisor(): Supervisor {
-  const self = identityOf(process.pid);
-  if (!self) throw new Error(`cannot read /proc/${process.pid}/stat: is /proc mounted?`);
+  const self = selfIdentity();
   // The same reads in one native call when the library is there (native/spool.c `tp_host`).
   const host = nativeFiles()?.host() ?? {
     machineId: machineId(),

@@ -51,6 +51,18 @@ export function identityOf(pid: number, procRoot = '/proc'): Identity | undefine
   return stat && isAliveStat(procRoot, stat) ? { pid, startTime: stat.startTime } : undefined;
 }
 
+let self: Identity | undefined;
+
+/**
+ * This process's identity (its pid and start time), read from `/proc/self/stat` once per
+ * process. Throws when it cannot be read (no /proc).
+ */
+export function selfIdentity(): Identity {
+  self ??= identityOf(process.pid);
+  if (!self) throw new Error(`cannot read /proc/${process.pid}/stat: is /proc mounted?`);
+  return self;
+}
+
 /**
  * The current time as clock ticks since boot (from `/proc/uptime`, 10 ms resolution), the unit
  * of `startTime`: a process with `startTime >= ticksNow()` read now started after this call.
