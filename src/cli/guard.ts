@@ -15,8 +15,9 @@ import {
   startGuard,
   type TickResult,
 } from '../guard/guard.js';
+import { parseHostPort } from '../guard/host-port.js';
 import { startInit } from '../guard/init.js';
-import { type GuardMetrics, parseHostPort, serveMetrics } from '../guard/metrics.js';
+import type { GuardMetrics } from '../guard/metrics.js';
 import { addRegistrations, stateDir } from '../guard/registrations.js';
 import { DEFAULT_GRACE_MS, DEFAULT_KILL_AFTER_MS, parseDuration } from '../options.js';
 import { identityOf } from '../proc/identity.js';
@@ -226,6 +227,8 @@ export async function guardCommand(command: string[], flags: GuardFlags): Promis
 
 async function startMetrics(at: string): Promise<GuardMetrics> {
   const { host, port } = parseHostPort(at);
+  // Loaded here, not at the top: prom-client costs every other command ~35 ms to load.
+  const { serveMetrics } = await import('../guard/metrics.js');
   const metrics = await serveMetrics(host, port);
   process.stderr.write(
     `tether guard: metrics at http://${host.includes(':') ? `[${host}]` : host}:${metrics.address.port}/metrics\n`,

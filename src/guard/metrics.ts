@@ -5,6 +5,8 @@ import { Counter, Histogram, Registry } from 'prom-client';
 import { RULES } from './allowlist.js';
 import type { TickResult } from './guard.js';
 
+export { parseHostPort } from './host-port.js';
+
 /** A metrics endpoint: `observe` each tick's result; `close` stops the server. */
 export interface GuardMetrics {
   readonly registry: Registry;
@@ -12,19 +14,6 @@ export interface GuardMetrics {
   readonly address: { host: string; port: number };
   observe(result: TickResult): void;
   close(): Promise<void>;
-}
-
-/**
- * Parses `HOST:PORT` (`127.0.0.1:9464`, `[::1]:9464`, `:9464` for every address). Throws
- * `Error` naming the accepted form for anything else.
- */
-export function parseHostPort(text: string): { host: string; port: number } {
-  const m = /^(?:\[([^\]]+)\]|([^:[\]]*)):(\d{1,5})$/.exec(text.trim());
-  const port = m ? Number(m[3]) : Number.NaN;
-  if (!m || port > 65535) {
-    throw new Error(`expected HOST:PORT, such as 127.0.0.1:9464, [::1]:9464 or :9464 (port 0 to 65535)`);
-  }
-  return { host: m[1] ?? (m[2] || '0.0.0.0'), port };
 }
 
 /** The registry of a guard: counters by name, and the tick-duration histogram (seconds). */

@@ -158,6 +158,18 @@ describe('the guard CLI', () => {
       expect(isAlive(sleeper)).toBe(true);
     },
   );
+
+  it.skipIf(!canRun)(
+    '--metrics loads the metrics endpoint when asked (prom-client is loaded only then)',
+    async () => {
+      const r = await tether(['guard', '--once', '--cgroup', cgroup, '--metrics', '127.0.0.1:0'], {
+        TETHER_GUARD_DRY_RUN: '1',
+      });
+      expect(r.code, r.stderr).toBe(0);
+      expect(r.stderr).toMatch(/tether guard: metrics at http:\/\/127\.0\.0\.1:\d+\/metrics/);
+      expect(isAlive(sleeper)).toBe(true);
+    },
+  );
 });
 
 describe('forLog', () => {
