@@ -24,7 +24,7 @@ const TARGET_MS = 1;
 
 const dir = mkdtempSync(join(tmpdir(), 'tether-bench-ledger-'));
 const env = { ...process.env, XDG_STATE_HOME: dir, TETHER_LEDGER: '' };
-const cli = join(ROOT, 'bin/tether.js');
+const cli = join(ROOT, 'bin/tether.cjs');
 
 function timeCli(args) {
   const t = performance.now();

@@ -12,8 +12,8 @@ import { parseContainment } from '../containment/select.js';
 import { TetherError } from '../errors.js';
 import { parseDuration } from '../options.js';
 
-/** The `tether` entry point a launcher runs (bin/tether.js of this package, absolute). */
-const TETHER_BIN = fileURLToPath(new URL('../../bin/tether.js', import.meta.url));
+/** The `tether` entry point a launcher runs (bin/tether.cjs of this package, absolute). */
+const TETHER_BIN = fileURLToPath(new URL('../../bin/tether.cjs', import.meta.url));
 
 /** Quotes one word for sh(1): inside single quotes every byte is literal but `'` itself. */
 export function shellQuote(word: string): string {

@@ -104,27 +104,33 @@ function packageVersion(): string {
   return pkg.version;
 }
 
-// A reader of our output that went away (`tether sweep --json | head`) is not a crash.
-for (const stream of [process.stdout, process.stderr]) {
-  stream.on('error', (error: NodeJS.ErrnoException) => {
-    if (error.code !== 'EPIPE') throw error;
-  });
-}
-
-try {
-  await program.parseAsync(process.argv);
-} catch (error) {
-  if (error instanceof CommanderError) {
-    process.exitCode = error.exitCode === 0 ? 0 : EXIT_USAGE;
-  } else if (error instanceof TetherError) {
-    process.stderr.write(`tether: ${error.message}\n`);
-    process.exitCode = EXIT_TETHER_FAILED;
-  } else if (error instanceof NoProcError) {
-    process.stderr.write(`tether: cannot read the process table: ${error.message}\n`);
-    process.exitCode = EXIT_SWEEP_FAILED;
-  } else {
-    // A defect of tether's own: its status is 125, never one a payload could have given.
-    process.stderr.write(`tether: internal error: ${(error as Error)?.stack ?? String(error)}\n`);
-    process.exitCode = EXIT_TETHER_FAILED;
+/**
+ * Runs the CLI on `argv` (`process.argv`: node, the entry script, then tether's arguments) and
+ * sets `process.exitCode`; never rejects (a defect of tether's own is printed, status 125).
+ * Called by bin/tether.cjs, from the bundle dist/cli/tether.cjs or from this module.
+ */
+export async function main(argv: readonly string[]): Promise<void> {
+  // A reader of our output that went away (`tether sweep --json | head`) is not a crash.
+  for (const stream of [process.stdout, process.stderr]) {
+    stream.on('error', (error: NodeJS.ErrnoException) => {
+      if (error.code !== 'EPIPE') throw error;
+    });
+  }
+  try {
+    await program.parseAsync([...argv]);
+  } catch (error) {
+    if (error instanceof CommanderError) {
+      process.exitCode = error.exitCode === 0 ? 0 : EXIT_USAGE;
+    } else if (error instanceof TetherError) {
+      process.stderr.write(`tether: ${error.message}\n`);
+      process.exitCode = EXIT_TETHER_FAILED;
+    } else if (error instanceof NoProcError) {
+      process.stderr.write(`tether: cannot read the process table: ${error.message}\n`);
+      process.exitCode = EXIT_SWEEP_FAILED;
+    } else {
+      // A defect of tether's own: its status is 125, never one a payload could have given.
+      process.stderr.write(`tether: internal error: ${(error as Error)?.stack ?? String(error)}\n`);
+      process.exitCode = EXIT_TETHER_FAILED;
+    }
   }
 }

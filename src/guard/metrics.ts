@@ -1,7 +1,8 @@
 // The guard's counters in Prometheus text format (prom-client), served over node:http at
 // GET /metrics (docs/guard.md, "Metrics").
 import { createServer, type Server } from 'node:http';
-import { Counter, Histogram, Registry } from 'prom-client';
+import { createRequire } from 'node:module';
+import type { Registry } from 'prom-client';
 import { RULES } from './allowlist.js';
 import type { TickResult } from './guard.js';
 
@@ -18,6 +19,11 @@ export interface GuardMetrics {
 
 /** The registry of a guard: counters by name, and the tick-duration histogram (seconds). */
 export function guardRegistry(): { registry: Registry; observe: (r: TickResult) => void } {
+  // Required here, not imported: in the CLI's bundle a static import is required at its start,
+  // by every command (scripts/build-cli.mjs); prom-client costs a fresh process ~35 ms.
+  const { Counter, Histogram, Registry } = createRequire(import.meta.url)(
+    'prom-client',
+  ) as typeof import('prom-client');
   const registry = new Registry();
   const counter = (name: string, help: string, labelNames: string[] = []) =>
     new Counter({ name, help, labelNames, registers: [registry] });

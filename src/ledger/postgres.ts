@@ -2,6 +2,7 @@
 // a postgres:// URL is opened (docs/ledger.md, "Postgres"). The same schema as the SQLite store,
 // in its own Postgres schema (default `tether`), versioned in a table and migrated forward in one
 // transaction under an advisory lock; the compare-and-set is one `UPDATE … WHERE tag AND revision`.
+import { createRequire } from 'node:module';
 import type { Pool, PoolClient, PoolConfig } from 'pg';
 import { COLUMNS, fromRow, recordsOf, type SessionRow, toRow } from './rows.js';
 import { ledgerCorrupt, ledgerLocked, ledgerUnavailable, type StoreHooks } from './store-errors.js';
@@ -49,10 +50,11 @@ export interface PostgresStoreOptions {
 
 type PgModule = { Pool: new (config: PoolConfig) => Pool };
 
-// `pg` through a dynamic import, so that tether runs without it until a postgres:// URL is used.
+// `pg` required when a postgres:// URL is used, so that tether runs without it until then (a
+// require, not a dynamic import: the CLI's bundle has no loader for one, scripts/build-cli.mjs).
 async function loadPg(location: string): Promise<PgModule> {
   try {
-    const mod = (await import('pg')) as unknown as { default?: PgModule } & PgModule;
+    const mod = createRequire(import.meta.url)('pg') as { default?: PgModule } & PgModule;
     return mod.default ?? mod;
   } catch (err) {
     throw ledgerUnavailable(

@@ -2,7 +2,8 @@
 // WAL (readers never wait for the writer), a busy timeout, a schema versioned by
 // `PRAGMA user_version` and migrated forward in one transaction; a file it cannot read is
 // refused with LEDGER_CORRUPT and never rewritten.
-import Database from 'better-sqlite3';
+import { createRequire } from 'node:module';
+import type BetterSqlite3 from 'better-sqlite3';
 import { COLUMNS, fromRow, recordsOf, type SessionRow, toRow } from './rows.js';
 import { type Applied, type Ingested, ingestSpool, mergeSpooled, spoolDirOf } from './spool.js';
 import {
@@ -16,6 +17,15 @@ import {
 } from './sqlite-file.js';
 import { ledgerCorrupt, type StoreHooks } from './store-errors.js';
 import type { LedgerStore, ListFilter, SessionRecord } from './types.js';
+
+// better-sqlite3, required when a store opens rather than imported: a process that records
+// through the spool (`tether run`) never loads it (docs/ledger.md, "The spool"), and in the
+// CLI's bundle a static import would be required at its start (scripts/build-cli.mjs).
+let sqlite: typeof BetterSqlite3 | undefined;
+function betterSqlite3(): typeof BetterSqlite3 {
+  sqlite ??= createRequire(import.meta.url)('better-sqlite3') as typeof BetterSqlite3;
+  return sqlite;
+}
 
 /**
  * How long a write waits for another writer's lock before LEDGER_LOCKED: 5000 ms. A write holds
@@ -55,7 +65,7 @@ export async function openSqliteStore(path: string, options: SqliteStoreOptions 
 export class SqliteStore implements LedgerStore {
   readonly location: string;
   readonly busyTimeoutMs: number;
-  private readonly db: Database.Database;
+  private readonly db: BetterSqlite3.Database;
   private readonly hooks: StoreHooks;
   private readonly spool: string;
   private version = 0;
@@ -68,7 +78,7 @@ export class SqliteStore implements LedgerStore {
     preparePath(path);
     this.spool = spoolDirOf(path); // the file exists now: beside its real path
     try {
-      this.db = new Database(path, { timeout: this.busyTimeoutMs });
+      this.db = new (betterSqlite3())(path, { timeout: this.busyTimeoutMs });
     } catch (err) {
       const code = (err as { code?: unknown } | null)?.code;
       if (typeof code === 'string' && code.startsWith('SQLITE_')) throw mapSqliteError(err, path, 'open');

@@ -167,7 +167,7 @@ describe('agentRule', () => {
     const s = session(FAST);
     const sleeper = s.spawn('sleep', ['300'], { stdio: 'ignore' });
     try {
-      const out = execFileSync(process.execPath, [join(ROOT, 'bin/tether.js'), 'ps', '--json'], {
+      const out = execFileSync(process.execPath, [join(ROOT, 'bin/tether.cjs'), 'ps', '--json'], {
         encoding: 'utf8',
       });
       expect(out).toContain(s.tag.name);

@@ -13,7 +13,7 @@ import { FIXTURES, ROOT } from '../support/paths.js';
 import { isAlive } from '../support/proc.js';
 import { cleanup, describeProcess, started, tempDir } from '../support/zoo.js';
 
-const BIN = join(ROOT, 'bin/tether.js');
+const BIN = join(ROOT, 'bin/tether.cjs');
 const STANDIN = join(FIXTURES, 'codex/codex');
 const run = promisify(execFile);
 

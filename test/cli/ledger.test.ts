@@ -8,7 +8,7 @@ import { describe, expect, it } from 'vitest';
 import { ROOT } from '../support/paths.js';
 import { tempDir } from '../support/zoo.js';
 
-const CLI = join(ROOT, 'bin/tether.js');
+const CLI = join(ROOT, 'bin/tether.cjs');
 const execFileP = promisify(execFile);
 
 async function tether(args: string[], env: NodeJS.ProcessEnv) {
@@ -91,7 +91,7 @@ describe('tether run and the ledger', () => {
     mkdirSync(sqlite);
     for (const f of ['package.json', 'lib'])
       cpSync(join(ROOT, 'node_modules/better-sqlite3', f), join(sqlite, f), { recursive: true });
-    const cli = join(pkg, 'bin/tether.js');
+    const cli = join(pkg, 'bin/tether.cjs');
     const env = { ...process.env, XDG_STATE_HOME: tempDir(), TETHER_LEDGER: '' };
     const marker = join(tempDir(), 'ran');
     const run = await execFileP(process.execPath, [cli, 'run', '--', 'touch', marker], { env }).catch(

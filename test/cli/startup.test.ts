@@ -1,17 +1,32 @@
-// What a fresh `tether` process loads (docs/benchmarks.md §9): commands other than a guard
-// serving metrics never load prom-client (~35 ms of every start when they did). The packages a
-// real CLI process loaded are read from its own module cache at exit, by a `--require`d probe.
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+// What a fresh `tether` process loads and how (docs/cli.md, "Start-up"): bin/tether.cjs runs the
+// bundle dist/cli/tether.cjs compiled from its code cache; commands other than a guard serving
+// metrics never load prom-client (~35 ms of every start when they did), and `tether run` never
+// loads better-sqlite3. Read off real CLI processes at exit by a `--require`d probe: the packages
+// in the process's CommonJS module cache (every CommonJS package, imported or required, passes
+// through it) and what bin/tether.cjs says it ran.
+import { execFile } from 'node:child_process';
+import {
+  cpSync,
+  existsSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  statSync,
+  symlinkSync,
+  writeFileSync,
+} from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { promisify } from 'node:util';
 import { afterAll, describe, expect, it } from 'vitest';
-import { tether } from '../support/cli.js';
+import { BIN } from '../support/cli.js';
 
+const execFileP = promisify(execFile);
+const ROOT = join(import.meta.dirname, '../..');
 const dir = mkdtempSync(join(tmpdir(), 'tether-startup-'));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
-// The packages (node_modules/<name>) in the process's CommonJS module cache when it exits:
-// every CommonJS package, imported from ESM or required, passes through it.
 const PROBE = join(dir, 'probe.cjs');
 writeFileSync(
   PROBE,
@@ -21,35 +36,156 @@ writeFileSync(
     const m = /\\/node_modules\\/((?:@[^/]+\\/)?[^/]+)\\//.exec(f);
     if (m) names.add(m[1]);
   }
-  require('node:fs').writeFileSync(process.env.TETHER_TEST_PROBE_OUT, JSON.stringify([...names].sort()));
+  const loaded = globalThis[Symbol.for('tether.cli.loaded')];
+  require('node:fs').writeFileSync(process.env.TETHER_TEST_PROBE_OUT, JSON.stringify({ packages: [...names].sort(), loaded }));
 });
 `,
 );
 
+interface Probed {
+  code: number;
+  stdout: string;
+  stderr: string;
+  packages: string[];
+  loaded: { bundle: boolean; cache: string };
+}
+
 let n = 0;
-async function packagesLoaded(args: string[]): Promise<{ code: number | null; packages: string[] }> {
-  const out = join(dir, `loaded-${n++}.json`);
+async function probe(bin: string, args: string[], extra: NodeJS.ProcessEnv = {}): Promise<Probed> {
+  const out = join(dir, `probe-${n++}.json`);
   const env = {
     ...process.env,
     NODE_OPTIONS: `${process.env.NODE_OPTIONS ?? ''} --require ${PROBE}`.trim(),
     TETHER_TEST_PROBE_OUT: out,
-    XDG_STATE_HOME: dir,
+    XDG_STATE_HOME: join(dir, 'state'),
     TETHER_LEDGER: '',
+    ...extra,
   };
-  const ran = await tether(args, { env });
-  return { code: ran.code, packages: JSON.parse(readFileSync(out, 'utf8')) as string[] };
+  const ran = await execFileP(process.execPath, [bin, ...args], { env, timeout: 20_000 }).then(
+    (r) => ({ code: 0, stdout: r.stdout, stderr: r.stderr }),
+    (e) => ({ code: e.code as number, stdout: e.stdout as string, stderr: e.stderr as string }),
+  );
+  return { ...ran, ...(JSON.parse(readFileSync(out, 'utf8')) as Omit<Probed, 'code' | 'stdout' | 'stderr'>) };
 }
 
 describe('a fresh tether process', () => {
   it.each([
-    ['run --no-ledger -- true', ['run', '--no-ledger', '--', 'true']],
-    ['run -- true (the default ledger)', ['run', '--', 'true']],
-    ['ps', ['ps']],
-    ['guard --help', ['guard', '--help']],
-  ])('%s does not load prom-client (only a guard serving --metrics does)', async (_name, args) => {
-    const { code, packages } = await packagesLoaded(args);
-    expect(code).toBe(0);
-    expect(packages).toContain('commander'); // the probe sees the CLI's own packages
-    expect(packages).not.toContain('prom-client');
+    ['run --no-ledger -- true', ['run', '--no-ledger', '--', 'true'], 'koffi', 'better-sqlite3'],
+    ['run -- true (the default ledger, through its spool)', ['run', '--', 'true'], 'koffi', 'better-sqlite3'],
+    ['ps (reads the ledger)', ['ps'], 'better-sqlite3', undefined],
+    ['guard --help', ['guard', '--help'], undefined, 'koffi'],
+  ])('%s runs the bundle from its code cache and loads no prom-client', async (_name, args, needs, never) => {
+    const p = await probe(BIN, args);
+    expect(p.code, p.stderr).toBe(0);
+    expect(p.loaded).toEqual({ bundle: true, cache: 'accepted' });
+    expect(p.packages).not.toContain('prom-client');
+    // The probe sees what each command does load, and what it must not.
+    if (needs) expect(p.packages).toContain(needs);
+    if (never) expect(p.packages).not.toContain(never);
+  });
+
+  it('with TETHER_CLI_BUNDLE=0 runs the ES modules, the same CLI', async () => {
+    const p = await probe(BIN, ['run', '--no-ledger', '--', 'sh', '-c', 'exit 7'], {
+      TETHER_CLI_BUNDLE: '0',
+    });
+    expect(p.code).toBe(7);
+    expect(p.loaded).toEqual({ bundle: false, cache: 'none' });
+    expect(p.packages).toContain('commander'); // bundled otherwise: here loaded from node_modules
+    expect(p.packages).not.toContain('prom-client');
+  });
+});
+
+describe('TETHER_CLI_BUNDLE', () => {
+  it('no-cache compiles the bundle from its source; any other value is named with the accepted ones (125)', async () => {
+    const p = await probe(BIN, ['run', '--no-ledger', '--', 'sh', '-c', 'exit 4'], {
+      TETHER_CLI_BUNDLE: 'no-cache',
+    });
+    expect([p.code, p.loaded.bundle, p.loaded.cache]).toEqual([4, true, 'off']);
+    const bad = await execFileP(process.execPath, [BIN, 'run', '--', 'true'], {
+      env: { ...process.env, TETHER_CLI_BUNDLE: 'yes' },
+    }).catch((e) => e);
+    expect(bad.code).toBe(125);
+    expect(bad.stderr).toBe(
+      'tether: invalid TETHER_CLI_BUNDLE "yes": expected 1 (the default), 0 or no-cache\n',
+    );
+  });
+});
+
+describe('a copy of the package', () => {
+  // bin/, dist/, scripts/ and package.json copied; node_modules linked.
+  function copy(): string {
+    const pkg = mkdtempSync(join(dir, 'pkg-'));
+    for (const d of ['bin', 'dist', 'scripts']) cpSync(join(ROOT, d), join(pkg, d), { recursive: true });
+    cpSync(join(ROOT, 'package.json'), join(pkg, 'package.json'));
+    symlinkSync(join(ROOT, 'node_modules'), join(pkg, 'node_modules'));
+    return pkg;
+  }
+  const bin = (pkg: string) => join(pkg, 'bin/tether.cjs');
+  const version = JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')).version as string;
+  // dist/cli's code caches (scripts/build-cli.mjs names each by the bundle's build).
+  const caches = (pkg: string) =>
+    readdirSync(join(pkg, 'dist/cli'))
+      .filter((f) => /^tether\.cjs\.[0-9a-f]{32}\.cache$/.test(f))
+      .map((f) => join(pkg, 'dist/cli', f));
+
+  it("uses its build's cache only; one of another build is never read, a foreign one is rejected, and the CLI runs either way", async () => {
+    const pkg = copy();
+    const bundle = join(pkg, 'dist/cli/tether.cjs');
+    const [cache] = caches(pkg);
+    expect(cache, 'the build made a cache').toBeDefined();
+    const fresh = await probe(bin(pkg), ['--version']);
+    expect([fresh.code, fresh.stdout.trim(), fresh.loaded.cache]).toEqual([0, version, 'accepted']);
+
+    // Another build of the same length (V8's own check passes): its cache is not this one.
+    const text = readFileSync(bundle, 'utf8');
+    const other = text.replace(
+      /tether-cli-build=([0-9a-f])/,
+      (_m, c: string) => `tether-cli-build=${c === '0' ? '1' : '0'}`,
+    );
+    expect(other.length).toBe(text.length);
+    writeFileSync(bundle, other);
+    const rebuilt = await probe(bin(pkg), ['run', '--no-ledger', '--', 'sh', '-c', 'exit 3']);
+    expect([rebuilt.code, rebuilt.loaded.bundle, rebuilt.loaded.cache]).toEqual([3, true, 'absent']);
+    writeFileSync(bundle, text);
+
+    writeFileSync(cache as string, Buffer.alloc(4096, 1)); // this build's name, not V8's data
+    const foreign = await probe(bin(pkg), ['--version']);
+    expect([foreign.code, foreign.stdout.trim(), foreign.loaded.cache]).toEqual([0, version, 'rejected']);
+
+    rmSync(cache as string);
+    const none = await probe(bin(pkg), ['--version']);
+    expect([none.code, none.loaded.bundle, none.loaded.cache]).toEqual([0, true, 'absent']);
+
+    rmSync(bundle);
+    const modules = await probe(bin(pkg), ['run', '--no-ledger', '--', 'true']);
+    expect([modules.code, modules.loaded.bundle]).toEqual([0, false]);
+  });
+
+  it('scripts/build-cli.mjs makes the bundle and a cache it accepts, keeps both when nothing changed, and refuses a package required at the top', async () => {
+    const pkg = copy();
+    const bundle = join(pkg, 'dist/cli/tether.cjs');
+    rmSync(bundle);
+    for (const c of caches(pkg)) rmSync(c);
+    const build = () =>
+      execFileP(process.execPath, [join(pkg, 'scripts/build-cli.mjs')], { timeout: 60_000 });
+    expect((await build()).stderr).toContain('with its code cache');
+    expect(caches(pkg)).toHaveLength(1);
+    const p = await probe(bin(pkg), ['run', '--', 'true']);
+    expect([p.code, p.loaded.bundle, p.loaded.cache]).toEqual([0, true, 'accepted']);
+    // Built again from the same dist/: both files kept as they are.
+    const times = () => [bundle, ...caches(pkg)].map((f) => statSync(f).mtimeMs);
+    const before = times();
+    expect((await build()).stderr).toContain('and its code cache are up to date');
+    expect(times()).toEqual(before);
+
+    // A static import of a package would be required by every command: the build fails and
+    // leaves no bundle and no cache (the CLI then runs the modules).
+    const main = join(pkg, 'dist/cli/main.js');
+    writeFileSync(main, `import 'prom-client';\n${readFileSync(main, 'utf8')}`);
+    const refused = await build().catch((e) => e);
+    expect(refused.code).toBe(1);
+    expect(refused.stderr).toContain('requires prom-client at its top');
+    expect(existsSync(bundle)).toBe(false);
+    expect(caches(pkg)).toEqual([]);
   });
 });

@@ -12,7 +12,7 @@ import { childrenOf, identityOf, isAlive, readStat } from '../support/proc.js';
 import { cleanup, describeProcess, started, waitFor } from '../support/zoo.js';
 import { isHelper } from './support.js';
 
-const BIN = join(ROOT, 'bin/tether.js');
+const BIN = join(ROOT, 'bin/tether.cjs');
 const GRACE_MS = 1000;
 
 afterEach(() => cleanup());

@@ -24,7 +24,7 @@ import type { Identity } from '../../src/index.js';
 import { BUILD, FIXTURES, ROOT } from '../support/paths.js';
 import { identityOf, isAlive, ppidOf, stateOf } from '../support/proc.js';
 
-const BIN = join(ROOT, 'bin/tether.js');
+const BIN = join(ROOT, 'bin/tether.cjs');
 const QEMU: Record<string, string> = { x64: 'qemu-x86_64-static', arm64: 'qemu-aarch64-static' };
 const CROSS: Record<string, string> = { x64: 'x86_64-linux-gnu-gcc', arm64: 'aarch64-linux-gnu-gcc' };
 /** What `file -b` says of each architecture's ELF machine. */

@@ -8,7 +8,7 @@ import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 
 const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
-const TETHER = join(ROOT, 'bin/tether.js');
+const TETHER = join(ROOT, 'bin/tether.cjs');
 
 function runInNamespace(args: string[], ms: number): Promise<{ status: number | null; stderr: string }> {
   return new Promise((done, fail) => {

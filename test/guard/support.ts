@@ -21,7 +21,7 @@ import type { TickResult } from '../../src/guard/guard.js';
 import { ROOT } from '../support/paths.js';
 import { environOf, isAlive, type ProcessId, pids, readStat } from '../support/proc.js';
 
-export const TETHER = join(ROOT, 'bin/tether.js');
+export const TETHER = join(ROOT, 'bin/tether.cjs');
 export const DIST = join(ROOT, 'dist/index.js');
 
 /** The v2 mount, or undefined (the tests are skipped without one, or without root). */

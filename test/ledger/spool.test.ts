@@ -33,7 +33,7 @@ import { ROOT } from '../support/paths.js';
 import { childrenOf, identityOf, isAlive, type ProcessId } from '../support/proc.js';
 import { cleanup, started, tempDir, waitFor } from '../support/zoo.js';
 
-const CLI = join(ROOT, 'bin/tether.js');
+const CLI = join(ROOT, 'bin/tether.cjs');
 const execFileP = promisify(execFile);
 
 afterEach(() => cleanup());

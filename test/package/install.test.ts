@@ -52,6 +52,14 @@ describe('the package', () => {
       const head = readElf(join(ROOT, scanLibrary(arch)));
       expect(head.kind === 'elf' && head.target.arch, `${scanLibrary(arch)} is built for ${arch}`).toBe(arch);
     }
+    // The CLI's bundle and its code cache (scripts/build-cli.mjs).
+    const paths = packed.files.map((x) => x.path);
+    for (const f of ['bin/tether.cjs', 'dist/cli/tether.cjs'])
+      expect(paths, `the package carries ${f}`).toContain(f);
+    expect(
+      paths.filter((p) => /^dist\/cli\/tether\.cjs\.[0-9a-f]{32}\.cache$/.test(p)),
+      'one code cache',
+    ).toHaveLength(1);
     expect(
       packed.files.filter((f) => f.path.startsWith('dist/native/')).map((f) => f.path),
       'nothing else under dist/native (no stale one-architecture helper, no temp file)',
@@ -106,6 +114,25 @@ describe('the package', () => {
     expect(head.kind === 'elf' && head.target.arch, 'the installed helper is for this machine').toBe(
       process.arch,
     );
+
+    // The installed CLI starts from its bundle and the code cache packed with it (docs/cli.md,
+    // "Start-up"), whatever times the install gave the two files.
+    const probe = join(work, 'probe.cjs');
+    writeFileSync(
+      probe,
+      "process.on('exit', () => require('node:fs').writeFileSync(process.env.PROBE_OUT, JSON.stringify(globalThis[Symbol.for('tether.cli.loaded')])));\n",
+    );
+    const probeOut = join(work, 'loaded.json');
+    const version = execFileSync(
+      process.execPath,
+      [join(project, 'node_modules/tether/bin/tether.cjs'), '--version'],
+      {
+        env: { ...env, NODE_OPTIONS: `--require ${probe}`, PROBE_OUT: probeOut },
+        encoding: 'utf8',
+      },
+    );
+    expect(version.trim()).toBe(JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')).version);
+    expect(JSON.parse(readFileSync(probeOut, 'utf8'))).toEqual({ bundle: true, cache: 'accepted' });
 
     // --ignore-scripts left the SQLite addon unbuilt: `tether run` records by default, so it
     // refuses before the payload (125), saying how to build the addon or run without a ledger.

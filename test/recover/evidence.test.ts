@@ -17,7 +17,7 @@ import { childrenOf, cmdlineOf, identityOf, isAlive, type ProcessId, pids } from
 import { cleanup, describeProcess, started, tempDir, waitFor } from '../support/zoo.js';
 import { beginOrphaned, goneSupervisor, recoverCli } from './support.js';
 
-const CLI = join(ROOT, 'bin/tether.js');
+const CLI = join(ROOT, 'bin/tether.cjs');
 const opened: Ledger[] = [];
 const dirs: string[] = [];
 

@@ -10,7 +10,7 @@ import { ROOT } from '../support/paths.js';
 import { identityOf, isAlive } from '../support/proc.js';
 
 const run = promisify(execFile);
-const CLI = join(ROOT, 'bin/tether.js');
+const CLI = join(ROOT, 'bin/tether.cjs');
 
 /** `tether recover --json --ledger PATH` (1 s phases) and `extra`: its status, its JSON, its stderr. */
 export async function recoverCli(ledgerPath: string, ...extra: string[]) {

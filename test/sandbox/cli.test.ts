@@ -15,7 +15,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ROOT } from '../support/paths.js';
 import { aliveOnHost, type Container, startContainer, taggedOnHost } from './container.js';
 
-const TETHER = join(ROOT, 'bin/tether.js');
+const TETHER = join(ROOT, 'bin/tether.cjs');
 
 function cmdline(pid: string): string {
   try {

@@ -183,7 +183,7 @@ describe('inputs are validated', () => {
   it('a 1 MiB variable in tether run\u2019s own environment gives one line on stderr and status 126, not a stack trace', () => {
     // A variable this size cannot pass an execve(2) into tether: it is set inside tether's
     // process (as a wrapper or a Node orchestrator embedding the CLI would), before main runs.
-    const bin = join(ROOT, 'bin/tether.js');
+    const bin = join(ROOT, 'bin/tether.cjs');
     const program = `process.env.BIG = 'x'.repeat(1 << 20); process.argv = [process.argv[0], ${JSON.stringify(bin)}, 'run', '--', 'true']; await import(${JSON.stringify(bin)});`;
     let status = 0;
     let stderr = '';

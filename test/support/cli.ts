@@ -1,10 +1,10 @@
-// Running the real `tether` CLI from tests: bin/tether.js under this Node, with a hard timeout.
+// Running the real `tether` CLI from tests: bin/tether.cjs under this Node, with a hard timeout.
 import { spawn } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { ProcessId } from './proc.js';
 
-export const BIN = join(import.meta.dirname, '../../bin/tether.js');
+export const BIN = join(import.meta.dirname, '../../bin/tether.cjs');
 
 export interface Ran {
   code: number | null;
