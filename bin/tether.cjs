@@ -18,7 +18,7 @@ const BUNDLE = join(__dirname, '../dist/cli/tether.cjs');
 const BUILD_LINE = /\n\/\/# tether-cli-build=([0-9a-f]{32})\n$/;
 // What this process ran, for tests (test/cli/startup.test.ts): the bundle or the modules, and
 // whether the code cache was 'accepted', 'rejected' (another V8, other V8 flags), 'absent' (none
-// for this build), 'off' (TETHER_CLI_BUNDLE=no-cache) or 'none' (no bundle).
+// for this build), 'off' (TETHER_CLI_BUNDLE=no-cache, --enable-source-maps) or 'none' (no bundle).
 const loaded = { bundle: false, cache: 'none' };
 globalThis[Symbol.for('tether.cli.loaded')] = loaded;
 
@@ -32,6 +32,18 @@ function fromBundle() {
     process.exit(125);
   }
   if (choice === '0') return undefined;
+  // With --enable-source-maps (NODE_OPTIONS too) through Node's own loader, which maps stack
+  // traces through the bundle's source map (a vm.Script's are not): no cache then.
+  if (process.sourceMapsEnabled ?? process.execArgv.includes('--enable-source-maps')) {
+    try {
+      const { main } = require(BUNDLE);
+      Object.assign(loaded, { bundle: true, cache: 'off' });
+      return main;
+    } catch (error) {
+      if (error.code === 'MODULE_NOT_FOUND' && error.message.includes(BUNDLE)) return undefined;
+      throw error;
+    }
+  }
   let source;
   try {
     source = readFileSync(BUNDLE, 'utf8');

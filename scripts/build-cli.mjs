@@ -52,6 +52,7 @@ const { output } = await bundle.generate({
   codeSplitting: false,
   sourcemap: true,
   entryFileNames: 'tether.cjs',
+  dir: dirname(out), // the map's sources relative to it
 });
 await bundle.close();
 const bundled = output.find((o) => o.type === 'chunk')?.code;
@@ -87,7 +88,7 @@ if (problems.length > 0) {
 // Unchanged, with a cache this Node accepts: kept as is (a test suite's `npm pack` rebuilds
 // dist/ while other tests start tether from it).
 const noCache = args.includes('--no-cache');
-if (!noCache && readOr(out) === code && cacheAccepted(code)) {
+if (!noCache && readOr(out) === code && readOr(`${out}.map`) === map && cacheAccepted(code)) {
   console.error(`build-cli: ${out} and its code cache are up to date`);
   process.exit(0);
 }
@@ -144,7 +145,7 @@ function readOr(path) {
 function removeCaches() {
   const dir = dirname(out);
   for (const name of readdirSync(dir))
-    if (/^tether\.cjs\.[0-9a-f]{32}\.cache(\.tmp-\d+)?$/.test(name)) rmSync(join(dir, name), { force: true });
+    if (/^tether\.cjs\.[0-9a-f]{32}\.cache(\.tmp-\d+)*$/.test(name)) rmSync(join(dir, name), { force: true });
 }
 
 // Whether this Node's V8 compiles `code` from this build's cache as bin/tether.cjs does (V8

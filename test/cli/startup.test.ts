@@ -111,6 +111,25 @@ describe('TETHER_CLI_BUNDLE', () => {
   });
 });
 
+describe('--enable-source-maps', () => {
+  it("loads the bundle through Node's own loader, which maps stack traces (no cache then)", async () => {
+    const p = await probe(BIN, ['run', '--no-ledger', '--', 'sh', '-c', 'exit 5'], {
+      NODE_OPTIONS: `--enable-source-maps --require ${PROBE}`,
+    });
+    expect([p.code, p.loaded.bundle, p.loaded.cache]).toEqual([5, true, 'off']);
+    // The map names the bundle's modules in dist/ (a line of the bundle would name tether.cjs).
+    const bundle = join(ROOT, 'dist/cli/tether.cjs');
+    const traced = await execFileP(
+      process.execPath,
+      ['--enable-source-maps', '-e', `require(${JSON.stringify(bundle)}).main(null)`],
+      { timeout: 20_000 },
+    ).catch((e) => e);
+    expect(traced.code).toBe(125);
+    expect(traced.stderr).toContain('tether: internal error: TypeError');
+    expect(traced.stderr).toContain(join(ROOT, 'dist/cli/main.js'));
+  });
+});
+
 describe('a copy of the package', () => {
   // bin/, dist/, scripts/ and package.json copied; node_modules linked.
   function copy(): string {
