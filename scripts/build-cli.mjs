@@ -17,11 +17,9 @@
 import { execFileSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { mkdtempSync, readdirSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
-import Module from 'node:module';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import vm from 'node:vm';
 import { rolldown } from 'rolldown';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
@@ -53,6 +51,7 @@ const { output } = await bundle.generate({
   sourcemap: true,
   entryFileNames: 'tether.cjs',
   dir: dirname(out), // the map's sources relative to it
+  strict: true, // as the ES modules it is made of
 });
 await bundle.close();
 const bundled = output.find((o) => o.type === 'chunk')?.code;
@@ -85,31 +84,30 @@ if (problems.length > 0) {
   process.exit(1);
 }
 
-// Unchanged, with a cache this Node accepts: kept as is (a test suite's `npm pack` rebuilds
+// The environment the cache is made and checked in: a plain start's. V8 refuses a cache made
+// under other V8 flags (NODE_OPTIONS=--max-old-space-size=… in CI), and TETHER_CLI_BUNDLE or
+// --enable-source-maps would not compile the bundle from a cache at all.
+const plain = { ...process.env };
+for (const k of ['NODE_OPTIONS', 'TETHER_CLI_BUNDLE', 'TETHER_BUILD_CODE_CACHE']) delete plain[k];
+
+// Unchanged, with a cache a plain start accepts: kept as is (a test suite's `npm pack` rebuilds
 // dist/ while other tests start tether from it).
 const noCache = args.includes('--no-cache');
-if (!noCache && readOr(out) === code && readOr(`${out}.map`) === map && cacheAccepted(code)) {
+if (!noCache && readOr(out) === code && readOr(`${out}.map`) === map && cacheProblem(cache) === undefined) {
+  removeCaches(cache); // another build's, left by one that raced this one
   console.error(`build-cli: ${out} and its code cache are up to date`);
   process.exit(0);
 }
 // Each file replaced whole: a process starting now reads the old bundle or the new one, and
-// either finds its own cache or none.
+// either finds its own cache or none (a cache names the bytes it was made from).
 replace(`${out}.map`, map);
 replace(out, code);
-removeCaches(); // every other build's
+removeCaches();
 if (noCache) process.exit(0);
 
-const bin = join(root, 'bin/tether.cjs');
-const state = mkdtempSync(join(tmpdir(), 'tether-build-cli-'));
-const ledger = join(state, 'ledger.db');
-// Trained into a file of its own, renamed over the cache once every command has added to it.
+// Trained into a file of its own, renamed over the cache once every command has added to it
+// and a plain start accepts it.
 const training = `${cache}.tmp-${process.pid}`;
-const env = {
-  ...process.env,
-  XDG_STATE_HOME: state,
-  TETHER_LEDGER: ledger,
-  TETHER_BUILD_CODE_CACHE: training,
-};
 const TRAINING = [
   ['--help'],
   ['run', '--no-ledger', '--', 'true'],
@@ -118,19 +116,54 @@ const TRAINING = [
   ['ps'],
   ['recover', '--dry-run'],
 ];
-let command = TRAINING[0];
+let step = 'its temporary directory could not be made';
+let state;
 try {
-  for (command of TRAINING) execFileSync(process.execPath, [bin, ...command], { env, stdio: 'pipe' });
+  state = mkdtempSync(join(tmpdir(), 'tether-build-cli-'));
+  const env = {
+    ...plain,
+    XDG_STATE_HOME: state,
+    TETHER_LEDGER: join(state, 'ledger.db'),
+    TETHER_BUILD_CODE_CACHE: training,
+  };
+  for (const command of TRAINING) {
+    step = `tether ${command.join(' ')} failed`;
+    execFileSync(process.execPath, [join(root, 'bin/tether.cjs'), ...command], { env, stdio: 'pipe' });
+  }
+  step = 'the cache made is not accepted';
+  const problem = cacheProblem(training);
+  if (problem !== undefined) throw new Error(problem);
   renameSync(training, cache);
+  removeCaches(cache); // one a racing build renamed in meanwhile
   console.error(`build-cli: ${out} with its code cache (${statSync(cache).size} bytes)`);
 } catch (error) {
   rmSync(training, { force: true });
-  const said = error.stderr?.toString().trim();
+  const said = (error.stderr?.toString() ?? error.message).trim();
   console.error(
-    `build-cli: note: no code cache (tether ${command.join(' ')} failed${said ? `: ${said}` : ''}); the CLI compiles ${out} itself`,
+    `build-cli: note: no code cache (${step}${said ? `: ${said}` : ''}); the CLI compiles ${out} itself`,
   );
 } finally {
-  rmSync(state, { recursive: true, force: true });
+  if (state) rmSync(state, { recursive: true, force: true });
+}
+
+// Why a plain start of bin/tether.cjs would not compile the bundle from the cache at `path`
+// (bin/code-cache.cjs's check, then V8's), or undefined when it would.
+function cacheProblem(path) {
+  const check = `
+    const { readFileSync } = require('node:fs');
+    const { cachedData } = require(${JSON.stringify(join(root, 'bin/code-cache.cjs'))});
+    const bundle = readFileSync(process.argv[1]);
+    let file;
+    try { file = readFileSync(process.argv[2]); } catch { console.log('absent'); process.exit(); }
+    const read = cachedData(file, bundle);
+    if (!read.data) { console.log(read.problem); process.exit(); }
+    const script = new (require('node:vm').Script)(require('node:module').wrap(bundle.toString('utf8')), { filename: process.argv[1], cachedData: read.data });
+    console.log(script.cachedDataRejected ? 'rejected by V8' : 'ok');`;
+  const said = execFileSync(process.execPath, ['-e', check, out, path], {
+    env: plain,
+    encoding: 'utf8',
+  }).trim();
+  return said === 'ok' ? undefined : said;
 }
 
 function readOr(path) {
@@ -141,22 +174,12 @@ function readOr(path) {
   }
 }
 
-// Every code cache in dist/cli/ (and a training's left by a killed build).
-function removeCaches() {
+// Every code cache in dist/cli/ but `keep` (and a training's left by a killed build).
+function removeCaches(keep) {
   const dir = dirname(out);
   for (const name of readdirSync(dir))
-    if (/^tether\.cjs\.[0-9a-f]{32}\.cache(\.tmp-\d+)*$/.test(name)) rmSync(join(dir, name), { force: true });
-}
-
-// Whether this Node's V8 compiles `code` from this build's cache as bin/tether.cjs does (V8
-// checks its version, its flags and the source's length).
-function cacheAccepted(code) {
-  try {
-    const script = new vm.Script(Module.wrap(code), { filename: out, cachedData: readFileSync(cache) });
-    return script.cachedDataRejected === false;
-  } catch {
-    return false;
-  }
+    if (/^tether\.cjs\.[0-9a-f]{32}\.cache(\.tmp-\d+)*$/.test(name) && join(dir, name) !== keep)
+      rmSync(join(dir, name), { force: true });
 }
 
 function replace(path, text) {

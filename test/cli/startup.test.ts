@@ -147,7 +147,7 @@ describe('a copy of the package', () => {
       .filter((f) => /^tether\.cjs\.[0-9a-f]{32}\.cache$/.test(f))
       .map((f) => join(pkg, 'dist/cli', f));
 
-  it("uses its build's cache only; one of another build is never read, a foreign one is rejected, and the CLI runs either way", async () => {
+  it("uses its build's cache only: another build's, another text's, a damaged one and one V8 refuses are never run, and the CLI runs either way", async () => {
     const pkg = copy();
     const bundle = join(pkg, 'dist/cli/tether.cjs');
     const [cache] = caches(pkg);
@@ -167,17 +167,47 @@ describe('a copy of the package', () => {
     expect([rebuilt.code, rebuilt.loaded.bundle, rebuilt.loaded.cache]).toEqual([3, true, 'absent']);
     writeFileSync(bundle, text);
 
-    writeFileSync(cache as string, Buffer.alloc(4096, 1)); // this build's name, not V8's data
+    // The same length and build line, another text (a hand edit): the edit runs, not the cache.
+    const edited = text.replace('expected a duration such as', 'EXPECTED a duration such as');
+    expect(edited.length).toBe(text.length);
+    writeFileSync(bundle, edited);
+    const hand = await probe(bin(pkg), ['run', '--grace', '5x', '--', 'true']);
+    expect([hand.code, hand.loaded.cache]).toEqual([125, 'other-bundle']);
+    expect(hand.stderr).toContain('EXPECTED a duration such as');
+    writeFileSync(bundle, text);
+
+    // One bit of V8's data flipped (Node 20's V8 would run it: crashes, hangs): never given to V8.
+    const good = readFileSync(cache as string);
+    const flipped = Buffer.from(good);
+    const at = Math.floor(flipped.length / 2);
+    flipped[at] = (flipped[at] as number) ^ 0x10;
+    writeFileSync(cache as string, flipped);
+    const damaged = await probe(bin(pkg), ['run', '--no-ledger', '--', 'sh', '-c', 'exit 6']);
+    expect([damaged.code, damaged.loaded.cache]).toEqual([6, 'foreign']);
+    writeFileSync(cache as string, Buffer.alloc(4096, 1)); // this build's name, not a cache
     const foreign = await probe(bin(pkg), ['--version']);
-    expect([foreign.code, foreign.stdout.trim(), foreign.loaded.cache]).toEqual([0, version, 'rejected']);
+    expect([foreign.code, foreign.stdout.trim(), foreign.loaded.cache]).toEqual([0, version, 'foreign']);
+    writeFileSync(cache as string, good);
+
+    // Sound, but V8's flags differ from the build's: V8 refuses it.
+    const flags = await probe(bin(pkg), ['--version'], {
+      NODE_OPTIONS: `--max-old-space-size=100 --require ${PROBE}`,
+    });
+    expect([flags.code, flags.stdout.trim(), flags.loaded.cache]).toEqual([0, version, 'rejected']);
 
     rmSync(cache as string);
     const none = await probe(bin(pkg), ['--version']);
     expect([none.code, none.loaded.bundle, none.loaded.cache]).toEqual([0, true, 'absent']);
 
+    // A bundle that does not compile (truncated): said, and the modules run the command.
+    writeFileSync(bundle, text.slice(0, text.length >> 1));
+    const truncated = await probe(bin(pkg), ['run', '--no-ledger', '--', 'sh', '-c', 'exit 9']);
+    expect([truncated.code, truncated.loaded.bundle]).toEqual([9, false]);
+    expect(truncated.stderr).toContain(`tether: warning: cannot use ${bundle} (`);
+
     rmSync(bundle);
     const modules = await probe(bin(pkg), ['run', '--no-ledger', '--', 'true']);
-    expect([modules.code, modules.loaded.bundle]).toEqual([0, false]);
+    expect([modules.code, modules.loaded.bundle, modules.stderr]).toEqual([0, false, '']);
   });
 
   it('scripts/build-cli.mjs makes the bundle and a cache it accepts, keeps both when nothing changed, and refuses a package required at the top', async () => {
@@ -185,21 +215,48 @@ describe('a copy of the package', () => {
     const bundle = join(pkg, 'dist/cli/tether.cjs');
     rmSync(bundle);
     for (const c of caches(pkg)) rmSync(c);
+    const main = join(pkg, 'dist/cli/main.js');
     const build = () =>
       execFileP(process.execPath, [join(pkg, 'scripts/build-cli.mjs')], { timeout: 60_000 });
     expect((await build()).stderr).toContain('with its code cache');
     expect(caches(pkg)).toHaveLength(1);
     const p = await probe(bin(pkg), ['run', '--', 'true']);
     expect([p.code, p.loaded.bundle, p.loaded.cache]).toEqual([0, true, 'accepted']);
-    // Built again from the same dist/: both files kept as they are.
+    // Built again from the same dist/: both files kept as they are; another build's cache (a
+    // racing build's) removed.
     const times = () => [bundle, ...caches(pkg)].map((f) => statSync(f).mtimeMs);
     const before = times();
+    const raced = join(pkg, 'dist/cli', `tether.cjs.${'0'.repeat(32)}.cache`);
+    writeFileSync(raced, 'x');
     expect((await build()).stderr).toContain('and its code cache are up to date');
     expect(times()).toEqual(before);
+    expect(existsSync(raced)).toBe(false);
+
+    // Built under NODE_OPTIONS's V8 flags (as CI's often are): the cache is a plain start's.
+    writeFileSync(main, `${readFileSync(main, 'utf8')}\n// changed\n`);
+    await execFileP(process.execPath, [join(pkg, 'scripts/build-cli.mjs')], {
+      env: { ...process.env, NODE_OPTIONS: '--max-old-space-size=4096' },
+      timeout: 60_000,
+    });
+    const plain = await probe(bin(pkg), ['--version']);
+    expect(plain.loaded.cache).toBe('accepted');
+
+    // Training that cannot run (no temporary directory): a note, status 0, no cache; the
+    // bundle compiles from source.
+    writeFileSync(main, `${readFileSync(main, 'utf8')}\n// changed again\n`);
+    const noTmp = await execFileP(process.execPath, [join(pkg, 'scripts/build-cli.mjs')], {
+      env: { ...process.env, TMPDIR: join(dir, 'no-such-dir') },
+      timeout: 60_000,
+    });
+    expect(noTmp.stderr).toContain(
+      'build-cli: note: no code cache (its temporary directory could not be made',
+    );
+    expect(caches(pkg)).toEqual([]);
+    const uncached = await probe(bin(pkg), ['--version']);
+    expect([uncached.code, uncached.loaded.bundle, uncached.loaded.cache]).toEqual([0, true, 'absent']);
 
     // A static import of a package would be required by every command: the build fails and
     // leaves no bundle and no cache (the CLI then runs the modules).
-    const main = join(pkg, 'dist/cli/main.js');
     writeFileSync(main, `import 'prom-client';\n${readFileSync(main, 'utf8')}`);
     const refused = await build().catch((e) => e);
     expect(refused.code).toBe(1);
