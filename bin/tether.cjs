@@ -25,7 +25,7 @@ const loaded = { bundle: false, cache: 'none' };
 globalThis[Symbol.for('tether.cli.loaded')] = loaded;
 const EXIT_TETHER_FAILED = 125; // src/cli/exit-codes.ts
 
-// The bundle compiled (a vm.Script and the bytes it came from), or undefined when the modules
+// The bundle compiled (a vm.Script, from its cache when one fits), or undefined when the modules
 // are to run instead: not built, TETHER_CLI_BUNDLE=0, or a bundle that cannot be read or
 // compiled (said on stderr).
 function compileBundle(choice) {

@@ -11,9 +11,10 @@
 // The cache holds the bytecode of every function that ran in a few real commands, run with
 // TETHER_BUILD_CODE_CACHE set (bin/tether.cjs writes the cache at exit), one after another so
 // each adds to the last: `--help`, `run --no-ledger -- true`, `run -- true` with a ledger in a
-// temporary directory, `ls`, `ps`, `recover --dry-run`. A command that fails leaves no cache (a
-// note, exit 0): the CLI then compiles the bundle itself, as fast as before the cache, no less
-// correct. Node's V8 rejects a cache made by another V8 version or with other flags.
+// temporary directory, `ls`, `ps`, `recover --dry-run`. A command that fails, or a cache a plain
+// start would not use, leaves no cache (a note, exit 0): the CLI then compiles the bundle from
+// source, slower and the same. The cache's header (bin/code-cache.cjs) names the bundle bytes it
+// was made from; V8 itself refuses one made by another V8 version or with other flags.
 import { execFileSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { mkdtempSync, readdirSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';

@@ -6,8 +6,6 @@ import type { Registry } from 'prom-client';
 import { RULES } from './allowlist.js';
 import type { TickResult } from './guard.js';
 
-export { parseHostPort } from './host-port.js';
-
 /** A metrics endpoint: `observe` each tick's result; `close` stops the server. */
 export interface GuardMetrics {
   readonly registry: Registry;
