@@ -39,6 +39,11 @@ export const EXIT_STATUS_UNKNOWN = EXIT_TETHER_FAILED;
 export const EXIT_LEDGER_FAILED = EXIT_TETHER_FAILED;
 /** `tether recover`: a session it found is not settled (parked, ambiguous, a refused write). */
 export const EXIT_UNSETTLED = 1;
+/**
+ * `tether show`: no session of the ledger matches the reference, or several do (their tags are
+ * listed on stderr). Not 125: tether did not fail, the ledger holds no such session.
+ */
+export const EXIT_NO_SUCH_SESSION = 1;
 /** `tether sandbox exec`: an unknown end the sweep could not settle (AMBIGUOUS_EFFECT). */
 export const EXIT_AMBIGUOUS_EFFECT = 121;
 /**

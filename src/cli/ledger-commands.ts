@@ -8,11 +8,19 @@ import { describeCorrupt } from '../ledger/rows.js';
 import { resolveLedgerTarget } from '../ledger/target.js';
 import { type CorruptRow, SESSION_STATES, type SessionRecord, type SessionState } from '../ledger/types.js';
 import { parseDuration } from '../options.js';
-import { parseTag } from '../proc/tag.js';
+import { TAG_HEX_DIGITS, TAG_PREFIX } from '../proc/tag.js';
 import { recover } from '../recover/index.js';
-import { EXIT_UNSETTLED } from './exit-codes.js';
+import { EXIT_NO_SUCH_SESSION, EXIT_UNSETTLED } from './exit-codes.js';
 import { type PhaseFlags, phaseBudgets, phaseOptions } from './phases.js';
 import { clip, renderReport } from './render.js';
+import {
+  lastSession,
+  MIN_PREFIX_DIGITS,
+  parseSessionRef,
+  pickSession,
+  type SessionPick,
+  shortIds,
+} from './session-ref.js';
 
 const LEDGER_HELP =
   'the ledger: a SQLite file or a postgres:// URL (default: TETHER_LEDGER, else $XDG_STATE_HOME/tether/ledger.db)';
@@ -50,8 +58,12 @@ export function addLedgerCommands(program: Command): void {
     .action(lsCommand);
   program
     .command('show')
-    .description("print one session's record and its sweep reports")
-    .argument('<tag>', 'TETHER_SESSION_<32 hex digits>')
+    .description("print one session's record and its sweep reports; exits 1 when no session or several match")
+    .argument(
+      '[session]',
+      `its tag (TETHER_SESSION_<32 hex digits>), or a unique prefix of its hex digits (at least ${MIN_PREFIX_DIGITS}: the ID tether ls shows)`,
+    )
+    .option('--last', 'the session recorded last')
     .option('--ledger <path|url>', LEDGER_HELP)
     .option('--json', 'print the record as JSON')
     .action(showCommand);
@@ -148,15 +160,36 @@ export function unreadableLine(location: string, c: CorruptRow): string {
   return `tether: the ledger ${location} holds a row that cannot be read, left as it is: ${describeCorrupt(c)}`;
 }
 
-async function showCommand(input: string, flags: { ledger?: string; json?: boolean }): Promise<void> {
-  const tag = parseTag(input).name; // INVALID_TAG for what is no tag, before the ledger is read
-  const ledger = await openForReading(flags.ledger);
-  const record = ledger ? await ledger.get(tag).finally(() => ledger.close()) : null;
-  if (!record)
+async function showCommand(
+  input: string | undefined,
+  flags: { ledger?: string; json?: boolean; last?: boolean },
+): Promise<void> {
+  if ((input === undefined) === (flags.last !== true))
     throw new TetherError(
-      'INVALID_TAG',
-      `no session ${tag} in the ledger ${ledger?.location ?? describe(flags.ledger)}`,
+      'INVALID_OPTION',
+      'tether show takes a session (a tag or its unique prefix) or --last, not both',
     );
+  // INVALID_TAG for what is no tag nor prefix, before the ledger is read.
+  const hex = input === undefined ? undefined : parseSessionRef(input);
+  const ledger = await openForReading(flags.ledger);
+  const location = ledger?.location ?? describe(flags.ledger);
+  const pick = ledger
+    ? await pickFrom(ledger, hex).finally(() => ledger.close())
+    : pickSession([], hex ?? '');
+  const { record } = pick;
+  if (!record) {
+    const what = input === undefined ? 'no session' : `no session ${input}`;
+    const lines =
+      pick.problem === 'none'
+        ? [`tether: ${what} in the ledger ${location}`]
+        : [
+            `tether: ${input} names ${pick.candidates.length} sessions in the ledger ${location}; give more of its digits:`,
+            ...pick.candidates.map((r) => `  ${r.tag}  ${r.state}  ${clip(r.command.join(' '), 50)}`),
+          ];
+    process.stderr.write(`${lines.join('\n')}\n`);
+    process.exitCode = EXIT_NO_SUCH_SESSION;
+    return;
+  }
   if (flags.json) {
     process.stdout.write(`${JSON.stringify(record, null, 2)}\n`);
     return;
@@ -182,6 +215,21 @@ async function showCommand(input: string, flags: { ledger?: string; json?: boole
   process.stdout.write(`${lines.join('\n')}\n`);
 }
 
+/**
+ * The session `hex` names in `ledger` (the last recorded when undefined). A whole tag is read by
+ * itself; a prefix or --last reads every record, rows that cannot be read left out (ls names them).
+ */
+async function pickFrom(ledger: Ledger, hex: string | undefined): Promise<SessionPick> {
+  if (hex?.length === TAG_HEX_DIGITS) {
+    const record = await ledger.get(`${TAG_PREFIX}${hex}`);
+    return record ? { record } : { problem: 'none', candidates: [] };
+  }
+  const records = await ledger.list({ onCorrupt: () => {} });
+  if (hex !== undefined) return pickSession(records, hex);
+  const last = lastSession(records);
+  return last ? { record: last } : { problem: 'none', candidates: [] };
+}
+
 /** A `--state` value, or INVALID_OPTION naming the accepted ones. */
 export function parseState(value: string): SessionState {
   if ((SESSION_STATES as readonly string[]).includes(value)) return value as SessionState;
@@ -191,11 +239,15 @@ export function parseState(value: string): SessionState {
   );
 }
 
-/** The records as a table: tag, state, age, where, command, kept processes. */
+/**
+ * The records as a table: short id (`tether show ID` takes it), state, age, where, command,
+ * kept processes. `--json` has the whole tags.
+ */
 export function renderRecords(records: SessionRecord[], now = Date.now()): string[] {
   if (records.length === 0) return ['no session recorded'];
+  const ids = shortIds(records.map((r) => r.tag));
   const rows = records.map((r) => [
-    r.tag,
+    ids.get(r.tag) ?? r.tag,
     r.state,
     age(now - r.createdAt),
     where(r),
@@ -210,7 +262,7 @@ export function renderRecords(records: SessionRecord[], now = Date.now()): strin
           .join(', ')
       : '',
   ]);
-  const header = ['TAG', 'STATE', 'AGE', 'WHERE', 'COMMAND', 'KEPT'];
+  const header = ['ID', 'STATE', 'AGE', 'WHERE', 'COMMAND', 'KEPT'];
   const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => (r[i] ?? '').length)));
   return [header, ...rows].map((cells) =>
     cells
