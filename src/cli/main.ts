@@ -48,7 +48,7 @@ phaseOptions(
 )
   .option(
     '--containment <layers>',
-    'auto (env tag + subreaper helper + cgroup v2 when writable), or a comma list of env-tag, subreaper, cgroup, pidns; a listed layer that cannot be had is an error',
+    'auto (env tag + subreaper helper + cgroup v2 when writable), or a comma list of env-tag, subreaper, cgroup, pid-namespace (pidns: its older spelling, warned); a listed layer that cannot be had is an error',
     'auto',
   )
   .option('--json', 'print the sweep report as JSON on stderr instead of the table')

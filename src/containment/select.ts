@@ -56,21 +56,33 @@ export function planContainment(containment: unknown = 'auto'): ContainmentPlan 
   };
 }
 
+/** Older CLI spellings of a layer, still accepted with a warning: the one name is the library's. */
+const OLD_SPELLINGS: Readonly<Record<string, ContainmentLayer>> = { pidns: 'pid-namespace' };
+
 /**
- * Parses a CLI option such as `--containment`: `auto`, or a comma list of layers (`pidns` is
- * short for `pid-namespace`). Throws `INVALID_OPTION` naming `option` and the accepted values.
+ * Parses a CLI option such as `--containment`: `auto`, or a comma list of layers, spelled as the
+ * library spells them (`env-tag`, `subreaper`, `cgroup`, `pid-namespace`). An older spelling
+ * (`pidns`) is taken as the layer it names and reported through `onOldSpelling` (default: one
+ * `tether: warning:` line on stderr). Throws `INVALID_OPTION` naming `option` and the accepted values.
  */
-export function parseContainment(option: string, text: string): Containment {
+export function parseContainment(
+  option: string,
+  text: string,
+  onOldSpelling: (message: string) => void = (m) => process.stderr.write(`tether: warning: ${m}\n`),
+): Containment {
   if (text.trim() === 'auto') return 'auto';
   const layers = text.split(',').map((s) => {
     const t = s.trim();
-    return t === 'pidns' ? 'pid-namespace' : t;
+    const layer = OLD_SPELLINGS[t];
+    if (layer === undefined) return t;
+    onOldSpelling(`${option} ${t} is spelled ${layer} now (${t} is still accepted)`);
+    return layer;
   });
   const unknown = layers.find((l) => !CONTAINMENT_LAYERS.includes(l as ContainmentLayer));
   if (unknown !== undefined) {
     throw new TetherError(
       'INVALID_OPTION',
-      `invalid ${option} ${JSON.stringify(text)}: ${JSON.stringify(unknown)} is not a layer (expected auto, or a comma list of env-tag, subreaper, cgroup, pidns)`,
+      `invalid ${option} ${JSON.stringify(text)}: ${JSON.stringify(unknown)} is not a layer (expected auto, or a comma list of ${CONTAINMENT_LAYERS.join(', ')})`,
     );
   }
   return layers as ContainmentLayer[];

@@ -60,7 +60,7 @@ async function startInOwnGroup(containment: string): Promise<GroupRun> {
   // itself and its leftover by the namespace's pids.
   const find = () => {
     const helper = childrenOf(tether.pid).find((c) => isHelper(c.pid));
-    const parent = helper && (containment.includes('pidns') ? childrenOf(helper.pid)[0] : helper);
+    const parent = helper && (containment.includes('pid-namespace') ? childrenOf(helper.pid)[0] : helper);
     const payload = parent && childrenOf(parent.pid).find((c) => c.comm === 'sleep');
     const leftover = payload && childrenOf(payload.pid).find((c) => c.comm === 'sleep');
     return helper && payload && leftover ? { helper, parent, payload, leftover } : undefined;
@@ -75,7 +75,7 @@ async function startInOwnGroup(containment: string): Promise<GroupRun> {
 }
 
 describe('a SIGKILL to the process group of tether run', () => {
-  for (const containment of ['auto', 'subreaper,cgroup,pidns']) {
+  for (const containment of ['auto', 'subreaper,cgroup,pid-namespace']) {
     it(`ends the setsid'd leftover through the helper's dead man's switch (${containment})`, async () => {
       const run = await startInOwnGroup(containment);
       expect(pgidOf(run.tether.pid), 'tether run leads its own group').toBe(run.tether.pid);

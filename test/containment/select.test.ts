@@ -24,15 +24,16 @@ describe('containment options', () => {
       expect((error as TetherError).message).toMatch(/'env-tag', 'subreaper', 'cgroup', 'pid-namespace'/);
     }
   });
-  it('parses the CLI form: auto, a comma list, pidns', () => {
-    expect(parseContainment('--containment', 'auto')).toBe('auto');
-    expect(parseContainment('--containment', 'env-tag, subreaper,pidns')).toEqual([
-      'env-tag',
-      'subreaper',
-      'pid-namespace',
-    ]);
-    expect(() => parseContainment('--containment', 'subreaper,jail')).toThrow(
-      /invalid --containment "subreaper,jail": "jail" is not a layer \(expected auto, or a comma list of env-tag, subreaper, cgroup, pidns\)/,
+  it('parses the CLI form: auto, a comma list; pidns is pid-namespace, with a warning', () => {
+    const warned: string[] = [];
+    const parse = (text: string) => parseContainment('--containment', text, (m) => warned.push(m));
+    expect(parse('auto')).toBe('auto');
+    expect(parse('env-tag, subreaper,pid-namespace')).toEqual(['env-tag', 'subreaper', 'pid-namespace']);
+    expect(warned).toEqual([]);
+    expect(parse('env-tag, subreaper,pidns')).toEqual(['env-tag', 'subreaper', 'pid-namespace']);
+    expect(warned).toEqual(['--containment pidns is spelled pid-namespace now (pidns is still accepted)']);
+    expect(() => parse('subreaper,jail')).toThrow(
+      /invalid --containment "subreaper,jail": "jail" is not a layer \(expected auto, or a comma list of env-tag, subreaper, cgroup, pid-namespace\)/,
     );
   });
 });
