@@ -1,22 +1,16 @@
 // `tether run`'s ledger (docs/ledger.md, "Recording"): opened and the session begun BEFORE the
 // payload starts — a ledger that cannot be opened or written stops tether with exit 125 and
-// says which file or URL and what to do. A shared store gets the supervisor's lease, renewed
-// while the payload runs.
+// says which file or URL and what to do. A shared store's lease is the session's recorder's.
 import { TetherError } from '../errors.js';
 import { Ledger } from '../ledger/ledger.js';
-import { isPostgresUrl, redactUrl, resolveLedgerTarget } from '../ledger/target.js';
+import { redactUrl, resolveLedgerTarget } from '../ledger/target.js';
 import type { Session } from '../session/session.js';
 import { EXIT_LEDGER_FAILED } from './exit-codes.js';
-
-/** The supervisor's lease on a shared store, ms: another machine's recover waits this long. */
-export const LEASE_MS = 30_000;
-/** How often the lease is renewed, ms. */
-export const HEARTBEAT_MS = 10_000;
 
 /** A ledger `tether run` records in, and how to let go of it. */
 export interface RunLedger {
   ledger: Ledger;
-  /** Stops the heartbeat and closes the ledger; never throws. */
+  /** Closes the ledger; never throws. */
   close(): Promise<void>;
 }
 
@@ -39,35 +33,27 @@ export async function openRunLedger(
 
 /**
  * Writes the session's begin on a store that writes asynchronously (Postgres; awaited: the record
- * lands before the payload starts) with a lease, renewed every 10 s; a store that writes
- * synchronously (the spool) is begun by the session's first `spawn` (`ledgerRequired`). Prints
- * why, sets 125 and resolves undefined when the write fails.
+ * lands before the payload starts) with the session's lease (its recorder renews it:
+ * src/session/record.ts); a store that writes synchronously (the spool) is begun by the session's
+ * first `spawn` (`ledgerRequired`). Prints why, sets 125 and resolves undefined when the write fails.
  */
 export async function beginRecording(
   ledger: Ledger,
   session: Session,
   argv: string[],
 ): Promise<RunLedger | undefined> {
-  const shared = isPostgresUrl(ledger.location);
   // A store that writes synchronously is begun by the session's spawn, while its helper starts.
   if (!ledger.writesSynchronously)
     try {
-      await session.begin(argv, shared ? LEASE_MS : undefined);
+      await session.begin(argv);
     } catch (error) {
       await ledger.close().catch(() => {});
       refuseLedger(ledger.location, error);
       return undefined;
     }
-  // Renewed while the payload runs; a failed renewal is retried at the next beat (the lease
-  // outlives two missed beats).
-  const timer = shared
-    ? setInterval(() => void ledger.heartbeat(session.tag.name, LEASE_MS).catch(() => {}), HEARTBEAT_MS)
-    : undefined;
-  timer?.unref();
   return {
     ledger,
     async close() {
-      clearInterval(timer);
       await ledger.close().catch(() => {});
     },
   };

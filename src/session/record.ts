@@ -5,6 +5,7 @@
 // finds it once this process is gone, sweeps it, and records it `recovered`).
 import { TetherError } from '../errors.js';
 import type { Ledger } from '../ledger/ledger.js';
+import { isPostgresUrl } from '../ledger/target.js';
 import type { KeptProcess, SessionLocation, SessionOutcome, SessionState } from '../ledger/types.js';
 import { toRecord } from '../outcome/record.js';
 import type { ProcessRecord, SweepReport } from '../sweep/report.js';
@@ -100,14 +101,23 @@ function names(list: ProcessRecord[]): string {
 }
 
 /**
- * One session's writes to the ledger. `begin` is idempotent: the first call writes, later ones
- * return its promise. `finish` never rejects: what it could not write becomes a warning of the
- * report it returns.
+ * A shared store's lease on a record, ms (docs/ledger.md, "Leases"): another machine's
+ * `recover` takes the session over once it has not been renewed for this long.
+ */
+export const LEASE_MS = 30_000;
+/** The renewals a lease outlives before it lapses: it is renewed every lease / 3 (10 s of 30 s). */
+const BEATS_PER_LEASE = 3;
+
+/**
+ * One session's writes to the ledger, and its lease on a shared store. `begin` is idempotent:
+ * the first call writes, later ones return its promise. `finish` never rejects: what it could
+ * not write becomes a warning of the report it returns.
  */
 export class SessionRecorder {
   private began: Promise<void> | undefined;
   private readonly commands: CommandEnd[] = [];
   private stop: StopReason | undefined;
+  private heartbeat: NodeJS.Timeout | undefined;
 
   constructor(
     readonly ledger: Ledger,
@@ -120,11 +130,39 @@ export class SessionRecorder {
    * call, before it returns its promise: a command spawned right after it starts recorded. With
    * a networked store the insert lands a round trip later (docs/ledger.md, "Recording").
    */
-  begin(command: string[], leaseMs?: number): Promise<void> {
+  begin(command: string[], leaseMs = this.defaultLeaseMs()): Promise<void> {
     this.began ??= this.ledger
       .begin({ tag: this.tag, location: this.location, command, ...(leaseMs ? { leaseMs } : {}) })
-      .then(() => undefined);
+      .then(() => this.renew(leaseMs));
     return this.began;
+  }
+
+  /**
+   * Stops renewing the lease (its last renewal then lapses, and another machine's recover may
+   * take the record over). `finish` calls it first; so does a session ended without writing its
+   * end (`endSync`). Idempotent.
+   */
+  release(): void {
+    clearInterval(this.heartbeat);
+    this.heartbeat = undefined;
+  }
+
+  // A shared store (Postgres) holds records other machines' recover reads: a session there gets
+  // a lease, renewed while it runs. A local store's record is judged by its supervisor's pid.
+  private defaultLeaseMs(): number | undefined {
+    return isPostgresUrl(this.ledger.location) ? LEASE_MS : undefined;
+  }
+
+  // Renewed every lease / 3 while the session runs, for library sessions as for `tether run`; a
+  // failed renewal is retried at the next beat (the lease outlives two missed beats). Unref'd:
+  // a session left unended does not keep its process alive, and its lease lapses with it.
+  private renew(leaseMs: number | undefined): void {
+    if (!leaseMs || this.heartbeat) return;
+    this.heartbeat = setInterval(
+      () => void this.ledger.heartbeat(this.tag, leaseMs).catch(() => {}),
+      Math.max(1, Math.floor(leaseMs / BEATS_PER_LEASE)),
+    );
+    this.heartbeat.unref();
   }
 
   /**
@@ -160,6 +198,7 @@ export class SessionRecorder {
    * lists. Resolves to `report`, with a `LEDGER_WRITE_FAILED` warning for a write that failed.
    */
   async finish(report: SweepReport, endedEarly: boolean): Promise<SweepReport> {
+    this.release(); // the end is written next (or, failing, left to the lease's lapse)
     if (!this.began) return report; // nothing ran: nothing was recorded
     try {
       await this.began;

@@ -259,7 +259,8 @@ export class Session {
    * `LEDGER_UNAVAILABLE`…) when it cannot be written. `spawn` calls it on the first command
    * (without waiting: with SQLite the row is written synchronously, before the command starts);
    * call it and await it first to refuse to run a command unrecorded, whatever the store.
-   * `leaseMs`: a shared store's lease on the record (renew it with `ledger.heartbeat`).
+   * `leaseMs`: the record's lease (default: 30 s on a shared store — Postgres —, none on a local
+   * one), renewed every `leaseMs / 3` until the session's end is written (src/session/record.ts).
    * Idempotent; resolves at once without a ledger.
    */
   begin(command: readonly string[], leaseMs?: number): Promise<void> {
@@ -667,6 +668,7 @@ export class Session {
    */
   endSync(): SweepReport {
     live.delete(this);
+    this.recorder?.release(); // its end is not written: its lease lapses, as its process ends
     const swept = sweepSync(this.sweepOptions());
     const report = sweepRan(swept) ? this.release(swept) : this.abandonHelpers(swept);
     this.ending ??= Promise.resolve(report);
