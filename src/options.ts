@@ -24,22 +24,48 @@ export function checkMs(name: string, value: unknown, min = 0): number {
   return value;
 }
 
-const UNITS_MS: Record<string, number> = { ms: 1, s: 1000, m: 60_000, h: 3_600_000 };
+const UNITS_MS: Record<string, number> = { ms: 1, s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000 };
+
+// timeout(1)'s number (strtod(3)'s decimal form: `5`, `.5`, `1.`, `1.5`, `+2`, `1e3`), then a unit.
+const DURATION = /^\+?(\d+\.?\d*|\.\d+)(?:[eE]([+-]?\d+))?(ms|s|m|h|d)?$/;
+// strtod(3)'s infinity, any case, with timeout(1)'s optional unit: no limit.
+const INFINITE = /^\+?inf(?:inity)?(?:ms|s|m|h|d)?$/i;
+
+/** How `parseDuration` reads an option. */
+export interface DurationForms {
+  /** `inf`/`infinity` is accepted and returned as `Infinity` (`--timeout`: no timeout). */
+  infinite?: boolean;
+}
 
 /**
- * Parses a CLI duration: `500ms`, `5s`, `1.5s`, `2m`, `1h`, or a bare number of seconds.
- * Throws `INVALID_OPTION` naming `name` and the accepted forms.
+ * Parses a CLI duration to whole ms: a number as timeout(1) takes one (`5`, `.5`, `1.`, `1.5`,
+ * `1e3`; bare: seconds) with an optional unit `ms`, `s`, `m`, `h` or `d`. A duration that is not
+ * 0 but under 1 ms is 1 ms (rounded up, never to 0, which means "none" or "at once" to its
+ * callers); others are rounded to the nearest ms. `inf`/`infinity` (any case) is `Infinity`
+ * when `forms.infinite`, else refused. Throws `INVALID_OPTION` naming `name` and the accepted
+ * forms, and for more than 2³¹−1 ms (about 24.8 days: a Node timer's bound).
  */
-export function parseDuration(name: string, text: string): number {
-  const match = /^(\d+(?:\.\d+)?)(ms|s|m|h)?$/.exec(text.trim());
+export function parseDuration(name: string, text: string, forms: DurationForms = {}): number {
+  const trimmed = text.trim();
+  if (INFINITE.test(trimmed)) {
+    if (forms.infinite) return Number.POSITIVE_INFINITY;
+    throw new TetherError(
+      'INVALID_OPTION',
+      `invalid ${name} ${JSON.stringify(text)}: expected a finite duration (at most 24 days, 2147483647 ms)`,
+    );
+  }
+  const match = trimmed.length <= 64 ? DURATION.exec(trimmed) : null;
   if (!match) {
     throw new TetherError(
       'INVALID_OPTION',
-      `invalid ${name} ${JSON.stringify(text)}: expected a duration such as 500ms, 5s, 1.5s, 2m`,
+      `invalid ${name} ${JSON.stringify(text)}: expected a duration such as 500ms, 5s, 1.5s, 2m (a number as timeout(1) takes it, bare for seconds; units ms, s, m, h, d)`,
     );
   }
-  const ms = Math.round(Number(match[1]) * (UNITS_MS[match[2] ?? 's'] ?? 1000));
-  if (!Number.isFinite(ms) || ms > MAX_TIMER_MS) {
+  const [, digits = '', exponent, unit = 's'] = match;
+  // Zero only when every digit is: `1e-400` is a duration too short for a double, not 0.
+  if (!/[1-9]/.test(digits)) return 0;
+  const ms = Math.max(1, Math.round(Number(`${digits}e${exponent ?? 0}`) * (UNITS_MS[unit] ?? 1000)));
+  if (!(ms <= MAX_TIMER_MS)) {
     throw new TetherError(
       'INVALID_OPTION',
       `invalid ${name} ${JSON.stringify(text)}: longer than 24 days (2147483647 ms)`,

@@ -1,8 +1,7 @@
 // `tether run --events FILE`: every event of the run as one JSON line, written as it happens
-// (one write(2) a line, no buffer), for an orchestrator in another language that tails FILE.
-// The schema is in docs/cli.md#events.
-import { closeSync, openSync, writeSync } from 'node:fs';
-import { TetherError } from '../errors.js';
+// (each line whole, no buffer), for an orchestrator in another language that tails FILE.
+// The schema is in docs/cli.md#events; how FILE is opened, in src/cli/output-file.ts.
+import { openOutputFile, STALL_MS } from './output-file.js';
 
 /** The version of the event lines' schema, in every `started` line (docs/cli.md#events). */
 export const EVENTS_VERSION = 1;
@@ -17,48 +16,31 @@ export interface EventLog {
 }
 
 /**
- * Opens `path` for appending (created when missing; an existing file's lines are kept, a FIFO or
- * `/dev/fd/N` works), before the payload starts. Throws `TetherError` `INVALID_OPTION` naming
- * `--events` when it cannot be opened. A later write that fails (a FIFO's reader gone: EPIPE, a
- * full disk) stops the log and says so once on stderr: it never costs the payload's status.
+ * Opens `path` for appending (created when missing; an existing file's lines are kept), before
+ * the payload starts, as `openOutputFile` opens it: never through a symbolic link, and a FIFO
+ * only when its reader is there (no waiting for one); `/dev/fd/N` and `/dev/stderr` write to
+ * tether's own descriptor. Throws `TetherError` `INVALID_OPTION` naming `--events` when it
+ * cannot be opened. A later write that fails (a FIFO's reader gone: EPIPE; one that read nothing
+ * for `stallMs`, default 10 s: STALLED; a full disk) stops the log and says so once on stderr: it
+ * never costs the payload's status.
  */
-export function openEventLog(path: string): EventLog {
-  let fd: number;
-  try {
-    fd = openSync(path, 'a');
-  } catch (error) {
-    throw new TetherError(
-      'INVALID_OPTION',
-      `invalid --events ${JSON.stringify(path)}: ${(error as Error).message} (expected a file tether can open for appending)`,
-      { cause: error },
-    );
-  }
+export function openEventLog(path: string, stallMs: number = STALL_MS): EventLog {
+  const file = openOutputFile('--events', path, 'append', stallMs);
   let open = true;
   return {
     write(event) {
       if (!open) return;
       const { type, ...fields } = event;
-      const line = `${JSON.stringify({ type, time: new Date().toISOString(), ...fields })}\n`;
-      try {
-        const bytes = Buffer.from(line);
-        let off = 0;
-        while (off < bytes.length) off += writeSync(fd, bytes, off);
-      } catch (error) {
-        open = false;
-        process.stderr.write(
-          `tether: could not write the events to ${path}: ${(error as Error).message}; no further events are written\n`,
-        );
-      }
+      const failed = file.write(`${JSON.stringify({ type, time: new Date().toISOString(), ...fields })}\n`);
+      if (!failed) return;
+      open = false;
+      process.stderr.write(
+        `tether: could not write the events to ${path}: ${failed.message}; no further events are written\n`,
+      );
     },
     close() {
-      if (fd < 0) return;
-      try {
-        closeSync(fd);
-      } catch {
-        // Closing cannot lose a line: each was written whole with write(2).
-      }
-      fd = -1;
       open = false;
+      file.close();
     },
   };
 }

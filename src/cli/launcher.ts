@@ -2,15 +2,17 @@
 //
 // Writes FILE: an sh script that runs CMD under `tether run` with those options and appends
 // its own arguments, for a caller that takes only a binary path (an SDK's `codexPathOverride`).
-// The run options are checked here against the `run` command's own, so that a launcher is
-// never written that fails on every start; see docs/cli.md, "tether launcher".
+// The run options are checked here as `tether run` checks them (its own flags, `runPlan`, its
+// files), so that a launcher is never written that fails on every start; see docs/cli.md,
+// "tether launcher".
 import { chmodSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { basename, dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { Command, Option } from 'commander';
-import { parseContainment } from '../containment/select.js';
 import { TetherError } from '../errors.js';
-import { parseDuration } from '../options.js';
+import { isPostgresUrl } from '../ledger/target.js';
+import { checkOutputPath } from './output-file.js';
+import { type RunFlags, runPlan } from './run.js';
 
 /** The `tether` entry point a launcher runs (bin/tether.cjs of this package, absolute). */
 const TETHER_BIN = fileURLToPath(new URL('../../bin/tether.cjs', import.meta.url));
@@ -48,15 +50,9 @@ function splitArgs(args: readonly string[]): { runOptions: string[]; command: st
   return { runOptions: args.slice(0, cut), command: args.slice(cut + 1) };
 }
 
-// The value checks of `run`'s options, by the value name its flags declare.
-const VALUE_CHECKS: Record<string, (option: string, value: string) => unknown> = {
-  duration: parseDuration,
-  layers: parseContainment,
-};
-
 // Checks `tokens` against `run`'s own options: each is a flag `run` knows (long, short, or
-// `--flag=value`), with its value when it takes one, and a value `run` would accept where its
-// kind is known (`<duration>`, `<layers>`). Throws INVALID_OPTION naming the option.
+// `--flag=value`), with its value when it takes one (the values: `checkRunValues`). Throws
+// INVALID_OPTION naming the option.
 function checkRunOptions(run: Command, tokens: readonly string[]): void {
   const options = run.options as readonly Option[];
   const accepted = options.map((o) => o.long ?? o.short).join(', ');
@@ -84,10 +80,26 @@ function checkRunOptions(run: Command, tokens: readonly string[]): void {
     else if (eq < 0) value = undefined; // an optional value is only taken as --flag=value here
     if (option.required && value === undefined)
       throw new TetherError('INVALID_OPTION', `invalid ${flag}: it needs a value (${option.flags})`);
-    const kind = /<(\w+)>/.exec(option.flags)?.[1];
-    const check = kind ? VALUE_CHECKS[kind] : undefined;
-    if (value !== undefined && check) check(flag, value);
   }
+}
+
+// Checks what `run` does with the options' values, as parsed by `run`'s own parser: every value
+// through `runPlan` (durations, --signal, --containment, --keep and its glob, the pairs it
+// refuses), and each path `run` opens — --report-file and --events as `openOutputFile` would
+// open them, a --ledger file path absolute (a URL is reached at each start). Creates nothing.
+// Throws INVALID_OPTION naming the option.
+function checkRunValues(run: Command, tokens: readonly string[], command: readonly string[]): void {
+  // `run`'s parser fills `run.opts()`: this process only writes a launcher, it runs no `run`.
+  run.parseOptions([...tokens]);
+  const flags = run.opts() as RunFlags;
+  runPlan([...command], flags);
+  if (flags.reportFile !== undefined) checkOutputPath('--report-file', flags.reportFile);
+  if (flags.events !== undefined) checkOutputPath('--events', flags.events);
+  if (typeof flags.ledger === 'string' && !isPostgresUrl(flags.ledger) && !flags.ledger.startsWith('/'))
+    throw new TetherError(
+      'INVALID_OPTION',
+      `invalid --ledger ${JSON.stringify(flags.ledger)}: a relative path (the launcher runs in its caller’s directory: give an absolute path)`,
+    );
 }
 
 // Writes the launcher next to FILE, then renames it over FILE: a reader never runs half a file,
@@ -132,6 +144,7 @@ export function addLauncherCommand(program: Command): void {
           'invalid command: none after -- (expected a program name or path)',
         );
       checkRunOptions(run, runOptions);
+      checkRunValues(run, runOptions, command);
       writeExecutable(flags.out, launcherScript(runOptions, command));
     });
 }

@@ -34,7 +34,7 @@ phaseOptions(
     )
     .option(
       '--timeout <duration>',
-      'send --signal to CMD after this long (500ms, 5s, 2m, or bare seconds; 0: none), end the session, exit 124',
+      'send --signal to CMD after this long (500ms, 5s, 2m, 1d, or bare seconds as timeout(1) takes them; 0 or inf: none), end the session, exit 124',
     )
     .option(
       '-s, --signal <signal>',
@@ -52,7 +52,10 @@ phaseOptions(
     'auto',
   )
   .option('--json', 'print the sweep report as JSON on stderr instead of the table')
-  .option('--report-file <file>', 'write the sweep report as JSON to FILE')
+  .option(
+    '--report-file <file>',
+    'write the sweep report as JSON to FILE (opened before CMD runs; a symbolic link or a FIFO with no reader is refused)',
+  )
   .option(
     '--events <file>',
     'append every event of the run (started, timeout, signal, exited, swept, end…) to FILE as JSON lines, as they happen',

@@ -3,14 +3,13 @@
 //   -- CMD [ARGS…]
 // timeout(1)'s conventions (docs/cli.md#tether-run): 124 when the timeout fired, 125 for tether's
 // own failure, 126/127 when CMD cannot start, 128+N when signal N ended it.
-import { closeSync, openSync, writeFileSync } from 'node:fs';
 import { constants } from 'node:os';
 import { type Containment, parseContainment } from '../containment/select.js';
 import { TetherError } from '../errors.js';
 import { parseDuration } from '../options.js';
 import type { StopReason } from '../session/record.js';
 import { type ExitResult, Session } from '../session/session.js';
-import type { KeepRule } from '../sweep/keep.js';
+import { compileKeep, type KeepRule } from '../sweep/keep.js';
 import type { SweepReport } from '../sweep/report.js';
 import { EVENTS_VERSION, type EventLog, openEventLog } from './events.js';
 import {
@@ -23,6 +22,7 @@ import {
   EXIT_TIMED_OUT,
 } from './exit-codes.js';
 import { parseKeepFlags } from './keep.js';
+import { type OutputFile, openOutputFile } from './output-file.js';
 import { type PhaseFlags, phaseBudgets } from './phases.js';
 import { progressLine } from './progress.js';
 import { renderReport } from './render.js';
@@ -69,16 +69,27 @@ export interface RunPlan {
 }
 
 /**
- * Checks every flag of `tether run` and converts it. Throws `TetherError` `INVALID_OPTION`
- * naming the flag (a bad duration or signal, `--grace` and `--kill-after` at odds, an empty
- * command): exit status 125, before anything runs.
+ * Checks every flag of `tether run` and converts it; `tether launcher` checks a launcher's
+ * options with it too. Throws `TetherError` `INVALID_OPTION` naming the flag (a bad duration or
+ * signal, `--grace` and `--kill-after` at odds, a bad `--keep` or its glob, `--keep` with
+ * `--containment pidns`, an empty command): exit status 125, before anything runs. Files and
+ * the ledger are opened by `runCommand`, not here.
  */
 export function runPlan(argv: string[], flags: RunFlags): RunPlan {
   const { graceMs, killAfterMs } = phaseBudgets(flags);
-  const timeoutMs = flags.timeout === undefined ? 0 : parseDuration('--timeout', flags.timeout);
+  // `inf` is timeout(1)'s "no timeout", as 0 is.
+  const timeout =
+    flags.timeout === undefined ? 0 : parseDuration('--timeout', flags.timeout, { infinite: true });
+  const timeoutMs = Number.isFinite(timeout) ? timeout : 0;
   const signal = parseSignal('--signal', flags.signal);
   const containment = parseContainment('--containment', flags.containment);
   const keep = parseKeepFlags(flags.keep ?? [], flags.keepOwner);
+  compileKeep(keep); // each glob as the session will compile it (`keep[0].match`)
+  if (keep.length > 0 && Array.isArray(containment) && containment.includes('pid-namespace'))
+    throw new TetherError(
+      'INVALID_OPTION',
+      'invalid --keep with --containment pidns: the kernel kills every process of a PID namespace when its init ends, so nothing could be kept (drop one of them)',
+    );
   const [command, ...args] = argv as [string, ...string[]];
   if (!command)
     throw new TetherError(
@@ -110,11 +121,18 @@ export function runPlan(argv: string[], flags: RunFlags): RunPlan {
  */
 export async function runCommand(argv: string[], flags: RunFlags): Promise<void> {
   const plan = runPlan(argv, flags);
-  // Refuse an unwritable report or events file before the payload runs, not after it.
-  if (plan.reportFile) checkWritable('--report-file', plan.reportFile);
-  const events = plan.events ? openEventLog(plan.events) : undefined;
+  // The report and events files are opened before the payload runs (one that cannot be is
+  // refused now, not after it), and the report is written through that descriptor at the end.
+  const report = plan.reportFile ? openOutputFile('--report-file', plan.reportFile, 'replace') : undefined;
+  let events: EventLog | undefined;
   try {
-    process.exitCode = await runSession(plan, events);
+    events = plan.events ? openEventLog(plan.events) : undefined;
+  } catch (error) {
+    report?.close();
+    throw error;
+  }
+  try {
+    process.exitCode = await runSession(plan, events, report);
   } catch (error) {
     if (error instanceof TetherError)
       events?.write({
@@ -126,11 +144,16 @@ export async function runCommand(argv: string[], flags: RunFlags): Promise<void>
     throw error;
   } finally {
     events?.close();
+    report?.close();
   }
 }
 
 // The payload in a session, its timeout and the signals to tether; resolves to the exit status.
-async function runSession(plan: RunPlan, events: EventLog | undefined): Promise<number> {
+async function runSession(
+  plan: RunPlan,
+  events: EventLog | undefined,
+  reportFile: OutputFile | undefined,
+): Promise<number> {
   // The ledger is opened and the session recorded before the payload starts (125 if not).
   const opened = await openRunLedger(plan.ledger);
   if (!opened.ok) return EXIT_LEDGER_FAILED;
@@ -237,7 +260,7 @@ async function runSession(plan: RunPlan, events: EventLog | undefined): Promise<
     await recording?.close();
     progress.clear();
     events?.write({ type: 'swept', report });
-    printReport(plan, report, ledger?.location);
+    printReport(plan, report, ledger?.location, reportFile);
     const status = exitStatus(plan, exit, timedOut);
     events?.write({ type: 'end', status, timedOut });
     return status;
@@ -263,8 +286,16 @@ function exitFields(exit: ExitResult): Record<string, unknown> {
 
 // The report on stderr: as JSON with --json, else the table when there is something to say,
 // and then where the session is recorded (`tether show TAG` prints it again).
-function printReport(plan: RunPlan, report: SweepReport, ledger: string | undefined): void {
-  if (plan.reportFile) writeReportFile(plan.reportFile, report);
+function printReport(
+  plan: RunPlan,
+  report: SweepReport,
+  ledger: string | undefined,
+  reportFile: OutputFile | undefined,
+): void {
+  // Writing the report must not cost the payload's exit status or the printed report.
+  const failed = reportFile?.write(`${JSON.stringify(report, null, 2)}\n`);
+  if (failed)
+    process.stderr.write(`tether: could not write the report to ${reportFile?.path}: ${failed.message}\n`);
   if (plan.json) process.stderr.write(`${JSON.stringify(report)}\n`);
   else if (
     report.stopped.length ||
@@ -306,24 +337,4 @@ function exitStatus(plan: RunPlan, exit: ExitResult, timedOut: boolean): number 
     `tether: the exit status of ${JSON.stringify(plan.command)} is unknown (its helper was killed)\n`,
   );
   return EXIT_STATUS_UNKNOWN;
-}
-
-function checkWritable(option: string, path: string): void {
-  try {
-    closeSync(openSync(path, 'a'));
-  } catch (error) {
-    throw new TetherError(
-      'INVALID_OPTION',
-      `invalid ${option} ${JSON.stringify(path)}: ${(error as Error).message}`,
-    );
-  }
-}
-
-// Writing the report must not cost the payload's exit status or the printed report.
-function writeReportFile(path: string, report: SweepReport): void {
-  try {
-    writeFileSync(path, `${JSON.stringify(report, null, 2)}\n`);
-  } catch (error) {
-    process.stderr.write(`tether: could not write the report to ${path}: ${(error as Error).message}\n`);
-  }
 }

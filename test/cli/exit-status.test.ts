@@ -1,10 +1,11 @@
 // Every exit status of `tether run` (docs/cli.md#exit-status), each from a real invocation; where
 // the payload leaves a process behind, ground truth says it is gone (pid + start time).
-import { chmodSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { chmodSync, existsSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { RECORD, recordedIds, tether } from '../support/cli.js';
+import { ROOT } from '../support/paths.js';
 import { isAlive, type ProcessId } from '../support/proc.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'tether-exit-'));
@@ -51,6 +52,37 @@ const ROWS: Row[] = [
     args: ['run', '--timeout', '0.3', '--', 'sh', '-c', `trap 'exit 0' TERM; ${LINGER}`],
     status: 124,
     leftovers: true,
+  },
+  {
+    name: '124: a --timeout under 1 ms (0.0001, as GNU timeout takes it) fires, it is not "none"',
+    args: ['run', '--timeout', '0.0001', '--', 'sleep', '5'],
+    status: 124,
+  },
+  {
+    name: '124: --timeout 0.4ms rounds up to 1 ms, not down to "none"',
+    args: ['run', '--timeout', '0.4ms', '--', 'sleep', '5'],
+    status: 124,
+  },
+  {
+    name: "124: --timeout .5, timeout(1)'s form of half a second",
+    args: ['run', '--timeout', '.5', '--', 'sleep', '5'],
+    status: 124,
+  },
+  {
+    name: '--timeout inf is no timeout: the payload keeps its own status',
+    args: ['run', '--timeout', 'inf', '--', 'sh', '-c', 'exit 3'],
+    status: 3,
+  },
+  {
+    name: "--timeout 1d and 1. are timeout(1)'s forms: taken, the payload keeps its own status",
+    args: ['run', '--timeout', '1d', '-k', '1.', '--', 'sh', '-c', 'exit 3'],
+    status: 3,
+  },
+  {
+    name: '125: -k inf (a sweep always ends), naming it',
+    args: ['run', '-k', 'inf', '--', 'true'],
+    status: 125,
+    stderr: /invalid --kill-after "inf": expected a finite duration/,
   },
   {
     name: "--preserve-status: the payload's own status after a timeout",
@@ -206,4 +238,41 @@ describe('the exit status of tether run', () => {
     expect(swept.report.stopped.map((p: { pid: number }) => p.pid)).toContain(leftover?.pid);
     expect(leftover && isAlive(leftover)).toBe(false);
   });
+});
+
+describe("docs/cli.md's statuses for invalid usage", () => {
+  const doc = readFileSync(join(ROOT, 'docs/cli.md'), 'utf8');
+
+  it('the status tether launcher gives for invalid usage is the one cli.md states', async () => {
+    const stated = /Exit status 0 when written; (\d+) for invalid usage/.exec(doc)?.[1];
+    if (stated === undefined)
+      throw new Error("premise broken: cli.md no longer states the launcher's status");
+    const out = join(dir, 'launch-usage');
+    const ran = await tether(['launcher', '--out', out, '-s', 'NOPE', '--', 'true']);
+    expect(ran.code, ran.stderr).toBe(Number(stated));
+    expect(existsSync(out)).toBe(false);
+  });
+
+  it('an invalid option is status 125 on every command, as its Errors section says', async () => {
+    expect(doc).toMatch(
+      /exit status 125 \(tether's\s+own failure, as timeout\(1\)'s; before this release it was 2\) on every command/,
+    );
+    const commands = [
+      'run',
+      'launcher',
+      'ps',
+      'sweep',
+      'recover',
+      'ls',
+      'show',
+      'guard',
+      'sandbox exec',
+      'sandbox sweep',
+      'script',
+    ];
+    for (const command of commands) {
+      const ran = await tether([...command.split(' '), '--no-such-option']);
+      expect(ran.code, `tether ${command} --no-such-option: ${ran.stderr}`).toBe(125);
+    }
+  }, 60_000);
 });

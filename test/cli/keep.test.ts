@@ -107,7 +107,7 @@ describe('tether run --keep', () => {
     ['redis-server*=0s', /a TTL of 0/],
     ['*=1h', /invalid keep\[0\]\.match: "\*"/],
     ['redis[=1h', /invalid keep\[0\]\.match/],
-  ])('refuses --keep %j before the command runs (exit 2)', async (value, message) => {
+  ])('refuses --keep %j before the command runs (exit 125)', async (value, message) => {
     const dir = mkdtempSync(join(tmpdir(), 'tether-keep-'));
     const ran = await tether(['run', '--keep', value, '--', 'sh', '-c', `touch ${join(dir, 'ran')}`]);
     expect(ran.code).toBe(125);

@@ -3,7 +3,7 @@
 // @openai/codex-sdk as `codexPathOverride` — ends the background process a stand-in `codex`
 // leaves, which the SDK alone leaves running.
 import { execFile } from 'node:child_process';
-import { existsSync, readFileSync, statSync } from 'node:fs';
+import { existsSync, readFileSync, statSync, symlinkSync } from 'node:fs';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { Codex } from '@openai/codex-sdk';
@@ -74,6 +74,74 @@ describe('tether launcher', () => {
     expect(existsSync(out), 'no launcher was written').toBe(false);
     const noDir = await launcher(['--out', join(out, 'missing/launch'), '--', 'true']);
     expect(noDir.stderr).toMatch(/invalid --out .*cannot write it \(ENOENT\)/);
+  });
+});
+
+describe('tether launcher checks each value as tether run would', () => {
+  // Each a launcher that `tether run` would refuse at every start, and the message it gives.
+  const refused: [string, (dir: string) => string[], RegExp][] = [
+    ['a bad --signal', () => ['-s', 'NOPE'], /invalid --signal "NOPE": expected a signal name/],
+    ['a --keep without its TTL', () => ['--keep', 'x'], /invalid --keep "x": expected --keep GLOB=TTL/],
+    ['a --keep glob that keeps everything', () => ['--keep', '*=1h'], /invalid keep\[0\]\.match: "\*"/],
+    [
+      '--keep with --containment pidns',
+      () => ['--keep', 'redis-server *=1h', '--containment', 'pidns'],
+      /invalid --keep with --containment pidns/,
+    ],
+    [
+      '--grace and -k at odds',
+      () => ['--grace', '1s', '-k', '2s'],
+      /invalid --grace "1s" with --kill-after "2s"/,
+    ],
+    ['-k inf', () => ['-k', 'inf'], /invalid --kill-after "inf": expected a finite duration/],
+    [
+      'a --report-file in a directory that does not exist',
+      () => ['--report-file', '/nonexistent/x'],
+      /invalid --report-file "\/nonexistent\/x": its directory "\/nonexistent" cannot be used \(ENOENT\)/,
+    ],
+    [
+      'a --report-file that is a symbolic link',
+      (dir) => {
+        symlinkSync(join(dir, 'elsewhere'), join(dir, 'link'));
+        return ['--report-file', join(dir, 'link')];
+      },
+      /invalid --report-file ".*link": a symbolic link \(ELOOP\)/,
+    ],
+    [
+      'a relative --events path',
+      () => ['--events', 'events.jsonl'],
+      /invalid --events "events.jsonl": a relative path/,
+    ],
+    [
+      'a relative --ledger path',
+      () => ['--ledger', 'ledger.db'],
+      /invalid --ledger "ledger.db": a relative path/,
+    ],
+  ];
+
+  it.each(refused)('refuses %s (125) and writes nothing', async (_name, options, message) => {
+    const dir = tempDir();
+    const out = join(dir, 'launch');
+    const wrote = await launcher(['--out', out, ...options(dir), '--', 'true']);
+    expect(wrote.code, wrote.stderr).toBe(125);
+    expect(wrote.stderr).toMatch(message);
+    expect(existsSync(out), 'a launcher that fails at every start was written').toBe(false);
+  });
+
+  it("writes one with timeout(1)'s forms and files run can open, and its run writes them", async () => {
+    const dir = tempDir();
+    const out = join(dir, 'launch');
+    const report = join(dir, 'report.json');
+    const options = ['--timeout', 'inf', '-k', '.5', '--report-file', report, '--no-ledger'];
+    const wrote = await launcher(['--out', out, ...options, '--', 'sh', '-c', 'exit 4']);
+    expect(wrote, wrote.stderr).toEqual({ code: 0, stderr: '' });
+    expect(existsSync(report), 'the check created the report file').toBe(false);
+    const status = await run(out, [], { timeout: 20_000 }).then(
+      () => 0,
+      (error: { code?: number }) => error.code,
+    );
+    expect(status).toBe(4);
+    expect(JSON.parse(readFileSync(report, 'utf8'))).toMatchObject({ version: 1, complete: true });
   });
 });
 

@@ -1,0 +1,312 @@
+// The files a caller names for tether to write (`tether run --report-file`, `--events`): opened
+// once, before the payload runs, without following a symbolic link (O_NOFOLLOW) and without
+// waiting for a FIFO's reader (O_NONBLOCK); then written through that one descriptor, so a path
+// swapped for a link meanwhile is never opened. docs/cli.md, "Files tether writes".
+import {
+  accessSync,
+  closeSync,
+  constants,
+  fstatSync,
+  ftruncateSync,
+  lstatSync,
+  openSync,
+  readdirSync,
+  readFileSync,
+  readlinkSync,
+  type Stats,
+  statSync,
+  writeSync,
+} from 'node:fs';
+import { TetherError } from '../errors.js';
+
+/** How long a write waits for a FIFO's or a pipe's reader that reads nothing, ms. */
+export const STALL_MS = 10_000;
+
+/**
+ * Paths that name a descriptor tether already holds (`/dev/stdout`, `/dev/fd/3`,
+ * `/proc/self/fd/3`): written through that descriptor itself. They are symbolic links the kernel
+ * makes in directories only root can change, so no other user can plant one; each maps to N.
+ */
+const HELD_FD = /^(?:\/dev\/fd\/|\/proc\/self\/fd\/)(\d+)$/;
+const STD_FDS: Record<string, number> = { '/dev/stdin': 0, '/dev/stdout': 1, '/dev/stderr': 2 };
+
+/** What an output file is, as fstat(2) says after it was opened. */
+export type OutputKind = 'file' | 'fifo' | 'device' | 'descriptor';
+
+/** An output file, open for writing. `write` never throws but returns what failed; `close` never throws. */
+export interface OutputFile {
+  readonly path: string;
+  readonly kind: OutputKind;
+  /**
+   * Writes `text` whole: appended (`append`, or any stream), or as the file's whole content
+   * (`replace`: a regular file is truncated first). Returns undefined when written, else the
+   * error (EPIPE: the reader went away; `STALLED`: a reader read nothing for STALL_MS).
+   */
+  write(text: string): Error | undefined;
+  close(): void;
+}
+
+/**
+ * Opens `path` for `option` (`--report-file`, `--events`): created when missing (mode 0666 less
+ * the umask), never truncated here. `append` opens it O_APPEND (the event lines); `replace`
+ * writes each `write` over the whole file (the report). Accepted: a regular file with one link,
+ * a FIFO whose reader is already there, a character device (`/dev/null`, a terminal), or a path
+ * of HELD_FD. Throws `TetherError` `INVALID_OPTION` naming the option, the path and why: a
+ * symbolic link (ELOOP), a FIFO with no reader (ENXIO), a socket, a block device, a directory,
+ * a file with other hard links, or the errno of open(2) (ENOENT, EACCES, …).
+ */
+export function openOutputFile(
+  option: string,
+  path: string,
+  mode: 'append' | 'replace',
+  stallMs: number = STALL_MS,
+): OutputFile {
+  const refuse = (why: string, cause?: unknown): TetherError =>
+    new TetherError('INVALID_OPTION', `invalid ${option} ${JSON.stringify(path)}: ${why}`, { cause });
+  const held = heldDescriptor(path);
+  if (held !== undefined) {
+    const why = heldProblem(held);
+    if (why) throw refuse(why);
+    return outputFile(path, held, 'descriptor', false, stallMs);
+  }
+  const { O_WRONLY, O_CREAT, O_NOFOLLOW, O_NONBLOCK, O_APPEND } = constants;
+  let fd: number;
+  try {
+    fd = openSync(
+      path,
+      O_WRONLY | O_CREAT | O_NOFOLLOW | O_NONBLOCK | (mode === 'append' ? O_APPEND : 0),
+      0o666,
+    );
+  } catch (error) {
+    throw refuse(openFailure(path, error), error);
+  }
+  let stat: Stats;
+  try {
+    stat = fstatSync(fd);
+  } catch (error) {
+    closeSync(fd);
+    throw refuse(`cannot be read back (${errnoOf(error)})`, error);
+  }
+  const kind = stat.isFile()
+    ? 'file'
+    : stat.isFIFO()
+      ? 'fifo'
+      : stat.isCharacterDevice()
+        ? 'device'
+        : undefined;
+  const wrong =
+    kind === undefined
+      ? `${describe(stat)} (expected a regular file, a FIFO with its reader, or a character device)`
+      : kind === 'file' && stat.nlink > 1
+        ? `a file with ${stat.nlink} hard links (tether writes only a file that has no other name)`
+        : undefined;
+  if (wrong) {
+    closeSync(fd);
+    throw refuse(wrong);
+  }
+  return outputFile(path, fd, kind as OutputKind, mode === 'replace', stallMs);
+}
+
+/**
+ * Checks `path` for `option` as `openOutputFile` would open it, without creating or changing
+ * anything (for `tether launcher`): an absolute path; when it exists, one `openOutputFile`
+ * accepts (a FIFO is accepted: its reader is checked at each start) and that this user may write;
+ * when it does not, a directory above it that exists and this user may write in. Throws
+ * `TetherError` `INVALID_OPTION` naming the option.
+ */
+export function checkOutputPath(option: string, path: string): void {
+  const refuse = (why: string): TetherError =>
+    new TetherError('INVALID_OPTION', `invalid ${option} ${JSON.stringify(path)}: ${why}`);
+  if (heldDescriptor(path) !== undefined) return; // the launcher's caller passes that descriptor
+  if (!path.startsWith('/'))
+    throw refuse('a relative path (the launcher runs in its caller’s directory: give an absolute path)');
+  let stat: Stats | undefined;
+  try {
+    stat = lstatSync(path);
+  } catch (error) {
+    if (errnoOf(error) !== 'ENOENT') throw refuse(`cannot be checked (${errnoOf(error)})`);
+  }
+  if (stat) {
+    if (stat.isSymbolicLink()) throw refuse(openFailure(path, { code: 'ELOOP' }));
+    if (!(stat.isFile() || stat.isFIFO() || stat.isCharacterDevice()))
+      throw refuse(`${describe(stat)} (expected a regular file, a FIFO or a character device)`);
+    if (stat.isFile() && stat.nlink > 1)
+      throw refuse(`a file with ${stat.nlink} hard links (tether writes only a file that has no other name)`);
+    if (!accessible(path, constants.W_OK)) throw refuse('not writable by this user (EACCES)');
+    return;
+  }
+  const dir = path.slice(0, path.lastIndexOf('/')) || '/';
+  let parent: Stats;
+  try {
+    parent = statSync(dir); // the directories above are followed by open(2) too
+  } catch (error) {
+    throw refuse(`its directory ${JSON.stringify(dir)} cannot be used (${errnoOf(error)})`);
+  }
+  if (!parent.isDirectory()) throw refuse(`${JSON.stringify(dir)} is not a directory (ENOTDIR)`);
+  if (!accessible(dir, constants.W_OK | constants.X_OK))
+    throw refuse(`its directory ${JSON.stringify(dir)} is not writable by this user (EACCES)`);
+}
+
+// The descriptor a HELD_FD path names, else undefined.
+function heldDescriptor(path: string): number | undefined {
+  const std = STD_FDS[path];
+  if (std !== undefined) return std;
+  const m = HELD_FD.exec(path);
+  return m ? Number(m[1]) : undefined;
+}
+
+// Why descriptor `fd` is not one to write to, or undefined when it is. Node's runtime holds
+// descriptors of its own (libuv's epoll and eventfds, and pipes it holds both ends of: its signal
+// and wake-up pipes): a JSON line written into one corrupts it (into libuv's signal pipe it
+// crashes tether), so those are refused — an anon_inode, a descriptor not open for writing, or a
+// pipe whose read end this process holds too. A caller's file, FIFO, pipe, socket or terminal is
+// used. (The close-on-exec flag cannot tell them apart: Node sets it on inherited ones as well.)
+function heldProblem(fd: number): string | undefined {
+  const named = `names descriptor ${fd}`;
+  let target: string;
+  let flags: number;
+  try {
+    target = readlinkSync(`/proc/self/fd/${fd}`);
+    flags = fdFlags(fd);
+  } catch (error) {
+    return `${named}, which tether does not hold open (${errnoOf(error)})`;
+  }
+  if (target.startsWith('anon_inode:')) return `${named}, one of tether's runtime's own (${target})`;
+  if ((flags & O_ACCMODE) === constants.O_RDONLY) return `${named}, which is open for reading only`;
+  if (target.startsWith('pipe:')) {
+    for (const other of readdirSync('/proc/self/fd')) {
+      if (Number(other) === fd) continue;
+      try {
+        if (
+          readlinkSync(`/proc/self/fd/${other}`) === target &&
+          (fdFlags(Number(other)) & O_ACCMODE) !== constants.O_WRONLY
+        )
+          return `${named}, a pipe whose read end tether holds too (descriptor ${other}): one of its runtime's own`;
+      } catch {
+        // closed meanwhile (the readdir's own descriptor among them): not a holder
+      }
+    }
+  }
+  return undefined;
+}
+
+// The access mode's bits of open(2)'s flags (fcntl.h on Linux; not in Node's fs.constants).
+const O_ACCMODE = 0o3;
+
+// The file status flags of descriptor `fd` (octal `flags:` of /proc/self/fdinfo, proc(5)).
+function fdFlags(fd: number): number {
+  const flags = /^flags:\s*([0-7]+)$/m.exec(readFileSync(`/proc/self/fdinfo/${fd}`, 'latin1'))?.[1];
+  if (flags === undefined) throw Object.assign(new Error('no flags in fdinfo'), { code: 'EPROTO' });
+  return Number.parseInt(flags, 8);
+}
+
+// One open output file: every write whole, a stream's EAGAIN waited out up to `stallMs`.
+function outputFile(
+  path: string,
+  fd: number,
+  kind: OutputKind,
+  replace: boolean,
+  stallMs: number,
+): OutputFile {
+  let open = true;
+  return {
+    path,
+    kind,
+    write(text) {
+      if (!open) return new Error('closed');
+      try {
+        const bytes = Buffer.from(text);
+        if (replace && kind === 'file') {
+          ftruncateSync(fd, 0);
+          writeWhole(fd, bytes, 0, stallMs);
+        } else writeWhole(fd, bytes, null, stallMs);
+        return undefined;
+      } catch (error) {
+        return error as Error;
+      }
+    },
+    close() {
+      if (!open) return;
+      open = false;
+      if (kind === 'descriptor') return; // not ours to close: the caller's
+      try {
+        closeSync(fd);
+      } catch {
+        // Nothing is lost on close: every write went out whole with write(2).
+      }
+    },
+  };
+}
+
+// A synchronous pause for a non-blocking write that found the pipe full (no timer: the write is
+// synchronous, as one blocking write(2) was).
+const pause = new Int32Array(new SharedArrayBuffer(4));
+
+// Writes all of `bytes` (at `position` and on for a file, else at the stream's end). A pipe or
+// FIFO opened O_NONBLOCK answers EAGAIN when full: wait 1, 2, 4 … 50 ms and go on, and give up
+// (code STALLED) once its reader took nothing for `stallMs`.
+function writeWhole(fd: number, bytes: Buffer, position: number | null, stallMs: number): void {
+  let off = 0;
+  let waited = 0;
+  let pauseMs = 1;
+  while (off < bytes.length) {
+    try {
+      const n = writeSync(fd, bytes, off, bytes.length - off, position === null ? null : position + off);
+      off += n;
+      waited = 0;
+      pauseMs = 1;
+    } catch (error) {
+      if (errnoOf(error) !== 'EAGAIN') throw error;
+      if (waited >= stallMs)
+        throw Object.assign(new Error(`its reader read nothing for ${stallMs} ms (STALLED)`), {
+          code: 'STALLED',
+        });
+      Atomics.wait(pause, 0, 0, pauseMs);
+      waited += pauseMs;
+      pauseMs = Math.min(pauseMs * 2, 50);
+    }
+  }
+}
+
+// Why open(2) refused `path`, in words: ELOOP and ENXIO get their meaning here.
+function openFailure(path: string, error: unknown): string {
+  const code = errnoOf(error);
+  if (code === 'ELOOP')
+    return 'a symbolic link (ELOOP): tether does not follow one here; name the file itself (or /dev/fd/N for a descriptor it holds)';
+  if (code === 'ENXIO') {
+    let stat: Stats | undefined;
+    try {
+      stat = lstatSync(path);
+    } catch {
+      // gone meanwhile: say what open(2) said
+    }
+    if (stat?.isFIFO())
+      return 'a FIFO with no reader (ENXIO): start its reader first; tether does not wait for one';
+    if (stat?.isSocket())
+      return 'a socket (ENXIO): expected a regular file, a FIFO with its reader, or a character device';
+  }
+  return (error as Error)?.message ?? code;
+}
+
+// What a file that is not a regular file, FIFO or character device is.
+function describe(stat: Stats): string {
+  if (stat.isDirectory()) return 'a directory';
+  if (stat.isBlockDevice()) return 'a block device';
+  if (stat.isSocket()) return 'a socket';
+  if (stat.isSymbolicLink()) return 'a symbolic link';
+  return 'not a regular file';
+}
+
+// Whether access(2) grants `mode` on `path` to this process.
+function accessible(path: string, mode: number): boolean {
+  try {
+    accessSync(path, mode);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+function errnoOf(error: unknown): string {
+  return (error as NodeJS.ErrnoException | undefined)?.code ?? 'unknown';
+}
