@@ -72,7 +72,7 @@ export interface RunPlan {
  * Checks every flag of `tether run` and converts it; `tether launcher` checks a launcher's
  * options with it too. Throws `TetherError` `INVALID_OPTION` naming the flag (a bad duration or
  * signal, `--grace` and `--kill-after` at odds, a bad `--keep` or its glob, `--keep` with
- * `--containment pidns`, an empty command): exit status 125, before anything runs. Files and
+ * `--containment pid-namespace`, an empty command): exit status 125, before anything runs. Files and
  * the ledger are opened by `runCommand`, not here.
  */
 export function runPlan(argv: string[], flags: RunFlags): RunPlan {
@@ -88,7 +88,7 @@ export function runPlan(argv: string[], flags: RunFlags): RunPlan {
   if (keep.length > 0 && Array.isArray(containment) && containment.includes('pid-namespace'))
     throw new TetherError(
       'INVALID_OPTION',
-      'invalid --keep with --containment pidns: the kernel kills every process of a PID namespace when its init ends, so nothing could be kept (drop one of them)',
+      'invalid --keep with --containment pid-namespace: the kernel kills every process of a PID namespace when its init ends, so nothing could be kept (drop one of them)',
     );
   const [command, ...args] = argv as [string, ...string[]];
   if (!command)

@@ -84,9 +84,9 @@ describe('tether launcher checks each value as tether run would', () => {
     ['a --keep without its TTL', () => ['--keep', 'x'], /invalid --keep "x": expected --keep GLOB=TTL/],
     ['a --keep glob that keeps everything', () => ['--keep', '*=1h'], /invalid keep\[0\]\.match: "\*"/],
     [
-      '--keep with --containment pidns',
+      '--keep with --containment pid-namespace (or its older spelling pidns)',
       () => ['--keep', 'redis-server *=1h', '--containment', 'pidns'],
-      /invalid --keep with --containment pidns/,
+      /invalid --keep with --containment pid-namespace/,
     ],
     [
       '--grace and -k at odds',
