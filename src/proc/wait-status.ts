@@ -7,8 +7,9 @@
 // reaped — after libuv's waitpid, so no race with it: the status is the one libuv took.
 //
 // Why this and not waitid(P_PIDFD, …, WNOWAIT): a non-reaping wait must run before libuv's
-// waitpid, and libuv reaps in the same loop turn that delivers SIGCHLD, before any JS can run;
-// a thread blocked in waitid would race it, and would hold a libuv pool thread per child.
+// waitpid, and libuv reaps from its own SIGCHLD watcher, in the loop turn that delivers the
+// signal; a `process.on('SIGCHLD')` listener runs in that turn too, in an order JS cannot choose,
+// and a thread blocked in waitid would race it (and hold a libuv pool thread per child).
 // docs/sessions.md, "Exit status".
 import { libc, signalName } from '../libc.js';
 
