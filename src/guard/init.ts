@@ -10,6 +10,7 @@ import { constants } from 'node:os';
 import { checkMs, DEFAULT_GRACE_MS, DEFAULT_KILL_AFTER_MS } from '../options.js';
 import { type Identity, readStat, ticksNow } from '../proc/identity.js';
 import { createTag } from '../proc/tag.js';
+import { endFromWatch, watchExit } from '../proc/wait-status.js';
 import { sweep } from '../sweep/loop.js';
 import type { SweepReport } from '../sweep/report.js';
 import { DEFAULT_GUARD_INTERVAL_MS, DEFAULT_MIN_AGE_MS, DEFAULT_STARTUP_DELAY_MS } from './guard.js';
@@ -77,8 +78,10 @@ export interface InitResult {
   status: number;
   /** The command's exit code, or null when a signal ended it (or it did not start). */
   code: number | null;
-  /** The signal that ended it, or null. */
+  /** The signal that ended it, or null (also for one Node has no name for: see `signalNumber`). */
   signal: NodeJS.Signals | null;
+  /** The number of the signal that ended it when Node has no name for it (real-time signals). */
+  signalNumber?: number;
   /** Why it did not start (the spawn error's `code`: `ENOENT`, `EACCES`), else undefined. */
   spawnError?: string;
   subreaper: SubreaperState;
@@ -126,12 +129,19 @@ export function startInit(options: InitOptions): InitHandle {
   // command is spared before any pass could see it. Its start time is read while it is our
   // unreaped child, so the pid names it.
   let main: Identity | undefined;
+  // Its wait status from the kernel once libuv has reaped it, not Node's exit event, which
+  // reports a real-time signal's end as exit code 0 (src/proc/wait-status.ts).
+  const exitWatch = child.pid !== undefined ? watchExit(child.pid) : undefined;
   if (child.pid !== undefined) {
     reaper.spare(child.pid);
     main = { pid: child.pid, startTime: readStat(procRoot, child.pid)?.startTime ?? 0 };
   }
   let spawnError: string | undefined;
-  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) => {
+  const exited = new Promise<{
+    code: number | null;
+    signal: NodeJS.Signals | null;
+    signalNumber?: number;
+  }>((resolve) => {
     child.on('error', (error: NodeJS.ErrnoException) => {
       if (child.pid !== undefined) return log(`cannot signal the command: ${error.message}`);
       spawnError = error.code ?? 'ERROR';
@@ -139,7 +149,10 @@ export function startInit(options: InitOptions): InitHandle {
       resolve({ code: null, signal: null });
     });
     // 'exit', not 'close': an orphan holding the command's stdout must not delay the end.
-    child.once('exit', (code, signal) => resolve({ code, signal }));
+    child.once('exit', (code, signal) => {
+      const end = endFromWatch(exitWatch, code, signal);
+      resolve({ code: end.exitCode, signal: end.signal, signalNumber: end.signalNumber });
+    });
   });
   const running = () => child.exitCode === null && child.signalCode === null;
 
@@ -178,7 +191,7 @@ export function startInit(options: InitOptions): InitHandle {
   if (main !== undefined) ticks.start(o.startupDelayMs);
 
   const done = (async (): Promise<InitResult> => {
-    const { code, signal } = await exited;
+    const { code, signal, signalNumber } = await exited;
     if (main) reaper.unspare(main.pid); // libuv has reaped it
     await ticks.stop();
     // The command is gone: everything still below the init is swept (the init is the root:
@@ -197,7 +210,7 @@ export function startInit(options: InitOptions): InitHandle {
     reaper.pass();
     for (const s of FORWARDED_SIGNALS) process.off(s, forward);
     const result: InitResult = {
-      status: statusOf(code, signal, spawnError),
+      status: statusOf(code, signal, signalNumber, spawnError),
       code,
       signal,
       subreaper,
@@ -207,6 +220,7 @@ export function startInit(options: InitOptions): InitHandle {
       finalSweep,
     };
     if (spawnError !== undefined) result.spawnError = spawnError;
+    if (signalNumber !== undefined) result.signalNumber = signalNumber;
     return result;
   })();
   return { main, init, done };
@@ -265,14 +279,17 @@ export async function runInit(options: InitOptions): Promise<number> {
   return (await startInit(options).done).status;
 }
 
-// The init's exit status: the command's code; 128 + N for signal N; 127/126 when it did not start.
+// The init's exit status: the command's code; 128 + N for signal N (a real-time one by its
+// number); 127/126 when it did not start.
 function statusOf(
   code: number | null,
   signal: NodeJS.Signals | null,
+  signalNumber: number | undefined,
   spawnError: string | undefined,
 ): number {
   if (spawnError !== undefined) return spawnError === 'EACCES' ? EXIT_NOT_EXECUTABLE : EXIT_NOT_FOUND;
   if (signal !== null) return EXIT_SIGNAL_OFFSET + (constants.signals[signal] ?? 0);
+  if (signalNumber !== undefined) return EXIT_SIGNAL_OFFSET + signalNumber;
   return code ?? 0;
 }
 

@@ -15,10 +15,62 @@ const STACK_CODE = /^[A-Za-z_$][\w$]* \[([A-Za-z][A-Za-z0-9_]*)\](?::|\n|$)/;
 
 /** `obj[key]`, or undefined when reading it throws (a getter, a Proxy trap, a revoked Proxy). */
 export function readSafely(obj: object, key: PropertyKey): unknown {
+  const read = readField(obj, key);
+  return read.ok ? read.value : undefined;
+}
+
+/** One read of a foreign value: its value, or `ok: false` when the read threw (named in `why`). */
+export type FieldRead = { ok: true; value: unknown } | { ok: false; why: string };
+
+/**
+ * `obj[key]` as a `FieldRead`: what a getter, a Proxy's `get` trap or a revoked Proxy threw is
+ * caught and described (`why`, never by calling the thrown value: it may be hostile too).
+ */
+export function readField(obj: object, key: PropertyKey): FieldRead {
   try {
-    return (obj as Record<PropertyKey, unknown>)[key];
+    return { ok: true, value: (obj as Record<PropertyKey, unknown>)[key] };
+  } catch (thrown) {
+    return { ok: false, why: describeThrown(thrown) };
+  }
+}
+
+// What a read threw, in words, read without calling anything of it: an Error's message through
+// its own data property only (a getter is not run), a primitive by its type and value.
+function describeThrown(thrown: unknown): string {
+  if (typeof thrown === 'string') return `threw ${JSON.stringify(thrown.slice(0, 80))}`;
+  if (typeof thrown !== 'object' || thrown === null)
+    return `threw ${typeof thrown === 'symbol' ? 'a symbol' : typeof thrown}`;
+  try {
+    const own = Object.getOwnPropertyDescriptor(thrown, 'message');
+    if (own && typeof own.value === 'string') return `threw: ${own.value.slice(0, 120)}`;
   } catch {
-    return undefined;
+    // A Proxy whose getOwnPropertyDescriptor trap throws: described by its type alone.
+  }
+  return 'threw an object';
+}
+
+/**
+ * How many elements of what `Array.isArray` took for an array are to be read: its `length` when
+ * that is a number (its whole part; 0 for one that is not finite and positive). Nothing foreign
+ * is converted: `Number()` of a Symbol throws, and an object's `valueOf` / `Symbol.toPrimitive`
+ * is foreign code. A length that is no number, or whose read threw, reads nothing: `count` 0,
+ * `why` saying so.
+ */
+export function lengthOf(array: object): { count: number; why?: string } {
+  const read = readField(array, 'length');
+  if (!read.ok) return { count: 0, why: `reading its length ${read.why}` };
+  const raw = read.value;
+  if (typeof raw !== 'number')
+    return { count: 0, why: `its length is ${raw === null ? 'null' : `a ${typeof raw}`}, not a number` };
+  return { count: Number.isFinite(raw) && raw > 0 ? Math.floor(raw) : 0 };
+}
+
+/** `Array.isArray(value)`, false when it throws (a revoked Proxy). */
+export function isArraySafely(value: unknown): boolean {
+  try {
+    return Array.isArray(value);
+  } catch {
+    return false;
   }
 }
 
@@ -58,15 +110,10 @@ function heldBy(error: object, room: number): unknown[] {
   if (room <= 0) return [];
   const held: unknown[] = [readSafely(error, 'cause')];
   const errors = readSafely(error, 'errors');
-  let isArray = false;
-  try {
-    isArray = Array.isArray(errors); // throws for a revoked Proxy
-  } catch {}
-  if (isArray) {
-    const length = Number(readSafely(errors as object, 'length'));
-    for (let i = 0; i < Math.min(Number.isFinite(length) ? length : 0, room, MAX_WALK); i++) {
-      held.push(readSafely(errors as object, i));
-    }
+  if (isArraySafely(errors)) {
+    // An unreadable length reads nothing of the array; what was held before it stays held.
+    const { count } = lengthOf(errors as object);
+    for (let i = 0; i < Math.min(count, room, MAX_WALK); i++) held.push(readSafely(errors as object, i));
   }
   held.push(readSafely(error, 'error'), readSafely(error, 'suppressed'));
   return held;

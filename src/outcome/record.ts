@@ -2,7 +2,7 @@
 // `fromRecord(json)` reads it back as an Error carrying the same code, fields and causes.
 import { TetherError } from '../errors.js';
 import type { SweepReport } from '../sweep/report.js';
-import { codeOf, errorsIn, MAX_WALK, readSafely } from './classify.js';
+import { codeOf, errorsIn, isArraySafely, lengthOf, MAX_WALK, readField, readSafely } from './classify.js';
 import { classify, isTetherCode } from './precedence.js';
 
 /** An error as JSON. Every field but `message` is present only where the error had it. */
@@ -31,6 +31,26 @@ export const REPEAT_NAME = 'ErrorRecordRepeat';
 export const CUT_NAME = 'ErrorRecordCut';
 /** `name` of the record of a thrown value that was not an object (`throw 'boom'`). */
 export const NON_ERROR_NAME = 'NonError';
+/**
+ * `name` of the record standing for a cause or member that could not be read (its getter or a
+ * Proxy's trap threw, a revoked Proxy): its `message` says which and what the read threw.
+ */
+export const UNREADABLE_NAME = 'ErrorRecordUnreadable';
+
+// A cause or member whose read threw: recorded as such, never dropped as if it were no error.
+// Told apart by a WeakSet, not `instanceof`, which would run a Proxy's getPrototypeOf trap.
+interface Unreadable {
+  why: string;
+}
+const unreadables = new WeakSet<object>();
+function unreadable(why: string): Unreadable {
+  const u = { why };
+  unreadables.add(u);
+  return u;
+}
+function isUnreadable(value: unknown): value is Unreadable {
+  return isObject(value) && unreadables.has(value);
+}
 
 type Json = string | number | boolean | null;
 
@@ -64,31 +84,58 @@ function jsonCopy(value: unknown): SweepReport | undefined {
 function primitiveCause(value: unknown): Json {
   if (value === null || typeof value === 'string' || typeof value === 'boolean') return value;
   if (typeof value === 'number' && Number.isFinite(value)) return value;
-  return String(value); // NaN, a BigInt, a symbol, a function
+  if (typeof value === 'function') return functionText(value);
+  return String(value); // NaN, a BigInt, a symbol (String() of each never throws)
 }
 
-// The members an error holds besides its cause: an AggregateError's errors (read by index, at
-// most `MAX_WALK` of them: a Proxy's length of 2^32 − 1 is not walked), or a SuppressedError's
-// pair. `unread` counts the elements past that bound.
-function membersOf(error: object): { members: unknown[]; unread: number } | undefined {
-  const errors = readSafely(error, 'errors');
-  let isArray = false;
+// A function as text without running any of its own code: `String(fn)` calls its own
+// `Symbol.toPrimitive` / `toString`, which may throw; Function.prototype.toString does not, but
+// throws for a revoked Proxy.
+function functionText(fn: unknown): string {
   try {
-    isArray = Array.isArray(errors); // throws for a revoked Proxy
+    return Function.prototype.toString.call(fn).slice(0, 200);
   } catch {
-    return undefined;
+    return '[a function that cannot be read]';
   }
-  if (isArray) {
-    const raw = Number(readSafely(errors as object, 'length'));
-    const length = Number.isSafeInteger(raw) && raw > 0 ? raw : 0;
-    const members: unknown[] = [];
-    for (let i = 0; i < Math.min(length, MAX_WALK); i++) members.push(readSafely(errors as object, i));
-    return { members, unread: length - Math.min(length, MAX_WALK) };
+}
+
+// The members an error holds besides its cause, as the walk (`errorsIn`) reads them: an
+// AggregateError's errors (read by index, at most `MAX_WALK` of them: a Proxy's length of
+// 2^32 − 1 is not walked), then a SuppressedError's pair — or an `error` / `suppressed` of any
+// error, which the walk classifies too. `unread` counts the elements past that bound. A member
+// whose read threw is an `Unreadable`, and so is an `errors` or a length that cannot be read (no
+// element of that array is then read): recorded, never taken for no member.
+function membersOf(error: object): { members: unknown[]; unread: number } | undefined {
+  const members: unknown[] = [];
+  let unread = 0;
+  let holds = false;
+  const errors = readField(error, 'errors');
+  if (!errors.ok) {
+    holds = true;
+    members.push(unreadable(`errors: reading it ${errors.why}`));
+  } else if (isArraySafely(errors.value)) {
+    holds = true;
+    const array = errors.value as object;
+    const { count, why } = lengthOf(array);
+    if (why !== undefined) members.push(unreadable(`errors: ${why}`));
+    for (let i = 0; i < Math.min(count, MAX_WALK); i++) members.push(memberAt(array, i, `errors[${i}]`));
+    unread = count - Math.min(count, MAX_WALK);
   }
-  if (has(error, 'error') && has(error, 'suppressed')) {
-    return { members: [readSafely(error, 'error'), readSafely(error, 'suppressed')], unread: 0 };
+  const pair = [memberAt(error, 'error', 'error'), memberAt(error, 'suppressed', 'suppressed')];
+  if ((has(error, 'error') && has(error, 'suppressed')) || pair.some((m) => m !== undefined)) {
+    holds = true;
+    members.push(...pair);
   }
-  return undefined;
+  return holds ? { members, unread } : undefined;
+}
+
+function memberAt(obj: object, key: PropertyKey, label: string): unknown {
+  const read = readField(obj, key);
+  return read.ok ? read.value : unreadable(`${label}: reading it ${read.why}`);
+}
+
+function unreadableRecord(u: Unreadable): ErrorRecord {
+  return { name: UNREADABLE_NAME, message: `could not be read: ${u.why}` };
 }
 
 /**
@@ -102,7 +149,9 @@ function membersOf(error: object): { members: unknown[]; unread: number } | unde
  * holes and `undefined` entries are left out: a FanOutError's `errors` (one entry per branch,
  * `undefined` for a fulfilled one) records its failures only — the error's message names the
  * failed branches' indices. A thrown primitive is `{ name: 'NonError', message: String(v) }`.
- * Never throws; `JSON.stringify` of the result never throws.
+ * A cause or member that cannot be read (its getter or a Proxy's trap throws, a revoked Proxy, a
+ * length that is no number) is an `ErrorRecordUnreadable` record saying which and what the read
+ * threw. Never throws; `JSON.stringify` of the result never throws.
  */
 export function toRecord(err: unknown): ErrorRecord {
   const seen = new Set<object>();
@@ -114,6 +163,7 @@ export function toRecord(err: unknown): ErrorRecord {
   ): ErrorRecord => ({ name: CUT_NAME, message, ...(code ? { code } : {}) });
   const record = (error: unknown): ErrorRecord => {
     count += 1;
+    if (isUnreadable(error)) return unreadableRecord(error);
     if (!isObject(error)) return { name: NON_ERROR_NAME, message: String(primitiveCause(error)) };
     if (seen.has(error)) {
       const code = codeOf(error);
@@ -142,7 +192,7 @@ export function toRecord(err: unknown): ErrorRecord {
     if (signal === null || typeof signal === 'string') out.signal = signal;
     const report = jsonCopy(readSafely(error, 'report'));
     if (report !== undefined) out.report = report;
-    const cause = readSafely(error, 'cause');
+    const cause = memberAt(error, 'cause', 'cause');
     if (isObject(cause)) out.cause = record(cause);
     else if (cause !== undefined) out.cause = primitiveCause(cause);
     const held = membersOf(error);
@@ -176,11 +226,31 @@ export function toRecord(err: unknown): ErrorRecord {
   return record(err);
 }
 
+// What `fromRecord` got instead of a record, in words; an object's own text read in a try.
 function describe(value: unknown): string {
   if (value === null) return 'null';
-  if (Array.isArray(value)) return `an array of ${value.length}`;
+  if (isArraySafely(value)) {
+    const { count, why } = lengthOf(value as object);
+    return why === undefined ? `an array of ${count}` : `an array (${why})`;
+  }
   if (typeof value === 'string') return `the string ${JSON.stringify(value.slice(0, 80))}`;
-  return `${typeof value} ${String(value).slice(0, 80)}`;
+  let text: string;
+  try {
+    text = isObject(value) ? String(value) : String(primitiveCause(value));
+  } catch {
+    text = '(its text cannot be read)'; // an object whose toString or Symbol.toPrimitive throws
+  }
+  return `${typeof value} ${text.slice(0, 80)}`;
+}
+
+// The elements of a record's `errors` array, each read by index (at most `MAX_WALK`); one whose
+// read throws, or an unreadable length, is an `Unreadable`.
+function elementsOf(array: object): unknown[] {
+  const { count, why } = lengthOf(array);
+  if (why !== undefined) return [unreadable(`errors: ${why}`)];
+  const out: unknown[] = [];
+  for (let i = 0; i < Math.min(count, MAX_WALK); i++) out.push(memberAt(array, i, `errors[${i}]`));
+  return out;
 }
 
 /**
@@ -201,7 +271,7 @@ export function fromRecord(json: unknown): Error {
       return new Error(`not an error record: ${describe(json)} is not JSON`);
     }
   }
-  if (!isObject(value) || Array.isArray(value))
+  if (!isObject(value) || isArraySafely(value))
     return new Error(`not an error record: got ${describe(value)}`);
   let count = 0;
   const rebuild = (rec: object): Error => {
@@ -221,10 +291,18 @@ export function fromRecord(json: unknown): Error {
           ? '(the record has no message)'
           : `(the record's message was ${describe(message)})`;
     const rawCause = readSafely(rec, 'cause');
-    const cause = isObject(rawCause) && !Array.isArray(rawCause) ? rebuild(rawCause) : rawCause;
+    const cause = isObject(rawCause) && !isArraySafely(rawCause) ? rebuild(rawCause) : rawCause;
     const rawErrors = readSafely(rec, 'errors');
-    const errors = Array.isArray(rawErrors)
-      ? rawErrors.map((e: unknown) => (isObject(e) && !Array.isArray(e) ? rebuild(e) : fromRecord(e)))
+    const errors = isArraySafely(rawErrors)
+      ? elementsOf(rawErrors as object).map((e: unknown) =>
+          isUnreadable(e)
+            ? Object.assign(new Error(`(the record's member could not be read: ${e.why})`), {
+                name: UNREADABLE_NAME,
+              })
+            : isObject(e) && !isArraySafely(e)
+              ? rebuild(e)
+              : fromRecord(e),
+        )
       : undefined;
     const code = readSafely(rec, 'code');
     const name = stringField(rec, 'name');
@@ -237,7 +315,7 @@ export function fromRecord(json: unknown): Error {
     const signal = readSafely(rec, 'signal');
     if (signal === null || typeof signal === 'string') fields.signal = signal;
     const report = readSafely(rec, 'report');
-    if (isObject(report) && !Array.isArray(report)) fields.report = report;
+    if (isObject(report) && !isArraySafely(report)) fields.report = report;
 
     let error: Error;
     if (isTetherCode(code)) {

@@ -22,6 +22,7 @@ import { checkMs, DEFAULT_GRACE_MS, DEFAULT_KILL_AFTER_MS, DEFAULT_OUTPUT_CAP_MS
 import { killCgroup, type SessionCgroup } from '../proc/cgroup.js';
 import { type Identity, identityKey, isAlive, readStat, ticksNow } from '../proc/identity.js';
 import { createTag, type SessionTag, tagsIn } from '../proc/tag.js';
+import { type ExitWatch, endFromWatch, watchExit } from '../proc/wait-status.js';
 import type { EventListener } from '../sweep/events.js';
 import { compileKeep, type KeepRule } from '../sweep/keep.js';
 import { sweep, sweepSync } from '../sweep/loop.js';
@@ -330,6 +331,7 @@ export class Session {
     this.helpers.releaseIdle(); // after the start: the new helper now guards the cgroup
     this.closeExitedHolds();
     let child: ChildProcess;
+    let exitWatch: ExitWatch | undefined;
     if (helper) child = helper.child;
     else if (nul) child = unstarted();
     else if (failed?.thrown !== undefined && this.plan.helper === 'required') {
@@ -341,6 +343,9 @@ export class Session {
       record(); // not yet, when no helper started
       try {
         child = spawnChild(command, args, { cwd: options.cwd, env, stdio });
+        // Its wait status from the kernel, not Node's exit event (a real-time signal's end is
+        // exit code 0 there): the pidfd opened before libuv can reap it (src/proc/wait-status.ts).
+        if (child.pid !== undefined) exitWatch = watchExit(child.pid);
       } catch (error) {
         // Node throws before any process for E2BIG, a NUL byte, EINVAL…: a start failure like
         // ENOENT, reported the same way (`exited` resolves with SPAWN_FAILED).
@@ -420,7 +425,7 @@ export class Session {
         ? Promise.resolve<Ended>({ error: spawnFailed(command, thrown) })
         : helper
           ? this.helperEnd(helper, command, onLost)
-          : directEnd(child, command);
+          : directEnd(child, command, exitWatch);
     // (A lost helper's command ends when its identity is gone: until then it can be signalled.)
     void ended.then(() => {
       reported = true;
@@ -972,8 +977,9 @@ const HELPER_FAULT_CONSEQUENCE: Record<string, (pid?: number) => string> = {
 /** How often a command whose helper was lost is checked for its end, ms. */
 const HELPER_LOST_POLL_MS = 50;
 
-// A command Node started itself: its `exit` event, or its start failure (ENOENT, EACCES…).
-function directEnd(child: ChildProcess, command: string): Promise<Ended> {
+// A command Node started itself: its `exit` event — the kernel's wait status when `exitWatch`
+// has it (a real-time signal by number) — or its start failure (ENOENT, EACCES…).
+function directEnd(child: ChildProcess, command: string, exitWatch?: ExitWatch): Promise<Ended> {
   return new Promise((resolve) => {
     child.once('error', (cause) => {
       if (child.pid !== undefined) return; // an error after a successful start (kill failed…)
@@ -983,7 +989,7 @@ function directEnd(child: ChildProcess, command: string): Promise<Ended> {
         }),
       });
     });
-    child.once('exit', (exitCode, signal) => resolve({ exitCode, signal }));
+    child.once('exit', (exitCode, signal) => resolve(endFromWatch(exitWatch, exitCode, signal)));
   });
 }
 
