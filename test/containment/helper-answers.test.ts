@@ -1,0 +1,148 @@
+// The helper's word on its subtree, and what the sweep makes of it (docs/sweep.md, "Phases";
+// docs/containment.md, "Proofs"): a kept process is left out of the answer by identity, and a
+// helper that cannot answer — stopped by a fork-and-exit loop it adopted — is never read as "no
+// child". Real helpers, real processes; ground truth from /proc and a cgroup of the test's own.
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { afterEach, describe, expect, it } from 'vitest';
+import { helperPath, startHelper } from '../../src/containment/helper.js';
+import { type Identity, session } from '../../src/index.js';
+import { BUILD } from '../support/paths.js';
+import { identityOf, isAlive, stateOf } from '../support/proc.js';
+import { makeTestCgroup, noTestCgroup } from '../support/test-cgroup.js';
+import { readPidfile, tempDir, waitFor } from '../support/zoo.js';
+
+const started: Identity[] = [];
+afterEach(() => {
+  for (const id of started.splice(0)) {
+    if (!isAlive(id)) continue;
+    process.kill(id.pid, 'SIGCONT');
+    process.kill(id.pid, 'SIGKILL');
+  }
+});
+
+const pause = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+/** Polls `pid` (up to 5 s) until the kernel reports it gone: exited and reaped. */
+async function untilGone(pid: number): Promise<void> {
+  await waitFor(`pid ${pid} to be reaped`, () => stateOf(pid) === 'gone', 5000);
+}
+
+describe('the helper leaves kept processes out of its answer, by identity', () => {
+  it('answers "child" while an unkept child runs, "none" once only the kept one is left, and a wrong start time is not the kept one', async () => {
+    const path = helperPath();
+    if (!('path' in path)) throw new Error(`premise broken: no helper (${path.reason})`);
+    const dir = tempDir();
+    // Two orphans, each its pid and start time in a file; the payload exits: both are the
+    // helper's children (a subreaper).
+    const orphan = (name: string) =>
+      `sleep 60 & echo "$! $(cut -d' ' -f22 /proc/$!/stat)" > ${join(dir, name)};`;
+    const helper = startHelper(path.path, {
+      command: 'sh',
+      args: ['-c', `${orphan('kept')} ${orphan('other')} exit 0`],
+      env: process.env,
+      stdio: 'ignore',
+      graceMs: 300,
+      killAfterMs: 1000,
+      pidns: false,
+      procRoot: '/proc',
+    });
+    started.push(helper.helper);
+    const exited = new Promise((r) => helper.child.once('exit', r));
+    try {
+      expect(await helper.end).toEqual({ kind: 'exit', exitCode: 0, signal: null });
+      const read = (name: string): Identity => {
+        const [pid, startTime] = readFileSync(join(dir, name), 'latin1').trim().split(' ').map(Number);
+        const id = identityOf(pid ?? 0);
+        if (!id || id.startTime !== startTime) throw new Error(`premise broken: the ${name} orphan is gone`);
+        started.push(id);
+        return id;
+      };
+      const kept = read('kept');
+      const other = read('other');
+      const ask = (ids: Identity[]) => helper.ask(ids, 2000);
+
+      expect(ask([]), 'two children, nothing kept').toBe('child');
+      expect(
+        ask([{ pid: kept.pid, startTime: kept.startTime + 1 }]),
+        'a wrong start time keeps nothing',
+      ).toBe('child');
+      expect(ask([kept]), `the unkept orphan ${other.pid} still runs`).toBe('child');
+      process.kill(other.pid, 'SIGKILL');
+      await untilGone(other.pid);
+      expect(isAlive(kept), 'premise broken: the kept orphan ended').toBe(true);
+      expect(ask([kept]), `only the kept orphan ${kept.pid} is left`).toBe('none');
+      expect(ask([]), 'the helper remembers what is kept').toBe('none');
+      process.kill(kept.pid, 'SIGKILL');
+      await untilGone(kept.pid);
+      expect(ask([]), 'no child at all').toBe('none');
+    } finally {
+      helper.release();
+      await exited;
+    }
+  });
+});
+
+describe('a fork-and-exit loop that stops its helper (SIGSTOP to its parent, the helper, at every generation)', () => {
+  it.skipIf(noTestCgroup !== undefined)(
+    `never gets a proven end while it runs, and its helper is not left stopped${noTestCgroup ? ` (skipped: ${noTestCgroup})` : ''}`,
+    async () => {
+      // The loop runs in a cgroup of the test's (its ground truth and cleanup); the session
+      // has no cgroup layer: only the helper can say whether it still runs.
+      const cg = makeTestCgroup();
+      const pidfile = join(tempDir(), 'pids');
+      let helper: Identity | undefined;
+      try {
+        const s = session({ containment: ['env-tag', 'subreaper'], graceMs: 300, killAfterMs: 1000 });
+        const loop = `(echo 0 > ${cg.dir}/cgroup.procs && exec ${BUILD}/zoo-stop-helper ${pidfile} 500 30000)`;
+        const proc = s.spawn('sh', ['-c', `${loop} </dev/null >/dev/null 2>&1 & exit 0`], {
+          stdio: 'ignore',
+        });
+        helper = identityOf(proc.child.pid ?? 0);
+        if (!helper) throw new Error('premise broken: no helper process');
+        started.push(helper);
+        expect((await proc.exited).exitCode).toBe(0);
+        // Premise: the loop runs, and has stopped its helper (state T) at least once.
+        await waitFor('the loop to hop', () => readPidfile(pidfile).length > 20, 10_000);
+        const h = helper;
+        await waitFor('the helper to be stopped by the loop', () => stateOf(h.pid) === 'T', 10_000);
+        const report = await s.end();
+        const running = cg.populated();
+        const after = readPidfile(pidfile).length;
+        await pause(100);
+        const hopping = readPidfile(pidfile).length > after;
+        const said = JSON.stringify({
+          ok: report.ok,
+          complete: report.complete,
+          proof: report.proof,
+          warnings: report.warnings,
+        });
+        if (running) {
+          // Ground truth: the loop outlived the sweep. The report must not claim an end.
+          expect(report.proof, `the loop runs on (hopping: ${hopping}), yet: ${said}`).toBe('none');
+          expect(report.ok, said).toBe(false);
+          expect(report.complete, said).toBe(false);
+          expect(
+            report.warnings.map((w) => w.code),
+            said,
+          ).toContain('UNSETTLED');
+        } else {
+          // The KILL phase ended it: then the end may be proven, by the kernel's word.
+          expect(report.proof, said).not.toBe('two-empty-scans');
+        }
+        // The helper was released: continued if it was stopped, and gone — never left stopped.
+        await waitFor(
+          `the helper ${h.pid} to exit after its release (state ${stateOf(h.pid)})`,
+          () => !isAlive(h),
+          3000,
+        );
+        for (const w of report.warnings.filter((w) => w.code === 'HELPER_STOPPED'))
+          expect(w.message).toContain(`pid ${h.pid}`);
+      } finally {
+        await cg.end();
+      }
+      expect(cg.populated(), `the test cgroup ${cg.dir} still holds the loop`).toBe(false);
+    },
+    30_000,
+  );
+});
