@@ -47,8 +47,11 @@ export class HelperPool {
    */
   readonly roots: Root[] = [];
   private releasedIdle = 0;
-  /** Helpers that did not answer a sweep's ask: at their release they are continued and ended. */
-  private readonly silent = new Set<Helper>();
+  /**
+   * Helpers seen stopped, or silent, while the session ran: at their release each is awaited,
+   * continued while it is stopped, and ended (`releaseAll`).
+   */
+  private readonly troubled = new Set<Helper>();
   private watchdog: NodeJS.Timeout | undefined;
   private readonly signaller = createSignaller();
 
@@ -120,7 +123,7 @@ export class HelperPool {
         answer = { kind: 'cannot-tell' };
         continue;
       }
-      this.silent.add(h);
+      this.troubled.add(h);
       if (said === 'unknown')
         silent.push(`the helper (pid ${h.helper.pid}) could not tell (no list of its children)`);
       else {
@@ -140,8 +143,7 @@ export class HelperPool {
     const first = h.ask(kept, FIRST_ASK_MS);
     if (first !== undefined) return first;
     if (hasExited(h.helperHold) === true) return undefined;
-    const state = readStat(this.procRoot, h.helper.pid)?.state;
-    if (state === 'T' || state === 't') this.signaller.sendHeld(this.procRoot, h.helperHold, 'SIGCONT');
+    if (this.resume(h)) this.troubled.add(h);
     const second = h.ask(kept, SECOND_ASK_MS);
     if (second !== undefined) return second;
     return listsUnkeptChild(this.procRoot, h.helper.pid, kept) ? 'child' : undefined;
@@ -163,10 +165,11 @@ export class HelperPool {
 
   /**
    * After the sweep: every helper released, and every root's pidfd closed; none holds the event
-   * loop. A helper that is stopped at its release, or that did not answer a sweep's ask, would
-   * never read its release (a stopped process runs nothing, and reaps nothing: its zombies pile
-   * up): it is sent SIGCONT until it exits, for up to 1 s, then SIGKILL (identity-checked, through
-   * its pidfd). Returns those, for the report.
+   * loop. A helper stopped at its release would never read it (a stopped process runs nothing,
+   * and reaps nothing: its zombies pile up). So one that is stopped now, or was seen stopped or
+   * silent while the session ran (whatever stopped it may stop it again), is awaited: sent
+   * SIGCONT whenever it is stopped until it exits, for up to 1 s, then SIGKILL (identity-checked,
+   * through its pidfd). Returns each that had to be continued or killed, for the report.
    */
   releaseAll(): StoppedHelper[] {
     this.stopWatching();
@@ -174,31 +177,36 @@ export class HelperPool {
     for (const h of this.helpers) {
       h.release();
       h.child.unref();
-      const state = readStat(this.procRoot, h.helper.pid)?.state;
-      const isStopped = state === 'T' || state === 't';
-      if (isStopped || this.silent.has(h)) {
-        const ended = this.continueToEnd(h);
-        if (isStopped || ended === 'killed') stopped.push({ pid: h.helper.pid, ended });
-      }
+      if (!this.troubled.has(h) && !isStopped(this.procRoot, h)) continue;
+      const end = this.continueToEnd(h);
+      if (end.continued || end.ended === 'killed') stopped.push({ pid: h.helper.pid, ended: end.ended });
     }
-    this.silent.clear();
+    this.troubled.clear();
     for (const r of this.roots.splice(0)) if (r.hold) releaseHold(r.hold);
     return stopped;
   }
 
-  // A released helper that may be stopped: SIGCONT while it is (identity-checked), until it has
-  // exited, for up to STOPPED_RELEASE_MS; then SIGKILL. `gone` when it had exited already.
-  private continueToEnd(h: Helper): StoppedHelper['ended'] {
+  // A released helper that may be stopped: SIGCONT whenever it is (identity-checked), until it
+  // has exited, for up to STOPPED_RELEASE_MS; then SIGKILL. `gone` when it had exited already.
+  private continueToEnd(h: Helper): { ended: StoppedHelper['ended']; continued: boolean } {
     const pause = new Int32Array(new SharedArrayBuffer(4));
     const deadline = performance.now() + STOPPED_RELEASE_MS;
-    if (hasExited(h.helperHold) === true) return 'gone';
+    let continued = false;
+    if (hasExited(h.helperHold) === true) return { ended: 'gone', continued };
     while (performance.now() < deadline) {
-      if (hasExited(h.helperHold) === true) return 'exited';
-      const state = readStat(this.procRoot, h.helper.pid)?.state;
-      if (state === 'T' || state === 't') this.signaller.sendHeld(this.procRoot, h.helperHold, 'SIGCONT');
+      if (hasExited(h.helperHold) === true) return { ended: 'exited', continued };
+      continued = this.resume(h) || continued;
       Atomics.wait(pause, 0, 0, 5);
     }
-    return this.signaller.sendHeld(this.procRoot, h.helperHold, 'SIGKILL') === 'sent' ? 'killed' : 'exited';
+    const killed = this.signaller.sendHeld(this.procRoot, h.helperHold, 'SIGKILL') === 'sent';
+    return { ended: killed ? 'killed' : 'exited', continued };
+  }
+
+  // SIGCONT to a helper that is stopped (identity-checked, through its pidfd); true when it was.
+  private resume(h: Helper): boolean {
+    if (!isStopped(this.procRoot, h)) return false;
+    this.signaller.sendHeld(this.procRoot, h.helperHold, 'SIGCONT');
+    return true;
   }
 
   /**
@@ -217,10 +225,7 @@ export class HelperPool {
   private watch(): void {
     if (this.watchdog) return;
     this.watchdog = setInterval(() => {
-      for (const h of this.helpers) {
-        const state = readStat(this.procRoot, h.helper.pid)?.state;
-        if (state === 'T' || state === 't') this.signaller.sendHeld(this.procRoot, h.helperHold, 'SIGCONT');
-      }
+      for (const h of this.helpers) if (this.resume(h)) this.troubled.add(h);
     }, HELPER_WATCH_MS);
     this.watchdog.unref();
   }
@@ -245,4 +250,10 @@ function listsUnkeptChild(procRoot: string, pid: number, kept: readonly Identity
       const stat = readStat(procRoot, Number(f));
       return stat !== undefined && !keys.has(identityKey({ pid: stat.pid, startTime: stat.startTime }));
     });
+}
+
+// True when the helper is stopped (state T, or t: traced) as its /proc stat says now.
+function isStopped(procRoot: string, h: Helper): boolean {
+  const state = readStat(procRoot, h.helper.pid)?.state;
+  return state === 'T' || state === 't';
 }

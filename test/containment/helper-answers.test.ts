@@ -83,6 +83,45 @@ describe('the helper leaves kept processes out of its answer, by identity', () =
   });
 });
 
+describe('a helper stopped when its session releases it', () => {
+  it('is continued (SIGCONT), exits, and is named in the report (HELPER_STOPPED), never left stopped', async () => {
+    let helper: Identity | undefined;
+    let stops = 0;
+    // The sweep's last round hands on its progress before it decides: the helper is stopped
+    // then, after its answer, so that it is stopped when the session releases it.
+    const s = session({
+      containment: ['env-tag', 'subreaper'],
+      graceMs: 300,
+      killAfterMs: 1000,
+      onProgress: () => {
+        if (!helper || !isAlive(helper)) return;
+        process.kill(helper.pid, 'SIGSTOP');
+        stops += 1;
+      },
+    });
+    // An orphan keeps the helper to the end (a helper with nothing left is released at once).
+    const proc = s.spawn('sh', ['-c', 'sleep 30 & exit 0'], { stdio: 'ignore' });
+    helper = identityOf(proc.child.pid ?? 0);
+    if (!helper) throw new Error('premise broken: no helper process');
+    started.push(helper);
+    expect((await proc.exited).exitCode).toBe(0);
+    const report = await s.end();
+    const h = helper;
+    expect(stops, 'premise broken: the helper was never stopped').toBeGreaterThan(0);
+    await waitFor(
+      `the helper ${h.pid} to exit after its release (state ${stateOf(h.pid)})`,
+      () => !isAlive(h),
+      3000,
+    );
+    const named = report.warnings.filter((w) => w.code === 'HELPER_STOPPED');
+    expect(
+      named.map((w) => w.message),
+      JSON.stringify(report.warnings),
+    ).toEqual([expect.stringMatching(new RegExp(`the helper \\(pid ${h.pid}\\) was stopped .*SIGCONT`))]);
+    expect(report.ok, JSON.stringify(report)).toBe(true);
+  });
+});
+
 describe('a fork-and-exit loop that stops its helper (SIGSTOP to its parent, the helper, at every generation)', () => {
   it.skipIf(noTestCgroup !== undefined)(
     `never gets a proven end while it runs, and its helper is not left stopped${noTestCgroup ? ` (skipped: ${noTestCgroup})` : ''}`,
