@@ -2,7 +2,7 @@
 // docs/containment.md, "Proofs"): a kept process is left out of the answer by identity, and a
 // helper that cannot answer — stopped by a fork-and-exit loop it adopted — is never read as "no
 // child". Real helpers, real processes; ground truth from /proc and a cgroup of the test's own.
-import { readFileSync } from 'node:fs';
+import { chmodSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { helperPath, startHelper } from '../../src/containment/helper.js';
@@ -79,6 +79,57 @@ describe('the helper leaves kept processes out of its answer, by identity', () =
     } finally {
       helper.release();
       await exited;
+    }
+  });
+});
+
+describe('a helper that never answers whether it has a child', () => {
+  it('is never read as "no child": the sweep runs its phases and ends UNSETTLED, naming it, not on two empty scans', async () => {
+    // A helper file that speaks the start of the protocol (its payload a `sleep` of its own,
+    // its child) and then reads every control line without answering one, until EOF.
+    const dir = tempDir();
+    const mute = join(dir, 'mute-helper.sh');
+    writeFileSync(
+      mute,
+      [
+        '#!/bin/bash',
+        `echo "helper $$ $(cut -d' ' -f22 /proc/$$/stat)" >&3`,
+        'sleep 0.2 & p=$!',
+        `echo "started $p $(cut -d' ' -f22 /proc/$p/stat)" >&3`,
+        'read -r go <&4',
+        'wait $p; echo "exit code 0" >&3',
+        'while read -r line <&4; do :; done',
+        '',
+      ].join('\n'),
+    );
+    chmodSync(mute, 0o755);
+    const before = process.env.TETHER_HELPER;
+    process.env.TETHER_HELPER = mute;
+    try {
+      const s = session({ containment: ['env-tag', 'subreaper'], graceMs: 300, killAfterMs: 300 });
+      const proc = s.spawn('true', [], { stdio: 'ignore' });
+      const helper = identityOf(proc.child.pid ?? 0);
+      if (!helper) throw new Error('premise broken: the helper file did not start');
+      started.push(helper);
+      expect((await proc.exited).exitCode).toBe(0);
+      const report = await s.end();
+      const said = JSON.stringify({ proof: report.proof, phases: report.phases, warnings: report.warnings });
+      expect(report.layers, said).toContain('subreaper');
+      expect(report.proof, said).toBe('none');
+      expect(report.complete, said).toBe(false);
+      expect(report.ok, said).toBe(false);
+      const unsettled = report.warnings.filter((w) => w.code === 'UNSETTLED').map((w) => w.message);
+      expect(unsettled, said).toEqual([
+        expect.stringContaining(`the helper (pid ${helper.pid}) did not answer`),
+      ]);
+      expect(
+        report.phases.map((p) => p.endedBy),
+        said,
+      ).toEqual(['budget', 'budget']);
+      await waitFor('the helper file to exit at its release', () => !isAlive(helper), 3000);
+    } finally {
+      if (before === undefined) delete process.env.TETHER_HELPER;
+      else process.env.TETHER_HELPER = before;
     }
   });
 });
