@@ -319,8 +319,12 @@ static void keep_identity(pid_t pid, unsigned long long start) {
 }
 
 static void forget_kept(pid_t pid) {
-  for (size_t i = 0; i < nkept; i++)
-    if (kept[i].pid == pid) kept[i--] = kept[--nkept];
+  for (size_t i = 0; i < nkept;) {
+    if (kept[i].pid == pid)
+      kept[i] = kept[--nkept]; // the last entry takes its place, and is looked at next
+    else
+      i++;
+  }
 }
 
 // Reaps every child that has ended; the payload's status goes to the supervisor. (With

@@ -125,7 +125,9 @@ export class HelperPool {
       }
       this.troubled.add(h);
       if (said === 'unknown')
-        silent.push(`the helper (pid ${h.helper.pid}) could not tell (no list of its children)`);
+        silent.push(
+          `the helper (pid ${h.helper.pid}) could not tell whether a child but the kept ones is left (waitid(2) or its list of children failed)`,
+        );
       else {
         const gone = hasExited(h.helperHold) === true;
         alive ||= !gone;
@@ -146,7 +148,9 @@ export class HelperPool {
     if (this.resume(h)) this.troubled.add(h);
     const second = h.ask(kept, SECOND_ASK_MS);
     if (second !== undefined) return second;
-    return listsUnkeptChild(this.procRoot, h.helper.pid, kept) ? 'child' : undefined;
+    // (A PID namespace's init is always its helper's child, never a sign of the session.)
+    const notSigns = h.init ? [...kept, h.init] : kept;
+    return listsUnkeptChild(this.procRoot, h.helper.pid, notSigns) ? 'child' : undefined;
   }
 
   /**
