@@ -289,6 +289,44 @@ static void report_exit(int status) {
     say("exit code %d\n", WEXITSTATUS(status));
 }
 
+// ---- the kept set ----------------------------------------------------------------------------
+
+// The processes the supervisor's sweep keeps as declared services, by identity (`keep PID START`
+// lines; docs/sweep.md, "Kept processes"): `children?` asks whether the helper has a child that
+// is *not* one of them. An entry goes when its pid is reaped here (the pid is then free for
+// another process). At most KEPT_MAX: past them (`kept_full`) the answer is `u`, never `n`.
+#define KEPT_MAX 1024
+static struct kept_id {
+  pid_t pid;
+  unsigned long long start;
+} kept[KEPT_MAX];
+static size_t nkept;
+static int kept_full;
+
+static int is_kept(pid_t pid, unsigned long long start) {
+  for (size_t i = 0; i < nkept; i++)
+    if (kept[i].pid == pid && kept[i].start == start) return 1;
+  return 0;
+}
+
+static void keep_identity(pid_t pid, unsigned long long start) {
+  if (pid <= 1 || is_kept(pid, start)) return;
+  if (nkept == KEPT_MAX) {
+    kept_full = 1;
+    return;
+  }
+  kept[nkept++] = (struct kept_id){pid, start};
+}
+
+static void forget_kept(pid_t pid) {
+  for (size_t i = 0; i < nkept;) {
+    if (kept[i].pid == pid)
+      kept[i] = kept[--nkept]; // the last entry takes its place, and is looked at next
+    else
+      i++;
+  }
+}
+
 // Reaps every child that has ended; the payload's status goes to the supervisor. (With
 // --pidns the payload is init's child: init reports its status on init_status_fd.) waitpid
 // ends the loop with 0 (children left, none ended) or ECHILD (no child at all); EINTR cannot
@@ -297,6 +335,7 @@ static void reap(void) {
   int status;
   pid_t pid;
   while ((pid = waitpid(-1, &status, WNOHANG)) > 0) {
+    forget_kept(pid);
     if (pid == payload && !pidns) {
       payload_reaped = 1;
       report_exit(status);
@@ -316,6 +355,38 @@ static int has_children(void) {
   memset(&info, 0, sizeof info);
   if (waitid(P_ALL, 0, &info, WEXITED | WNOHANG | WNOWAIT) == 0) return 1;
   return errno == ECHILD ? 0 : -1;
+}
+
+// 1 when the helper has a child that is not kept (living, or a zombie not yet reaped); 0 when
+// it has none, or only kept ones; -1 when it cannot tell (no children list: a kernel without
+// CONFIG_PROC_CHILDREN; no fd; more than KEPT_MAX kept or 64 KiB of children). The list is
+// /proc/self/task/TID/children, read while nothing is reaped: a child stays listed, a zombie
+// too, until this process reaps it, and a process adopted meanwhile had a parent that is listed
+// (and not kept, unless it is a kept process's own child: part of the service). Each child is
+// matched by identity (pid + start time): a kept pid reused by another process is not kept.
+static int has_unkept_child(void) {
+  static char list[65536];
+  int has = has_children();
+  if (has <= 0 || nkept == 0) return has;
+  if (kept_full) return -1;
+  char path[64];
+  snprintf(path, sizeof path, "/proc/self/task/%d/children", (int)getpid());
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return -1;
+  size_t got = 0;
+  ssize_t n;
+  while ((n = read(fd, list + got, sizeof list - 1 - got)) > 0 || (n < 0 && errno == EINTR))
+    if (n > 0) got += (size_t)n;
+  close(fd);
+  if (n < 0 || got == sizeof list - 1) return -1;
+  list[got] = '\0';
+  for (char *p = list, *end;; p = end) {
+    long pid = strtol(p, &end, 10);
+    if (end == p) return 0; // the end of the list: every child is kept
+    unsigned long long start;
+    if (read_stat((pid_t)pid, NULL, NULL, &start) < 0) return -1; // our unreaped child: readable
+    if (!is_kept((pid_t)pid, start)) return 1;
+  }
 }
 
 // The cgroup still holds a process (cgroup.events "populated 1"); false without a cgroup, or
@@ -733,12 +804,13 @@ static int on_init_status(void) {
   return 1;
 }
 
-// Answers `children? K` on the answer pipe. A write that fails is dropped: EAGAIN (the
-// supervisor left earlier answers unread: it gave up on them after its 20 ms bound and will
+// Answers `children? K` on the answer pipe: has a child that is not kept (`c`), has none but
+// kept ones (`n`), cannot tell (`u`). A write that fails is dropped: EAGAIN (the
+// supervisor left earlier answers unread: it gave up on them after its bound and will
 // on this one), EPIPE (it closed the pipe: released us), EBADF (it gave no answer pipe) — each
 // leaves the supervisor without a proof, which is what it then assumes.
 static void answer(unsigned long k) {
-  int has = pidns ? -1 : has_children();
+  int has = pidns ? -1 : has_unkept_child();
   char line[32];
   int len = snprintf(line, sizeof line, "%lu %c\n", k, has == 0 ? 'n' : has > 0 ? 'c' : 'u');
   (void)write_all(ANSWER_FD, line, (size_t)len);
@@ -761,7 +833,10 @@ static int on_control(void) {
     *nl = '\0';
     if (!strcmp(line, "release")) return 1;
     unsigned long k;
+    int pid;
+    unsigned long long start;
     if (sscanf(line, "children? %lu", &k) == 1) answer(k);
+    else if (sscanf(line, "keep %d %llu", &pid, &start) == 2) keep_identity(pid, start);
     line = nl + 1;
   }
   used = strlen(line);

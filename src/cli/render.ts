@@ -43,6 +43,21 @@ const PROOF: Record<SweepReport['proof'], string> = {
   none: 'no proof',
 };
 
+/**
+ * True only when the report proves nothing of the session runs: complete, a proof of the end,
+ * no survivor, no unreadable process (it may be the session's), nothing kept.
+ */
+export function nothingLeft(report: SweepReport): boolean {
+  return (
+    report.complete &&
+    report.ok &&
+    report.proof !== 'none' &&
+    report.survivors.length === 0 &&
+    report.unreadable.length === 0 &&
+    report.kept.length === 0
+  );
+}
+
 /** The sweep report as lines for a person: what was stopped, what survived, what was not read. */
 export function renderReport(report: SweepReport): string[] {
   const lines: string[] = [];
@@ -57,7 +72,7 @@ export function renderReport(report: SweepReport): string[] {
         report.stopped.map((p) => [String(p.pid), foundBy(p), p.endedBy ?? '', command(p)]),
       ),
     );
-  } else if (report.complete && report.kept.length === 0) {
+  } else if (nothingLeft(report)) {
     lines.push('tether: nothing left running');
   }
   if (report.kept.length > 0) {

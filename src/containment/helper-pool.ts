@@ -1,11 +1,27 @@
 // The helpers of one session, and the policy that decides when each may go.
-import { readStat } from '../proc/identity.js';
+import { type Identity, identityKey, readStat } from '../proc/identity.js';
+import { readText } from '../proc/read.js';
 import type { Root } from '../sweep/scan.js';
 import { createSignaller, type Hold, hasExited, releaseHold } from '../sweep/signal.js';
+import type { HelpersAnswer } from '../sweep/sweep-options.js';
 import type { Helper } from './helper.js';
+import type { ChildrenAnswer } from './helper-protocol.js';
 
 /** How often running helpers are checked for a SIGSTOP, ms. */
 const HELPER_WATCH_MS = 250;
+/** How long a sweep's round waits for a helper's answer, ms: a real helper answers in microseconds. */
+const FIRST_ASK_MS = 20;
+/** The second ask, after a SIGCONT to a stopped helper: a loaded machine may take a hundred times that, ms. */
+const SECOND_ASK_MS = 250;
+/** How long a helper stopped at its release is continued and awaited before SIGKILL, ms. */
+const STOPPED_RELEASE_MS = 1000;
+
+/** A helper that was stopped (or silent) when the session released it: continued, and how it ended. */
+export interface StoppedHelper {
+  pid: number;
+  /** `exited` once continued (SIGCONT), `killed` (SIGKILL after 1 s), `gone` (it had exited already). */
+  ended: 'exited' | 'killed' | 'gone';
+}
 
 /**
  * The helpers of one session (one per command run through the helper). The policy: a helper
@@ -31,6 +47,11 @@ export class HelperPool {
    */
   readonly roots: Root[] = [];
   private releasedIdle = 0;
+  /**
+   * Helpers seen stopped, or silent, while the session ran: at their release each is awaited,
+   * continued while it is stopped, and ended (`releaseAll`).
+   */
+  private readonly troubled = new Set<Helper>();
   private watchdog: NodeJS.Timeout | undefined;
   private readonly signaller = createSignaller();
 
@@ -80,19 +101,56 @@ export class HelperPool {
   }
 
   /**
-   * Every helper's answer, for the sweep's kernel proof: true when none has a child left (also
-   * when all were released early: an empty subtree stays empty), false when one has, undefined
-   * when one cannot tell (PID namespace, stopped, gone) or no helper ever ran.
+   * Every helper's answer, for the sweep's kernel proof (`HelpersAnswer`), the `kept` processes
+   * (identities) not counted: `childless` when none has another child (also when all were
+   * released early: an empty subtree stays empty), `child` when one has, `cannot-tell` when no
+   * helper ever ran or each that could not tell runs a PID namespace (its init is always its
+   * child). A helper that does not answer within 20 ms is sent SIGCONT if it is stopped and asked
+   * again (250 ms); if it is still silent, the kernel's list of its children
+   * (/proc/PID/task/PID/children) is read here: a child there that is not kept is `child`; else
+   * `silent`, naming it — never "no child".
    */
-  childless(): boolean | undefined {
-    if (this.helpers.length === 0) return this.releasedIdle > 0 ? true : undefined;
-    let all = true;
+  ask(kept: readonly Identity[]): HelpersAnswer {
+    if (this.helpers.length === 0) return { kind: this.releasedIdle > 0 ? 'childless' : 'cannot-tell' };
+    let answer: HelpersAnswer = { kind: 'childless' };
+    const silent: string[] = [];
+    let alive = false;
     for (const h of this.helpers) {
-      const answer = h.childless();
-      if (answer === false) return false;
-      if (answer !== true) all = false;
+      const said = this.askOne(h, kept);
+      if (said === 'child') return { kind: 'child' };
+      if (said === 'none') continue;
+      if (said === 'unknown' && h.init) {
+        answer = { kind: 'cannot-tell' };
+        continue;
+      }
+      this.troubled.add(h);
+      if (said === 'unknown')
+        silent.push(
+          `the helper (pid ${h.helper.pid}) could not tell whether a child but the kept ones is left (waitid(2) or its list of children failed)`,
+        );
+      else {
+        const gone = hasExited(h.helperHold) === true;
+        alive ||= !gone;
+        silent.push(
+          `the helper (pid ${h.helper.pid}) did not answer${gone ? ' (it is gone)' : ', though sent SIGCONT and asked again'}`,
+        );
+      }
     }
-    return all ? true : undefined;
+    return silent.length > 0 ? { kind: 'silent', why: silent.join('; '), alive } : answer;
+  }
+
+  // One helper's answer; a silent one continued (SIGCONT, if stopped) and asked again, then its
+  // children list read (`child` if it lists one not kept). Undefined: silent still.
+  private askOne(h: Helper, kept: readonly Identity[]): ChildrenAnswer | undefined {
+    const first = h.ask(kept, FIRST_ASK_MS);
+    if (first !== undefined) return first;
+    if (hasExited(h.helperHold) === true) return undefined;
+    if (this.resume(h)) this.troubled.add(h);
+    const second = h.ask(kept, SECOND_ASK_MS);
+    if (second !== undefined) return second;
+    // (A PID namespace's init is always its helper's child, never a sign of the session.)
+    const notSigns = h.init ? [...kept, h.init] : kept;
+    return listsUnkeptChild(this.procRoot, h.helper.pid, notSigns) ? 'child' : undefined;
   }
 
   /**
@@ -109,14 +167,50 @@ export class HelperPool {
     }
   }
 
-  /** After the sweep: every root's pidfd closed, every helper released; none holds the event loop. */
-  releaseAll(): void {
+  /**
+   * After the sweep: every helper released, and every root's pidfd closed; none holds the event
+   * loop. A helper stopped at its release would never read it (a stopped process runs nothing,
+   * and reaps nothing: its zombies pile up). So one that is stopped now, or was seen stopped or
+   * silent while the session ran (whatever stopped it may stop it again), is awaited: sent
+   * SIGCONT whenever it is stopped until it exits, for up to 1 s, then SIGKILL (identity-checked,
+   * through its pidfd). Returns each that had to be continued or killed, for the report.
+   */
+  releaseAll(): StoppedHelper[] {
     this.stopWatching();
-    for (const r of this.roots.splice(0)) if (r.hold) releaseHold(r.hold);
+    const stopped: StoppedHelper[] = [];
     for (const h of this.helpers) {
       h.release();
       h.child.unref();
+      if (!this.troubled.has(h) && !isStopped(this.procRoot, h)) continue;
+      const end = this.continueToEnd(h);
+      if (end.continued || end.ended === 'killed') stopped.push({ pid: h.helper.pid, ended: end.ended });
     }
+    this.troubled.clear();
+    for (const r of this.roots.splice(0)) if (r.hold) releaseHold(r.hold);
+    return stopped;
+  }
+
+  // A released helper that may be stopped: SIGCONT whenever it is (identity-checked), until it
+  // has exited, for up to STOPPED_RELEASE_MS; then SIGKILL. `gone` when it had exited already.
+  private continueToEnd(h: Helper): { ended: StoppedHelper['ended']; continued: boolean } {
+    const pause = new Int32Array(new SharedArrayBuffer(4));
+    const deadline = performance.now() + STOPPED_RELEASE_MS;
+    let continued = false;
+    if (hasExited(h.helperHold) === true) return { ended: 'gone', continued };
+    while (performance.now() < deadline) {
+      if (hasExited(h.helperHold) === true) return { ended: 'exited', continued };
+      continued = this.resume(h) || continued;
+      Atomics.wait(pause, 0, 0, 5);
+    }
+    const killed = this.signaller.sendHeld(this.procRoot, h.helperHold, 'SIGKILL') === 'sent';
+    return { ended: killed ? 'killed' : 'exited', continued };
+  }
+
+  // SIGCONT to a helper that is stopped (identity-checked, through its pidfd); true when it was.
+  private resume(h: Helper): boolean {
+    if (!isStopped(this.procRoot, h)) return false;
+    this.signaller.sendHeld(this.procRoot, h.helperHold, 'SIGCONT');
+    return true;
   }
 
   /**
@@ -135,10 +229,7 @@ export class HelperPool {
   private watch(): void {
     if (this.watchdog) return;
     this.watchdog = setInterval(() => {
-      for (const h of this.helpers) {
-        const state = readStat(this.procRoot, h.helper.pid)?.state;
-        if (state === 'T' || state === 't') this.signaller.sendHeld(this.procRoot, h.helperHold, 'SIGCONT');
-      }
+      for (const h of this.helpers) if (this.resume(h)) this.troubled.add(h);
     }, HELPER_WATCH_MS);
     this.watchdog.unref();
   }
@@ -147,4 +238,26 @@ export class HelperPool {
     clearInterval(this.watchdog);
     this.watchdog = undefined;
   }
+}
+
+// True when the kernel's list of the helper's children (/proc/PID/task/PID/children, Linux 3.5
+// with CONFIG_PROC_CHILDREN; a zombie not yet reaped is listed too) names one that is not kept
+// (by identity). False when it lists none, or cannot be read: no evidence either way.
+function listsUnkeptChild(procRoot: string, pid: number, kept: readonly Identity[]): boolean {
+  const list = readText(`${procRoot}/${pid}/task/${pid}/children`);
+  if (list === undefined) return false;
+  const keys = new Set(kept.map(identityKey));
+  return list
+    .split(' ')
+    .filter((f) => /^[1-9]\d*$/.test(f))
+    .some((f) => {
+      const stat = readStat(procRoot, Number(f));
+      return stat !== undefined && !keys.has(identityKey({ pid: stat.pid, startTime: stat.startTime }));
+    });
+}
+
+// True when the helper is stopped (state T, or t: traced) as its /proc stat says now.
+function isStopped(procRoot: string, h: Helper): boolean {
+  const state = readStat(procRoot, h.helper.pid)?.state;
+  return state === 'T' || state === 't';
 }

@@ -92,22 +92,29 @@ export type ChildrenAnswer = 'child' | 'none' | 'unknown';
 const ANSWERS: Record<string, ChildrenAnswer> = { c: 'child', n: 'none', u: 'unknown' };
 
 /**
- * Finds the answer to query `k` in `text` (what the answer pipe gave so far: `K c|n|u` lines);
- * undefined while it is not there. Answers to other (older) queries and malformed lines are
- * skipped: a query timed out, its late answer is not this one's.
+ * Finds the answer to query `k` — or to any query from `k` to `last`, the asks of one round (a
+ * late answer to its first ask is as good as one to its second) — in `text` (what the answer pipe
+ * gave so far: `K c|n|u` lines); undefined while it is not there. Answers to other (older)
+ * queries and malformed lines are skipped: a query timed out, its late answer is not this one's.
  */
-export function findAnswer(text: string, k: number): ChildrenAnswer | undefined {
+export function findAnswer(text: string, k: number, last = k): ChildrenAnswer | undefined {
   for (const line of text.split('\n').slice(0, -1)) {
     const [n, a, ...rest] = line.split(' ');
-    if (rest.length === 0 && n === String(k) && a !== undefined && Object.hasOwn(ANSWERS, a))
-      return ANSWERS[a];
+    if (rest.length > 0 || n === undefined || !UINT.test(n) || a === undefined) continue;
+    const q = Number(n);
+    if (q >= k && q <= last && Object.hasOwn(ANSWERS, a)) return ANSWERS[a];
   }
   return undefined;
 }
 
-/** The control lines (fd 4, supervisor → helper). */
+/**
+ * The control lines (fd 4, supervisor → helper). `keep PID START`: a process the sweep keeps
+ * (docs/sweep.md, "Kept processes"), by identity (start time: field 22 of /proc/PID/stat) — from
+ * then on `children?` answers whether the helper has a child other than the kept ones.
+ */
 export const CONTROL = {
   go: 'go\n',
   release: 'release\n',
   children: (k: number) => `children? ${k}\n`,
+  keep: (id: Identity) => `keep ${id.pid} ${id.startTime}\n`,
 } as const;

@@ -165,6 +165,15 @@ export interface Helper {
    * gone, or does not answer within 20 ms (stopped). Synchronous: for the sweep's rounds.
    */
   childless(): boolean | undefined;
+  /**
+   * Asks the helper whether it has a child other than the `kept` processes (each told to it once,
+   * by identity: `keep PID START`), waiting up to `boundMs` (ms) for its answer: `none` (no
+   * child but kept ones: nothing else of its subtree is left), `child`, `unknown` (it cannot
+   * tell: a PID namespace's init is always its child); undefined when it did not answer in time
+   * (stopped, slow) or is gone. A late answer to an earlier ask that went unanswered counts (a
+   * helper that had no child then has none now). Synchronous: for the sweep's rounds.
+   */
+  ask(kept: readonly Identity[], boundMs: number): ChildrenAnswer | undefined;
   /** Tells the helper to exit now (after the sweep). Idempotent, synchronous. */
   release(): void;
   /**
@@ -615,10 +624,11 @@ function parentageFault(
     : `${named}, whose parent is ${parent}, not its namespace's init (pid ${init.pid})`;
 }
 
-/** Our ends of the control and answer pipes: `go`, the childless query, release or abandon. */
+/** Our ends of the control and answer pipes: `go`, the children query, release or abandon. */
 interface Control {
   go(): void;
   childless(): boolean | undefined;
+  ask(kept: readonly Identity[], boundMs: number): ChildrenAnswer | undefined;
   release(): void;
   abandon(): void;
 }
@@ -635,16 +645,31 @@ function controlChannel(controlWrite: number, answerRead: number): Control {
     closeSync(answerRead);
   };
   let query = 0;
-  const childless = (): boolean | undefined => {
+  /** The first query not answered yet: its late answer is as good (see `Helper.ask`). */
+  let unanswered = 1;
+  const told = new Set<string>();
+  const ask = (kept: readonly Identity[], boundMs: number): ChildrenAnswer | undefined => {
     if (released) return undefined;
+    for (const id of kept) {
+      const key = `${id.pid}:${id.startTime}`;
+      if (told.has(key)) continue;
+      if (!send(controlWrite, CONTROL.keep(id))) return undefined;
+      told.add(key);
+    }
     const k = ++query;
     if (!send(controlWrite, CONTROL.children(k))) return undefined;
-    const answer = awaitAnswer(answerRead, k);
+    const answer = awaitAnswer(answerRead, unanswered, k, boundMs);
+    if (answer !== undefined) unanswered = k + 1;
+    return answer;
+  };
+  const childless = (): boolean | undefined => {
+    const answer = ask([], ANSWER_TIMEOUT_MS);
     return answer === 'none' ? true : answer === 'child' ? false : undefined;
   };
   return {
     go: () => send(controlWrite, CONTROL.go),
     childless,
+    ask,
     release: () => close(true),
     abandon: () => close(false),
   };
@@ -663,17 +688,22 @@ function send(fd: number, line: string): boolean {
 const answers = Buffer.alloc(256);
 const answerPause = new Int32Array(new SharedArrayBuffer(4));
 
-// The helper's answer to query `k`, waited for up to ANSWER_TIMEOUT_MS; undefined when it is
-// gone (EOF, an error) or slower than that (stopped).
-function awaitAnswer(answerRead: number, k: number): ChildrenAnswer | undefined {
-  const deadline = performance.now() + ANSWER_TIMEOUT_MS;
+// The helper's answer to a query from `first` to `last`, waited for up to `boundMs`; undefined
+// when it is gone (EOF, an error) or slower than that (stopped).
+function awaitAnswer(
+  answerRead: number,
+  first: number,
+  last: number,
+  boundMs: number,
+): ChildrenAnswer | undefined {
+  const deadline = performance.now() + boundMs;
   let text = '';
   for (;;) {
     try {
       const n = readSync(answerRead, answers, 0, answers.length, null);
       if (n === 0) return undefined;
       text += answers.toString('latin1', 0, n);
-      const found = findAnswer(text, k);
+      const found = findAnswer(text, first, last);
       if (found) return found;
     } catch (error) {
       if ((error as NodeJS.ErrnoException).code !== 'EAGAIN') return undefined;
@@ -807,6 +837,7 @@ export function startHelper(path: string, opts: HelperOptions): Helper {
     initHold,
     end: followStatus(pipes.statusRead, said, child, opts.onWarning),
     childless: control.childless,
+    ask: control.ask,
     release: control.release,
     abandon: control.abandon,
     exited: exitOf(child),

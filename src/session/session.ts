@@ -684,7 +684,12 @@ export class Session {
   private release(report: SweepReport): SweepReport {
     for (const h of this.spawnHolds.splice(0)) releaseHold(h);
     this.known.clear(); // without their pidfds, no entry can be told from a reused pid
-    this.helpers.releaseAll();
+    for (const h of this.helpers.releaseAll()) {
+      report.warnings.push({
+        code: 'HELPER_STOPPED',
+        message: `the helper (pid ${h.pid}) was stopped (SIGSTOP) when the session released it: sent SIGCONT${h.ended === 'killed' ? ', and SIGKILL when it had not exited after 1 s' : ', it exited'}`,
+      });
+    }
     if (this.cgroup && !removeCgroup(this.cgroup.path)) {
       report.notes.push(`cgroup: ${this.cgroup.path} could not be removed (still populated?)`);
     }
@@ -775,7 +780,7 @@ export class Session {
       // This process made the cgroup and never joined it: cgroup.kill cannot reach it.
       outsideCgroup: true,
       kernelProof: !this.direct,
-      helpersChildless: () => this.helpers.childless(),
+      helpersChildless: (kept: readonly Identity[]) => this.helpers.ask(kept),
       keep: this.options.keep,
       onEvent: this.options.onEvent,
       onProgress: this.options.onProgress,

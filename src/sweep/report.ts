@@ -79,7 +79,8 @@ export interface UnreadableRecord {
 /**
  * Something the sweep could not do. Codes: `NO_PROC` (no readable procfs: the sweep did not
  * run), `PROC_NAMESPACE` (the procfs is another PID namespace's: the sweep did not run),
- * `SCAN_FAILED` (a scan threw), `UNSETTLED` (members still appearing at the end), `NO_PIDFD`
+ * `SCAN_FAILED` (a scan threw), `UNSETTLED` (members still appearing at the end, or a helper
+ * that did not answer whether it has a child left), `NO_PIDFD`
  * (identity checks fall back to a start-time re-check), `NO_HELPER` (the subreaper helper could
  * not be used: only the env tag, and the cgroup if any, found processes), `HELPER_LOST` (a
  * helper ended before its payload was reported: the payload's status is unknown), `COARSE_SLEEP`
@@ -93,7 +94,9 @@ export interface UnreadableRecord {
  * `KEPT_IN_CGROUP` (a kept process could not be moved out of the session cgroup: no cgroup.kill
  * and no `populated` proof in that sweep; docs/sweep.md, "Kept processes"),
  * `LEDGER_WRITE_FAILED` (the session's ledger refused a write: its begin, so it is not recorded,
- * or its end, so it stays `running` until `tether recover`; the ledger and its error are named).
+ * or its end, so it stays `running` until `tether recover`; the ledger and its error are named),
+ * `HELPER_STOPPED` (a helper was stopped when the session released it: it was sent SIGCONT, and
+ * SIGKILL if it had not exited within 1 s; its pid is named).
  */
 export interface SweepWarning {
   code:
@@ -110,7 +113,8 @@ export interface SweepWarning {
     | 'HELPER_SWEPT'
     | 'HELPER_FAULT'
     | 'KEPT_IN_CGROUP'
-    | 'LEDGER_WRITE_FAILED';
+    | 'LEDGER_WRITE_FAILED'
+    | 'HELPER_STOPPED';
   message: string;
 }
 

@@ -101,6 +101,8 @@ export class SweepRun {
   seen = 0;
   /** The last scan's kernel proof of emptiness, if any (see `PhaseEnd`). */
   kernelProof: 'populated-0' | 'helper-childless' | undefined;
+  /** The last scan found nothing and a helper did not answer: no end it reaches is proven. */
+  silence: { why: string; alive: boolean } | undefined;
   absorbed = 0;
   readonly notes: string[] = [];
   /**
@@ -447,12 +449,17 @@ export class SweepRun {
     if (moved) scan.populated = cgroupPopulated(cgroup.path);
   }
 
-  /** The last scan still saw members appear (and vanish before their signal): not settled. */
+  /**
+   * The last scan still saw members appear (and vanish before their signal), or a helper's
+   * silence left its subtree unknown: not settled.
+   */
   unsettled(): void {
     this.complete = false;
     this.warn(
       'UNSETTLED',
-      'processes of the session were still appearing when the KILL phase ended (a fork-and-exit loop outruns a scan): some may still run',
+      this.silence
+        ? `${this.silence.why}: nothing proves the session's processes gone (a helper's silence is never "no child"), and some may still run`
+        : 'processes of the session were still appearing when the KILL phase ended (a fork-and-exit loop outruns a scan): some may still run',
     );
   }
 
@@ -525,6 +532,7 @@ export class SweepRun {
       this.setAside(scan);
       this.seen = scan.members.length;
       this.kernelProof = undefined;
+      this.silence = undefined;
       if (this.seen === 0) this.weighKernelEvidence(scan);
       this.scans += 1;
       this.scanMs += scan.snapshot.durationMs;
@@ -618,8 +626,12 @@ export class SweepRun {
 
   /**
    * A walk that found nothing is checked against the kernel: a cgroup still `populated 1`, or
-   * a helper that still has a child, means the session still runs (a fork-and-exit loop
-   * outruns every walk) — the scan is not empty. Their emptiness proves the end (`PhaseEnd`).
+   * a helper that still has a child other than the kept processes (told to it by identity), means
+   * the session still runs (a fork-and-exit loop outruns every walk; one that left the cgroup is
+   * still the helper's) — the scan is not empty. Their emptiness proves the end (`PhaseEnd`). A
+   * helper that does not answer proves nothing: unless `populated 0` does, the scan is not empty
+   * while it runs (stopped or slow: the next round asks again), and an end reached without its
+   * word is unsettled (`end`).
    */
   weighKernelEvidence(scan: ScanResult): void {
     const populated = this.cgroupShared || this.keptInCgroup ? undefined : scan.populated;
@@ -627,15 +639,25 @@ export class SweepRun {
       this.seen = 1;
       return;
     }
-    // A kept service is a helper's child until the helper is released: its answer says nothing.
-    const childless = this.keptAlive() ? undefined : this.opts.helpersChildless?.();
-    if (childless === false) {
+    const answer = this.opts.helpersChildless?.(this.keptIdentities()) ?? { kind: 'cannot-tell' };
+    if (answer.kind === 'child') {
       this.seen = 1;
       return;
     }
-    if (this.opts.kernelProof === false) return;
-    if (populated === false) this.kernelProof = 'populated-0';
-    else if (childless === true) this.kernelProof = 'helper-childless';
+    const proves = this.opts.kernelProof !== false;
+    if (populated === false && proves) this.kernelProof = 'populated-0';
+    else if (answer.kind === 'silent') {
+      this.silence = answer;
+      if (answer.alive) this.seen = 1;
+    } else if (answer.kind === 'childless' && proves) this.kernelProof = 'helper-childless';
+  }
+
+  /** The kept processes the last scan saw, by identity: not counted in a helper's answer. */
+  private keptIdentities(): Identity[] {
+    const ids: Identity[] = [];
+    for (const k of this.kept.values())
+      if (k.alive) ids.push({ pid: k.record.pid, startTime: k.record.startTime });
+    return ids;
   }
 
   /** A helper (or init) stopped by SIGSTOP reaps and reports nothing: it gets SIGCONT. */
@@ -698,9 +720,13 @@ export class SweepRun {
     });
   }
 
-  /** The sweep ends with this phase, by `endedBy`: the report. */
+  /**
+   * The sweep ends with this phase, by `endedBy`: the report. Scans alone (two empty, or the
+   * last one after the KILL budget) prove nothing while a helper is silent: unsettled.
+   */
   end(phase: Phase, endedBy: PhaseEnd): SweepReport {
     this.phaseDone(phase, endedBy);
+    if (this.silence && (endedBy === 'two-empty-scans' || endedBy === 'verified-empty')) this.unsettled();
     return this.report();
   }
 

@@ -43,10 +43,11 @@ export interface SweepOptions {
    */
   kernelProof?: boolean;
   /**
-   * Asks the helpers whether any of them still has a child (the kernel's answer, waitid(2)):
-   * true when none has (every subtree is gone), false when one has, undefined when unknown.
+   * Asks the helpers whether any of them still has a child other than the `kept` processes (the
+   * ones alive that this sweep keeps, by identity): the kernel's answer, waitid(2) and the
+   * helper's children list. See `HelpersAnswer`.
    */
-  helpersChildless?: () => boolean | undefined;
+  helpersChildless?: (kept: readonly Identity[]) => HelpersAnswer;
   onEvent?: EventListener;
   /** Called after each round: for a progress line. */
   onProgress?: (progress: SweepProgress) => void;
@@ -84,6 +85,20 @@ export interface SweepOptions {
    */
   keep?: readonly KeepRule[];
 }
+
+/**
+ * What the helpers say of their subtrees (`SweepOptions.helpersChildless`): `childless` (none has
+ * a child but kept ones: every subtree is gone), `child` (one still has another child: the
+ * session still runs), `cannot-tell` (none can say by design — a PID namespace's init is always
+ * its helper's child — or no helper ran), or `silent`: a helper that should answer did not, even
+ * after a SIGCONT and a second ask (`why` names it and how; `alive`: it still runs — stopped,
+ * or slow — so the next round asks again; false when it is gone). Silence is never "no child".
+ */
+export type HelpersAnswer =
+  | { kind: 'childless' }
+  | { kind: 'child' }
+  | { kind: 'cannot-tell' }
+  | { kind: 'silent'; why: string; alive: boolean };
 
 /** Progress after a round: processes still alive, and ms since the phase's first signal. */
 export interface SweepProgress {

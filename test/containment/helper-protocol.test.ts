@@ -4,7 +4,12 @@
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { findAnswer, type HelperStatus, parseStatusLine } from '../../src/containment/helper-protocol.js';
+import {
+  CONTROL,
+  findAnswer,
+  type HelperStatus,
+  parseStatusLine,
+} from '../../src/containment/helper-protocol.js';
 import { ROOT } from '../support/paths.js';
 
 const source = readFileSync(join(ROOT, 'native/helper.c'), 'latin1');
@@ -126,5 +131,18 @@ describe('the answers to children?', () => {
     expect(findAnswer('13 n\n', 3)).toBeUndefined();
     expect(findAnswer('3 n', 3), 'an answer without its newline is not complete').toBeUndefined();
     expect(findAnswer('3 x\n3 n n\n', 3)).toBeUndefined();
+  });
+
+  it('takes a late answer to an earlier query of the same asks (from `k` to `last`), and none outside them', () => {
+    expect(findAnswer('4 n\n', 4, 5), "the first ask's late answer").toBe('none');
+    expect(findAnswer('5 c\n', 4, 5)).toBe('child');
+    expect(findAnswer('3 n\n6 n\n', 4, 5), 'older and newer answers are not these asks').toBeUndefined();
+    expect(findAnswer('04 n\n', 4, 5), 'a number the helper never prints').toBeUndefined();
+  });
+
+  it('names a kept process by pid and start time', () => {
+    expect(CONTROL.keep({ pid: 4242, startTime: 987654 })).toBe('keep 4242 987654\n');
+    // helper.c reads the line it is sent.
+    expect(source).toContain('sscanf(line, "keep %d %llu", &pid, &start)');
   });
 });

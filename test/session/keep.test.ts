@@ -4,8 +4,10 @@ import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { type KeptRecord, type SessionOptions, session } from '../../src/index.js';
+import { BUILD } from '../support/paths.js';
 import { childrenOf, identityOf, isAlive, type ProcessId } from '../support/proc.js';
-import { cleanup, started, tempDir, waitFor } from '../support/zoo.js';
+import { makeTestCgroup, noTestCgroup } from '../support/test-cgroup.js';
+import { cleanup, readPidfile, started, tempDir, waitFor } from '../support/zoo.js';
 
 afterEach(() => cleanup());
 
@@ -137,6 +139,78 @@ describe('keep', () => {
     expect(report.kept).toHaveLength(2);
     expect(report).toMatchObject({ complete: true, ok: true, proof: 'two-empty-scans' });
   });
+
+  it("does not disable the helper's word: with the helper and no cgroup, its answer (the kept ones left out) proves the end", async () => {
+    const marker = Math.random().toString(16).slice(2);
+    const keep = [{ match: `*keepme-${marker}*`, ttlMs: 60_000, owner: 'test@keep' }];
+    const { report, ids } = await runPayload(marker, { keep, containment: ['env-tag', 'subreaper'] });
+    expect(report.layers).toEqual(['env-tag', 'subreaper']);
+    expect(isAlive(ids.other)).toBe(false);
+    expect(isAlive(ids.server)).toBe(true);
+    expect(report.kept).toHaveLength(2);
+    expect(report, JSON.stringify(report.phases)).toMatchObject({
+      complete: true,
+      ok: true,
+      proof: 'helper-childless',
+    });
+  });
+
+  it.skipIf(noTestCgroup !== undefined)(
+    `never proves the end while a hopping loop beside the kept service runs, though it left the session cgroup${noTestCgroup ? ` (skipped: ${noTestCgroup})` : ''}`,
+    async () => {
+      // The loop (a new generation every 0.5 ms, TERM ignored) moves itself into a cgroup of the
+      // test's: the session cgroup then says `populated 0`, but the loop is still the helper's.
+      const marker = Math.random().toString(16).slice(2);
+      const keep = [{ match: `*keepme-${marker}*`, ttlMs: 60_000, owner: 'test@keep' }];
+      const cg = makeTestCgroup();
+      const dir = tempDir();
+      const pidfile = join(dir, 'loop');
+      try {
+        const s = session({ ...FAST, keep });
+        const script = [
+          `setsid sh -c 'echo $$ > ${join(dir, 'server')}; sleep 1000; : keepme-${marker}' </dev/null >/dev/null 2>&1 &`,
+          `(echo 0 > ${cg.dir}/cgroup.procs && exec ${BUILD}/zoo-fork-exit ${pidfile} 500 30000) </dev/null >/dev/null 2>&1 &`,
+          `while [ ! -s ${join(dir, 'server')} ] || [ ! -s ${pidfile} ]; do sleep 0.01; done`,
+        ].join('\n');
+        const proc = s.spawn('sh', ['-c', script], { stdio: 'ignore' });
+        expect((await proc.exited).exitCode).toBe(0);
+        const server = identityOf(Number(readFileSync(join(dir, 'server'), 'latin1').trim()));
+        if (!server) throw new Error('premise broken: the server is gone');
+        started.push(server);
+        await waitFor('the server to start its worker', () => childrenOf(server.pid).length === 1);
+        const worker = identityOf((childrenOf(server.pid)[0] as { pid: number }).pid);
+        if (worker) started.push(worker);
+        await waitFor('the loop to hop', () => readPidfile(pidfile).length > 20, 10_000);
+        expect(cg.populated(), 'premise broken: the loop is not in the test cgroup').toBe(true);
+        const report = await s.end();
+        const running = cg.populated();
+        const said = JSON.stringify({
+          ok: report.ok,
+          complete: report.complete,
+          proof: report.proof,
+          warnings: report.warnings,
+        });
+        expect(isAlive(server), 'the kept server was ended').toBe(true);
+        expect(keptEntry(report.kept, server), said).toBeDefined();
+        if (running) {
+          expect(report.proof, `the loop runs on in ${cg.dir}, yet: ${said}`).toBe('none');
+          expect(report.ok, said).toBe(false);
+          expect(
+            report.warnings.map((w) => w.code),
+            said,
+          ).toContain('UNSETTLED');
+        } else {
+          // The sweep ended the loop: its first scan found nothing and the session cgroup was
+          // empty, but the helper's word (the loop is its child) kept the phase going.
+          const rounds = report.phases.reduce((n, p) => n + p.rounds, 0);
+          expect(rounds, `proved at the first scan: ${said}`).toBeGreaterThan(1);
+        }
+      } finally {
+        await cg.end();
+      }
+    },
+    30_000,
+  );
 
   it('refuses a bad rule, naming the field', () => {
     const bad: [unknown, RegExp][] = [

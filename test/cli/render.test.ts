@@ -1,0 +1,130 @@
+// The report's text says what its JSON says (src/cli/render.ts): over every shape a report can
+// take — clean, stopped, survivors, unreadable, kept, unsettled, not run — "nothing left
+// running" is printed only when nothing is left and the end is proven, and each process and
+// warning the JSON names is in the text. A pure renderer: tested on built reports.
+import { describe, expect, it } from 'vitest';
+import { nothingLeft, renderReport } from '../../src/cli/render.js';
+import type {
+  KeptRecord,
+  ProcessRecord,
+  SurvivorRecord,
+  SweepReport,
+  UnreadableRecord,
+} from '../../src/sweep/report.js';
+
+const proc = (pid: number, extra: Partial<ProcessRecord> = {}): ProcessRecord => ({
+  pid,
+  startTime: 1000 + pid,
+  ppid: 1,
+  uid: 0,
+  comm: `c${pid}`,
+  cmdline: `cmd-${pid} --flag`,
+  foundBy: 'carrier',
+  signals: ['SIGTERM'],
+  endedBy: 'SIGTERM',
+  ...extra,
+});
+const survivor = (pid: number): SurvivorRecord => ({
+  ...proc(pid, { signals: ['SIGTERM', 'SIGKILL'], endedBy: null }),
+  reason: 'survived-kill',
+});
+const unreadable = (pid: number): UnreadableRecord => ({
+  pid,
+  startTime: 1000 + pid,
+  uid: 0,
+  comm: `u${pid}`,
+  cmdline: `unread-${pid}`,
+  reason: 'denied',
+});
+const kept = (pid: number): KeptRecord => ({
+  ...proc(pid, { signals: [], endedBy: null }),
+  match: 'redis-server *',
+  owner: 'ops',
+  expiresAt: Date.UTC(2030, 0, 1),
+});
+
+function report(over: Partial<SweepReport>): SweepReport {
+  return {
+    version: 1,
+    tag: 'TETHER_SESSION_0123456789abcdef0123456789abcdef',
+    complete: true,
+    ok: true,
+    layers: ['env-tag', 'subreaper', 'cgroup'],
+    notes: [],
+    cgroup: null,
+    signalling: 'pidfd',
+    proof: 'populated-0',
+    stopped: [],
+    survivors: [],
+    kept: [],
+    unreadable: [],
+    warnings: [],
+    phases: [],
+    timings: { startedAt: '2026-01-01T00:00:00.000Z', durationMs: 12, scans: 1, scanMs: 1 },
+    ...over,
+  };
+}
+
+const UNSETTLED = {
+  code: 'UNSETTLED' as const,
+  message: 'the helper (pid 77) did not answer: nothing proves the session gone',
+};
+
+const PROOF_TEXT: Record<SweepReport['proof'], string> = {
+  'two-empty-scans': 'two empty scans',
+  'populated-0': 'cgroup populated 0',
+  'helper-childless': 'helper has no child left',
+  'verified-empty': 'empty after the KILL phase',
+  none: 'no proof',
+};
+
+/** Every shape, with whether nothing is left running, by proof (`nothingLeft`). */
+const SHAPES: [name: string, report: SweepReport, nothingLeft: boolean][] = [
+  ['clean, proven by the cgroup', report({}), true],
+  ['clean, proven by two empty scans', report({ proof: 'two-empty-scans', layers: ['env-tag'] }), true],
+  ['stopped leftovers', report({ stopped: [proc(10), proc(11)] }), true],
+  ['a survivor', report({ ok: false, proof: 'none', survivors: [survivor(20)] }), false],
+  [
+    'stopped and a survivor',
+    report({ ok: false, proof: 'none', stopped: [proc(12)], survivors: [survivor(21)] }),
+    false,
+  ],
+  ['an unreadable process', report({ proof: 'two-empty-scans', unreadable: [unreadable(30)] }), false],
+  ['a kept service', report({ kept: [kept(40)] }), false],
+  ['unsettled', report({ complete: false, ok: false, proof: 'none', warnings: [UNSETTLED] }), false],
+  [
+    'complete but no proof (the KILL budget ran out)',
+    report({ proof: 'none', ok: true, warnings: [] }),
+    false,
+  ],
+  [
+    'not run (no /proc)',
+    report({
+      complete: false,
+      ok: false,
+      proof: 'none',
+      timings: { startedAt: '2026-01-01T00:00:00.000Z', durationMs: 0, scans: 0, scanMs: 0 },
+      warnings: [{ code: 'NO_PROC', message: 'the sweep cannot run: /proc is not mounted' }],
+    }),
+    false,
+  ],
+];
+
+describe('renderReport', () => {
+  for (const [name, r, empty] of SHAPES) {
+    it(`${name}: ${empty ? 'nothing is' : 'something may be'} left running, and the text names what the JSON names`, () => {
+      const text = renderReport(r).join('\n');
+      expect(nothingLeft(r)).toBe(empty);
+      // (With processes stopped, their table says so instead.)
+      expect(text.includes('nothing left running'), text).toBe(empty && r.stopped.length === 0);
+      for (const p of r.stopped) expect(text).toMatch(new RegExp(`^\\s+${p.pid}\\s`, 'm'));
+      if (r.survivors.length > 0) expect(text).toMatch(/error: \d+ process(es)? still running after SIGKILL/);
+      for (const p of r.survivors) expect(text).toContain(p.cmdline);
+      for (const p of r.unreadable) expect(text).toContain(`${p.pid} ${p.cmdline}`);
+      for (const p of r.kept) expect(text).toContain(p.cmdline);
+      for (const w of r.warnings) expect(text).toContain(`warning: ${w.message}`);
+      expect(text).toContain(r.complete ? 'sweep finished' : 'sweep did not finish');
+      expect(text).toContain(`, ${PROOF_TEXT[r.proof]};`);
+    });
+  }
+});
