@@ -5,7 +5,15 @@
 // container's cgroup. Ground truth is /proc: the service and its child alive (pid + start time),
 // the orphan beside them gone.
 import { spawn } from 'node:child_process';
-import { chmodSync, copyFileSync, existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import {
+  chmodSync,
+  copyFileSync,
+  existsSync,
+  mkdtempSync,
+  readFileSync,
+  realpathSync,
+  rmSync,
+} from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it, onTestFinished } from 'vitest';
@@ -147,6 +155,13 @@ describe.skipIf(!canRun || !haveInits)('a guard entered into a container whose P
     ['tini', [TINI, '--'], 'tini'],
     ['tini -s', [TINI, '-s', '--'], 'tini'],
     ['dumb-init', [DUMB_INIT], 'dumb-init'],
+    // The guard as init: its own ticks far off (1 h), its target its namespace (a test cgroup
+    // is made after it starts: in the root cgroup it would be refused, as on a host).
+    [
+      'tether guard --',
+      [process.execPath, TETHER, 'guard', '--startup-delay', '1h', '--cgroup', 'none', '--'],
+      'tether-guard',
+    ],
   ] as const) {
     it(`spares the service ${name} started (its first child) and the service's child, and stops the orphan beside them`, async () => {
       const { s, service, serviceChild, orphan } = await startLayout([...init]);
@@ -159,7 +174,10 @@ describe.skipIf(!canRun || !haveInits)('a guard entered into a container whose P
       expect(await allGone(orphan, 5000), `the orphan survived: ${out.stderr}`).toBe(true);
       expect(out.code, out.stderr).toBe(0);
       expect(tick.stopped.map((p) => p.cmdline)).toEqual(['sleep 392']);
-      expect(tick.init).toMatchObject({ name: known, evidence: `exe=${init[0]}` });
+      expect(tick.init).toMatchObject({
+        name: known,
+        evidence: `exe=${known === 'tether-guard' ? realpathSync(init[0]) : init[0]}`,
+      });
       expect(tick.init?.services).toEqual([{ pid: expect.any(Number), startTime: service.startTime }]);
       // The service and its child, named under their own rule.
       expect(tick.spared['init-service']).toBeGreaterThanOrEqual(2);

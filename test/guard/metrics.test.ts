@@ -8,6 +8,7 @@
 import { readdirSync, readFileSync, readlinkSync } from 'node:fs';
 import { connect, type Socket } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
+import { parseHostPort } from '../../src/guard/host-port.js';
 import { isAlive } from '../support/proc.js';
 import { allGone, canRun, type Scenario, startScenario, until } from './support.js';
 
@@ -121,5 +122,16 @@ describe.skipIf(!canRun)('tether guard --metrics', () => {
     }
     expect(text).toMatch(/tether_guard_stopped_total [1-9]/);
     expect(guard.every(isAlive)).toBe(true);
+  });
+});
+
+describe('parseHostPort', () => {
+  it('listens on 127.0.0.1 unless an address is given', () => {
+    expect(parseHostPort(':9464')).toEqual({ host: '127.0.0.1', port: 9464 });
+    expect(parseHostPort('9464')).toEqual({ host: '127.0.0.1', port: 9464 });
+    expect(parseHostPort('[::1]:9464')).toEqual({ host: '::1', port: 9464 });
+    expect(parseHostPort('0.0.0.0:9464')).toEqual({ host: '0.0.0.0', port: 9464 });
+    expect(() => parseHostPort('host:99999')).toThrow('expected HOST:PORT');
+    expect(() => parseHostPort('nowhere')).toThrow('expected HOST:PORT');
   });
 });
