@@ -137,7 +137,10 @@ function directVerdict(
     const name = (RULE_FUNCTIONS[i] as Rule)(stat, ctx);
     if (name === undefined) continue;
     first ??= name;
-    if (name === 'guard' && !ctx.spareDescendants) continue;
+    // Guard-as-init spares its main service, never its other descendants (the orphans it
+    // stops): no rule that spares the guard itself (the `init-service` of a tini above it, a
+    // pattern over its cmdline) spreads from it then.
+    if (stat.pid === ctx.self && !ctx.spareDescendants) continue;
     if (!SELF_ONLY.has(name)) return { first, spreads: name };
   }
   return first === undefined ? {} : { first };

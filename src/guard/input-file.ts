@@ -4,7 +4,7 @@
 // O_NONBLOCK (a FIFO's open returns at once), fstat'ed on that very fd, refused unless it is a
 // regular file of at most `INPUT_MAX_BYTES`, and read with a deadline: a read that does not
 // finish in time (a hung FUSE or NFS mount) is given up and the tick goes on without it.
-import { constants, statSync } from 'node:fs';
+import { constants, type Stats, statSync } from 'node:fs';
 import { type FileHandle, open } from 'node:fs/promises';
 
 /** The largest allow or registrations file read, bytes (1 MiB). */
@@ -62,10 +62,16 @@ async function readBounded(path: string, maxBytes: number): Promise<InputRead> {
     const st = await handle.stat();
     if (!st.isFile()) return { kind: 'refused', why: `${kindOf(st)}, not a regular file` };
     if (st.size > maxBytes) return { kind: 'refused', why: tooBig(st.size, maxBytes) };
-    // At most one byte past the cap: a file that grows while it is read is refused, not followed.
-    const buffer = Buffer.alloc(maxBytes + 1);
+    // Sized by fstat, grown (to at most one byte past the cap) for a file that grows while it is
+    // read: one that passes the cap is refused, not followed.
+    let buffer = Buffer.alloc(Math.min(st.size, maxBytes) + 1);
     let length = 0;
     for (;;) {
+      if (length === buffer.length) {
+        const grown = Buffer.alloc(Math.min(buffer.length * 2, maxBytes + 1));
+        buffer.copy(grown);
+        buffer = grown;
+      }
       const { bytesRead } = await handle.read(buffer, length, buffer.length - length, length);
       if (bytesRead === 0) break;
       length += bytesRead;
@@ -89,7 +95,7 @@ export function checkInputFile(
   path: string,
   { maxBytes = INPUT_MAX_BYTES, missingOk = false } = {},
 ): string | undefined {
-  let st: ReturnType<typeof statSync>;
+  let st: Stats;
   try {
     st = statSync(path);
   } catch (error) {

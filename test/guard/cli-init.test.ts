@@ -4,7 +4,7 @@
 // makes an orphan (its subshell exits, the sleep is reparented to the guard) and a child of its
 // own, then reads /proc in the namespace to see which of them the guard's ticks ended.
 import { spawn } from 'node:child_process';
-import { mkdirSync, rmdirSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, rmdirSync, writeFileSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterEach, describe, expect, it } from 'vitest';
@@ -37,7 +37,7 @@ afterEach(async () => {
 function runInNamespace(
   args: string[],
   ms: number,
-  { cgroup = true } = {},
+  { cgroup = true, init = [] as string[] } = {},
 ): Promise<{ status: number | null; stderr: string }> {
   let cg = cgroupMount() as string;
   if (cgroup) {
@@ -52,6 +52,7 @@ function runInNamespace(
         '-c',
         'echo $$ > "$CG/cgroup.procs" || exit 97; exec unshare --pid --fork --kill-child --mount-proc "$@"',
         'sh',
+        ...init,
         process.execPath,
         TETHER,
         ...args,
@@ -95,6 +96,22 @@ describe.skipIf(!canRun)('tether guard -- CMD', () => {
     // CMD's child was left for the end: swept once CMD exited.
     expect(stderr).toMatch(/sh ended \(status 3\); what was left below the guard: 1 stopped, 0 survived/);
   });
+
+  it.skipIf(!existsSync('/usr/bin/tini'))(
+    'under tini (`tini -- tether guard -- CMD`: the guard is tini’s service) still stops its own orphans',
+    async () => {
+      const { status, stderr } = await runInNamespace(
+        ['guard', '--startup-delay', '0', '--interval', '200ms', '--min-age', '0', '--', 'sh', '-c', WITNESS],
+        30_000,
+        { init: ['/usr/bin/tini', '--'] },
+      );
+      expect(
+        status,
+        `4: the orphan outlived the ticks (spared as a descendant of tini's service, the guard); 5: CMD's child was stopped. stderr: ${stderr}`,
+      ).toBe(3);
+      expect(stderr).toMatch(/stopped pid=\d+ .*cmdline="sleep 300"/);
+    },
+  );
 
   it('in the root cgroup (a host, not a container) refuses to start, naming what to pass; CMD never runs', async () => {
     const { status, stderr } = await runInNamespace(

@@ -10,6 +10,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import type { TickResult } from '../../src/guard/guard.js';
+import { INPUT_MAX_BYTES, readInputFile } from '../../src/guard/input-file.js';
 import { isAlive } from '../support/proc.js';
 import { allGone, canRun, cgroupMount, type Scenario, startScenario, TETHER, until } from './support.js';
 
@@ -172,5 +173,40 @@ describe.skipIf(!canRun)('the guard’s input files', () => {
     ).toEqual([]);
     expect(tick?.spared.registered).toBe(1);
     expect(allowOut).toMatch(/^allowed pid \d+ \(start \d+\) until \S+ in \/run\/tether\/guard-allow\n$/);
+  });
+});
+
+describe('readInputFile', () => {
+  it('reads a regular file up to 1 MiB; refuses a FIFO, a device and a bigger file without blocking; says missing', async () => {
+    const d = mkdtempSync(join(tmpdir(), 'tether-input-'));
+    try {
+      const ok = join(d, 'ok');
+      writeFileSync(ok, 'a\nb\n');
+      expect(await readInputFile(ok)).toEqual({ kind: 'ok', text: 'a\nb\n' });
+      const full = join(d, 'full');
+      writeFileSync(full, Buffer.alloc(INPUT_MAX_BYTES, 0x61));
+      const r = await readInputFile(full);
+      expect(r.kind === 'ok' && r.text.length).toBe(INPUT_MAX_BYTES);
+      const big = join(d, 'big');
+      writeFileSync(big, Buffer.alloc(INPUT_MAX_BYTES + 1, 0x61));
+      expect(await readInputFile(big)).toEqual({
+        kind: 'refused',
+        why: expect.stringContaining('over the 1048576-byte cap'),
+      });
+      const fifo = join(d, 'fifo');
+      await mkfifo(fifo);
+      expect(await readInputFile(fifo)).toEqual({ kind: 'refused', why: 'a FIFO, not a regular file' });
+      expect(await readInputFile('/dev/zero')).toEqual({
+        kind: 'refused',
+        why: 'a character device, not a regular file',
+      });
+      expect(await readInputFile(d)).toEqual({
+        kind: 'refused',
+        why: expect.stringMatching(/directory|EISDIR/),
+      });
+      expect(await readInputFile(join(d, 'none'))).toEqual({ kind: 'missing' });
+    } finally {
+      rmSync(d, { recursive: true, force: true });
+    }
   });
 });
