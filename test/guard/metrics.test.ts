@@ -9,6 +9,7 @@ import { readdirSync, readFileSync, readlinkSync } from 'node:fs';
 import { connect, type Socket } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
 import { parseHostPort } from '../../src/guard/host-port.js';
+import { METRICS_IDLE_TIMEOUT_MS, serveMetrics } from '../../src/guard/metrics.js';
 import { isAlive } from '../support/proc.js';
 import { allGone, canRun, type Scenario, startScenario, until } from './support.js';
 
@@ -133,5 +134,36 @@ describe('parseHostPort', () => {
     expect(parseHostPort('0.0.0.0:9464')).toEqual({ host: '0.0.0.0', port: 9464 });
     expect(() => parseHostPort('host:99999')).toThrow('expected HOST:PORT');
     expect(() => parseHostPort('nowhere')).toThrow('expected HOST:PORT');
+  });
+});
+
+describe('serveMetrics', () => {
+  it('closes connections past its cap at once and idle ones after the idle timeout, and still serves', async () => {
+    const metrics = await serveMetrics('127.0.0.1', 0, { maxConnections: 2 });
+    const opened: { socket: Socket; closedAt?: number }[] = [];
+    const started = performance.now();
+    try {
+      for (let i = 0; i < 5; i++) {
+        const socket = connect({ host: '127.0.0.1', port: metrics.address.port });
+        const entry: { socket: Socket; closedAt?: number } = { socket };
+        socket.on('error', () => undefined);
+        socket.on('close', () => (entry.closedAt = performance.now() - started));
+        opened.push(entry);
+        await new Promise((r) => socket.once('connect', r));
+      }
+      // Past the cap: closed by the server well before the idle timeout.
+      await until(() => opened.filter((e) => e.closedAt !== undefined).length >= 3, 10_000);
+      const early = opened.filter((e) => e.closedAt !== undefined && e.closedAt < METRICS_IDLE_TIMEOUT_MS);
+      expect(early.length, 'connections past the cap of 2 kept open').toBe(3);
+      // The two within the cap sent nothing: closed once idle.
+      expect(await until(() => opened.every((e) => e.closedAt !== undefined), 30_000)).toBe(true);
+      const idle = opened.filter((e) => !early.includes(e)).map((e) => e.closedAt as number);
+      expect(Math.min(...idle)).toBeGreaterThanOrEqual(METRICS_IDLE_TIMEOUT_MS - 100);
+      const res = await fetch(`http://127.0.0.1:${metrics.address.port}/metrics`);
+      expect(res.status).toBe(200);
+    } finally {
+      for (const e of opened) e.socket.destroy();
+      await metrics.close();
+    }
   });
 });
