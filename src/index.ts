@@ -4,15 +4,18 @@ export type { Containment, ContainmentLayer } from './containment/select.js';
 export { TETHER_CODE, TETHER_ERROR_CODES, TetherError, type TetherErrorCode } from './errors.js';
 export { RULES as GUARD_RULES, type RuleName as GuardRule } from './guard/allowlist.js';
 export {
+  checkGuard,
   createGuard,
   type Guard,
   type GuardCounters,
   type GuardOptions,
   type GuardProcess,
+  type GuardWarning,
   type RunningGuard,
   startGuard,
   type TickResult,
 } from './guard/guard.js';
+export type { InitName as GuardInitName, InitService as GuardInitService } from './guard/init-service.js';
 export {
   codeOf,
   codesIn,

@@ -1,12 +1,13 @@
 // tether guard [--once] [--dry-run] [--json] [--interval D] [--startup-delay D] [--min-age D]
-//   [--cgroup PATH|none] [--allow FILE] [--allow-pattern GLOB]… [-k/--kill-after D] [--kill-budget D]
-//   [--metrics HOST:PORT]
+//   [--cgroup PATH|none] [--host] [--allow FILE] [--allow-pattern GLOB]… [--protect PID]…
+//   [-k/--kill-after D] [--kill-budget D] [--metrics HOST:PORT]
 // tether guard [options] -- CMD ARGS…   (guard as init: CMD the protected main service)
 // tether guard allow --ttl D PID…
 // Every flag also as TETHER_GUARD_<FLAG> (the flag wins). docs/guard.md.
 import type { Command } from 'commander';
 import { TetherError } from '../errors.js';
 import {
+  checkGuard,
   createGuard,
   DEFAULT_GUARD_INTERVAL_MS,
   DEFAULT_MIN_AGE_MS,
@@ -20,7 +21,7 @@ import { startInit } from '../guard/init.js';
 import type { GuardMetrics } from '../guard/metrics.js';
 import { addRegistrations, stateDir } from '../guard/registrations.js';
 import { DEFAULT_GRACE_MS, DEFAULT_KILL_AFTER_MS, parseDuration } from '../options.js';
-import { identityOf } from '../proc/identity.js';
+import { type Identity, identityOf } from '../proc/identity.js';
 import { EXIT_SWEEP_FAILED } from './exit-codes.js';
 import { phaseOptions } from './phases.js';
 
@@ -33,8 +34,10 @@ interface GuardFlags {
   startupDelay?: string;
   minAge?: string;
   cgroup?: string;
+  host?: boolean;
   allow?: string;
   allowPattern?: string[];
+  protect?: string[];
   grace?: string;
   killAfter?: string;
   killBudget?: string;
@@ -94,7 +97,7 @@ export function addGuardCommands(program: Command): void {
   const guard = phaseOptions(program.command('guard'))
     .description(
       'stop, every interval, each process of the target (the cgroup v2 of the guard, or its PID namespace) that the allowlist does not spare: ' +
-        'PID 1, the guard and its line, live tether sessions, exec entries, registrations, patterns, processes younger than --min-age',
+        'PID 1, the guard and its line, --protect, the service of an init PID 1 (tini, dumb-init…), live tether sessions, exec entries, registrations, patterns, processes younger than --min-age; refused on a host without --host',
     )
     .option(
       '--once',
@@ -116,6 +119,10 @@ export function addGuardCommands(program: Command): void {
       "the target cgroup v2 directory (absolute or under the v2 mount); 'none': the PID namespace",
     )
     .option(
+      '--host',
+      'guard this machine although the target is all of it (the host PID namespace, or the root cgroup): refused without it',
+    )
+    .option(
       '--allow <file>',
       'an allow file: one glob a line over the cmdline, re-read every tick; # comments',
     )
@@ -125,7 +132,16 @@ export function addGuardCommands(program: Command): void {
       collect,
       undefined,
     )
-    .option('--metrics <host:port>', 'serve the counters at GET /metrics (Prometheus text format)')
+    .option(
+      '--protect <pid>',
+      'spare this process (pid + start time, read now) and its descendants: a service the init-service rule cannot see (repeatable)',
+      collect,
+      undefined,
+    )
+    .option(
+      '--metrics <host:port>',
+      'serve the counters at GET /metrics (Prometheus text format); :PORT or PORT listens on 127.0.0.1 only',
+    )
     .argument(
       '[command...]',
       'guard as init (`-- CMD ARGS…`): CMD runs as the protected main service, the guard its parent (a subreaper, or PID 1) that reaps every zombie, forwards TERM/INT/HUP/QUIT/USR1/USR2 and exits with its status; orphans are stopped every tick, and what is left when CMD exits',
@@ -153,6 +169,13 @@ export function guardOptions(
   const allowPatterns =
     flags.allowPattern ?? (patternsEnv ? patternsEnv.split('\n').filter((l) => l.trim() !== '') : []);
   const metrics = flagValue(flags.metrics, '--metrics');
+  const protectEnv = process.env[envName('--protect')];
+  const protect = flags.protect
+    ? flags.protect.map((p) => ({ value: p, name: '--protect' }))
+    : (protectEnv ?? '')
+        .split(/[\s,]+/)
+        .filter((p) => p !== '')
+        .map((p) => ({ value: p, name: envName('--protect') }));
   if (metrics) {
     try {
       parseHostPort(metrics.value);
@@ -166,6 +189,7 @@ export function guardOptions(
   return {
     once: booleanOf(flags.once, '--once'),
     dryRun: booleanOf(flags.dryRun, '--dry-run'),
+    host: booleanOf(flags.host, '--host'),
     json: booleanOf(flags.json, '--json'),
     intervalMs: durationOf(flags.interval, '--interval', DEFAULT_GUARD_INTERVAL_MS),
     startupDelayMs: durationOf(flags.startupDelay, '--startup-delay', DEFAULT_STARTUP_DELAY_MS),
@@ -175,8 +199,27 @@ export function guardOptions(
     ...(cgroup ? { cgroup: cgroup.value === 'none' ? null : cgroup.value } : {}),
     ...(allow ? { allowFile: allow.value } : {}),
     allowPatterns,
+    ...(protect.length > 0 ? { protect: protect.map((p) => protectedIdentity(p.name, p.value)) } : {}),
     ...(metrics ? { metrics: metrics.value } : {}),
   };
+}
+
+// `--protect PID`: the process's identity now (a pid reused later is not protected).
+function protectedIdentity(name: string, text: string): Identity {
+  if (!/^\d+$/.test(text) || Number(text) <= 1) {
+    throw new TetherError(
+      'INVALID_OPTION',
+      `invalid ${name} ${JSON.stringify(text)}: expected a process id greater than 1 (PID 1 is spared anyway)`,
+    );
+  }
+  const id = identityOf(Number(text));
+  if (!id) {
+    throw new TetherError(
+      'INVALID_OPTION',
+      `invalid ${name} ${text}: no such process in this PID namespace (pids are the guard's namespace's)`,
+    );
+  }
+  return id;
 }
 
 /** `tether guard`: one tick (`--once`), or the loop until SIGTERM / SIGINT. */
@@ -188,6 +231,8 @@ export async function guardCommand(command: string[], flags: GuardFlags): Promis
       `invalid ${once ? '--once' : '--dry-run'} with a command (tether guard -- ${command[0]}): guard as init runs until its command exits and then stops what is left; use ${once ? '--once' : '--dry-run'} without a command`,
     );
   }
+  // The target and the input files are checked before anything starts: refused, nothing runs.
+  checkGuard(options);
   const metrics = metricsAt ? await startMetrics(metricsAt) : undefined;
   const onTick = (r: TickResult) => {
     metrics?.observe(r);
@@ -214,7 +259,7 @@ export async function guardCommand(command: string[], flags: GuardFlags): Promis
     if (!json) {
       const where = running.target.kind === 'cgroup' ? running.target.path : 'the PID namespace';
       process.stderr.write(
-        `tether guard: watching ${where}${options.dryRun ? ' (dry run)' : ''}: first tick in ${(options.startupDelayMs ?? 0) / 1000}s, then every ${(options.intervalMs ?? 0) / 1000}s\n`,
+        `tether guard: watching ${where}${options.dryRun ? ' (dry run)' : ''}: first tick in ${(options.startupDelayMs ?? 0) / 1000}s, then every ${(options.intervalMs ?? 0) / 1000}s; registrations read from ${running.registrations}\n`,
       );
     }
     await running.done;
@@ -231,7 +276,7 @@ async function startMetrics(at: string): Promise<GuardMetrics> {
   const { serveMetrics } = await import('../guard/metrics.js');
   const metrics = await serveMetrics(host, port);
   process.stderr.write(
-    `tether guard: metrics at http://${host.includes(':') ? `[${host}]` : host}:${metrics.address.port}/metrics\n`,
+    `tether guard: metrics at http://${host.includes(':') ? `[${host}]` : host}:${metrics.address.port}/metrics (at most ${metrics.maxConnections} connections)\n`,
   );
   return metrics;
 }
@@ -259,7 +304,12 @@ async function guardAsInit(
     graceMs: options.graceMs,
     killAfterMs: options.killAfterMs,
     onTick: async ({ main }) => {
-      guard ??= createGuard({ ...options, onTick, protect: main ? [main] : [], spareDescendants: false });
+      guard ??= createGuard({
+        ...options,
+        onTick,
+        protect: [...(main ? [main] : []), ...(options.protect ?? [])],
+        spareDescendants: false,
+      });
       return guard.tick();
     },
   });
@@ -312,12 +362,12 @@ export async function allowCommand(pids: string[], flags: { ttl?: string }): Pro
     return { ...id, expiresAt: now + ttlMs };
   });
   const dir = stateDir();
-  const dropped = addRegistrations(dir, entries, now);
-  for (const p of dropped)
+  const { path, problems } = await addRegistrations(dir, entries, now);
+  for (const p of problems)
     process.stderr.write(`tether guard allow: dropped ${p.source}:${p.line}: ${p.message}\n`);
   for (const e of entries) {
     process.stdout.write(
-      `allowed pid ${e.pid} (start ${e.startTime}) until ${new Date(e.expiresAt).toISOString()}\n`,
+      `allowed pid ${e.pid} (start ${e.startTime}) until ${new Date(e.expiresAt).toISOString()} in ${path}\n`,
     );
   }
 }

@@ -16,6 +16,7 @@ export const RULES = [
   'guard-ancestor',
   'guard',
   'protected',
+  'init-service',
   'live-session',
   'exec-entry',
   'registered',
@@ -37,8 +38,10 @@ export interface AllowContext {
   ancestors: ReadonlySet<number>;
   /** Whether the guard's descendants are spared (false for guard-as-init, which spares CMD instead). */
   spareDescendants: boolean;
-  /** Identity keys spared with their descendants (guard-as-init's CMD). */
+  /** Identity keys spared with their descendants (guard-as-init's CMD, `--protect`). */
   protect: ReadonlySet<string>;
+  /** Identity keys of the services of PID 1 when it is an init that runs one (`findInitService`). */
+  initServices: ReadonlySet<string>;
   /** The target's members: a parent outside it is where an entry came from (`exec-entry`). */
   target: ReadonlySet<number>;
   /** Live sessions found this tick (`findLiveSessions`). */
@@ -69,6 +72,12 @@ const guard: Rule = (stat, ctx) => (stat.pid === ctx.self ? 'guard' : undefined)
 // Identities the caller protects with their subtrees: guard-as-init's main service.
 const isProtected: Rule = (stat, ctx) =>
   ctx.protect.size > 0 && ctx.protect.has(identityKey(stat)) ? 'protected' : undefined;
+
+// The command a container's init (tini, dumb-init, catatonit, s6-svscan's supervisors, a tether
+// guard as init) started: its main service, a child of PID 1 like every orphan, known by being
+// the init's first child (src/guard/init-service.ts). Stopping it ends the init and the container.
+const initService: Rule = (stat, ctx) =>
+  ctx.initServices.size > 0 && ctx.initServices.has(identityKey(stat)) ? 'init-service' : undefined;
 
 // A live tether session: its supervisor (and so its helpers and payloads), or a carrier of the
 // tag of a session whose supervisor is alive, wherever the carrier was reparented (trinity #857,
@@ -108,6 +117,7 @@ export const RULE_FUNCTIONS: readonly Rule[] = [
   guardAncestor,
   guard,
   isProtected,
+  initService,
   liveSession,
   execEntry,
   registered,
@@ -127,7 +137,10 @@ function directVerdict(
     const name = (RULE_FUNCTIONS[i] as Rule)(stat, ctx);
     if (name === undefined) continue;
     first ??= name;
-    if (name === 'guard' && !ctx.spareDescendants) continue;
+    // Guard-as-init spares its main service, never its other descendants (the orphans it
+    // stops): no rule that spares the guard itself (the `init-service` of a tini above it, a
+    // pattern over its cmdline) spreads from it then.
+    if (stat.pid === ctx.self && !ctx.spareDescendants) continue;
     if (!SELF_ONLY.has(name)) return { first, spreads: name };
   }
   return first === undefined ? {} : { first };

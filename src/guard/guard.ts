@@ -23,8 +23,11 @@ import {
   type RuleName,
   verdicts,
 } from './allowlist.js';
+import { hostReason } from './host.js';
+import { findInitService, type InitService } from './init-service.js';
+import { checkInputFile } from './input-file.js';
 import { compilePattern, type Pattern, type Problem, readAllowFile } from './patterns.js';
-import { readRegistrations, stateDir } from './registrations.js';
+import { type Registration, readRegistrations, registrationsPath, stateDir } from './registrations.js';
 import { listTargets, resolveTarget, type TargetSource } from './targets.js';
 
 /** Default pause between ticks, ms. */
@@ -56,8 +59,13 @@ export interface GuardOptions {
   killAfterMs?: number;
   /** Stop nothing: list what would be stopped. */
   dryRun?: boolean;
-  /** Where registrations live. Default `stateDir()` (TETHER_GUARD_STATE, XDG_RUNTIME_DIR, /run/tether). */
+  /** Where registrations live. Default `stateDir()` (TETHER_GUARD_STATE, else /run/tether). */
   stateDir?: string;
+  /**
+   * Watch this machine even when the target is the whole of it (the initial PID namespace, or
+   * the cgroup v2 hierarchy's root: docs/guard.md, "On a host"). Default false: refused.
+   */
+  host?: boolean;
   /** Pause between ticks (`startGuard`). Default 30000. */
   intervalMs?: number;
   /** Wait before the first tick (`startGuard`). Default 90000. */
@@ -69,7 +77,8 @@ export interface GuardOptions {
   /** Receives each log line (without its newline). Default: written to stderr. */
   log?: (line: string) => void;
   /**
-   * Identities spared with their descendants: guard-as-init's main service. Rule `protected`.
+   * Identities spared with their descendants (rule `protected`): guard-as-init's main service,
+   * `--protect PID` (a service the `init-service` rule cannot see).
    */
   protect?: Identity[];
   /** Whether the guard's own descendants are spared. Default true; false for guard-as-init. */
@@ -78,6 +87,16 @@ export interface GuardOptions {
   procRoot?: string;
   /** Identity-check mechanism of the sweep (tests force `start-time-recheck`). */
   signaller?: Signaller;
+}
+
+/**
+ * A warning of a tick: the sweep's (NO_PIDFD, SCAN_FAILED…: docs/report.md), or `INPUT_REFUSED`
+ * (the allow file or the registrations file could not be read this tick: a FIFO, a device, over
+ * 1 MiB, late; the message says what applied instead).
+ */
+export interface GuardWarning {
+  code: SweepWarning['code'] | 'INPUT_REFUSED';
+  message: string;
 }
 
 /** A process the guard stopped, would stop, or could not stop. `startTime` in clock ticks since boot. */
@@ -117,6 +136,11 @@ export interface TickResult {
   };
   /** Target processes spared, by the rule that spared them (or their ancestor). */
   spared: Record<RuleName, number>;
+  /**
+   * PID 1 when it is an init that runs a service (tini, dumb-init…: rule `init-service`), with
+   * the evidence and the services spared; null when it is none the rule knows.
+   */
+  init: InitService | null;
   /** Stopped: gone by the end of the tick (`endedBy` says by which signal). */
   stopped: GuardProcess[];
   /** Still alive after the KILL phase (`denied`, or in uninterruptible sleep). */
@@ -125,8 +149,8 @@ export interface TickResult {
   wouldStop: GuardProcess[];
   /** Allow-file lines, allow patterns and registration lines that could not be used. */
   problems: Problem[];
-  /** The sweep's warnings (NO_PIDFD, SCAN_FAILED…: docs/report.md). */
-  warnings: SweepWarning[];
+  /** The sweep's warnings (NO_PIDFD, SCAN_FAILED…: docs/report.md) and INPUT_REFUSED. */
+  warnings: GuardWarning[];
   /** False when the tick could not finish (the sweep's `complete`, or no process table). */
   complete: boolean;
 }
@@ -148,6 +172,8 @@ export interface GuardCounters {
 
 /** A guard: its tick, its counters, and `stop()` (no tick starts after it). */
 export interface Guard {
+  /** The registrations file this guard reads (`tether guard allow` writes the same one). */
+  readonly registrations: string;
   /** Runs one tick now (after any tick under way). Rejects `TetherError` `GUARD_STOPPED` once stopped. */
   tick(): Promise<TickResult>;
   readonly counters: GuardCounters;
@@ -161,19 +187,53 @@ const zeroSpared = (): Record<RuleName, number> =>
   Object.fromEntries(RULES.map((r) => [r, 0])) as Record<RuleName, number>;
 
 /**
+ * The target of `options`, checked as a guard starts: resolves it (`resolveTarget`), refuses
+ * the whole machine unless `host` (docs/guard.md, "On a host"), and checks the input files by
+ * stat(2) alone — `allowFile` must be a regular file of at most 1 MiB, the registrations file
+ * one too or absent. Throws `TetherError` `INVALID_OPTION` naming the option and why.
+ */
+export function checkGuard(options: GuardOptions = {}): TargetSource {
+  const procRoot = options.procRoot ?? '/proc';
+  const target: TargetSource =
+    options.cgroup === null
+      ? { kind: 'pid-namespace', note: 'the PID namespace was asked for' }
+      : resolveTarget(options.cgroup, procRoot);
+  if (options.host !== true) {
+    const why = hostReason(target, options.cgroup !== undefined, procRoot);
+    if (why !== undefined) throw new TetherError('INVALID_OPTION', `refused to guard this machine: ${why}`);
+  }
+  if (options.allowFile !== undefined) {
+    const why = checkInputFile(options.allowFile);
+    if (why !== undefined) {
+      throw new TetherError(
+        'INVALID_OPTION',
+        `invalid allow file ${JSON.stringify(options.allowFile)}: ${why} (expected a regular file of globs, one a line, at most 1 MiB)`,
+      );
+    }
+  }
+  const registrations = registrationsPath(options.stateDir ?? stateDir());
+  const why = checkInputFile(registrations, { missingOk: true });
+  if (why !== undefined) {
+    throw new TetherError(
+      'INVALID_OPTION',
+      `invalid registrations file ${registrations}: ${why} (expected a regular file written by tether guard allow, or none; set TETHER_GUARD_STATE to move it)`,
+    );
+  }
+  return target;
+}
+
+/**
  * Makes a guard. Checks the options at once: throws `TetherError` `INVALID_OPTION` for a bad
- * duration or a `cgroup` that is not a cgroup v2 directory. A bad
- * `allowPatterns` entry is not thrown: it is a problem in every tick's result.
+ * duration, a `cgroup` that is not a cgroup v2 directory, a target that is this whole machine
+ * without `host`, or an input file that is not a regular file of at most 1 MiB (`checkGuard`).
+ * A bad `allowPatterns` entry is not thrown: it is a problem in every tick's result.
  */
 export function createGuard(options: GuardOptions = {}): Guard {
   const procRoot = options.procRoot ?? '/proc';
   const minAgeMs = checkMs('minAgeMs', options.minAgeMs ?? DEFAULT_MIN_AGE_MS);
   const graceMs = checkMs('graceMs', options.graceMs ?? DEFAULT_GRACE_MS);
   const killAfterMs = checkMs('killAfterMs', options.killAfterMs ?? DEFAULT_KILL_AFTER_MS);
-  const target =
-    options.cgroup === null
-      ? { kind: 'pid-namespace' as const, note: 'the PID namespace was asked for' }
-      : resolveTarget(options.cgroup, procRoot);
+  const target = checkGuard(options);
   const fixed: Pattern[] = [];
   const fixedProblems: Problem[] = [];
   for (const glob of options.allowPatterns ?? []) {
@@ -182,6 +242,10 @@ export function createGuard(options: GuardOptions = {}): Guard {
     else fixedProblems.push(p);
   }
   const dir = options.stateDir ?? stateDir();
+  // What the input files held when last read: a tick that cannot read one (a FIFO put in its
+  // place, a file over the cap, a read past its deadline) keeps what was read before, and says so.
+  let lastPatterns: { patterns: Pattern[]; tick: number } | undefined;
+  let lastRegistrations: { entries: Registration[]; tick: number } | undefined;
   const log = options.log ?? ((line: string) => process.stderr.write(`${line}\n`));
   const tag = createTag(); // names the guard's sweeps in their events and reports; carried by nothing
   const counters: GuardCounters = {
@@ -211,6 +275,7 @@ export function createGuard(options: GuardOptions = {}): Guard {
         hidden: 0,
       },
       spared: zeroSpared(),
+      init: null,
       stopped: [],
       survived: [],
       wouldStop: [],
@@ -246,7 +311,48 @@ export function createGuard(options: GuardOptions = {}): Guard {
     return result;
   };
 
+  // The allow file's patterns and the registrations of this tick, each read within its bounds
+  // (src/guard/input-file.ts); one that cannot be read leaves the last good read in force.
+  const readInputs = async (result: TickResult) => {
+    const patterns = [...fixed];
+    if (options.allowFile !== undefined) {
+      const file = await readAllowFile(options.allowFile);
+      if (file.read === 'ok') {
+        lastPatterns = { patterns: file.patterns, tick: result.tick };
+        patterns.push(...file.patterns);
+        result.problems.push(...file.problems);
+      } else if (file.read === 'missing') {
+        lastPatterns = undefined;
+        result.problems.push({
+          source: options.allowFile,
+          message: `cannot read the allow file (${file.why}): its patterns do not apply`,
+        });
+      } else {
+        if (lastPatterns) patterns.push(...lastPatterns.patterns);
+        result.warnings.push({
+          code: 'INPUT_REFUSED',
+          message: `allow file ${options.allowFile} refused: ${file.why}: ${lastPatterns ? `the ${lastPatterns.patterns.length} patterns read at tick ${lastPatterns.tick} still apply` : 'no pattern of it applies'}`,
+        });
+      }
+    }
+    const regs = await readRegistrations(dir);
+    let entries = regs.entries;
+    if (regs.read === 'refused') {
+      entries = lastRegistrations?.entries ?? [];
+      result.warnings.push({
+        code: 'INPUT_REFUSED',
+        message: `registrations file ${registrationsPath(dir)} refused: ${regs.why}: ${lastRegistrations ? `the ${entries.length} registrations read at tick ${lastRegistrations.tick} still apply until they expire` : 'no registration applies'}`,
+      });
+    } else {
+      lastRegistrations = { entries, tick: result.tick };
+      result.problems.push(...regs.problems);
+    }
+    return { patterns, entries };
+  };
+
   const decideAndStop = async (result: TickResult): Promise<void> => {
+    // The input files first: the walk below must not wait on them.
+    const inputs = await readInputs(result);
     // The walk of this tick, shared: the sweep below starts in this same task (no await before
     // it), so its first round takes this walk instead of making a second (src/sweep/shared-walk.ts).
     const snapshot = sharedSnapshot(procRoot, undefined);
@@ -262,14 +368,8 @@ export function createGuard(options: GuardOptions = {}): Guard {
       }
       return c;
     };
-    const patterns = [...fixed];
-    if (options.allowFile !== undefined) {
-      const file = readAllowFile(options.allowFile);
-      patterns.push(...file.patterns);
-      result.problems.push(...file.problems);
-    }
-    const regs = readRegistrations(dir);
-    result.problems.push(...regs.problems);
+    const init = findInitService(snapshot);
+    result.init = init ?? null;
     const now = Date.now();
     const self = process.pid;
     const ctx: AllowContext = {
@@ -278,10 +378,11 @@ export function createGuard(options: GuardOptions = {}): Guard {
       ancestors: new Set(ancestorsIn(snapshot, self)),
       spareDescendants: options.spareDescendants !== false,
       protect: keysOf(options.protect ?? []),
+      initServices: keysOf(init?.services ?? []),
       target: new Set(listed.pids),
       sessions: findLiveSessions(snapshot, cmdline),
-      registered: keysOf(regs.entries.filter((r) => r.expiresAt > now)),
-      patterns,
+      registered: keysOf(inputs.entries.filter((r) => r.expiresAt > now)),
+      patterns: inputs.patterns,
       nowTicks: ticksNow(procRoot),
       minAgeTicks: Math.ceil((minAgeMs / 1000) * CLOCK_TICKS_PER_SECOND),
       cmdline,
@@ -374,6 +475,7 @@ export function createGuard(options: GuardOptions = {}): Guard {
   return {
     counters,
     target,
+    registrations: registrationsPath(dir),
     tick() {
       if (stopped) return Promise.reject(new TetherError('GUARD_STOPPED', 'the guard was stopped'));
       const next = last.then(runTick, runTick);
@@ -391,6 +493,8 @@ export function createGuard(options: GuardOptions = {}): Guard {
 export interface RunningGuard extends AsyncDisposable {
   readonly counters: GuardCounters;
   readonly target: TargetSource;
+  /** The registrations file the guard reads. */
+  readonly registrations: string;
   /** Resolves when the loop has ended (stopped, or its signal aborted), after its last tick. */
   readonly done: Promise<void>;
   stop(): Promise<void>;
@@ -429,6 +533,7 @@ export function startGuard(options: GuardOptions = {}): RunningGuard {
   return {
     counters: guard.counters,
     target: guard.target,
+    registrations: guard.registrations,
     done,
     stop,
     [Symbol.asyncDispose]: stop,

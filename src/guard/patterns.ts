@@ -3,9 +3,9 @@
 // with its line number and the rest still apply: never a silent allow-all or kill-all. The glob
 // dialect and its linear-time matcher are the sweep's `keep` globs' (src/sweep/keep.ts): a
 // cmdline is the payload's to choose, and picomatch's own regex backtracks on it for seconds.
-import { readFileSync } from 'node:fs';
 import { TetherError } from '../errors.js';
 import { compileGlob } from '../sweep/keep.js';
+import { readInputFile } from './input-file.js';
 
 /** A compiled pattern: where it came from (`--allow-pattern`, or the file and line) and its test. */
 export interface Pattern {
@@ -69,17 +69,16 @@ export function parseAllowText(text: string, source: string): { patterns: Patter
   return { patterns, problems };
 }
 
-/** Reads and parses the allow file at `path`; one that cannot be read is a problem (no pattern). */
-export function readAllowFile(path: string): { patterns: Pattern[]; problems: Problem[] } {
-  let text: string;
-  try {
-    text = readFileSync(path, 'utf8');
-  } catch (error) {
-    const why = (error as NodeJS.ErrnoException).code ?? (error as Error).message;
-    return {
-      patterns: [],
-      problems: [{ source: path, message: `cannot read the allow file (${why}): its patterns do not apply` }],
-    };
-  }
-  return parseAllowText(text, path);
+/**
+ * Reads and parses the allow file at `path` through the bounded reader (src/guard/input-file.ts:
+ * a regular file of at most 1 MiB, read within its deadline). `read` is `ok`, or why the file's
+ * patterns could not be had this time (`missing`, or refused: a FIFO, a device, too big, late).
+ */
+export async function readAllowFile(
+  path: string,
+): Promise<{ patterns: Pattern[]; problems: Problem[]; read: 'ok' | 'missing' | 'refused'; why?: string }> {
+  const r = await readInputFile(path);
+  if (r.kind === 'ok') return { ...parseAllowText(r.text, path), read: 'ok' };
+  const why = r.kind === 'missing' ? 'no such file' : r.why;
+  return { patterns: [], problems: [], read: r.kind, why };
 }

@@ -1,23 +1,63 @@
 // `tether guard [options] -- CMD`: the CLI's guard-as-init, as PID 1 of a real PID namespace
-// (`unshare --pid --fork --kill-child --mount-proc`). The command itself is the witness: it
+// (`unshare --pid --fork --kill-child --mount-proc`) in a cgroup v2 the test made, as a
+// container's init is in the container's cgroup. The command itself is the witness: it
 // makes an orphan (its subshell exits, the sleep is reparented to the guard) and a child of its
 // own, then reads /proc in the namespace to see which of them the guard's ticks ended.
 import { spawn } from 'node:child_process';
+import { existsSync, mkdirSync, rmdirSync, writeFileSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it } from 'vitest';
+import { canRun, cgroupMount, until } from './support.js';
 
 const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
 const TETHER = join(ROOT, 'bin/tether.cjs');
 
-function runInNamespace(args: string[], ms: number): Promise<{ status: number | null; stderr: string }> {
+const cgroups: string[] = [];
+afterEach(async () => {
+  for (const cg of cgroups.splice(0)) {
+    try {
+      writeFileSync(join(cg, 'cgroup.kill'), '1'); // only what the test started is in it
+    } catch {
+      // already gone
+    }
+    await until(() => {
+      try {
+        rmdirSync(cg);
+        return true;
+      } catch {
+        return false;
+      }
+    }, 10_000);
+  }
+});
+
+// Runs `tether ARGS` as PID 1 of a new PID namespace, first joined to a fresh test cgroup (as a
+// container's init is in the container's), or with `cgroup: false` to the hierarchy's root (a host's).
+function runInNamespace(
+  args: string[],
+  ms: number,
+  { cgroup = true, init = [] as string[] } = {},
+): Promise<{ status: number | null; stderr: string }> {
+  let cg = cgroupMount() as string;
+  if (cgroup) {
+    cg = join(cg, `tether-guard-cli-init-${process.pid}-${Date.now()}-${cgroups.length}`);
+    mkdirSync(cg);
+    cgroups.push(cg);
+  }
   return new Promise((done, fail) => {
     const child = spawn(
-      'unshare',
-      ['--pid', '--fork', '--kill-child', '--mount-proc', process.execPath, TETHER, ...args],
-      {
-        stdio: ['ignore', 'ignore', 'pipe'],
-      },
+      'sh',
+      [
+        '-c',
+        'echo $$ > "$CG/cgroup.procs" || exit 97; exec unshare --pid --fork --kill-child --mount-proc "$@"',
+        'sh',
+        ...init,
+        process.execPath,
+        TETHER,
+        ...args,
+      ],
+      { stdio: ['ignore', 'ignore', 'pipe'], env: { ...process.env, CG: cg } },
     );
     let stderr = '';
     child.stderr.on('data', (d) => (stderr += d));
@@ -45,7 +85,7 @@ const WITNESS = [
   'exit 3',
 ].join(' ');
 
-describe('tether guard -- CMD', () => {
+describe.skipIf(!canRun)('tether guard -- CMD', () => {
   it('runs CMD as PID 1’s protected service: a tick stops the orphan, spares CMD’s child, and the guard exits with CMD’s status', async () => {
     const { status, stderr } = await runInNamespace(
       ['guard', '--startup-delay', '0', '--interval', '200ms', '--min-age', '0', '--', 'sh', '-c', WITNESS],
@@ -55,6 +95,35 @@ describe('tether guard -- CMD', () => {
     expect(stderr).toMatch(/stopped pid=\d+ .*cmdline="sleep 300"/);
     // CMD's child was left for the end: swept once CMD exited.
     expect(stderr).toMatch(/sh ended \(status 3\); what was left below the guard: 1 stopped, 0 survived/);
+  });
+
+  it.skipIf(!existsSync('/usr/bin/tini'))(
+    'under tini (`tini -- tether guard -- CMD`: the guard is tini’s service) still stops its own orphans',
+    async () => {
+      const { status, stderr } = await runInNamespace(
+        ['guard', '--startup-delay', '0', '--interval', '200ms', '--min-age', '0', '--', 'sh', '-c', WITNESS],
+        30_000,
+        { init: ['/usr/bin/tini', '--'] },
+      );
+      expect(
+        status,
+        `4: the orphan outlived the ticks (spared as a descendant of tini's service, the guard); 5: CMD's child was stopped. stderr: ${stderr}`,
+      ).toBe(3);
+      expect(stderr).toMatch(/stopped pid=\d+ .*cmdline="sleep 300"/);
+    },
+  );
+
+  it('in the root cgroup (a host, not a container) refuses to start, naming what to pass; CMD never runs', async () => {
+    const { status, stderr } = await runInNamespace(
+      ['guard', '--startup-delay', '0', '--', 'sh', '-c', 'echo ran >&2; exit 3'],
+      20_000,
+      { cgroup: false },
+    );
+    expect(status, stderr).toBe(125);
+    expect(stderr).toContain('refused to guard this machine');
+    expect(stderr).toContain('root of the cgroup v2 hierarchy');
+    expect(stderr).toContain('--host');
+    expect(stderr).not.toContain('ran');
   });
 
   it('refuses --once and --dry-run with a command, naming the option', async () => {

@@ -64,15 +64,22 @@ guard_wait() { wait "$GUARD_JOB"; }
 park() { exec sleep 100000; }
 `;
 
-/** Starts a scenario running `script` (after the prelude) in a new PID namespace and cgroup. */
-export async function startScenario(script: string): Promise<Scenario> {
+/**
+ * Starts a scenario running `script` (after the prelude) in a new PID namespace and cgroup. With
+ * `init` (e.g. `['/usr/bin/tini', '--']`), PID 1 is that init and the script's shell its child:
+ * the init stays outside the test cgroup, the shell and all it starts are in it.
+ */
+export async function startScenario(
+  script: string,
+  { init: initArgv = [] as string[] } = {},
+): Promise<Scenario> {
   const run = `${process.pid}-${Date.now()}-${Math.random().toString(16).slice(2, 8)}`;
   const out = mkdtempSync(join(tmpdir(), 'tether-guard-'));
   const cgroup = join(cgroupMount() as string, `tether-guard-test-${run}`);
   mkdirSync(cgroup);
   const init = spawn(
     'unshare',
-    ['--pid', '--fork', '--kill-child', '--mount-proc', 'sh', '-c', PRELUDE + dedent(script)],
+    ['--pid', '--fork', '--kill-child', '--mount-proc', ...initArgv, 'sh', '-c', PRELUDE + dedent(script)],
     {
       stdio: ['ignore', 'ignore', 'pipe'],
       env: {
@@ -106,7 +113,7 @@ export async function startScenario(script: string): Promise<Scenario> {
       return found;
     },
     initPid() {
-      // unshare's child: the shell that is PID 1 inside.
+      // unshare's child: PID 1 inside (the shell, or the init given).
       const child = pids().find((pid) => readStat(pid)?.ppid === init.pid);
       if (child === undefined) throw new Error('the namespace init is gone');
       return child;
