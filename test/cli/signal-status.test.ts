@@ -4,9 +4,10 @@
 // namespace and as a subreaper. A spread of SIGRTMIN..SIGRTMAX on each path (every one of them
 // on the cheapest path: test/session/signal-status.test.ts).
 import { execFileSync, spawn } from 'node:child_process';
-import { describe, expect, it } from 'vitest';
+import { afterAll, describe, expect, it } from 'vitest';
 import { createTag } from '../../src/proc/tag.js';
 import { BIN, tether } from '../support/cli.js';
+import { makeTestCgroup, noTestCgroup, type TestCgroup } from '../support/test-cgroup.js';
 import { kernelKeepsExitStatus, NO_EXIT_INFO } from '../support/wait-status.js';
 
 const SPREAD = [34, 35, 42, 50, 63, 64];
@@ -24,14 +25,36 @@ function shellStatus(script: string): number {
   );
 }
 
-/** `unshare --pid --fork --kill-child --mount-proc tether ARGS…`: tether as PID 1; its status. */
+// A guard refuses a host (docs/guard.md, "On a host"): each guard here runs in a cgroup of the
+// test's own, as a container's init runs in the container's — the subreaper one given it as its
+// `--cgroup` — so that it sweeps nothing but what the test started.
+let cgroup: TestCgroup | undefined;
+afterAll(() => cgroup?.end());
+function guardCgroup(): string {
+  cgroup ??= makeTestCgroup();
+  return cgroup.dir;
+}
+/** argv that joins the test cgroup first, then execs `argv`. */
+function joined(argv: string[]): string[] {
+  return ['sh', '-c', 'echo $$ > "$1/cgroup.procs" && shift && exec "$@"', 'sh', guardCgroup(), ...argv];
+}
+const guards = kept && noTestCgroup === undefined;
+if (kept && noTestCgroup) console.warn(`tether guard paths skipped: no test cgroup (${noTestCgroup})`);
+
+/** `unshare --pid --fork --kill-child --mount-proc tether ARGS…` in the test cgroup: tether as PID 1; its status. */
 function inNamespace(args: string[]): Promise<{ status: number | null; stderr: string }> {
   return new Promise((resolve, reject) => {
-    const child = spawn(
+    const [cmd = 'sh', ...rest] = joined([
       'unshare',
-      ['--pid', '--fork', '--kill-child', '--mount-proc', process.execPath, BIN, ...args],
-      { stdio: ['ignore', 'ignore', 'pipe'] },
-    );
+      '--pid',
+      '--fork',
+      '--kill-child',
+      '--mount-proc',
+      process.execPath,
+      BIN,
+      ...args,
+    ]);
+    const child = spawn(cmd, rest, { stdio: ['ignore', 'ignore', 'pipe'] });
     let stderr = '';
     child.stderr.on('data', (d) => (stderr += d));
     const timer = setTimeout(() => {
@@ -66,13 +89,28 @@ const PATHS: [string, boolean, Path][] = [
       return { status: r.code, stderr: r.stderr };
     },
   ],
-  ['tether guard -- CMD as PID 1', kept, (s) => inNamespace(['guard', '--', 'sh', '-c', s])],
+  ['tether guard -- CMD as PID 1', guards, (s) => inNamespace(['guard', '--', 'sh', '-c', s])],
   [
     'tether guard -- CMD as a subreaper',
-    kept,
+    guards,
     async (s) => {
-      const r = await tether(['guard', '--', 'sh', '-c', s], { env: env() });
-      return { status: r.code, stderr: r.stderr };
+      const [cmd = 'sh', ...rest] = joined([
+        process.execPath,
+        BIN,
+        'guard',
+        '--cgroup',
+        guardCgroup(),
+        '--',
+        'sh',
+        '-c',
+        s,
+      ]);
+      return new Promise((resolve) => {
+        const child = spawn(cmd, rest, { stdio: ['ignore', 'ignore', 'pipe'], env: env() });
+        let stderr = '';
+        child.stderr.on('data', (d) => (stderr += d));
+        child.on('exit', (status) => resolve({ status, stderr }));
+      });
     },
   ],
 ];
