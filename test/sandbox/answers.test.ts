@@ -1,4 +1,4 @@
-// The sweep's answer is authenticated, and says what it could not see (issue 22, items 6 and 7):
+// The sweep's answer is authenticated, and says what it could not see:
 // a leftover that takes the sweep program's stdout (/proc/PID/fd/1 of a pipe, as `docker exec`
 // and `nsenter` give), kills the program and writes "I am gone" is never a proven end; a client
 // killed or failed makes any answer unproven; a channel without stdin runs no sweep; and a sweep

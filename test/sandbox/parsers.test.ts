@@ -231,7 +231,7 @@ describe('the sweep-output parser', () => {
     }
   });
 
-  it("the forger's answer of issue 22 (phase, end gone, done without the nonce) is not finished", () => {
+  it("a forger's answer (phase, end gone, done without the nonce) is not finished", () => {
     const text = [
       `tether-sweep 2 begin ${TAG}`,
       'reader grep-z',
