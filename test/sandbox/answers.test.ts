@@ -215,15 +215,15 @@ describe('a sweep by the env tag alone', () => {
     expect(hidden.length, 'premise broken: the env -i process is not running').toBe(1);
     expect(taggedOnHost(tag.name), 'premise broken: the env -i process carries the tag').toEqual([]);
 
+    const cli = await tether(['sandbox', 'sweep', '--via', box.prefix.join(' '), '--tag', tag.name]);
+    expect(cli.code, cli.stderr).toBe(0);
+    expect(cli.stderr).not.toMatch(/nothing left running/);
+    expect(cli.stderr).toContain('env-cleared processes are invisible to the env tag');
     const report = await sandbox.sweep(box.channel, tag, SWEEP);
     expect(report.ok).toBe(true);
     expect(report.stopped).toEqual([]);
     expect(report.blindSpots?.join(' ')).toContain('env-cleared processes are invisible to the env tag');
 
-    const cli = await tether(['sandbox', 'sweep', '--via', box.prefix.join(' '), '--tag', tag.name]);
-    expect(cli.code, cli.stderr).toBe(0);
-    expect(cli.stderr).not.toMatch(/nothing left running/);
-    expect(cli.stderr).toContain('env-cleared processes are invisible to the env tag');
     expect(hidden.filter(alive), 'premise broken: the env -i process ended').toEqual(hidden);
 
     // An unknown end whose sweep finds nothing says the same, in its error.
