@@ -9,7 +9,8 @@ import { resolveLedgerTarget } from '../ledger/target.js';
 import { type CorruptRow, SESSION_STATES, type SessionRecord, type SessionState } from '../ledger/types.js';
 import { parseDuration } from '../options.js';
 import { TAG_HEX_DIGITS, TAG_PREFIX } from '../proc/tag.js';
-import { recover } from '../recover/index.js';
+import { defaultChannelsFile, readChannelsFile, recover } from '../recover/index.js';
+import { splitWords } from '../sandbox/words.js';
 import { EXIT_NO_SUCH_SESSION, EXIT_UNSETTLED } from './exit-codes.js';
 import { type PhaseFlags, phaseBudgets, phaseOptions } from './phases.js';
 import { clip, renderReport } from './render.js';
@@ -42,11 +43,15 @@ export function addLedgerCommands(program: Command): void {
       '30s',
     )
     .option(
-      '--allow-channel <prog>',
-      'also run recorded sandbox channels whose program is PROG (a name, or an exact path); repeatable. ' +
-        'Allowed without it, by name or in a system bin directory: kubectl, docker, podman, nerdctl, crictl, nsenter, ssh, lxc, incus, machinectl',
+      '--allow-channel <prefix>',
+      "also run a recorded sandbox channel whose argv is exactly PREFIX, split like --via ('docker exec -i ctr-1'); repeatable. " +
+        "Without it a channel runs only when its MAC verifies with this user's channel key (a row this user recorded on this machine)",
       (value: string, previous: string[]) => [...previous, value],
       [] as string[],
+    )
+    .option(
+      '--channels-file <path>',
+      'allowed channel prefixes, one per line, as --allow-channel takes them (default: $XDG_CONFIG_HOME/tether/recover-channels, else ~/.config/tether/recover-channels, when it exists)',
     );
   phaseOptions(recover).action(recoverCommand); // -k/--kill-after (--grace), --kill-budget: as every sweeping command
   program
@@ -86,10 +91,14 @@ async function recoverCommand(
     json?: boolean;
     channelBudget: string;
     allowChannel: string[];
+    channelsFile?: string;
   } & PhaseFlags,
 ): Promise<void> {
   const { graceMs, killAfterMs } = phaseBudgets(flags);
   const channelBudgetMs = parseDuration('--channel-budget', flags.channelBudget);
+  const allowChannels = flags.allowChannel.map((p) => splitWords('--allow-channel', p));
+  if (flags.channelsFile !== undefined) readChannelsFile(flags.channelsFile, true); // a named file must be there
+  const channelsFile = flags.channelsFile ?? defaultChannelsFile();
   const ledger = await openForReading(flags.ledger);
   if (!ledger) {
     if (flags.json)
@@ -106,7 +115,8 @@ async function recoverCommand(
       graceMs,
       killAfterMs,
       channelBudgetMs,
-      allowChannels: flags.allowChannel,
+      allowChannels,
+      channelsFile,
     });
     if (flags.json) process.stdout.write(`${JSON.stringify({ version: 1, ...result }, null, 2)}\n`);
     else {

@@ -73,8 +73,14 @@ export function renderReport(report: SweepReport): string[] {
       ),
     );
   } else if (nothingLeft(report)) {
-    lines.push('tether: nothing left running');
+    // A sweep blind to a kind of process (report.blindSpots) cannot say nothing is left.
+    lines.push(
+      report.blindSpots?.length
+        ? 'tether: found no process carrying the session tag'
+        : 'tether: nothing left running',
+    );
   }
+  for (const b of report.blindSpots ?? []) lines.push(`tether: not seen: ${b}`);
   if (report.kept.length > 0) {
     lines.push(
       `tether: kept ${report.kept.length} process${report.kept.length === 1 ? '' : 'es'} running as declared (--keep):`,

@@ -2,7 +2,7 @@
 // an exec channel given as a command prefix (docs/sandbox.md).
 
 import type { Command } from 'commander';
-import { TetherError } from '../errors.js';
+import type { TetherError } from '../errors.js';
 import { parseDuration } from '../options.js';
 import { createTag, parseTag } from '../proc/tag.js';
 import {
@@ -13,6 +13,7 @@ import {
   type SandboxExecResult,
   sweep,
 } from '../sandbox/index.js';
+import { splitWords } from '../sandbox/words.js';
 import {
   EXIT_AMBIGUOUS_EFFECT,
   EXIT_CLIENT_FAILED,
@@ -25,6 +26,8 @@ import {
 import { type PhaseFlags, phaseBudgets, phaseOptions } from './phases.js';
 import { renderReport } from './render.js';
 import { scriptCommand } from './script.js';
+
+export { splitWords } from '../sandbox/words.js';
 
 // The options both sandbox subcommands take.
 function channelOptions(command: Command): Command {
@@ -83,49 +86,6 @@ export interface SandboxFlags extends PhaseFlags {
   shell: string;
   budget: string;
   json?: boolean;
-}
-
-/**
- * Splits a prefix as a shell would split plain words: blanks separate, '…' and "…" quote,
- * a backslash escapes the next character. Throws `INVALID_OPTION` naming `option`.
- */
-export function splitWords(option: string, text: string): string[] {
-  const words: string[] = [];
-  let word = '';
-  let inWord = false;
-  let quote: "'" | '"' | null = null;
-  for (let i = 0; i < text.length; i++) {
-    const ch = text[i] as string;
-    if (quote) {
-      if (ch === quote) quote = null;
-      else if (ch === '\\' && quote === '"' && i + 1 < text.length) word += text[++i];
-      else word += ch;
-    } else if (ch === "'" || ch === '"') {
-      quote = ch;
-      inWord = true;
-    } else if (ch === '\\' && i + 1 < text.length) {
-      word += text[++i];
-      inWord = true;
-    } else if (/\s/.test(ch)) {
-      if (inWord) words.push(word);
-      word = '';
-      inWord = false;
-    } else {
-      word += ch;
-      inWord = true;
-    }
-  }
-  if (quote) {
-    throw new TetherError('INVALID_OPTION', `invalid ${option} ${JSON.stringify(text)}: unbalanced ${quote}`);
-  }
-  if (inWord) words.push(word);
-  if (words.length === 0) {
-    throw new TetherError(
-      'INVALID_OPTION',
-      `invalid ${option} ${JSON.stringify(text)}: expected a command prefix such as 'docker exec -i ID'`,
-    );
-  }
-  return words;
 }
 
 function sweepOptions(flags: SandboxFlags) {

@@ -1,5 +1,6 @@
 // `tether/ledger`: the durable record of sessions, its stores and their conformance suite
 // (docs/ledger.md).
+export * from './channel-key.js';
 export * from './conformance.js';
 export * from './ledger.js';
 export * from './postgres.js';

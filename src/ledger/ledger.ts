@@ -3,8 +3,9 @@
 // a refused end resolves with the record as it stands and never throws.
 import { TetherError } from '../errors.js';
 import type { SweepReport } from '../sweep/report.js';
+import { channelKeyPath, channelMac, ensureChannelKey, readChannelKey } from './channel-key.js';
 import { SpoolStore } from './spool.js';
-import { currentSupervisor } from './supervisor.js';
+import { currentSupervisor, machineId } from './supervisor.js';
 import { resolveLedgerTarget } from './target.js';
 import { decide, retryAllowed, type SessionEnd } from './transitions.js';
 import type {
@@ -60,12 +61,38 @@ export interface LedgerOpenOptions {
   spool?: boolean;
 }
 
+/** Options of `new Ledger(store, clock, options)`. */
+export interface LedgerOptions {
+  /**
+   * The channel key's file (src/ledger/channel-key.ts). Default `channelKeyPath(store.location)`:
+   * `<file>.key` beside a SQLite ledger, else the default ledger's (`…/tether/ledger.db.key`).
+   */
+  channelKeyPath?: string;
+}
+
 // The ledger. Construct it over any LedgerStore, or `Ledger.open()` the default one.
 export class Ledger {
+  /** Where this ledger's channel key is (docs/ledger.md, "Trust"). */
+  readonly channelKeyPath: string;
+
   constructor(
     readonly store: LedgerStore,
     private readonly clock: () => number = Date.now,
-  ) {}
+    options: LedgerOptions = {},
+  ) {
+    this.channelKeyPath = options.channelKeyPath ?? channelKeyPath(store.location);
+  }
+
+  /**
+   * This user's channel key for this ledger: undefined when none was ever made (`create`
+   * false), else made on first use (`create`: the begin of a sandbox session). Throws
+   * `LEDGER_UNAVAILABLE` for a key file that is no regular 0600 file of this user.
+   */
+  channelKey(create: true): Buffer;
+  channelKey(create?: false): Buffer | undefined;
+  channelKey(create = false): Buffer | undefined {
+    return create ? ensureChannelKey(this.channelKeyPath) : readChannelKey(this.channelKeyPath);
+  }
 
   /**
    * Opens the ledger at `target`: a file path (SQLite), a `postgres://` / `postgresql://` URL,
@@ -131,13 +158,14 @@ export class Ledger {
 
   private newRecord(options: BeginOptions): SessionRecord {
     const now = this.clock();
+    const supervisor = options.supervisor ?? currentSupervisor();
     return {
       tag: options.tag,
       revision: 1,
       createdAt: now,
       updatedAt: now,
-      supervisor: options.supervisor ?? currentSupervisor(),
-      location: options.location,
+      supervisor,
+      location: this.authenticated(options.tag, options.location),
       command: [...options.command],
       state: 'running',
       outcome: null,
@@ -145,6 +173,17 @@ export class Ledger {
       leaseUntil: options.leaseMs === undefined ? null : now + options.leaseMs,
       kept: options.kept ?? [],
     };
+  }
+
+  // A sandbox location carries the MAC of its channel, made here with this user's key over
+  // this machine's id (never one the caller passed in); on a machine whose id is unknown it
+  // carries none — nothing would tie it to this machine — and recover parks it unless allowed.
+  private authenticated(tag: string, location: SessionLocation): SessionLocation {
+    if (location.kind !== 'sandbox') return location;
+    const channel = [...location.channel];
+    const machine = machineId();
+    if (machine === '') return { kind: 'sandbox', channel };
+    return { kind: 'sandbox', channel, mac: channelMac(this.channelKey(true), tag, channel, machine) };
   }
 
   private taken(tag: string): TetherError {

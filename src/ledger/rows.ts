@@ -143,7 +143,8 @@ const location: Check<SessionLocation> = (v, f) => {
   if (o.kind !== 'sandbox') fail(`${f}.kind`, `is ${shown(o.kind)}, not "local" or "sandbox"`);
   const channel = array(str)(o.channel, `${f}.channel`);
   if (channel.length === 0) fail(`${f}.channel`, 'is empty (no program to run)');
-  return { kind: 'sandbox', channel };
+  if (o.mac === undefined) return { kind: 'sandbox', channel };
+  return { kind: 'sandbox', channel, mac: str(o.mac, `${f}.mac`) };
 };
 
 const outcome: Check<SessionOutcome> = (v, f) => {

@@ -48,8 +48,13 @@ export interface Supervisor {
   startTime: number;
 }
 
-/** Where the session's processes run: this machine, or a container through an exec channel. */
-export type SessionLocation = { kind: 'local' } | { kind: 'sandbox'; channel: string[] };
+/**
+ * Where the session's processes run: this machine, or a container through an exec channel.
+ * A sandbox location's `mac` is HMAC-SHA256 (hex) over (tag, channel, machine id) under the
+ * writer's channel key (src/ledger/channel-key.ts), written by `Ledger.begin`: `tether recover`
+ * runs the channel only when it verifies here (docs/ledger.md, "Trust").
+ */
+export type SessionLocation = { kind: 'local' } | { kind: 'sandbox'; channel: string[]; mac?: string };
 
 /** A process a session declared long-lived (`keep`): not swept until `expiresAt`. */
 export interface KeptProcess {

@@ -1,55 +1,65 @@
 // How one orphaned session is reached: locally (its tag, its leftover cgroup, its unexpired
 // kept processes spared), through its recorded exec channel, or not at all from here (parked).
 import { realpathSync } from 'node:fs';
-import { basename, dirname, isAbsolute, join, normalize } from 'node:path';
+import { basename, dirname, join } from 'node:path';
 import { cgroup2Mount, cgroupName, findSessionCgroup } from '../containment/cgroup.js';
+import { channelMacVerifies } from '../ledger/channel-key.js';
 import { machineId } from '../ledger/supervisor.js';
 import type { SessionRecord } from '../ledger/types.js';
 import type { SessionCgroup } from '../proc/cgroup.js';
 import { pathExists } from '../proc/cgroup.js';
 
-/** The directories a channel's program may be named in by path without `--allow-channel`. */
-export const SYSTEM_BIN_DIRS: readonly string[] = [
-  '/usr/bin',
-  '/bin',
-  '/usr/sbin',
-  '/sbin',
-  '/usr/local/bin',
-  '/usr/local/sbin',
-];
-
 /**
- * Whether recover may run a channel whose argv[0] is `argv0`: a bare name (found on recover's
- * own PATH) among the default clients or the bare names allowed; a path in a system bin
- * directory whose name is one of those; or exactly a path given in `allowed`. A path
- * elsewhere (`/tmp/x/kubectl`) is never taken for a client by its name alone.
+ * What recover trusts a recorded sandbox channel by (docs/ledger.md, "Trust"): its MAC, made by
+ * `Ledger.begin` with this user's channel key over (tag, channel argv, machine id), verified with
+ * `key` and this machine's id; or its argv equal, word for word, to one of `allowed` (the
+ * operator's `--allow-channel` prefixes and the lines of the channels file). Nothing else: a
+ * row's text is never run because of what it says.
  */
-export function channelAllowed(argv0: string, allowed: readonly string[]): boolean {
-  const names = new Set([...DEFAULT_CHANNEL_CLIENTS, ...allowed.filter((a) => !a.includes('/'))]);
-  if (!argv0.includes('/')) return names.has(argv0);
-  const path = normalize(argv0);
-  if (allowed.some((a) => a.includes('/') && normalize(a) === path)) return true;
-  return isAbsolute(path) && SYSTEM_BIN_DIRS.includes(dirname(path)) && names.has(basename(path));
+export interface ChannelTrust {
+  /** This user's channel key, or undefined when there is none (or it was refused: `keyProblem`). */
+  key?: Buffer;
+  /** Where the key is looked for, for messages. */
+  keyPath: string;
+  /** Why the key could not be used (a file of mode 0644, another owner…), when it could not. */
+  keyProblem?: string;
+  /** This machine's id ('' when unknown: then no MAC verifies). */
+  machineId: string;
+  /** Channel prefixes the operator allowed, each an argv. */
+  allowed: readonly (readonly string[])[];
+  /** The channels file `allowed` was read from too, if any, for messages. */
+  channelsFile?: string;
 }
 
 /**
- * The exec clients recover runs from a ledger record without being told to
- * (docs/ledger.md, "Trust"): container and machine clients whose job is to run a command
- * elsewhere. Any other program named as a session's channel is run only when given with
- * `tether recover --allow-channel PROG` / `recover({ allowChannels })` (`channelAllowed`).
+ * Whether recover may run `channel`, the recorded channel of session `tag` whose location says
+ * `mac`: `{ by: 'allowed' }` when the argv equals an allowed prefix word for word, `{ by: 'mac' }`
+ * when its MAC verifies, else `{ refused }` saying why (no MAC, no key, another key or machine,
+ * an edited row).
  */
-export const DEFAULT_CHANNEL_CLIENTS: readonly string[] = [
-  'kubectl',
-  'docker',
-  'podman',
-  'nerdctl',
-  'crictl',
-  'nsenter',
-  'ssh',
-  'lxc',
-  'incus',
-  'machinectl',
-];
+export function trustChannel(
+  tag: string,
+  channel: readonly string[],
+  mac: string | undefined,
+  trust: ChannelTrust,
+): { by: 'allowed' | 'mac' } | { refused: string } {
+  if (trust.allowed.some((a) => a.length === channel.length && a.every((w, i) => w === channel[i])))
+    return { by: 'allowed' };
+  if (mac === undefined)
+    return {
+      refused:
+        'it carries no MAC (recorded by an older tether, on a machine without a machine id, or written by hand)',
+    };
+  if (trust.keyProblem) return { refused: `its MAC cannot be checked: ${trust.keyProblem}` };
+  if (!trust.key)
+    return { refused: `its MAC cannot be checked: this user has no channel key (${trust.keyPath})` };
+  if (trust.machineId === '') return { refused: "its MAC cannot be checked: this machine's id is unknown" };
+  if (!channelMacVerifies(trust.key, tag, channel, trust.machineId, mac))
+    return {
+      refused: `its MAC does not verify with this machine's channel key (${trust.keyPath}): it was recorded on another machine or by another user, or the row was changed since`,
+    };
+  return { by: 'mac' };
+}
 
 /** One session's way in. `notes`: what the plan refused from the record (said in the outcome). */
 export type Plan =
@@ -67,15 +77,16 @@ export type Plan =
 /** What `planOf` needs besides the record. */
 export interface PlanSettings {
   procRoot?: string;
-  /** Exec clients run besides `DEFAULT_CHANNEL_CLIENTS` (basenames, or paths: their basename counts). */
-  allowChannels?: readonly string[];
+  /** How a sandbox record's channel is trusted; without it, no channel runs (every one is parked). */
+  trust?: ChannelTrust;
 }
 
 /**
  * The plan for `record`. A local session of another machine or boot cannot be swept from here:
  * another machine's processes are not in this /proc (unreachable: parked, named); after a
  * reboot of this one, nothing it started can still run, and a sweep by tag proves it. A sandbox
- * session whose channel's program is not an allowed exec client is parked, not run.
+ * session whose channel is not trusted (`trustChannel`: its MAC verifies, or it is allowed word
+ * for word) is parked, not run, the reason named.
  */
 export function planOf(record: SessionRecord, settings: PlanSettings = {}): Plan {
   const procRoot = settings.procRoot ?? '/proc';
@@ -90,22 +101,26 @@ export function planOf(record: SessionRecord, settings: PlanSettings = {}): Plan
         reason: 'its exec channel was not recorded as argv: recover cannot rebuild it',
         dryRun: 'would park it: no channel recorded',
       };
-    const argv0 = String(location.channel[0]);
-    const program = basename(argv0);
-    if (!channelAllowed(argv0, settings.allowChannels ?? []))
+    const trusted = settings.trust
+      ? trustChannel(record.tag, location.channel, location.mac, settings.trust)
+      : { refused: 'no channel is trusted here' };
+    if ('refused' in trusted) {
+      const allow = `--allow-channel ${quoteWords(location.channel)}`;
+      const file = settings.trust?.channelsFile;
       return {
         kind: 'unreachable',
         record,
         where,
-        reason: `its recorded channel runs ${JSON.stringify(argv0)}, which is not an allowed exec client (${DEFAULT_CHANNEL_CLIENTS.join(', ')}, by name or in ${SYSTEM_BIN_DIRS.join(', ')}): recover runs it only with --allow-channel ${argv0.includes('/') ? argv0 : program}`,
-        dryRun: `would park it: its channel program ${JSON.stringify(argv0)} is not allowed (--allow-channel ${argv0.includes('/') ? argv0 : program})`,
+        reason: `its recorded channel is not run: ${trusted.refused}; recover runs it only when allowed word for word: ${allow}${file ? `, or that line in ${file}` : ''}`,
+        dryRun: `would park it: its channel is not trusted (${trusted.refused}; ${allow})`,
       };
+    }
     return {
       kind: 'sandbox',
       record,
       where,
       channel: location.channel,
-      dryRun: `would sweep through ${where}`,
+      dryRun: `would sweep through ${where} (${trusted.by === 'mac' ? 'its MAC verifies' : 'allowed'})`,
     };
   }
   const machine = machineId();
@@ -180,4 +195,16 @@ function realOrSelf(path: string): string {
   } catch {
     return path;
   }
+}
+
+/**
+ * argv as the value of `--allow-channel` for a POSIX shell: each word single-quoted when it is
+ * not plain (read back by the CLI's word splitter), the whole in double quotes.
+ */
+export function quoteWords(argv: readonly string[]): string {
+  const word = (w: string) => (/^[\w@%+=:,./-]+$/.test(w) ? w : `'${w.replaceAll("'", "'\\''")}'`);
+  return `"${argv
+    .map(word)
+    .join(' ')
+    .replace(/["$`\\]/g, '\\$&')}"`;
 }

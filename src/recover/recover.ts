@@ -8,6 +8,7 @@ import { currentVantage, judgeSupervisor } from '../ledger/supervisor.js';
 import type { CorruptRow, SessionRecord, SessionState } from '../ledger/types.js';
 import { toRecord } from '../outcome/record.js';
 import type { SweepReport } from '../sweep/report.js';
+import { channelTrust } from './channel-trust.js';
 import { endExpiredKept, type KeptEnd } from './kept.js';
 import { type Plan, planOf } from './plan.js';
 import { liveSign, readLiveTags } from './supervised.js';
@@ -30,11 +31,18 @@ export interface RecoverOptions {
   now?: number;
   procRoot?: string;
   /**
-   * Programs a recorded sandbox channel may run besides `DEFAULT_CHANNEL_CLIENTS` (kubectl,
-   * docker, podman…), by basename. A channel whose argv[0] is none of them is parked, not run:
-   * the ledger is no proof of what a channel is (docs/ledger.md, "Trust").
+   * Sandbox channels recover may run although their MAC does not verify, each an argv that a
+   * recorded channel must equal word for word (`[['docker', 'exec', '-i', 'ctr-1']]`). A
+   * channel is otherwise run only when the MAC `Ledger.begin` wrote verifies with this user's
+   * channel key and this machine's id; any other is parked, not run: a row's text is no proof
+   * of what it runs (docs/ledger.md, "Trust"). `INVALID_OPTION` for anything else.
    */
-  allowChannels?: readonly string[];
+  allowChannels?: readonly (readonly string[])[];
+  /**
+   * A file of allowed channel prefixes, one per line (`tether recover` passes
+   * `~/.config/tether/recover-channels`: `defaultChannelsFile()`); none by default.
+   */
+  channelsFile?: string;
 }
 
 /**
@@ -91,6 +99,7 @@ export interface RecoverResult {
 export async function recover(options: RecoverOptions): Promise<RecoverResult> {
   const { ledger } = options;
   const now = options.now ?? Date.now();
+  const trust = channelTrust(ledger, options); // a bad allow-list fails before anything runs
   const corrupt: CorruptRow[] = [];
   const records = await ledger.list({ onCorrupt: (row) => corrupt.push(row) });
   const here = currentVantage(Date.now());
@@ -122,9 +131,7 @@ export async function recover(options: RecoverOptions): Promise<RecoverResult> {
       .filter((j) => supervised.has(j.record.tag))
       .map((j) => leftAlone(j.record, supervised.get(j.record.tag) as string)),
   ];
-  const plans = orphaned.map((record) =>
-    planOf(record, { procRoot: options.procRoot, allowChannels: options.allowChannels }),
-  );
+  const plans = orphaned.map((record) => planOf(record, { procRoot: options.procRoot, trust }));
   const swept = await inBatches(plans, options.concurrency ?? 16, (plan) =>
     options.dryRun ? describeDry(plan) : recoverOne(ledger, plan, options, now),
   );

@@ -122,9 +122,16 @@ async function unknownEnd(end: CallEnd, said: string): Promise<never> {
       : `the sweep did not finish: ${report.warnings.map((w) => w.message).join('; ')}`;
     throw new SandboxError('AMBIGUOUS_EFFECT', `${what}; ${left}`, { report, tag: end.tag.name });
   }
-  const stoppedWhat = report.stopped.length
-    ? `the sweep stopped ${nameProcesses(report.stopped)}`
-    : 'the sweep found nothing left running';
+  // What the sweep could not see is said with what it found: never "nothing left running"
+  // from a sweep blind to a kind of process (env-cleared ones, for the env tag alone).
+  const blind = report.blindSpots?.length ? `; not seen: ${report.blindSpots.join('; ')}` : '';
+  const stoppedWhat = `${
+    report.stopped.length
+      ? `the sweep stopped ${nameProcesses(report.stopped)}`
+      : blind
+        ? 'the sweep found no process carrying the session tag'
+        : 'the sweep found nothing left running'
+  }${blind}`;
   const unreadable = report.unreadable.length
     ? `; left running, environ unreadable: ${nameProcesses(report.unreadable)}`
     : '';

@@ -1,7 +1,10 @@
 // Reads the sweep program's output (docs/sandbox.md#sweep-output) into a SweepReport.
-// A run is finished only when its last line is `done` for the same tag, newline included: a
-// program cut on its way is an error, never a sweep that found nothing (decisions.md D12).
+// A run is finished only when its last line is `done` for the same tag, counting the lines
+// before it and holding the run's nonce, newline included: a program cut on its way is an
+// error, never a sweep that found nothing (decisions.md D12); lines another process of the
+// container wrote into the program's stdout (it can open /proc/PID/fd/1) never make one.
 
+import { timingSafeEqual } from 'node:crypto';
 import {
   type PhaseEnd,
   type PhaseRecord,
@@ -13,15 +16,22 @@ import {
 } from '../sweep/report.js';
 import type { FoundBy } from '../sweep/scan.js';
 
-/** What the output says. `reached`: the program started in the target (its header arrived). */
+/**
+ * What the output says. `reached`: the program started in the target (its header arrived).
+ * `noNonce`: it said, before its header, that its stdin held no nonce (nothing was signalled).
+ */
 export interface ParsedSweep {
   reached: boolean;
-  /** The `done` line arrived last and every line before it was well formed. */
+  noNonce: boolean;
+  /**
+   * The `done` line arrived last with the run's nonce and the number of lines before it, and
+   * every line before it was well formed.
+   */
   finished: boolean;
   /** Where grep -z was missing, `tr`; null before the header. */
   reader: 'grep-z' | 'tr' | null;
   report: SweepReport;
-  /** Processes signalled whose end the output never said (a cut run). */
+  /** Processes found whose end the output never said, or said in a run that did not finish. */
   unsettled: ProcessRecord[];
   /** Malformed or out-of-order lines, quoted. */
   problems: string[];
@@ -31,6 +41,16 @@ const NUM = /^\d{1,20}$/;
 const WARNING_CODES = new Set(['NO_PROC', 'SCAN_FAILED', 'UNSETTLED', 'COARSE_SLEEP']);
 const PHASE_ENDS = new Set(['two-empty-scans', 'budget', 'verified-empty', 'scan-failed']);
 const SIGNALS: Record<string, string> = { TERM: 'SIGTERM', KILL: 'SIGKILL', CONT: 'SIGCONT' };
+/** The output format's version, in its header: 2 since the nonce (1 had none). */
+export const SWEEP_OUTPUT_VERSION = 2;
+
+/**
+ * What the sandbox sweep cannot see, said in every report it makes (`blindSpots`): the env tag
+ * finds carriers and their descendants by parent, nothing else (docs/sandbox.md, "What escapes this").
+ */
+export const SANDBOX_BLIND_SPOTS: readonly string[] = [
+  'env-cleared processes are invisible to the env tag: a process started with a cleared environment (env -i) whose parent is gone (a double fork) is not found, and runs on',
+];
 
 interface Entry {
   record: ProcessRecord;
@@ -44,31 +64,54 @@ interface Lines {
   warnings: SweepWarning[];
   phases: PhaseRecord[];
   reader: ParsedSweep['reader'];
+  nonce: string;
+  /** Lines read from the header on, the header included. */
+  lines: number;
   done?: { scans: number; durationMs: number; complete: boolean };
 }
 
-/** Parses the program's whole stdout for `tag`. Never throws: what is wrong is in `problems`. */
-export function parseSweepOutput(stdout: string, tag: string, startedAt = new Date()): ParsedSweep {
+/**
+ * Parses the program's whole stdout for `tag`, run with `nonce` (the first line of its stdin).
+ * Never throws: what is wrong is in `problems`.
+ */
+export function parseSweepOutput(
+  stdout: string,
+  tag: string,
+  nonce: string,
+  startedAt = new Date(),
+): ParsedSweep {
   const problems: string[] = [];
-  const state: Lines = { tag, entries: new Map(), warnings: [], phases: [], reader: null };
+  const state: Lines = { tag, nonce, lines: 0, entries: new Map(), warnings: [], phases: [], reader: null };
   let reached = false;
+  let noNonce = false;
   const lines = stdout.split('\n');
   const terminated = lines.pop() === ''; // the text after the last newline: '' when it ends in one
   for (const line of lines) {
     // Before the header: a channel's own banner, not the program's.
     if (!reached) {
-      reached = line === `tether-sweep 1 begin ${tag}`;
+      reached = line === `tether-sweep ${SWEEP_OUTPUT_VERSION} begin ${tag}`;
+      if (reached) state.lines = 1;
+      else if (line === `tether-sweep ${SWEEP_OUTPUT_VERSION} no-nonce ${tag}`) noNonce = true;
       continue;
     }
     const [kind = '', ...fields] = line.split(' ');
     const parse = RECORDS.get(kind);
     // Nothing may follow the proof (`done`).
     if (state.done || !parse?.(state, fields, kind)) problems.push(JSON.stringify(line.slice(0, 200)));
+    if (!state.done) state.lines++;
   }
   const finished = state.done !== undefined && terminated && problems.length === 0;
   const complete = finished && state.done?.complete === true;
-  const { report, unsettled } = buildReport(state, complete, startedAt);
-  return { reached, finished, reader: state.reader, report, unsettled, problems };
+  const { report, unsettled } = buildReport(state, finished, complete, startedAt);
+  return {
+    reached,
+    noNonce: noNonce && !reached,
+    finished,
+    reader: state.reader,
+    report,
+    unsettled,
+    problems,
+  };
 }
 
 // One parser per record of docs/sandbox.md#sweep-output: false for a malformed line.
@@ -175,25 +218,28 @@ function phaseRecord(state: Lines, f: string[]): boolean {
   return true;
 }
 
-// `end PID START gone|survived-kill|denied`: a member's fate.
+// `end PID START gone|survived-kill|denied`: a member's fate, said once.
 function endRecord(state: Lines, f: string[]): boolean {
   const e = entryOf(state, f);
   const fate = f[2];
-  if (!e || f.length !== 3 || (fate !== 'gone' && fate !== 'survived-kill' && fate !== 'denied'))
+  if (!e || e.end || f.length !== 3 || (fate !== 'gone' && fate !== 'survived-kill' && fate !== 'denied'))
     return false;
   e.end = fate;
   return true;
 }
 
-// `done TAG SCANS DURATION_MS COMPLETE`: the proof the program finished.
+// `done TAG SCANS DURATION_MS COMPLETE LINES NONCE`: the proof the program finished — the
+// lines before it counted (none added, none taken) and the nonce no other process has seen.
 function doneRecord(state: Lines, f: string[]): boolean {
-  const [t, scans, duration, complete] = f;
+  const [t, scans, duration, complete, lines, nonce] = f;
   if (
-    f.length !== 4 ||
+    f.length !== 6 ||
     t !== state.tag ||
     !NUM.test(scans ?? '') ||
     !NUM.test(duration ?? '') ||
-    (complete !== '0' && complete !== '1')
+    (complete !== '0' && complete !== '1') ||
+    lines !== String(state.lines) ||
+    !sameNonce(nonce ?? '', state.nonce)
   ) {
     return false;
   }
@@ -201,9 +247,18 @@ function doneRecord(state: Lines, f: string[]): boolean {
   return true;
 }
 
-// The SweepReport the records make, and the members signalled whose end was never said.
+// Compared in constant time: the nonce is a secret, however briefly.
+function sameNonce(said: string, nonce: string): boolean {
+  const a = Buffer.from(said);
+  const b = Buffer.from(nonce);
+  return a.length === b.length && a.length > 0 && timingSafeEqual(a, b);
+}
+
+// The SweepReport the records make, and the members whose end was never said (or said by a run
+// that did not finish: its lines may not be the program's).
 function buildReport(
   state: Lines,
+  finished: boolean,
   complete: boolean,
   startedAt: Date,
 ): { report: SweepReport; unsettled: ProcessRecord[] } {
@@ -211,7 +266,8 @@ function buildReport(
   const survivors: SurvivorRecord[] = [];
   const unsettled: ProcessRecord[] = [];
   for (const { record, end } of state.entries.values()) {
-    if (end === 'gone') {
+    // Before a proven last line, "gone" is a claim anyone could have written: unsettled.
+    if (end === 'gone' && finished) {
       record.endedBy = lastPhaseSignal(record.signals) ?? 'exited';
       stopped.push(record);
     } else if (end === 'survived-kill' || end === 'denied') {
@@ -234,6 +290,7 @@ function buildReport(
     stopped,
     survivors,
     kept: [], // no `keep` in the sandbox sweep (docs/sandbox.md)
+    blindSpots: [...SANDBOX_BLIND_SPOTS],
     unreadable: [],
     warnings: state.warnings,
     phases: state.phases,

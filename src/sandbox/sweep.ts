@@ -4,6 +4,7 @@ import { checkMs, DEFAULT_GRACE_MS, DEFAULT_KILL_AFTER_MS, DEFAULT_SCAN_INTERVAL
 import { parseTag, type SessionTag } from '../proc/tag.js';
 import type { SweepReport } from '../sweep/report.js';
 import type { ExecChannel } from './channel.js';
+import { createNonce } from './completion.js';
 import { nameProcesses, SandboxError } from './errors.js';
 import { program } from './programs.js';
 import { pause, type RunOutcome, runOnce } from './run.js';
@@ -37,7 +38,11 @@ export interface SandboxSweepOptions {
   onRetry?: (attempt: number, reason: string) => void;
 }
 
-/** The program's argv: `SHELL -c PROGRAM tether-sweep TAG GRACE KILL INTERVAL`. */
+/**
+ * The program's argv: `SHELL -c PROGRAM tether-sweep TAG GRACE KILL INTERVAL`. Its stdin must
+ * begin with the nonce line (`NONCE\n`, 32 hex digits): never in argv, which any process of the
+ * target can read.
+ */
 export function sweepArgv(
   tag: SessionTag,
   o: Required<Pick<SandboxSweepOptions, 'graceMs' | 'killAfterMs' | 'intervalMs' | 'shell'>>,
@@ -61,7 +66,12 @@ export function sweepArgv(
  * (retried, backing off, while the client ran and exited without the program's header), or at
  * once when the client could not be started at all (`cause`: the spawn error, ENOENT…);
  * `SWEEP_CUT` when the program started but its output ended before its `done` line (`report`
- * partial, `unsettled` what it signalled); `INVALID_TAG` / `INVALID_OPTION` on bad input.
+ * partial, `unsettled` what it signalled) — also when its `done` line came but the client was
+ * killed by a signal or exited ≠ 0 (the answer is then unproven: `stopped` empty, its claims in
+ * `unsettled`); `CHANNEL_UNREACHABLE`, not retried, when the program found no nonce on its stdin
+ * (a channel without stdin); `INVALID_TAG` / `INVALID_OPTION` on bad input. The nonce (a fresh
+ * one per attempt) goes as the first line of the program's stdin; only a `done` line holding it
+ * and counting the lines before it proves the run (docs/sandbox.md#sweep-output).
  */
 export async function sweep(
   channel: ExecChannel,
@@ -87,10 +97,16 @@ export async function sweep(
     let wait = RETRY_FIRST_MS;
     for (let attempt = 0; ; attempt++) {
       const startedAt = new Date();
-      const run = await runOnce(channel, argv, { deadline: () => deadline });
-      const parsed = parseSweepOutput(run.stdout.toString('utf8'), t.name, startedAt);
-      if (parsed.finished) return parsed.report;
+      // A fresh nonce per attempt, as the wrapper's (decisions.md D13): the first line of stdin.
+      const nonce = createNonce();
+      const input = Buffer.from(`${nonce}\n`);
+      const run = await runOnce(channel, argv, { input, deadline: () => deadline });
+      const parsed = parseSweepOutput(run.stdout.toString('utf8'), t.name, nonce, startedAt);
       const said = describeExit(run.exit, run.stderr);
+      if (parsed.finished) {
+        if (clientSucceeded(run)) return parsed.report;
+        throw unproven(channel, run, parsed, said);
+      }
       const final = finalFailure(channel, run, parsed, said);
       if (final) throw final;
       if (deadline - performance.now() <= wait) {
@@ -108,6 +124,38 @@ export async function sweep(
   }
 }
 
+// The client exited 0 by itself: neither killed (by a signal, by our deadline) nor failed.
+function clientSucceeded(run: RunOutcome): boolean {
+  return run.exit.status === 0 && run.exit.signal === null && !run.exit.error && !run.timedOut;
+}
+
+// A `done` line that the client's own end contradicts (killed by a signal, a status ≠ 0): what
+// came through that client proves nothing, whatever it said (a process of the target can kill
+// the program and write into its stdout). Its claims of ends are unsettled, not stopped.
+function unproven(channel: ExecChannel, run: RunOutcome, parsed: ParsedSweep, said: string): SandboxError {
+  const { report } = parsed;
+  const claimed = [...report.stopped, ...parsed.unsettled];
+  const cut: SweepReport = {
+    ...report,
+    complete: false,
+    ok: false,
+    proof: 'none',
+    stopped: [],
+    warnings: [
+      ...report.warnings,
+      {
+        code: 'UNSETTLED',
+        message: `the exec client did not exit 0 (${said.split(':')[0]}): the sweep's answer is unproven, whatever it said`,
+      },
+    ],
+  };
+  return new SandboxError(
+    'SWEEP_CUT',
+    `the sweep program in ${channel.describe} printed its last line, but ${run.timedOut ? 'its budget ran out' : said}: its answer is unproven${claimed.length ? `; said stopped and not proven gone: ${nameProcesses(claimed)}` : ''}`,
+    { report: cut, unsettled: claimed },
+  );
+}
+
 // An unfinished attempt that no retry may follow, or undefined for one that never reached the
 // target (no header) through a client that did start: only that one is tried again.
 function finalFailure(
@@ -116,6 +164,13 @@ function finalFailure(
   parsed: ParsedSweep,
   said: string,
 ): SandboxError | undefined {
+  if (parsed.noNonce) {
+    // Nothing was looked at or signalled, and no retry will attach a stdin.
+    return new SandboxError(
+      'CHANNEL_UNREACHABLE',
+      `the sweep program in ${channel.describe} found no nonce on its stdin (is the channel's stdin attached? docker exec needs -i): nothing was signalled; not retried`,
+    );
+  }
   if (parsed.reached) {
     // It may have signalled processes no later scan can find again: final (decisions.md D12).
     return new SandboxError(

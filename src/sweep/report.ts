@@ -178,6 +178,12 @@ export interface SweepReport {
    */
   kept: KeptRecord[];
   unreadable: UnreadableRecord[];
+  /**
+   * What the layers used could not see, in sentences: set where a whole kind of process escapes
+   * them (the sandbox sweep, env tag alone: "env-cleared processes are invisible to the env
+   * tag…"). A report with blind spots never says "nothing left running". Absent: none named.
+   */
+  blindSpots?: string[];
   warnings: SweepWarning[];
   phases: PhaseRecord[];
   timings: {

@@ -1,21 +1,20 @@
 // `tether recover` signals on evidence only, whatever a ledger record says: a forged record's
 // cgroup path, a live session in another PID namespace, an expired kept entry whose pid + start
-// time now name a process that is not the session's, and a recorded channel that is no exec
-// client. Every victim is a process this test started; ground truth is /proc (pid + start time).
+// time now name a process that is not the session's (a recorded channel: channel-trust.test.ts).
+// Every victim is a process this test started; ground truth is /proc (pid + start time).
 import { spawn as spawnChild } from 'node:child_process';
-import { existsSync, mkdirSync, readFileSync, rmdirSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, rmdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { cgroup2Mount, cgroupName } from '../../src/containment/cgroup.js';
 import { Ledger } from '../../src/ledger/index.js';
 import { createTag } from '../../src/proc/tag.js';
 import { recover } from '../../src/recover/index.js';
-import { channelAllowed } from '../../src/recover/plan.js';
 import type { SweepReport } from '../../src/sweep/report.js';
 import { ROOT } from '../support/paths.js';
 import { childrenOf, cmdlineOf, identityOf, isAlive, type ProcessId, pids } from '../support/proc.js';
 import { cleanup, describeProcess, started, tempDir, waitFor } from '../support/zoo.js';
-import { beginOrphaned, goneSupervisor, recoverCli } from './support.js';
+import { beginOrphaned, goneSupervisor } from './support.js';
 
 const CLI = join(ROOT, 'bin/tether.cjs');
 const opened: Ledger[] = [];
@@ -317,53 +316,5 @@ describe('an expired kept process', () => {
     expect(result.settled).toBe(false);
     // Still listed: the next recover says it again.
     expect((await ledger.get(tag))?.kept.map((k) => k.pid)).toEqual([untagged.pid]);
-  });
-});
-
-describe("a record's sandbox channel", () => {
-  it('is run only when its program is an allowed exec client (--allow-channel)', async () => {
-    const dir = tempDir();
-    const pwned = join(dir, 'ran');
-    const { ledger, path } = await ledgerAt(join(dir, 'ledger.db'));
-    const tag = createTag().name;
-    await beginOrphaned(ledger, tag, {
-      location: { kind: 'sandbox', channel: ['sh', '-c', `echo ran >> ${pwned}; exit 1`] },
-    });
-    await ledger.close();
-    opened.pop();
-    const dry = await recoverCli(path, '--dry-run');
-    expect(dry.json.sessions[0]?.reason, dry.stderr).toMatch(/--allow-channel sh/);
-    const refused = await recoverCli(path, '--channel-budget', '1s');
-    expect(existsSync(pwned), 'recover ran the recorded channel').toBe(false);
-    expect(refused.code, refused.stderr).toBe(1);
-    const entry = refused.json.sessions[0];
-    expect(entry?.outcome).toBe('parked');
-    expect(entry?.reason).toContain('"sh", which is not an allowed exec client');
-    expect(entry?.reason).toContain('--allow-channel sh');
-    // Allowed by the operator: run (it reaches nothing here, and stays parked).
-    const allowed = await recoverCli(path, '--channel-budget', '1s', '--allow-channel', 'sh');
-    expect(existsSync(pwned), `an allowed channel was not run: ${allowed.stderr}`).toBe(true);
-    expect(allowed.json.sessions[0]?.outcome).toBe('parked');
-  });
-
-  it('named by a path, is a client only in a system bin directory or exactly as allowed', async () => {
-    const dir = tempDir();
-    const evil = join(dir, 'kubectl'); // an "exec client" of the forger's own
-    writeFileSync(evil, `#!/bin/sh\necho ran >> ${join(dir, 'ran')}\nexit 1\n`, { mode: 0o755 });
-    const { ledger, path } = await ledgerAt(join(dir, 'ledger.db'));
-    await beginOrphaned(ledger, createTag().name, {
-      location: { kind: 'sandbox', channel: [evil, 'exec', 'pod'] },
-    });
-    await ledger.close();
-    opened.pop();
-    const refused = await recoverCli(path, '--channel-budget', '1s', '--allow-channel', 'kubectl');
-    expect(existsSync(join(dir, 'ran')), 'recover ran a kubectl outside the system bin directories').toBe(
-      false,
-    );
-    expect(refused.json.sessions[0]?.reason).toContain(`--allow-channel ${evil}`);
-    expect(channelAllowed('/usr/bin/kubectl', [])).toBe(true);
-    expect(channelAllowed('/usr/bin/../../tmp/kubectl', [])).toBe(false);
-    expect(channelAllowed(evil, [evil])).toBe(true);
-    expect(channelAllowed('sh', ['/bin/sh'])).toBe(false);
   });
 });

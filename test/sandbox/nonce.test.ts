@@ -186,8 +186,12 @@ describe('the completion nonce', () => {
     const outcome = await sandbox
       .exec(noStdin, ['sh', '-c', 'echo ran'], { tag, stderr, sweep: { graceMs: 500, killAfterMs: 500 } })
       .catch((e: Error) => e);
-    expect(outcome).toBeInstanceOf(sandbox.ExecStatusUnknownError);
     expect(said).toMatch(/no nonce on stdin/);
-    expect((outcome as InstanceType<typeof sandbox.ExecStatusUnknownError>).report.stopped).toEqual([]);
+    // Its sweep gets no nonce through that channel either: it signals nothing, and nothing
+    // proves the end — an ambiguous effect, never an end settled by an answer it cannot check.
+    expect((outcome as { code?: string }).code).toBe('AMBIGUOUS_EFFECT');
+    const cause = (outcome as Error).cause as { code?: string; message?: string };
+    expect(cause?.code).toBe('CHANNEL_UNREACHABLE');
+    expect(cause?.message).toMatch(/no nonce on its stdin/);
   });
 });

@@ -109,7 +109,7 @@ interface Model {
 
 // A valid output of the sweep program, from a random model of what it found and did.
 function validOutput(random: () => number): Model {
-  const lines = [`tether-sweep 1 begin ${TAG}`, `reader ${random() < 0.5 ? 'grep-z' : 'tr'}`];
+  const lines = [`tether-sweep 2 begin ${TAG}`, `reader ${random() < 0.5 ? 'grep-z' : 'tr'}`];
   const n = below(random, 6);
   const stopped: number[] = [];
   const survivors: number[] = [];
@@ -130,7 +130,9 @@ function validOutput(random: () => number): Model {
   lines.push(`phase TERM 0 ${below(random, 5000)} ${1 + below(random, 100)} two-empty-scans`);
   lines.push(...ends);
   const complete = random() < 0.9;
-  lines.push(`done ${TAG} ${below(random, 200)} ${below(random, 9000)} ${complete ? 1 : 0}`);
+  lines.push(
+    `done ${TAG} ${below(random, 200)} ${below(random, 9000)} ${complete ? 1 : 0} ${lines.length} ${NONCE}`,
+  );
   return { text: `${lines.join('\n')}\n`, stopped, survivors, complete };
 }
 
@@ -139,14 +141,14 @@ describe('the sweep-output parser', () => {
     const random = prng(7);
     for (let c = 0; c < 500; c++) {
       const m = validOutput(random);
-      const p = parseSweepOutput(m.text, TAG);
+      const p = parseSweepOutput(m.text, TAG, NONCE);
       expect([p.reached, p.finished, p.problems], `case ${c}`).toEqual([true, true, []]);
       expect(p.report.complete).toBe(m.complete);
       expect(p.report.stopped.map((r) => r.pid)).toEqual(m.stopped);
       expect(p.report.survivors.map((r) => r.pid)).toEqual(m.survivors);
       expect(p.report.ok).toBe(m.complete && m.survivors.length === 0);
       for (let cut = 0; cut < m.text.length; cut += 1 + below(random, 40)) {
-        const q = parseSweepOutput(m.text.slice(0, cut), TAG);
+        const q = parseSweepOutput(m.text.slice(0, cut), TAG, NONCE);
         expect(q.finished, `case ${c}: a prefix of ${cut} bytes read as finished`).toBe(false);
         expect(q.report.complete).toBe(false);
         expect(q.report.ok).toBe(false);
@@ -171,11 +173,11 @@ describe('the sweep-output parser', () => {
           text =
             text.slice(0, at) + randomBytes(random, below(random, 10)).toString('latin1') + text.slice(at);
       }
-      const p = parseSweepOutput(text, TAG);
+      const p = parseSweepOutput(text, TAG, NONCE);
       if (p.finished) {
         const last = text.split('\n').at(-2) ?? '';
         expect(last, `case ${c}: finished without a done line last`).toMatch(
-          new RegExp(`^done ${TAG} \\d+ \\d+ [01]$`),
+          new RegExp(`^done ${TAG} \\d+ \\d+ [01] \\d+ ${NONCE}$`),
         );
         expect(text.endsWith('\n')).toBe(true);
       }
@@ -183,11 +185,82 @@ describe('the sweep-output parser', () => {
   });
 
   it('an output without its header never reached the target; one with a foreign tag neither', () => {
-    expect(parseSweepOutput('', TAG).reached).toBe(false);
-    expect(parseSweepOutput('nsenter: cannot open /proc/1/ns/ipc\n', TAG).reached).toBe(false);
+    expect(parseSweepOutput('', TAG, NONCE).reached).toBe(false);
+    expect(parseSweepOutput('nsenter: cannot open /proc/1/ns/ipc\n', TAG, NONCE).reached).toBe(false);
     const other = 'TETHER_SESSION_ffffffffffffffffffffffffffffffff';
     expect(
-      parseSweepOutput(`tether-sweep 1 begin ${other} reader=tr\ndone ${other} 1 1 1\n`, TAG).reached,
+      parseSweepOutput(
+        `tether-sweep 2 begin ${other}\nreader tr\ndone ${other} 1 1 1 2 ${NONCE}\n`,
+        TAG,
+        NONCE,
+      ).reached,
     ).toBe(false);
+  });
+  it("reads a done line only with the run's nonce and the count of the lines before it", () => {
+    const random = prng(21);
+    for (let c = 0; c < 200; c++) {
+      const m = validOutput(random);
+      const lines = m.text.split('\n');
+      const done = lines.at(-2) as string;
+      const fields = done.split(' ');
+      const body = lines.slice(0, -2);
+      const variants: [string, string][] = [
+        ['another nonce', [...fields.slice(0, 6), createNonce()].join(' ')],
+        ['no nonce (version 1)', fields.slice(0, 5).join(' ')],
+        ['a count one too many', [...fields.slice(0, 5), String(Number(fields[5]) + 1), NONCE].join(' ')],
+        ['a count one too few', [...fields.slice(0, 5), String(Number(fields[5]) - 1), NONCE].join(' ')],
+      ];
+      for (const [what, line] of variants) {
+        const p = parseSweepOutput(`${[...body, line].join('\n')}\n`, TAG, NONCE);
+        expect(p.finished, `case ${c}: ${what} read as finished`).toBe(false);
+        expect(p.report.ok).toBe(false);
+      }
+      // A line written into the program's stdout by another process, anywhere after the header.
+      const at = 1 + below(random, body.length);
+      const injected = [...body.slice(0, at), 'warning COARSE_SLEEP x', ...body.slice(at), done];
+      expect(
+        parseSweepOutput(`${injected.join('\n')}\n`, TAG, NONCE).finished,
+        `case ${c}: an injected line`,
+      ).toBe(false);
+      // A line taken out of it (read through /proc/PID/fd/1 by another process), header kept.
+      const gone = 1 + below(random, body.length - 1);
+      const taken = [...body.slice(0, gone), ...body.slice(gone + 1), done];
+      expect(parseSweepOutput(`${taken.join('\n')}\n`, TAG, NONCE).finished, `case ${c}: a taken line`).toBe(
+        false,
+      );
+    }
+  });
+
+  it("a forger's answer (phase, end gone, done without the nonce) is not finished", () => {
+    const text = [
+      `tether-sweep 2 begin ${TAG}`,
+      'reader grep-z',
+      'found 40 5000 1 0 carrier -',
+      'comm 40 5000 sh',
+      'cmdline 40 5000 sh forger',
+      'signal 40 5000 TERM',
+      'phase TERM 0 10 1 two-empty-scans',
+      'end 40 5000 gone',
+      `done ${TAG} 2 10 1`,
+    ].join('\n');
+    const p = parseSweepOutput(`${text}\n`, TAG, NONCE);
+    expect([p.reached, p.finished, p.report.ok]).toEqual([true, false, false]);
+    expect(p.report.stopped).toEqual([]);
+  });
+
+  it('an end said twice for one member is malformed', () => {
+    const text = [
+      `tether-sweep 2 begin ${TAG}`,
+      'found 40 5000 1 0 carrier -',
+      'end 40 5000 gone',
+      'end 40 5000 survived-kill',
+    ];
+    const p = parseSweepOutput(`${[...text, `done ${TAG} 2 10 1 4 ${NONCE}`].join('\n')}\n`, TAG, NONCE);
+    expect(p.finished).toBe(false);
+  });
+
+  it('names a program that found no nonce on its stdin: not reached, nothing signalled', () => {
+    const p = parseSweepOutput(`tether-sweep 2 no-nonce ${TAG}\n`, TAG, NONCE);
+    expect([p.reached, p.noNonce, p.finished]).toEqual([false, true, false]);
   });
 });

@@ -1,6 +1,6 @@
 # tether sweep program (decisions.md D12; docs/sandbox.md#the-sweep-program).
 # The local sweep (src/sweep/loop.ts) in POSIX sh, run inside a container through ONE exec:
-#   sh -c "$PROGRAM" tether-sweep TAG GRACE_MS KILL_AFTER_MS INTERVAL_MS
+#   sh -c "$PROGRAM" tether-sweep TAG GRACE_MS KILL_AFTER_MS INTERVAL_MS      (stdin: NONCE\n)
 # Each round: take a snapshot of /proc; the session is the carriers of TAG=1 (read with
 # `grep -z`, or `tr` where grep cannot read NUL records), the earlier finds still alive with the
 # same identity (pid + start time, field 22 of stat) and every descendant of either. TERM once
@@ -8,15 +8,36 @@
 # row see nothing or GRACE_MS is over; then KILL the same way for up to KILL_AFTER_MS.
 # Never signalled: a pid <= 1 (the container's init), a process group (no negative pid ever
 # reaches kill), this program, its ancestors and its own children.
-# Output: one record per line (docs/sandbox.md#sweep-output); the last line, `done …`, proves
-# the program ran to its end. A run without it is an error, never "found nothing".
+# Output: one record per line (docs/sandbox.md#sweep-output); the last line,
+#   done TAG SCANS DURATION_MS COMPLETE LINES NONCE
+# proves the program ran to its end. NONCE (32 hex digits) is the first line of stdin, as the
+# completion wrapper's is: any process of the container that can open this program's stdout
+# (/proc/PID/fd/1 of a pipe) can write lines into it, but none can write a `done` that counts
+# the LINES before it and holds the nonce, which is printed nowhere else and never exported.
+# A run without that line is an error, never "found nothing".
 
 # Job control, errexit, nounset and tracing may come from the environment: each would change
-# what follows. A lost stream (SIGPIPE, SIGHUP) must not stop a sweep half-way.
-set +e +u +x +v
+# what follows; allexport would export the nonce to every command this program runs. A lost
+# stream (SIGPIPE, SIGHUP) must not stop a sweep half-way.
+set +e +u +x +v +a
 trap '' PIPE HUP
+# An inherited variable of one of these names is exported: assigning to it would hand the
+# nonce (or the count) to grep, tr and sleep, whose environ any process here can read.
+unset nonce first lines
 
-say() { printf '%s\n' "$*"; }
+# say TEXT: one record, written by a builtin so that no external command's argv holds a line
+# (the last one holds the nonce): `printf` in dash, bash and busybox, `print` in mksh (Debian's
+# has no `printf` builtin). `lines` counts the records from the header on.
+lines=0
+case $(command -v printf) in
+  printf) say() { printf '%s\n' "$*"; lines=$((lines + 1)); } ;;
+  *)
+    if [ "$(command -v print)" = print ]; then
+      say() { print -r -- "$*"; lines=$((lines + 1)); }
+    else
+      say() { printf '%s\n' "$*"; lines=$((lines + 1)); }
+    fi ;;
+esac
 
 # ---- arguments ---------------------------------------------------------------------------
 tag=$1 grace=$2 kill_after=$3 interval=$4
@@ -29,9 +50,21 @@ for n in "$grace" "$kill_after" "$interval"; do
   case $n in '' | *[!0-9]*) usage "duration $n" ;; esac
 done
 entry=$tag=1
-# The header comes first, before anything that could fail (a missing /dev/null included): from
+# The nonce, before anything is looked at: without one no answer could be told from a forgery,
+# so nothing is signalled (`docker exec` without -i gives an empty stdin).
+IFS= read -r first
+nonce=$first
+first=
+case $nonce in *[!0-9a-f]* | '') nonce=x ;; esac
+if [ ${#nonce} -ne 32 ]; then
+  say "tether-sweep 2 no-nonce $tag"
+  echo "tether-sweep: no nonce on stdin (is the exec channel's stdin attached? docker exec needs -i): nothing was signalled" >&2
+  exit 125
+fi
+# The header comes next, before anything that could fail (a missing /dev/null included): from
 # here on, the program has reached the target, and a run that stops is cut, not unreachable.
-say "tether-sweep 1 begin $tag"
+lines=0
+say "tether-sweep 2 begin $tag"
 set +m 2>/dev/null
 # Our own children (grep, tr, sleep) must not carry the tag we look for.
 unset "$tag"
@@ -262,7 +295,8 @@ finish() {
     esac
   done
   now_ms
-  say "done $tag $scans $((now - t0)) $complete"
+  # The proof: the records before it, counted, and the nonce. Nothing may follow it.
+  say "done $tag $scans $((now - t0)) $complete $lines $nonce"
   exit 0
 }
 
