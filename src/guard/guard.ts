@@ -4,6 +4,7 @@
 // process was found, SIGCONT for a stopped one). `createGuard` makes the tick; `startGuard` runs
 // it after a startup delay and then every interval, until stopped.
 
+import { readSessionRegistrations, sessionsDir } from '../containment/live-session.js';
 import { TetherError } from '../errors.js';
 import { checkMs, DEFAULT_GRACE_MS, DEFAULT_KILL_AFTER_MS } from '../options.js';
 import { readCmdline, readCmdlines } from '../proc/details.js';
@@ -58,6 +59,12 @@ export interface GuardOptions {
   dryRun?: boolean;
   /** Where registrations live. Default `stateDir()` (TETHER_GUARD_STATE, XDG_RUNTIME_DIR, /run/tether). */
   stateDir?: string;
+  /**
+   * Where sessions register while they run (src/containment/live-session.ts): evidence for
+   * the `live-session` rule. Default `sessionsDir()` (TETHER_SESSIONS_DIR, XDG_RUNTIME_DIR,
+   * /run/tether/sessions).
+   */
+  sessionsDir?: string;
   /** Pause between ticks (`startGuard`). Default 30000. */
   intervalMs?: number;
   /** Wait before the first tick (`startGuard`). Default 90000. */
@@ -182,6 +189,7 @@ export function createGuard(options: GuardOptions = {}): Guard {
     else fixedProblems.push(p);
   }
   const dir = options.stateDir ?? stateDir();
+  const sessions = options.sessionsDir ?? sessionsDir();
   const log = options.log ?? ((line: string) => process.stderr.write(`${line}\n`));
   const tag = createTag(); // names the guard's sweeps in their events and reports; carried by nothing
   const counters: GuardCounters = {
@@ -279,7 +287,7 @@ export function createGuard(options: GuardOptions = {}): Guard {
       spareDescendants: options.spareDescendants !== false,
       protect: keysOf(options.protect ?? []),
       target: new Set(listed.pids),
-      sessions: findLiveSessions(snapshot, cmdline),
+      sessions: findLiveSessions(snapshot, cmdline, readSessionRegistrations(sessions)),
       registered: keysOf(regs.entries.filter((r) => r.expiresAt > now)),
       patterns,
       nowTicks: ticksNow(procRoot),

@@ -14,6 +14,7 @@ import {
   startHelper,
 } from '../containment/helper.js';
 import { HelperPool } from '../containment/helper-pool.js';
+import { type Registered, registerSession, sessionsDir } from '../containment/live-session.js';
 import { type Containment, type ContainmentPlan, planContainment } from '../containment/select.js';
 import { TetherError } from '../errors.js';
 import type { Ledger } from '../ledger/ledger.js';
@@ -228,6 +229,9 @@ export class Session {
   private readonly recorder: SessionRecorder | undefined;
   /** A helper was lost: an end() then is not a caller's cancel (the status is unknown: failed). */
   private helperWasLost = false;
+  /** The live-session registration, written at the first spawn and removed at the end. */
+  private registration: Registered | undefined;
+  private registrationTried = false;
 
   constructor(options: SessionOptions = {}) {
     checkSessionOptions(options);
@@ -305,6 +309,7 @@ export class Session {
     if (this.ending)
       throw new TetherError('SESSION_ENDED', `session ${this.tag.name} has ended: cannot spawn ${command}`);
     checkCommand(command, args, options);
+    this.register();
     const started = performance.now();
     const record = () => this.recordStart([command, ...args]);
     const env = this.env(options.env);
@@ -547,6 +552,22 @@ export class Session {
     }
   }
 
+  // The live-session registration (src/containment/live-session.ts), once, before the first
+  // command carries the tag: what lets recover and a guard tell this live session from an
+  // orphan carrying its tag. A failure is a note (the helper, when there is one, is still seen).
+  private register(): void {
+    if (this.registrationTried) return;
+    this.registrationTried = true;
+    const dir = sessionsDir();
+    try {
+      this.registration = registerSession(this.tag.name, dir, this.procRoot);
+    } catch (error) {
+      this.notes.push(
+        `live-session registration: could not be written in ${dir} (${(error as NodeJS.ErrnoException).code ?? (error as Error).message}): recover and the guard see this session only by its helper`,
+      );
+    }
+  }
+
   // The `NO_HELPER` warning (once per session): why the helper could not be used, `more` after it.
   private noHelper(error: HelperStartError, more = ''): void {
     if (this.warnings.some((w) => w.code === 'NO_HELPER')) return;
@@ -644,6 +665,7 @@ export class Session {
         .then((report) => (this.recorder ? this.recorder.finish(report, endedEarly) : report))
         .finally(() => {
           live.delete(this);
+          this.registration?.remove();
           for (const p of this.running) releaseOutput(p.child);
         });
     }
@@ -669,6 +691,7 @@ export class Session {
     live.delete(this);
     const swept = sweepSync(this.sweepOptions());
     const report = sweepRan(swept) ? this.release(swept) : this.abandonHelpers(swept);
+    this.registration?.remove();
     this.ending ??= Promise.resolve(report);
     return report;
   }
