@@ -1,4 +1,4 @@
-// The guard's `live-session` rule spares a tag only while its session lives (issue 22, item 2):
+// The guard's `live-session` rule spares a tag only while its session lives:
 // a carrier of a tag with no live supervisor anywhere — a made-up tag, a copied one — is an
 // orphan and is stopped; a live session's carriers are spared on evidence of its supervisor (its
 // registration, its helper) or, in a container, of its sandbox wrapper (an exec entry carrying

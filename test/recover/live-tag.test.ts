@@ -1,4 +1,4 @@
-// `tether recover` judges the liveness of a tag, not of a row (issue 21, item 1): a row naming
+// `tether recover` judges the liveness of a tag, not of a row: a row naming
 // tag T whose recorded supervisor is dead (a retry under the same tag after a crash, a stale or
 // copied row) is left alone while any live supervisor of T runs on this machine — nested under
 // another `tether run` at any depth, a library session under `tether run`, its helper stopped —
@@ -12,7 +12,9 @@ import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { sessionsDir } from '../../src/containment/live-session.js';
 import { Ledger } from '../../src/ledger/index.js';
+import { createTag } from '../../src/proc/tag.js';
 import { recover } from '../../src/recover/index.js';
+import { startContainer } from '../sandbox/container.js';
 import { ROOT } from '../support/paths.js';
 import {
   cmdlineOf,
@@ -315,5 +317,42 @@ describe('a nested session whose supervisor died', () => {
     );
     expect(isAlive(outerHelper), 'the outer session’s helper was signalled').toBe(true);
     await endTree(tree.outer, [...tree.tags, inner]);
+  });
+});
+
+describe('a sandbox row naming the tag of a live tether sandbox exec on this machine', () => {
+  it('is left alone: the call registered its tag, and nothing is run through the channel', async () => {
+    const container = await startContainer(300);
+    try {
+      const tag = createTag().name; // a retry under the same tag, as --tag allows
+      const marker = `889.${process.pid}`;
+      const client = spawnChild(
+        process.execPath,
+        [CLI, 'sandbox', 'exec', '--via', container.prefix.join(' '), '--tag', tag, '--', 'sleep', marker],
+        { stdio: 'ignore' },
+      );
+      const caller = identityOf(client.pid ?? 0);
+      if (!caller) throw new Error('premise broken: tether sandbox exec did not start');
+      started.push(caller);
+      const victim = await running(`sleep ${marker}`, 'the sandbox command');
+      const { ledger } = await ledgerAt();
+      await beginOrphaned(ledger, tag, {
+        command: ['sleep', marker],
+        location: { kind: 'sandbox', channel: container.prefix },
+      });
+
+      const result = await recover({ ledger, graceMs: 500, killAfterMs: 500, channelBudgetMs: 5000 });
+      expect(isAlive(victim), `the live sandbox command ${describeProcess(victim)} was signalled`).toBe(true);
+      const entry = result.sessions.find((s) => s.tag === tag);
+      expect(entry?.outcome).toBe('left-alone');
+      expect(entry?.reason).toMatch(
+        new RegExp(`supervisor pid ${caller.pid} \\(registered in .*\\) is alive`),
+      );
+      expect((await ledger.get(tag))?.state).toBe('running');
+      process.kill(caller.pid, 'SIGTERM'); // the call's cancel: its own sweep ends the command
+      await waitFor('the sandbox call to end', () => !isAlive(victim) && !isAlive(caller), 30_000);
+    } finally {
+      await container.stop();
+    }
   });
 });
