@@ -158,13 +158,26 @@ function removeQuietly(path: string): void {
   }
 }
 
-// Removes the registrations of this boot and PID namespace whose supervisor is gone. Best
-// effort: another namespace's, another boot's or an unreadable file is left as it is.
+/** Registration files a `registerSession` checks for a gone supervisor, at most. */
+const PRUNE_MAX_FILES = 256;
+
+// Removes registrations of this boot and PID namespace whose supervisor is gone, judged first by
+// the pid + start time in the file's name (one stat read each), the file read only then. Best
+// effort and bounded (PRUNE_MAX_FILES a call): another namespace's, another boot's or an
+// unreadable file is left as it is.
 function pruneStale(dir: string, ids: ReturnType<typeof hostIds>, procRoot: string): void {
-  for (const r of readRegistrationsIn(dir, REGISTRATION_MAX_FILES).entries) {
-    if (r.bootId !== ids.bootId || r.pidNamespace !== ids.pidNamespace || ids.pidNamespace === undefined)
-      continue;
-    if (!isAlive(r, procRoot)) removeQuietly(r.path);
+  if (ids.pidNamespace === undefined) return;
+  let names: string[];
+  try {
+    names = readdirSync(dir);
+  } catch {
+    return;
+  }
+  for (const name of names.slice(0, PRUNE_MAX_FILES)) {
+    const m = NAME.exec(name);
+    if (!m || isAlive({ pid: Number(m[2]), startTime: Number(m[3]) }, procRoot)) continue;
+    const r = parseRegistration(dir, name);
+    if (r && r.bootId === ids.bootId && r.pidNamespace === ids.pidNamespace) removeQuietly(r.path);
   }
 }
 
@@ -175,48 +188,41 @@ function pruneStale(dir: string, ids: ReturnType<typeof hostIds>, procRoot: stri
  * other file is skipped. A directory that cannot be read holds none. Never throws.
  */
 export function readSessionRegistrations(dir = sessionsDir()): SessionRegistration[] {
-  return readRegistrationsIn(dir, REGISTRATION_MAX_FILES).entries;
-}
-
-function readRegistrationsIn(dir: string, max: number): { entries: SessionRegistration[] } {
   let names: string[];
   try {
     names = readdirSync(dir);
   } catch {
-    return { entries: [] };
+    return [];
   }
   const entries: SessionRegistration[] = [];
   for (const name of names) {
-    if (entries.length >= max) break;
-    const m = NAME.exec(name);
-    if (!m) continue;
-    const path = join(dir, name);
-    const read = readSmallFile(path);
-    if (!read) continue;
-    const fields = read.text.trim().split(' ');
-    if (fields.length !== 7 || fields[0] !== MAGIC || fields[1] !== VERSION) continue;
-    const [, , tag, pid, startTime, bootId, ns] = fields as [
-      string,
-      string,
-      string,
-      string,
-      string,
-      string,
-      string,
-    ];
-    if (tag !== `${TAG_PREFIX}${m[1]}` || pid !== m[2] || startTime !== m[3]) continue;
-    if (!TAG_NAME_PATTERN.test(tag)) continue;
-    entries.push({
-      tag,
-      pid: Number(pid),
-      startTime: Number(startTime),
-      bootId: bootId === '-' ? '' : bootId,
-      pidNamespace: ns === '-' || !/^\d+$/.test(ns) ? undefined : Number(ns),
-      uid: read.uid,
-      path,
-    });
+    if (entries.length >= REGISTRATION_MAX_FILES) break;
+    const r = parseRegistration(dir, name);
+    if (r) entries.push(r);
   }
-  return { entries };
+  return entries;
+}
+
+// The registration in `dir/name`, or undefined when it is none (see readSessionRegistrations).
+function parseRegistration(dir: string, name: string): SessionRegistration | undefined {
+  const m = NAME.exec(name);
+  if (!m) return undefined;
+  const path = join(dir, name);
+  const read = readSmallFile(path);
+  if (!read) return undefined;
+  const fields = read.text.trim().split(' ');
+  if (fields.length !== 7 || fields[0] !== MAGIC || fields[1] !== VERSION) return undefined;
+  const [, , tag, pid, startTime, bootId, ns] = fields as string[];
+  if (tag !== `${TAG_PREFIX}${m[1]}` || pid !== m[2] || startTime !== m[3]) return undefined;
+  return {
+    tag,
+    pid: Number(pid),
+    startTime: Number(startTime),
+    bootId: bootId === '-' ? '' : (bootId as string),
+    pidNamespace: ns === undefined || !/^\d+$/.test(ns) ? undefined : Number(ns),
+    uid: read.uid,
+    path,
+  };
 }
 
 // A regular file's text and owner, at most REGISTRATION_MAX_BYTES; undefined for anything else.

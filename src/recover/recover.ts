@@ -49,7 +49,8 @@ export interface RecoverOptions {
  * - `write-failed`: swept, but the ledger refused the write (`reason` names the error);
  * - `left-alone`: its supervisor cannot be judged from here — it ran in another PID namespace
  *   (or recorded none: an older tether), or on a machine whose id is unknown — and it holds no
- *   lease: nothing is signalled or written (`reason` says which).
+ *   lease; or, whatever the record says, its session is alive now (a live supervisor of its tag
+ *   runs here, nested or not: supervised.ts): nothing is signalled or written (`reason` says which).
  */
 export interface RecoveredSession {
   tag: string;
