@@ -39,10 +39,8 @@ import { tmpdir } from 'node:os';
 import { isAbsolute, join } from 'node:path';
 import { readCmdline, readUid } from '../proc/details.js';
 import { readEnvirons } from '../proc/environ.js';
-import { identityOf, isAlive } from '../proc/identity.js';
-import { nativeFiles } from '../proc/native-files.js';
 import type { Snapshot } from '../proc/snapshot.js';
-import type { ProcStat } from '../proc/stat.js';
+import { type ProcStat, parseStatBuffer } from '../proc/stat.js';
 import { TAG_NAME_PATTERN, TAG_PREFIX } from '../proc/tag.js';
 import { HELPER_COMM, looksLikeHelper } from './helper.js';
 
@@ -90,15 +88,14 @@ export interface Registered {
 // Line format: `tether-session 1 TAG PID START_TIME BOOT_ID PIDNS` (PIDNS `-` when unread).
 const MAGIC = 'tether-session';
 const VERSION = '1';
-// File name: `<tag hex>.<pid>.<start time>`; a temp file's starts with `.`.
-const NAME = /^([0-9a-f]{32})\.(\d+)\.(\d+)$/;
+// File name: `<tag hex>.<pid>.<start time>.<n>` (n: this process's count, so that two calls
+// under one tag in one process each have their own); a temp file's starts with `.`.
+const NAME = /^([0-9a-f]{32})\.(\d+)\.(\d+)\.(\d+)$/;
+let written = 0;
 
-/** This boot's id and PID namespace (read as src/ledger/supervisor.ts reads them). */
+// This boot's id and PID namespace, read as src/ledger/supervisor.ts reads them (from files:
+// the native library is not loaded for them).
 function hostIds(procRoot: string): { bootId: string; pidNamespace: number | undefined } {
-  if (procRoot === '/proc') {
-    const host = nativeFiles()?.host();
-    if (host) return { bootId: host.bootId, pidNamespace: host.pidNamespace };
-  }
   let bootId = '';
   try {
     bootId = readFileSync(`${procRoot}/sys/kernel/random/boot_id`, 'latin1').trim();
@@ -114,25 +111,40 @@ function hostIds(procRoot: string): { bootId: string; pidNamespace: number | und
   return { bootId, pidNamespace };
 }
 
+// The directories this process has made (or found) already: one mkdir each.
+const madeDirs = new Set<string>();
+
 /**
  * Writes the registration of session `tag` (a tag name) supervised by this process into `dir`
  * (made 0700 when absent): one 0600 file, by write-then-rename, naming the tag, this process's
- * pid + start time, the boot id and the PID namespace. Stale files of the same boot and PID
- * namespace whose supervisor is gone (a SIGKILLed supervisor never removes its own) are removed
- * on the way. Throws what the filesystem throws (EACCES, EROFS, ENOSPC…): the caller says so.
+ * pid + start time, the boot id and the PID namespace. `remove()` takes it away at the session's
+ * end, and with it stale files of the same boot and PID namespace whose supervisor is gone (a
+ * SIGKILLed supervisor never removes its own; at most 32 checked, from a random one on: the end,
+ * not the start, pays for it). Throws what the filesystem throws (EACCES, EROFS, ENOSPC…): the
+ * caller says so.
  */
 export function registerSession(tag: string, dir = sessionsDir(), procRoot = '/proc'): Registered {
   if (!TAG_NAME_PATTERN.test(tag)) throw new Error(`not a session tag name: ${JSON.stringify(tag)}`);
-  const self = identityOf(process.pid, procRoot);
+  const self = statByFile(procRoot, process.pid);
   if (!self) throw new Error(`cannot read ${procRoot}/${process.pid}/stat: is /proc mounted?`);
   const ids = hostIds(procRoot);
-  mkdirSync(dir, { recursive: true, mode: 0o700 });
-  pruneStale(dir, ids, procRoot);
+  if (!madeDirs.has(dir)) {
+    mkdirSync(dir, { recursive: true, mode: 0o700 });
+    madeDirs.add(dir);
+  }
   const hex = tag.slice(TAG_PREFIX.length);
-  const path = join(dir, `${hex}.${self.pid}.${self.startTime}`);
+  written += 1;
+  const path = join(dir, `${hex}.${self.pid}.${self.startTime}.${written}`);
   const tmp = join(dir, `.${hex}.${self.pid}.${process.hrtime.bigint()}`);
   const line = [MAGIC, VERSION, tag, self.pid, self.startTime, ids.bootId || '-', ids.pidNamespace ?? '-'];
-  writeFileSync(tmp, `${line.join(' ')}\n`, { mode: 0o600, flag: 'wx' });
+  const text = `${line.join(' ')}\n`;
+  try {
+    writeFileSync(tmp, text, { mode: 0o600, flag: 'wx' });
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code !== 'ENOENT') throw error;
+    mkdirSync(dir, { recursive: true, mode: 0o700 }); // removed since this process made it
+    writeFileSync(tmp, text, { mode: 0o600, flag: 'wx' });
+  }
   try {
     renameSync(tmp, path);
   } catch (error) {
@@ -146,8 +158,19 @@ export function registerSession(tag: string, dir = sessionsDir(), procRoot = '/p
       if (removed) return;
       removed = true;
       removeQuietly(path);
+      pruneStale(dir, ids, procRoot);
     },
   };
+}
+
+// `/proc/<pid>/stat` read with fs (a session's start does not load the native library for it).
+function statByFile(procRoot: string, pid: number): ProcStat | undefined {
+  try {
+    const buf = readFileSync(`${procRoot}/${pid}/stat`);
+    return parseStatBuffer(buf, buf.length);
+  } catch {
+    return undefined;
+  }
 }
 
 function removeQuietly(path: string): void {
@@ -158,8 +181,8 @@ function removeQuietly(path: string): void {
   }
 }
 
-/** Registration files a `registerSession` checks for a gone supervisor, at most. */
-const PRUNE_MAX_FILES = 256;
+/** Registration files a `remove()` checks for a gone supervisor, at most (from a random one on). */
+const PRUNE_MAX_FILES = 32;
 
 // Removes registrations of this boot and PID namespace whose supervisor is gone, judged first by
 // the pid + start time in the file's name (one stat read each), the file read only then. Best
@@ -173,9 +196,14 @@ function pruneStale(dir: string, ids: ReturnType<typeof hostIds>, procRoot: stri
   } catch {
     return;
   }
-  for (const name of names.slice(0, PRUNE_MAX_FILES)) {
+  const from = Math.floor(Math.random() * names.length);
+  const picked = [...names.slice(from), ...names.slice(0, from)].slice(0, PRUNE_MAX_FILES);
+  for (const name of picked) {
     const m = NAME.exec(name);
-    if (!m || isAlive({ pid: Number(m[2]), startTime: Number(m[3]) }, procRoot)) continue;
+    if (!m) continue;
+    const stat = statByFile(procRoot, Number(m[2]));
+    if (stat && stat.startTime === Number(m[3])) continue; // alive, or a zombie: kept
+
     const r = parseRegistration(dir, name);
     if (r && r.bootId === ids.bootId && r.pidNamespace === ids.pidNamespace) removeQuietly(r.path);
   }

@@ -309,9 +309,11 @@ export class Session {
     if (this.ending)
       throw new TetherError('SESSION_ENDED', `session ${this.tag.name} has ended: cannot spawn ${command}`);
     checkCommand(command, args, options);
-    this.register();
     const started = performance.now();
-    const record = () => this.recordStart([command, ...args]);
+    const record = () => {
+      this.register();
+      this.recordStart([command, ...args]);
+    };
     const env = this.env(options.env);
     const stdio = options.stdio ?? 'pipe';
     // A NUL byte cannot pass execve(2): refused before any process, naming where it is.
@@ -552,9 +554,10 @@ export class Session {
     }
   }
 
-  // The live-session registration (src/containment/live-session.ts), once, before the first
-  // command carries the tag: what lets recover and a guard tell this live session from an
-  // orphan carrying its tag. A failure is a note (the helper, when there is one, is still seen).
+  // The live-session registration (src/containment/live-session.ts), once, with the begin: once
+  // the helper is spawned and before the payload's go (or before a direct spawn). What lets
+  // recover and a guard tell this live session from an orphan carrying its tag. A failure is a
+  // note (the helper, when there is one, is still seen).
   private register(): void {
     if (this.registrationTried) return;
     this.registrationTried = true;

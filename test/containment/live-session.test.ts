@@ -33,7 +33,7 @@ function forge(
   const dir = own.slice(0, own.lastIndexOf('/'));
   const [, , , , , bootId, ns] = readFileSync(own, 'latin1').trim().split(' ');
   const hex = tag.slice('TETHER_SESSION_'.length);
-  const path = join(dir, `${hex}.${id.pid}.${id.startTime}`);
+  const path = join(dir, `${hex}.${id.pid}.${id.startTime}.1`);
   const line = ['tether-session', '1', tag, id.pid, id.startTime, fields.bootId ?? bootId, fields.ns ?? ns];
   writeFileSync(path, `${line.join(' ')}\n`);
   return path;
@@ -113,7 +113,19 @@ describe('a live-session registration', () => {
     own.remove();
   });
 
-  it("of a gone supervisor is removed by the next session's registration", async () => {
+  it('of two calls under one tag in one process are two: the first to end leaves the other', () => {
+    const dir = join(tempDir(), 'sessions');
+    const tag = createTag().name;
+    const first = registerSession(tag, dir);
+    const second = registerSession(tag, dir);
+    expect(first.path).not.toBe(second.path);
+    first.remove();
+    expect(signsOf(dir, tag).map((s) => s.supervisor)).toEqual([process.pid]);
+    second.remove();
+    expect(signsOf(dir, tag)).toEqual([]);
+  });
+
+  it("of a gone supervisor is removed at another session's end", async () => {
     const dir = join(tempDir(), 'sessions');
     mkdirSync(dir);
     const own = registerSession(createTag().name, dir);
@@ -121,9 +133,11 @@ describe('a live-session registration', () => {
     const stale = forge(own.path, createTag().name, goneId);
     const live = forge(own.path, createTag().name, sleeper());
     const next = registerSession(createTag().name, dir);
+    expect(existsSync(stale), 'premise: the stale file is there').toBe(true);
+    next.remove();
     expect(existsSync(stale), 'a gone supervisor’s file was kept').toBe(false);
     expect(existsSync(live), 'a live supervisor’s file was removed').toBe(true);
-    next.remove();
+    expect(existsSync(own.path), 'a live supervisor’s file was removed').toBe(true);
     own.remove();
   });
 

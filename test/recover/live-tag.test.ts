@@ -291,7 +291,7 @@ describe('a nested session whose supervisor died', () => {
       `run --no-ledger --events ${events}`,
     );
     const registration = () =>
-      readdirSync(sessionsDir()).some((n) => n.endsWith(`.${supervisor.pid}.${supervisor.startTime}`));
+      readdirSync(sessionsDir()).some((n) => n.includes(`.${supervisor.pid}.${supervisor.startTime}.`));
     expect(registration(), 'premise: the inner supervisor registered its session').toBe(true);
     // Stopped, its dead man's switch cannot run; then its supervisor dies without an end.
     process.kill(helper.pid, 'SIGSTOP');
