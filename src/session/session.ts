@@ -229,7 +229,7 @@ export class Session {
   private readonly recorder: SessionRecorder | undefined;
   /** A helper was lost: an end() then is not a caller's cancel (the status is unknown: failed). */
   private helperWasLost = false;
-  /** The live-session registration, written at the first spawn and removed at the end. */
+  /** The live-session registration, written with the first command's begin and removed at the end. */
   private registration: Registered | undefined;
   private registrationTried = false;
 
