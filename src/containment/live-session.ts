@@ -25,6 +25,7 @@ import {
   closeSync,
   constants,
   fstatSync,
+  lstatSync,
   mkdirSync,
   openSync,
   readdirSync,
@@ -116,7 +117,8 @@ const madeDirs = new Set<string>();
 
 /**
  * Writes the registration of session `tag` (a tag name) supervised by this process into `dir`
- * (made 0700 when absent): one 0600 file, by write-then-rename, naming the tag, this process's
+ * (made 0700 when absent; refused unless it is a directory of this uid that no one else may
+ * write, code `ENOTPRIVATE`): one 0600 file, by write-then-rename, naming the tag, this process's
  * pid + start time, the boot id and the PID namespace. `remove()` takes it away at the session's
  * end, and with it stale files of the same boot and PID namespace whose supervisor is gone (a
  * SIGKILLed supervisor never removes its own; at most 32 checked, from a random one on: the end,
@@ -130,6 +132,7 @@ export function registerSession(tag: string, dir = sessionsDir(), procRoot = '/p
   const ids = hostIds(procRoot);
   if (!madeDirs.has(dir)) {
     mkdirSync(dir, { recursive: true, mode: 0o700 });
+    checkPrivate(dir);
     madeDirs.add(dir);
   }
   const hex = tag.slice(TAG_PREFIX.length);
@@ -161,6 +164,20 @@ export function registerSession(tag: string, dir = sessionsDir(), procRoot = '/p
       pruneStale(dir, ids, procRoot);
     },
   };
+}
+
+// Throws unless `dir` is a directory (not a symlink) of this process's uid that no one else may
+// write: another user's directory (planted in a shared /tmp) could drop or replace registrations.
+function checkPrivate(dir: string): void {
+  const st = lstatSync(dir);
+  const uid = process.getuid?.() ?? st.uid;
+  if (!st.isDirectory() || st.uid !== uid || (st.mode & 0o022) !== 0)
+    throw Object.assign(
+      new Error(
+        `${dir} is not a private directory of uid ${uid} (${st.isSymbolicLink() ? 'a symlink' : `owner ${st.uid}, mode ${(st.mode & 0o777).toString(8)}`})`,
+      ),
+      { code: 'ENOTPRIVATE' },
+    );
 }
 
 // `/proc/<pid>/stat` read with fs (a session's start does not load the native library for it).

@@ -3,7 +3,16 @@
 // carry the tag, and owns the file. Real files in a temp directory, real processes; a forged file
 // of each shape is no sign.
 import { execFileSync, spawn } from 'node:child_process';
-import { existsSync, mkdirSync, readFileSync, symlinkSync, unlinkSync, writeFileSync } from 'node:fs';
+import {
+  chmodSync,
+  existsSync,
+  mkdirSync,
+  readdirSync,
+  readFileSync,
+  symlinkSync,
+  unlinkSync,
+  writeFileSync,
+} from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import {
@@ -139,6 +148,21 @@ describe('a live-session registration', () => {
     expect(existsSync(live), 'a live supervisor’s file was removed').toBe(true);
     expect(existsSync(own.path), 'a live supervisor’s file was removed').toBe(true);
     own.remove();
+  });
+
+  it('is written only into a private directory of this uid: a symlink or a group-writable one is refused', () => {
+    const base = tempDir();
+    const real = join(base, 'real');
+    mkdirSync(real, { mode: 0o700 });
+    const link = join(base, 'link');
+    symlinkSync(real, link);
+    expect(() => registerSession(createTag().name, link)).toThrow(/not a private directory/);
+    const open = join(base, 'open');
+    mkdirSync(open);
+    chmodSync(open, 0o777);
+    expect(() => registerSession(createTag().name, open)).toThrow(/not a private directory.*mode 777/);
+    expect(readdirSync(real)).toEqual([]);
+    expect(readdirSync(open)).toEqual([]);
   });
 
   it('lives in TETHER_SESSIONS_DIR, else XDG_RUNTIME_DIR/tether/sessions, else /run/tether/sessions for root', () => {
