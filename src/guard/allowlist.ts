@@ -2,8 +2,7 @@
 // says whether one process is spared (the rule's name) or not (undefined). A process spared by a
 // rule that spreads spares every descendant with it; `pid-1` and `guard-ancestor` spare only the
 // process itself (every orphan is PID 1's child, and the guard's ancestors are PID 1's line).
-import { HELPER_COMM, looksLikeHelper } from '../containment/helper.js';
-import { type EnvironRead, readEnvirons } from '../proc/environ.js';
+import { liveSupervisors, type SessionRegistration, viewSessions } from '../containment/live-session.js';
 import { type Identity, identityKey } from '../proc/identity.js';
 import type { Snapshot } from '../proc/snapshot.js';
 import type { ProcStat } from '../proc/stat.js';
@@ -80,8 +79,9 @@ const initService: Rule = (stat, ctx) =>
   ctx.initServices.size > 0 && ctx.initServices.has(identityKey(stat)) ? 'init-service' : undefined;
 
 // A live tether session: its supervisor (and so its helpers and payloads), or a carrier of the
-// tag of a session whose supervisor is alive, wherever the carrier was reparented (trinity #857,
-// #912: a concurrently running execution was killed).
+// tag of a session whose supervisor is seen alive (`findLiveSessions`), wherever the carrier was
+// reparented (trinity #857, #912: a concurrently running execution was killed). A tag without
+// that evidence spares nothing.
 const liveSession: Rule = (stat, ctx) =>
   ctx.sessions.supervisors.has(stat.pid) || ctx.sessions.carriers.has(stat.pid) ? 'live-session' : undefined;
 
@@ -206,15 +206,15 @@ export function verdicts(ctx: AllowContext): (pid: number) => Spared | undefined
 
 /**
  * The live tether sessions of one snapshot, found without a ledger (docs/guard.md, "Live
- * sessions"):
- * - a **supervisor** is the parent of a carrier of tag T that does not carry T itself, is
- *   alive, and is not PID 1 (the session's variable is exported to what the supervisor starts,
- *   never to the supervisor: src/session/session.ts), or the parent (not PID 1) of a helper —
- *   comm `tether-helper`, argv `--grace N --kill-after N …` (src/containment/helper.ts);
- * - a session is **live** while one of its supervisors is: every carrier of its tag is then
- *   live too, even one reparented to PID 1 (an orphan the session will sweep at its end).
- * An orphaned carrier's new parent is PID 1, never taken as a supervisor; a supervisor itself
- * orphaned to PID 1 is still found through its carrier children.
+ * sessions"): a tag is **live** while a sign of a live supervisor of it is seen — its helper
+ * under it, its registration with its pid + start time alive, or a sandbox session's wrapper (an
+ * exec entry carrying the tag) — by `liveSupervisors` (src/containment/live-session.ts, the
+ * evidence recover uses too). A carrier alone is never evidence: an orphan with a made-up or
+ * copied tag, or the carriers of a session whose supervisor died, are stopped like any orphan.
+ * - `supervisors`: the live supervisors themselves (spared with their subtrees: their helpers,
+ *   payloads and their children), and the sandbox wrappers;
+ * - `carriers`: every carrier of a live tag, wherever it was reparented (an orphan the session
+ *   itself sweeps at its end).
  */
 export interface LiveSessions {
   supervisors: Set<number>;
@@ -225,41 +225,24 @@ export interface LiveSessions {
 
 /**
  * Finds the live sessions of `snapshot`: reads every process's environ for session entries (one
- * batched native call when it is there) and the cmdline of each `tether-helper`. An environ that
- * cannot be read (denied, gone) holds no entry.
+ * batched native call when it is there) and the cmdline of each `tether-helper`, and judges the
+ * `registrations` read this tick. An environ that cannot be read (denied, gone) holds no entry.
  */
-export function findLiveSessions(snapshot: Snapshot, cmdline: (pid: number) => string): LiveSessions {
-  const stats = [...snapshot.processes.values()];
-  const reads: EnvironRead[] = readEnvirons(
-    snapshot.procRoot,
-    stats.map((s) => s.pid),
-    stats.map((s) => s.state === 'Z'),
-  );
-  const entries = new Map<number, readonly string[]>();
-  stats.forEach((s, i) => {
-    const r = reads[i];
-    if (r?.kind === 'ok' && r.entries.length > 0) entries.set(s.pid, r.entries);
-  });
+export function findLiveSessions(
+  snapshot: Snapshot,
+  cmdline: (pid: number) => string,
+  registrations: readonly SessionRegistration[] = [],
+): LiveSessions {
+  const view = viewSessions(snapshot, cmdline);
+  const signs = liveSupervisors(view, registrations);
   const supervisors = new Set<number>();
   const tags = new Set<string>();
-  for (const [pid, own] of entries) {
-    const stat = snapshot.processes.get(pid);
-    const parent = stat && stat.ppid > 1 ? snapshot.processes.get(stat.ppid) : undefined;
-    if (!parent || parent.state === 'Z' || parent.state === 'X') continue;
-    const parentEntries = entries.get(parent.pid) ?? [];
-    const fresh = own.filter((e) => !parentEntries.includes(e));
-    if (fresh.length === 0) continue;
-    supervisors.add(parent.pid);
-    for (const e of fresh) tags.add(e);
-  }
-  for (const stat of stats) {
-    if (stat.comm !== HELPER_COMM || stat.ppid <= 1) continue;
-    if (!looksLikeHelper(stat.comm, cmdline(stat.pid).split(' '))) continue;
-    const parent = snapshot.processes.get(stat.ppid);
-    if (parent && parent.state !== 'Z' && parent.state !== 'X') supervisors.add(parent.pid);
+  for (const [tag, list] of signs) {
+    tags.add(`${tag}=1`);
+    for (const sign of list) supervisors.add(sign.supervisor);
   }
   const carriers = new Set<number>();
-  for (const [pid, own] of entries) if (own.some((e) => tags.has(e))) carriers.add(pid);
+  for (const [pid, own] of view.carried) if (own.some((t) => signs.has(t))) carriers.add(pid);
   return { supervisors, carriers, tags };
 }
 

@@ -4,6 +4,7 @@
 // process was found, SIGCONT for a stopped one). `createGuard` makes the tick; `startGuard` runs
 // it after a startup delay and then every interval, until stopped.
 
+import { readSessionRegistrations, sessionsDir } from '../containment/live-session.js';
 import { TetherError } from '../errors.js';
 import { checkMs, DEFAULT_GRACE_MS, DEFAULT_KILL_AFTER_MS } from '../options.js';
 import { readCmdline, readCmdlines } from '../proc/details.js';
@@ -66,6 +67,12 @@ export interface GuardOptions {
    * the cgroup v2 hierarchy's root: docs/guard.md, "On a host"). Default false: refused.
    */
   host?: boolean;
+  /**
+   * Where sessions register while they run (src/containment/live-session.ts): evidence for
+   * the `live-session` rule. Default `sessionsDir()` (TETHER_SESSIONS_DIR, XDG_RUNTIME_DIR,
+   * /run/tether/sessions).
+   */
+  sessionsDir?: string;
   /** Pause between ticks (`startGuard`). Default 30000. */
   intervalMs?: number;
   /** Wait before the first tick (`startGuard`). Default 90000. */
@@ -246,6 +253,7 @@ export function createGuard(options: GuardOptions = {}): Guard {
   // place, a file over the cap, a read past its deadline) keeps what was read before, and says so.
   let lastPatterns: { patterns: Pattern[]; tick: number } | undefined;
   let lastRegistrations: { entries: Registration[]; tick: number } | undefined;
+  const sessions = options.sessionsDir ?? sessionsDir();
   const log = options.log ?? ((line: string) => process.stderr.write(`${line}\n`));
   const tag = createTag(); // names the guard's sweeps in their events and reports; carried by nothing
   const counters: GuardCounters = {
@@ -380,7 +388,7 @@ export function createGuard(options: GuardOptions = {}): Guard {
       protect: keysOf(options.protect ?? []),
       initServices: keysOf(init?.services ?? []),
       target: new Set(listed.pids),
-      sessions: findLiveSessions(snapshot, cmdline),
+      sessions: findLiveSessions(snapshot, cmdline, readSessionRegistrations(sessions)),
       registered: keysOf(inputs.entries.filter((r) => r.expiresAt > now)),
       patterns: inputs.patterns,
       nowTicks: ticksNow(procRoot),

@@ -72,8 +72,8 @@ export async function endExpiredKept(records: SessionRecord[], settings: KeptSet
     const livingKeys = new Set(living.map((k) => identityKey(k)));
     const gone = expired.filter((k) => !livingKeys.has(identityKey(k)));
     for (const k of gone) out.push(entry(k, 'gone'));
-    // A session alive now (its helper or command under a live supervisor: a forged or stale
-    // row's kept entry may name one of its processes) keeps its processes, expired or not.
+    // A session alive now (a live supervisor of its tag is seen: supervised.ts; a forged or
+    // stale row's kept entry may name one of its processes) keeps its processes, expired or not.
     const sign = living.length > 0 ? liveSign(record.tag, settings.live) : undefined;
     if (sign) {
       for (const k of living) out.push(entry(k, 'left-alone', null, sign));

@@ -57,7 +57,8 @@ export interface RecoverOptions {
  * - `write-failed`: swept, but the ledger refused the write (`reason` names the error);
  * - `left-alone`: its supervisor cannot be judged from here — it ran in another PID namespace
  *   (or recorded none: an older tether), or on a machine whose id is unknown — and it holds no
- *   lease: nothing is signalled or written (`reason` says which).
+ *   lease; or, whatever the record says, its session is alive now (a live supervisor of its tag
+ *   runs here, nested or not: supervised.ts): nothing is signalled or written (`reason` says which).
  */
 export interface RecoveredSession {
   tag: string;
@@ -107,13 +108,15 @@ export async function recover(options: RecoverOptions): Promise<RecoverResult> {
   // boot and PID namespace) its pid + start time no longer exist, elsewhere its lease expired.
   const open = records.filter((r) => r.state === 'running' || r.state === 'parked');
   const judged = open.map((record) => ({ record, ...judgeSupervisor(record, here) }));
-  // A local session with a sign of life now is left alone, whatever its record says of its
-  // supervisor (a forged or stale row: supervised.ts). /proc is read once for every record.
+  // A session with a sign of life now is left alone, whatever its record says of its
+  // supervisor (a forged or stale row, a retry under the same tag: supervised.ts) — a sandbox
+  // session too, by its supervisor here. /proc is read once for every record.
   const live = readLiveTags(options.procRoot);
   const supervised = new Map<string, string>();
   for (const j of judged) {
-    if (!j.gone || j.record.location.kind !== 'local') continue;
-    const sign = liveSign(j.record.tag, live, { otherBoot: j.by === 'boot' });
+    if (!j.gone) continue;
+    const local = j.record.location.kind === 'local';
+    const sign = liveSign(j.record.tag, live, { otherBoot: local && j.by === 'boot' });
     if (sign) supervised.set(j.record.tag, sign);
   }
   const orphaned = judged.filter((j) => j.gone && !supervised.has(j.record.tag)).map((j) => j.record);

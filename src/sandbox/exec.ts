@@ -9,6 +9,7 @@
 // (exec-stops.ts) → read the completion line → decide the outcome, sweeping an unknown end
 // (exec-outcome.ts).
 import type { Readable, Writable } from 'node:stream';
+import { type Registered, registerSession } from '../containment/live-session.js';
 import { TetherError } from '../errors.js';
 import type { Ledger } from '../ledger/ledger.js';
 import { checkMs } from '../options.js';
@@ -167,6 +168,10 @@ async function run(
   plan: CallPlan,
 ): Promise<SandboxExecResult> {
   const started = performance.now();
+  // This process supervises the tag while the call runs: its registration is what tells
+  // `tether recover` on this machine that a row naming the tag is a live session's
+  // (src/containment/live-session.ts). Best effort: without it, the row is judged as recorded.
+  const registration = registerQuietly(plan.tag.name);
   const client = channel.exec(plan.argv); // the wrapper, over the channel
   client.stdin.on('error', () => {}); // a wrapper that refused reads no more: not a crash
   const stops = new CallStops(channel, plan.tag, plan.sweepOptions);
@@ -202,6 +207,16 @@ async function run(
     stops.disarm();
     output.detach();
     client.kill();
+    registration?.remove();
+  }
+}
+
+// `registerSession` in the default directory, or undefined when it cannot be written.
+function registerQuietly(tag: string): Registered | undefined {
+  try {
+    return registerSession(tag);
+  } catch {
+    return undefined;
   }
 }
 

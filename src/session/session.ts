@@ -14,6 +14,7 @@ import {
   startHelper,
 } from '../containment/helper.js';
 import { HelperPool } from '../containment/helper-pool.js';
+import { type Registered, registerSession, sessionsDir } from '../containment/live-session.js';
 import { type Containment, type ContainmentPlan, planContainment } from '../containment/select.js';
 import { TetherError } from '../errors.js';
 import type { Ledger } from '../ledger/ledger.js';
@@ -229,6 +230,9 @@ export class Session {
   private readonly recorder: SessionRecorder | undefined;
   /** A helper was lost: an end() then is not a caller's cancel (the status is unknown: failed). */
   private helperWasLost = false;
+  /** The live-session registration, written with the first command's begin and removed at the end. */
+  private registration: Registered | undefined;
+  private registrationTried = false;
 
   constructor(options: SessionOptions = {}) {
     checkSessionOptions(options);
@@ -308,7 +312,10 @@ export class Session {
       throw new TetherError('SESSION_ENDED', `session ${this.tag.name} has ended: cannot spawn ${command}`);
     checkCommand(command, args, options);
     const started = performance.now();
-    const record = () => this.recordStart([command, ...args]);
+    const record = () => {
+      this.register();
+      this.recordStart([command, ...args]);
+    };
     const env = this.env(options.env);
     const stdio = options.stdio ?? 'pipe';
     // A NUL byte cannot pass execve(2): refused before any process, naming where it is.
@@ -553,6 +560,23 @@ export class Session {
     }
   }
 
+  // The live-session registration (src/containment/live-session.ts), once, with the begin: once
+  // the helper is spawned and before the payload's go (or before a direct spawn). What lets
+  // recover and a guard tell this live session from an orphan carrying its tag. A failure is a
+  // note (the helper, when there is one, is still seen).
+  private register(): void {
+    if (this.registrationTried) return;
+    this.registrationTried = true;
+    const dir = sessionsDir();
+    try {
+      this.registration = registerSession(this.tag.name, dir, this.procRoot);
+    } catch (error) {
+      this.notes.push(
+        `live-session registration: could not be written in ${dir} (${(error as NodeJS.ErrnoException).code ?? (error as Error).message}): recover and the guard see this session only by its helper`,
+      );
+    }
+  }
+
   // The `NO_HELPER` warning (once per session): why the helper could not be used, `more` after it.
   private noHelper(error: HelperStartError, more = ''): void {
     if (this.warnings.some((w) => w.code === 'NO_HELPER')) return;
@@ -650,6 +674,7 @@ export class Session {
         .then((report) => (this.recorder ? this.recorder.finish(report, endedEarly) : report))
         .finally(() => {
           live.delete(this);
+          this.registration?.remove();
           for (const p of this.running) releaseOutput(p.child);
         });
     }
@@ -676,6 +701,7 @@ export class Session {
     this.recorder?.release(); // its end is not written: its lease lapses, as its process ends
     const swept = sweepSync(this.sweepOptions());
     const report = sweepRan(swept) ? this.release(swept) : this.abandonHelpers(swept);
+    this.registration?.remove();
     this.ending ??= Promise.resolve(report);
     return report;
   }

@@ -56,6 +56,9 @@ export default function setup() {
   // `tether run` records in a ledger by default: this run's in a temp file, never the user's.
   // (Tests of the default path set XDG_STATE_HOME and clear TETHER_LEDGER themselves.)
   process.env.TETHER_LEDGER ??= join(mkdtempSync(join(tmpdir(), 'tether-suite-ledger-')), 'ledger.db');
+  // Live-session registrations (src/containment/live-session.ts) in this run's own directory,
+  // never the machine's /run/tether/sessions.
+  process.env.TETHER_SESSIONS_DIR ??= mkdtempSync(join(tmpdir(), 'tether-suite-sessions-'));
   mkdirSync(BUILD, { recursive: true });
   for (const file of readdirSync(C_FIXTURES)) {
     if (!file.endsWith('.c')) continue;

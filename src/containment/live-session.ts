@@ -1,0 +1,414 @@
+// Whether a session is alive now: evidence, from this machine's /proc, that a supervisor of its
+// tag runs (docs/containment.md, "Live sessions"). One home for the question that recover, a kept
+// entry's expiry and the guard's `live-session` rule all ask: a tag alone is never evidence (any
+// process can carry any tag: a copied environment, a made-up one), a ledger row is never
+// evidence (it can be stale or forged), and a registration file alone is never evidence (its
+// supervisor may have been SIGKILLed). Evidence is for leaving a session alone, never for
+// signalling anything.
+//
+// A supervisor of tag T is any tether process (CLI or library, nested at any depth) whose own
+// session is T. tether exports T to what the supervisor starts, never to the supervisor, so a
+// supervisor never carries T itself. It shows itself three ways:
+// - **its helper**: a process that looks like a helper (`looksLikeHelper`) and carries T, under a
+//   live parent that does not carry T, is not PID 1, and is no helper itself (a helper is a
+//   subreaper: an orphaned helper of a dead nested supervisor is adopted by the outer session's
+//   helper, which never carries the inner tag);
+// - **its registration**: the file the session writes when its first command starts and removes
+//   at its end (`registerSession`), naming T and the supervisor's pid + start time, counted only
+//   while that pid + start time is alive in the same boot and PID namespace, owned by that
+//   process's uid (or root), and not carrying T;
+// - **its sandbox wrapper** (inside a container): an exec entry — pid > 1 whose parent is outside
+//   the PID namespace (ppid 0: `docker exec`, `kubectl exec`, `nsenter`) — carrying T: the
+//   completion wrapper runs as `env T=1 sh -c WRAP` (src/sandbox/exec.ts) for as long as its
+//   command and its client's session do.
+import {
+  closeSync,
+  constants,
+  fstatSync,
+  lstatSync,
+  mkdirSync,
+  openSync,
+  readdirSync,
+  readFileSync,
+  readSync,
+  renameSync,
+  statSync,
+  unlinkSync,
+  writeFileSync,
+} from 'node:fs';
+import { tmpdir } from 'node:os';
+import { isAbsolute, join } from 'node:path';
+import { readCmdline, readUid } from '../proc/details.js';
+import { readEnvirons } from '../proc/environ.js';
+import type { Snapshot } from '../proc/snapshot.js';
+import { type ProcStat, parseStatBuffer } from '../proc/stat.js';
+import { TAG_NAME_PATTERN, TAG_PREFIX } from '../proc/tag.js';
+import { HELPER_COMM, looksLikeHelper } from './helper.js';
+
+/** The variable naming the live-session registrations directory (absolute), before the defaults. */
+export const SESSIONS_DIR_ENV = 'TETHER_SESSIONS_DIR';
+
+/** Bytes a registration file may hold; a larger one is no registration. */
+export const REGISTRATION_MAX_BYTES = 512;
+
+/** Registration files read per call, at most (a directory filled by a writer cannot stall a tick). */
+export const REGISTRATION_MAX_FILES = 4096;
+
+/**
+ * The live-session registrations directory, from `env`: `TETHER_SESSIONS_DIR` (absolute), else
+ * `$XDG_RUNTIME_DIR/tether/sessions` (absolute), else `/run/tether/sessions` for root (uid 0),
+ * else `<os.tmpdir()>/tether-<uid>/sessions`. A writer and a reader find the same directory only
+ * when their environments resolve the same way (docs/containment.md, "Live sessions").
+ */
+export function sessionsDir(env: NodeJS.ProcessEnv = process.env, uid = process.getuid?.() ?? 0): string {
+  const own = env[SESSIONS_DIR_ENV];
+  if (own && isAbsolute(own)) return own;
+  const runtime = env.XDG_RUNTIME_DIR;
+  if (runtime && isAbsolute(runtime)) return join(runtime, 'tether', 'sessions');
+  return uid === 0 ? '/run/tether/sessions' : join(tmpdir(), `tether-${uid}`, 'sessions');
+}
+
+/** One registration file, as read: which tag, which supervisor (pid + start time, clock ticks), where. */
+export interface SessionRegistration {
+  tag: string;
+  pid: number;
+  startTime: number;
+  bootId: string;
+  pidNamespace: number | undefined;
+  /** The file's owner. */
+  uid: number;
+  path: string;
+}
+
+/** A registration written by `registerSession`: `remove()` takes it away (idempotent, never throws). */
+export interface Registered {
+  path: string;
+  remove(): void;
+}
+
+// Line format: `tether-session 1 TAG PID START_TIME BOOT_ID PIDNS` (PIDNS `-` when unread).
+const MAGIC = 'tether-session';
+const VERSION = '1';
+// File name: `<tag hex>.<pid>.<start time>.<n>` (n: this process's count, so that two calls
+// under one tag in one process each have their own); a temp file's starts with `.`.
+const NAME = /^([0-9a-f]{32})\.(\d+)\.(\d+)\.(\d+)$/;
+let written = 0;
+
+// This boot's id and PID namespace, read as src/ledger/supervisor.ts reads them (from files:
+// the native library is not loaded for them).
+function hostIds(procRoot: string): { bootId: string; pidNamespace: number | undefined } {
+  let bootId = '';
+  try {
+    bootId = readFileSync(`${procRoot}/sys/kernel/random/boot_id`, 'latin1').trim();
+  } catch {
+    // unread: a registration then never matches
+  }
+  let pidNamespace: number | undefined;
+  try {
+    pidNamespace = statSync(`${procRoot}/self/ns/pid`).ino;
+  } catch {
+    pidNamespace = undefined;
+  }
+  return { bootId, pidNamespace };
+}
+
+// The directories this process has made (or found) already: one mkdir each.
+const madeDirs = new Set<string>();
+
+/**
+ * Writes the registration of session `tag` (a tag name) supervised by this process into `dir`
+ * (made 0700 when absent; refused unless it is a directory of this uid that no one else may
+ * write, code `ENOTPRIVATE`): one 0600 file, by write-then-rename, naming the tag, this process's
+ * pid + start time, the boot id and the PID namespace. `remove()` takes it away at the session's
+ * end, and with it stale files of the same boot and PID namespace whose supervisor is gone (a
+ * SIGKILLed supervisor never removes its own; at most 32 checked, from a random one on: the end,
+ * not the start, pays for it). Throws what the filesystem throws (EACCES, EROFS, ENOSPC…): the
+ * caller says so.
+ */
+export function registerSession(tag: string, dir = sessionsDir(), procRoot = '/proc'): Registered {
+  if (!TAG_NAME_PATTERN.test(tag)) throw new Error(`not a session tag name: ${JSON.stringify(tag)}`);
+  const self = statByFile(procRoot, process.pid);
+  if (!self) throw new Error(`cannot read ${procRoot}/${process.pid}/stat: is /proc mounted?`);
+  const ids = hostIds(procRoot);
+  if (!madeDirs.has(dir)) {
+    mkdirSync(dir, { recursive: true, mode: 0o700 });
+    checkPrivate(dir);
+    madeDirs.add(dir);
+  }
+  const hex = tag.slice(TAG_PREFIX.length);
+  written += 1;
+  const path = join(dir, `${hex}.${self.pid}.${self.startTime}.${written}`);
+  const tmp = join(dir, `.${hex}.${self.pid}.${process.hrtime.bigint()}`);
+  const line = [MAGIC, VERSION, tag, self.pid, self.startTime, ids.bootId || '-', ids.pidNamespace ?? '-'];
+  const text = `${line.join(' ')}\n`;
+  try {
+    writeFileSync(tmp, text, { mode: 0o600, flag: 'wx' });
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code !== 'ENOENT') throw error;
+    mkdirSync(dir, { recursive: true, mode: 0o700 }); // removed since this process made it
+    writeFileSync(tmp, text, { mode: 0o600, flag: 'wx' });
+  }
+  try {
+    renameSync(tmp, path);
+  } catch (error) {
+    removeQuietly(tmp);
+    throw error;
+  }
+  let removed = false;
+  return {
+    path,
+    remove() {
+      if (removed) return;
+      removed = true;
+      removeQuietly(path);
+      pruneStale(dir, ids, procRoot);
+    },
+  };
+}
+
+// Throws unless `dir` is a directory (not a symlink) of this process's uid that no one else may
+// write: another user's directory (planted in a shared /tmp) could drop or replace registrations.
+function checkPrivate(dir: string): void {
+  const st = lstatSync(dir);
+  const uid = process.getuid?.() ?? st.uid;
+  if (!st.isDirectory() || st.uid !== uid || (st.mode & 0o022) !== 0)
+    throw Object.assign(
+      new Error(
+        `${dir} is not a private directory of uid ${uid} (${st.isSymbolicLink() ? 'a symlink' : `owner ${st.uid}, mode ${(st.mode & 0o777).toString(8)}`})`,
+      ),
+      { code: 'ENOTPRIVATE' },
+    );
+}
+
+// `/proc/<pid>/stat` read with fs (a session's start does not load the native library for it).
+function statByFile(procRoot: string, pid: number): ProcStat | undefined {
+  try {
+    const buf = readFileSync(`${procRoot}/${pid}/stat`);
+    return parseStatBuffer(buf, buf.length);
+  } catch {
+    return undefined;
+  }
+}
+
+function removeQuietly(path: string): void {
+  try {
+    unlinkSync(path);
+  } catch {
+    // gone already, or not ours to remove: a reader checks the supervisor anyway
+  }
+}
+
+/** Registration files a `remove()` checks for a gone supervisor, at most (from a random one on). */
+const PRUNE_MAX_FILES = 32;
+
+// Removes registrations of this boot and PID namespace whose supervisor is gone, judged first by
+// the pid + start time in the file's name (one stat read each), the file read only then. Best
+// effort and bounded (PRUNE_MAX_FILES a call): another namespace's, another boot's or an
+// unreadable file is left as it is.
+function pruneStale(dir: string, ids: ReturnType<typeof hostIds>, procRoot: string): void {
+  if (ids.pidNamespace === undefined) return;
+  let names: string[];
+  try {
+    names = readdirSync(dir);
+  } catch {
+    return;
+  }
+  const from = Math.floor(Math.random() * names.length);
+  const picked = [...names.slice(from), ...names.slice(0, from)].slice(0, PRUNE_MAX_FILES);
+  for (const name of picked) {
+    const m = NAME.exec(name);
+    if (!m) continue;
+    const stat = statByFile(procRoot, Number(m[2]));
+    if (stat && stat.startTime === Number(m[3])) continue; // alive, or a zombie: kept
+
+    const r = parseRegistration(dir, name);
+    if (r && r.bootId === ids.bootId && r.pidNamespace === ids.pidNamespace) removeQuietly(r.path);
+  }
+}
+
+/**
+ * The registration files of `dir` (default `sessionsDir()`), at most `REGISTRATION_MAX_FILES`:
+ * each a regular file (opened without following a link and without blocking), at most
+ * `REGISTRATION_MAX_BYTES`, whose one line is well-formed and agrees with its file name. Any
+ * other file is skipped. A directory that cannot be read holds none. Never throws.
+ */
+export function readSessionRegistrations(dir = sessionsDir()): SessionRegistration[] {
+  let names: string[];
+  try {
+    names = readdirSync(dir);
+  } catch {
+    return [];
+  }
+  const entries: SessionRegistration[] = [];
+  for (const name of names) {
+    if (entries.length >= REGISTRATION_MAX_FILES) break;
+    const r = parseRegistration(dir, name);
+    if (r) entries.push(r);
+  }
+  return entries;
+}
+
+// The registration in `dir/name`, or undefined when it is none (see readSessionRegistrations).
+function parseRegistration(dir: string, name: string): SessionRegistration | undefined {
+  const m = NAME.exec(name);
+  if (!m) return undefined;
+  const path = join(dir, name);
+  const read = readSmallFile(path);
+  if (!read) return undefined;
+  const fields = read.text.trim().split(' ');
+  if (fields.length !== 7 || fields[0] !== MAGIC || fields[1] !== VERSION) return undefined;
+  const [, , tag, pid, startTime, bootId, ns] = fields as string[];
+  if (tag !== `${TAG_PREFIX}${m[1]}` || pid !== m[2] || startTime !== m[3]) return undefined;
+  return {
+    tag,
+    pid: Number(pid),
+    startTime: Number(startTime),
+    bootId: bootId === '-' ? '' : (bootId as string),
+    pidNamespace: ns === undefined || !/^\d+$/.test(ns) ? undefined : Number(ns),
+    uid: read.uid,
+    path,
+  };
+}
+
+// A regular file's text and owner, at most REGISTRATION_MAX_BYTES; undefined for anything else.
+function readSmallFile(path: string): { text: string; uid: number } | undefined {
+  let fd: number;
+  try {
+    fd = openSync(path, constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK);
+  } catch {
+    return undefined;
+  }
+  try {
+    const st = fstatSync(fd);
+    if (!st.isFile() || st.size > REGISTRATION_MAX_BYTES) return undefined;
+    const buf = Buffer.alloc(REGISTRATION_MAX_BYTES + 1);
+    const n = readSync(fd, buf, 0, buf.length, 0);
+    if (n > REGISTRATION_MAX_BYTES) return undefined;
+    return { text: buf.toString('latin1', 0, n), uid: st.uid };
+  } catch {
+    return undefined;
+  } finally {
+    closeSync(fd);
+  }
+}
+
+/**
+ * What the evidence functions read about one moment of the process table: a snapshot, the
+ * session tags (names) each process's environ carries (only carriers are listed), and cmdlines.
+ * Built by `viewSessions` (or by a caller that has read the environs already).
+ */
+export interface SessionView {
+  procRoot: string;
+  processes: ReadonlyMap<number, ProcStat>;
+  /** pid → the tag names (`TETHER_SESSION_<hex>`) its environ carries. */
+  carried: ReadonlyMap<number, readonly string[]>;
+  /** `/proc/<pid>/cmdline`, NULs as spaces ('' when gone). */
+  cmdline: (pid: number) => string;
+}
+
+/**
+ * Reads every process's environ of `snapshot` for session entries (one batched native call when
+ * it is there): the view the evidence is judged on. An environ that cannot be read (denied,
+ * gone) carries nothing.
+ */
+export function viewSessions(snapshot: Snapshot, cmdline?: (pid: number) => string): SessionView {
+  const stats = [...snapshot.processes.values()];
+  const reads = readEnvirons(
+    snapshot.procRoot,
+    stats.map((s) => s.pid),
+    stats.map((s) => s.state === 'Z'),
+  );
+  const carried = new Map<number, readonly string[]>();
+  stats.forEach((s, i) => {
+    const r = reads[i];
+    if (r?.kind === 'ok' && r.entries.length > 0)
+      carried.set(
+        s.pid,
+        r.entries.map((e) => e.slice(0, -2)),
+      );
+  });
+  return {
+    procRoot: snapshot.procRoot,
+    processes: snapshot.processes,
+    carried,
+    cmdline: cmdline ?? ((pid) => readCmdline(snapshot.procRoot, pid) ?? ''),
+  };
+}
+
+/**
+ * One sign that tag `tag`'s session is alive now: `kind` says which evidence (see the file's
+ * head), `supervisor` the pid of the live process that is (or, for a sandbox wrapper, stands for)
+ * its supervisor, `reason` a sentence for a report.
+ */
+export interface LiveSign {
+  tag: string;
+  kind: 'helper' | 'registration' | 'sandbox-wrapper';
+  supervisor: number;
+  reason: string;
+}
+
+const alive = (stat: ProcStat | undefined): stat is ProcStat =>
+  stat !== undefined && stat.state !== 'Z' && stat.state !== 'X';
+
+/**
+ * Every sign of a live supervisor in `view`, by tag (each tag's signs in the order found:
+ * helpers, registrations, sandbox wrappers). `registrations`: the files read
+ * (`readSessionRegistrations`); each counts only when its pid (> 1) + start time is alive in
+ * `view` in the reader's boot and PID namespace, the file's owner is that process's uid or
+ * root, and that process does not carry the tag. A pid ≤ 1 is never taken for a supervisor.
+ */
+export function liveSupervisors(
+  view: SessionView,
+  registrations: readonly SessionRegistration[] = [],
+): Map<string, LiveSign[]> {
+  const signs = new Map<string, LiveSign[]>();
+  const add = (sign: LiveSign) => {
+    const list = signs.get(sign.tag);
+    if (list) list.push(sign);
+    else signs.set(sign.tag, [sign]);
+  };
+  const carries = (pid: number, tag: string) => view.carried.get(pid)?.includes(tag) ?? false;
+  const isHelper = (stat: ProcStat) =>
+    stat.comm === HELPER_COMM && looksLikeHelper(stat.comm, view.cmdline(stat.pid).split(' '));
+  for (const [pid, tags] of view.carried) {
+    const stat = view.processes.get(pid);
+    if (!alive(stat) || pid <= 1) continue;
+    // A sandbox wrapper: an exec entry (its parent outside this PID namespace) carrying the tag.
+    if (stat.ppid === 0)
+      for (const tag of tags)
+        add({
+          tag,
+          kind: 'sandbox-wrapper',
+          supervisor: pid,
+          reason: `pid ${pid} carries its tag as an exec entry (its parent is outside this PID namespace: a sandbox session's wrapper) and runs: the session is live`,
+        });
+    if (stat.ppid <= 1 || stat.comm !== HELPER_COMM || !isHelper(stat)) continue;
+    const parent = view.processes.get(stat.ppid);
+    if (!alive(parent) || isHelper(parent)) continue;
+    for (const tag of tags)
+      if (!carries(parent.pid, tag))
+        add({
+          tag,
+          kind: 'helper',
+          supervisor: parent.pid,
+          reason: `its helper pid ${pid} still runs under pid ${parent.pid}: the session is supervised`,
+        });
+  }
+  if (registrations.length > 0) {
+    const ids = hostIds(view.procRoot);
+    for (const r of registrations) {
+      if (r.pid <= 1 || ids.pidNamespace === undefined) continue;
+      if (r.bootId !== ids.bootId || r.pidNamespace !== ids.pidNamespace) continue;
+      const stat = view.processes.get(r.pid);
+      if (!alive(stat) || stat.startTime !== r.startTime || carries(r.pid, r.tag)) continue;
+      if (r.uid !== 0 && readUid(view.procRoot, r.pid) !== r.uid) continue;
+      add({
+        tag: r.tag,
+        kind: 'registration',
+        supervisor: r.pid,
+        reason: `its supervisor pid ${r.pid} (registered in ${r.path}) is alive: the session is supervised`,
+      });
+    }
+  }
+  return signs;
+}

@@ -1,0 +1,176 @@
+// The live-session registration (src/containment/live-session.ts): a file is evidence only while
+// the supervisor it names (pid + start time) is alive in this boot and PID namespace, does not
+// carry the tag, and owns the file. Real files in a temp directory, real processes; a forged file
+// of each shape is no sign.
+import { execFileSync, spawn } from 'node:child_process';
+import {
+  chmodSync,
+  existsSync,
+  mkdirSync,
+  readdirSync,
+  readFileSync,
+  symlinkSync,
+  unlinkSync,
+  writeFileSync,
+} from 'node:fs';
+import { join } from 'node:path';
+import { afterEach, describe, expect, it } from 'vitest';
+import {
+  liveSupervisors,
+  readSessionRegistrations,
+  registerSession,
+  sessionsDir,
+  viewSessions,
+} from '../../src/containment/live-session.js';
+import { takeSnapshot } from '../../src/proc/snapshot.js';
+import { createTag } from '../../src/proc/tag.js';
+import { identityOf, type ProcessId } from '../support/proc.js';
+import { cleanup, started, tempDir } from '../support/zoo.js';
+
+afterEach(() => cleanup());
+
+const signsOf = (dir: string, tag: string) =>
+  liveSupervisors(viewSessions(takeSnapshot()), readSessionRegistrations(dir)).get(tag) ?? [];
+
+// A line as registerSession writes it, with the boot id and PID namespace of the file at `own`.
+function forge(
+  own: string,
+  tag: string,
+  id: ProcessId,
+  fields: { bootId?: string; ns?: string } = {},
+): string {
+  const dir = own.slice(0, own.lastIndexOf('/'));
+  const [, , , , , bootId, ns] = readFileSync(own, 'latin1').trim().split(' ');
+  const hex = tag.slice('TETHER_SESSION_'.length);
+  const path = join(dir, `${hex}.${id.pid}.${id.startTime}.1`);
+  const line = ['tether-session', '1', tag, id.pid, id.startTime, fields.bootId ?? bootId, fields.ns ?? ns];
+  writeFileSync(path, `${line.join(' ')}\n`);
+  return path;
+}
+
+function sleeper(env: NodeJS.ProcessEnv = process.env): ProcessId {
+  const child = spawn('sleep', ['600'], { stdio: 'ignore', env });
+  const id = identityOf(child.pid ?? 0);
+  if (!id) throw new Error('premise broken: the sleeper has no /proc entry');
+  started.push(id);
+  return id;
+}
+
+// The identity of a process this test started and that has exited since.
+async function goneIdentity(): Promise<ProcessId> {
+  const child = spawn('sleep', ['600'], { stdio: 'ignore' });
+  const id = identityOf(child.pid ?? 0);
+  if (!id) throw new Error('premise broken: the short-lived process has no /proc entry');
+  const exited = new Promise((r) => child.once('exit', r));
+  child.kill('SIGKILL');
+  await exited;
+  return id;
+}
+
+describe('a live-session registration', () => {
+  it('is a sign while its supervisor lives, and none once removed', () => {
+    const dir = join(tempDir(), 'sessions');
+    const tag = createTag().name;
+    const registered = registerSession(tag, dir);
+    expect(existsSync(registered.path)).toBe(true);
+    const signs = signsOf(dir, tag);
+    expect(signs.map((s) => [s.kind, s.supervisor])).toEqual([['registration', process.pid]]);
+    expect(signs[0]?.reason).toContain(`supervisor pid ${process.pid} (registered in ${registered.path})`);
+    registered.remove();
+    expect(existsSync(registered.path)).toBe(false);
+    expect(signsOf(dir, tag)).toEqual([]);
+  });
+
+  it('naming a dead pid, a process that carries the tag, PID 1, another boot or PID namespace, is no sign', async () => {
+    const dir = join(tempDir(), 'sessions');
+    const own = registerSession(createTag().name, dir); // this process's ids, for the forged lines
+    const tags = Array.from({ length: 5 }, () => createTag().name);
+    const goneId = await goneIdentity();
+    forge(own.path, tags[0] as string, goneId);
+    const carrier = sleeper({ ...process.env, [tags[1] as string]: '1' });
+    forge(own.path, tags[1] as string, carrier);
+    forge(own.path, tags[2] as string, identityOf(1) as ProcessId);
+    const other = sleeper();
+    forge(own.path, tags[3] as string, other, { bootId: '00000000-0000-0000-0000-000000000000' });
+    forge(own.path, tags[4] as string, other, { ns: '1' });
+    for (const tag of tags) expect(signsOf(dir, tag), `${tag} is live by a forged file`).toEqual([]);
+    // The same untagged sleeper, with this boot and namespace: it is taken for a supervisor.
+    const honest = createTag().name;
+    forge(own.path, honest, other);
+    expect(signsOf(dir, honest).map((s) => s.supervisor)).toEqual([other.pid]);
+    own.remove();
+  });
+
+  it('is read only from a regular file of at most 512 bytes; a symlink or a FIFO is skipped', () => {
+    const dir = join(tempDir(), 'sessions');
+    const own = registerSession(createTag().name, dir);
+    const big = createTag().name;
+    const path = forge(own.path, big, identityOf(process.pid) as ProcessId);
+    writeFileSync(path, `${readFileSync(path, 'latin1').trim()}${' '.repeat(600)}\n`);
+    const linked = createTag().name;
+    const target = forge(own.path, linked, identityOf(process.pid) as ProcessId);
+    const elsewhere = join(tempDir(), 'real');
+    writeFileSync(elsewhere, readFileSync(target));
+    const name = target.slice(dir.length + 1);
+    unlinkSync(target);
+    symlinkSync(elsewhere, join(dir, name));
+    const fifo = createTag().name;
+    const fifoPath = forge(own.path, fifo, identityOf(process.pid) as ProcessId);
+    unlinkSync(fifoPath);
+    execFileSync('mkfifo', [fifoPath]);
+    for (const tag of [big, linked, fifo]) expect(signsOf(dir, tag)).toEqual([]);
+    own.remove();
+  });
+
+  it('of two calls under one tag in one process are two: the first to end leaves the other', () => {
+    const dir = join(tempDir(), 'sessions');
+    const tag = createTag().name;
+    const first = registerSession(tag, dir);
+    const second = registerSession(tag, dir);
+    expect(first.path).not.toBe(second.path);
+    first.remove();
+    expect(signsOf(dir, tag).map((s) => s.supervisor)).toEqual([process.pid]);
+    second.remove();
+    expect(signsOf(dir, tag)).toEqual([]);
+  });
+
+  it("of a gone supervisor is removed at another session's end", async () => {
+    const dir = join(tempDir(), 'sessions');
+    mkdirSync(dir);
+    const own = registerSession(createTag().name, dir);
+    const goneId = await goneIdentity();
+    const stale = forge(own.path, createTag().name, goneId);
+    const live = forge(own.path, createTag().name, sleeper());
+    const next = registerSession(createTag().name, dir);
+    expect(existsSync(stale), 'premise: the stale file is there').toBe(true);
+    next.remove();
+    expect(existsSync(stale), 'a gone supervisor’s file was kept').toBe(false);
+    expect(existsSync(live), 'a live supervisor’s file was removed').toBe(true);
+    expect(existsSync(own.path), 'a live supervisor’s file was removed').toBe(true);
+    own.remove();
+  });
+
+  it('is written only into a private directory of this uid: a symlink or a group-writable one is refused', () => {
+    const base = tempDir();
+    const real = join(base, 'real');
+    mkdirSync(real, { mode: 0o700 });
+    const link = join(base, 'link');
+    symlinkSync(real, link);
+    expect(() => registerSession(createTag().name, link)).toThrow(/not a private directory/);
+    const open = join(base, 'open');
+    mkdirSync(open);
+    chmodSync(open, 0o777);
+    expect(() => registerSession(createTag().name, open)).toThrow(/not a private directory.*mode 777/);
+    expect(readdirSync(real)).toEqual([]);
+    expect(readdirSync(open)).toEqual([]);
+  });
+
+  it('lives in TETHER_SESSIONS_DIR, else XDG_RUNTIME_DIR/tether/sessions, else /run/tether/sessions for root', () => {
+    expect(sessionsDir({ TETHER_SESSIONS_DIR: '/x/y', XDG_RUNTIME_DIR: '/run/user/7' }, 7)).toBe('/x/y');
+    expect(sessionsDir({ TETHER_SESSIONS_DIR: 'relative', XDG_RUNTIME_DIR: '/run/user/7' }, 7)).toBe(
+      '/run/user/7/tether/sessions',
+    );
+    expect(sessionsDir({}, 0)).toBe('/run/tether/sessions');
+    expect(sessionsDir({}, 1000)).toMatch(/\/tether-1000\/sessions$/);
+  });
+});

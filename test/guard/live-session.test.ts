@@ -1,0 +1,153 @@
+// The guard's `live-session` rule spares a tag only while its session lives:
+// a carrier of a tag with no live supervisor anywhere — a made-up tag, a copied one — is an
+// orphan and is stopped; a live session's carriers are spared on evidence of its supervisor (its
+// registration, its helper) or, in a container, of its sandbox wrapper (an exec entry carrying
+// the tag), and swept on the next tick once that wrapper is gone. Real PID namespaces and
+// cgroups (test/guard/support.ts); ground truth is /proc (pid + start time).
+import { type ChildProcess, spawn } from 'node:child_process';
+import { chmodSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { afterEach, describe, expect, it } from 'vitest';
+import type { TickResult } from '../../src/guard/guard.js';
+import { createTag } from '../../src/proc/tag.js';
+import {
+  cmdlineOf,
+  environOf,
+  hasEntry,
+  identityOf,
+  isAlive,
+  type ProcessId,
+  pids,
+  ppidOf,
+  readStat,
+} from '../support/proc.js';
+import { allGone, canRun, type Scenario, startScenario, TETHER, until } from './support.js';
+
+let scenario: Scenario | undefined;
+const clients: ChildProcess[] = [];
+afterEach(async () => {
+  for (const c of clients.splice(0)) if (c.exitCode === null && c.signalCode === null) c.kill('SIGKILL');
+  await scenario?.end();
+  scenario = undefined;
+});
+
+// The live process of this machine whose cmdline is exactly `cmdline`.
+function byCmdline(cmdline: string): ProcessId | undefined {
+  const pid = pids().find((p) => cmdlineOf(p) === cmdline && readStat(p)?.state !== 'Z');
+  return pid === undefined ? undefined : identityOf(pid);
+}
+
+const stoppedIn = (ticks: TickResult[], cmdline: string) =>
+  ticks.some((t) => t.stopped.some((p) => p.cmdline === cmdline));
+
+describe.skipIf(!canRun)('the live-session rule', () => {
+  it('stops the carriers of a made-up tag with no supervisor anywhere; spares a live env-tag session by its registration', async () => {
+    const made = createTag().name;
+    const lone = createTag().name;
+    const n = process.pid;
+    scenario = await startScenario(`
+      cat > "$OUT/sup.mjs" <<'EOS'
+      const { spawn } = await import(process.env.DIST);
+      const { writeFileSync } = await import('node:fs');
+      spawn('sh', ['-c', 'setsid sh -c "sleep 352.${n} & exit 0"; exec sleep 353.${n}'], { containment: ['env-tag'] });
+      setTimeout(() => writeFileSync(process.env.OUT + '/sup-ready', ''), 500);
+      setInterval(() => {}, 1000);
+      EOS
+      mark spoof setsid sh -c 'sh -c "env ${made}=1 sleep 350.${n}; true" & exit 0'
+      mark spoof setsid sh -c 'env ${lone}=1 sleep 351.${n} & exit 0'
+      mark sup setsid sh -c '"$NODE" "$OUT/sup.mjs" & exit 0'
+      while [ ! -e "$OUT/sup-ready" ]; do sleep 0.02; done
+      sleep 0.3
+      ready
+      guard --once --min-age 0 --grace 1s --json
+      park`);
+    const s = scenario;
+    await s.waitFile('ready');
+    const spoof = s.find('spoof');
+    const sup = s.find('sup');
+    const init = s.initPid();
+    // Premise: the made-up tag's carrier runs under a shell that carries no tag (the shape a
+    // supervisor has), orphaned to PID 1; the lone carrier is PID 1's child.
+    const carrier = byCmdline(`sleep 350.${n}`) as ProcessId;
+    expect(carrier, 'premise: the made-up tag’s carrier runs').toBeDefined();
+    expect(hasEntry(environOf(carrier.pid), `${made}=1`)).toBe(true);
+    const shell = ppidOf(carrier.pid);
+    expect(ppidOf(shell), 'premise: its shell is orphaned to PID 1').toBe(init);
+    expect(environOf(shell).includes('TETHER_SESSION_'), 'premise: its shell carries no tag').toBe(false);
+    expect(ppidOf((byCmdline(`sleep 351.${n}`) as ProcessId).pid)).toBe(init);
+    expect(spoof.length, 'premise: the shell and two carriers').toBe(3);
+    const orphaned = byCmdline(`sleep 352.${n}`) as ProcessId;
+    expect(ppidOf(orphaned.pid), "premise: the live session's carrier is orphaned to PID 1").toBe(init);
+    s.go();
+    await until(() => s.ticks().length >= 1, 30_000);
+    await s.waitFile('rc');
+    expect(await allGone(spoof, 10_000), `a made-up tag was spared: ${s.stderr()}`).toBe(true);
+    const live = sup.filter((id) => !isAlive(id));
+    expect(live, `the live env-tag session lost processes: ${s.stderr()}`).toEqual([]);
+    const tick = s.ticks()[0] as TickResult;
+    expect(tick.stopped.map((p) => p.cmdline).sort()).toEqual(
+      [`sh -c env ${made}=1 sleep 350.${n}; true`, `sleep 350.${n}`, `sleep 351.${n}`].sort(),
+    );
+    expect(tick.spared['live-session']).toBeGreaterThanOrEqual(3); // node, sh/sleep 353, sleep 352
+  });
+
+  it("spares a live sandbox session's setsid server while its wrapper runs; sweeps it on the next tick once the wrapper is gone", async () => {
+    const n = process.pid;
+    const tag = createTag().name;
+    scenario = await startScenario(`
+      guard --interval 300ms --startup-delay 0 --min-age 0 --grace 1s --json
+      echo ok > "$OUT/ticking"
+      park`);
+    const s = scenario;
+    await s.waitFile('ticking');
+    await until(() => s.ticks().length >= 1, 30_000);
+    // An exec channel as docker exec is one: the wrapper enters the namespace (its parent,
+    // nsenter, stays outside: ppid 0 there) and the container's cgroup.
+    const channel = join(s.out, 'channel');
+    writeFileSync(
+      channel,
+      `#!/bin/sh\nexec nsenter --target ${s.initPid()} --pid --mount -- sh -c 'echo 0 > "${s.cgroup}/cgroup.procs" && exec "$@"' channel "$@"\n`,
+    );
+    chmodSync(channel, 0o755);
+    const client = spawn(
+      process.execPath,
+      [
+        TETHER,
+        'sandbox',
+        'exec',
+        '--via',
+        channel,
+        '--tag',
+        tag,
+        '--',
+        'sh',
+        '-c',
+        `(setsid sleep 360.${n} &); exec sleep 361.${n}`,
+      ],
+      { stdio: 'ignore' },
+    );
+    clients.push(client);
+    const server = await until(() => byCmdline(`sleep 360.${n}`), 20_000);
+    const command = await until(() => byCmdline(`sleep 361.${n}`), 20_000);
+    expect(server && command, 'premise: the command and its server run').toBeTruthy();
+    const wrapper = identityOf(ppidOf((command as ProcessId).pid)) as ProcessId;
+    expect(cmdlineOf(wrapper.pid), 'premise: the command runs under the wrapper').toContain('tether-wrap');
+    expect(hasEntry(environOf(wrapper.pid), `${tag}=1`), 'premise: the wrapper carries the tag').toBe(true);
+    expect(ppidOf((server as ProcessId).pid), 'premise: the server is orphaned to PID 1').toBe(s.initPid());
+    // Two whole ticks while the wrapper runs: the server is spared by its session's tag.
+    const seen = s.ticks().length;
+    await until(() => s.ticks().length >= seen + 2, 30_000);
+    expect(isAlive(server as ProcessId), `the live session's server was stopped: ${s.stderr()}`).toBe(true);
+    expect(stoppedIn(s.ticks(), `sleep 360.${n}`)).toBe(false);
+    expect(s.ticks().at(-1)?.spared['live-session']).toBeGreaterThanOrEqual(1);
+    // The client dies, then the wrapper: nothing of the session is alive to vouch for the tag.
+    client.kill('SIGKILL');
+    process.kill(wrapper.pid, 'SIGKILL');
+    expect(
+      await allGone([server as ProcessId, command as ProcessId], 15_000),
+      `the dead session's leftovers were not swept: ${s.stderr()}`,
+    ).toBe(true);
+    await until(() => stoppedIn(s.ticks(), `sleep 360.${n}`), 10_000);
+    expect(stoppedIn(s.ticks(), `sleep 360.${n}`), 'the server was not stopped by the guard').toBe(true);
+  });
+});
