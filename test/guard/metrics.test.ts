@@ -109,6 +109,9 @@ describe.skipIf(!canRun)('tether guard --metrics', () => {
     expect(failed).toEqual([]);
     flooding = false;
     for (const socket of sockets) socket.destroy();
+    // The tick that stopped the orphan counts it once it ends (its TERM phase waits for the end):
+    // its JSON line is written with the counters.
+    await until(() => s.ticks().some((t) => t.stopped.length > 0), 15_000);
     // The endpoint answers again once the flood is gone.
     let text: string | undefined;
     const deadline = performance.now() + 15_000;
