@@ -6,6 +6,7 @@
 
 import { timingSafeEqual } from 'node:crypto';
 import {
+  ENV_TAG_BLIND_SPOT,
   type PhaseEnd,
   type PhaseRecord,
   type ProcessRecord,
@@ -48,9 +49,7 @@ export const SWEEP_OUTPUT_VERSION = 2;
  * What the sandbox sweep cannot see, said in every report it makes (`blindSpots`): the env tag
  * finds carriers and their descendants by parent, nothing else (docs/sandbox.md, "What escapes this").
  */
-export const SANDBOX_BLIND_SPOTS: readonly string[] = [
-  'env-cleared processes are invisible to the env tag: a process started with a cleared environment (env -i) whose parent is gone (a double fork) is not found, and runs on',
-];
+export const SANDBOX_BLIND_SPOTS: readonly string[] = [ENV_TAG_BLIND_SPOT];
 
 interface Entry {
   record: ProcessRecord;

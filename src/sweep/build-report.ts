@@ -2,6 +2,7 @@
 // stopped (seen gone) or a survivor (alive at the end); the proof is the last phase's end, when
 // the sweep was complete (docs/report.md).
 import {
+  ENV_TAG_BLIND_SPOT,
   type ProcessRecord,
   type Proof,
   REPORT_VERSION,
@@ -27,12 +28,16 @@ export function buildReport(run: SweepRun): SweepReport {
   const ended = last?.endedBy;
   const proof: Proof =
     run.complete && ended !== undefined && ended !== 'budget' && ended !== 'scan-failed' ? ended : 'none';
+  const layers = run.opts.layers ?? ['env-tag'];
   return {
     version: REPORT_VERSION,
     tag: run.tag.name,
     complete: run.complete,
     ok: run.complete && survivors.length === 0,
-    layers: run.opts.layers ?? ['env-tag'],
+    layers,
+    // The env tag alone (no helper, cgroup or PID namespace beside it) cannot see an env-cleared
+    // double fork: the report says so, and never "nothing left running" (src/cli/render.ts).
+    ...(layers.every((l) => l === 'env-tag') ? { blindSpots: [ENV_TAG_BLIND_SPOT] } : {}),
     notes: [...(run.opts.notes ?? []), ...run.notes],
     cgroup: run.opts.cgroup?.path ?? null,
     signalling: run.signaller.mechanism,

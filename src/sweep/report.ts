@@ -6,6 +6,16 @@ import type { SignalMechanism } from './signal.js';
 /** Version of the JSON shape below; bumped on any incompatible change. */
 export const REPORT_VERSION = 1;
 
+/**
+ * What a sweep by the env tag alone cannot see (`blindSpots`): it finds carriers and their
+ * descendants by parent, so a process whose environment was cleared and whose parent is gone
+ * escapes it (docs/sweep.md, "What escapes this"). Said by every sweep with no helper, cgroup or
+ * PID namespace beside the env tag: local (`containment: ['env-tag']`, `NO_HELPER`, `tether
+ * sweep --tag`) and in a sandbox.
+ */
+export const ENV_TAG_BLIND_SPOT =
+  'env-cleared processes are invisible to the env tag: a process started with a cleared environment (env -i) whose parent is gone (a double fork) is not found, and runs on';
+
 /** A process named in a report. `startTime` is in clock ticks since boot (field 22 of stat). */
 export interface ProcessRecord {
   pid: number;
