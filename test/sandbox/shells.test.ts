@@ -158,7 +158,13 @@ for (const [name, shell] of SHELLS) {
       expect(alive, `survived the sweep: ${JSON.stringify(alive)}`).toEqual([]);
     });
 
-    it('the sweep reads environs with tr where grep has no -z', async () => {
+    // A busybox whose sh runs its own grep (which reads -z) before PATH's cannot be given one
+    // that lacks -z: the tr path is then checked under the other shells only.
+    const ownGrep =
+      shell[0] === 'busybox' && tool('busybox').appletsFirst
+        ? ' (skipped: this busybox sh runs its own grep applet before PATH, as busybox-static does)'
+        : '';
+    it.skipIf(ownGrep !== '')(`the sweep reads environs with tr where grep has no -z${ownGrep}`, async () => {
       const channel = sandbox.commandChannel([...box.prefix, 'env', `PATH=${dir}/nozgrep:/usr/bin:/bin`]);
       const tag = createTag();
       await sandbox.exec(channel, ['sh', '-c', 'setsid sleep 44 </dev/null >/dev/null 2>&1 &'], {

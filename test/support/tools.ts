@@ -4,6 +4,7 @@
 // needs a tool this machine lacks is skipped with `missing(name)` as its stated reason — the
 // tool and the Debian package that provides it — decided before the suite runs, never found out
 // by a timeout. `.ci/run` installs every one of them.
+import { spawnSync } from 'node:child_process';
 import { existsSync, readdirSync, realpathSync, statSync } from 'node:fs';
 import { delimiter, join } from 'node:path';
 import { inject } from 'vitest';
@@ -16,6 +17,11 @@ export interface ToolState {
   path?: string;
   /** What kind it is, where that matters to a test (`static` or `dynamic` for busybox). */
   kind?: string;
+  /**
+   * busybox only: its sh runs its own applets before looking on PATH (a build with
+   * FEATURE_SH_STANDALONE, as Debian's busybox-static): a command put first on PATH is not run.
+   */
+  appletsFirst?: boolean;
   /** The Debian package(s) that provide it: `apt-get install PACKAGE`. */
   package: string;
   /** The tests that need it (what a missing one skips). */
@@ -61,6 +67,8 @@ interface Spec {
   /** Finds it: its path, or undefined. Default: `name` on PATH. */
   find?: () => string | undefined;
   kind?: (path: string) => string | undefined;
+  /** Records what else a test must know of it. */
+  traits?: (path: string, state: ToolState) => void;
 }
 
 const SPECS: Spec[] = [
@@ -75,6 +83,16 @@ const SPECS: Spec[] = [
     kind: (path) => {
       const elf = readElf(path);
       return elf.kind === 'elf' ? (elf.dynamic ? 'dynamic' : 'static') : elf.kind;
+    },
+    traits: (path, state) => {
+      // With no PATH at all, only an applet can answer `grep`: 1 (no match), where a busybox
+      // that looks on PATH first says 127 (not found).
+      const ran = spawnSync(path, ['sh', '-c', 'grep -q x </dev/null; echo $?'], {
+        env: { PATH: '/nonexistent' },
+        encoding: 'utf8',
+        timeout: 10_000,
+      });
+      if (ran.stdout.trim() === '1') state.appletsFirst = true;
     },
   },
   { name: 'python3', package: 'python3', needed: 'the full non-blocking stdout tests of the sandbox shells' },
@@ -119,6 +137,7 @@ export function probeTools(): ToolState[] {
       state.path = path;
       const kind = spec.kind?.(path);
       if (kind) state.kind = kind;
+      spec.traits?.(path, state);
     }
     return state;
   });
@@ -130,7 +149,7 @@ export function describeTools(tools: ToolState[]): string[] {
   return tools.map((t) => {
     const name = t.name.padEnd(width);
     return t.path
-      ? `  ${name}  ${t.path}${t.kind ? ` (${t.kind})` : ''}`
+      ? `  ${name}  ${t.path}${t.kind ? ` (${t.kind}${t.appletsFirst ? ', its sh runs its applets before PATH' : ''})` : ''}`
       : `  ${name}  MISSING: skips ${t.needed} (apt-get install ${t.package})`;
   });
 }
