@@ -63,6 +63,17 @@ export default function setup(project: TestProject) {
     ].join('\n'),
   );
   project.provide('tetherTools', tools);
+  // Where every tool was installed (.ci/run), a missing one is a broken machine, not a skip.
+  if (process.env.TETHER_TEST_REQUIRE_TOOLS === '1') {
+    const absent = tools.filter(
+      (t) => !t.path && !(t.name === 'pg_ctl' && process.env.TETHER_TEST_POSTGRES_URL),
+    );
+    if (absent.length > 0) {
+      throw new Error(
+        `TETHER_TEST_REQUIRE_TOOLS=1 and ${absent.map((t) => `${t.name} is not installed (apt-get install ${t.package})`).join('; ')}`,
+      );
+    }
+  }
   if (!onPath('gcc')) {
     throw new Error('gcc is not installed: the C fixtures need it (apt-get install gcc libc6-dev)');
   }
