@@ -16,6 +16,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTag, sandbox } from '../../src/index.js';
 import type { ExecChannel } from '../../src/sandbox/index.js';
+import { readStat } from '../support/proc.js';
 import { missing, tool } from '../support/tools.js';
 import {
   aliveOnHost,
@@ -118,11 +119,15 @@ for (const [name, shell] of SHELLS) {
       // (a signal to a wrapper still starting up, on a loaded machine, ends it as any shell).
       let wrapper: { pid: number } | undefined;
       let running = false;
+      // The wrapper is the command's parent: a fork of it (a `$(…)` subshell, the fork before
+      // setsid's exec) shows the same cmdline, and may sort first by pid, then exit at once.
       for (const until = performance.now() + 3000; performance.now() < until && !running; ) {
         await sleep(10);
         const tagged = taggedOnHost(tag.name);
-        wrapper = tagged.find((p) => p.cmdline.includes('tether-wrap'));
-        running = wrapper !== undefined && tagged.some((p) => p.cmdline.includes(go));
+        const command = tagged.find((p) => !p.cmdline.includes('tether-wrap') && p.cmdline.includes(go));
+        const parent = command && readStat(command.pid)?.ppid;
+        wrapper = tagged.find((p) => p.pid === parent && p.cmdline.includes('tether-wrap'));
+        running = wrapper !== undefined;
       }
       expect(running, 'premise broken: the wrapper and its command were not seen running').toBe(true);
       for (const signal of ['SIGHUP', 'SIGINT', 'SIGTERM'] as const) {
