@@ -11,7 +11,9 @@ import { tempDir } from './zoo.js';
 /** Why the Postgres tests skip, or '' when they run. */
 export const postgresSkip = process.env.TETHER_TEST_POSTGRES_URL
   ? ''
-  : missing('pg_ctl') && `no Postgres: TETHER_TEST_POSTGRES_URL is unset and ${missing('pg_ctl')}`;
+  : // scripts/test-postgres.sh picks its port with python3.
+    missing('pg_ctl', 'python3') &&
+    `no Postgres: TETHER_TEST_POSTGRES_URL is unset and ${missing('pg_ctl', 'python3')}`;
 
 const SCRIPT = join(ROOT, 'scripts/test-postgres.sh');
 

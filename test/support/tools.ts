@@ -95,7 +95,11 @@ const SPECS: Spec[] = [
       if (ran.stdout.trim() === '1') state.appletsFirst = true;
     },
   },
-  { name: 'python3', package: 'python3', needed: 'the full non-blocking stdout tests of the sandbox shells' },
+  {
+    name: 'python3',
+    package: 'python3',
+    needed: 'the full non-blocking stdout tests of the sandbox shells; a Postgres started for the tests',
+  },
   { name: 'file', package: 'file', needed: "file(1)'s check of the prebuilt helpers" },
   {
     name: QEMU[OTHER] as string,
