@@ -23,15 +23,23 @@ import { helperFile, PREBUILT_ARCHES } from '../../src/containment/prebuilt.js';
 import type { Identity } from '../../src/index.js';
 import { BUILD, FIXTURES, ROOT } from '../support/paths.js';
 import { identityOf, isAlive, ppidOf, stateOf } from '../support/proc.js';
+import { CROSS as CROSS_TOOLS, missing, QEMU, skipNote } from '../support/tools.js';
 
 const BIN = join(ROOT, 'bin/tether.cjs');
-const QEMU: Record<string, string> = { x64: 'qemu-x86_64-static', arm64: 'qemu-aarch64-static' };
-const CROSS: Record<string, string> = { x64: 'x86_64-linux-gnu-gcc', arm64: 'aarch64-linux-gnu-gcc' };
+const CROSS: Record<string, string> = Object.fromEntries(
+  Object.entries(CROSS_TOOLS).map(([arch, t]) => [arch, t.command]),
+);
 /** What `file -b` says of each architecture's ELF machine. */
 const FILE_SAYS: Record<string, RegExp> = { x64: /x86-64/, arm64: /ARM aarch64/ };
 const OTHER_ARCH = PREBUILT_ARCHES.find((a) => a !== process.arch) ?? 'arm64';
 
 const binary = (arch: string) => join(ROOT, 'dist', helperFile(arch));
+
+// The tools an architecture's helper needs here, as globalSetup found them (test/support/tools.ts):
+// another architecture's is built by its cross compiler and run under qemu-user.
+const builtWith = (arch: string): string[] => (arch === process.arch ? [] : [CROSS[arch] as string]);
+const runWith = (arch: string): string[] =>
+  arch === process.arch ? [] : [CROSS[arch] as string, QEMU[arch] as string];
 
 function which(command: string): string | undefined {
   for (const dir of (process.env.PATH ?? '').split(delimiter)) {
@@ -63,26 +71,32 @@ function premiseBuilt(arch: string): string {
 }
 
 describe('each prebuilt helper is a static executable of its architecture', () => {
-  it.each(PREBUILT_ARCHES)(
-    'linux-%s: its ELF header names the machine, 64-bit LE, and no dynamic loader',
-    (arch) => {
-      const head = readElf(premiseBuilt(arch));
-      expect(head, `dist/${helperFile(arch)}`).toEqual({
-        kind: 'elf',
-        target: { arch, bits: 64, endian: 'LE' },
-        dynamic: false,
-      });
-      expect(statSync(binary(arch)).mode & 0o111, 'the helper is executable').toBe(0o111);
+  for (const arch of PREBUILT_ARCHES) {
+    it.skipIf(missing(...builtWith(arch)) !== '')(
+      `linux-${arch}: its ELF header names the machine, 64-bit LE, and no dynamic loader${skipNote(...builtWith(arch))}`,
+      () => {
+        const head = readElf(premiseBuilt(arch));
+        expect(head, `dist/${helperFile(arch)}`).toEqual({
+          kind: 'elf',
+          target: { arch, bits: 64, endian: 'LE' },
+          dynamic: false,
+        });
+        expect(statSync(binary(arch)).mode & 0o111, 'the helper is executable').toBe(0o111);
+      },
+    );
+  }
+
+  const forFile = ['file', ...builtWith(OTHER_ARCH)];
+  it.skipIf(missing(...forFile) !== '')(
+    `file(1) agrees: each is a statically linked ELF of its machine${skipNote(...forFile)}`,
+    () => {
+      for (const arch of PREBUILT_ARCHES) {
+        const says = execFileSync('file', ['-b', premiseBuilt(arch)], { encoding: 'utf8' });
+        expect(says, `file says of linux-${arch}`).toMatch(FILE_SAYS[arch] as RegExp);
+        expect(says, `file says of linux-${arch}`).toMatch(/statically linked/);
+      }
     },
   );
-
-  it.skipIf(!which('file'))('file(1) agrees: each is a statically linked ELF of its machine', () => {
-    for (const arch of PREBUILT_ARCHES) {
-      const says = execFileSync('file', ['-b', premiseBuilt(arch)], { encoding: 'utf8' });
-      expect(says, `file says of linux-${arch}`).toMatch(FILE_SAYS[arch] as RegExp);
-      expect(says, `file says of linux-${arch}`).toMatch(/statically linked/);
-    }
-  });
 });
 
 // How to run `arch`'s helper here: the binary itself (this machine's), or through a wrapper
@@ -141,9 +155,7 @@ function helperFor(arch: string): { path: string; how: string } {
 
 describe('each prebuilt helper starts a payload, reports it, and reaps the orphan it leaves', () => {
   for (const arch of PREBUILT_ARCHES) {
-    const runnable = arch === process.arch || which(QEMU[arch] ?? '') !== undefined;
-    const name = `linux-${arch}${runnable ? '' : ` (skipped: ${QEMU[arch]} is not installed; .ci/run installs qemu-user-static)`}`;
-    it.skipIf(!runnable)(name, async () => {
+    it.skipIf(missing(...runWith(arch)) !== '')(`linux-${arch}${skipNote(...runWith(arch))}`, async () => {
       const { path, how } = helperFor(arch);
       const dir = mkdtempSync(join(tmpdir(), 'tether-prebuilt-'));
       const orphanFile = join(dir, 'orphan');
@@ -217,20 +229,23 @@ function warningsOf(stderr: string): { code: string; message: string }[] {
 }
 
 describe('a helper that cannot exec here is refused before exec, naming why', () => {
-  it(`another architecture's helper (linux-${OTHER_ARCH}) as TETHER_HELPER: NO_HELPER names both architectures, the command runs, no shell runs the binary`, () => {
-    const other = premiseBuilt(OTHER_ARCH);
-    const ran = runWithHelper(other);
-    expect(ran.stdout).toBe('payload-ran\n');
-    expect(ran.status).toBe(0);
-    const noHelper = warningsOf(ran.stderr).find((w) => w.code === 'NO_HELPER');
-    expect(noHelper?.message).toContain(`is built for linux-${OTHER_ARCH}, 64-bit LE`);
-    expect(noHelper?.message).toContain(`not for this process's linux-${process.arch}`);
-    // ENOEXEC would make execvp(3) run the ELF file through /bin/sh: "ELF…: not found", "Syntax error".
-    const noise = ran.stderr
-      .split('\n')
-      .filter((l) => l !== '' && !l.startsWith('{') && !l.startsWith('tether: '));
-    expect(noise, 'lines on stderr that tether did not write').toEqual([]);
-  });
+  it.skipIf(missing(...builtWith(OTHER_ARCH)) !== '')(
+    `another architecture's helper (linux-${OTHER_ARCH}) as TETHER_HELPER: NO_HELPER names both architectures, the command runs, no shell runs the binary${skipNote(...builtWith(OTHER_ARCH))}`,
+    () => {
+      const other = premiseBuilt(OTHER_ARCH);
+      const ran = runWithHelper(other);
+      expect(ran.stdout).toBe('payload-ran\n');
+      expect(ran.status).toBe(0);
+      const noHelper = warningsOf(ran.stderr).find((w) => w.code === 'NO_HELPER');
+      expect(noHelper?.message).toContain(`is built for linux-${OTHER_ARCH}, 64-bit LE`);
+      expect(noHelper?.message).toContain(`not for this process's linux-${process.arch}`);
+      // ENOEXEC would make execvp(3) run the ELF file through /bin/sh: "ELF…: not found", "Syntax error".
+      const noise = ran.stderr
+        .split('\n')
+        .filter((l) => l !== '' && !l.startsWith('{') && !l.startsWith('tether: '));
+      expect(noise, 'lines on stderr that tether did not write').toEqual([]);
+    },
+  );
 
   it('an executable that is neither ELF nor a #! script: NO_HELPER says so, and no shell runs it', () => {
     const dir = mkdtempSync(join(tmpdir(), 'tether-not-elf-'));
@@ -286,16 +301,19 @@ describe('the build: each architecture it can, and prepack refuses a package wit
     expect(existsSync(join(out, `linux-${OTHER_ARCH}/tether-helper`))).toBe(false);
   });
 
-  it('a helper older than its source that cannot be rebuilt is removed, not kept', () => {
-    const out = mkdtempSync(join(tmpdir(), 'tether-build-'));
-    const stale = join(out, `linux-${OTHER_ARCH}/tether-helper`);
-    mkdirSync(join(out, `linux-${OTHER_ARCH}`));
-    execFileSync('cp', [premiseBuilt(OTHER_ARCH), stale]);
-    utimesSync(stale, 0, 0);
-    const ran = buildInto(out, [], noCross);
-    expect(ran.status, ran.stderr).toBe(0);
-    expect(existsSync(stale), 'a stale helper (it may speak an older protocol) was kept').toBe(false);
-  });
+  it.skipIf(missing(...builtWith(OTHER_ARCH)) !== '')(
+    `a helper older than its source that cannot be rebuilt is removed, not kept${skipNote(...builtWith(OTHER_ARCH))}`,
+    () => {
+      const out = mkdtempSync(join(tmpdir(), 'tether-build-'));
+      const stale = join(out, `linux-${OTHER_ARCH}/tether-helper`);
+      mkdirSync(join(out, `linux-${OTHER_ARCH}`));
+      execFileSync('cp', [premiseBuilt(OTHER_ARCH), stale]);
+      utimesSync(stale, 0, 0);
+      const ran = buildInto(out, [], noCross);
+      expect(ran.status, ran.stderr).toBe(0);
+      expect(existsSync(stale), 'a stale helper (it may speak an older protocol) was kept').toBe(false);
+    },
+  );
 
   it(`--require-all (prepack) refuses when linux-${OTHER_ARCH} is missing, naming it`, () => {
     const out = mkdtempSync(join(tmpdir(), 'tether-build-'));
@@ -307,9 +325,9 @@ describe('the build: each architecture it can, and prepack refuses a package wit
     expect(ran.stderr).toContain(`linux-${OTHER_ARCH}: missing`);
   });
 
-  const both = PREBUILT_ARCHES.every((a) => a === process.arch || which(CROSS[a] as string));
-  it.skipIf(!both)(
-    `--require-all passes with both compilers (what .ci/run installs)${both ? '' : ' (skipped: a cross compiler is missing)'}`,
+  const cross = PREBUILT_ARCHES.flatMap(builtWith);
+  it.skipIf(missing(...cross) !== '')(
+    `--require-all passes with both compilers (what .ci/run installs)${skipNote(...cross)}`,
     () => {
       const ran = buildInto(join(ROOT, 'dist/native'), ['--require-all'], {});
       expect(ran.status, ran.stderr).toBe(0);

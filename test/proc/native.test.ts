@@ -50,6 +50,16 @@ function track(child: ChildProcess): Identity {
   return id;
 }
 
+// The order of a walk is not something the two paths share: the JS walk lists /proc in
+// readdirSync's order, names sorted as strings ("10" before "9"), the native one in the kernel's,
+// by number. Their results are compared order-free: pid lists and stats sorted by pid.
+const byNumber = (a: number, b: number) => a - b;
+const sortPids = (pids: readonly number[] | undefined) => (pids ? [...pids].sort(byNumber) : pids);
+const sortStats = <T extends { pid: number }>(stats: T[]) => [...stats].sort((a, b) => a.pid - b.pid);
+/** A children map as sorted `[ppid, sorted children]` entries. */
+const childEntries = (children: Iterable<readonly [number, readonly number[]]>) =>
+  [...children].map(([ppid, kids]) => [ppid, sortPids(kids)] as const).sort((a, b) => a[0] - b[0]);
+
 /** Runs `f` on the JS path, then on the native one; returns both results. */
 function both<T>(f: () => T): { js: T; native: T } {
   const was = useNativeProc(false);
@@ -147,8 +157,8 @@ describe('the native scan loop', () => {
       const s = takeSnapshot();
       const mine = (pid: number) => ours.some((id) => id.pid === pid);
       return {
-        stats: [...s.processes.values()].filter((p) => mine(p.pid)),
-        children: [...s.children].filter(([pid]) => mine(pid)),
+        stats: sortStats([...s.processes.values()].filter((p) => mine(p.pid))),
+        children: childEntries([...s.children].filter(([pid]) => mine(pid))),
         one: ours.map((id) => readStat('/proc', id.pid)),
         gone: readStat('/proc', 0x3fffffff),
       };
@@ -277,7 +287,8 @@ describe('the native scan loop', () => {
           .sort((a, b) => a.identity.pid - b.identity.pid),
         unreadable: r.unreadable
           .filter((u) => ours.some((id) => id.pid === u.stat.pid))
-          .map((u) => ({ pid: u.stat.pid, reason: u.reason })),
+          .map((u) => ({ pid: u.stat.pid, reason: u.reason }))
+          .sort((a, b) => a.pid - b.pid),
       };
     });
     expect(native).toEqual(js);
@@ -517,7 +528,7 @@ describe('the walk that reads environs too', () => {
       return pids.map((pid) => ({
         stat: s.processes.get(pid),
         has: s.processes.has(pid),
-        children: s.children.get(pid),
+        children: sortPids(s.children.get(pid)),
       }));
     });
     expect(native).toEqual(js);
@@ -530,7 +541,9 @@ describe('the walk that reads environs too', () => {
     const ctx = () => scanContext(notBefore);
     const result = (r: ReturnType<typeof scanSession>) => ({
       members: r.members.map((m) => `${m.identity.pid}:${m.foundBy}`).sort(),
-      unreadable: r.unreadable.filter((u) => ours.some((id) => id.pid === u.stat.pid)).map((u) => u.stat.pid),
+      unreadable: sortPids(
+        r.unreadable.filter((u) => ours.some((id) => id.pid === u.stat.pid)).map((u) => u.stat.pid),
+      ),
     });
     const own = result(scanSession(ctx()));
     const fromOther = result(
@@ -544,6 +557,66 @@ describe('the walk that reads environs too', () => {
     expect(fromOther).toEqual(own);
     expect(later).toEqual(own);
     expect(own).toEqual(js);
+  });
+});
+
+describe("a PID 1 whose children's pids have every length", () => {
+  // A PID namespace's init (`unshare --pid --fork --mount-proc`) forks a sleep onto pid 2, then,
+  // setting ns_last_pid to 9, 99, 999…, onto 10, 100, 1000… up to the longest pid pid_max allows
+  // (7 digits at .ci/run's 4194304, 5 at Linux's default 32768). Nothing else forks there, so
+  // the pids are exact. The namespace's own procfs is read from here as /proc/INIT/root/proc:
+  // its pid 1 holds children of every length, as a machine's PID 1 may.
+  let ns: ChildProcess | undefined;
+  afterAll(() => {
+    // --kill-child: the init dies with unshare, and the kernel ends the namespace with it.
+    if (ns && ns.exitCode === null && ns.signalCode === null) ns.kill('SIGKILL');
+  });
+
+  it("gives the JS walk's children, as a set, on the native path", async () => {
+    const pidMax = Number(readFileSync('/proc/sys/kernel/pid_max', 'latin1'));
+    const expected = [2];
+    for (let next = 10; next < pidMax && next <= 1_000_000; next *= 10) expected.push(next);
+    const forks = expected
+      .slice(1)
+      .map((pid) => `echo ${pid - 1} > /proc/sys/kernel/ns_last_pid; sleep 1000 &`)
+      .join(' ');
+    ns = spawn(
+      'unshare',
+      ['--pid', '--fork', '--mount-proc', '--kill-child', 'sh', '-c', `sleep 1000 & ${forks} wait`],
+      { stdio: 'ignore' },
+    );
+    const unshare = ns.pid as number;
+    let procRoot = '';
+    let kids: number[] = [];
+    await waitFor(`the namespace's init to fork ${expected.length} sleeps`, () => {
+      try {
+        const init = Number(readFileSync(`/proc/${unshare}/task/${unshare}/children`, 'latin1').trim());
+        if (!init) return false;
+        procRoot = `/proc/${init}/root/proc`;
+        // Ground truth: the kernel's list of the init's children, in the namespace's pids.
+        kids = readFileSync(`${procRoot}/1/task/1/children`, 'latin1').trim().split(' ').map(Number);
+        return kids.length === expected.length;
+      } catch {
+        return false;
+      }
+    });
+    expect(sortPids(kids), 'premise broken: the sleeps did not take the pids set for them').toEqual(expected);
+    expect(
+      new Set(expected.map((pid) => String(pid).length)).size,
+      'premise broken: one pid length only',
+    ).toBe(expected.length);
+    const { js, native } = both(() => {
+      const s = takeSnapshot(procRoot);
+      return {
+        stats: sortStats([...s.processes.values()]),
+        children: childEntries(s.children),
+        ofInit: s.children.get(1),
+      };
+    });
+    expect(native.stats).toEqual(js.stats);
+    expect(native.children).toEqual(js.children);
+    expect(sortPids(native.ofInit)).toEqual(expected);
+    expect(sortPids(js.ofInit)).toEqual(expected);
   });
 });
 

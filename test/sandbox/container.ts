@@ -4,8 +4,9 @@
 import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
 import { chmodSync, copyFileSync, mkdirSync, mkdtempSync, readFileSync, symlinkSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import { PassThrough } from 'node:stream';
+import { readElf } from '../../src/containment/elf.js';
 import {
   type ClientExit,
   commandChannel,
@@ -43,25 +44,34 @@ export function sleep(ms: number): Promise<void> {
 }
 
 /**
- * A root holding busybox alone (and the libraries it links): every tool the programs call is a
- * busybox applet — no coreutils, no GNU grep. Returns its directory.
+ * A root holding busybox alone (and, for a dynamic busybox, the libraries it links; a static one,
+ * Debian's busybox-static, links none): every tool the programs call is a busybox applet — no
+ * coreutils, no GNU grep. `busybox` is its path on the host (test/support/tools.ts found it).
+ * Returns the root's directory.
  */
-export function busyboxRoot(): string {
+export function busyboxRoot(busybox: string): string {
   const root = mkdtempSync(join(tmpdir(), 'tether-busybox-root-'));
-  for (const d of ['bin', 'proc', 'tmp', 'lib64', 'lib/x86_64-linux-gnu'])
-    mkdirSync(join(root, d), { recursive: true });
-  copyFileSync('/usr/bin/busybox', join(root, 'bin/busybox'));
+  for (const d of ['bin', 'proc', 'tmp']) mkdirSync(join(root, d), { recursive: true });
+  copyFileSync(busybox, join(root, 'bin/busybox'));
   chmodSync(join(root, 'bin/busybox'), 0o755);
   chmodSync(join(root, 'tmp'), 0o1777);
   // Every OCI container has /dev/null (the programs redirect to it).
   mkdirSync(join(root, 'dev'));
   execFileSync('mknod', ['-m', '666', join(root, 'dev/null'), 'c', '1', '3'], { timeout: 10_000 });
-  const ldd = execFileSync('ldd', ['/usr/bin/busybox'], { encoding: 'utf8', timeout: 10_000 });
-  for (const m of ldd.matchAll(/(\/\S+\.so[.\d]*)/g)) {
-    const lib = m[1] as string;
-    copyFileSync(lib, join(root, lib.replace(/^\/usr/, '')));
+  // ldd refuses a static executable ("not a dynamic executable", status 1): ask only of a dynamic one.
+  const elf = readElf(busybox);
+  if (elf.kind !== 'elf')
+    throw new Error(`premise broken: ${busybox} is not an ELF executable (${elf.kind})`);
+  if (elf.dynamic) {
+    const ldd = execFileSync('ldd', [busybox], { encoding: 'utf8', timeout: 10_000 });
+    for (const m of ldd.matchAll(/(\/\S+\.so[.\d]*)/g)) {
+      const lib = m[1] as string;
+      const into = join(root, lib.replace(/^\/usr/, ''));
+      mkdirSync(dirname(into), { recursive: true });
+      copyFileSync(lib, into);
+    }
   }
-  const applets = execFileSync('/usr/bin/busybox', ['--list'], { encoding: 'utf8', timeout: 10_000 });
+  const applets = execFileSync(busybox, ['--list'], { encoding: 'utf8', timeout: 10_000 });
   for (const applet of applets.split('\n')) {
     if (applet && applet !== 'busybox') symlinkSync('busybox', join(root, 'bin', applet));
   }

