@@ -1,4 +1,4 @@
-// A sweep by the env tag alone says what it cannot see (issue 22 item 7): `tether run
+// A sweep by the env tag alone says what it cannot see: `tether run
 // --containment env-tag` whose payload left an env-cleared double fork finds nothing, and its
 // report names the blind spot (`blindSpots`) and never prints "nothing left running" — while
 // the leftover, ground truth, runs on. With the helper beside the env tag the same leftover is

@@ -150,74 +150,80 @@ function tickOf(out: Entered): TickResult {
   return JSON.parse(line as string) as TickResult;
 }
 
-describe.skipIf(!canRun || !haveInits)('a guard entered into a container whose PID 1 is an init', () => {
-  for (const [name, init, known] of [
-    ['tini', [TINI, '--'], 'tini'],
-    ['tini -s', [TINI, '-s', '--'], 'tini'],
-    ['dumb-init', [DUMB_INIT], 'dumb-init'],
-    // The guard as init: its own ticks far off (1 h), its target its namespace (a test cgroup
-    // is made after it starts: in the root cgroup it would be refused, as on a host).
-    [
-      'tether guard --',
-      [process.execPath, TETHER, 'guard', '--startup-delay', '1h', '--cgroup', 'none', '--'],
-      'tether-guard',
-    ],
-  ] as const) {
-    it(`spares the service ${name} started (its first child) and the service's child, and stops the orphan beside them`, async () => {
-      const { s, service, serviceChild, orphan } = await startLayout([...init]);
-      const out = await enteredGuard(s, ['--once', '--min-age', '0', '--grace', '1s', '--json']);
+const noInits = haveInits
+  ? ''
+  : ` (skipped: ${TINI} or ${DUMB_INIT} is not installed: apt-get install tini dumb-init)`;
+describe.skipIf(!canRun || !haveInits)(
+  `a guard entered into a container whose PID 1 is an init${noInits}`,
+  () => {
+    for (const [name, init, known] of [
+      ['tini', [TINI, '--'], 'tini'],
+      ['tini -s', [TINI, '-s', '--'], 'tini'],
+      ['dumb-init', [DUMB_INIT], 'dumb-init'],
+      // The guard as init: its own ticks far off (1 h), its target its namespace (a test cgroup
+      // is made after it starts: in the root cgroup it would be refused, as on a host).
+      [
+        'tether guard --',
+        [process.execPath, TETHER, 'guard', '--startup-delay', '1h', '--cgroup', 'none', '--'],
+        'tether-guard',
+      ],
+    ] as const) {
+      it(`spares the service ${name} started (its first child) and the service's child, and stops the orphan beside them`, async () => {
+        const { s, service, serviceChild, orphan } = await startLayout([...init]);
+        const out = await enteredGuard(s, ['--once', '--min-age', '0', '--grace', '1s', '--json']);
+        const tick = tickOf(out);
+        expect(
+          [service, ...serviceChild].filter((id) => !isAlive(id)),
+          `the ${name} service or its child was stopped: the container's init exits with it. ${JSON.stringify(tick.stopped)}`,
+        ).toEqual([]);
+        expect(await allGone(orphan, 5000), `the orphan survived: ${out.stderr}`).toBe(true);
+        expect(out.code, out.stderr).toBe(0);
+        expect(tick.stopped.map((p) => p.cmdline)).toEqual(['sleep 392']);
+        expect(tick.init).toMatchObject({
+          name: known,
+          evidence: `exe=${known === 'tether-guard' ? realpathSync(init[0]) : init[0]}`,
+        });
+        expect(tick.init?.services).toEqual([{ pid: expect.any(Number), startTime: service.startTime }]);
+        // The service and its child, named under their own rule.
+        expect(tick.spared['init-service']).toBeGreaterThanOrEqual(2);
+      });
+    }
+
+    it('a renamed init is not known (its service would be stopped); --protect PID spares it and its descendants', async () => {
+      // tini copied under another name: its executable and comm no longer say tini.
+      const dir = mkdtempSync(join(tmpdir(), 'tether-init-'));
+      onTestFinished(() => rmSync(dir, { recursive: true, force: true }));
+      const renamed = join(dir, 'myinit');
+      copyFileSync(TINI, renamed);
+      chmodSync(renamed, 0o755);
+      const { s, service, serviceChild, orphan, nsPid } = await startLayout([renamed, '--']);
+      const dry = tickOf(await enteredGuard(s, ['--once', '--dry-run', '--min-age', '0', '--json']));
+      expect(dry.init, 'a renamed init is not identified').toBeNull();
+      expect(
+        dry.wouldStop.some((p) => p.startTime === service.startTime && p.ppid === 1),
+        `without --protect the renamed init's service would be stopped: ${JSON.stringify(dry.wouldStop)}`,
+      ).toBe(true);
+      const out = await enteredGuard(s, [
+        '--once',
+        '--min-age',
+        '0',
+        '--grace',
+        '1s',
+        '--json',
+        '--protect',
+        String(nsPid),
+      ]);
       const tick = tickOf(out);
       expect(
         [service, ...serviceChild].filter((id) => !isAlive(id)),
-        `the ${name} service or its child was stopped: the container's init exits with it. ${JSON.stringify(tick.stopped)}`,
+        out.stderr,
       ).toEqual([]);
-      expect(await allGone(orphan, 5000), `the orphan survived: ${out.stderr}`).toBe(true);
-      expect(out.code, out.stderr).toBe(0);
+      expect(await allGone(orphan, 5000)).toBe(true);
+      expect(tick.spared.protected).toBeGreaterThanOrEqual(2);
       expect(tick.stopped.map((p) => p.cmdline)).toEqual(['sleep 392']);
-      expect(tick.init).toMatchObject({
-        name: known,
-        evidence: `exe=${known === 'tether-guard' ? realpathSync(init[0]) : init[0]}`,
-      });
-      expect(tick.init?.services).toEqual([{ pid: expect.any(Number), startTime: service.startTime }]);
-      // The service and its child, named under their own rule.
-      expect(tick.spared['init-service']).toBeGreaterThanOrEqual(2);
+      const bad = await enteredGuard(s, ['--once', '--dry-run', '--protect', '1']);
+      expect(bad.code).toBe(125);
+      expect(bad.stderr).toContain('invalid --protect "1": expected a process id greater than 1');
     });
-  }
-
-  it('a renamed init is not known (its service would be stopped); --protect PID spares it and its descendants', async () => {
-    // tini copied under another name: its executable and comm no longer say tini.
-    const dir = mkdtempSync(join(tmpdir(), 'tether-init-'));
-    onTestFinished(() => rmSync(dir, { recursive: true, force: true }));
-    const renamed = join(dir, 'myinit');
-    copyFileSync(TINI, renamed);
-    chmodSync(renamed, 0o755);
-    const { s, service, serviceChild, orphan, nsPid } = await startLayout([renamed, '--']);
-    const dry = tickOf(await enteredGuard(s, ['--once', '--dry-run', '--min-age', '0', '--json']));
-    expect(dry.init, 'a renamed init is not identified').toBeNull();
-    expect(
-      dry.wouldStop.some((p) => p.startTime === service.startTime && p.ppid === 1),
-      `without --protect the renamed init's service would be stopped: ${JSON.stringify(dry.wouldStop)}`,
-    ).toBe(true);
-    const out = await enteredGuard(s, [
-      '--once',
-      '--min-age',
-      '0',
-      '--grace',
-      '1s',
-      '--json',
-      '--protect',
-      String(nsPid),
-    ]);
-    const tick = tickOf(out);
-    expect(
-      [service, ...serviceChild].filter((id) => !isAlive(id)),
-      out.stderr,
-    ).toEqual([]);
-    expect(await allGone(orphan, 5000)).toBe(true);
-    expect(tick.spared.protected).toBeGreaterThanOrEqual(2);
-    expect(tick.stopped.map((p) => p.cmdline)).toEqual(['sleep 392']);
-    const bad = await enteredGuard(s, ['--once', '--dry-run', '--protect', '1']);
-    expect(bad.code).toBe(125);
-    expect(bad.stderr).toContain('invalid --protect "1": expected a process id greater than 1');
-  });
-});
+  },
+);

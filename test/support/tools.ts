@@ -102,6 +102,16 @@ const SPECS: Spec[] = [
   },
   { name: 'file', package: 'file', needed: "file(1)'s check of the prebuilt helpers" },
   {
+    name: 'tini',
+    package: 'tini',
+    needed: "the guard's init-service tests (a container whose PID 1 is tini)",
+  },
+  {
+    name: 'dumb-init',
+    package: 'dumb-init',
+    needed: "the guard's init-service tests (a container whose PID 1 is dumb-init)",
+  },
+  {
     name: QEMU[OTHER] as string,
     package: 'qemu-user-static',
     needed: `the linux-${OTHER} prebuilt helper's run`,
