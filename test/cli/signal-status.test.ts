@@ -3,27 +3,17 @@
 // --containment env-tag` (Node's own child), and `tether guard -- CMD` as PID 1 of a PID
 // namespace and as a subreaper. A spread of SIGRTMIN..SIGRTMAX on each path (every one of them
 // on the cheapest path: test/session/signal-status.test.ts).
-import { execFileSync, spawn } from 'node:child_process';
+import { spawn } from 'node:child_process';
 import { afterAll, describe, expect, it } from 'vitest';
 import { createTag } from '../../src/proc/tag.js';
 import { BIN, tether } from '../support/cli.js';
 import { makeTestCgroup, noTestCgroup, type TestCgroup } from '../support/test-cgroup.js';
-import { kernelKeepsExitStatus, NO_EXIT_INFO } from '../support/wait-status.js';
+import { kernelKeepsExitStatus, NO_EXIT_INFO, shellStatus } from '../support/wait-status.js';
 
 const SPREAD = [34, 35, 42, 50, 63, 64];
 
 const kept = await kernelKeepsExitStatus();
 if (!kept) console.warn(`env-tag and guard: ${NO_EXIT_INFO}`);
-
-/** What dash says of `sh -c SCRIPT`'s end: its `$?`. */
-function shellStatus(script: string): number {
-  return Number(
-    execFileSync('sh', ['-c', 'sh -c "$1"; echo $?', 'sh', script], {
-      encoding: 'utf8',
-      stdio: ['ignore', 'pipe', 'ignore'],
-    }).trim(),
-  );
-}
 
 // A guard refuses a host (docs/guard.md, "On a host"): each guard here runs in a cgroup of the
 // test's own, as a container's init runs in the container's — the subreaper one given it as its

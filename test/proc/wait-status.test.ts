@@ -1,11 +1,11 @@
 // The kernel's wait status of a child Node started (src/proc/wait-status.ts), for every signal
 // from SIGRTMIN to SIGRTMAX and a few ordinary ends, against what a POSIX shell reports for the
 // same command ($?: 128 + N for signal N) — ground truth outside the code under test.
-import { execFileSync, spawn } from 'node:child_process';
+import { spawn } from 'node:child_process';
 import { constants } from 'node:os';
 import { describe, expect, it } from 'vitest';
 import { childEnd, decodeWaitStatus, watchExit } from '../../src/proc/wait-status.js';
-import { kernelKeepsExitStatus, NO_EXIT_INFO } from '../support/wait-status.js';
+import { kernelKeepsExitStatus, NO_EXIT_INFO, shellStatus } from '../support/wait-status.js';
 
 const kept = await kernelKeepsExitStatus();
 if (!kept) console.warn(NO_EXIT_INFO);
@@ -13,16 +13,6 @@ if (!kept) console.warn(NO_EXIT_INFO);
 const SIGRTMIN = 34;
 const SIGRTMAX = 64;
 const RT = Array.from({ length: SIGRTMAX - SIGRTMIN + 1 }, (_, i) => SIGRTMIN + i);
-
-/** What dash says of `sh -c SCRIPT`'s end: its `$?`. */
-function shellStatus(script: string): number {
-  return Number(
-    execFileSync('sh', ['-c', 'sh -c "$1"; echo $?', 'sh', script], {
-      encoding: 'utf8',
-      stdio: ['ignore', 'pipe', 'ignore'],
-    }).trim(),
-  );
-}
 
 /** Runs `sh -c SCRIPT` with child_process, its wait status taken from a pidfd held from the spawn. */
 function run(script: string): Promise<{ status: number; node: [number | null, string | null] }> {

@@ -1,11 +1,6 @@
-// A command killed by a signal reports that signal on every library path — real-time ones
-// (SIGRTMIN..SIGRTMAX) by number — as a POSIX shell reports the same command's end (128 + N):
-// without the helper (`containment: ['env-tag']`, Node's own child: every real-time signal), and
-// through the helper (the default: a spread of them).
-import { execFileSync } from 'node:child_process';
 import { describe, expect, it } from 'vitest';
 import { spawn } from '../../src/index.js';
-import { kernelKeepsExitStatus, NO_EXIT_INFO } from '../support/wait-status.js';
+import { kernelKeepsExitStatus, NO_EXIT_INFO, shellStatus } from '../support/wait-status.js';
 
 const FAST = { graceMs: 300, killAfterMs: 1000, outputCapMs: 300, stdio: 'ignore' } as const;
 const SIGRTMIN = 34;
@@ -15,16 +10,6 @@ const SPREAD = [34, 35, 41, 49, 50, 63, 64];
 
 const kept = await kernelKeepsExitStatus();
 if (!kept) console.warn(`env-tag: ${NO_EXIT_INFO}`);
-
-/** What dash says of `sh -c SCRIPT`'s end: its `$?`. */
-function shellStatus(script: string): number {
-  return Number(
-    execFileSync('sh', ['-c', 'sh -c "$1"; echo $?', 'sh', script], {
-      encoding: 'utf8',
-      stdio: ['ignore', 'pipe', 'ignore'],
-    }).trim(),
-  );
-}
 
 /** The status a shell would show for each result: 128 + its signal, or its exit code. */
 async function statuses(signals: number[], containment: ['env-tag'] | undefined): Promise<string[]> {
