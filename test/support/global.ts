@@ -1,15 +1,17 @@
 // globalSetup: probes the tools the tests need and prints what it found first (test/support/
-// tools.ts: a missing one skips the tests that need it, named), compiles the C fixtures into
-// build/ and the library into dist/ (the child Node programs import dist/index.js); at the end, the suite guard fails the run if any process
-// carrying a TETHER_SESSION_ tag is still alive (zombies excluded), or any session cgroup it
-// made still exists, listing them.
+// tools.ts: a missing one skips the tests that need it, named), compiles what is stale of the C
+// fixtures into build/ and of the library into dist/ (the child Node programs import
+// dist/index.js; test/support/stale.ts); at the end, the suite guard fails the run if any
+// process this run started carrying a TETHER_SESSION_ tag is still alive (zombies excluded), or
+// any session cgroup of this run's sessions still exists, listing them.
 import { execFileSync } from 'node:child_process';
-import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, statSync } from 'node:fs';
+import { type FSWatcher, mkdirSync, mkdtempSync, readdirSync, readFileSync, watch } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { TestProject } from 'vitest/node';
-import { BUILD, C_FIXTURES, ROOT } from './paths.js';
+import { BUILD, ROOT } from './paths.js';
 import { cmdlineOf, environOfAnyThread, hasEntry, isDeadZombie, pids, readStat } from './proc.js';
+import { staleBuilds } from './stale.js';
 import { describeTools, onPath, probeTools } from './tools.js';
 
 /** Exported to everything this run starts, so that the guard looks only at this run's processes. */
@@ -32,29 +34,51 @@ function taggedAlive(ignore: Set<string>): string[] {
   return found;
 }
 
-// The session cgroups (`tether-<hex>` under `<cgroup2 mount>/tether`) made since `since` (ms)
-// that still exist: a session whose cgroup nothing removed. The mount is read from mountinfo.
-function sessionCgroupsSince(since: number): string[] {
+// The session cgroups (`tether-<hex>` under `<cgroup2 mount>/tether`, nested ones included) whose
+// hex is one of `ours`: a session of this run whose cgroup nothing removed. Another tether
+// session on the machine (a developer's, a CI runner that itself runs under tether) has a tag
+// this run never registered, so its cgroup is never counted. The mount is read from mountinfo.
+function ourSessionCgroups(ours: Set<string>): string[] {
   const line = readFileSync('/proc/self/mountinfo', 'utf8')
     .split('\n')
     .find((l) => l.split(' - ')[1]?.startsWith('cgroup2 '));
   const mount = line?.split(' ')[4];
-  const parent = mount && join(mount, 'tether');
-  if (!parent || !existsSync(parent)) return [];
-  return readdirSync(parent)
-    .filter((name) => /^tether-[0-9a-f]{32}$/.test(name))
-    .map((name) => join(parent, name))
-    .filter((dir) => {
-      try {
-        return statSync(dir).ctimeMs >= since;
-      } catch {
-        return false; // removed meanwhile
-      }
-    });
+  const found: string[] = [];
+  const queue = mount ? [join(mount, 'tether')] : [];
+  for (let dir = queue.shift(); dir !== undefined; dir = queue.shift()) {
+    let entries: string[];
+    try {
+      entries = readdirSync(dir, { withFileTypes: true })
+        .filter((e) => e.isDirectory())
+        .map((e) => e.name);
+    } catch {
+      continue; // absent, or removed meanwhile
+    }
+    for (const name of entries) {
+      const hex = /^tether-([0-9a-f]{32})$/.exec(name)?.[1];
+      if (!hex) continue;
+      if (ours.has(hex)) found.push(join(dir, name));
+      queue.push(join(dir, name)); // a session's cgroup may hold a nested one
+    }
+  }
+  return found;
+}
+
+// The hex of every session tag registered in `dir` from now on (src/containment/live-session.ts
+// writes `.<hex>.<pid>.<ns>` then renames it to `<hex>.<pid>.<start>.<n>` when a session's first
+// command starts): the set grows while the watch runs (inotify, through fs.watch).
+function watchRegistrations(dir: string, into: Set<string>): FSWatcher {
+  const note = (name: string | Buffer | null) => {
+    const hex = /^\.?([0-9a-f]{32})\./.exec(String(name ?? ''))?.[1];
+    if (hex) into.add(hex);
+  };
+  const watcher = watch(dir, { persistent: false }, (_event, name) => note(name));
+  watcher.on('error', () => {}); // the directory removed: nothing more to learn
+  for (const name of readdirSync(dir)) note(name);
+  return watcher;
 }
 
 export default function setup(project: TestProject) {
-  const startedAt = Date.now();
   const tools = probeTools();
   console.log(
     [
@@ -84,32 +108,39 @@ export default function setup(project: TestProject) {
   // Live-session registrations (src/containment/live-session.ts) in this run's own directory,
   // never the machine's /run/tether/sessions.
   process.env.TETHER_SESSIONS_DIR ??= mkdtempSync(join(tmpdir(), 'tether-suite-sessions-'));
+  const sessions = process.env.TETHER_SESSIONS_DIR;
   mkdirSync(BUILD, { recursive: true });
-  for (const file of readdirSync(C_FIXTURES)) {
-    if (!file.endsWith('.c')) continue;
-    const out = join(BUILD, `zoo-${file.slice(0, -2)}`);
-    execFileSync('gcc', ['-O1', '-Wall', '-o', out, join(C_FIXTURES, file), '-lpthread'], {
+  const stale = staleBuilds();
+  for (const { source, out } of stale.fixtures) {
+    execFileSync('gcc', ['-O1', '-Wall', '-o', out, source, '-lpthread'], {
       timeout: 60_000,
       stdio: 'inherit',
     });
   }
-  execFileSync(join(ROOT, 'node_modules/.bin/tsc'), ['-p', ROOT], {
-    cwd: ROOT,
-    timeout: 180_000,
-    stdio: 'inherit',
-  });
-  execFileSync(process.execPath, [join(ROOT, 'scripts/build-helper.mjs')], {
-    cwd: ROOT,
-    timeout: 120_000,
-    stdio: 'inherit',
-  });
-  // The native scan loop (optional: without a compiler the JS path is used, and the native
-  // test says so).
-  execFileSync(process.execPath, [join(ROOT, 'scripts/build-native.mjs'), '--host'], {
-    cwd: ROOT,
-    timeout: 120_000,
-    stdio: 'inherit',
-  });
+  if (stale.library) {
+    execFileSync(join(ROOT, 'node_modules/.bin/tsc'), ['-p', ROOT], {
+      cwd: ROOT,
+      timeout: 180_000,
+      stdio: 'inherit',
+    });
+  }
+  // The helper for every architecture a package carries, and the native scan loop (optional:
+  // without a compiler the JS path is used, and the native test says so). Each script keeps an
+  // output newer than its sources (a tenth of a second each on a built tree).
+  const native: [string, string[]][] = [
+    ['scripts/build-helper.mjs', []],
+    ['scripts/build-native.mjs', ['--host']],
+  ];
+  for (const [script, args] of native) {
+    execFileSync(process.execPath, [join(ROOT, script), ...args], {
+      cwd: ROOT,
+      timeout: 120_000,
+      stdio: 'inherit',
+    });
+  }
+  mkdirSync(sessions, { recursive: true, mode: 0o700 });
+  const ours = new Set<string>();
+  const watcher = watchRegistrations(sessions, ours);
   // Tags of sessions this run itself is part of (the suite run inside tether) are not leaks.
   const own = new Set(Object.keys(process.env).filter((k) => /^TETHER_SESSION_[0-9a-f]{32}$/.test(k)));
   return async () => {
@@ -117,10 +148,14 @@ export default function setup(project: TestProject) {
     let cgroups: string[] = [];
     for (let i = 0; i < 20; i++) {
       left = taggedAlive(own);
-      cgroups = sessionCgroupsSince(startedAt);
-      if (left.length === 0 && cgroups.length === 0) return;
+      cgroups = ourSessionCgroups(ours);
+      if (left.length === 0 && cgroups.length === 0) {
+        watcher.close();
+        return;
+      }
       await new Promise((r) => setTimeout(r, 100));
     }
+    watcher.close();
     // A teardown's exception is only logged by vitest: set the exit code too.
     process.exitCode = 1;
     const problems = [

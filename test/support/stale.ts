@@ -1,0 +1,59 @@
+// What the global setup (test/support/global.ts) must build before the tests run, by comparing
+// each output's mtime with its inputs' (make's rule): on a built tree nothing is, and one small
+// test file from the command line costs its tests' own time, not a rebuild of dist/.
+import { type Dirent, readdirSync, statSync } from 'node:fs';
+import { join, relative } from 'node:path';
+import { BUILD, C_FIXTURES, ROOT } from './paths.js';
+
+/** A C fixture to compile: `test/fixtures/c/NAME.c` → `build/zoo-NAME`. */
+export interface FixtureBuild {
+  source: string;
+  out: string;
+}
+
+/** What is stale: the C fixtures to compile, and whether tsc must run. */
+export interface StaleBuilds {
+  fixtures: FixtureBuild[];
+  /** A `src/**\/*.ts` newer than its `dist/**\/*.js` (or that has none), or tsconfig.json newer than one. */
+  library: boolean;
+}
+
+// mtime in ms, or undefined when the path is absent.
+function mtime(path: string): number | undefined {
+  try {
+    return statSync(path).mtimeMs;
+  } catch {
+    return undefined;
+  }
+}
+
+// Every file under `dir` (recursive) whose name passes `keep`.
+function filesUnder(dir: string, keep: (name: string) => boolean): string[] {
+  let entries: Dirent[];
+  try {
+    entries = readdirSync(dir, { withFileTypes: true });
+  } catch {
+    return [];
+  }
+  return entries.flatMap((e) =>
+    e.isDirectory() ? filesUnder(join(dir, e.name), keep) : keep(e.name) ? [join(dir, e.name)] : [],
+  );
+}
+
+/** Compares sources to outputs; reads mtimes only (a few ms on this tree). */
+export function staleBuilds(): StaleBuilds {
+  // Every fixture includes at most fixture.h beside it: a newer header makes them all stale.
+  const header = Math.max(0, ...filesUnder(C_FIXTURES, (n) => n.endsWith('.h')).map((h) => mtime(h) ?? 0));
+  const fixtures = filesUnder(C_FIXTURES, (n) => n.endsWith('.c'))
+    .map((source) => ({ source, out: join(BUILD, `zoo-${relative(C_FIXTURES, source).slice(0, -2)}`) }))
+    .filter(({ source, out }) => (mtime(out) ?? -1) < Math.max(mtime(source) ?? 0, header));
+
+  const src = join(ROOT, 'src');
+  const config = mtime(join(ROOT, 'tsconfig.json')) ?? 0;
+  const library = filesUnder(src, (n) => n.endsWith('.ts') && !n.endsWith('.d.ts')).some((file) => {
+    const out = join(ROOT, 'dist', `${relative(src, file).slice(0, -3)}.js`);
+    return (mtime(out) ?? -1) < Math.max(mtime(file) ?? 0, config);
+  });
+
+  return { fixtures, library };
+}
