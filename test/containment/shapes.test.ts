@@ -1,9 +1,11 @@
 // Shapes only the containment layers catch: with default options
 // each one is stopped, found by the helper or the cgroup, with every decoy spared; the env tag
-// alone misses each one (the premise); and all of them with the whole local-session zoo, 20
-// rounds in a row.
+// alone misses each one (the premise); and all of them with the whole local-session zoo, all
+// at once: 20 rounds in a row under TETHER_TEST_FULL=1 (`npm run stress`), a sample of ROUNDS by
+// default (every shape in each).
 import { existsSync } from 'node:fs';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { counted, sample } from '../support/full.js';
 import { isAlive } from '../support/proc.js';
 import { SHAPES } from '../support/shapes.js';
 import { cleanup, type Decoy, describeProcess, problemsOf, startFileDecoys } from '../support/zoo.js';
@@ -75,11 +77,13 @@ describe("the premise: with containment ['env-tag'] each shape's leftovers survi
   }
 });
 
-describe('every containment shape and every zoo shape, all at once, 20 rounds in a row (default options)', () => {
+const ROUNDS = sample(2, 20);
+
+describe(`every containment shape and every zoo shape, all at once, rounds in a row (default options): ${counted(ROUNDS, 20, 'rounds')}`, () => {
   it('stops every shape in every round and spares every decoy', async () => {
     // Several layers are on: a zoo shape's process may be seen first by any of them.
     const shapes = [...SHAPES.map((shape) => ({ ...shape, anyLayer: true })), ...CONTAINMENT_SHAPES];
-    for (let round = 1; round <= 20; round++) {
+    for (let round = 1; round <= ROUNDS; round++) {
       const runs = await Promise.all(
         shapes.map((shape) =>
           runContained(
