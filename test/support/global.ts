@@ -5,10 +5,11 @@
 // process this run started carrying a TETHER_SESSION_ tag is still alive (zombies excluded), or
 // any session cgroup of this run's sessions still exists, listing them.
 import { execFileSync } from 'node:child_process';
-import { type FSWatcher, mkdirSync, mkdtempSync, readdirSync, readFileSync, watch } from 'node:fs';
+import { mkdirSync, mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { TestProject } from 'vitest/node';
+import { ourSessionCgroups, watchRegistrations } from './leak-guard.js';
 import { BUILD, ROOT } from './paths.js';
 import { cmdlineOf, environOfAnyThread, hasEntry, isDeadZombie, pids, readStat } from './proc.js';
 import { staleBuilds } from './stale.js';
@@ -32,50 +33,6 @@ function taggedAlive(ignore: Set<string>): string[] {
     found.push(`pid ${pid} state ${stat.state} ppid ${stat.ppid} (${cmdlineOf(pid)}) tags ${tags.join(',')}`);
   }
   return found;
-}
-
-// The session cgroups (`tether-<hex>` under `<cgroup2 mount>/tether`, nested ones included) whose
-// hex is one of `ours`: a session of this run whose cgroup nothing removed. Another tether
-// session on the machine (a developer's, a CI runner that itself runs under tether) has a tag
-// this run never registered, so its cgroup is never counted. The mount is read from mountinfo.
-function ourSessionCgroups(ours: Set<string>): string[] {
-  const line = readFileSync('/proc/self/mountinfo', 'utf8')
-    .split('\n')
-    .find((l) => l.split(' - ')[1]?.startsWith('cgroup2 '));
-  const mount = line?.split(' ')[4];
-  const found: string[] = [];
-  const queue = mount ? [join(mount, 'tether')] : [];
-  for (let dir = queue.shift(); dir !== undefined; dir = queue.shift()) {
-    let entries: string[];
-    try {
-      entries = readdirSync(dir, { withFileTypes: true })
-        .filter((e) => e.isDirectory())
-        .map((e) => e.name);
-    } catch {
-      continue; // absent, or removed meanwhile
-    }
-    for (const name of entries) {
-      const hex = /^tether-([0-9a-f]{32})$/.exec(name)?.[1];
-      if (!hex) continue;
-      if (ours.has(hex)) found.push(join(dir, name));
-      queue.push(join(dir, name)); // a session's cgroup may hold a nested one
-    }
-  }
-  return found;
-}
-
-// The hex of every session tag registered in `dir` from now on (src/containment/live-session.ts
-// writes `.<hex>.<pid>.<ns>` then renames it to `<hex>.<pid>.<start>.<n>` when a session's first
-// command starts): the set grows while the watch runs (inotify, through fs.watch).
-function watchRegistrations(dir: string, into: Set<string>): FSWatcher {
-  const note = (name: string | Buffer | null) => {
-    const hex = /^\.?([0-9a-f]{32})\./.exec(String(name ?? ''))?.[1];
-    if (hex) into.add(hex);
-  };
-  const watcher = watch(dir, { persistent: false }, (_event, name) => note(name));
-  watcher.on('error', () => {}); // the directory removed: nothing more to learn
-  for (const name of readdirSync(dir)) note(name);
-  return watcher;
 }
 
 export default function setup(project: TestProject) {
