@@ -73,8 +73,9 @@ const isProtected: Rule = (stat, ctx) =>
   ctx.protect.size > 0 && ctx.protect.has(identityKey(stat)) ? 'protected' : undefined;
 
 // The command a container's init (tini, dumb-init, catatonit, s6-svscan's supervisors, a tether
-// guard as init) started: its main service, a child of PID 1 like every orphan, known by being
-// the init's first child (src/guard/init-service.ts). Stopping it ends the init and the container.
+// guard as init) started: its main service, a child of PID 1 like every orphan, known by running
+// the command the init was given, or every child that could be it when that cannot tell
+// (src/guard/init-service.ts). Stopping it ends the init and the container.
 const initService: Rule = (stat, ctx) =>
   ctx.initServices.size > 0 && ctx.initServices.has(identityKey(stat)) ? 'init-service' : undefined;
 

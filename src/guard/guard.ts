@@ -97,12 +97,15 @@ export interface GuardOptions {
 }
 
 /**
- * A warning of a tick: the sweep's (NO_PIDFD, SCAN_FAILED…: docs/report.md), or `INPUT_REFUSED`
+ * A warning of a tick: the sweep's (NO_PIDFD, SCAN_FAILED…: docs/report.md), `INPUT_REFUSED`
  * (the allow file or the registrations file could not be read this tick: a FIFO, a device, over
- * 1 MiB, late; the message says what applied instead).
+ * 1 MiB, late; the message says what applied instead), or `INIT_SERVICE_AMBIGUOUS` (PID 1 is an
+ * init whose service its argv cannot tell: every child of PID 1 is spared; the message names
+ * why and their pids, as `init.ambiguity` does). The last is logged when its message changes,
+ * and is in every tick's result while it holds.
  */
 export interface GuardWarning {
-  code: SweepWarning['code'] | 'INPUT_REFUSED';
+  code: SweepWarning['code'] | 'INPUT_REFUSED' | 'INIT_SERVICE_AMBIGUOUS';
   message: string;
 }
 
@@ -268,6 +271,8 @@ export function createGuard(options: GuardOptions = {}): Guard {
   };
   let stopped = false;
   let last: Promise<unknown> = Promise.resolve();
+  // The init's ambiguity last logged: said again only when it changes.
+  let lastAmbiguity: string | undefined;
 
   const runTick = async (): Promise<TickResult> => {
     const started = performance.now();
@@ -310,7 +315,11 @@ export function createGuard(options: GuardOptions = {}): Guard {
     counters.totalTickMs += result.durationMs;
     for (const p of result.problems)
       log(`tether guard: ${p.source}${p.line ? `:${p.line}` : ''}: ${p.message}`);
-    for (const w of result.warnings) log(`tether guard: warning ${w.code}: ${w.message}`);
+    for (const w of result.warnings) {
+      if (w.code === 'INIT_SERVICE_AMBIGUOUS' && w.message === lastAmbiguity) continue;
+      log(`tether guard: warning ${w.code}: ${w.message}`);
+    }
+    lastAmbiguity = result.init?.ambiguity;
     try {
       options.onTick?.(result);
     } catch (error) {
@@ -376,10 +385,14 @@ export function createGuard(options: GuardOptions = {}): Guard {
       }
       return c;
     };
-    const init = findInitService(snapshot);
-    result.init = init ?? null;
-    const now = Date.now();
     const self = process.pid;
+    // The guard as PID 1 (src/guard/init.ts) knows the service it started by identity: its word.
+    const init = findInitService(snapshot, self === 1 ? (options.protect ?? []) : undefined);
+    result.init = init ?? null;
+    if (init?.ambiguity !== undefined) {
+      result.warnings.push({ code: 'INIT_SERVICE_AMBIGUOUS', message: init.ambiguity });
+    }
+    const now = Date.now();
     const ctx: AllowContext = {
       snapshot,
       self,
@@ -404,6 +417,17 @@ export function createGuard(options: GuardOptions = {}): Guard {
     const read = readCmdlines(procRoot, unread);
     for (let i = 0; i < unread.length; i++) cmdlines.set(unread[i] as number, read[i] ?? '');
     const sparedBy = verdicts(ctx);
+    // A child of an init that is not its service: an orphan reparented to the init, said so.
+    const notTheService = (ppid: number) => {
+      if (ppid !== 1 || init === undefined) return '';
+      const service = init.by === 'argv' ? init.services[0] : undefined;
+      if (service !== undefined) {
+        return `a child of PID 1 (${init.name}) that is not its service (pid ${service.pid}, which runs the command ${init.name} was given, ${JSON.stringify(init.command)}): an orphan reparented to the init; `;
+      }
+      return init.by === 'ambiguous' && init.mark !== undefined
+        ? `a child of PID 1 (${init.name}) that ${init.name} did not start (it is not ${init.mark}): an orphan reparented to the init; `
+        : '';
+    };
     const toStop: Identity[] = [];
     const reasons = new Map<string, string>();
     for (const pid of listed.pids) {
@@ -419,7 +443,7 @@ export function createGuard(options: GuardOptions = {}): Guard {
       const ageS = (ctx.nowTicks - stat.startTime) / CLOCK_TICKS_PER_SECOND;
       reasons.set(
         identityKey(id),
-        `no rule spares it or an ancestor (ppid ${stat.ppid}, ${ageS.toFixed(1)} s old, ${target.kind === 'cgroup' ? 'in the target cgroup' : 'in the PID namespace'})`,
+        `${notTheService(stat.ppid)}no rule spares it or an ancestor (ppid ${stat.ppid}, ${ageS.toFixed(1)} s old, ${target.kind === 'cgroup' ? 'in the target cgroup' : 'in the PID namespace'})`,
       );
     }
     if (result.dryRun) {

@@ -3,7 +3,11 @@
 // /usr/bin/dumb-init) as PID 1 of a real PID namespace, the service their child, the guard
 // entered as `docker exec` enters (nsenter: its parent outside the namespace) and joined to the
 // container's cgroup. Ground truth is /proc: the service and its child alive (pid + start time),
-// the orphan beside them gone.
+// the orphan beside them gone. The entrypoint that starts a daemon in the background and then
+// hands over to the init (`sh -c 'daemon & exec tini -- app'`: the daemon older than the
+// service) is run as written: the service is told by the init's argv, never by age; one that
+// execs another program cannot be told, and every child of the init is spared, said in the tick.
+// The option syntax of each init is read without processes (parseInitArgv, runsCommand).
 import { spawn } from 'node:child_process';
 import {
   chmodSync,
@@ -11,6 +15,7 @@ import {
   existsSync,
   mkdtempSync,
   readFileSync,
+  readlinkSync,
   realpathSync,
   rmSync,
 } from 'node:fs';
@@ -18,8 +23,9 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it, onTestFinished } from 'vitest';
 import type { TickResult } from '../../src/guard/guard.js';
-import { isAlive, type ProcessId, pids, ppidOf, readStat } from '../support/proc.js';
-import { allGone, canRun, type Scenario, startScenario, TETHER } from './support.js';
+import { INIT_SYNTAX, parseInitArgv, runsCommand } from '../../src/guard/init-service.js';
+import { childrenOf, cmdlineOf, isAlive, type ProcessId, pids, ppidOf, readStat } from '../support/proc.js';
+import { allGone, canRun, type Scenario, startScenario, TETHER, until } from './support.js';
 
 const TINI = '/usr/bin/tini';
 const DUMB_INIT = '/usr/bin/dumb-init';
@@ -43,20 +49,24 @@ const SERVICE = `
 
 // The host pid of the process whose pid in the namespace of PID 1 `init` is `nsPid` (NSpid line).
 function hostPid(nsPid: number, init: number): number | undefined {
+  // The namespace's link (`pid:[inode]`): reading it as a file fails (EINVAL), which would make
+  // every namespace look alike and match a process of another test's namespace.
   const nsOf = (pid: number) => {
     try {
-      return readFileSync(`/proc/${pid}/ns/pid`, 'latin1');
+      return readlinkSync(`/proc/${pid}/ns/pid`);
     } catch {
       return undefined;
     }
   };
+  const ns = nsOf(init);
+  if (ns === undefined) return undefined;
   return pids().find((pid) => {
     try {
       const line = readFileSync(`/proc/${pid}/status`, 'latin1')
         .split('\n')
         .find((l) => l.startsWith('NSpid:'));
       const fields = line?.split(/\s+/).slice(1).filter(Boolean) ?? [];
-      return fields.length >= 2 && Number(fields.at(-1)) === nsPid && nsOf(pid) === nsOf(init);
+      return fields.length >= 2 && Number(fields.at(-1)) === nsPid && nsOf(pid) === ns;
     } catch {
       return false;
     }
@@ -168,7 +178,7 @@ describe.skipIf(!canRun || !haveInits)(
         'tether-guard',
       ],
     ] as const) {
-      it(`spares the service ${name} started (its first child) and the service's child, and stops the orphan beside them`, async () => {
+      it(`spares the service ${name} started (the child running its command) and the service's child, and stops the orphan beside them`, async () => {
         const { s, service, serviceChild, orphan } = await startLayout([...init]);
         const out = await enteredGuard(s, ['--once', '--min-age', '0', '--grace', '1s', '--json']);
         const tick = tickOf(out);
@@ -184,6 +194,8 @@ describe.skipIf(!canRun || !haveInits)(
           evidence: `exe=${known === 'tether-guard' ? realpathSync(init[0]) : init[0]}`,
         });
         expect(tick.init?.services).toEqual([{ pid: expect.any(Number), startTime: service.startTime }]);
+        expect(tick.init?.by, 'told by the argv the init was given').toBe('argv');
+        expect(tick.warnings.filter((w) => w.code === 'INIT_SERVICE_AMBIGUOUS')).toEqual([]);
         // The service and its child, named under their own rule.
         expect(tick.spared['init-service']).toBeGreaterThanOrEqual(2);
       });
@@ -227,3 +239,261 @@ describe.skipIf(!canRun || !haveInits)(
     });
   },
 );
+
+// The entrypoint's shell is PID 1 (it joined the test cgroup); it leaves `early` in the
+// background — a child of PID 1 from the start, older than the service — then becomes the init
+// (exec), which starts the service `sh $OUT/svc.sh`. The service writes its pid in the
+// namespace, starts a child of its own, and then runs `LAST` (`wait`: stays the shell; `exec
+// sleep …`: becomes another program).
+function handOver(init: string, last: string, early = 'env GUARD_MARK="early.$RUN" sleep 393'): string {
+  return `
+    ${early} </dev/null >/dev/null 2>&1 &
+    sleep 0.05
+    cat > "$OUT/svc.sh" <<'EOS'
+    echo $$ > "$OUT/svc.pid"
+    env GUARD_MARK="svc-child.$RUN" sleep 391 &
+    echo ok > "$OUT/ready"
+    ${last}
+    EOS
+    exec ${init} sh "$OUT/svc.sh"`;
+}
+
+interface HandedOver {
+  s: Scenario;
+  service: ProcessId;
+  serviceChild: ProcessId[];
+  early: ProcessId[];
+  nsPid: number;
+}
+
+async function startHandOver(script: string): Promise<HandedOver> {
+  const s = await startScenario(script);
+  scenario = s;
+  await s.waitFile('ready');
+  const nsPid = Number((await s.waitFile('svc.pid')).trim());
+  const host = hostPid(nsPid, s.initPid());
+  expect(host, 'premise: the service runs').toBeDefined();
+  const service = { pid: host as number, startTime: readStat(host as number)?.startTime ?? -1 };
+  expect(ppidOf(service.pid), "premise: the service is the init's child").toBe(s.initPid());
+  const early = s.find('early');
+  expect(early, 'premise: one process left in the background').toHaveLength(1);
+  const first = early[0] as ProcessId;
+  expect(ppidOf(first.pid), 'premise: it is a child of PID 1 too').toBe(s.initPid());
+  expect(first.startTime, 'premise: it is older than the service').toBeLessThan(service.startTime);
+  const serviceChild = s.find('svc-child');
+  expect(serviceChild, "premise: the service's child").toHaveLength(1);
+  return { s, service, serviceChild, early, nsPid };
+}
+
+describe.skipIf(!canRun || !haveInits)(
+  `an entrypoint that leaves a process in the background, then execs the init${noInits}`,
+  () => {
+    for (const [name, init] of [
+      ['tini', `${TINI} --`],
+      ['tini -s -p SIGKILL (options, no --)', `${TINI} -s -p SIGKILL`],
+      ['dumb-init', DUMB_INIT],
+      ['dumb-init --single-child --rewrite 15:15 --', `${DUMB_INIT} --single-child --rewrite 15:15 --`],
+    ] as const) {
+      it(`${name}: spares the service (the child running the init's command), not the older process, and stops that one, saying why`, async () => {
+        const { s, service, serviceChild, early } = await startHandOver(handOver(init, 'wait'));
+        const out = await enteredGuard(s, ['--once', '--min-age', '0', '--grace', '1s', '--json']);
+        const tick = tickOf(out);
+        expect(
+          [service, ...serviceChild].filter((id) => !isAlive(id)),
+          `the ${name} service or its child was stopped (the container ends with it): ${JSON.stringify(tick.init)} ${JSON.stringify(tick.stopped)}`,
+        ).toEqual([]);
+        expect(await allGone(early, 5000), `the process left in the background survived: ${out.stderr}`).toBe(
+          true,
+        );
+        expect(out.code, out.stderr).toBe(0);
+        expect(tick.init).toMatchObject({
+          by: 'argv',
+          command: ['sh', join(s.out, 'svc.sh')],
+          services: [{ pid: expect.any(Number), startTime: service.startTime }],
+        });
+        expect(tick.stopped.map((p) => p.cmdline)).toEqual(['sleep 393']);
+        expect(tick.stopped[0]?.reason).toMatch(
+          /^a child of PID 1 \((tini|dumb-init)\) that is not its service \(pid \d+/,
+        );
+        expect(tick.warnings.filter((w) => w.code === 'INIT_SERVICE_AMBIGUOUS')).toEqual([]);
+      });
+    }
+
+    it('a service that execs another program cannot be told: every child the init could have started is spared, the tick says so, and the one it cannot have started is stopped', async () => {
+      // `leader` is left in a session of its own (setsid): the leader of its own process group,
+      // as tini makes its child; `early` is not.
+      const { s, service, serviceChild, early, nsPid } = await startHandOver(
+        handOver(
+          `${TINI} --`,
+          'exec sleep 394',
+          'setsid env GUARD_MARK="leader.$RUN" sleep 395 </dev/null >/dev/null 2>&1 & env GUARD_MARK="early.$RUN" sleep 393',
+        ),
+      );
+      const leader = s.find('leader');
+      expect(leader, 'premise: one session leader left in the background').toHaveLength(1);
+      expect(
+        await until(() => cmdlineOf(service.pid) === 'sleep 394', 5000),
+        "premise: the service has exec'd",
+      ).toBe(true);
+      const out = await enteredGuard(s, ['--once', '--min-age', '0', '--grace', '1s', '--json']);
+      const tick = tickOf(out);
+      expect(
+        [service, ...serviceChild, ...leader].filter((id) => !isAlive(id)),
+        `a child tini could have started was stopped: ${JSON.stringify(tick.stopped)}`,
+      ).toEqual([]);
+      expect(await allGone(early, 5000), 'the child tini cannot have started survived').toBe(true);
+      expect(out.code, out.stderr).toBe(0);
+      expect(tick.stopped.map((p) => p.cmdline)).toEqual(['sleep 393']);
+      expect(tick.stopped[0]?.reason).toMatch(
+        /^a child of PID 1 \(tini\) that tini did not start \(it is not the leader of its own process group/,
+      );
+      expect(tick.init).toMatchObject({
+        name: 'tini',
+        by: 'ambiguous',
+        command: ['sh', join(s.out, 'svc.sh')],
+      });
+      expect(tick.init?.services.map((id) => id.startTime).sort()).toEqual(
+        [service.startTime, (leader[0] as ProcessId).startTime].sort(),
+      );
+      const warning = tick.warnings.find((w) => w.code === 'INIT_SERVICE_AMBIGUOUS');
+      expect(warning?.message).toContain(`no child of PID 1 runs tini's command`);
+      expect(warning?.message).toMatch(
+        /is spared with its descendants, any orphan among them too \(pids \d+, \d+\)/,
+      );
+      expect(warning?.message).toBe(tick.init?.ambiguity);
+      expect(out.stderr).toContain('warning INIT_SERVICE_AMBIGUOUS');
+      // --protect names the service: spared under its own rule, whatever the init-service rule says.
+      const protectedTick = tickOf(
+        await enteredGuard(s, [
+          '--once',
+          '--dry-run',
+          '--min-age',
+          '0',
+          '--json',
+          '--protect',
+          String(nsPid),
+        ]),
+      );
+      expect(protectedTick.wouldStop).toEqual([]);
+      expect(protectedTick.spared.protected).toBeGreaterThanOrEqual(2);
+    });
+
+    for (const [name, init] of [
+      ['tini', `${TINI} --`],
+      ['dumb-init', DUMB_INIT],
+    ] as const) {
+      it(`${name}: a process left behind that runs the init's command, the service exec'd: the service is spared by the init's mark, the other stopped`, async () => {
+        // The process left in the background runs `sh -c "$SVC"` as the init is then given, and
+        // stays that shell (its sleep a child); the service, the same argv, execs sleep 394.
+        const { s, service, serviceChild, early } = await startHandOver(`
+          SVC='[ -n "\${EARLY:-}" ] && { env -u GUARD_MARK sleep 399; exit 0; }
+          echo $$ > "$OUT/svc.pid"
+          env GUARD_MARK="svc-child.$RUN" sleep 391 &
+          echo ok > "$OUT/ready"
+          exec sleep 394'
+          EARLY=1 env GUARD_MARK="early.$RUN" sh -c "$SVC" </dev/null >/dev/null 2>&1 &
+          sleep 0.05
+          exec ${init} sh -c "$SVC"`);
+        expect(
+          await until(() => cmdlineOf(service.pid) === 'sleep 394', 5000),
+          "premise: the service has exec'd",
+        ).toBe(true);
+        expect(cmdlineOf((early[0] as ProcessId).pid), "premise: the other runs the init's command").toMatch(
+          /^sh -c /,
+        );
+        const out = await enteredGuard(s, ['--once', '--min-age', '0', '--grace', '1s', '--json']);
+        const tick = tickOf(out);
+        expect(
+          [service, ...serviceChild].filter((id) => !isAlive(id)),
+          `the ${name} service was stopped: ${JSON.stringify(tick.init)} ${JSON.stringify(tick.stopped)}`,
+        ).toEqual([]);
+        expect(
+          await allGone(early, 5000),
+          `the process left behind survived: ${JSON.stringify(tick.init)}`,
+        ).toBe(true);
+        expect(tick.init).toMatchObject({
+          by: 'ambiguous',
+          services: [{ pid: expect.any(Number), startTime: service.startTime }],
+        });
+        expect(tick.init?.mark).toMatch(/^the leader of its own (process group|session)/);
+        expect(tick.warnings.map((w) => w.code)).toContain('INIT_SERVICE_AMBIGUOUS');
+      });
+    }
+
+    it('two children the init could have started run its command: both are spared, named', async () => {
+      // The process left in the background (a session leader: setsid) runs what tini is then
+      // given: `sleep 397`.
+      const s = await startScenario(`
+        setsid env GUARD_MARK="early.$RUN" sleep 397 </dev/null >/dev/null 2>&1 &
+        sleep 0.05
+        echo ok > "$OUT/ready"
+        exec ${TINI} -- sleep 397`);
+      scenario = s;
+      await s.waitFile('ready');
+      const both = await until(() => {
+        const found = childrenOf(s.initPid()).filter(
+          (c) => c.state !== 'Z' && cmdlineOf(c.pid) === 'sleep 397',
+        );
+        return found.length === 2 && cmdlineOf(s.initPid()).startsWith(TINI) ? found : undefined;
+      }, 5000);
+      expect(both, 'premise: two children of tini run sleep 397').toBeDefined();
+      const ids = (both ?? []).map((c) => ({ pid: c.pid, startTime: c.startTime }));
+      const tick = tickOf(await enteredGuard(s, ['--once', '--dry-run', '--min-age', '0', '--json']));
+      expect(tick.wouldStop).toEqual([]);
+      expect(tick.init).toMatchObject({ by: 'ambiguous', command: ['sleep', '397'] });
+      expect(tick.init?.services).toHaveLength(2);
+      expect(tick.init?.ambiguity).toMatch(/^2 children of PID 1 run tini's command .*\(pids \d+, \d+\)/);
+      expect(tick.warnings.map((w) => w.code)).toContain('INIT_SERVICE_AMBIGUOUS');
+      expect(ids.filter((id) => !isAlive(id))).toEqual([]);
+    });
+  },
+);
+
+describe('the command an init was given, read as its options parser reads it', () => {
+  // The syntax by name (INIT_SYNTAX), `posix`: tini's without GNU reordering (POSIXLY_CORRECT).
+  const syntaxOf = (name: 'tini' | 'posix' | 'dumb-init' | 'catatonit') =>
+    name === 'posix' ? { ...INIT_SYNTAX.tini, permute: false } : INIT_SYNTAX[name];
+  it.each([
+    ['tini --', 'tini', ['--', 'app', '-v'], ['app', '-v']],
+    [
+      'tini, options with values',
+      'tini',
+      ['-s', '-p', 'SIGKILL', '-e', '3', '-e4', '-vv', '--', 'app'],
+      ['app'],
+    ],
+    [
+      'tini, no -- (GNU order: its options after the command too)',
+      'tini',
+      ['-s', 'app', '-g', 'x'],
+      ['app', 'x'],
+    ],
+    ['tini, POSIX order', 'posix', ['-s', 'app', '-g', 'x'], ['app', '-g', 'x']],
+    ['tini, -- after an operand', 'tini', ['app', '-w', '--', '-x'], ['app', '-x']],
+    ['tini -h runs nothing', 'tini', ['-h'], []],
+    ['dumb-init', 'dumb-init', ['app', '-v'], ['app', '-v']],
+    ['dumb-init, options', 'dumb-init', ['-c', '-r', '15:2', '-v', '--', 'app'], ['app']],
+    [
+      'dumb-init, long options',
+      'dumb-init',
+      ['--single-child', '--rewrite', '15:2', '--rewrite=1:0', 'app'],
+      ['app'],
+    ],
+    ['dumb-init, an abbreviated long option', 'dumb-init', ['--single', '--rew', '2:0', 'app'], ['app']],
+    ['catatonit', 'catatonit', ['-g', '--', 'app', '-P'], ['app', '-P']],
+  ] as const)('%s', (_name, syntax, args, command) => {
+    expect(parseInitArgv(args, syntaxOf(syntax)).command).toEqual(command);
+  });
+  it('catatonit -P is seen in a cluster', () => {
+    expect(parseInitArgv(['-gP'], syntaxOf('catatonit')).options).toContain('P');
+  });
+  it('a process runs a command when its argv is the command, or a script run by its #! interpreter', () => {
+    expect(runsCommand(['app', '-v'], ['app', '-v'])).toBe(true);
+    expect(runsCommand(['app'], ['app', '-v'])).toBe(false);
+    expect(runsCommand(['/bin/sh', '/usr/local/bin/entry.sh', 'x'], ['entry.sh', 'x'])).toBe(true);
+    expect(runsCommand(['/usr/bin/env', 'sh', '/app/entry.sh'], ['/app/entry.sh'])).toBe(true);
+    expect(runsCommand(['/bin/sh', '/app/entry.sh'], ['/other/entry.sh'])).toBe(false);
+    expect(runsCommand(['/bin/sh', '/app/xentry.sh'], ['entry.sh'])).toBe(false);
+    expect(runsCommand(['sleep', '3101'], ['sleep', '3102'])).toBe(false);
+    expect(runsCommand([], [])).toBe(false);
+  });
+});
