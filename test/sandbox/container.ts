@@ -115,6 +115,12 @@ export async function startContainer(lifetimeS = 600, root?: string): Promise<Co
     throw new Error('premise broken: the container init did not start');
   }
   const prefix = ['nsenter', '-t', String(init), '-a', ...(root ? ['-r', '-w'] : [])];
+  const initStart = readStat(init)?.startTime;
+  // The init itself is gone or a zombie (its namespaces released), or its pid another process's.
+  const initEnded = () => {
+    const stat = readStat(init);
+    return !stat || isDeadZombie(stat) || stat.startTime !== initStart;
+  };
   return {
     init,
     prefix,
@@ -122,6 +128,10 @@ export async function startContainer(lifetimeS = 600, root?: string): Promise<Co
     async stop() {
       child.kill('SIGKILL'); // --kill-child: the init dies, the kernel kills the namespace
       await Promise.race([exited, sleep(5000)]);
+      // unshare's end is not the init's: its parent-death signal is delivered a moment later (on
+      // a loaded machine, long enough for a channel to reach the namespace still). Stopped means
+      // the namespace can no longer be entered.
+      for (let i = 0; i < 250 && !initEnded(); i++) await sleep(20);
     },
   };
 }
