@@ -97,6 +97,31 @@ describe.skipIf(!canRun)('tether guard -- CMD', () => {
     expect(stderr).toMatch(/sh ended \(status 3\); what was left below the guard: 1 stopped, 0 survived/);
   });
 
+  it('CMD that execs another program is still known by the guard as its service (by identity): the orphan is stopped', async () => {
+    // `sh -c 'exec sh -c "$0"' WITNESS`: CMD's argv is gone once it execs, so no child runs the
+    // command the guard was given; the guard knows the child it started, not by its argv.
+    const { status, stderr } = await runInNamespace(
+      [
+        'guard',
+        '--startup-delay',
+        '0',
+        '--interval',
+        '200ms',
+        '--min-age',
+        '0',
+        '--',
+        'sh',
+        '-c',
+        'exec sh -c "$0"',
+        WITNESS,
+      ],
+      30_000,
+    );
+    expect(status, `4: the orphan outlived the ticks; 5: CMD's child was stopped. stderr: ${stderr}`).toBe(3);
+    expect(stderr).toMatch(/stopped pid=\d+ .*cmdline="sleep 300"/);
+    expect(stderr).not.toContain('INIT_SERVICE_AMBIGUOUS');
+  });
+
   it.skipIf(!existsSync('/usr/bin/tini'))(
     'under tini (`tini -- tether guard -- CMD`: the guard is tini’s service) still stops its own orphans',
     async () => {
