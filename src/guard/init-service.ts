@@ -8,8 +8,10 @@
 // argv after its options and `--`, read as the init's own option parser reads it) is the argv of
 // the child it started, until that child execs something else. Start time says nothing: an orphan
 // started before an `exec tini -- app` (a daemon an entrypoint left in the background) is older
-// than the service. Where the argv cannot tell (no child runs it, or several do), every child of
-// the init is spared and the result says why (`ambiguity`): never one child picked by age. An
+// than the service. The init's mark on the child it starts (tini: a process group of its own;
+// dumb-init: a session of its own), which no exec removes, rules out a child that lacks it. Where
+// the argv cannot tell (no child runs it, or several do), every child that could be the service
+// is spared and the result says why (`ambiguity`): never one child picked by age. An
 // s6-svscan PID 1 runs one s6-supervise per service: each is spared with its service. A renamed
 // init is not known: its service is not spared (`--protect` it).
 import { readFileSync, readlinkSync } from 'node:fs';
@@ -178,9 +180,12 @@ export function runsCommand(cmdline: readonly string[], command: readonly string
  * - tini, docker-init, dumb-init, catatonit, and a tether guard as init (`tether guard -- CMD`):
  *   the child of PID 1 whose cmdline runs the command the init was given (`runsCommand`), the
  *   command read from PID 1's own argv by the init's option syntax (`INIT_SYNTAX`; tini and
- *   catatonit read in both GNU and POSIX order unless PID 1's environ says which). When no child,
- *   or more than one, runs it, or PID 1's argv cannot be read: every child of PID 1 (`by:
- *   'ambiguous'`, `ambiguity` says why). catatonit `-P` runs none: no service;
+ *   catatonit read in both GNU and POSIX order unless PID 1's environ says which). Only a child
+ *   bearing the init's mark can be the service (tini, docker-init: the leader of its own
+ *   process group; dumb-init without `-c`: of its own session; `mark` says so when a child lacks
+ *   it), unless none bears it. When no such child, or more than one, runs the command, or PID
+ *   1's argv cannot be read: every such child (`by: 'ambiguous'`, `ambiguity` says why and
+ *   which). catatonit `-P` runs none: no service;
  * - with `own` (given only when PID 1 is the caller, the guard as init) and PID 1 a tether guard:
  *   its children among `own`, the identities it started;
  * - s6-svscan: each child of PID 1 that is an s6-supervise (by executable, else comm).
