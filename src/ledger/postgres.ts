@@ -2,6 +2,9 @@
 // a postgres:// URL is opened (docs/ledger.md, "Postgres"). The same schema as the SQLite store,
 // in its own Postgres schema (default `tether`), versioned in a table and migrated forward in one
 // transaction under an advisory lock; the compare-and-set is one `UPDATE … WHERE tag AND revision`.
+// A store that fails, never crashes: every connection's 'error' has a listener (the pool's while
+// idle, the store's while held), every statement has a deadline, and `close` ends connections a
+// frozen server never answers (docs/ledger.md, "The stores").
 import { createRequire } from 'node:module';
 import type { Pool, PoolClient, PoolConfig } from 'pg';
 import { COLUMNS, fromRow, recordsOf, type SessionRow, toRow } from './rows.js';
@@ -11,8 +14,20 @@ import type { LedgerStore, ListFilter, SessionRecord } from './types.js';
 
 /** Milliseconds a statement waits for a row or table lock before LEDGER_LOCKED (`lock_timeout`). */
 export const POSTGRES_LOCK_TIMEOUT_MS = 5000;
-/** Milliseconds a connection attempt waits before LEDGER_UNAVAILABLE. */
+/**
+ * Milliseconds a connection attempt — or a wait for a free pooled connection — lasts before
+ * LEDGER_UNAVAILABLE (`connectionTimeoutMillis`).
+ */
 export const POSTGRES_CONNECT_TIMEOUT_MS = 10_000;
+/**
+ * Milliseconds a statement waits for its answer before LEDGER_UNAVAILABLE, its connection then
+ * closed (pg's client-side `query_timeout`: it also bounds a server that no longer answers at
+ * all — stopped, frozen, cut off — which a server-side `statement_timeout` cannot). Longer than
+ * the lock timeout, so that a lock held by another writer is LEDGER_LOCKED, not this.
+ */
+export const POSTGRES_STATEMENT_TIMEOUT_MS = 10_000;
+/** Milliseconds `close` waits for connections to end in order before it cuts them. */
+export const POSTGRES_CLOSE_TIMEOUT_MS = 1000;
 
 // Forward migrations, as in the SQLite store: MIGRATIONS[i] takes schema i to i + 1. `%s` is the schema.
 const MIGRATIONS: readonly string[] = [
@@ -43,8 +58,12 @@ export interface PostgresStoreOptions {
   schema?: string;
   /** Migrate only up to this version (the conformance suite's migration check); default the latest. */
   schemaVersion?: number;
+  /** `lock_timeout`, ms; default POSTGRES_LOCK_TIMEOUT_MS. */
   lockTimeoutMs?: number;
+  /** `connectionTimeoutMillis`, ms; default POSTGRES_CONNECT_TIMEOUT_MS. */
   connectTimeoutMs?: number;
+  /** Each statement's deadline (`query_timeout`), ms; default POSTGRES_STATEMENT_TIMEOUT_MS. */
+  statementTimeoutMs?: number;
   hooks?: StoreHooks;
 }
 
@@ -84,15 +103,20 @@ export async function openPostgresStore(
     );
   }
   const { Pool } = await loadPg(location);
+  const statementTimeoutMs = options.statementTimeoutMs ?? POSTGRES_STATEMENT_TIMEOUT_MS;
   const pool = new Pool({
     connectionString: url,
     max: 4,
     connectionTimeoutMillis: options.connectTimeoutMs ?? POSTGRES_CONNECT_TIMEOUT_MS,
     lock_timeout: options.lockTimeoutMs ?? POSTGRES_LOCK_TIMEOUT_MS,
+    query_timeout: statementTimeoutMs,
+    // A server that vanished without a word (a cut network) is noticed on an idle connection too.
+    keepAlive: true,
   });
-  // An idle client's error (the server restarted) must not crash the process: the next query reports it.
+  // An idle client's error (the server restarted) must not crash the process: the next query
+  // reports it. A held client's is the store's (`PostgresStore.hold`).
   pool.on('error', () => {});
-  const store = new PostgresStore(pool, location, schema, options.hooks ?? {});
+  const store = new PostgresStore(pool, location, schema, options.hooks ?? {}, statementTimeoutMs);
   try {
     await store.migrate(options.schemaVersion ?? POSTGRES_SCHEMA_VERSION);
   } catch (err) {
@@ -105,13 +129,20 @@ export async function openPostgresStore(
 // The store. Every method takes a pooled connection; a compare-and-set is one transaction.
 export class PostgresStore implements LedgerStore {
   private version = 0;
+  // Every connection the pool holds, so that `close` can cut those a frozen server never lets end.
+  private readonly clients = new Set<PoolClient>();
 
   constructor(
     private readonly pool: Pool,
     readonly location: string,
     readonly schema: string,
     private readonly hooks: StoreHooks,
-  ) {}
+    /** Each statement's deadline, ms (for messages; the pool enforces it). */
+    readonly statementTimeoutMs = POSTGRES_STATEMENT_TIMEOUT_MS,
+  ) {
+    pool.on('connect', (c) => this.clients.add(c));
+    pool.on('remove', (c) => this.clients.delete(c));
+  }
 
   /** The schema version as this store opened (or migrated) it. */
   get schemaVersion(): number {
@@ -192,29 +223,55 @@ export class PostgresStore implements LedgerStore {
     );
   }
 
+  /**
+   * Ends the pool: idle connections at once, held ones as their statement ends. After
+   * POSTGRES_CLOSE_TIMEOUT_MS (a frozen server answers neither) every connection is cut, and the
+   * statements still waiting fail with LEDGER_UNAVAILABLE. Resolves within twice that, never rejects.
+   */
   async close(): Promise<void> {
-    await this.pool.end();
+    const ended = this.pool.end().then(
+      () => true,
+      () => true,
+    );
+    if (await within(ended, POSTGRES_CLOSE_TIMEOUT_MS)) return;
+    for (const c of this.clients) cut(c);
+    await within(ended, POSTGRES_CLOSE_TIMEOUT_MS);
   }
 
   private columns(): readonly string[] {
     return this.version >= 2 ? COLUMNS : COLUMNS.filter((c) => c !== 'kept');
   }
 
+  // One transaction on a held connection. While held, the connection's 'error' (the server went
+  // away: pg emits it besides failing the statement) is listened to here — without a listener
+  // Node throws it and the process dies — and the connection is then discarded, not rolled back:
+  // a lost or timed-out one cannot run ROLLBACK (it would wait out a second deadline).
   private async transaction<T>(fn: (c: PoolClient) => Promise<T>): Promise<T> {
     const c = await this.pool.connect();
-    let broken = false;
+    let lost: Error | undefined;
+    const onError = (err: Error) => {
+      lost ??= err;
+    };
+    c.on('error', onError);
+    let committing = false;
     try {
       await c.query('BEGIN');
       const result = await fn(c);
+      committing = true;
       await c.query('COMMIT');
       return result;
     } catch (err) {
-      await c.query('ROLLBACK').catch(() => {
-        broken = true;
-      });
-      throw err;
+      if (lost === undefined && !connectionLost(err)) {
+        await c.query('ROLLBACK').catch((e: Error) => {
+          lost = e;
+        });
+        throw err;
+      }
+      lost ??= err as Error;
+      throw committing ? new InDoubt(lost) : err;
     } finally {
-      c.release(broken);
+      c.release(lost ?? false);
+      c.removeListener('error', onError);
     }
   }
 
@@ -222,19 +279,74 @@ export class PostgresStore implements LedgerStore {
     try {
       return await fn();
     } catch (err) {
-      throw mapPgError(err, this.location, action);
+      throw mapPgError(err, this.location, action, this.statementTimeoutMs);
     }
+  }
+}
+
+// A COMMIT whose connection was lost before its answer: the write may or may not have landed.
+class InDoubt extends Error {
+  constructor(readonly lost: Error) {
+    super(lost.message);
+  }
+}
+
+// Whether a statement failed because its connection is gone or stopped answering (pg's own
+// errors carry no SQLSTATE; a server's error does, and leaves the connection usable).
+function connectionLost(err: unknown): boolean {
+  const code = String((err as { code?: unknown } | null)?.code ?? '');
+  if (code.startsWith('08') || code.startsWith('57P') || /^E[A-Z]+$/.test(code)) return true;
+  return code === '' && /timeout|terminated|not queryable|closed/i.test((err as Error)?.message ?? '');
+}
+
+// Ends a connection without waiting for the server: its statements fail with "Connection terminated".
+function cut(c: PoolClient): void {
+  c.end().catch(() => {});
+  (c as unknown as { connection?: { stream?: { destroy(): void } } }).connection?.stream?.destroy();
+}
+
+// Whether `p` settled within `ms`.
+async function within(p: Promise<unknown>, ms: number): Promise<boolean> {
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<false>((resolve) => {
+    timer = setTimeout(() => resolve(false), ms);
+  });
+  try {
+    return await Promise.race([p.then(() => true), late]);
+  } finally {
+    clearTimeout(timer);
   }
 }
 
 /**
  * A `pg` error as the ledger's TetherError, by SQLSTATE (Postgres "Appendix A. Error Codes") or
- * Node errno. A TetherError passes through; messages name the URL without its password.
+ * Node errno. A TetherError passes through; messages name the URL without its password. A
+ * connection lost or a statement past its deadline (`statementTimeoutMs`) is LEDGER_UNAVAILABLE
+ * with the pg error as its cause; one lost during a COMMIT says the write may have landed.
  */
-export function mapPgError(err: unknown, location: string, action: 'open' | 'read' | 'write'): unknown {
+export function mapPgError(
+  err: unknown,
+  location: string,
+  action: 'open' | 'read' | 'write',
+  statementTimeoutMs = POSTGRES_STATEMENT_TIMEOUT_MS,
+): unknown {
   if ((err as { name?: string } | null)?.name === 'TetherError') return err;
+  if (err instanceof InDoubt)
+    return ledgerUnavailable(
+      location,
+      `the connection was lost while the write was committed (${err.message}): whether it landed is unknown`,
+      err.lost,
+    );
   const code = String((err as { code?: unknown } | null)?.code ?? '');
   const detail = `${code ? `${code}: ` : ''}${(err as Error)?.message ?? String(err)}`;
+  if (code === '' && /^Query read timeout$/.test((err as Error)?.message ?? ''))
+    return ledgerUnavailable(
+      location,
+      `the server did not answer a statement within ${statementTimeoutMs} ms (stopped, frozen or cut off); its connection was closed`,
+      err,
+    );
+  if (code === '' && /Connection terminated/.test(detail))
+    return ledgerUnavailable(location, `the connection to the server was lost (${detail})`, err);
   if (code === '55P03' || code === '40P01' || code === '57014')
     return ledgerLocked(location, `a lock was held past the lock timeout (${detail})`, err);
   if (code === 'XX001' || code === 'XX002')

@@ -1,0 +1,332 @@
+// The Postgres ledger under faults: a server stopped mid-transaction
+// (`pg_ctl stop -m immediate` while the end's compare-and-set waits on a row another connection
+// holds FOR UPDATE) and a frozen server (the postmaster and its backends SIGSTOPped). tether
+// never crashes: the session ends its processes, the CLI prints its report with the failed write
+// as a LEDGER_WRITE_FAILED warning and exits with the command's status, the library's end()
+// settles, and the row stays `running` for `tether recover`. A frozen server costs at most a
+// statement's deadline (src/ledger/postgres.ts, POSTGRES_STATEMENT_TIMEOUT_MS).
+// These tests stop and freeze their server: each file run starts its own private one with
+// scripts/test-postgres.sh, never the shared TETHER_TEST_POSTGRES_URL other files use.
+import { execFileSync } from 'node:child_process';
+import { existsSync, readFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import pg from 'pg';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { POSTGRES_STATEMENT_TIMEOUT_MS } from '../../src/ledger/postgres.js';
+import { type Ran, RECORD, recordedIds, tether } from '../support/cli.js';
+import { runNode } from '../support/node.js';
+import { ROOT } from '../support/paths.js';
+import { childrenOf, isAlive } from '../support/proc.js';
+import { missing, tool } from '../support/tools.js';
+import { sleep, tempDir } from '../support/zoo.js';
+
+const SCRIPT = join(ROOT, 'scripts/test-postgres.sh');
+
+// scripts/test-postgres.sh runs the server as the postgres user (root's runuser) and picks its
+// port with python3.
+const skip =
+  missing('pg_ctl', 'python3') ||
+  (process.getuid?.() === 0 ? '' : 'scripts/test-postgres.sh needs root (it runs the server as postgres)');
+
+/** The private server of this file: its directory, URL and port. */
+interface Server {
+  dir: string;
+  url: string;
+  port: string;
+}
+
+let server: Server | undefined;
+
+function startServer(): Server {
+  const dir = tempDir();
+  const url = execFileSync(SCRIPT, ['start', dir], { encoding: 'utf8', timeout: 120_000 }).trim();
+  return { dir, url, port: readFileSync(join(dir, 'port'), 'utf8').trim() };
+}
+
+function pgCtl(s: Server, args: string[]): void {
+  execFileSync(
+    'runuser',
+    ['-u', 'postgres', '--', tool('pg_ctl').path as string, '-D', join(s.dir, 'data'), ...args],
+    {
+      timeout: 120_000,
+      stdio: 'ignore',
+    },
+  );
+}
+
+/** `pg_ctl stop -m immediate`: every backend ends at once, no connection is closed in order. */
+function stopNow(s: Server): void {
+  pgCtl(s, ['-m', 'immediate', '-w', 'stop']);
+}
+
+/** Starts the stopped server again on its port and socket directory (as the script did). */
+function restart(s: Server): void {
+  pgCtl(s, [
+    '-l',
+    join(s.dir, 'server.log'),
+    '-w',
+    '-t',
+    '60',
+    '-o',
+    `-c listen_addresses=127.0.0.1 -p ${s.port} -k ${s.dir} -c fsync=off`,
+    'start',
+  ]);
+}
+
+/** The postmaster's pid and its children's (every backend and auxiliary process). */
+function serverPids(s: Server): number[] {
+  const postmaster = Number(readFileSync(join(s.dir, 'data/postmaster.pid'), 'utf8').split('\n')[0]);
+  return [postmaster, ...childrenOf(postmaster).map((st) => st.pid)];
+}
+
+beforeAll(() => {
+  if (!skip) server = startServer();
+}, 120_000);
+afterAll(() => {
+  if (!server) return;
+  try {
+    for (const pid of serverPids(server)) process.kill(pid, 'SIGCONT');
+  } catch {
+    // stopped already
+  }
+  execFileSync(SCRIPT, ['stop', server.dir], { timeout: 60_000 });
+});
+
+async function client(s: Server): Promise<pg.Client> {
+  const c = new pg.Client({ connectionString: s.url });
+  c.on('error', () => {}); // its server is about to go away
+  await c.connect();
+  return c;
+}
+
+/** Polls until a row's command holds `marker`; returns its tag. */
+async function tagOf(c: pg.Client, marker: string): Promise<string> {
+  for (let i = 0; i < 500; i++) {
+    const r = await c
+      .query<{ tag: string }>('SELECT tag FROM tether.sessions WHERE command LIKE $1', [`%${marker}%`])
+      .catch(() => ({ rows: [] as { tag: string }[] }));
+    if (r.rows[0]) return r.rows[0].tag;
+    await sleep(20);
+  }
+  throw new Error(`premise broken: no row for ${marker}`);
+}
+
+/**
+ * Polls until some backend waits on a lock (the end's UPDATE behind our FOR UPDATE). `c` must be
+ * outside a transaction: inside one, pg_stat_activity is read once and kept.
+ */
+async function waitForLockWait(c: pg.Client): Promise<void> {
+  for (let i = 0; i < 200; i++) {
+    const r = await c.query<{ n: string }>(
+      "SELECT count(*) AS n FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE 'UPDATE%'",
+    );
+    if (Number(r.rows[0]?.n) > 0) return;
+    await sleep(20);
+  }
+  throw new Error('premise broken: the end never waited on the held row');
+}
+
+/** The report `tether run --json` printed last on stderr. */
+function jsonReport(ran: Ran): { ok: boolean; warnings: { code: string; message: string }[] } {
+  const line = ran.stderr
+    .split('\n')
+    .filter((l) => l.startsWith('{'))
+    .at(-1);
+  if (!line) throw new Error(`no JSON report on stderr: ${ran.stderr}`);
+  return JSON.parse(line);
+}
+
+/** A payload that leaves `sleep 300` behind, records it, waits for `go` to exist and exits 3. */
+function payload(marker: string, go: string): string[] {
+  return ['sh', '-c', `sleep 300 & ${RECORD}; while [ ! -e ${go} ]; do sleep 0.05; done; exit 3`, marker];
+}
+
+// The CLI as dist/cli/main.js, which globalSetup compiles from src/ before a run (the bundle,
+// dist/cli/tether.cjs, is `npm run build`'s: it may be older than src/ when one file is run).
+const ENV = { ...process.env, TETHER_CLI_BUNDLE: '0' };
+
+// A crash prints Node's stack trace of the unhandled 'error' event.
+const CRASH = /Unhandled 'error' event|^\s+at .*node:/m;
+
+describe.skipIf(skip !== '')(`the Postgres ledger under faults${skip ? ` (skipped: ${skip})` : ''}`, () => {
+  it('tether run: the server stopped while the end waits on a locked row — no crash, report, command status, row left running for recover', async () => {
+    const s = server as Server;
+    const dir = tempDir();
+    const go = join(dir, 'go');
+    const marker = `lost-${process.pid}-${Date.now()}`;
+    const holder = await client(s);
+    const watcher = await client(s);
+    const done = tether(['run', '--json', '--ledger', s.url, '--', ...payload(marker, go)], { env: ENV });
+    try {
+      const tag = await tagOf(holder, marker);
+      await holder.query('BEGIN');
+      await holder.query('SELECT * FROM tether.sessions WHERE tag = $1 FOR UPDATE', [tag]);
+      writeFileSync(go, '');
+      await waitForLockWait(watcher);
+      stopNow(s);
+      const ran = await done;
+      expect(ran.stderr).not.toMatch(CRASH);
+      expect(ran.code, ran.stderr).toBe(3);
+      const report = jsonReport(ran);
+      expect(report.ok).toBe(true);
+      const failed = report.warnings.filter((w) => w.code === 'LEDGER_WRITE_FAILED');
+      expect(failed, ran.stderr).toHaveLength(1);
+      expect(failed[0]?.message).toMatch(/connection to the server was lost|not answer/);
+      for (const id of recordedIds(ran.stdout)) expect(isAlive(id), `leftover ${id.pid}`).toBe(false);
+      // The row stays `running`; recover (its supervisor is gone) settles it.
+      restart(s);
+      const after = await client(s);
+      try {
+        const row = await after.query<{ state: string }>('SELECT state FROM tether.sessions WHERE tag = $1', [
+          tag,
+        ]);
+        expect(row.rows[0]?.state).toBe('running');
+        const recovered = await tether(['recover', '--ledger', s.url], { env: ENV });
+        expect(recovered.code, recovered.stderr).toBe(0);
+        const settled = await after.query<{ state: string }>(
+          'SELECT state FROM tether.sessions WHERE tag = $1',
+          [tag],
+        );
+        expect(settled.rows[0]?.state).toBe('recovered');
+      } finally {
+        await after.end();
+      }
+    } finally {
+      writeFileSync(go, '');
+      await holder.end().catch(() => {});
+      await watcher.end().catch(() => {});
+      if (!existsSync(join(s.dir, 'data/postmaster.pid'))) restart(s);
+    }
+  }, 60_000);
+
+  it('the library: the server stopped while end() waits on a locked row — end() settles with LEDGER_WRITE_FAILED, the host lives', async () => {
+    const s = server as Server;
+    const dir = tempDir();
+    const go = join(dir, 'go');
+    const marker = `lib-${process.pid}-${Date.now()}`;
+    const program = `
+const { Ledger } = await import(${JSON.stringify(join(ROOT, 'dist/ledger/ledger.js'))});
+const { Session } = await import(${JSON.stringify(join(ROOT, 'dist/session/session.js'))});
+const ledger = await Ledger.open(process.argv[1]);
+const s = new Session({ ledger });
+const argv = ${JSON.stringify(payload(marker, go))};
+await s.begin(argv);
+const sub = s.spawn(argv[0], argv.slice(1), { stdio: ['ignore', 'inherit', 'inherit'] });
+await sub.exited;
+const report = await s.end();
+await ledger.close();
+process.stdout.write('REPORT ' + JSON.stringify(report) + '\\n');
+`;
+    const holder = await client(s);
+    const watcher = await client(s);
+    const child = runNode(['--input-type=module', '-e', program, s.url]);
+    try {
+      const tag = await tagOf(holder, marker);
+      await holder.query('BEGIN');
+      await holder.query('SELECT * FROM tether.sessions WHERE tag = $1 FOR UPDATE', [tag]);
+      writeFileSync(go, '');
+      await waitForLockWait(watcher);
+      stopNow(s);
+      const ran = await child.done;
+      expect(ran.stderr).not.toMatch(CRASH);
+      expect(ran.code, ran.stderr).toBe(0);
+      const line = ran.stdout.split('\n').find((l) => l.startsWith('REPORT '));
+      expect(line, ran.stdout + ran.stderr).toBeDefined();
+      const report = JSON.parse((line as string).slice('REPORT '.length)) as {
+        ok: boolean;
+        warnings: { code: string; message: string }[];
+      };
+      expect(report.ok).toBe(true);
+      expect(report.warnings.map((w) => w.code)).toContain('LEDGER_WRITE_FAILED');
+      for (const id of recordedIds(ran.stdout)) expect(isAlive(id), `leftover ${id.pid}`).toBe(false);
+    } finally {
+      writeFileSync(go, '');
+      await holder.end().catch(() => {});
+      await watcher.end().catch(() => {});
+      if (!existsSync(join(s.dir, 'data/postmaster.pid'))) restart(s);
+    }
+  }, 60_000);
+
+  it('tether run: a frozen server (postmaster and backends SIGSTOPped) costs at most a statement deadline', async () => {
+    const s = server as Server;
+    const dir = tempDir();
+    const go = join(dir, 'go');
+    const marker = `frozen-${process.pid}-${Date.now()}`;
+    const watcher = await client(s);
+    const done = tether(['run', '--json', '--ledger', s.url, '--', ...payload(marker, go)], { env: ENV });
+    let frozen: number[] = [];
+    try {
+      await tagOf(watcher, marker);
+      await watcher.end();
+      frozen = serverPids(s);
+      for (const pid of frozen) process.kill(pid, 'SIGSTOP');
+      const since = Date.now();
+      writeFileSync(go, '');
+      const ran = await done;
+      const tookMs = Date.now() - since;
+      expect(ran.stderr).not.toMatch(CRASH);
+      expect(ran.code, ran.stderr).toBe(3);
+      // The end's read waits out one deadline; closing cuts what the server never answers.
+      expect(tookMs).toBeLessThan(POSTGRES_STATEMENT_TIMEOUT_MS + 6000);
+      const report = jsonReport(ran);
+      const failed = report.warnings.filter((w) => w.code === 'LEDGER_WRITE_FAILED');
+      expect(failed, ran.stderr).toHaveLength(1);
+      expect(failed[0]?.message).toMatch(/did not answer a statement within/);
+      for (const id of recordedIds(ran.stdout)) expect(isAlive(id), `leftover ${id.pid}`).toBe(false);
+    } finally {
+      for (const pid of frozen) {
+        try {
+          process.kill(pid, 'SIGCONT');
+        } catch {
+          // gone
+        }
+      }
+      writeFileSync(go, '');
+      await watcher.end().catch(() => {});
+    }
+  }, 60_000);
+
+  it('tether run: SIGTERM while the end waits on a frozen server ends the run', async () => {
+    const s = server as Server;
+    const dir = tempDir();
+    const go = join(dir, 'go');
+    const marker = `term-${process.pid}-${Date.now()}`;
+    const watcher = await client(s);
+    let pid = 0;
+    const done = tether(['run', '--json', '--ledger', s.url, '--', ...payload(marker, go)], {
+      env: ENV,
+      onStart: (p) => {
+        pid = p;
+      },
+    });
+    let frozen: number[] = [];
+    try {
+      await tagOf(watcher, marker);
+      await watcher.end();
+      frozen = serverPids(s);
+      for (const p of frozen) process.kill(p, 'SIGSTOP');
+      writeFileSync(go, '');
+      // The payload exits (within 50 ms) and the end's first statement waits on the frozen server.
+      await sleep(1500);
+      const since = Date.now();
+      process.kill(pid, 'SIGTERM');
+      const ran = await done;
+      const tookMs = Date.now() - since;
+      expect(ran.stderr).not.toMatch(CRASH);
+      expect(ran.signal).toBeNull();
+      // At the latest when the statement it waits for reaches its deadline.
+      expect(tookMs).toBeLessThan(POSTGRES_STATEMENT_TIMEOUT_MS + 3000);
+      for (const id of recordedIds(ran.stdout)) expect(isAlive(id), `leftover ${id.pid}`).toBe(false);
+    } finally {
+      for (const p of frozen) {
+        try {
+          process.kill(p, 'SIGCONT');
+        } catch {
+          // gone
+        }
+      }
+      writeFileSync(go, '');
+      await watcher.end().catch(() => {});
+    }
+  }, 60_000);
+});
