@@ -1,7 +1,10 @@
 // The files a caller names for tether to write (`tether run --report-file`, `--events`): opened
 // once, before the payload runs, without following a symbolic link (O_NOFOLLOW) and without
 // waiting for a FIFO's reader (O_NONBLOCK); then written through that one descriptor, so a path
-// swapped for a link meanwhile is never opened. docs/cli.md, "Files tether writes".
+// swapped for a link meanwhile is never opened. The directories above it are walked one at a time
+// through descriptors, and a link among them that another user could have planted in a sticky,
+// world-writable directory is refused (the kernel's fs.protected_symlinks rule, applied whatever
+// the sysctl says). docs/cli.md, "Files tether writes".
 import {
   accessSync,
   closeSync,
@@ -52,8 +55,9 @@ export interface OutputFile {
  * writes each `write` over the whole file (the report). Accepted: a regular file with one link,
  * a FIFO whose reader is already there, a character device (`/dev/null`, a terminal), or a path
  * of HELD_FD. Throws `TetherError` `INVALID_OPTION` naming the option, the path and why: a
- * symbolic link (ELOOP), a FIFO with no reader (ENXIO), a socket, a block device, a directory,
- * a file with other hard links, or the errno of open(2) (ENOENT, EACCES, …).
+ * symbolic link (ELOOP), a directory above it reached through a symbolic link `followable`
+ * refuses (naming that link), a FIFO with no reader (ENXIO), a socket, a block device, a
+ * directory, a file with other hard links, or the errno of open(2) (ENOENT, EACCES, …).
  */
 export function openOutputFile(
   option: string,
@@ -72,12 +76,21 @@ export function openOutputFile(
   const { O_WRONLY, O_CREAT, O_NOFOLLOW, O_NONBLOCK, O_APPEND } = constants;
   let fd: number;
   try {
-    fd = openSync(
-      path,
-      O_WRONLY | O_CREAT | O_NOFOLLOW | O_NONBLOCK | (mode === 'append' ? O_APPEND : 0),
-      0o666,
-    );
+    const { dir, name } = walkToParent(path, refuse);
+    const at = `/proc/self/fd/${dir}/${name}`;
+    try {
+      fd = openSync(
+        at,
+        O_WRONLY | O_CREAT | O_NOFOLLOW | O_NONBLOCK | (mode === 'append' ? O_APPEND : 0),
+        0o666,
+      );
+    } catch (error) {
+      throw shownAs(error, at, path);
+    } finally {
+      closeSync(dir);
+    }
   } catch (error) {
+    if (error instanceof TetherError) throw error;
     throw refuse(openFailure(path, error), error);
   }
   let stat: Stats;
@@ -120,6 +133,12 @@ export function checkOutputPath(option: string, path: string): void {
   if (heldDescriptor(path) !== undefined) return; // the launcher's caller passes that descriptor
   if (!path.startsWith('/'))
     throw refuse('a relative path (the launcher runs in its caller’s directory: give an absolute path)');
+  try {
+    closeSync(walkToParent(path, refuse).dir);
+  } catch (error) {
+    if (error instanceof TetherError) throw error; // a link `followable` refuses
+    // a directory missing or not searchable: the checks below say which
+  }
   let stat: Stats | undefined;
   try {
     stat = lstatSync(path);
@@ -145,6 +164,101 @@ export function checkOutputPath(option: string, path: string): void {
   if (!parent.isDirectory()) throw refuse(`${JSON.stringify(dir)} is not a directory (ENOTDIR)`);
   if (!accessible(dir, constants.W_OK | constants.X_OK))
     throw refuse(`its directory ${JSON.stringify(dir)} is not writable by this user (EACCES)`);
+}
+
+// open(2)'s O_PATH (fcntl.h on Linux; not in Node's fs.constants): a descriptor naming a
+// directory for the walk below, which needs only the right to search it.
+const O_PATH = 0o10000000;
+
+// How many symbolic links one path may go through (the kernel's MAXSYMLINKS, path_resolution(7)).
+const MAX_LINKS = 40;
+
+/**
+ * Whether a symbolic link whose lstat(2) is `link`, in a directory whose stat(2) is `dir`, may be
+ * followed by this process: the rule of the kernel's fs.protected_symlinks (proc_sys_fs(5)),
+ * applied on every machine, whatever that sysctl says. A link in a sticky (S_ISVTX),
+ * world-writable (S_IWOTH) directory is followed only when this process's effective uid or the
+ * directory's owner owns it: another user could have planted it there (`/tmp/dir` → anywhere).
+ * A link anywhere else is followed (only the directory's writers could have put it there).
+ */
+export function followable(link: Pick<Stats, 'uid'>, dir: Pick<Stats, 'uid' | 'mode'>): boolean {
+  if (link.uid === process.geteuid?.()) return true;
+  if ((dir.mode & 0o1002) !== 0o1002) return true;
+  return link.uid === dir.uid;
+}
+
+/**
+ * Walks the directories above `path`'s last component one component at a time, each opened
+ * O_PATH | O_NOFOLLOW under the descriptor of the one before it (`/proc/self/fd/N/name`, as
+ * openat(2) would), from `/` or, for a relative path, the working directory. A symbolic link met
+ * on the way is followed (its target's components walked in turn) when `followable` allows it,
+ * else refused: throws `refuse(why)` naming the link, its owner and its directory. Other failures
+ * throw the errno error of the component (ENOENT, ENOTDIR, EACCES, …), its message naming the
+ * path as walked; more than MAX_LINKS links throw `refuse(why)`. Returns the last directory's
+ * descriptor (O_PATH, the caller's to close) and the last component (`''` when `path` ends in
+ * `/`), which the walk neither opens nor checks: the caller opens it O_NOFOLLOW.
+ */
+function walkToParent(path: string, refuse: (why: string) => Error): { dir: number; name: string } {
+  const parts = path.split('/');
+  const name = parts.pop() ?? '';
+  const todo = parts.reverse(); // popped from the end: the next component last
+  const root = path.startsWith('/');
+  let dir = openSync(root ? '/' : '.', O_PATH | constants.O_DIRECTORY);
+  let walked = root ? '' : process.cwd().replace(/\/$/, '');
+  let links = 0;
+  try {
+    for (let part = todo.pop(); part !== undefined; part = todo.pop()) {
+      if (part === '' || part === '.') continue;
+      const at = `/proc/self/fd/${dir}/${part}`;
+      const shown = `${walked}/${part}`;
+      let next: number;
+      try {
+        next = openSync(at, O_PATH | constants.O_DIRECTORY | constants.O_NOFOLLOW);
+      } catch (error) {
+        // A symbolic link opened O_DIRECTORY | O_NOFOLLOW answers ENOTDIR, as a file does.
+        if (errnoOf(error) !== 'ENOTDIR') throw shownAs(error, at, shown);
+        const link = lstatSync(at);
+        if (!link.isSymbolicLink()) throw shownAs(error, at, shown);
+        const parent = fstatSync(dir);
+        if (!followable(link, parent))
+          throw refuse(
+            `it goes through ${JSON.stringify(shown)}, a symbolic link owned by uid ${link.uid} in ` +
+              `${JSON.stringify(walked || '/')}, a sticky world-writable directory owned by uid ` +
+              `${parent.uid}: tether follows a link there only when it or the directory's owner ` +
+              'owns it (the rule of fs.protected_symlinks, whatever that sysctl says); name a path ' +
+              'without it',
+          );
+        if (++links > MAX_LINKS)
+          throw refuse(
+            `it goes through more than ${MAX_LINKS} symbolic links (ELOOP), the last ${JSON.stringify(shown)}`,
+          );
+        // The link cannot change under us: in a sticky directory only its owner or the
+        // directory's owner may replace it (both trusted above); elsewhere only its writers.
+        const target = readlinkSync(at);
+        todo.push(...target.split('/').reverse());
+        if (target.startsWith('/')) {
+          const top = openSync('/', O_PATH | constants.O_DIRECTORY);
+          closeSync(dir);
+          dir = top;
+          walked = '';
+        }
+        continue;
+      }
+      closeSync(dir);
+      dir = next;
+      walked = part === '..' ? walked.slice(0, walked.lastIndexOf('/')) : shown;
+    }
+  } catch (error) {
+    closeSync(dir);
+    throw error;
+  }
+  return { dir, name };
+}
+
+// `error` with the walk's `/proc/self/fd/N/name` in its message replaced by the path it stands for.
+function shownAs(error: unknown, at: string, shown: string): unknown {
+  if (error instanceof Error) error.message = error.message.split(at).join(shown);
+  return error;
 }
 
 // The descriptor a HELD_FD path names, else undefined.

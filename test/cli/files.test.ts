@@ -1,13 +1,19 @@
 // The files `tether run` writes where its caller says (`--report-file`, `--events`): never through
 // a symbolic link (one planted at the path, or swapped in while the payload runs), never a wait
 // for a FIFO's reader before the payload starts, a stalled reader never stalls tether for good,
-// and a descriptor the caller passed (`/dev/fd/3`) is written, one of Node's own refused.
+// and a descriptor the caller passed (`/dev/fd/3`) is written, one of Node's own refused; a path
+// through a symbolic link another user planted in a sticky world-writable directory is refused,
+// as fs.protected_symlinks would, on a machine where that sysctl is 0 as well.
 import { type ChildProcess, spawn } from 'node:child_process';
 import {
+  chmodSync,
   closeSync,
   constants,
   existsSync,
+  lchownSync,
   linkSync,
+  lstatSync,
+  mkdirSync,
   openSync,
   readdirSync,
   readFileSync,
@@ -18,6 +24,7 @@ import {
 import { join } from 'node:path';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { openEventLog } from '../../src/cli/events.js';
+import { checkOutputPath } from '../../src/cli/output-file.js';
 import { BIN, tether } from '../support/cli.js';
 import { cleanup, tempDir } from '../support/zoo.js';
 
@@ -184,6 +191,91 @@ describe('tether run --report-file and --events', () => {
     } finally {
       closeSync(fd);
     }
+  });
+});
+
+// The uid that plays "another user" below (nobody): root can lchown(2) a link to it.
+const OTHER = 65534;
+const root = process.geteuid?.() === 0;
+
+// dir/target (a directory holding `precious`, the file an attacker wants overwritten) and
+// dir/shared, a directory of `mode` (1777: sticky, world-writable, like /tmp) owned by `owner`,
+// holding `link` → dir/target, owned by `linkOwner`.
+function planted(mode: number, owner: number, linkOwner: number) {
+  const dir = tempDir();
+  const target = join(dir, 'target');
+  const shared = join(dir, 'shared');
+  mkdirSync(target);
+  writeFileSync(join(target, 'precious'), 'precious\n');
+  mkdirSync(shared);
+  chmodSync(shared, mode); // mkdir's mode is cut by the umask
+  lchownSync(shared, owner, owner);
+  const link = join(shared, 'link');
+  symlinkSync(target, link);
+  lchownSync(link, linkOwner, linkOwner);
+  const st = lstatSync(link);
+  if (st.uid !== linkOwner || (lstatSync(shared).mode & 0o7777) !== mode)
+    throw new Error('premise broken: the link or its directory is not as planted');
+  return { dir, target, link };
+}
+
+describe.skipIf(!root)('an output path through a link planted in a sticky world-writable directory', () => {
+  it.each(['--report-file', '--events'])(
+    'refuses %s through a directory link another uid planted (125, naming it), and the file it reaches keeps its bytes',
+    async (option) => {
+      const { dir, target, link } = planted(0o1777, 0, OTHER);
+      const ran = await tether(['run', '--no-ledger', option, join(link, 'precious'), ...marks(dir)]);
+      expect(ran.code, ran.stderr).toBe(125);
+      expect(ran.stderr).toContain(`invalid ${option} ${JSON.stringify(join(link, 'precious'))}: `);
+      expect(ran.stderr).toContain(
+        `goes through ${JSON.stringify(link)}, a symbolic link owned by uid ${OTHER}`,
+      );
+      expect(readFileSync(join(target, 'precious'), 'utf8'), 'written through the planted link').toBe(
+        'precious\n',
+      );
+      expect(existsSync(join(dir, 'ran')), 'the payload ran although its output file was refused').toBe(
+        false,
+      );
+    },
+  );
+
+  it('refuses the planted link when it is reached through another link, and never creates the file', async () => {
+    const { dir, target, link } = planted(0o1777, 0, OTHER);
+    // A link the caller owns, in its own directory, naming a path through the planted one.
+    symlinkSync(link, join(dir, 'mine'));
+    const report = join(dir, 'mine', 'report.json');
+    const ran = await tether(['run', '--no-ledger', '--report-file', report, ...marks(dir)]);
+    expect(ran.code, ran.stderr).toBe(125);
+    expect(ran.stderr).toContain(`goes through ${JSON.stringify(link)}`);
+    expect(existsSync(join(target, 'report.json')), 'created through the planted link').toBe(false);
+    expect(existsSync(join(dir, 'ran'))).toBe(false);
+  });
+
+  it('refuses it in the launcher’s check of the path as well', () => {
+    const { link } = planted(0o1777, 0, OTHER);
+    expect(() => checkOutputPath('--report-file', join(link, 'report.json'))).toThrow(
+      /goes through .*a symbolic link owned by uid 65534 in .*, a sticky world-writable directory owned by uid 0/,
+    );
+  });
+
+  it.each([
+    ['a link the caller owns, in a sticky world-writable directory', 0o1777, 0, 0],
+    ['a link the directory’s owner owns, in a sticky world-writable directory', 0o1777, OTHER, OTHER],
+    ['another uid’s link in a world-writable directory that is not sticky', 0o777, 0, OTHER],
+    ['another uid’s link in a sticky directory only its owner writes', 0o1755, 0, OTHER],
+  ])('writes through %s', async (_name, mode, owner, linkOwner) => {
+    const { dir, target, link } = planted(mode, owner, linkOwner);
+    const ran = await tether([
+      'run',
+      '--no-ledger',
+      '--report-file',
+      join(link, 'report.json'),
+      ...marks(dir),
+    ]);
+    expect(ran.code, ran.stderr).toBe(0);
+    expect(JSON.parse(readFileSync(join(target, 'report.json'), 'utf8'))).toMatchObject({ version: 1 });
+    expect(existsSync(join(dir, 'ran'))).toBe(true);
+    expect(() => checkOutputPath('--report-file', join(link, 'report.json'))).not.toThrow();
   });
 });
 
