@@ -1,7 +1,8 @@
 // The shared ledger store: Postgres through `pg`, an optional peer dependency loaded only when
 // a postgres:// URL is opened (docs/ledger.md, "Postgres"). The same schema as the SQLite store,
 // in its own Postgres schema (default `tether`), versioned in a table and migrated forward in one
-// transaction under an advisory lock; the compare-and-set is one `UPDATE … WHERE tag AND revision`.
+// transaction under an advisory lock (taken only when the schema is behind); the compare-and-set
+// is one `UPDATE … WHERE tag AND revision`.
 // A store that fails, never crashes: every connection's 'error' has a listener (the pool's while
 // idle, the store's while held), every statement has a deadline, and `close` ends connections a
 // frozen server never answers (docs/ledger.md, "The stores").
@@ -149,20 +150,23 @@ export class PostgresStore implements LedgerStore {
     return this.version;
   }
 
-  /** @internal Brings the schema to `target` under an advisory lock, in one transaction. */
+  /**
+   * @internal Brings the schema to `target` under an advisory lock, in one transaction. The
+   * version is read first without the lock: a schema already at `target` (every open but the
+   * first of each version) takes no lock, so that concurrent opens never queue behind it.
+   */
   async migrate(target: number): Promise<void> {
+    const current = await this.storedVersion();
+    if (current !== undefined && current >= target) {
+      this.version = this.checkedVersion(current);
+      return;
+    }
     await this.transaction(async (c) => {
       await c.query('SELECT pg_advisory_xact_lock(hashtext($1))', [`tether.ledger.${this.schema}`]);
       await c.query(`CREATE SCHEMA IF NOT EXISTS ${this.schema}`);
       await c.query(`CREATE TABLE IF NOT EXISTS ${this.schema}.ledger_schema (version INTEGER NOT NULL)`);
       const got = await c.query<{ version: number }>(`SELECT version FROM ${this.schema}.ledger_schema`);
-      const now = got.rows[0]?.version ?? 0;
-      if (now > POSTGRES_SCHEMA_VERSION) {
-        throw ledgerCorrupt(
-          this.location,
-          `schema ${this.schema} is at version ${now}, newer than this tether's ${POSTGRES_SCHEMA_VERSION} (a newer tether wrote it; upgrade tether to use it)`,
-        );
-      }
+      const now = this.checkedVersion(got.rows[0]?.version ?? 0);
       for (let v = now; v < target; v++) {
         await c.query((MIGRATIONS[v] as string).replaceAll('%s', this.schema));
       }
@@ -173,6 +177,31 @@ export class PostgresStore implements LedgerStore {
       }
       this.version = Math.max(now, target);
     });
+  }
+
+  // The stored schema version, read without a lock; undefined when the schema or its version
+  // table does not exist yet (SQLSTATE 3F000 invalid_schema_name, 42P01 undefined_table).
+  private async storedVersion(): Promise<number | undefined> {
+    try {
+      const got = await this.pool.query<{ version: number }>(
+        `SELECT version FROM ${this.schema}.ledger_schema`,
+      );
+      return got.rows[0]?.version;
+    } catch (err) {
+      const code = (err as { code?: unknown }).code;
+      if (code === '3F000' || code === '42P01') return undefined;
+      throw err;
+    }
+  }
+
+  // A stored version this code can use; LEDGER_CORRUPT for one a newer tether wrote.
+  private checkedVersion(now: number): number {
+    if (now > POSTGRES_SCHEMA_VERSION)
+      throw ledgerCorrupt(
+        this.location,
+        `schema ${this.schema} is at version ${now}, newer than this tether's ${POSTGRES_SCHEMA_VERSION} (a newer tether wrote it; upgrade tether to use it)`,
+      );
+    return now;
   }
 
   async insert(record: SessionRecord): Promise<boolean> {

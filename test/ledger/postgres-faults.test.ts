@@ -12,10 +12,11 @@ import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { POSTGRES_STATEMENT_TIMEOUT_MS } from '../../src/ledger/postgres.js';
+import { openPostgresStore, POSTGRES_STATEMENT_TIMEOUT_MS } from '../../src/ledger/postgres.js';
 import { type Ran, RECORD, recordedIds, tether } from '../support/cli.js';
 import { runNode } from '../support/node.js';
 import { ROOT } from '../support/paths.js';
+import { freshSchema } from '../support/postgres.js';
 import { childrenOf, isAlive } from '../support/proc.js';
 import { missing, tool } from '../support/tools.js';
 import { sleep, tempDir } from '../support/zoo.js';
@@ -141,10 +142,6 @@ function payload(marker: string, go: string): string[] {
   return ['sh', '-c', `sleep 300 & ${RECORD}; while [ ! -e ${go} ]; do sleep 0.05; done; exit 3`, marker];
 }
 
-// The CLI as dist/cli/main.js, which globalSetup compiles from src/ before a run (the bundle,
-// dist/cli/tether.cjs, is `npm run build`'s: it may be older than src/ when one file is run).
-const ENV = { ...process.env, TETHER_CLI_BUNDLE: '0' };
-
 // A crash prints Node's stack trace of the unhandled 'error' event.
 const CRASH = /Unhandled 'error' event|^\s+at .*node:/m;
 
@@ -156,7 +153,7 @@ describe.skipIf(skip !== '')(`the Postgres ledger under faults${skip ? ` (skippe
     const marker = `lost-${process.pid}-${Date.now()}`;
     const holder = await client(s);
     const watcher = await client(s);
-    const done = tether(['run', '--json', '--ledger', s.url, '--', ...payload(marker, go)], { env: ENV });
+    const done = tether(['run', '--json', '--ledger', s.url, '--', ...payload(marker, go)]);
     try {
       const tag = await tagOf(holder, marker);
       await holder.query('BEGIN');
@@ -181,7 +178,7 @@ describe.skipIf(skip !== '')(`the Postgres ledger under faults${skip ? ` (skippe
           tag,
         ]);
         expect(row.rows[0]?.state).toBe('running');
-        const recovered = await tether(['recover', '--ledger', s.url], { env: ENV });
+        const recovered = await tether(['recover', '--ledger', s.url]);
         expect(recovered.code, recovered.stderr).toBe(0);
         const settled = await after.query<{ state: string }>(
           'SELECT state FROM tether.sessions WHERE tag = $1',
@@ -253,7 +250,7 @@ process.stdout.write('REPORT ' + JSON.stringify(report) + '\\n');
     const go = join(dir, 'go');
     const marker = `frozen-${process.pid}-${Date.now()}`;
     const watcher = await client(s);
-    const done = tether(['run', '--json', '--ledger', s.url, '--', ...payload(marker, go)], { env: ENV });
+    const done = tether(['run', '--json', '--ledger', s.url, '--', ...payload(marker, go)]);
     let frozen: number[] = [];
     try {
       await tagOf(watcher, marker);
@@ -294,7 +291,6 @@ process.stdout.write('REPORT ' + JSON.stringify(report) + '\\n');
     const watcher = await client(s);
     let pid = 0;
     const done = tether(['run', '--json', '--ledger', s.url, '--', ...payload(marker, go)], {
-      env: ENV,
       onStart: (p) => {
         pid = p;
       },
@@ -330,3 +326,60 @@ process.stdout.write('REPORT ' + JSON.stringify(report) + '\\n');
     }
   }, 60_000);
 });
+
+// The migration's advisory lock (src/ledger/postgres.ts) of `schema`, held by `c` until released.
+const lockKey = (schema: string) => `tether.ledger.${schema}`;
+
+describe.skipIf(skip !== '')(
+  `concurrent opens and writers on one Postgres${skip ? ` (skipped: ${skip})` : ''}`,
+  () => {
+    it('20 concurrent tether runs on a current schema take no migration lock: all recorded while another connection holds it past lock_timeout', async () => {
+      const s = server as Server;
+      // The schema made current first (the one open that migrates).
+      const first = await tether(['run', '--ledger', s.url, '--', 'true']);
+      expect(first.code, first.stderr).toBe(0);
+      const holder = await client(s);
+      const marker = `writers-${process.pid}-${Date.now()}`;
+      try {
+        await holder.query('SELECT pg_advisory_lock(hashtext($1))', [lockKey('tether')]);
+        const since = Date.now();
+        const runs = await Promise.all(
+          Array.from({ length: 20 }, (_, i) =>
+            tether(['run', '--ledger', s.url, '--', 'sh', '-c', 'exit 0', `${marker}-${i}`]),
+          ),
+        );
+        const tookMs = Date.now() - since;
+        const failed = runs.filter((r) => r.code !== 0).map((r) => `${r.code}: ${r.stderr.trim()}`);
+        expect(failed).toEqual([]);
+        const rows = await holder.query<{ state: string; n: string }>(
+          'SELECT state, count(*) AS n FROM tether.sessions WHERE command LIKE $1 GROUP BY state',
+          [`%${marker}%`],
+        );
+        expect(rows.rows.map((r) => [r.state, Number(r.n)])).toEqual([['succeeded', 20]]);
+        // Far under the 20 × 5 s the lock would cost; the bound is wide (2 shared cores).
+        expect(tookMs).toBeLessThan(18_000);
+      } finally {
+        await holder.end().catch(() => {});
+      }
+    }, 60_000);
+
+    it('a schema behind still migrates under the lock: an open waits for it, LEDGER_LOCKED past lock_timeout, then migrates', async () => {
+      const s = server as Server;
+      const schema = freshSchema();
+      await (await openPostgresStore(s.url, { schema, schemaVersion: 1 })).close();
+      const holder = await client(s);
+      try {
+        await holder.query('SELECT pg_advisory_lock(hashtext($1))', [lockKey(schema)]);
+        await expect(openPostgresStore(s.url, { schema, lockTimeoutMs: 300 })).rejects.toMatchObject({
+          code: 'LEDGER_LOCKED',
+        });
+        await holder.query('SELECT pg_advisory_unlock(hashtext($1))', [lockKey(schema)]);
+        const store = await openPostgresStore(s.url, { schema });
+        expect(store.schemaVersion).toBe(2);
+        await store.close();
+      } finally {
+        await holder.end().catch(() => {});
+      }
+    });
+  },
+);
