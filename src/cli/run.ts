@@ -172,10 +172,19 @@ async function runSession(
   // written by `spawn` while the helper starts (docs/ledger.md, "Recording").
   const recording = ledger ? await beginRecording(ledger, s, [plan.command, ...plan.args]) : undefined;
   if (ledger && !recording) return EXIT_LEDGER_FAILED;
+  // A signal that arrives while the payload starts is held, then handled as any other (below):
+  // with no listener yet, Node's default action for INT, TERM, HUP or QUIT would end tether with
+  // the payload running, leaving its end to the helper's dead man's switch (seen under load: a
+  // SIGINT sent as soon as the payload wrote a line, before the listeners below were added).
+  const caught = [...ENDING_SIGNALS, ...passedSignals()];
+  const early: NodeJS.Signals[] = [];
+  const hold = (signal: NodeJS.Signals) => early.push(signal);
+  for (const signal of caught) process.on(signal, hold);
   let proc: ReturnType<typeof s.spawn>;
   try {
     proc = s.spawn(plan.command, plan.args, { stdio: 'inherit' });
   } catch (error) {
+    for (const signal of caught) process.off(signal, hold);
     // Nothing started. The session ends (a begin already written gets its end: `failed`).
     await s.end();
     await recording?.close();
@@ -249,8 +258,11 @@ async function runSession(
     events?.write({ type: 'signal', signal, delivered, ends });
     if (endingSignals > 1 || !delivered) void endSession();
   };
-  const caught = [...ENDING_SIGNALS, ...passedSignals()];
-  for (const signal of caught) process.on(signal, forward);
+  for (const signal of caught) {
+    process.on(signal, forward);
+    process.off(signal, hold);
+  }
+  for (const signal of early.splice(0)) forward(signal);
   try {
     const exit = await proc.exited;
     clearTimeout(timer);
