@@ -10,6 +10,7 @@ import { codesIn, errorsIn, hasCode, isAmbiguousEffect } from '../../src/outcome
 import { type FanOutPolicy, fanOut } from '../../src/outcome/fan-out.js';
 import { classify, precedence } from '../../src/outcome/precedence.js';
 import { fromRecord, toRecord, UNREADABLE_NAME } from '../../src/outcome/record.js';
+import { counted, sample } from '../support/full.js';
 
 const CODES = ['AMBIGUOUS_EFFECT', 'CANCELLED', 'TIMED_OUT', 'ENOENT', 'AMBIGUOUS_EFFECTS'] as const;
 /** The fields a hostile node may refuse (throw) or answer with a Symbol. */
@@ -264,10 +265,13 @@ function readableCodes(spec: NodeSpec[]): Set<string> {
   return codes;
 }
 
-const RUNS = 400;
+// Random graphs per property: a sample by default, all 400 with TETHER_TEST_FULL=1 (npm run stress).
+const FULL_RUNS = 400;
+const RUNS = sample(100, FULL_RUNS);
+const GRAPHS = counted(RUNS, FULL_RUNS, 'random graphs');
 
 describe('classification over hostile error graphs', () => {
-  it('isAmbiguousEffect, codesIn, hasCode, classify and errorsIn never throw, and find exactly the codes that can be read', () => {
+  it(`isAmbiguousEffect, codesIn, hasCode, classify and errorsIn never throw, and find exactly the codes that can be read, over ${GRAPHS}`, () => {
     fc.assert(
       fc.property(graphSpec, (spec) => {
         const root = build(spec)[0];
@@ -286,7 +290,7 @@ describe('classification over hostile error graphs', () => {
     );
   });
 
-  it('toRecord never throws, its JSON never throws, and fromRecord of it keeps every readable ambiguous effect', () => {
+  it(`toRecord never throws, its JSON never throws, and fromRecord of it keeps every readable ambiguous effect, over ${GRAPHS}`, () => {
     fc.assert(
       fc.property(graphSpec, (spec) => {
         const root = build(spec)[0];
