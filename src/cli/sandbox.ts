@@ -188,6 +188,7 @@ export async function sandboxExecCommand(
       clientSignal: r.clientSignal,
       streamHeld: r.streamHeld,
       stoppedBy: r.stoppedBy,
+      blindSpots: r.blindSpots,
       ...(r.report ? { report: r.report } : {}),
     };
   } catch (error) {

@@ -12,6 +12,7 @@ import type { SandboxExecResult } from './exec.js';
 import type { CallOutput } from './exec-output.js';
 import type { StopReason } from './exec-stops.js';
 import { describeExit, type SandboxSweepOptions, sweep } from './sweep.js';
+import { END_LINE_BLIND_SPOT } from './sweep-output.js';
 
 /** Everything the decision reads: how the client and the line ended, and what a stop did. */
 export interface CallEnd {
@@ -91,6 +92,7 @@ function provenEnd(end: CallEnd, status: number): SandboxExecResult<string | Buf
     tag: end.tag.name,
     cancelled: end.stoppedBy === 'cancel',
     stoppedBy: end.stoppedBy,
+    blindSpots: [END_LINE_BLIND_SPOT],
   };
   if (output.overflowed) result.maxBufferExceeded = output.overflowed;
   if (output.outputError) result.outputError = output.outputError;

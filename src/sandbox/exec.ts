@@ -135,6 +135,12 @@ export interface SandboxExecResult<T extends string | Buffer = string> extends C
    */
   ledgerError?: Error;
   report?: SweepReport;
+  /**
+   * What this result rests on that tether cannot check, in sentences: always
+   * END_LINE_BLIND_SPOT (the line is the wrapper's word only while no process of the
+   * session's uid reads or traces the wrapper); `report.blindSpots` says the sweep's.
+   */
+  blindSpots: string[];
 }
 
 /**

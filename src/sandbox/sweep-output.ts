@@ -46,10 +46,26 @@ const SIGNALS: Record<string, string> = { TERM: 'SIGTERM', KILL: 'SIGKILL', CONT
 export const SWEEP_OUTPUT_VERSION = 2;
 
 /**
- * What the sandbox sweep cannot see, said in every report it makes (`blindSpots`): the env tag
- * finds carriers and their descendants by parent, nothing else (docs/sandbox.md, "What escapes this").
+ * What a sandbox call's end line rests on (`SandboxExecResult.blindSpots`): the nonce is in the
+ * wrapper shell's memory, so a process of the session's uid that may read or trace the wrapper
+ * can print the line itself (docs/sandbox.md, "What escapes this").
  */
-export const SANDBOX_BLIND_SPOTS: readonly string[] = [ENV_TAG_BLIND_SPOT];
+export const END_LINE_BLIND_SPOT =
+  "the end line rests on the session's uid not reading or tracing the wrapper: a process of the command allowed to ptrace it (the same uid where ptrace is not restricted, kernel.yama.ptrace_scope 0 or no Yama; or root) can read the nonce from its memory (/proc/<pid>/mem) and print the line itself, and ok and exitCode are then its word";
+
+/**
+ * What the sandbox sweep's answer rests on, said in every report it makes: the sweep shell
+ * runs as the session's uid, so a leftover allowed to trace it can write its answer.
+ */
+export const SWEEP_ANSWER_BLIND_SPOT =
+  "the sweep's answer rests on the session's uid not reading or tracing the sweep shell: a leftover of that uid allowed to ptrace it (where ptrace is not restricted, kernel.yama.ptrace_scope 0 or no Yama; or root) can write the answer itself (complete, nothing stopped) and run on";
+
+/**
+ * What the sandbox sweep cannot see, said in every report it makes (`blindSpots`): the env tag
+ * finds carriers and their descendants by parent, nothing else; and its answer is only as good
+ * as the sweep shell's own (docs/sandbox.md, "What escapes this").
+ */
+export const SANDBOX_BLIND_SPOTS: readonly string[] = [ENV_TAG_BLIND_SPOT, SWEEP_ANSWER_BLIND_SPOT];
 
 interface Entry {
   record: ProcessRecord;

@@ -27,6 +27,7 @@ import { type ExitWatch, endFromWatch, watchExit } from '../proc/wait-status.js'
 import type { EventListener } from '../sweep/events.js';
 import { compileKeep, type KeepRule } from '../sweep/keep.js';
 import { sweep, sweepSync } from '../sweep/loop.js';
+import { privilegedBlindSpots } from '../sweep/privilege.js';
 import type { SweepReport, SweepWarning } from '../sweep/report.js';
 import type { Member } from '../sweep/scan.js';
 import { createSignaller, type Hold, hasExited, releaseHold } from '../sweep/signal.js';
@@ -800,6 +801,8 @@ export class Session {
       spawns: this.spawned,
       layers: [...this.layers],
       notes: this.notes,
+      // Its commands start with this process's credentials: privileged when it is.
+      blindSpots: this.spawned.length > 0 ? privilegedBlindSpots(this.procRoot) : [],
       warnings: this.warnings,
       roots: this.helpers.roots,
       cgroup: this.layers.has('cgroup') ? this.cgroup : undefined,

@@ -29,15 +29,20 @@ export function buildReport(run: SweepRun): SweepReport {
   const proof: Proof =
     run.complete && ended !== undefined && ended !== 'budget' && ended !== 'scan-failed' ? ended : 'none';
   const layers = run.opts.layers ?? ['env-tag'];
+  // The env tag alone (no helper, cgroup or PID namespace beside it) cannot see an env-cleared
+  // double fork: the report says so, and never "nothing left running" (src/cli/render.ts). What
+  // the caller knows no layer sees (a privileged command) comes after.
+  const blindSpots = [
+    ...(layers.every((l) => l === 'env-tag') ? [ENV_TAG_BLIND_SPOT] : []),
+    ...(run.opts.blindSpots ?? []),
+  ];
   return {
     version: REPORT_VERSION,
     tag: run.tag.name,
     complete: run.complete,
     ok: run.complete && survivors.length === 0,
     layers,
-    // The env tag alone (no helper, cgroup or PID namespace beside it) cannot see an env-cleared
-    // double fork: the report says so, and never "nothing left running" (src/cli/render.ts).
-    ...(layers.every((l) => l === 'env-tag') ? { blindSpots: [ENV_TAG_BLIND_SPOT] } : {}),
+    ...(blindSpots.length ? { blindSpots } : {}),
     notes: [...(run.opts.notes ?? []), ...run.notes],
     cgroup: run.opts.cgroup?.path ?? null,
     signalling: run.signaller.mechanism,

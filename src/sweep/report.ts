@@ -16,6 +16,16 @@ export const REPORT_VERSION = 1;
 export const ENV_TAG_BLIND_SPOT =
   'env-cleared processes are invisible to the env tag: a process started with a cleared environment (env -i) whose parent is gone (a double fork) is not found, and runs on';
 
+/**
+ * What no layer can see when the command runs with CAP_SYS_ADMIN (`blindSpots`; root, in most
+ * containers too): a privileged process can leave every layer without a trace the sweep reads,
+ * so `complete` and the proof speak only of what stayed within them (docs/containment.md, "What
+ * escapes this"). Said by a session's sweep whose commands started with that capability
+ * (src/sweep/privilege.ts).
+ */
+export const PRIVILEGED_BLIND_SPOT =
+  'a privileged payload is beyond any proof: the command ran with CAP_SYS_ADMIN (as root does), so a process of it can leave every layer unseen — enter another PID namespace (nsenter, setns(2)), where the helper never adopts it; move itself out of the session cgroup by writing its pid into another cgroup.procs; have a process outside the session start one — and run on; complete and the proof speak only of what stayed within the layers';
+
 /** A process named in a report. `startTime` is in clock ticks since boot (field 22 of stat). */
 export interface ProcessRecord {
   pid: number;
@@ -191,7 +201,10 @@ export interface SweepReport {
   /**
    * What the layers used could not see, in sentences: set where a whole kind of process escapes
    * them (the sandbox sweep, env tag alone: "env-cleared processes are invisible to the env
-   * tag…"). A report with blind spots never says "nothing left running". Absent: none named.
+   * tag…"; a command run with CAP_SYS_ADMIN: PRIVILEGED_BLIND_SPOT; in a sandbox, what the
+   * end line and the sweep's answer rest on). `complete` and `proof` keep their meaning within
+   * what the layers see. A report with blind spots never says "nothing left running". Absent:
+   * none named.
    */
   blindSpots?: string[];
   warnings: SweepWarning[];

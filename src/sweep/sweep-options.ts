@@ -30,6 +30,11 @@ export interface SweepOptions {
   layers?: string[];
   /** Why a layer was not active (report `notes`). */
   notes?: string[];
+  /**
+   * What the caller knows the layers cannot see in this session (PRIVILEGED_BLIND_SPOT: its
+   * commands ran with CAP_SYS_ADMIN), said in the report's `blindSpots` after the layers' own.
+   */
+  blindSpots?: readonly string[];
   /** Warnings raised before the sweep (a helper that could not be used), reported with its own. */
   warnings?: SweepWarning[];
   /** Helpers and PID-namespace inits: never signalled, every descendant is the session's. */
