@@ -244,6 +244,62 @@ process.stdout.write('REPORT ' + JSON.stringify(report) + '\\n');
     }
   }, 60_000);
 
+  it('20 concurrent tether runs, the server stopped while each end waits on its locked row, then restarted: no crash, the command status, every leftover gone, recover settles the 20 rows', async () => {
+    const s = server as Server;
+    const dir = tempDir();
+    const go = join(dir, 'go');
+    const marker = `restart-${process.pid}-${Date.now()}`;
+    const holder = await client(s);
+    const watcher = await client(s);
+    const runs = Array.from({ length: 20 }, (_, i) =>
+      tether(['run', '--json', '--ledger', s.url, '--', ...payload(`${marker}-${i}`, go)]),
+    );
+    const mine = 'SELECT tag, state FROM tether.sessions WHERE command LIKE $1';
+    try {
+      for (let i = 0; i < 1000; i++) {
+        const r = await watcher.query<{ tag: string }>(mine, [`%${marker}%`]).catch(() => ({ rows: [] })); // before the first open made the schema
+        if (r.rows.length === 20) break;
+        await sleep(20);
+      }
+      await holder.query('BEGIN');
+      const held = await holder.query(`${mine} FOR UPDATE`, [`%${marker}%`]);
+      expect(held.rows).toHaveLength(20);
+      writeFileSync(go, '');
+      for (let i = 0; i < 250; i++) {
+        const r = await watcher.query<{ n: string }>(
+          "SELECT count(*) AS n FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE 'UPDATE%'",
+        );
+        if (Number(r.rows[0]?.n) === 20) break;
+        await sleep(20);
+      }
+      stopNow(s);
+      restart(s);
+      const ran = await Promise.all(runs);
+      for (const r of ran) {
+        expect(r.stderr).not.toMatch(CRASH);
+        expect(r.code, r.stderr).toBe(3);
+        const report = jsonReport(r);
+        expect(report.ok).toBe(true);
+        expect(report.warnings.map((w) => w.code)).toContain('LEDGER_WRITE_FAILED');
+        for (const id of recordedIds(r.stdout)) expect(isAlive(id), `leftover ${id.pid}`).toBe(false);
+      }
+      const recovered = await tether(['recover', '--ledger', s.url]);
+      expect(recovered.code, recovered.stderr).toBe(0);
+      const after = await client(s);
+      try {
+        const rows = await after.query<{ state: string }>(mine, [`%${marker}%`]);
+        expect(rows.rows.map((r) => r.state)).toEqual(Array(20).fill('recovered'));
+      } finally {
+        await after.end();
+      }
+    } finally {
+      writeFileSync(go, '');
+      await holder.end().catch(() => {});
+      await watcher.end().catch(() => {});
+      if (!existsSync(join(s.dir, 'data/postmaster.pid'))) restart(s);
+    }
+  }, 90_000);
+
   it('tether run: a frozen server (postmaster and backends SIGSTOPped) costs at most a statement deadline', async () => {
     const s = server as Server;
     const dir = tempDir();
