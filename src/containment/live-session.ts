@@ -16,11 +16,18 @@
 // - **its registration**: the file the session writes when its first command starts and removes
 //   at its end (`registerSession`), naming T and the supervisor's pid + start time, counted only
 //   while that pid + start time is alive in the same boot and PID namespace, owned by that
-//   process's uid (or root), and not carrying T;
+//   process's uid (or root), not carrying T, and holding the file open (the writer keeps it open
+//   for the session's life: a file naming another process is no one's word);
 // - **its sandbox wrapper** (inside a container): an exec entry — pid > 1 whose parent is outside
 //   the PID namespace (ppid 0: `docker exec`, `kubectl exec`, `nsenter`) — carrying T: the
 //   completion wrapper runs as `env T=1 sh -c WRAP` (src/sandbox/exec.ts) for as long as its
 //   command and its client's session do.
+//
+// Every sign also says when the processes it rests on started (`started`): a sign counts for a
+// session only when they started before anything of that session could start them
+// (`signBefore`): a leftover is younger than its session, so a helper or a registration it forged
+// is too. The bound is the caller's: recover takes it from the row's begin, the guard from the
+// oldest member of the tag it sees (`firstMembers`; docs/containment.md, "Live sessions").
 import {
   closeSync,
   constants,
@@ -30,11 +37,13 @@ import {
   openSync,
   readdirSync,
   readFileSync,
+  readlinkSync,
   readSync,
+  realpathSync,
   renameSync,
   statSync,
   unlinkSync,
-  writeFileSync,
+  writeSync,
 } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { isAbsolute, join } from 'node:path';
@@ -77,10 +86,14 @@ export interface SessionRegistration {
   pidNamespace: number | undefined;
   /** The file's owner. */
   uid: number;
+  /** The file's path, its directory resolved (`realpath`): what `/proc/<pid>/fd` of its holder shows. */
   path: string;
 }
 
-/** A registration written by `registerSession`: `remove()` takes it away (idempotent, never throws). */
+/**
+ * A registration written by `registerSession`, held open by this process (one fd, close-on-exec)
+ * until `remove()` closes it and takes it away (idempotent, never throws).
+ */
 export interface Registered {
   path: string;
   remove(): void;
@@ -141,16 +154,21 @@ export function registerSession(tag: string, dir = sessionsDir(), procRoot = '/p
   const tmp = join(dir, `.${hex}.${self.pid}.${process.hrtime.bigint()}`);
   const line = [MAGIC, VERSION, tag, self.pid, self.startTime, ids.bootId || '-', ids.pidNamespace ?? '-'];
   const text = `${line.join(' ')}\n`;
+  // Kept open for the session's life: a reader counts a registration only while the process it
+  // names holds it (Node opens with O_CLOEXEC: the helper and the payload never inherit it).
+  let fd: number;
   try {
-    writeFileSync(tmp, text, { mode: 0o600, flag: 'wx' });
+    fd = openSync(tmp, 'wx', 0o600);
   } catch (error) {
     if ((error as NodeJS.ErrnoException).code !== 'ENOENT') throw error;
     mkdirSync(dir, { recursive: true, mode: 0o700 }); // removed since this process made it
-    writeFileSync(tmp, text, { mode: 0o600, flag: 'wx' });
+    fd = openSync(tmp, 'wx', 0o600);
   }
   try {
+    writeSync(fd, text);
     renameSync(tmp, path);
   } catch (error) {
+    closeQuietly(fd);
     removeQuietly(tmp);
     throw error;
   }
@@ -160,10 +178,19 @@ export function registerSession(tag: string, dir = sessionsDir(), procRoot = '/p
     remove() {
       if (removed) return;
       removed = true;
+      closeQuietly(fd);
       removeQuietly(path);
       pruneStale(dir, ids, procRoot);
     },
   };
+}
+
+function closeQuietly(fd: number): void {
+  try {
+    closeSync(fd);
+  } catch {
+    // closed already
+  }
 }
 
 // Throws unless `dir` is a directory (not a symlink) of this process's uid that no one else may
@@ -230,11 +257,13 @@ function pruneStale(dir: string, ids: ReturnType<typeof hostIds>, procRoot: stri
  * The registration files of `dir` (default `sessionsDir()`), at most `REGISTRATION_MAX_FILES`:
  * each a regular file (opened without following a link and without blocking), at most
  * `REGISTRATION_MAX_BYTES`, whose one line is well-formed and agrees with its file name. Any
- * other file is skipped. A directory that cannot be read holds none. Never throws.
+ * other file is skipped. Paths are under `dir` resolved (`realpath`). A directory that cannot be
+ * read holds none. Never throws.
  */
 export function readSessionRegistrations(dir = sessionsDir()): SessionRegistration[] {
   let names: string[];
   try {
+    dir = realpathSync(dir); // the path a holder's /proc/<pid>/fd link shows
     names = readdirSync(dir);
   } catch {
     return [];
@@ -338,24 +367,57 @@ export function viewSessions(snapshot: Snapshot, cmdline?: (pid: number) => stri
 /**
  * One sign that tag `tag`'s session is alive now: `kind` says which evidence (see the file's
  * head), `supervisor` the pid of the live process that is (or, for a sandbox wrapper, stands for)
- * its supervisor, `reason` a sentence for a report.
+ * its supervisor, `reason` a sentence for a report. `started`: the start times (clock ticks since
+ * boot, field 22 of `/proc/<pid>/stat`) of the processes it rests on — `supervisor` (the helper's
+ * parent, the registration's holder, the sandbox wrapper) and, for a helper sign, `helper` (its
+ * pid in `helperPid`); what `signBefore` judges.
  */
 export interface LiveSign {
   tag: string;
   kind: 'helper' | 'registration' | 'sandbox-wrapper';
   supervisor: number;
   reason: string;
+  started: { supervisor: number; helper?: number };
+  helperPid?: number;
 }
 
 const alive = (stat: ProcStat | undefined): stat is ProcStat =>
   stat !== undefined && stat.state !== 'Z' && stat.state !== 'X';
+
+/** File descriptors of one process looked at, at most, for a registration it holds. */
+export const HOLDER_MAX_FDS = 65_536;
+
+/**
+ * Whether process `pid` holds `path` open now: one of its `/proc/<pid>/fd` links reads `path`
+ * (links are read, never followed: no file system behind them is touched). False when its fds
+ * cannot be listed (another uid's process for a reader that is not root, gone), past
+ * `HOLDER_MAX_FDS`, or for a removed file (its link then ends with ` (deleted)`).
+ */
+export function holdsOpen(procRoot: string, pid: number, path: string): boolean {
+  let fds: string[];
+  try {
+    fds = readdirSync(`${procRoot}/${pid}/fd`);
+  } catch {
+    return false;
+  }
+  for (const fd of fds.slice(0, HOLDER_MAX_FDS)) {
+    try {
+      if (readlinkSync(`${procRoot}/${pid}/fd/${fd}`) === path) return true;
+    } catch {
+      // closed meanwhile
+    }
+  }
+  return false;
+}
 
 /**
  * Every sign of a live supervisor in `view`, by tag (each tag's signs in the order found:
  * helpers, registrations, sandbox wrappers). `registrations`: the files read
  * (`readSessionRegistrations`); each counts only when its pid (> 1) + start time is alive in
  * `view` in the reader's boot and PID namespace, the file's owner is that process's uid or
- * root, and that process does not carry the tag. A pid ≤ 1 is never taken for a supervisor.
+ * root, that process does not carry the tag, and it holds the file open (`holdsOpen`). A pid ≤ 1
+ * is never taken for a supervisor. Whether a sign started early enough to count for a session is
+ * the caller's question (`signBefore`).
  */
 export function liveSupervisors(
   view: SessionView,
@@ -381,6 +443,7 @@ export function liveSupervisors(
           kind: 'sandbox-wrapper',
           supervisor: pid,
           reason: `pid ${pid} carries its tag as an exec entry (its parent is outside this PID namespace: a sandbox session's wrapper) and runs: the session is live`,
+          started: { supervisor: stat.startTime },
         });
     if (stat.ppid <= 1 || stat.comm !== HELPER_COMM || !isHelper(stat)) continue;
     const parent = view.processes.get(stat.ppid);
@@ -392,6 +455,8 @@ export function liveSupervisors(
           kind: 'helper',
           supervisor: parent.pid,
           reason: `its helper pid ${pid} still runs under pid ${parent.pid}: the session is supervised`,
+          started: { supervisor: parent.startTime, helper: stat.startTime },
+          helperPid: pid,
         });
   }
   if (registrations.length > 0) {
@@ -402,13 +467,48 @@ export function liveSupervisors(
       const stat = view.processes.get(r.pid);
       if (!alive(stat) || stat.startTime !== r.startTime || carries(r.pid, r.tag)) continue;
       if (r.uid !== 0 && readUid(view.procRoot, r.pid) !== r.uid) continue;
+      if (!holdsOpen(view.procRoot, r.pid, r.path)) continue;
       add({
         tag: r.tag,
         kind: 'registration',
         supervisor: r.pid,
-        reason: `its supervisor pid ${r.pid} (registered in ${r.path}) is alive: the session is supervised`,
+        reason: `its supervisor pid ${r.pid} (registered in ${r.path}) is alive and holds its registration open: the session is supervised`,
+        started: { supervisor: stat.startTime },
       });
     }
   }
   return signs;
+}
+
+/**
+ * Whether `sign` counts for a session none of whose members started before `bound` (clock ticks
+ * since boot): a member can start only processes younger than itself, so a sign counts only
+ * when the processes it rests on are older than every member — its supervisor (a helper's
+ * parent, a registration's holder) started strictly before `bound`; a helper and a sandbox
+ * wrapper, which start the session's first process themselves (in the same clock tick, often),
+ * no later than `bound`.
+ */
+export function signBefore(sign: LiveSign, bound: number): boolean {
+  if (sign.kind === 'sandbox-wrapper') return sign.started.supervisor <= bound;
+  if (sign.started.supervisor >= bound) return false;
+  return sign.started.helper === undefined || sign.started.helper <= bound;
+}
+
+/**
+ * The start time (clock ticks since boot) of the oldest member of each tag seen in `view`: the
+ * oldest live carrier that is neither a helper (`looksLikeHelper`) nor an exec entry (ppid 0: a
+ * sandbox wrapper) — the processes a sign itself may rest on. Tags with no such member are absent.
+ */
+export function firstMembers(view: SessionView): Map<string, number> {
+  const first = new Map<string, number>();
+  for (const [pid, tags] of view.carried) {
+    const stat = view.processes.get(pid);
+    if (!alive(stat) || stat.ppid === 0) continue;
+    if (stat.comm === HELPER_COMM && looksLikeHelper(stat.comm, view.cmdline(pid).split(' '))) continue;
+    for (const tag of tags) {
+      const known = first.get(tag);
+      if (known === undefined || stat.startTime < known) first.set(tag, stat.startTime);
+    }
+  }
+  return first;
 }

@@ -1,5 +1,7 @@
 // Kept processes whose TTL has passed, ended — whatever their session's state: each by its
 // identity (pid + start time), with what it started (the sweep's `members`, as the guard gives them).
+
+import type { LiveSign } from '../containment/live-session.js';
 import type { Ledger } from '../ledger/ledger.js';
 import { samePidSpace, type Vantage } from '../ledger/supervisor.js';
 import type { KeptProcess, SessionRecord } from '../ledger/types.js';
@@ -8,7 +10,7 @@ import { identityKey, isAlive, readStat } from '../proc/identity.js';
 import { type Snapshot, takeSnapshot } from '../proc/snapshot.js';
 import { sweep } from '../sweep/loop.js';
 import type { SweepReport } from '../sweep/report.js';
-import { type LiveTags, liveSign } from './supervised.js';
+import { type LiveTags, liveSign, sessionBound } from './supervised.js';
 
 /**
  * One expired kept process. `outcome`: `ended` (the sweep saw it gone), `gone` (it had ended
@@ -16,13 +18,15 @@ import { type LiveTags, liveSign } from './supervised.js';
  * session runs in a sandbox, on another machine or boot, in another PID namespace, or recorded
  * none of these: its pid is not checkable from here), `left-alone` (alive, but its environ no
  * longer carries the session's tag entry, or cannot be read: no evidence it is the session's),
- * `would-end` (dry run). `reason`: why, for `elsewhere` and `left-alone`.
+ * `would-end` (dry run). `reason`: why, for `elsewhere` and `left-alone`; `evidence`: the sign of
+ * a live supervisor of its session that left it alone (supervised.ts).
  */
 export interface KeptEnd extends KeptProcess {
   tag: string;
   outcome: 'ended' | 'gone' | 'survived' | 'elsewhere' | 'left-alone' | 'would-end';
   report: SweepReport | null;
   reason?: string;
+  evidence?: LiveSign;
 }
 
 interface KeptSettings {
@@ -72,11 +76,19 @@ export async function endExpiredKept(records: SessionRecord[], settings: KeptSet
     const livingKeys = new Set(living.map((k) => identityKey(k)));
     const gone = expired.filter((k) => !livingKeys.has(identityKey(k)));
     for (const k of gone) out.push(entry(k, 'gone'));
-    // A session alive now (a live supervisor of its tag is seen: supervised.ts; a forged or
-    // stale row's kept entry may name one of its processes) keeps its processes, expired or not.
-    const sign = living.length > 0 ? liveSign(record.tag, settings.live) : undefined;
+    // A session alive now (a live supervisor of its tag, older than the row's begin, is seen:
+    // supervised.ts; a forged or stale row's kept entry may name one of its processes) keeps its
+    // processes, expired or not.
+    const sign =
+      living.length > 0
+        ? liveSign(record.tag, settings.live, { bound: sessionBound(record, settings.live) })
+        : undefined;
     if (sign) {
-      for (const k of living) out.push(entry(k, 'left-alone', null, sign));
+      for (const k of living)
+        out.push({
+          ...entry(k, 'left-alone', null, sign.reason),
+          ...(sign.sign ? { evidence: sign.sign } : {}),
+        });
       continue;
     }
     // Alive with the recorded identity, and still carrying the session's tag: only these are ended.

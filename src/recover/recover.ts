@@ -3,6 +3,8 @@
 // gone → sweep each where it runs (locally by tag and its leftover cgroup; a sandbox session
 // through its recorded channel) → record `recovered` (or `parked`, or `ambiguous`) with the
 // report → end the kept processes whose TTL has passed, whatever their session's state.
+
+import type { LiveSign } from '../containment/live-session.js';
 import type { Ledger } from '../ledger/ledger.js';
 import { currentVantage, judgeSupervisor } from '../ledger/supervisor.js';
 import type { CorruptRow, SessionRecord, SessionState } from '../ledger/types.js';
@@ -11,7 +13,7 @@ import type { SweepReport } from '../sweep/report.js';
 import { channelTrust } from './channel-trust.js';
 import { endExpiredKept, type KeptEnd } from './kept.js';
 import { type Plan, planOf } from './plan.js';
-import { liveSign, readLiveTags } from './supervised.js';
+import { type LiveEvidence, liveSign, readLiveTags, sessionBound } from './supervised.js';
 import { type SweepOutcome, sweepSession } from './sweep-session.js';
 
 /** Options of `recover()`. Durations in milliseconds. */
@@ -57,8 +59,9 @@ export interface RecoverOptions {
  * - `write-failed`: swept, but the ledger refused the write (`reason` names the error);
  * - `left-alone`: its supervisor cannot be judged from here — it ran in another PID namespace
  *   (or recorded none: an older tether), or on a machine whose id is unknown — and it holds no
- *   lease; or, whatever the record says, its session is alive now (a live supervisor of its tag
- *   runs here, nested or not: supervised.ts): nothing is signalled or written (`reason` says which).
+ *   lease; or, whatever the record says, its session is alive now (a live supervisor of its tag,
+ *   older than the row's begin, runs here, nested or not: supervised.ts): nothing is signalled
+ *   or written (`reason` says which; `evidence`, the sign that spared it).
  */
 export interface RecoveredSession {
   tag: string;
@@ -70,6 +73,11 @@ export interface RecoveredSession {
   report: SweepReport | null;
   /** Why it was parked, ambiguous or not written; what a dry run would do. */
   reason?: string;
+  /**
+   * `left-alone` by a live supervisor: the sign that spared it (its kind, the supervisor's pid,
+   * the start times it rests on, in clock ticks since boot).
+   */
+  evidence?: LiveSign;
 }
 
 /** The whole run: each session handled, each kept process ended, and whether all is settled. */
@@ -111,28 +119,34 @@ export async function recover(options: RecoverOptions): Promise<RecoverResult> {
   // A session with a sign of life now is left alone, whatever its record says of its
   // supervisor (a forged or stale row, a retry under the same tag: supervised.ts) — a sandbox
   // session too, by its supervisor here. /proc is read once for every record.
+  // A sign counts only when it started before the row's session began: a leftover forges only
+  // younger ones (docs/containment.md, "Live sessions"). An earlier boot's row has no bound here:
+  // nothing of this boot was started by its members.
   const live = readLiveTags(options.procRoot);
-  const supervised = new Map<string, string>();
+  const supervised = new Map<string, LiveEvidence>();
   for (const j of judged) {
     if (!j.gone) continue;
-    const local = j.record.location.kind === 'local';
-    const sign = liveSign(j.record.tag, live, { otherBoot: local && j.by === 'boot' });
+    const otherBoot = j.record.location.kind === 'local' && j.by === 'boot';
+    const bound = otherBoot ? undefined : sessionBound(j.record, live);
+    const sign = liveSign(j.record.tag, live, { otherBoot, ...(bound === undefined ? {} : { bound }) });
     if (sign) supervised.set(j.record.tag, sign);
   }
   const orphaned = judged.filter((j) => j.gone && !supervised.has(j.record.tag)).map((j) => j.record);
-  const leftAlone = (record: SessionRecord, reason: string): RecoveredSession => ({
+  const leftAlone = (record: SessionRecord, reason: string, evidence?: LiveSign): RecoveredSession => ({
     tag: record.tag,
     state: record.state,
     outcome: 'left-alone',
     where: record.location.kind === 'local' ? 'local' : record.location.channel.join(' '),
     report: null,
     reason,
+    ...(evidence ? { evidence } : {}),
   });
   const unjudged: RecoveredSession[] = [
     ...judged.filter((j) => !j.gone && j.by === 'none').map((j) => leftAlone(j.record, j.why)),
-    ...judged
-      .filter((j) => supervised.has(j.record.tag))
-      .map((j) => leftAlone(j.record, supervised.get(j.record.tag) as string)),
+    ...judged.flatMap((j) => {
+      const e = supervised.get(j.record.tag);
+      return e ? [leftAlone(j.record, e.reason, e.sign)] : [];
+    }),
   ];
   const plans = orphaned.map((record) => planOf(record, { procRoot: options.procRoot, trust }));
   const swept = await inBatches(plans, options.concurrency ?? 16, (plan) =>

@@ -10,16 +10,28 @@ import {
   readSessionRegistrations,
   type SessionView,
   sessionsDir,
+  signBefore,
   viewSessions,
 } from '../containment/live-session.js';
+import type { SessionRecord } from '../ledger/types.js';
+import { CLOCK_TICKS_PER_SECOND, ticksNow } from '../proc/identity.js';
 import { takeSnapshot } from '../proc/snapshot.js';
 
 /** What recover saw of this machine's live sessions, read once: the view and each tag's signs. */
 export interface LiveTags {
   view: SessionView;
-  /** Tag name → the signs of a live supervisor (`liveSupervisors`). */
+  /** Tag name → the signs of a live supervisor (`liveSupervisors`), not yet judged by age. */
   signs: Map<string, LiveSign[]>;
+  /** When it was read: clock ticks since boot (`ticksNow`) and milliseconds since the epoch. */
+  at: { ticks: number; ms: number };
 }
+
+/**
+ * How much older than its row's begin (`createdAt`) a sign must be, in clock ticks: 5 (50 ms).
+ * The session's first process is forked by its helper just before the row is written, and the
+ * row's time is converted to ticks through the wall clock (to 10 ms).
+ */
+export const BEGIN_MARGIN_TICKS = 5;
 
 /**
  * Walks the process table once, reads every environ and the live-session registrations of
@@ -27,7 +39,34 @@ export interface LiveTags {
  */
 export function readLiveTags(procRoot = '/proc', registrationsDir = sessionsDir()): LiveTags {
   const view = viewSessions(takeSnapshot(procRoot));
-  return { view, signs: liveSupervisors(view, readSessionRegistrations(registrationsDir)) };
+  const at = { ticks: ticksNow(procRoot), ms: Date.now() };
+  return { view, signs: liveSupervisors(view, readSessionRegistrations(registrationsDir)), at };
+}
+
+/**
+ * The bound a sign of `record`'s session must precede (`signBefore`), in clock ticks since this
+ * boot: its row's begin (`createdAt`, converted through the wall clock read with `live`), less
+ * `BEGIN_MARGIN_TICKS`. Every member of the session started after it; its supervisor and its
+ * helper, before. (A row of an earlier boot gives a bound below 0: nothing of this boot counts
+ * as its evidence — recover asks `otherBoot` instead.)
+ */
+export function sessionBound(record: Pick<SessionRecord, 'createdAt'>, live: LiveTags): number {
+  const ago = Math.ceil(((live.at.ms - record.createdAt) * CLOCK_TICKS_PER_SECOND) / 1000);
+  return live.at.ticks - ago - BEGIN_MARGIN_TICKS;
+}
+
+/** Why a session is alive now (`reason`, a sentence), and the sign of its supervisor that says so. */
+export interface LiveEvidence {
+  reason: string;
+  sign?: LiveSign;
+}
+
+// The processes `sign` rests on, with their start times, for a report.
+function startedText(sign: LiveSign): string {
+  const s = `pid ${sign.supervisor} at tick ${sign.started.supervisor}`;
+  return sign.helperPid === undefined
+    ? s
+    : `${s}, its helper pid ${sign.helperPid} at tick ${sign.started.helper}`;
 }
 
 /**
@@ -36,19 +75,30 @@ export function readLiveTags(procRoot = '/proc', registrationsDir = sessionsDir(
  * - `otherBoot`: the record says its supervisor ran in an earlier boot, yet a process of this
  *   boot carries the tag (a reboot ends every process: the record is not this session's);
  * - a live supervisor of the tag runs on this machine, nested at any depth (`liveSupervisors`:
- *   its helper under it, its registration with its pid + start time alive, or a sandbox
- *   wrapper carrying the tag as an exec entry).
+ *   its helper under it, its registration held open by its pid + start time, or a sandbox
+ *   wrapper carrying the tag as an exec entry) and started before the session's first process
+ *   (`bound`, clock ticks: `sessionBound`; `signBefore`). A sign younger than that is one a
+ *   member of the session could have made: no evidence.
  */
 export function liveSign(
   tag: string,
   live: LiveTags,
-  options: { otherBoot?: boolean } = {},
-): string | undefined {
-  if (process.env[tag] === '1') return `recover itself runs in session ${tag}`;
+  options: { otherBoot?: boolean; bound?: number } = {},
+): LiveEvidence | undefined {
+  if (process.env[tag] === '1') return { reason: `recover itself runs in session ${tag}` };
   if (options.otherBoot) {
     for (const [pid, tags] of live.view.carried)
       if (pid !== process.pid && tags.includes(tag))
-        return `pid ${pid} of this boot carries its tag, though the record says its supervisor ran in another boot`;
+        return {
+          reason: `pid ${pid} of this boot carries its tag, though the record says its supervisor ran in another boot`,
+        };
   }
-  return live.signs.get(tag)?.[0]?.reason;
+  const { bound } = options;
+  const sign = live.signs.get(tag)?.find((s) => bound === undefined || signBefore(s, bound));
+  if (!sign) return undefined;
+  if (bound === undefined) return { reason: sign.reason, sign };
+  return {
+    reason: `${sign.reason} (${startedText(sign)}: before the session's begin, tick ${bound})`,
+    sign,
+  };
 }

@@ -1,7 +1,7 @@
 // The live-session registration (src/containment/live-session.ts): a file is evidence only while
 // the supervisor it names (pid + start time) is alive in this boot and PID namespace, does not
-// carry the tag, and owns the file. Real files in a temp directory, real processes; a forged file
-// of each shape is no sign.
+// carry the tag, owns the file and holds it open. Real files in a temp directory, real processes;
+// a forged file of each shape is no sign.
 import { execFileSync, spawn } from 'node:child_process';
 import {
   chmodSync,
@@ -9,6 +9,7 @@ import {
   mkdirSync,
   readdirSync,
   readFileSync,
+  readlinkSync,
   symlinkSync,
   unlinkSync,
   writeFileSync,
@@ -16,6 +17,7 @@ import {
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import {
+  holdsOpen,
   liveSupervisors,
   readSessionRegistrations,
   registerSession,
@@ -25,7 +27,7 @@ import {
 import { takeSnapshot } from '../../src/proc/snapshot.js';
 import { createTag } from '../../src/proc/tag.js';
 import { identityOf, type ProcessId } from '../support/proc.js';
-import { cleanup, started, tempDir } from '../support/zoo.js';
+import { cleanup, started, tempDir, waitFor } from '../support/zoo.js';
 
 afterEach(() => cleanup());
 
@@ -54,6 +56,22 @@ function sleeper(env: NodeJS.ProcessEnv = process.env): ProcessId {
   if (!id) throw new Error('premise broken: the sleeper has no /proc entry');
   started.push(id);
   return id;
+}
+
+// An untagged `sleep 600` that holds open the file whose path it is given on its stdin (fd 3): a
+// process that names itself in a registration and keeps it, as `registerSession`'s writer does.
+function holder(): { id: ProcessId; hold: (path: string) => Promise<void> } {
+  const child = spawn('sh', ['-c', 'read p; exec sleep 600 3<"$p"'], { stdio: ['pipe', 'ignore', 'ignore'] });
+  const id = identityOf(child.pid ?? 0);
+  if (!id) throw new Error('premise broken: the holder has no /proc entry');
+  started.push(id);
+  return {
+    id,
+    hold: async (path) => {
+      child.stdin?.end(`${path}\n`);
+      await waitFor(`pid ${id.pid} to hold ${path}`, () => holdsOpen('/proc', id.pid, path));
+    },
+  };
 }
 
 // The identity of a process this test started and that has exited since.
@@ -94,11 +112,41 @@ describe('a live-session registration', () => {
     forge(own.path, tags[3] as string, other, { bootId: '00000000-0000-0000-0000-000000000000' });
     forge(own.path, tags[4] as string, other, { ns: '1' });
     for (const tag of tags) expect(signsOf(dir, tag), `${tag} is live by a forged file`).toEqual([]);
-    // The same untagged sleeper, with this boot and namespace: it is taken for a supervisor.
+    // The same untagged sleeper, with this boot and namespace: it does not hold the file (a
+    // leftover could name any process of its uid). An untagged process that holds its file is
+    // taken for a supervisor.
+    const unheld = createTag().name;
+    forge(own.path, unheld, other);
+    expect(signsOf(dir, unheld), 'a file its named process does not hold is a sign').toEqual([]);
     const honest = createTag().name;
-    forge(own.path, honest, other);
-    expect(signsOf(dir, honest).map((s) => s.supervisor)).toEqual([other.pid]);
+    const h = holder();
+    await h.hold(forge(own.path, honest, h.id));
+    const signs = signsOf(dir, honest);
+    expect(signs.map((s) => s.supervisor)).toEqual([h.id.pid]);
+    expect(signs[0]?.started).toEqual({ supervisor: h.id.startTime });
     own.remove();
+  });
+
+  it('is held open by its writer until remove(), which closes it; its helper and payload never inherit it', async () => {
+    const dir = join(tempDir(), 'sessions');
+    const tag = createTag().name;
+    const registered = registerSession(tag, dir);
+    expect(holdsOpen('/proc', process.pid, registered.path), 'the writer does not hold its file').toBe(true);
+    const child = sleeper();
+    expect(holdsOpen('/proc', child.pid, registered.path), 'a child inherited the registration').toBe(false);
+    registered.remove();
+    expect(holdsOpen('/proc', process.pid, registered.path), 'remove() left the file open').toBe(false);
+    const links = readdirSync(`/proc/${process.pid}/fd`).map((fd) => {
+      try {
+        return readlinkSync(`/proc/${process.pid}/fd/${fd}`);
+      } catch {
+        return '';
+      }
+    });
+    expect(
+      links.filter((l) => l.startsWith(registered.path)),
+      'remove() left an fd on the file',
+    ).toEqual([]);
   });
 
   it('is read only from a regular file of at most 512 bytes; a symlink or a FIFO is skipped', () => {

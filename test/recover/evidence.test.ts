@@ -194,6 +194,12 @@ describe("a record naming a live session's tag", () => {
     const entry = result.sessions.find((s) => s.tag === tag);
     expect(entry?.outcome).toBe('left-alone');
     expect(entry?.reason).toMatch(new RegExp(`still runs under pid ${runId.pid}: the session is supervised`));
+    // The evidence that spared it, with the start times it rests on (older than the row).
+    expect(entry?.evidence).toMatchObject({
+      kind: 'helper',
+      supervisor: runId.pid,
+      started: { supervisor: runId.startTime },
+    });
     expect((await ledger.get(tag))?.state).toBe('running');
     // The same row claiming an earlier boot (which would make any pid of it gone).
     const other = (await ledgerAt()).ledger;

@@ -189,7 +189,10 @@ setInterval(() => {}, 1000);
     );
     const plainEntry = result.sessions.find((s) => s.tag === plainTag);
     expect(plainEntry?.outcome).toBe('left-alone');
-    expect(plainEntry?.reason).toMatch(/registered in .* is alive: the session is supervised/);
+    expect(plainEntry?.reason).toMatch(
+      /registered in .*\) is alive and holds its registration open: the session is supervised/,
+    );
+    expect(plainEntry?.evidence?.kind).toBe('registration');
     expect(result.sessions.find((s) => s.tag === helpedTag)?.outcome).toBe('left-alone');
     await endTree(tree.outer, [...tree.tags, plainTag, helpedTag]);
   });
