@@ -14,6 +14,17 @@ export {
 export { ExecStatusUnknownError, SandboxError } from './errors.js';
 export { exec, type SandboxExecOptions, type SandboxExecResult, SCRIPT_ARG_MAX } from './exec.js';
 export { type ProgramName, program } from './programs.js';
+export {
+  run,
+  type SandboxCommandOptions,
+  type SandboxExitResult,
+  type SandboxProcess,
+  type SandboxRunOptions,
+  type SandboxRunResult,
+  SandboxSession,
+  type SandboxSessionOptions,
+  session,
+} from './session.js';
 export { CANCEL_BUDGET_MS, type SandboxSweepOptions, SWEEP_BUDGET_MS, sweep } from './sweep.js';
 export { type ParsedSweep, parseSweepOutput } from './sweep-output.js';
 export { type WriteFileOptions, writeFile } from './write-file.js';

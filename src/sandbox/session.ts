@@ -1,0 +1,443 @@
+// sandbox.session and sandbox.run (docs/sandbox.md, "Agent sessions"): several commands inside a
+// container under one session tag, swept in the container at every end — a command's exit, a
+// failure, the caller's abort or timeout, the exec client dying — before any exec client is
+// ended (decisions.md D12, D13).
+//
+// Each command is a `sandbox.exec` call under the session's tag; the session adds the end. Read
+// `finish` top to bottom: the sweep program runs through the channel while the clients still run
+// (it ends every command, so their completion lines are on the way) → 2 s for their ends → what
+// still runs is stopped by exec's own stop (a sweep, then the client's end) → one report from
+// every sweep the session ran. What the sweep program signals is its own rule (sweep.sh): a pid
+// above 1 only, never a process group, never the container's init.
+import { type Registered, registerSession } from '../containment/live-session.js';
+import { TetherError } from '../errors.js';
+import { checkMs } from '../options.js';
+import { createTag, parseTag, type SessionTag } from '../proc/tag.js';
+import type { OutputOf } from '../session/collect.js';
+import { type EndReason, failureOf } from '../session/result.js';
+import type { SweepReport, SweepWarning } from '../sweep/report.js';
+import type { ExecChannel } from './channel.js';
+import { ExecStatusUnknownError, SandboxError } from './errors.js';
+import { exec, type SandboxExecOptions, type SandboxExecResult, SILENCE_MS } from './exec.js';
+import { OUTPUT_CAP_MS, within } from './run.js';
+import { checkShell, type SandboxSweepOptions, sweep } from './sweep.js';
+
+/** Options of `sandbox.session`. Durations in milliseconds. */
+export interface SandboxSessionOptions {
+  /** The session tag exported to every command (a fresh one by default). */
+  tag?: SessionTag | string;
+  /** The target's POSIX shell, as argv: runs the wrapper and the sweep. Default `['sh']`. */
+  shell?: string[];
+  /**
+   * Ends the session when aborted, as `end()` does, with the cancel budget (10 s) for the sweep;
+   * the commands it stops are `isCanceled`. Already aborted: the session ends at once.
+   */
+  signal?: AbortSignal;
+  /** Ends the session this long after it was created (0 or absent: no deadline); its commands are `timedOut`. */
+  timeout?: number;
+  /** Options of the session's sweeps (TERM and KILL phases, budget); `shell` defaults to `shell`. */
+  sweep?: Omit<SandboxSweepOptions, 'signal'>;
+}
+
+/** Options of one command of a session: `sandbox.exec`'s, less those the session sets. */
+export type SandboxCommandOptions = Omit<
+  SandboxExecOptions,
+  'tag' | 'shell' | 'signal' | 'sweep' | 'reject' | 'ledger'
+>;
+
+/**
+ * How one command of a session ended: `sandbox.exec`'s result fields. `exitCode` is null and
+ * `error` set when its end is not proven — `EXEC_STATUS_UNKNOWN` (the line never arrived; its
+ * sweep ran), `AMBIGUOUS_EFFECT`, `CHANNEL_UNREACHABLE` (the client could not start: nothing
+ * ran), `INPUT_CUT`, `INVALID_OPTION`; `report` is then that error's. `timedOut` / `isCanceled`
+ * when the session's timeout / abort ended it (then `failed`).
+ */
+export interface SandboxExitResult<T extends string | Buffer = string>
+  extends Omit<SandboxExecResult<T>, 'exitCode'> {
+  exitCode: number | null;
+  /** Why the end is not proven, when it is not. */
+  error?: TetherError;
+}
+
+/** A command running in a sandbox session: awaitable; `exited` never rejects. */
+export interface SandboxProcess<T extends string | Buffer = string>
+  extends PromiseLike<SandboxExitResult<T>> {
+  readonly argv: readonly string[];
+  /** The session's tag. */
+  readonly tag: string;
+  readonly exited: Promise<SandboxExitResult<T>>;
+}
+
+/** Options of `sandbox.run`: the session's, one command's, and `reject` (default true). */
+export interface SandboxRunOptions extends SandboxSessionOptions, SandboxCommandOptions {
+  /**
+   * Reject a failed proven end with `CommandError` (`COMMAND_FAILED`, `TIMED_OUT`, `CANCELLED`,
+   * `MAX_BUFFER`) and an unproven one with its error. Default true; false resolves with `failed`
+   * (and `error`). A session that could not be swept rejects whatever this says.
+   */
+  reject?: boolean;
+}
+
+/** `sandbox.run`'s result: the command's end and `report`, the session's sweep. */
+export interface SandboxRunResult<T extends string | Buffer = string> extends SandboxExitResult<T> {
+  report: SweepReport;
+}
+
+/**
+ * One session inside the target of a channel: `spawn(argv)` runs commands under its tag,
+ * `end()` sweeps it there. Create with `sandbox.session()`.
+ */
+export class SandboxSession {
+  /** The session's variable, exported to every command as `NAME=1`. */
+  readonly tag: SessionTag;
+  readonly channel: ExecChannel;
+  private readonly shell: string[];
+  private readonly sweepOptions: Omit<SandboxSweepOptions, 'signal'>;
+  private readonly signal: AbortSignal | undefined;
+  private readonly timeoutMs: number;
+  private readonly running = new Set<Promise<unknown>>();
+  /** Aborted once the session's sweep has run: exec's own stop then ends what still runs. */
+  private readonly stops = new AbortController();
+  /** Reports of the commands' own sweeps (an unknown end's, a stop's), in the order they came. */
+  private readonly sweeps: SweepReport[] = [];
+  /** Commands whose end stayed unsettled after the session's sweep (AMBIGUOUS_EFFECT). */
+  private readonly unsettledAfter: string[] = [];
+  private ending: Promise<SweepReport> | undefined;
+  private reason: 'timeout' | 'abort' | undefined;
+  private timer: NodeJS.Timeout | undefined;
+  private registration: Registered | undefined;
+  private readonly onAbort = () => this.stop('abort');
+
+  /** Throws `INVALID_OPTION` (`INVALID_TAG` for a bad tag) before anything starts. */
+  constructor(channel: ExecChannel, options: SandboxSessionOptions = {}) {
+    if (typeof channel?.exec !== 'function')
+      throw new TetherError(
+        'INVALID_OPTION',
+        'invalid channel: expected an ExecChannel ({ describe, exec(argv) })',
+      );
+    this.channel = channel;
+    this.tag =
+      options.tag === undefined
+        ? createTag()
+        : typeof options.tag === 'string'
+          ? parseTag(options.tag)
+          : options.tag;
+    this.shell = checkShell(options.shell);
+    this.sweepOptions = { shell: this.shell, ...options.sweep };
+    this.timeoutMs = checkMs('timeout', options.timeout ?? 0);
+    this.signal = options.signal;
+    if (this.timeoutMs > 0) this.timer = setTimeout(() => this.stop('timeout'), this.timeoutMs);
+    if (this.signal?.aborted) this.onAbort();
+    else this.signal?.addEventListener('abort', this.onAbort, { once: true });
+  }
+
+  /** True once `end()` has begun (by the caller, the abort or the timeout). */
+  get ended(): boolean {
+    return this.ending !== undefined;
+  }
+
+  /** Why the session ended before the caller's `end()`: `'timeout'`, `'abort'`, or undefined. */
+  get endReason(): 'timeout' | 'abort' | undefined {
+    return this.reason;
+  }
+
+  /**
+   * Runs `argv` in the target under the session's tag (`sandbox.exec`, never rejecting). Throws
+   * `SESSION_ENDED` once `end()` has begun, `INVALID_OPTION` for an argv that is not a non-empty
+   * array of strings; any other refusal is the result's `error`.
+   */
+  // biome-ignore lint/complexity/noBannedTypes: no options, the default encoding.
+  spawn<O extends SandboxCommandOptions = {}>(
+    argv: string[],
+    options: O = {} as O,
+  ): SandboxProcess<OutputOf<O>> {
+    if (this.ending)
+      throw new TetherError(
+        'SESSION_ENDED',
+        `session ${this.tag.name} has ended: cannot spawn ${JSON.stringify(String(argv?.[0]))}`,
+      );
+    if (!Array.isArray(argv) || argv.length === 0 || argv.some((a) => typeof a !== 'string') || !argv[0])
+      throw new TetherError(
+        'INVALID_OPTION',
+        `invalid command ${JSON.stringify(argv)}: expected a non-empty argv whose first element names a program`,
+      );
+    this.register();
+    const started = performance.now();
+    const command = [...argv];
+    const call = exec(this.channel, command, {
+      ...options,
+      tag: this.tag,
+      shell: this.shell,
+      sweep: this.sweepOptions,
+      signal: this.stops.signal,
+      reject: false,
+    });
+    const empty = (options.encoding === 'buffer' ? Buffer.alloc(0) : '') as OutputOf<O>;
+    const exited = call.then(
+      (result) => {
+        if (result.report) this.sweeps.push(result.report);
+        return this.marked(result as SandboxExitResult<OutputOf<O>>);
+      },
+      (error: TetherError) => {
+        if (error.report) this.sweeps.push(error.report);
+        if (this.ending && error.code === 'AMBIGUOUS_EFFECT') this.unsettledAfter.push(error.message);
+        return this.marked(failedExit(command, this.tag.name, error, empty, started));
+      },
+    );
+    this.running.add(exited);
+    void exited.then(() => this.running.delete(exited));
+    return {
+      argv: command,
+      tag: this.tag.name,
+      exited,
+      // biome-ignore lint/suspicious/noThenProperty: awaitable, as spawn()'s handle is.
+      then: (onFulfilled, onRejected) => exited.then(onFulfilled, onRejected),
+    };
+  }
+
+  /**
+   * Ends the session: the sweep program runs in the target through the channel while the
+   * commands' exec clients still run (it stops every carrier of the tag and its descendants:
+   * the commands themselves and what they left), then each command is given 2 s to end, then
+   * what still runs is stopped by its call's own stop (another sweep, then its client is ended).
+   * Resolves with one `SweepReport` of every sweep the session ran (`stopped`: everything they
+   * stopped). Rejects with `SandboxError` `CHANNEL_UNREACHABLE` or `SWEEP_CUT` (`report` partial,
+   * `complete: false`; `unsettled`) when the session's sweep could not run or was cut — never
+   * "nothing found". Idempotent: later calls return the same promise.
+   */
+  end(): Promise<SweepReport> {
+    if (!this.ending) {
+      this.ending = this.finish();
+      this.ending.catch(() => {}); // an end started by the abort or the timeout: the caller may never ask
+    }
+    return this.ending;
+  }
+
+  /** `await using`: `end()`. */
+  async [Symbol.asyncDispose](): Promise<void> {
+    await this.end();
+  }
+
+  // The abort or the timeout: the first wins, the session ends.
+  private stop(reason: 'timeout' | 'abort'): void {
+    if (this.ending) return;
+    this.reason = reason;
+    void this.end();
+  }
+
+  // The end, in its order: the sweep while the clients run, 2 s for the commands, exec's stop.
+  private async finish(): Promise<SweepReport> {
+    clearTimeout(this.timer);
+    this.signal?.removeEventListener('abort', this.onAbort);
+    const running = [...this.running];
+    // An abort or a timeout sweeps on the cancel budget; the caller's abort during a plain end cuts it.
+    const budget = this.reason ? AbortSignal.abort() : this.signal;
+    let report: SweepReport | undefined;
+    let failure: unknown;
+    try {
+      report = await sweep(this.channel, this.tag, {
+        ...this.sweepOptions,
+        ...(budget ? { signal: budget } : {}),
+      });
+    } catch (error) {
+      failure = error;
+    }
+    await within(Promise.all(running), OUTPUT_CAP_MS);
+    this.stops.abort();
+    await Promise.all(running);
+    this.registration?.remove();
+    if (failure !== undefined) throw this.unswept(failure);
+    return this.merged(report as SweepReport);
+  }
+
+  // A command's result as the session's end made it: ended by its abort or timeout.
+  private marked<T extends string | Buffer>(result: SandboxExitResult<T>): SandboxExitResult<T> {
+    if (!this.reason || !this.ending) return result;
+    const timedOut = result.timedOut || this.reason === 'timeout';
+    const isCanceled = result.isCanceled || this.reason === 'abort';
+    return { ...result, failed: true, timedOut, isCanceled, cancelled: isCanceled };
+  }
+
+  // The session's sweep and the commands' own, as one report: everything stopped, named once.
+  private merged(last: SweepReport): SweepReport {
+    const all = [...this.sweeps, last];
+    const key = (p: { pid: number; startTime: number }) => `${p.pid}:${p.startTime}`;
+    const stopped = unique(
+      all.flatMap((r) => r.stopped),
+      key,
+    );
+    const ended = new Set(stopped.map(key));
+    const survivors = unique(
+      all.flatMap((r) => r.survivors),
+      key,
+    ).filter((p) => !ended.has(key(p)));
+    const warnings: SweepWarning[] = unique(
+      all.flatMap((r) => r.warnings),
+      (w) => `${w.code} ${w.message}`,
+    );
+    for (const message of this.unsettledAfter)
+      warnings.push({
+        code: 'UNSETTLED',
+        message: `a command's end stayed unsettled after the session's sweep: ${message}`,
+      });
+    const blindSpots = unique(
+      all.flatMap((r) => r.blindSpots ?? []),
+      (s) => s,
+    );
+    const notes = [...last.notes];
+    if (all.length > 1)
+      notes.push(
+        `the session's end merges ${all.length} sweeps in the target (the commands' own and the session's)`,
+      );
+    return {
+      ...last,
+      ok: last.ok && survivors.length === 0 && this.unsettledAfter.length === 0,
+      stopped,
+      survivors,
+      warnings,
+      blindSpots,
+      notes,
+    };
+  }
+
+  // The session's sweep could not run or was cut: its own code, the session named, never "nothing found".
+  private unswept(failure: unknown): SandboxError {
+    const e = failure as SandboxError;
+    const code = e instanceof TetherError ? e.code : 'CHANNEL_UNREACHABLE';
+    const what = this.reason ? ` (ended by its ${this.reason})` : '';
+    return new SandboxError(
+      code,
+      `the session ${this.tag.name} in ${this.channel.describe}${what} could not be swept: ${e?.message ?? String(failure)}; what it started may still run`,
+      {
+        cause: failure,
+        ...(e?.report ? { report: { ...e.report, complete: false, ok: false } } : {}),
+        unsettled: e?.unsettled ?? [],
+        tag: this.tag.name,
+      },
+    );
+  }
+
+  // This process supervises the tag while the session lives (src/containment/live-session.ts):
+  // best effort, as exec's own registration.
+  private register(): void {
+    if (this.registration) return;
+    try {
+      this.registration = registerSession(this.tag.name);
+    } catch {
+      // without it, a row naming the tag is judged as recorded
+    }
+  }
+}
+
+/**
+ * Opens a session in the target of `channel` (`sandbox.session`): `spawn(argv, options)` runs
+ * commands under its tag, `end()` sweeps it. Throws `INVALID_OPTION` / `INVALID_TAG` on bad options.
+ */
+export function session(channel: ExecChannel, options: SandboxSessionOptions = {}): SandboxSession {
+  return new SandboxSession(channel, options);
+}
+
+/**
+ * Runs `argv` as a session of its own in the target of `channel` and sweeps it there at its end
+ * (`sandbox.run`): resolves once the command ended and the sweep answered, with the command's
+ * result fields and `report` (the session's sweep: what it stopped). Rejects with `CommandError`
+ * (`COMMAND_FAILED`, `TIMED_OUT` for `timeout` or the silence bound, `CANCELLED` for `signal`,
+ * `MAX_BUFFER`) for a failed proven end, with the command's `EXEC_STATUS_UNKNOWN` /
+ * `AMBIGUOUS_EFFECT` / `CHANNEL_UNREACHABLE` / `INPUT_CUT` for an unproven one — unless
+ * `reject: false` — and always with `SandboxError` `SWEEP_CUT` / `CHANNEL_UNREACHABLE` when
+ * the session's sweep could not run.
+ */
+// biome-ignore lint/complexity/noBannedTypes: no options, the default encoding.
+export async function run<O extends SandboxRunOptions = {}>(
+  channel: ExecChannel,
+  argv: string[],
+  options: O = {} as O,
+): Promise<SandboxRunResult<OutputOf<O>>> {
+  const { tag, shell, signal, timeout, sweep: sweepOptions, reject, ...command } = options;
+  if (reject !== undefined && typeof reject !== 'boolean')
+    throw new TetherError(
+      'INVALID_OPTION',
+      `invalid reject: ${String(reject).slice(0, 60)} (expected true or false)`,
+    );
+  const s = new SandboxSession(channel, {
+    ...(tag === undefined ? {} : { tag }),
+    ...(shell === undefined ? {} : { shell }),
+    ...(signal === undefined ? {} : { signal }),
+    ...(timeout === undefined ? {} : { timeout }),
+    ...(sweepOptions === undefined ? {} : { sweep: sweepOptions }),
+  });
+  let exit: SandboxExitResult<OutputOf<O>>;
+  try {
+    exit = (await s.spawn(argv, command as SandboxCommandOptions).exited) as SandboxExitResult<OutputOf<O>>;
+  } catch (error) {
+    await s.end().catch(() => {}); // SESSION_ENDED (an aborted signal) or INVALID_OPTION: nothing ran
+    throw error;
+  }
+  const report = await s.end();
+  const result: SandboxRunResult<OutputOf<O>> = { ...exit, report };
+  if (reject === false) return result;
+  if (exit.error instanceof ExecStatusUnknownError)
+    throw new ExecStatusUnknownError(exit.error.message, report, exit.error.clientStatus, s.tag.name);
+  if (exit.error) throw exit.error;
+  if (!result.failed) return result;
+  const reason: EndReason | undefined = result.maxBufferExceeded
+    ? 'maxBuffer'
+    : result.timedOut
+      ? 'timeout'
+      : result.isCanceled
+        ? 'abort'
+        : undefined;
+  const bySilence = result.timedOut && s.endReason !== 'timeout';
+  throw failureOf(result, reason, {
+    timeoutMs: bySilence ? (command.silenceMs ?? SILENCE_MS) : (timeout ?? 0),
+    ...(bySilence ? { what: 'the silence bound: no output for that long' } : {}),
+    ...(result.maxBufferExceeded ? { overflowed: result.maxBufferExceeded } : {}),
+    ...(!result.timedOut && !result.isCanceled && result.exitCode === 0
+      ? {
+          what: `Command exited with 0 but the exec client did not (status ${result.clientStatus}, signal ${result.clientSignal})`,
+        }
+      : {}),
+  });
+}
+
+// The result of a command whose end is not proven: the error says why.
+function failedExit<T extends string | Buffer>(
+  argv: string[],
+  tag: string,
+  error: TetherError,
+  empty: T,
+  started: number,
+): SandboxExitResult<T> {
+  const clientStatus = error instanceof ExecStatusUnknownError ? error.clientStatus : null;
+  return {
+    command: argv.join(' '),
+    ok: false,
+    exitCode: null,
+    signal: null,
+    stdout: empty,
+    stderr: empty,
+    failed: true,
+    timedOut: false,
+    isCanceled: false,
+    durationMs: performance.now() - started,
+    tag,
+    clientStatus,
+    clientSignal: null,
+    streamHeld: false,
+    cancelled: false,
+    stoppedBy: null,
+    blindSpots: error.report?.blindSpots ? [...error.report.blindSpots] : [],
+    ...(error.report ? { report: error.report } : {}),
+    error,
+  };
+}
+
+function unique<T>(list: T[], key: (item: T) => string): T[] {
+  const seen = new Set<string>();
+  return list.filter((item) => {
+    const k = key(item);
+    if (seen.has(k)) return false;
+    seen.add(k);
+    return true;
+  });
+}

@@ -1,0 +1,285 @@
+// Agent sessions inside a container (docs/sandbox.md, "Agent sessions"): a setsid'd leftover and a
+// double-forked one, started inside the container, are gone after every end of the session — a
+// clean exit, a failure, the caller's abort, a timeout, the exec client dying — and the report
+// names them. Ground truth: the host's /proc (pid + start time gone).
+import { rmSync } from 'node:fs';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createTag, sandbox } from '../../src/index.js';
+import type { SweepReport } from '../../src/sweep/report.js';
+import { missing, tool } from '../support/tools.js';
+import {
+  aliveOnHost,
+  busyboxRoot,
+  type Container,
+  lossyChannel,
+  sleep,
+  startContainer,
+  taggedOnHost,
+} from './container.js';
+
+let box: Container;
+beforeAll(async () => {
+  box = await startContainer(300);
+});
+afterAll(async () => {
+  await box?.stop();
+});
+
+const SWEEP = { graceMs: 1000, killAfterMs: 1000 };
+
+// Leaves `setsid sleep S` (its own POSIX session) and `sleep S+1` double-forked (the container
+// init's child) — both carrying the tag — then runs `tail`.
+function leaving(s: number, tail: string): string[] {
+  return [
+    'sh',
+    '-c',
+    `setsid sleep ${s} </dev/null >/dev/null 2>&1 & (sleep ${s + 1} </dev/null >/dev/null 2>&1 &); echo ready; ${tail}`,
+  ];
+}
+
+// The two leftovers as the host sees them, once both run.
+async function leftovers(
+  tag: string,
+  s: number,
+): Promise<{ pid: number; startTime: number; cmdline: string }[]> {
+  const want = [`sleep ${s}`, `sleep ${s + 1}`];
+  for (let i = 0; i < 250; i++) {
+    const found = taggedOnHost(tag).filter((p) => want.includes(p.cmdline));
+    if (found.length === 2) return found;
+    await sleep(20);
+  }
+  throw new Error(
+    `premise broken: the leftovers of ${tag} never both ran (${JSON.stringify(taggedOnHost(tag))})`,
+  );
+}
+
+// Every tagged process seen is gone (pid + start time), and the report names both leftovers.
+function expectAllGone(
+  tag: string,
+  seen: { pid: number; startTime: number }[],
+  report: SweepReport | undefined,
+  s: number,
+): void {
+  expect(seen.filter(aliveOnHost)).toEqual([]);
+  expect(taggedOnHost(tag)).toEqual([]);
+  expect(report?.stopped.map((p) => p.cmdline)).toEqual(
+    expect.arrayContaining([`sleep ${s}`, `sleep ${s + 1}`]),
+  );
+  const named = new Set(report?.stopped.map((p) => `${p.pid}:${p.startTime}`));
+  expect(report?.stopped.length).toBe(named.size); // each named once
+}
+
+// After a test: whatever still carries the tag is swept through the real channel (none expected).
+async function cleanup(tag: string): Promise<void> {
+  if (taggedOnHost(tag).length) await sandbox.sweep(box.channel, tag, SWEEP);
+}
+
+describe('sandbox.session', () => {
+  it('a clean exit: end() sweeps the leftovers in the container and names them', async () => {
+    const tag = createTag();
+    try {
+      const s = sandbox.session(box.channel, { tag, sweep: SWEEP });
+      const r = await s.spawn(leaving(81, 'exit 0'));
+      expect([r.ok, r.exitCode, r.failed, r.stdout, r.error]).toEqual([true, 0, false, 'ready\n', undefined]);
+      const seen = await leftovers(tag.name, 81);
+      const report = await s.end();
+      expect([report.ok, report.complete]).toEqual([true, true]);
+      // What the env tag cannot see is said, so the report never reads as "nothing left running".
+      expect(report.blindSpots?.join('\n')).toContain('env-cleared processes are invisible to the env tag');
+      expectAllGone(tag.name, seen, report, 81);
+      expect(s.end()).toBe(s.end()); // idempotent
+      expect(() => s.spawn(['true'])).toThrow(expect.objectContaining({ code: 'SESSION_ENDED' }));
+    } finally {
+      await cleanup(tag.name);
+    }
+  });
+
+  it('several commands share one session; end() stops the one still running and what each left', async () => {
+    const tag = createTag();
+    try {
+      const s = sandbox.session(box.channel, { tag, sweep: SWEEP });
+      const first = await s.spawn(['sh', '-c', 'setsid sleep 83 </dev/null >/dev/null 2>&1 & echo one']);
+      expect(first.stdout).toBe('one\n');
+      const server = s.spawn(leaving(84, 'sleep 60'));
+      const seen = [
+        ...(await leftovers(tag.name, 84)),
+        ...taggedOnHost(tag.name).filter((p) => p.cmdline === 'sleep 83'),
+      ];
+      expect(seen.length, 'premise broken: the first leftover is not running').toBe(3);
+      const all = taggedOnHost(tag.name); // the wrapper, the server's sh, its sleep 60 too
+      const report = await s.end();
+      const end = await server;
+      // The sweep ended the server: its line still arrived (TERM's 143), a proven end.
+      expect([end.exitCode, end.failed, end.error]).toEqual([143, true, undefined]);
+      expect(report.stopped.map((p) => p.cmdline)).toContain('sleep 83');
+      expectAllGone(tag.name, [...seen, ...all], report, 84);
+    } finally {
+      await cleanup(tag.name);
+    }
+  });
+
+  it("the session's sweep that cannot reach the container is CHANNEL_UNREACHABLE, never nothing found", async () => {
+    const tag = createTag();
+    try {
+      // The commands go through; every sweep's exec fails (a client that exits 1 without a byte).
+      const broken: sandbox.ExecChannel = {
+        describe: 'a channel that drops sweeps',
+        exec: (argv) =>
+          (argv.includes('tether-sweep') ? sandbox.commandChannel(['false']) : box.channel).exec(argv),
+      };
+      const s = sandbox.session(broken, { tag, sweep: { ...SWEEP, budgetMs: 1200 } });
+      await s.spawn(['sh', '-c', 'setsid sleep 85 </dev/null >/dev/null 2>&1 &']);
+      const error = await s.end().then(
+        () => null,
+        (e: Error) => e,
+      );
+      expect(error, 'the end resolved').toBeInstanceOf(sandbox.SandboxError);
+      expect((error as { code?: string }).code).toBe('CHANNEL_UNREACHABLE');
+      expect((error as Error).message).toContain(tag.name);
+      expect((error as { tag?: string }).tag).toBe(tag.name);
+      // Truthful: the leftover does run on.
+      expect(taggedOnHost(tag.name).map((p) => p.cmdline)).toContain('sleep 85');
+    } finally {
+      await cleanup(tag.name);
+      expect(taggedOnHost(tag.name)).toEqual([]);
+    }
+  });
+});
+
+describe('sandbox.run', () => {
+  it('a failure: the session is swept, the report names the leftovers, the status is the command’s', async () => {
+    const tag = createTag();
+    try {
+      const watch = leftovers(tag.name, 86);
+      const r = await sandbox.run(box.channel, leaving(86, 'sleep 0.3; exit 3'), {
+        tag,
+        sweep: SWEEP,
+        reject: false,
+      });
+      const seen = await watch;
+      expect([r.exitCode, r.failed, r.ok, r.isCanceled, r.timedOut]).toEqual([3, true, false, false, false]);
+      expectAllGone(tag.name, seen, r.report, 86);
+      // Rejecting (the default): COMMAND_FAILED with the same report.
+      const tag2 = createTag();
+      const watch2 = leftovers(tag2.name, 86);
+      const error = await sandbox
+        .run(box.channel, leaving(86, 'sleep 0.3; exit 3'), { tag: tag2, sweep: SWEEP })
+        .catch((e: Error) => e);
+      const seen2 = await watch2;
+      expect((error as { code?: string }).code).toBe('COMMAND_FAILED');
+      expectAllGone(tag2.name, seen2, (error as { report?: SweepReport }).report, 86);
+      await cleanup(tag2.name);
+    } finally {
+      await cleanup(tag.name);
+    }
+  });
+
+  it("the caller's abort: swept before the client is ended, CANCELLED, the leftovers named", async () => {
+    const tag = createTag();
+    try {
+      const abort = new AbortController();
+      const started = performance.now();
+      const call = sandbox
+        .run(box.channel, leaving(88, 'sleep 60'), { tag, sweep: SWEEP, signal: abort.signal })
+        .catch((e: Error) => e);
+      const seen = await leftovers(tag.name, 88);
+      const all = taggedOnHost(tag.name);
+      abort.abort();
+      const error = await call;
+      expect((error as { code?: string }).code, (error as Error).message).toBe('CANCELLED');
+      expect((error as { isCanceled?: boolean }).isCanceled).toBe(true);
+      // The command ended by the sweep's TERM and its line arrived: a proven end, 143.
+      expect((error as { exitCode?: number }).exitCode).toBe(143);
+      expect(performance.now() - started).toBeLessThan(20_000);
+      expectAllGone(tag.name, [...seen, ...all], (error as { report?: SweepReport }).report, 88);
+    } finally {
+      await cleanup(tag.name);
+    }
+  });
+
+  it('a timeout: TIMED_OUT, every process of the session gone, the leftovers named', async () => {
+    const tag = createTag();
+    try {
+      const watch = leftovers(tag.name, 90);
+      const error = await sandbox
+        .run(box.channel, leaving(90, 'sleep 60'), { tag, sweep: SWEEP, timeout: 1500 })
+        .catch((e: Error) => e);
+      const seen = await watch;
+      expect((error as { code?: string }).code, (error as Error).message).toBe('TIMED_OUT');
+      expect((error as Error).message).toContain('1500 milliseconds');
+      expectAllGone(tag.name, seen, (error as { report?: SweepReport }).report, 90);
+    } finally {
+      await cleanup(tag.name);
+    }
+  });
+
+  it('the exec client dying: the unknown end is swept, then the session; both leftovers named', async () => {
+    const tag = createTag();
+    try {
+      const cut = lossyChannel(box.channel, { after: 'ready\n' });
+      const watch = leftovers(tag.name, 92);
+      const r = await sandbox.run(cut, leaving(92, 'sleep 60'), { tag, sweep: SWEEP, reject: false });
+      const seen = await watch;
+      expect(r.error?.code, r.error?.message).toBe('EXEC_STATUS_UNKNOWN');
+      expect([r.exitCode, r.failed, r.ok]).toEqual([null, true, false]);
+      expectAllGone(tag.name, seen, r.report, 92);
+      // Rejecting: EXEC_STATUS_UNKNOWN carrying the session's report.
+      const tag2 = createTag();
+      const watch2 = leftovers(tag2.name, 92);
+      const error = await sandbox
+        .run(lossyChannel(box.channel, { after: 'ready\n' }), leaving(92, 'sleep 60'), {
+          tag: tag2,
+          sweep: SWEEP,
+        })
+        .catch((e: Error) => e);
+      const seen2 = await watch2;
+      expect((error as { code?: string }).code).toBe('EXEC_STATUS_UNKNOWN');
+      expectAllGone(tag2.name, seen2, (error as { report?: SweepReport }).report, 92);
+      await cleanup(tag2.name);
+    } finally {
+      await cleanup(tag.name);
+    }
+  });
+});
+
+const noBusybox = missing('busybox');
+describe.skipIf(noBusybox !== '')(
+  `in a busybox-only container${noBusybox ? ` (skipped: ${noBusybox})` : ''}`,
+  () => {
+    let bb: Container;
+    let root: string;
+    beforeAll(async () => {
+      root = busyboxRoot(tool('busybox').path as string);
+      bb = await startContainer(120, root);
+    });
+    afterAll(async () => {
+      await bb?.stop();
+      if (root) rmSync(root, { recursive: true, force: true });
+    });
+
+    it('a clean exit and an abort each leave nothing behind', async () => {
+      const tag = createTag();
+      const tag2 = createTag();
+      try {
+        const watch = leftovers(tag.name, 94);
+        const r = await sandbox.run(bb.channel, leaving(94, 'sleep 0.3; exit 0'), { tag, sweep: SWEEP });
+        const seen = await watch;
+        expect([r.ok, r.exitCode]).toEqual([true, 0]);
+        expectAllGone(tag.name, seen, r.report, 94);
+
+        const abort = new AbortController();
+        const call = sandbox
+          .run(bb.channel, leaving(96, 'sleep 60'), { tag: tag2, sweep: SWEEP, signal: abort.signal })
+          .catch((e: Error) => e);
+        const seen2 = await leftovers(tag2.name, 96);
+        abort.abort();
+        const error = await call;
+        expect((error as { code?: string }).code, (error as Error).message).toBe('CANCELLED');
+        expectAllGone(tag2.name, seen2, (error as { report?: SweepReport }).report, 96);
+      } finally {
+        for (const t of [tag.name, tag2.name])
+          if (taggedOnHost(t).length) await sandbox.sweep(bb.channel, t, SWEEP);
+      }
+    });
+  },
+);
