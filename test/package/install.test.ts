@@ -2,7 +2,16 @@
 // static helper for each prebuilt architecture, and an install into a fresh project — with no
 // install script run and no C compiler on PATH — gives a `tether` whose helper works.
 import { execFileSync, spawn } from 'node:child_process';
-import { mkdirSync, mkdtempSync, readFileSync, realpathSync, symlinkSync, writeFileSync } from 'node:fs';
+import {
+  cpSync,
+  mkdirSync,
+  mkdtempSync,
+  readFileSync,
+  realpathSync,
+  rmSync,
+  symlinkSync,
+  writeFileSync,
+} from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
@@ -19,8 +28,10 @@ interface Packed {
 }
 
 const started: Identity[] = [];
+const copies: string[] = [];
 afterEach(() => {
   for (const id of started.splice(0)) if (isAlive(id)) process.kill(id.pid, 'SIGKILL');
+  for (const dir of copies.splice(0)) rmSync(dir, { recursive: true, force: true });
 });
 
 // npm, with this suite's own npm_* variables (set when it runs under `npm test`) left out.
@@ -37,9 +48,21 @@ function npm(args: string[], opts: { cwd: string; env?: NodeJS.ProcessEnv }): st
   });
 }
 
+// A copy of what the package is built from, in a fresh directory, node_modules linked: prepack
+// rebuilds dist/ there, never under the files the tests beside this one run.
+function packageSources(): string {
+  const dir = mkdtempSync(join(tmpdir(), 'tether-pack-'));
+  for (const entry of ['package.json', 'tsconfig.json', 'README.md', 'bin', 'native', 'scripts', 'src'])
+    cpSync(join(ROOT, entry), join(dir, entry), { recursive: true });
+  symlinkSync(join(ROOT, 'node_modules'), join(dir, 'node_modules'));
+  copies.push(dir);
+  return dir;
+}
+
 describe('the package', () => {
   it('npm pack --dry-run (prepack and prepare run, as at a publish) lists both helpers, executable, and no install script', () => {
-    const packed = JSON.parse(npm(['pack', '--dry-run', '--json'], { cwd: ROOT }))[0] as Packed;
+    const sources = packageSources();
+    const packed = JSON.parse(npm(['pack', '--dry-run', '--json'], { cwd: sources }))[0] as Packed;
     for (const arch of PREBUILT_ARCHES) {
       const file = packed.files.find((f) => f.path === `dist/${helperFile(arch)}`);
       expect(file, `the package carries dist/${helperFile(arch)}`).toBeDefined();
@@ -49,7 +72,7 @@ describe('the package', () => {
     // without it the sweep reads /proc through its JS path), built for the same architecture.
     const scanLibrary = (arch: string) => `dist/native/linux-${arch}/libtether-proc.so`;
     for (const arch of PREBUILT_ARCHES) {
-      const head = readElf(join(ROOT, scanLibrary(arch)));
+      const head = readElf(join(sources, scanLibrary(arch)));
       expect(head.kind === 'elf' && head.target.arch, `${scanLibrary(arch)} is built for ${arch}`).toBe(arch);
     }
     // The CLI's bundle and its code cache (scripts/build-cli.mjs).
@@ -64,11 +87,11 @@ describe('the package', () => {
       packed.files.filter((f) => f.path.startsWith('dist/native/')).map((f) => f.path),
       'nothing else under dist/native (no stale one-architecture helper, no temp file)',
     ).toEqual(PREBUILT_ARCHES.flatMap((a) => [`dist/${helperFile(a)}`, scanLibrary(a)]).sort());
-    const scripts = JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')).scripts ?? {};
+    const scripts = JSON.parse(readFileSync(join(sources, 'package.json'), 'utf8')).scripts ?? {};
     expect(Object.keys(scripts).filter((s) => ['preinstall', 'install', 'postinstall'].includes(s))).toEqual(
       [],
     );
-  });
+  }, 180_000); // a whole build (tsc, both helpers, the bundle and its cache): 20 s alone, more beside other files
 
   it('installed from its tarball with --ignore-scripts and no C compiler on PATH, `npx tether run` stops a detached sleep through the packaged helper', async () => {
     const work = mkdtempSync(join(tmpdir(), 'tether-consumer-'));
