@@ -12,6 +12,11 @@ export interface RunLedger {
   ledger: Ledger;
   /** Closes the ledger; never throws. */
   close(): Promise<void>;
+  /**
+   * Gives the ledger's writes under way and to come a short deadline (a store with `hurry`:
+   * Postgres, src/ledger/postgres.ts), for a run told to stop by a signal.
+   */
+  hurry(): void;
 }
 
 /**
@@ -55,6 +60,9 @@ export async function beginRecording(
     ledger,
     async close() {
       await ledger.close().catch(() => {});
+    },
+    hurry() {
+      (ledger.store as { hurry?: () => void }).hurry?.();
     },
   };
 }

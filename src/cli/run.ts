@@ -241,7 +241,8 @@ async function runSession(
 
   // A signal to tether goes to the payload. INT/TERM/HUP/QUIT stop it (above; the timeout no
   // longer applies), and a second one ends the session at once (the sweep starts); the others
-  // are the payload's alone.
+  // are the payload's alone. They also hurry the ledger: a Postgres that stopped answering then
+  // holds the end's writes for 2 s, not a statement's 10 s deadline (docs/ledger.md, "The stores").
   const ending = new Set<string>(ENDING_SIGNALS);
   let endingSignals = 0;
   const forward = (signal: NodeJS.Signals) => {
@@ -251,6 +252,7 @@ async function runSession(
       events?.write({ type: 'signal', signal, delivered, ends });
       return;
     }
+    recording?.hurry();
     clearTimeout(timer);
     stopReason ??= 'abort';
     endingSignals++;

@@ -7,7 +7,7 @@
 // idle, the store's while held), every statement has a deadline, and `close` ends connections a
 // frozen server never answers (docs/ledger.md, "The stores").
 import { createRequire } from 'node:module';
-import type { Pool, PoolClient, PoolConfig } from 'pg';
+import type { Pool, PoolClient, PoolConfig, QueryResult, QueryResultRow } from 'pg';
 import { COLUMNS, fromRow, recordsOf, type SessionRow, toRow } from './rows.js';
 import { ledgerCorrupt, ledgerLocked, ledgerUnavailable, type StoreHooks } from './store-errors.js';
 import { redactUrl } from './target.js';
@@ -29,6 +29,8 @@ export const POSTGRES_CONNECT_TIMEOUT_MS = 10_000;
 export const POSTGRES_STATEMENT_TIMEOUT_MS = 10_000;
 /** Milliseconds `close` waits for connections to end in order before it cuts them. */
 export const POSTGRES_CLOSE_TIMEOUT_MS = 1000;
+/** Milliseconds each operation is given once `hurry()` was called (a caller asked to stop). */
+export const POSTGRES_HURRY_MS = 2000;
 
 // Forward migrations, as in the SQLite store: MIGRATIONS[i] takes schema i to i + 1. `%s` is the schema.
 const MIGRATIONS: readonly string[] = [
@@ -132,6 +134,9 @@ export class PostgresStore implements LedgerStore {
   private version = 0;
   // Every connection the pool holds, so that `close` can cut those a frozen server never lets end.
   private readonly clients = new Set<PoolClient>();
+  // The operations under way (each holds, or waits for, one connection), for `hurry`.
+  private readonly pending = new Set<{ hurry(ms: number): void }>();
+  private hurryMs: number | undefined;
 
   constructor(
     private readonly pool: Pool,
@@ -183,9 +188,7 @@ export class PostgresStore implements LedgerStore {
   // table does not exist yet (SQLSTATE 3F000 invalid_schema_name, 42P01 undefined_table).
   private async storedVersion(): Promise<number | undefined> {
     try {
-      const got = await this.pool.query<{ version: number }>(
-        `SELECT version FROM ${this.schema}.ledger_schema`,
-      );
+      const got = await this.query<{ version: number }>(`SELECT version FROM ${this.schema}.ledger_schema`);
       return got.rows[0]?.version;
     } catch (err) {
       const code = (err as { code?: unknown }).code;
@@ -209,15 +212,13 @@ export class PostgresStore implements LedgerStore {
       const cols = this.columns();
       const values = toRow({ ...record, revision: 1 }).slice(0, cols.length);
       const sql = `INSERT INTO ${this.schema}.sessions (${cols.join(', ')}) VALUES (${cols.map((_, i) => `$${i + 1}`).join(', ')}) ON CONFLICT (tag) DO NOTHING`;
-      return (await this.pool.query(sql, values)).rowCount === 1;
+      return (await this.query(sql, values)).rowCount === 1;
     });
   }
 
   async get(tag: string): Promise<SessionRecord | null> {
     return this.run('read', async () => {
-      const r = await this.pool.query<SessionRow>(`SELECT * FROM ${this.schema}.sessions WHERE tag = $1`, [
-        tag,
-      ]);
+      const r = await this.query<SessionRow>(`SELECT * FROM ${this.schema}.sessions WHERE tag = $1`, [tag]);
       return r.rows[0] === undefined ? null : fromRow(r.rows[0], this.location);
     });
   }
@@ -226,10 +227,8 @@ export class PostgresStore implements LedgerStore {
     return this.run('read', async () => {
       const r =
         filter.state === undefined
-          ? await this.pool.query<SessionRow>(
-              `SELECT * FROM ${this.schema}.sessions ORDER BY created_at, seq`,
-            )
-          : await this.pool.query<SessionRow>(
+          ? await this.query<SessionRow>(`SELECT * FROM ${this.schema}.sessions ORDER BY created_at, seq`)
+          : await this.query<SessionRow>(
               `SELECT * FROM ${this.schema}.sessions WHERE state = $1 ORDER BY created_at, seq`,
               [filter.state],
             );
@@ -253,6 +252,18 @@ export class PostgresStore implements LedgerStore {
   }
 
   /**
+   * Gives every operation under way, and every later one, at most `ms` more (default
+   * POSTGRES_HURRY_MS) instead of a statement's full deadline: one still waiting then has its
+   * connection cut and fails with LEDGER_UNAVAILABLE. For a caller told to stop (`tether run`
+   * on a signal): a live server answers well within it, a frozen one no longer holds it up.
+   */
+  hurry(ms = POSTGRES_HURRY_MS): void {
+    if (this.hurryMs !== undefined) return;
+    this.hurryMs = ms;
+    for (const op of this.pending) op.hurry(ms);
+  }
+
+  /**
    * Ends the pool: idle connections at once, held ones as their statement ends. After
    * POSTGRES_CLOSE_TIMEOUT_MS (a frozen server answers neither) every connection is cut, and the
    * statements still waiting fail with LEDGER_UNAVAILABLE. Resolves within twice that, never rejects.
@@ -262,7 +273,8 @@ export class PostgresStore implements LedgerStore {
       () => true,
       () => true,
     );
-    if (await within(ended, POSTGRES_CLOSE_TIMEOUT_MS)) return;
+    // Hurried (a caller is stopping): no wait for a goodbye a frozen server would never answer.
+    if (await within(ended, this.hurryMs === undefined ? POSTGRES_CLOSE_TIMEOUT_MS : 0)) return;
     for (const c of this.clients) cut(c);
     await within(ended, POSTGRES_CLOSE_TIMEOUT_MS);
   }
@@ -271,45 +283,114 @@ export class PostgresStore implements LedgerStore {
     return this.version >= 2 ? COLUMNS : COLUMNS.filter((c) => c !== 'kept');
   }
 
-  // One transaction on a held connection. While held, the connection's 'error' (the server went
-  // away: pg emits it besides failing the statement) is listened to here — without a listener
-  // Node throws it and the process dies — and the connection is then discarded, not rolled back:
-  // a lost or timed-out one cannot run ROLLBACK (it would wait out a second deadline).
-  private async transaction<T>(fn: (c: PoolClient) => Promise<T>): Promise<T> {
-    const c = await this.pool.connect();
+  // One connection held for `fn`. While held, its 'error' (the server went away: pg emits it
+  // besides failing the statement) is listened to here — without a listener Node throws it and
+  // the process dies — and a connection lost or past its deadline is discarded, never reused.
+  // After `hurry`, the operation (its wait for a connection included) is cut at its deadline.
+  private async hold<T>(fn: (c: PoolClient, lost: () => Error | undefined) => Promise<T>): Promise<T> {
+    let client: PoolClient | undefined;
     let lost: Error | undefined;
+    let giveUp: ((err: Error) => void) | undefined;
+    let timer: NodeJS.Timeout | undefined;
+    const op = {
+      hurry: (ms: number) => {
+        timer ??= setTimeout(() => {
+          const late = new Error(`Connection terminated: given up ${ms} ms after hurry()`);
+          lost ??= late;
+          if (client) cut(client);
+          else giveUp?.(late);
+        }, ms);
+      },
+    };
     const onError = (err: Error) => {
       lost ??= err;
     };
-    c.on('error', onError);
-    let committing = false;
+    this.pending.add(op);
+    if (this.hurryMs !== undefined) op.hurry(this.hurryMs);
     try {
-      await c.query('BEGIN');
-      const result = await fn(c);
-      committing = true;
-      await c.query('COMMIT');
-      return result;
-    } catch (err) {
-      if (lost === undefined && !connectionLost(err)) {
-        await c.query('ROLLBACK').catch((e: Error) => {
-          lost = e;
-        });
+      const connecting = this.pool.connect();
+      const abandoned = new Promise<never>((_, reject) => {
+        giveUp = reject;
+      });
+      try {
+        client = await Promise.race([connecting, abandoned]);
+      } catch (err) {
+        // A connection that comes after all goes back to the pool.
+        connecting.then(
+          (c) => c.release(),
+          () => {},
+        );
         throw err;
       }
-      lost ??= err as Error;
-      throw committing ? new InDoubt(lost) : err;
+      client.on('error', onError);
+      if (lost) throw lost; // given up as it came
+      try {
+        return await fn(client, () => lost);
+      } catch (err) {
+        if (connectionLost(err)) lost ??= err as Error;
+        throw err;
+      } finally {
+        client.release(lost ?? false);
+        client.removeListener('error', onError);
+      }
     } finally {
-      c.release(lost ?? false);
-      c.removeListener('error', onError);
+      clearTimeout(timer);
+      this.pending.delete(op);
     }
+  }
+
+  // One statement on a held connection (pg's pool.query, with `hold`'s listener and deadline).
+  private async query<R extends QueryResultRow>(sql: string, values?: unknown[]): Promise<QueryResult<R>> {
+    return this.hold((c) => c.query<R>(sql, values));
+  }
+
+  // One transaction on a held connection. A lost or timed-out connection is not rolled back (a
+  // ROLLBACK there would wait out a second deadline): `hold` discards it.
+  private async transaction<T>(fn: (c: PoolClient) => Promise<T>): Promise<T> {
+    return this.hold(async (c, lost) => {
+      let committing = false;
+      try {
+        await c.query('BEGIN');
+        const result = await fn(c);
+        committing = true;
+        await c.query('COMMIT');
+        return result;
+      } catch (err) {
+        if (lost() === undefined && !connectionLost(err)) {
+          await c.query('ROLLBACK').catch((e: Error) => {
+            throw new RollbackFailed(err, e);
+          });
+          throw err;
+        }
+        throw committing ? new InDoubt(lost() ?? (err as Error)) : err;
+      }
+    });
   }
 
   private async run<T>(action: 'read' | 'write', fn: () => Promise<T>): Promise<T> {
     try {
       return await fn();
     } catch (err) {
+      if (this.hurryMs !== undefined && connectionLost(err) && !(err instanceof InDoubt))
+        throw ledgerUnavailable(
+          this.location,
+          `the server did not answer within ${this.hurryMs} ms of being told to hurry (the caller is stopping); its connection was closed (${(err as Error).message})`,
+          err,
+        );
       throw mapPgError(err, this.location, action, this.statementTimeoutMs);
     }
+  }
+}
+
+// A transaction whose ROLLBACK failed as well: the first error is the one to report, and the
+// connection, in an unknown state, is discarded (`connectionLost`).
+class RollbackFailed extends Error {
+  readonly code = 'ROLLBACK_FAILED';
+  constructor(
+    readonly first: unknown,
+    readonly rollback: Error,
+  ) {
+    super(rollback.message);
   }
 }
 
@@ -323,6 +404,7 @@ class InDoubt extends Error {
 // Whether a statement failed because its connection is gone or stopped answering (pg's own
 // errors carry no SQLSTATE; a server's error does, and leaves the connection usable).
 function connectionLost(err: unknown): boolean {
+  if (err instanceof RollbackFailed || err instanceof InDoubt) return true;
   const code = String((err as { code?: unknown } | null)?.code ?? '');
   if (code.startsWith('08') || code.startsWith('57P') || /^E[A-Z]+$/.test(code)) return true;
   return code === '' && /timeout|terminated|not queryable|closed/i.test((err as Error)?.message ?? '');
@@ -360,6 +442,7 @@ export function mapPgError(
   statementTimeoutMs = POSTGRES_STATEMENT_TIMEOUT_MS,
 ): unknown {
   if ((err as { name?: string } | null)?.name === 'TetherError') return err;
+  if (err instanceof RollbackFailed) return mapPgError(err.first, location, action, statementTimeoutMs);
   if (err instanceof InDoubt)
     return ledgerUnavailable(
       location,
@@ -374,6 +457,8 @@ export function mapPgError(
       `the server did not answer a statement within ${statementTimeoutMs} ms (stopped, frozen or cut off); its connection was closed`,
       err,
     );
+  if (code === '' && /after calling end on the pool/.test(detail))
+    return ledgerUnavailable(location, `the ledger was closed (${detail})`, err);
   if (code === '' && /Connection terminated/.test(detail))
     return ledgerUnavailable(location, `the connection to the server was lost (${detail})`, err);
   if (code === '55P03' || code === '40P01' || code === '57014')
