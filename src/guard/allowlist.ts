@@ -2,7 +2,13 @@
 // says whether one process is spared (the rule's name) or not (undefined). A process spared by a
 // rule that spreads spares every descendant with it; `pid-1` and `guard-ancestor` spare only the
 // process itself (every orphan is PID 1's child, and the guard's ancestors are PID 1's line).
-import { liveSupervisors, type SessionRegistration, viewSessions } from '../containment/live-session.js';
+import {
+  firstMembers,
+  liveSupervisors,
+  type SessionRegistration,
+  signBefore,
+  viewSessions,
+} from '../containment/live-session.js';
 import { type Identity, identityKey } from '../proc/identity.js';
 import type { Snapshot } from '../proc/snapshot.js';
 import type { ProcStat } from '../proc/stat.js';
@@ -210,8 +216,10 @@ export function verdicts(ctx: AllowContext): (pid: number) => Spared | undefined
  * sessions"): a tag is **live** while a sign of a live supervisor of it is seen — its helper
  * under it, its registration with its pid + start time alive, or a sandbox session's wrapper (an
  * exec entry carrying the tag) — by `liveSupervisors` (src/containment/live-session.ts, the
- * evidence recover uses too). A carrier alone is never evidence: an orphan with a made-up or
- * copied tag, or the carriers of a session whose supervisor died, are stopped like any orphan.
+ * evidence recover uses too), and only when it is older than every member of the tag the tick
+ * sees (`firstMembers`, `signBefore`): a helper or a registration a leftover made is younger
+ * than the leftover. A carrier alone is never evidence: an orphan with a made-up or copied tag,
+ * or the carriers of a session whose supervisor died, are stopped like any orphan.
  * - `supervisors`: the live supervisors themselves (spared with their subtrees: their helpers,
  *   payloads and their children), and the sandbox wrappers;
  * - `carriers`: every carrier of a live tag, wherever it was reparented (an orphan the session
@@ -235,15 +243,20 @@ export function findLiveSessions(
   registrations: readonly SessionRegistration[] = [],
 ): LiveSessions {
   const view = viewSessions(snapshot, cmdline);
-  const signs = liveSupervisors(view, registrations);
+  const first = firstMembers(view);
+  const live = new Set<string>();
   const supervisors = new Set<number>();
   const tags = new Set<string>();
-  for (const [tag, list] of signs) {
+  for (const [tag, list] of liveSupervisors(view, registrations)) {
+    const bound = first.get(tag);
+    const counted = bound === undefined ? list : list.filter((sign) => signBefore(sign, bound));
+    if (counted.length === 0) continue;
+    live.add(tag);
     tags.add(`${tag}=1`);
-    for (const sign of list) supervisors.add(sign.supervisor);
+    for (const sign of counted) supervisors.add(sign.supervisor);
   }
   const carriers = new Set<number>();
-  for (const [pid, own] of view.carried) if (own.some((t) => signs.has(t))) carriers.add(pid);
+  for (const [pid, own] of view.carried) if (own.some((t) => live.has(t))) carriers.add(pid);
   return { supervisors, carriers, tags };
 }
 

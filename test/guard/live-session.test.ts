@@ -2,12 +2,15 @@
 // a carrier of a tag with no live supervisor anywhere — a made-up tag, a copied one — is an
 // orphan and is stopped; a live session's carriers are spared on evidence of its supervisor (its
 // registration, its helper) or, in a container, of its sandbox wrapper (an exec entry carrying
-// the tag), and swept on the next tick once that wrapper is gone. Real PID namespaces and
-// cgroups (test/guard/support.ts); ground truth is /proc (pid + start time).
-import { type ChildProcess, spawn } from 'node:child_process';
+// the tag), and swept on the next tick once that wrapper is gone. A sign a leftover forged — a
+// `tether-helper` under an env-cleared parent, an env-cleared process holding a registration of
+// its own — is younger than that leftover, a member of the tag: no evidence, and the leftover is
+// stopped. Real PID namespaces and cgroups (test/guard/support.ts); ground truth is /proc (pid +
+// start time).
+import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
 import { chmodSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { afterEach, describe, expect, it } from 'vitest';
+import { afterEach, beforeAll, describe, expect, it } from 'vitest';
 import type { TickResult } from '../../src/guard/guard.js';
 import { createTag } from '../../src/proc/tag.js';
 import {
@@ -21,6 +24,7 @@ import {
   ppidOf,
   readStat,
 } from '../support/proc.js';
+import { tempDir } from '../support/zoo.js';
 import { allGone, canRun, type Scenario, startScenario, TETHER, until } from './support.js';
 
 let scenario: Scenario | undefined;
@@ -29,6 +33,16 @@ afterEach(async () => {
   for (const c of clients.splice(0)) if (c.exitCode === null && c.signalCode === null) c.kill('SIGKILL');
   await scenario?.end();
   scenario = undefined;
+});
+
+// A pause() program named tether-helper: comm `tether-helper`, argv `--grace …` as it is given.
+let fake = '';
+beforeAll(() => {
+  if (!canRun) return;
+  fake = join(tempDir(), 'tether-helper');
+  execFileSync('cc', ['-x', 'c', '-o', fake, '-'], {
+    input: '#include <unistd.h>\nint main(void) { for (;;) pause(); }\n',
+  });
 });
 
 // The live process of this machine whose cmdline is exactly `cmdline`.
@@ -89,6 +103,63 @@ describe.skipIf(!canRun)('the live-session rule', () => {
       [`sh -c env ${made}=1 sleep 350.${n}; true`, `sleep 350.${n}`, `sleep 351.${n}`].sort(),
     );
     expect(tick.spared['live-session']).toBeGreaterThanOrEqual(3); // node, sh/sleep 353, sleep 352
+  });
+
+  it('stops the leftover of a dead session whose member forged a helper (env-cleared parent) or a registration it holds open: each is younger than the leftover', async () => {
+    const n = process.pid;
+    const [helped, registered] = [createTag().name, createTag().name];
+    scenario = await startScenario(
+      `
+      cat > "$OUT/forge-helper.sh" <<'EOS'
+      sleep "370.$N" </dev/null >/dev/null 2>&1 &
+      env -u "$T" sh -c 'env "$1=1" "$0" --grace 5000 --kill-after 1000 -- x & exec sleep "371.$2"' "$FAKE" "$T" "$N" </dev/null >/dev/null 2>&1 &
+      EOS
+      cat > "$OUT/forge-registration.sh" <<'EOS'
+      sleep "372.$N" </dev/null >/dev/null 2>&1 &
+      env -u "$T" sh -c '
+      hex=\${T#TETHER_SESSION_}
+      start=$(sed "s/.*) //" /proc/$$/stat | cut -d" " -f20)
+      f="$TETHER_SESSIONS_DIR/$hex.$$.$start.1"
+      echo "tether-session 1 $T $$ $start $(cat /proc/sys/kernel/random/boot_id) $(stat -L -c %i /proc/$$/ns/pid)" > "$f"
+      exec sleep "373.$N" 3<"$f"' </dev/null >/dev/null 2>&1 &
+      EOS
+      mark lo setsid env ${helped}=1 T=${helped} N=${n} FAKE="${fake}" sh "$OUT/forge-helper.sh"
+      mark lo setsid env ${registered}=1 T=${registered} N=${n} sh "$OUT/forge-registration.sh"
+      while [ -z "$(pgrep -x tether-helper)" ] || ! ls "$TETHER_SESSIONS_DIR" | grep -q "^${registered.slice('TETHER_SESSION_'.length)}"; do sleep 0.02; done
+      sleep 0.2
+      ready
+      guard --once --min-age 0 --grace 1s --json
+      park`,
+    );
+    const s = scenario;
+    await s.waitFile('ready');
+    const forgery = s.find('lo');
+    const leftovers = [byCmdline(`sleep 370.${n}`), byCmdline(`sleep 372.${n}`)] as ProcessId[];
+    const forgers = [byCmdline(`sleep 371.${n}`), byCmdline(`sleep 373.${n}`)] as ProcessId[];
+    expect([...leftovers, ...forgers].every(Boolean), 'premise: the leftovers and forgers run').toBe(true);
+    const fakeHelper = forgery.find((id) => readStat(id.pid)?.comm === 'tether-helper') as ProcessId;
+    expect(fakeHelper, 'premise: the forged helper runs').toBeDefined();
+    expect(ppidOf(fakeHelper.pid), 'premise: under its env-cleared parent').toBe(forgers[0]?.pid);
+    expect(hasEntry(environOf(fakeHelper.pid), `${helped}=1`), 'premise: it carries the tag').toBe(true);
+    for (const [i, f] of forgers.entries())
+      expect(
+        hasEntry(environOf(f.pid), `${[helped, registered][i]}=1`),
+        'premise: a forger carries no tag',
+      ).toBe(false);
+    s.go();
+    await until(() => s.ticks().length >= 1, 30_000);
+    await s.waitFile('rc');
+    const tick = s.ticks()[0] as TickResult;
+    const stopped = tick.stopped.map((p) => p.cmdline);
+    for (const leftover of [`sleep 370.${n}`, `sleep 372.${n}`])
+      expect(stopped, `${leftover} was spared: ${JSON.stringify(tick.spared)} ${s.stderr()}`).toContain(
+        leftover,
+      );
+    expect(
+      await allGone([...leftovers, ...forgers, fakeHelper], 10_000),
+      `a forgery spared: ${s.stderr()}`,
+    ).toBe(true);
+    expect(tick.spared['live-session'] ?? 0, 'a forged sign made a session live').toBe(0);
   });
 
   it("spares a live sandbox session's setsid server while its wrapper runs; sweeps it on the next tick once the wrapper is gone", async () => {

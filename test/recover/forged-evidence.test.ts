@@ -47,7 +47,7 @@ const orphaned: { tag: string; ledgerPath: string; marks: string[] }[] = [];
 
 afterEach(async () => {
   for (const o of orphaned.splice(0)) {
-    for (const id of carriersOf(o.tag)) started.push(id);
+    if (o.tag) for (const id of carriersOf(o.tag)) started.push(id);
     for (const pid of pids())
       if (o.marks.some((m) => cmdlineOf(pid) === m)) {
         const id = identityOf(pid);
@@ -133,9 +133,15 @@ async function orphanedRun(
   const supervisor = identityOf(run.pid ?? 0);
   if (!supervisor) throw new Error('premise broken: tether run did not start');
   started.push(supervisor);
+  const o = { tag: '', ledgerPath, marks };
+  orphaned.push(o);
   await waitFor('the payload to be ready', () => existsSync(join(out, 'ready')), 30_000);
+  await waitFor(
+    `a tag in ${events}`,
+    () => existsSync(events) && readFileSync(events, 'utf8').includes('\n'),
+  );
   const tag = JSON.parse(readFileSync(events, 'utf8').split('\n')[0] as string).tag as string;
-  orphaned.push({ tag, ledgerPath, marks });
+  o.tag = tag;
   const helper = carriersOf(tag).find((id) => {
     const stat = readStat(id.pid);
     return stat?.comm === 'tether-helper' && stat.ppid === supervisor.pid;
@@ -160,7 +166,7 @@ describe('with its supervisor and helper SIGKILLed, a leftover that forges a sig
     const n = process.pid;
     const { tag } = await orphanedRun(
       ledgerPath,
-      [`sleep 602.${n}`],
+      [`sleep 601.${n}`, `sleep 602.${n}`, `sleep 603.${n}`],
       `setsid sleep 601.${n} </dev/null >/dev/null 2>&1 &
 env -u "$T" sh -c 'env "$1=1" "$0" --grace 5000 --kill-after 1000 -- x & exec sleep 602.${n}' "$FAKE" "$T" </dev/null >/dev/null 2>&1 &
 while [ -z "$(pgrep -x tether-helper -P $!)" ]; do sleep 0.02; done
@@ -190,7 +196,7 @@ exec sleep 603.${n}`,
     const n = process.pid;
     const { tag } = await orphanedRun(
       ledgerPath,
-      [`sleep 612.${n}`],
+      [`sleep 611.${n}`, `sleep 612.${n}`, `sleep 613.${n}`],
       `setsid sleep 611.${n} </dev/null >/dev/null 2>&1 &
 env -u "$T" T="$T" sh -c '${REGISTER_SELF.replaceAll("'", "'\\''")}' x 612.${n} </dev/null >/dev/null 2>&1 &
 until [ -e /proc/$!/fd/3 ]; do sleep 0.02; done
@@ -220,7 +226,7 @@ exec sleep 613.${n}`,
     // left is younger than P (the shape a guard cannot judge without the session's begin).
     const { tag } = await orphanedRun(
       ledgerPath,
-      [`sleep 621.${n}`],
+      [`sleep 621.${n}`, `sleep 622.${n}`, `sleep 623.${n}`],
       `setsid sh -c '
 env -u "$T" T="$T" sh -c "$0" x 621.${n} </dev/null >/dev/null 2>&1 &
 until [ -e /proc/$!/fd/3 ]; do sleep 0.02; done
