@@ -1,5 +1,5 @@
-// tether sandbox exec|sweep --via 'PREFIX' …: a command or a sweep inside a container, through
-// an exec channel given as a command prefix (docs/sandbox.md).
+// tether sandbox exec|run|sweep --via 'PREFIX' …: a command, an agent session or a sweep inside a
+// container, through an exec channel given as a command prefix (docs/sandbox.md).
 
 import type { Command } from 'commander';
 import type { TetherError } from '../errors.js';
@@ -9,8 +9,10 @@ import {
   commandChannel,
   ExecStatusUnknownError,
   exec,
+  run,
   SandboxError,
   type SandboxExecResult,
+  type SandboxRunResult,
   sweep,
 } from '../sandbox/index.js';
 import { splitWords } from '../sandbox/words.js';
@@ -22,7 +24,10 @@ import {
   EXIT_OUTPUT_CLOSED,
   EXIT_STATUS_UNKNOWN,
   EXIT_SWEEP_FAILED,
+  EXIT_TIMED_OUT,
+  EXIT_USAGE,
 } from './exit-codes.js';
+import { type OutputFile, openOutputFile } from './output-file.js';
 import { type PhaseFlags, phaseBudgets, phaseOptions } from './phases.js';
 import { renderReport } from './render.js';
 import { scriptCommand } from './script.js';
@@ -38,7 +43,7 @@ function channelOptions(command: Command): Command {
   ).option('--budget <duration>', 'the whole sweep, retries of an unreachable channel included', '3m');
 }
 
-/** Adds `tether sandbox exec|sweep` and `tether script NAME` to the CLI. */
+/** Adds `tether sandbox exec|run|sweep` and `tether script NAME` to the CLI. */
 export function addSandboxCommands(program: Command): void {
   const sandbox = program
     .command('sandbox')
@@ -67,6 +72,32 @@ export function addSandboxCommands(program: Command): void {
     .argument('<command...>', 'the command and its arguments (after --)')
     .passThroughOptions()
     .action(sandboxExecCommand);
+  channelOptions(
+    sandbox
+      .command('run')
+      .description(
+        'run CMD in the container as an agent session: at every end the session is swept there, ' +
+          'before the exec client is ended; exits as tether run does (docs/sandbox.md#agent-sessions)',
+      ),
+  )
+    .option('--timeout <duration>', 'end the session this long after it started (0: never); exit 124')
+    .option(
+      '--tag <name>',
+      'the session tag to export (TETHER_SESSION_<32 hex digits>); default: a fresh one',
+    )
+    .option(
+      '--silence <duration>',
+      'stop the command when the exec client has said nothing for this long (0: never)',
+      '30m',
+    )
+    .option(
+      '--json',
+      'print the end (the status fields and the report, or the error) as one JSON line on stderr',
+    )
+    .option('--report-file <file>', "write the session's sweep report as JSON to this file")
+    .argument('<command...>', 'the command and its arguments (after --)')
+    .passThroughOptions()
+    .action(sandboxRunCommand);
   channelOptions(
     sandbox.command('sweep').description('stop every process carrying one session tag inside the container'),
   )
@@ -217,6 +248,122 @@ export async function sandboxExecCommand(
     // is swept with it (docs/sandbox.md#docker).
     process.stderr.write(`tether: session --tag ${tag.name}\n`);
   }
+}
+
+/**
+ * `tether sandbox run`: the command as an agent session in the container (`sandbox.run`),
+ * stdin (when not a terminal), stdout and stderr passed through. Exits as `tether run` does: the
+ * command's status on a proven end (128+N for a signal N, as the wrapper's shell saw it), 124
+ * when `--timeout` ended it (its own status when it had to be KILLed: 137), 125 when its end is
+ * unknown (the session swept); and as `sandbox exec` for what only a channel does: 120 (it said
+ * 0, the client did not), 122 (the client could not start), 123 (a cut script), 141 (our stdout's
+ * reader went away), 121 when the session could not be swept (an ambiguous effect: what it
+ * started may still run). SIGINT, SIGTERM and SIGHUP end the session: the sweep in the
+ * container, then the client's end. Every end prints the tag (`tether: session --tag NAME`).
+ */
+export async function sandboxRunCommand(
+  argv: string[],
+  flags: SandboxFlags & { tag?: string; silence: string; timeout?: string; reportFile?: string },
+): Promise<void> {
+  const channel = commandChannel(splitWords('--via', flags.via));
+  const sweepOpts = sweepOptions(flags);
+  const silenceMs = parseDuration('--silence', flags.silence);
+  const timeout =
+    flags.timeout === undefined ? 0 : parseDuration('--timeout', flags.timeout, { infinite: true });
+  const tag = flags.tag === undefined ? createTag() : parseTag(flags.tag);
+  // Opened before the command runs: one that cannot be is refused now (125), not after it.
+  const reportFile = flags.reportFile
+    ? openOutputFile('--report-file', flags.reportFile, 'replace')
+    : undefined;
+  const abort = new AbortController();
+  const onSignal = () => abort.abort();
+  for (const s of CANCEL_SIGNALS) process.on(s, onSignal);
+  let outputClosed = false;
+  const onStdoutError = (error: NodeJS.ErrnoException) => {
+    if (error.code === 'EPIPE') outputClosed = true;
+  };
+  process.stdout.on('error', onStdoutError);
+  const stdin = process.stdin.isTTY ? undefined : process.stdin;
+  try {
+    const r = await run(channel, argv, {
+      tag,
+      shell: sweepOpts.shell,
+      ...(stdin ? { input: stdin } : {}),
+      stdout: process.stdout,
+      stderr: process.stderr,
+      signal: abort.signal,
+      silenceMs,
+      ...(Number.isFinite(timeout) && timeout > 0 ? { timeout } : {}),
+      reject: false,
+      sweep: { graceMs: sweepOpts.graceMs, killAfterMs: sweepOpts.killAfterMs, budgetMs: sweepOpts.budgetMs },
+    });
+    writeReportFile(reportFile, r.report);
+    const notes: string[] = [];
+    process.exitCode = runStatus(r, notes);
+    if (outputClosed && !r.error) {
+      notes.push('stdout was closed by its reader (EPIPE): the command was stopped and its session swept');
+      process.exitCode = EXIT_OUTPUT_CLOSED;
+    }
+    if (flags.json) {
+      const error = r.error ? { code: r.error.code, message: r.error.message } : undefined;
+      process.stderr.write(
+        `${JSON.stringify({ tag: r.tag, ok: r.ok, exitCode: r.exitCode, status: process.exitCode, timedOut: r.timedOut, isCanceled: r.isCanceled, clientStatus: r.clientStatus, clientSignal: r.clientSignal, streamHeld: r.streamHeld, stoppedBy: r.stoppedBy, blindSpots: r.blindSpots, ...(error ? { error } : {}), report: r.report, notes })}\n`,
+      );
+    } else {
+      if (r.error) process.stderr.write(`tether: ${r.error.message}\n`);
+      for (const note of notes) process.stderr.write(`tether: ${note}\n`);
+      if (
+        r.report.stopped.length ||
+        r.report.survivors.length ||
+        r.report.warnings.length ||
+        !r.report.complete
+      )
+        process.stderr.write(`${renderReport(r.report).join('\n')}\n`);
+      process.stderr.write(`tether: session --tag ${tag.name}\n`);
+    }
+  } catch (error) {
+    if (!(error instanceof SandboxError)) throw error;
+    // The session's sweep could not run or was cut: what it started may still run.
+    if (error.report) writeReportFile(reportFile, error.report);
+    if (flags.json) process.stderr.write(errorJson(error, tag.name));
+    else {
+      process.stderr.write(`tether: ${error.message}\n`);
+      if (error.report) process.stderr.write(`${renderReport(error.report).join('\n')}\n`);
+      process.stderr.write(`tether: session --tag ${tag.name}\n`);
+    }
+    process.exitCode = error.code === 'INVALID_OPTION' ? EXIT_USAGE : EXIT_AMBIGUOUS_EFFECT;
+  } finally {
+    for (const s of CANCEL_SIGNALS) process.off(s, onSignal);
+    process.stdout.off('error', onStdoutError);
+    stdin?.unpipe();
+    stdin?.destroy();
+    reportFile?.close();
+  }
+}
+
+// `tether run`'s statuses for a sandbox session's end (see sandboxRunCommand).
+function runStatus(r: SandboxRunResult, notes: string[]): number {
+  if (r.error) return errorStatus(r.error as SandboxError);
+  if (r.stoppedBy === 'silence')
+    notes.push('the exec client was silent for the --silence bound: the command was stopped');
+  if (r.streamHeld)
+    notes.push(
+      "a process the command left still held its output 2 s after its end: the exec client was ended (the status is the command's)",
+    );
+  // As timeout(1): 124 when the timeout ended it, unless it had to be KILLed (128 + 9).
+  if (r.timedOut && r.stoppedBy !== 'silence' && r.exitCode !== 137) return EXIT_TIMED_OUT;
+  if (r.exitCode === 0 && !r.ok) {
+    notes.push(`the command exited with 0 but the exec client ${clientEnd(r as SandboxExecResult)}`);
+    return EXIT_CLIENT_FAILED;
+  }
+  return r.exitCode ?? EXIT_STATUS_UNKNOWN;
+}
+
+// The report file must not cost the command's status or the printed report.
+function writeReportFile(file: OutputFile | undefined, report: unknown): void {
+  const failed = file?.write(`${JSON.stringify(report, null, 2)}\n`);
+  if (failed)
+    process.stderr.write(`tether: could not write the report to ${file?.path}: ${failed.message}\n`);
 }
 
 /**

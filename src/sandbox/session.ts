@@ -156,11 +156,7 @@ export class SandboxSession {
         'SESSION_ENDED',
         `session ${this.tag.name} has ended: cannot spawn ${JSON.stringify(String(argv?.[0]))}`,
       );
-    if (!Array.isArray(argv) || argv.length === 0 || argv.some((a) => typeof a !== 'string') || !argv[0])
-      throw new TetherError(
-        'INVALID_OPTION',
-        `invalid command ${JSON.stringify(argv)}: expected a non-empty argv whose first element names a program`,
-      );
+    checkArgv(argv);
     this.register();
     const started = performance.now();
     const command = [...argv];
@@ -359,6 +355,7 @@ export async function run<O extends SandboxRunOptions = {}>(
       'INVALID_OPTION',
       `invalid reject: ${String(reject).slice(0, 60)} (expected true or false)`,
     );
+  checkArgv(argv); // before the session: a refused argv costs no sweep
   const s = new SandboxSession(channel, {
     ...(tag === undefined ? {} : { tag }),
     ...(shell === undefined ? {} : { shell }),
@@ -370,7 +367,7 @@ export async function run<O extends SandboxRunOptions = {}>(
   try {
     exit = (await s.spawn(argv, command as SandboxCommandOptions).exited) as SandboxExitResult<OutputOf<O>>;
   } catch (error) {
-    await s.end().catch(() => {}); // SESSION_ENDED (an aborted signal) or INVALID_OPTION: nothing ran
+    await s.end().catch(() => {}); // SESSION_ENDED: the signal was already aborted, nothing ran
     throw error;
   }
   const report = await s.end();
@@ -430,6 +427,15 @@ function failedExit<T extends string | Buffer>(
     ...(error.report ? { report: error.report } : {}),
     error,
   };
+}
+
+// An argv that is not a non-empty array of strings naming a program: INVALID_OPTION.
+function checkArgv(argv: unknown): void {
+  if (!Array.isArray(argv) || argv.length === 0 || argv.some((a) => typeof a !== 'string') || !argv[0])
+    throw new TetherError(
+      'INVALID_OPTION',
+      `invalid command ${JSON.stringify(argv)}: expected a non-empty argv whose first element names a program`,
+    );
 }
 
 function unique<T>(list: T[], key: (item: T) => string): T[] {

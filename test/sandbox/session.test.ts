@@ -2,10 +2,14 @@
 // double-forked one, started inside the container, are gone after every end of the session — a
 // clean exit, a failure, the caller's abort, a timeout, the exec client dying — and the report
 // names them. Ground truth: the host's /proc (pid + start time gone).
-import { rmSync } from 'node:fs';
+import { spawn } from 'node:child_process';
+import { chmodSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTag, sandbox } from '../../src/index.js';
 import type { SweepReport } from '../../src/sweep/report.js';
+import { ROOT } from '../support/paths.js';
 import { missing, tool } from '../support/tools.js';
 import {
   aliveOnHost,
@@ -236,6 +240,171 @@ describe('sandbox.run', () => {
       expect((error as { code?: string }).code).toBe('EXEC_STATUS_UNKNOWN');
       expectAllGone(tag2.name, seen2, (error as { report?: SweepReport }).report, 92);
       await cleanup(tag2.name);
+    } finally {
+      await cleanup(tag.name);
+    }
+  });
+});
+
+const TETHER = join(ROOT, 'bin/tether.cjs');
+
+// `tether ARGS…`, its output, and its status; `onReady` once its stdout holds `ready`.
+function tether(
+  args: string[],
+  onReady?: (child: ReturnType<typeof spawn>) => void,
+): Promise<{ status: number | null; stdout: string; stderr: string }> {
+  return new Promise((resolve) => {
+    const child = spawn(process.execPath, [TETHER, ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
+    let stdout = '';
+    let stderr = '';
+    let ready = false;
+    child.stdout?.on('data', (d) => {
+      stdout += d;
+      if (!ready && stdout.includes('ready')) {
+        ready = true;
+        onReady?.(child);
+      }
+    });
+    child.stderr?.on('data', (d) => (stderr += d));
+    const timer = setTimeout(() => child.kill('SIGKILL'), 40_000);
+    child.on('close', (status) => {
+      clearTimeout(timer);
+      resolve({ status, stdout, stderr });
+    });
+  });
+}
+
+describe('tether sandbox run', () => {
+  const phases = ['-k', '1s', '--kill-budget', '1s'];
+
+  it("a failure: the command's status, the report file and --json name the leftovers, all gone", async () => {
+    const tag = createTag();
+    const dir = mkdtempSync(join(tmpdir(), 'tether-sandbox-run-'));
+    try {
+      const watch = leftovers(tag.name, 71);
+      const via = box.prefix.join(' ');
+      const file = join(dir, 'report.json');
+      const r = await tether([
+        'sandbox',
+        'run',
+        '--via',
+        via,
+        '--tag',
+        tag.name,
+        ...phases,
+        '--report-file',
+        file,
+        '--json',
+        '--',
+        ...leaving(71, 'sleep 0.3; exit 4'),
+      ]);
+      const seen = await watch;
+      expect([r.status, r.stdout], r.stderr).toEqual([4, 'ready\n']);
+      const end = JSON.parse(r.stderr.trim().split('\n').at(-1) as string);
+      expect([end.tag, end.exitCode, end.status, end.ok]).toEqual([tag.name, 4, 4, false]);
+      expectAllGone(tag.name, seen, end.report, 71);
+      expectAllGone(tag.name, seen, JSON.parse(readFileSync(file, 'utf8')), 71);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+      await cleanup(tag.name);
+    }
+  });
+
+  it('--timeout: 124, every process of the session gone', async () => {
+    const tag = createTag();
+    try {
+      const watch = leftovers(tag.name, 73);
+      const r = await tether([
+        'sandbox',
+        'run',
+        '--via',
+        box.prefix.join(' '),
+        '--tag',
+        tag.name,
+        ...phases,
+        '--timeout',
+        '1.5s',
+        '--json',
+        '--',
+        ...leaving(73, 'sleep 60'),
+      ]);
+      const seen = await watch;
+      expect(r.status, r.stderr).toBe(124);
+      const end = JSON.parse(r.stderr.trim().split('\n').at(-1) as string);
+      expect([end.timedOut, end.exitCode]).toEqual([true, 143]);
+      expectAllGone(tag.name, seen, end.report, 73);
+    } finally {
+      await cleanup(tag.name);
+    }
+  });
+
+  it('a session whose sweep cannot reach the container: 121 and the error, never nothing found', async () => {
+    const tag = createTag();
+    const dir = mkdtempSync(join(tmpdir(), 'tether-sandbox-run-'));
+    try {
+      // The command goes through; every sweep's exec fails without a byte.
+      const via = join(dir, 'drop-sweeps');
+      writeFileSync(
+        via,
+        `#!/bin/sh\ncase "$*" in *tether-sweep*) exit 1 ;; esac\nexec ${box.prefix.join(' ')} "$@"\n`,
+      );
+      chmodSync(via, 0o755);
+      const r = await tether([
+        'sandbox',
+        'run',
+        '--via',
+        via,
+        '--tag',
+        tag.name,
+        ...phases,
+        '--budget',
+        '1s',
+        '--json',
+        '--',
+        'sh',
+        '-c',
+        'setsid sleep 77 </dev/null >/dev/null 2>&1 &',
+      ]);
+      expect(r.status, r.stderr).toBe(121);
+      const end = JSON.parse(r.stderr.trim().split('\n').at(-1) as string);
+      expect([end.code, end.tag]).toEqual(['CHANNEL_UNREACHABLE', tag.name]);
+      expect(taggedOnHost(tag.name).map((p) => p.cmdline)).toContain('sleep 77'); // truthful: it runs on
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+      await cleanup(tag.name);
+      expect(taggedOnHost(tag.name)).toEqual([]);
+    }
+  });
+
+  it('SIGTERM to tether: the session is swept, then the client ended; the status is the command’s (143)', async () => {
+    const tag = createTag();
+    try {
+      let seen: { pid: number; startTime: number }[] = [];
+      const r = await tether(
+        [
+          'sandbox',
+          'run',
+          '--via',
+          box.prefix.join(' '),
+          '--tag',
+          tag.name,
+          ...phases,
+          '--',
+          ...leaving(75, 'sleep 60'),
+        ],
+        (child) => {
+          void leftovers(tag.name, 75).then((found) => {
+            seen = [...found, ...taggedOnHost(tag.name)];
+            child.kill('SIGTERM');
+          });
+        },
+      );
+      expect(r.status, r.stderr).toBe(143);
+      expect(r.stderr).toContain(`tether: session --tag ${tag.name}`);
+      expect(r.stderr).toContain('sleep 75');
+      expect(seen.length).toBeGreaterThanOrEqual(2);
+      expect(seen.filter(aliveOnHost)).toEqual([]);
+      expect(taggedOnHost(tag.name)).toEqual([]);
     } finally {
       await cleanup(tag.name);
     }
