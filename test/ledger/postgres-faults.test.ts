@@ -165,6 +165,9 @@ function payload(marker: string, go: string): string[] {
   ];
 }
 
+// The migration's advisory lock (src/ledger/postgres.ts) of `schema`.
+const lockKey = (schema: string) => `tether.ledger.${schema}`;
+
 // A crash prints Node's stack trace of the unhandled 'error' event.
 const CRASH = /Unhandled 'error' event|^\s+at .*node:/m;
 
@@ -323,6 +326,42 @@ process.stdout.write('REPORT ' + JSON.stringify(report) + '\\n');
     }
   }, 90_000);
 
+  it('tether run: the server stopped while the open waits for the migration lock — no crash, 125 naming the ledger, the command never ran', async () => {
+    const s = server as Server;
+    const dir = tempDir();
+    const ran = join(dir, 'ran');
+    // A database of its own: its schema is behind (absent), so the open takes the lock.
+    const db = `t_open_${process.pid}_${Date.now()}`;
+    const admin = await client(s);
+    await admin.query(`CREATE DATABASE ${db}`);
+    await admin.end();
+    const url = s.url.replace(/\/tether_test$/, `/${db}`);
+    const holder = await client({ ...s, url });
+    const watcher = await client({ ...s, url });
+    try {
+      await holder.query('SELECT pg_advisory_lock(hashtext($1))', [lockKey('tether')]);
+      const done = tether(['run', '--ledger', url, '--', 'touch', ran]);
+      for (let i = 0; i < 250; i++) {
+        const r = await watcher.query<{ n: string }>(
+          "SELECT count(*) AS n FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND wait_event = 'advisory'",
+        );
+        if (Number(r.rows[0]?.n) > 0) break;
+        await sleep(20);
+      }
+      stopNow(s);
+      const result = await done;
+      expect(result.stderr).not.toMatch(CRASH);
+      expect(result.code, result.stderr).toBe(125);
+      expect(result.stderr).toContain('cannot record the session in the ledger');
+      expect(result.stderr).toContain('connection to the server was lost');
+      expect(existsSync(ran)).toBe(false);
+    } finally {
+      await holder.end().catch(() => {});
+      await watcher.end().catch(() => {});
+      if (!existsSync(join(s.dir, 'data/postmaster.pid'))) restart(s);
+    }
+  });
+
   it('tether run: a frozen server (postmaster and backends SIGSTOPped) costs at most a statement deadline', async () => {
     const s = server as Server;
     const dir = tempDir();
@@ -427,9 +466,6 @@ process.stdout.write('REPORT ' + JSON.stringify(report) + '\\n');
     }
   }, 60_000);
 });
-
-// The migration's advisory lock (src/ledger/postgres.ts) of `schema`, held by `c` until released.
-const lockKey = (schema: string) => `tether.ledger.${schema}`;
 
 describe.skipIf(skip !== '')(
   `concurrent opens and writers on one Postgres${skip ? ` (skipped: ${skip})` : ''}`,
