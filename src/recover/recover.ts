@@ -13,7 +13,7 @@ import type { SweepReport } from '../sweep/report.js';
 import { channelTrust } from './channel-trust.js';
 import { endExpiredKept, type KeptEnd } from './kept.js';
 import { type Plan, planOf } from './plan.js';
-import { type LiveEvidence, liveSign, readLiveTags, sessionBound } from './supervised.js';
+import { type LiveEvidence, liveSign, readLiveTags, refusedSigns, sessionBound } from './supervised.js';
 import { type SweepOutcome, sweepSession } from './sweep-session.js';
 
 /** Options of `recover()`. Durations in milliseconds. */
@@ -124,12 +124,14 @@ export async function recover(options: RecoverOptions): Promise<RecoverResult> {
   // nothing of this boot was started by its members.
   const live = readLiveTags(options.procRoot);
   const supervised = new Map<string, LiveEvidence>();
+  const refused = new Map<string, string[]>(); // signs too young to count, said in the report
   for (const j of judged) {
     if (!j.gone) continue;
     const otherBoot = j.record.location.kind === 'local' && j.by === 'boot';
     const bound = otherBoot ? undefined : sessionBound(j.record, live);
     const sign = liveSign(j.record.tag, live, { otherBoot, ...(bound === undefined ? {} : { bound }) });
     if (sign) supervised.set(j.record.tag, sign);
+    else if (bound !== undefined) refused.set(j.record.tag, refusedSigns(j.record.tag, live, bound));
   }
   const orphaned = judged.filter((j) => j.gone && !supervised.has(j.record.tag)).map((j) => j.record);
   const leftAlone = (record: SessionRecord, reason: string, evidence?: LiveSign): RecoveredSession => ({
@@ -150,7 +152,9 @@ export async function recover(options: RecoverOptions): Promise<RecoverResult> {
   ];
   const plans = orphaned.map((record) => planOf(record, { procRoot: options.procRoot, trust }));
   const swept = await inBatches(plans, options.concurrency ?? 16, (plan) =>
-    options.dryRun ? describeDry(plan) : recoverOne(ledger, plan, options, now),
+    options.dryRun
+      ? describeDry(plan, refused.get(plan.record.tag))
+      : recoverOne(ledger, plan, options, now, refused.get(plan.record.tag)),
   );
   const sessions = [...swept, ...unjudged];
   const kept = await endExpiredKept(records, { ...options, now, here, live });
@@ -173,10 +177,12 @@ async function recoverOne(
   plan: Plan,
   options: RecoverOptions,
   now: number,
+  refused: string[] = [],
 ): Promise<RecoveredSession> {
   const done: SweepOutcome = await sweepSession(plan, { ...options, now });
-  // What the plan refused from the record (a recorded cgroup not the session's) is said too.
-  const notes = plan.kind === 'local' ? plan.notes : [];
+  // What the plan refused from the record (a recorded cgroup not the session's) is said too, and
+  // the signs of life too young to count.
+  const notes = [...(plan.kind === 'local' ? plan.notes : []), ...refused];
   const why = [done.reason, ...notes].filter((r) => r !== undefined).join('; ');
   const swept = { ...done, ...(why ? { reason: why } : {}) };
   const base = { tag: plan.record.tag, where: plan.where, report: swept.report };
@@ -206,14 +212,14 @@ async function recoverOne(
 }
 
 // A dry run: what would be swept, from what the ledger recorded. Nothing is signalled or written.
-function describeDry(plan: Plan): RecoveredSession {
+function describeDry(plan: Plan, refused: string[] = []): RecoveredSession {
   return {
     tag: plan.record.tag,
     state: plan.record.state,
     outcome: 'would-sweep',
     where: plan.where,
     report: null,
-    reason: plan.dryRun,
+    reason: [plan.dryRun, ...refused].join('; '),
   };
 }
 

@@ -102,3 +102,23 @@ export function liveSign(
     sign,
   };
 }
+
+/**
+ * The signs of `tag` that `bound` (clock ticks: `sessionBound`) refused, one sentence each for a
+ * report: each names the processes it rests on and their start times, younger than the session's
+ * begin (a member of the session could have made it). Empty when none was refused.
+ */
+export function refusedSigns(tag: string, live: LiveTags, bound: number): string[] {
+  return (live.signs.get(tag) ?? [])
+    .filter((sign) => !signBefore(sign, bound))
+    .map((sign) => {
+      const s = `pid ${sign.supervisor} (started at tick ${sign.started.supervisor})`;
+      const what =
+        sign.kind === 'helper'
+          ? `a helper pid ${sign.helperPid} (started at tick ${sign.started.helper}) under ${s}`
+          : sign.kind === 'registration'
+            ? `a registration held by ${s}`
+            : `a sandbox wrapper ${s}`;
+      return `not evidence of life: ${what}, not older than the session's begin (tick ${bound}): a member of the session could have made it`;
+    });
+}

@@ -2,7 +2,7 @@
 // the supervisor it names (pid + start time) is alive in this boot and PID namespace, does not
 // carry the tag, owns the file and holds it open. Real files in a temp directory, real processes;
 // a forged file of each shape is no sign.
-import { execFileSync, spawn } from 'node:child_process';
+import { execFileSync, spawn, spawnSync } from 'node:child_process';
 import {
   chmodSync,
   existsSync,
@@ -26,6 +26,7 @@ import {
 } from '../../src/containment/live-session.js';
 import { takeSnapshot } from '../../src/proc/snapshot.js';
 import { createTag } from '../../src/proc/tag.js';
+import { ROOT } from '../support/paths.js';
 import { identityOf, type ProcessId } from '../support/proc.js';
 import { cleanup, started, tempDir, waitFor } from '../support/zoo.js';
 
@@ -148,6 +149,74 @@ describe('a live-session registration', () => {
       'remove() left an fd on the file',
     ).toEqual([]);
   });
+
+  it.skipIf(process.getuid?.() !== 0)(
+    "of a SIGKILLed supervisor whose pid a new process took, holding the file open, is no sign (a PID namespace's own allocator)",
+    () => {
+      const dir = join(tempDir(), 'sessions');
+      const tag = createTag().name;
+      const script = join(tempDir(), 'reuse.mjs');
+      const live = join(ROOT, 'dist/containment/live-session.js');
+      const snapshot = join(ROOT, 'dist/proc/snapshot.js');
+      writeFileSync(
+        script,
+        `import { spawn } from 'node:child_process';
+import { writeFileSync } from 'node:fs';
+import { once } from 'node:events';
+const live = await import(${JSON.stringify(live)});
+const { takeSnapshot } = await import(${JSON.stringify(snapshot)});
+const [dir, tag] = process.argv.slice(2);
+// The supervisor: registers the session (and holds its file), says where, and waits.
+const sup = spawn(process.execPath, ['--input-type=module', '-e',
+  'const l = await import(process.argv[1]); console.log(l.registerSession(process.argv[2], process.argv[3]).path); setInterval(() => {}, 1000);',
+  ${JSON.stringify(live)}, tag, dir], { stdio: ['ignore', 'pipe', 'inherit'] });
+let path = '';
+for await (const chunk of sup.stdout) { path += chunk; if (path.endsWith('\\n')) break; }
+path = path.trim();
+const before = live.liveSupervisors(live.viewSessions(takeSnapshot()), live.readSessionRegistrations(dir)).get(tag) ?? [];
+sup.kill('SIGKILL');
+await once(sup, 'exit');
+// A new process takes the dead supervisor's pid (this namespace's allocator, moved by hand) and
+// holds its registration open, with no tag.
+let taker;
+for (let i = 0; i < 20 && !taker; i++) {
+  writeFileSync('/proc/sys/kernel/ns_last_pid', String(sup.pid - 1));
+  const c = spawn('sh', ['-c', 'exec sleep 600 3<"$0"', path], { stdio: 'ignore', env: { PATH: process.env.PATH } });
+  if (c.pid === sup.pid) taker = c;
+  else c.kill('SIGKILL');
+}
+let held = false;
+for (let i = 0; i < 200 && taker && !held; i++) {
+  try { held = (await import('node:fs')).readlinkSync('/proc/' + taker.pid + '/fd/3') === path; } catch {}
+  if (!held) await new Promise((r) => setTimeout(r, 10));
+}
+const after = live.liveSupervisors(live.viewSessions(takeSnapshot()), live.readSessionRegistrations(dir)).get(tag) ?? [];
+console.log(JSON.stringify({ before: before.map((s) => s.supervisor), pid: sup.pid, reused: taker !== undefined, held, after }));
+taker?.kill('SIGKILL');
+`,
+      );
+      const r = spawnSync(
+        'unshare',
+        ['--pid', '--fork', '--kill-child', '--mount-proc', process.execPath, script, dir, tag],
+        {
+          encoding: 'utf8',
+          timeout: 60_000,
+        },
+      );
+      const out = JSON.parse(r.stdout.trim().split('\n').at(-1) ?? 'null') as {
+        before: number[];
+        pid: number;
+        reused: boolean;
+        held: boolean;
+        after: unknown[];
+      } | null;
+      expect(out, `the namespace script failed: ${r.stderr}`).not.toBeNull();
+      expect(out?.before, 'premise: the live supervisor is a sign').toEqual([out?.pid]);
+      expect(out?.reused, 'premise: a new process took the dead supervisor’s pid').toBe(true);
+      expect(out?.held, 'premise: it holds the dead supervisor’s registration open').toBe(true);
+      expect(out?.after, 'the dead supervisor’s reused pid is a sign').toEqual([]);
+    },
+  );
 
   it('is read only from a regular file of at most 512 bytes; a symlink or a FIFO is skipped', () => {
     const dir = join(tempDir(), 'sessions');

@@ -188,6 +188,10 @@ exec sleep 603.${n}`,
     expect(entry?.outcome, `${entry?.reason} ${r.stderr}`).toBe('recovered');
     expect(isAlive(leftover), `the leftover ${describeProcess(leftover)} survived recover`).toBe(false);
     expect(isAlive(forged), `the forged helper ${describeProcess(forged)} survived recover`).toBe(false);
+    // The sign refused is said: the processes it rests on and their start times.
+    expect(entry?.reason).toContain(
+      `not evidence of life: a helper pid ${forged.pid} (started at tick ${forged.startTime}) under pid ${parent.pid} (started at tick ${parent.startTime})`,
+    );
     expect(r.json.settled).toBe(true);
   });
 
