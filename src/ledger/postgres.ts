@@ -113,8 +113,6 @@ export async function openPostgresStore(
     connectionTimeoutMillis: options.connectTimeoutMs ?? POSTGRES_CONNECT_TIMEOUT_MS,
     lock_timeout: options.lockTimeoutMs ?? POSTGRES_LOCK_TIMEOUT_MS,
     query_timeout: statementTimeoutMs,
-    // A server that vanished without a word (a cut network) is noticed on an idle connection too.
-    keepAlive: true,
   });
   // An idle client's error (the server restarted) must not crash the process: the next query
   // reports it. A held client's is the store's (`PostgresStore.hold`).
@@ -123,7 +121,7 @@ export async function openPostgresStore(
   try {
     await store.migrate(options.schemaVersion ?? POSTGRES_SCHEMA_VERSION);
   } catch (err) {
-    await pool.end().catch(() => {});
+    await store.close(); // bounded: a frozen server never answers a goodbye
     throw mapPgError(err, location, 'open');
   }
   return store;
