@@ -495,16 +495,16 @@ export function signBefore(sign: LiveSign, bound: number): boolean {
 }
 
 /**
- * The start time (clock ticks since boot) of the oldest member of each tag seen in `view`: the
- * oldest live carrier that is neither a helper (`looksLikeHelper`) nor an exec entry (ppid 0: a
- * sandbox wrapper) — the processes a sign itself may rest on. Tags with no such member are absent.
+ * The start time (clock ticks since boot) of the oldest member of each tag seen in `view`: its
+ * oldest live carrier, whatever it looks like (a helper and a sandbox wrapper carry the tag too:
+ * a real one is its session's oldest carrier; a leftover that names itself `tether-helper` is
+ * still a member). Tags with no live carrier are absent.
  */
 export function firstMembers(view: SessionView): Map<string, number> {
   const first = new Map<string, number>();
   for (const [pid, tags] of view.carried) {
     const stat = view.processes.get(pid);
-    if (!alive(stat) || stat.ppid === 0) continue;
-    if (stat.comm === HELPER_COMM && looksLikeHelper(stat.comm, view.cmdline(pid).split(' '))) continue;
+    if (!alive(stat)) continue;
     for (const tag of tags) {
       const known = first.get(tag);
       if (known === undefined || stat.startTime < known) first.set(tag, stat.startTime);

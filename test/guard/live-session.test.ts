@@ -105,9 +105,10 @@ describe.skipIf(!canRun)('the live-session rule', () => {
     expect(tick.spared['live-session']).toBeGreaterThanOrEqual(3); // node, sh/sleep 353, sleep 352
   });
 
-  it('stops the leftover of a dead session whose member forged a helper (env-cleared parent) or a registration it holds open: each is younger than the leftover', async () => {
+  it('stops the leftover of a dead session whose member forged a helper (env-cleared parent) or a registration it holds open, also a leftover named tether-helper: each forgery is younger than the leftover', async () => {
     const n = process.pid;
-    const [helped, registered] = [createTag().name, createTag().name];
+    const [helped, registered, disguised] = [createTag().name, createTag().name, createTag().name];
+    const hexes = [registered, disguised].map((t) => t.slice('TETHER_SESSION_'.length));
     scenario = await startScenario(
       `
       cat > "$OUT/forge-helper.sh" <<'EOS'
@@ -115,17 +116,18 @@ describe.skipIf(!canRun)('the live-session rule', () => {
       env -u "$T" sh -c 'env "$1=1" "$0" --grace 5000 --kill-after 1000 -- x & exec sleep "371.$2"' "$FAKE" "$T" "$N" </dev/null >/dev/null 2>&1 &
       EOS
       cat > "$OUT/forge-registration.sh" <<'EOS'
-      sleep "372.$N" </dev/null >/dev/null 2>&1 &
+      "$@" </dev/null >/dev/null 2>&1 &
       env -u "$T" sh -c '
       hex=\${T#TETHER_SESSION_}
       start=$(sed "s/.*) //" /proc/$$/stat | cut -d" " -f20)
       f="$TETHER_SESSIONS_DIR/$hex.$$.$start.1"
       echo "tether-session 1 $T $$ $start $(cat /proc/sys/kernel/random/boot_id) $(stat -L -c %i /proc/$$/ns/pid)" > "$f"
-      exec sleep "373.$N" 3<"$f"' </dev/null >/dev/null 2>&1 &
+      exec sleep "$0" 3<"$f"' "$HOLD" </dev/null >/dev/null 2>&1 &
       EOS
       mark lo setsid env ${helped}=1 T=${helped} N=${n} FAKE="${fake}" sh "$OUT/forge-helper.sh"
-      mark lo setsid env ${registered}=1 T=${registered} N=${n} sh "$OUT/forge-registration.sh"
-      while [ -z "$(pgrep -x tether-helper)" ] || ! ls "$TETHER_SESSIONS_DIR" | grep -q "^${registered.slice('TETHER_SESSION_'.length)}"; do sleep 0.02; done
+      mark lo setsid env ${registered}=1 T=${registered} HOLD=373.${n} sh "$OUT/forge-registration.sh" sleep 372.${n}
+      mark lo setsid env ${disguised}=1 T=${disguised} HOLD=375.${n} sh "$OUT/forge-registration.sh" "${fake}" --grace 5000 --kill-after 1000 -- 374.${n}
+      while [ "$(pgrep -cx tether-helper)" -lt 2 ] || ! ls "$TETHER_SESSIONS_DIR" | grep -q "^${hexes[0]}" || ! ls "$TETHER_SESSIONS_DIR" | grep -q "^${hexes[1]}"; do sleep 0.02; done
       sleep 0.2
       ready
       guard --once --min-age 0 --grace 1s --json
@@ -134,16 +136,29 @@ describe.skipIf(!canRun)('the live-session rule', () => {
     const s = scenario;
     await s.waitFile('ready');
     const forgery = s.find('lo');
-    const leftovers = [byCmdline(`sleep 370.${n}`), byCmdline(`sleep 372.${n}`)] as ProcessId[];
-    const forgers = [byCmdline(`sleep 371.${n}`), byCmdline(`sleep 373.${n}`)] as ProcessId[];
+    const disguise = `${fake} --grace 5000 --kill-after 1000 -- 374.${n}`;
+    const leftovers = [
+      byCmdline(`sleep 370.${n}`),
+      byCmdline(`sleep 372.${n}`),
+      byCmdline(disguise),
+    ] as ProcessId[];
+    const forgers = [
+      byCmdline(`sleep 371.${n}`),
+      byCmdline(`sleep 373.${n}`),
+      byCmdline(`sleep 375.${n}`),
+    ] as ProcessId[];
     expect([...leftovers, ...forgers].every(Boolean), 'premise: the leftovers and forgers run').toBe(true);
-    const fakeHelper = forgery.find((id) => readStat(id.pid)?.comm === 'tether-helper') as ProcessId;
-    expect(fakeHelper, 'premise: the forged helper runs').toBeDefined();
-    expect(ppidOf(fakeHelper.pid), 'premise: under its env-cleared parent').toBe(forgers[0]?.pid);
+    const fakeHelper = forgery.find(
+      (id) => readStat(id.pid)?.comm === 'tether-helper' && ppidOf(id.pid) === forgers[0]?.pid,
+    ) as ProcessId;
+    expect(fakeHelper, 'premise: the forged helper runs under its env-cleared parent').toBeDefined();
     expect(hasEntry(environOf(fakeHelper.pid), `${helped}=1`), 'premise: it carries the tag').toBe(true);
+    const named = leftovers[2] as ProcessId;
+    expect(readStat(named.pid)?.comm, 'premise: a leftover named tether-helper').toBe('tether-helper');
+    expect(ppidOf(named.pid), 'premise: orphaned to PID 1').toBe(s.initPid());
     for (const [i, f] of forgers.entries())
       expect(
-        hasEntry(environOf(f.pid), `${[helped, registered][i]}=1`),
+        hasEntry(environOf(f.pid), `${[helped, registered, disguised][i]}=1`),
         'premise: a forger carries no tag',
       ).toBe(false);
     s.go();
@@ -151,7 +166,7 @@ describe.skipIf(!canRun)('the live-session rule', () => {
     await s.waitFile('rc');
     const tick = s.ticks()[0] as TickResult;
     const stopped = tick.stopped.map((p) => p.cmdline);
-    for (const leftover of [`sleep 370.${n}`, `sleep 372.${n}`])
+    for (const leftover of [`sleep 370.${n}`, `sleep 372.${n}`, disguise])
       expect(stopped, `${leftover} was spared: ${JSON.stringify(tick.spared)} ${s.stderr()}`).toContain(
         leftover,
       );
