@@ -2,7 +2,7 @@
 // container, through an exec channel given as a command prefix (docs/sandbox.md).
 
 import type { Command } from 'commander';
-import type { TetherError } from '../errors.js';
+import { TetherError } from '../errors.js';
 import { parseDuration } from '../options.js';
 import { createTag, parseTag } from '../proc/tag.js';
 import {
@@ -323,7 +323,8 @@ export async function sandboxRunCommand(
     }
   } catch (error) {
     if (!(error instanceof SandboxError)) throw error;
-    // The session's sweep could not run or was cut: what it started may still run.
+    // The --via client could not start (nothing ran), or the session's sweep could not run or was
+    // cut (what it started may still run).
     if (error.report) writeReportFile(reportFile, error.report);
     if (flags.json) process.stderr.write(errorJson(error, tag.name));
     else {
@@ -331,7 +332,13 @@ export async function sandboxRunCommand(
       if (error.report) process.stderr.write(`${renderReport(error.report).join('\n')}\n`);
       process.stderr.write(`tether: session --tag ${tag.name}\n`);
     }
-    process.exitCode = error.code === 'INVALID_OPTION' ? EXIT_USAGE : EXIT_AMBIGUOUS_EFFECT;
+    // 122 when the --via client could not start (nothing ran); 121 when the session could not be swept.
+    process.exitCode =
+      error.code === 'INVALID_OPTION'
+        ? EXIT_USAGE
+        : error.code === 'CHANNEL_UNREACHABLE' && !(error.cause instanceof TetherError)
+          ? EXIT_CLIENT_NOT_STARTED
+          : EXIT_AMBIGUOUS_EFFECT;
   } finally {
     for (const s of CANCEL_SIGNALS) process.off(s, onSignal);
     process.stdout.off('error', onStdoutError);

@@ -102,6 +102,8 @@ export class SandboxSession {
   private readonly sweeps: SweepReport[] = [];
   /** Commands whose end stayed unsettled after the session's sweep (AMBIGUOUS_EFFECT). */
   private readonly unsettledAfter: string[] = [];
+  /** A command's own sweep found the channel unreachable after its retries. */
+  private channelDown = false;
   private ending: Promise<SweepReport> | undefined;
   private reason: 'timeout' | 'abort' | undefined;
   private timer: NodeJS.Timeout | undefined;
@@ -177,6 +179,8 @@ export class SandboxSession {
       (error: TetherError) => {
         if (error.report) this.sweeps.push(error.report);
         if (this.ending && error.code === 'AMBIGUOUS_EFFECT') this.unsettledAfter.push(error.message);
+        // Its sweep already spent its budget on a channel that never reached the target.
+        if ((error.cause as TetherError | undefined)?.code === 'CHANNEL_UNREACHABLE') this.channelDown = true;
         return this.marked(failedExit(command, this.tag.name, error, empty, started));
       },
     );
@@ -226,8 +230,10 @@ export class SandboxSession {
     clearTimeout(this.timer);
     this.signal?.removeEventListener('abort', this.onAbort);
     const running = [...this.running];
-    // An abort or a timeout sweeps on the cancel budget; the caller's abort during a plain end cuts it.
-    const budget = this.reason ? AbortSignal.abort() : this.signal;
+    // An abort or a timeout sweeps on the cancel budget (10 s), as does an end after a command's
+    // sweep found the channel unreachable (its whole budget already spent on retries: this sweep
+    // only confirms it); the caller's abort during a plain end cuts it.
+    const budget = this.reason || this.channelDown ? AbortSignal.abort() : this.signal;
     let report: SweepReport | undefined;
     let failure: unknown;
     try {
@@ -370,6 +376,12 @@ export async function run<O extends SandboxRunOptions = {}>(
     await s.end().catch(() => {}); // SESSION_ENDED: the signal was already aborted, nothing ran
     throw error;
   }
+  if (notStarted(exit.error)) {
+    // The client never started: the argv never left this machine, nothing ran. As a local
+    // spawn's SPAWN_FAILED, it rejects whatever `reject` says, once the session's sweep was tried.
+    await s.end().catch(() => {});
+    throw exit.error;
+  }
   const report = await s.end();
   const result: SandboxRunResult<OutputOf<O>> = { ...exit, report };
   if (reject === false) return result;
@@ -427,6 +439,12 @@ function failedExit<T extends string | Buffer>(
     ...(error.report ? { report: error.report } : {}),
     error,
   };
+}
+
+// The exec client could not be started (`sandbox.exec`'s CHANNEL_UNREACHABLE: its cause is
+// the spawn error, not a sweep's).
+function notStarted(error: TetherError | undefined): boolean {
+  return error?.code === 'CHANNEL_UNREACHABLE' && !(error.cause instanceof TetherError);
 }
 
 // An argv that is not a non-empty array of strings naming a program: INVALID_OPTION.

@@ -47,7 +47,7 @@ async function leftovers(
   s: number,
 ): Promise<{ pid: number; startTime: number; cmdline: string }[]> {
   const want = [`sleep ${s}`, `sleep ${s + 1}`];
-  for (let i = 0; i < 250; i++) {
+  for (let i = 0; i < 500; i++) {
     const found = taggedOnHost(tag).filter((p) => want.includes(p.cmdline));
     if (found.length === 2) return found;
     await sleep(20);
@@ -151,11 +151,35 @@ describe('sandbox.session', () => {
 });
 
 describe('sandbox.run', () => {
+  it('a client that cannot start: CHANNEL_UNREACHABLE whatever reject says, nothing ran', async () => {
+    const started = performance.now();
+    const missingClient = sandbox.commandChannel(['/nonexistent/tether-test-client']);
+    const error = await sandbox.run(missingClient, ['true'], { reject: false }).catch((e: Error) => e);
+    expect((error as { code?: string }).code).toBe('CHANNEL_UNREACHABLE');
+    expect((error as Error).message).toContain('was not run');
+    expect(performance.now() - started).toBeLessThan(2000);
+  });
+
+  it('a channel that never reaches the target: the session confirms it on the cancel budget, not a second whole budget', async () => {
+    // A pid that names no process: nsenter cannot open its namespaces, as a pod already gone.
+    const gone = sandbox.commandChannel(['nsenter', '-t', '2147483646', '-a']);
+    const started = performance.now();
+    const error = await sandbox
+      .run(gone, ['true'], { sweep: { ...SWEEP, budgetMs: 4000, cancelBudgetMs: 300 } })
+      .catch((e: Error) => e);
+    const took = performance.now() - started;
+    expect((error as { code?: string }).code, (error as Error).message).toBe('CHANNEL_UNREACHABLE');
+    expect((error as Error).message).toContain('could not be swept');
+    // The command's own sweep spent its 4 s; the session's then 0.3 s (two whole budgets: 8 s).
+    expect(took).toBeGreaterThan(3500);
+    expect(took).toBeLessThan(6500);
+  });
+
   it('a failure: the session is swept, the report names the leftovers, the status is the command’s', async () => {
     const tag = createTag();
     try {
       const watch = leftovers(tag.name, 86);
-      const r = await sandbox.run(box.channel, leaving(86, 'sleep 0.3; exit 3'), {
+      const r = await sandbox.run(box.channel, leaving(86, 'sleep 1; exit 3'), {
         tag,
         sweep: SWEEP,
         reject: false,
@@ -167,7 +191,7 @@ describe('sandbox.run', () => {
       const tag2 = createTag();
       const watch2 = leftovers(tag2.name, 86);
       const error = await sandbox
-        .run(box.channel, leaving(86, 'sleep 0.3; exit 3'), { tag: tag2, sweep: SWEEP })
+        .run(box.channel, leaving(86, 'sleep 1; exit 3'), { tag: tag2, sweep: SWEEP })
         .catch((e: Error) => e);
       const seen2 = await watch2;
       expect((error as { code?: string }).code).toBe('COMMAND_FAILED');
@@ -220,9 +244,14 @@ describe('sandbox.run', () => {
   it('the exec client dying: the unknown end is swept, then the session; both leftovers named', async () => {
     const tag = createTag();
     try {
-      const cut = lossyChannel(box.channel, { after: 'ready\n' });
+      // Lost once the leftovers had a second to exec their sleeps (else the sweep may find them as sh).
+      const cut = lossyChannel(box.channel, { after: 'go\n' });
       const watch = leftovers(tag.name, 92);
-      const r = await sandbox.run(cut, leaving(92, 'sleep 60'), { tag, sweep: SWEEP, reject: false });
+      const r = await sandbox.run(cut, leaving(92, 'sleep 1; echo go; sleep 60'), {
+        tag,
+        sweep: SWEEP,
+        reject: false,
+      });
       const seen = await watch;
       expect(r.error?.code, r.error?.message).toBe('EXEC_STATUS_UNKNOWN');
       expect([r.exitCode, r.failed, r.ok]).toEqual([null, true, false]);
@@ -231,7 +260,7 @@ describe('sandbox.run', () => {
       const tag2 = createTag();
       const watch2 = leftovers(tag2.name, 92);
       const error = await sandbox
-        .run(lossyChannel(box.channel, { after: 'ready\n' }), leaving(92, 'sleep 60'), {
+        .run(lossyChannel(box.channel, { after: 'go\n' }), leaving(92, 'sleep 1; echo go; sleep 60'), {
           tag: tag2,
           sweep: SWEEP,
         })
@@ -296,7 +325,7 @@ describe('tether sandbox run', () => {
         file,
         '--json',
         '--',
-        ...leaving(71, 'sleep 0.3; exit 4'),
+        ...leaving(71, 'sleep 1; exit 4'),
       ]);
       const seen = await watch;
       expect([r.status, r.stdout], r.stderr).toEqual([4, 'ready\n']);
@@ -376,6 +405,14 @@ describe('tether sandbox run', () => {
     }
   });
 
+  it('a --via client that cannot start: 122 within 2 s', async () => {
+    const started = performance.now();
+    const r = await tether(['sandbox', 'run', '--via', '/nonexistent/tether-test-client', '--', 'true']);
+    expect(r.status, r.stderr).toBe(122);
+    expect(r.stderr).toContain('was not run');
+    expect(performance.now() - started).toBeLessThan(4000); // Node's start included
+  });
+
   it('SIGTERM to tether: the session is swept, then the client ended; the status is the command’s (143)', async () => {
     const tag = createTag();
     try {
@@ -431,7 +468,7 @@ describe.skipIf(noBusybox !== '')(
       const tag2 = createTag();
       try {
         const watch = leftovers(tag.name, 94);
-        const r = await sandbox.run(bb.channel, leaving(94, 'sleep 0.3; exit 0'), { tag, sweep: SWEEP });
+        const r = await sandbox.run(bb.channel, leaving(94, 'sleep 1; exit 0'), { tag, sweep: SWEEP });
         const seen = await watch;
         expect([r.ok, r.exitCode]).toEqual([true, 0]);
         expectAllGone(tag.name, seen, r.report, 94);
