@@ -12,7 +12,7 @@ import type { TestProject } from 'vitest/node';
 import { ourSessionCgroups, watchRegistrations } from './leak-guard.js';
 import { BUILD, ROOT } from './paths.js';
 import { cmdlineOf, environOfAnyThread, hasEntry, isDeadZombie, pids, readStat } from './proc.js';
-import { staleBuilds } from './stale.js';
+import { recordLibraryBuild, staleBuilds } from './stale.js';
 import { describeTools, onPath, probeTools } from './tools.js';
 
 /** Exported to everything this run starts, so that the guard looks only at this run's processes. */
@@ -75,11 +75,13 @@ export default function setup(project: TestProject) {
     });
   }
   if (stale.library) {
+    const began = Date.now();
     execFileSync(join(ROOT, 'node_modules/.bin/tsc'), ['-p', ROOT], {
       cwd: ROOT,
       timeout: 180_000,
       stdio: 'inherit',
     });
+    recordLibraryBuild(began);
   }
   // The helper for every architecture a package carries, the native scan loop (optional:
   // without a compiler the JS path is used, and the native test says so), and the CLI's bundle

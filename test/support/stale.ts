@@ -1,7 +1,7 @@
 // What the global setup (test/support/global.ts) must build before the tests run, by comparing
 // each output's mtime with its inputs' (make's rule): on a built tree nothing is, and one small
 // test file from the command line costs its tests' own time, not a rebuild of dist/.
-import { type Dirent, readdirSync, statSync } from 'node:fs';
+import { type Dirent, mkdirSync, readdirSync, statSync, utimesSync, writeFileSync } from 'node:fs';
 import { join, relative } from 'node:path';
 import { BUILD, C_FIXTURES, ROOT } from './paths.js';
 
@@ -14,7 +14,10 @@ export interface FixtureBuild {
 /** What is stale: the C fixtures to compile, and whether tsc must run. */
 export interface StaleBuilds {
   fixtures: FixtureBuild[];
-  /** A `src/**\/*.ts` newer than its `dist/**\/*.js` (or that has none), or tsconfig.json newer than one. */
+  /**
+   * A `src/**\/*.ts` (or tsconfig.json) changed since the last tsc this setup ran began, or newer
+   * than its `dist/**\/*.js`, or without one.
+   */
   library: boolean;
 }
 
@@ -40,6 +43,16 @@ function filesUnder(dir: string, keep: (name: string) => boolean): string[] {
   );
 }
 
+/** When the last tsc the global setup ran began: the stamp's mtime (build/, not shipped). */
+export const LIBRARY_STAMP = join(BUILD, 'tsc-began');
+
+/** Records that a tsc which began at `beganMs` (ms since the epoch) has succeeded. */
+export function recordLibraryBuild(beganMs: number): void {
+  mkdirSync(BUILD, { recursive: true });
+  writeFileSync(LIBRARY_STAMP, '');
+  utimesSync(LIBRARY_STAMP, beganMs / 1000, beganMs / 1000);
+}
+
 /** Compares sources to outputs; reads mtimes only (a few ms on this tree). */
 export function staleBuilds(): StaleBuilds {
   // Every fixture includes at most fixture.h beside it: a newer header makes them all stale.
@@ -50,9 +63,13 @@ export function staleBuilds(): StaleBuilds {
 
   const src = join(ROOT, 'src');
   const config = mtime(join(ROOT, 'tsconfig.json')) ?? 0;
+  // An output newer than its source is not enough: a tsc that read a source just before it was
+  // edited writes an output newer than the edit. The stamp holds when the last tsc began.
+  const began = mtime(LIBRARY_STAMP) ?? -1;
   const library = filesUnder(src, (n) => n.endsWith('.ts') && !n.endsWith('.d.ts')).some((file) => {
     const out = join(ROOT, 'dist', `${relative(src, file).slice(0, -3)}.js`);
-    return (mtime(out) ?? -1) < Math.max(mtime(file) ?? 0, config);
+    const input = Math.max(mtime(file) ?? 0, config);
+    return input >= began || (mtime(out) ?? -1) < input;
   });
 
   return { fixtures, library };
