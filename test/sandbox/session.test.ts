@@ -3,7 +3,7 @@
 // clean exit, a failure, the caller's abort, a timeout, the exec client dying — and the report
 // names them. Ground truth: the host's /proc (pid + start time gone).
 import { spawn } from 'node:child_process';
-import { chmodSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { chmodSync, mkdtempSync, readFileSync, rmSync, unlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -117,6 +117,31 @@ describe('sandbox.session', () => {
       expect([end.exitCode, end.failed, end.error]).toEqual([143, true, undefined]);
       expect(report.stopped.map((p) => p.cmdline)).toContain('sleep 83');
       expectAllGone(tag.name, [...seen, ...all], report, 84);
+    } finally {
+      await cleanup(tag.name);
+    }
+  });
+
+  it('a leftover that rewrites its title is found by its tag and named as it now reads', async () => {
+    const tag = createTag();
+    try {
+      const s = sandbox.session(box.channel, { tag, sweep: SWEEP });
+      // bash's exec -a: argv[0] is what the process says it is.
+      await s.spawn([
+        'bash',
+        '-c',
+        "setsid bash -c 'exec -a innocent-daemon sleep 79' </dev/null >/dev/null 2>&1 &",
+      ]);
+      let seen: { pid: number; startTime: number; cmdline: string }[] = [];
+      for (let i = 0; i < 500 && !seen.length; i++) {
+        seen = taggedOnHost(tag.name).filter((p) => p.cmdline === 'innocent-daemon 79');
+        if (!seen.length) await sleep(20);
+      }
+      expect(seen.length, 'premise broken: the title was not rewritten').toBe(1);
+      const report = await s.end();
+      expect(report.stopped.map((p) => p.cmdline)).toContain('innocent-daemon 79');
+      expect(seen.filter(aliveOnHost)).toEqual([]);
+      expect(taggedOnHost(tag.name)).toEqual([]);
     } finally {
       await cleanup(tag.name);
     }
@@ -413,39 +438,42 @@ describe('tether sandbox run', () => {
     expect(performance.now() - started).toBeLessThan(4000); // Node's start included
   });
 
-  it('SIGTERM to tether: the session is swept, then the client ended; the status is the command’s (143)', async () => {
-    const tag = createTag();
-    try {
-      let seen: { pid: number; startTime: number }[] = [];
-      const r = await tether(
-        [
-          'sandbox',
-          'run',
-          '--via',
-          box.prefix.join(' '),
-          '--tag',
-          tag.name,
-          ...phases,
-          '--',
-          ...leaving(75, 'sleep 60'),
-        ],
-        (child) => {
-          void leftovers(tag.name, 75).then((found) => {
-            seen = [...found, ...taggedOnHost(tag.name)];
-            child.kill('SIGTERM');
-          });
-        },
-      );
-      expect(r.status, r.stderr).toBe(143);
-      expect(r.stderr).toContain(`tether: session --tag ${tag.name}`);
-      expect(r.stderr).toContain('sleep 75');
-      expect(seen.length).toBeGreaterThanOrEqual(2);
-      expect(seen.filter(aliveOnHost)).toEqual([]);
-      expect(taggedOnHost(tag.name)).toEqual([]);
-    } finally {
-      await cleanup(tag.name);
-    }
-  });
+  it.each(['SIGTERM', 'SIGINT'] as const)(
+    '%s to tether: the session is swept, then the client ended; the status is the command’s (143)',
+    async (signal) => {
+      const tag = createTag();
+      try {
+        let seen: { pid: number; startTime: number }[] = [];
+        const r = await tether(
+          [
+            'sandbox',
+            'run',
+            '--via',
+            box.prefix.join(' '),
+            '--tag',
+            tag.name,
+            ...phases,
+            '--',
+            ...leaving(75, 'sleep 60'),
+          ],
+          (child) => {
+            void leftovers(tag.name, 75).then((found) => {
+              seen = [...found, ...taggedOnHost(tag.name)];
+              child.kill(signal);
+            });
+          },
+        );
+        expect(r.status, r.stderr).toBe(143);
+        expect(r.stderr).toContain(`tether: session --tag ${tag.name}`);
+        expect(r.stderr).toContain('sleep 75');
+        expect(seen.length).toBeGreaterThanOrEqual(2);
+        expect(seen.filter(aliveOnHost)).toEqual([]);
+        expect(taggedOnHost(tag.name)).toEqual([]);
+      } finally {
+        await cleanup(tag.name);
+      }
+    },
+  );
 });
 
 const noBusybox = missing('busybox');
@@ -482,6 +510,34 @@ describe.skipIf(noBusybox !== '')(
         const error = await call;
         expect((error as { code?: string }).code, (error as Error).message).toBe('CANCELLED');
         expectAllGone(tag2.name, seen2, (error as { report?: SweepReport }).report, 96);
+      } finally {
+        for (const t of [tag.name, tag2.name])
+          if (taggedOnHost(t).length) await sandbox.sweep(bb.channel, t, SWEEP);
+      }
+    });
+
+    it('without setsid in the root: plain background and double-forked leftovers gone after an exit and a timeout', async () => {
+      unlinkSync(join(root, 'bin/setsid')); // this root's own applet link: the wrapper then runs without it
+      const tag = createTag();
+      const tag2 = createTag();
+      const plain = (n: number, tail: string) => [
+        'sh',
+        '-c',
+        `sleep ${n} </dev/null >/dev/null 2>&1 & (sleep ${n + 1} </dev/null >/dev/null 2>&1 &); echo ready; ${tail}`,
+      ];
+      try {
+        const premise = await sandbox.exec(bb.channel, ['sh', '-c', 'command -v setsid || echo none']);
+        expect(premise.stdout).toBe('none\n');
+        const watch = leftovers(tag.name, 66);
+        const r = await sandbox.run(bb.channel, plain(66, 'sleep 1; exit 0'), { tag, sweep: SWEEP });
+        expectAllGone(tag.name, await watch, r.report, 66);
+
+        const watch2 = leftovers(tag2.name, 68);
+        const error = await sandbox
+          .run(bb.channel, plain(68, 'sleep 60'), { tag: tag2, sweep: SWEEP, timeout: 1500 })
+          .catch((e: Error) => e);
+        expect((error as { code?: string }).code, (error as Error).message).toBe('TIMED_OUT');
+        expectAllGone(tag2.name, await watch2, (error as { report?: SweepReport }).report, 68);
       } finally {
         for (const t of [tag.name, tag2.name])
           if (taggedOnHost(t).length) await sandbox.sweep(bb.channel, t, SWEEP);
