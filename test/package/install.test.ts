@@ -6,6 +6,7 @@ import {
   cpSync,
   mkdirSync,
   mkdtempSync,
+  readdirSync,
   readFileSync,
   realpathSync,
   rmSync,
@@ -52,7 +53,16 @@ function npm(args: string[], opts: { cwd: string; env?: NodeJS.ProcessEnv }): st
 // rebuilds dist/ there, never under the files the tests beside this one run.
 function packageSources(): string {
   const dir = mkdtempSync(join(tmpdir(), 'tether-pack-'));
-  for (const entry of ['package.json', 'tsconfig.json', 'README.md', 'bin', 'native', 'scripts', 'src'])
+  for (const entry of [
+    'package.json',
+    'tsconfig.json',
+    'README.md',
+    'bin',
+    'docs',
+    'native',
+    'scripts',
+    'src',
+  ])
     cpSync(join(ROOT, entry), join(dir, entry), { recursive: true });
   symlinkSync(join(ROOT, 'node_modules'), join(dir, 'node_modules'));
   copies.push(dir);
@@ -79,6 +89,9 @@ describe('the package', () => {
     const paths = packed.files.map((x) => x.path);
     for (const f of ['bin/tether.cjs', 'dist/cli/tether.cjs'])
       expect(paths, `the package carries ${f}`).toContain(f);
+    // The pages the CLI's help and the README point at (docs/sandbox.md, docs/cli.md…).
+    for (const page of readdirSync(join(ROOT, 'docs')).filter((f) => f.endsWith('.md')))
+      expect(paths, `the package carries docs/${page}`).toContain(`docs/${page}`);
     expect(
       paths.filter((p) => /^dist\/cli\/tether\.cjs\.[0-9a-f]{32}\.cache$/.test(p)),
       'one code cache',
