@@ -87,7 +87,7 @@ describe('the package', () => {
     }
     // The CLI's bundle and its code cache (scripts/build-cli.mjs).
     const paths = packed.files.map((x) => x.path);
-    for (const f of ['bin/tether.cjs', 'dist/cli/tether.cjs'])
+    for (const f of ['bin/tether.cjs', 'dist/cli/tether.cjs', 'LICENSE', 'README.md'])
       expect(paths, `the package carries ${f}`).toContain(f);
     // The pages the CLI's help and the README point at (docs/sandbox.md, docs/cli.md…).
     for (const page of readdirSync(join(ROOT, 'docs')).filter((f) => f.endsWith('.md')))
