@@ -1,10 +1,11 @@
 // tether recover | ls | show: the ledger from the command line (docs/cli.md, docs/ledger.md).
 // Thin: open the ledger → call the library → render → exit status.
-import { existsSync } from 'node:fs';
+import { existsSync, lstatSync, readdirSync } from 'node:fs';
 import type { Command } from 'commander';
 import { TetherError } from '../errors.js';
 import { Ledger } from '../ledger/ledger.js';
 import { describeCorrupt } from '../ledger/rows.js';
+import { spoolDirOf } from '../ledger/spool.js';
 import { resolveLedgerTarget } from '../ledger/target.js';
 import { type CorruptRow, SESSION_STATES, type SessionRecord, type SessionState } from '../ledger/types.js';
 import { parseDuration } from '../options.js';
@@ -75,13 +76,31 @@ export function addLedgerCommands(program: Command): void {
 }
 
 /**
- * Opens the ledger to read it. A SQLite file that does not exist is not created: undefined
- * (nothing recorded there yet). Errors are the ledger's TetherErrors (exit 2 through main.ts).
+ * Opens the ledger to read it. A SQLite ledger is its file and its spool (`<file>.spool/`,
+ * docs/ledger.md "The spool"): when neither holds anything — no file, and no spool or an empty
+ * one — nothing is created: undefined (nothing recorded there yet). A spool without its file
+ * (the file moved aside, or never made) is opened: a new file is made and takes the spooled
+ * sessions in. Errors are the ledger's TetherErrors (exit 2 through main.ts).
  */
 export async function openForReading(flag: string | undefined): Promise<Ledger | undefined> {
   const target = resolveLedgerTarget(flag);
-  if (target.kind === 'sqlite' && !existsSync(target.path)) return undefined;
+  if (target.kind === 'sqlite' && !existsSync(target.path) && !spoolHoldsAnything(target.path))
+    return undefined;
   return Ledger.open(flag);
+}
+
+// Whether the spool beside the SQLite ledger `path` has anything in it (or is something else
+// than a directory, which the store then refuses by name).
+function spoolHoldsAnything(path: string): boolean {
+  const dir = spoolDirOf(path);
+  const st = lstatSync(dir, { throwIfNoEntry: false });
+  if (st === undefined) return false;
+  if (!st.isDirectory()) return true;
+  try {
+    return readdirSync(dir).length > 0;
+  } catch {
+    return true; // unreadable: the store says why
+  }
 }
 
 async function recoverCommand(

@@ -24,7 +24,6 @@ import {
   openSync,
   readdirSync,
   readFileSync,
-  realpathSync,
   renameSync,
   unlinkSync,
   writeSync,
@@ -33,24 +32,12 @@ import { join } from 'node:path';
 import { type Identity, isAlive, selfIdentity } from '../proc/identity.js';
 import { nativeFiles } from '../proc/native-files.js';
 import { COLUMNS, parseRow, type SessionRow, toRow } from './rows.js';
-import { checkLedgerFile, checkSqliteAddon, errText } from './sqlite-file.js';
+import { checkLedgerFile, checkSqliteAddon, errText, spoolDirOf } from './sqlite-file.js';
 import { ledgerUnavailable } from './store-errors.js';
 import { decide } from './transitions.js';
 import type { CorruptRow, LedgerStore, ListFilter, SessionRecord } from './types.js';
 
-/**
- * The spool directory of the SQLite ledger at `path`: `<path>.spool`, beside the file the path
- * resolves to (a ledger reached through a symlink has one spool, the file's).
- */
-export function spoolDirOf(path: string): string {
-  let real = path;
-  try {
-    real = realpathSync.native(path);
-  } catch {
-    // not there (yet): the path as given
-  }
-  return `${real}.spool`;
-}
+export { spoolDirOf };
 
 const NAME = /^(TETHER_SESSION_[0-9a-f]{32})\.json(?:\.(tmp|claim|corrupt|conflict)-(\d+)-(\d+)-(\d+))?$/;
 

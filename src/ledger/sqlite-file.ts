@@ -12,6 +12,7 @@ import {
   openSync,
   readlinkSync,
   readSync,
+  realpathSync,
   type Stats,
   statSync,
 } from 'node:fs';
@@ -19,6 +20,35 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { nativeFiles } from '../proc/native-files.js';
 import { ledgerCorrupt, ledgerLocked, ledgerUnavailable } from './store-errors.js';
+
+/**
+ * The spool directory of the SQLite ledger at `path`: `<path>.spool`, beside the file the path
+ * resolves to (a ledger reached through a symlink has one spool, the file's). Throws nothing.
+ */
+export function spoolDirOf(path: string): string {
+  let real = path;
+  try {
+    real = realpathSync.native(path);
+  } catch {
+    // not there (yet): the path as given
+  }
+  return `${real}.spool`;
+}
+
+/**
+ * LEDGER_CORRUPT for the SQLite ledger file `path`, advising what to move aside and what to keep:
+ * the file with its `-wal` and `-shm`, never its spool — the sessions spooled there (`tether run`
+ * writes its sessions there first) are taken into the new ledger by its first reader.
+ */
+export function sqliteCorrupt(path: string, why: string, cause?: unknown): Error {
+  return ledgerCorrupt(
+    path,
+    why,
+    cause,
+    `move it aside with its -wal and -shm files (mv ${path} ${path}-wal ${path}-shm DIR), or restore it from a backup; ` +
+      `leave its spool ${spoolDirOf(path)} where it is: the sessions spooled there are not in the file, and the next tether ls, show or recover takes them into the new ledger`,
+  );
+}
 
 /** `PRAGMA application_id` of a tether ledger ("teth"): a database with another id is not ours. */
 export const SQLITE_APPLICATION_ID = 0x74657468;
@@ -137,7 +167,7 @@ export function mapSqliteError(err: unknown, path: string, action: 'open' | 'rea
   if (typeof code !== 'string' || (err as { name?: string }).name === 'TetherError') return err;
   const detail = errText(err);
   if (code === 'SQLITE_NOTADB' || code.startsWith('SQLITE_CORRUPT'))
-    return ledgerCorrupt(path, `it is not a SQLite database or is malformed (${detail})`, err);
+    return sqliteCorrupt(path, `it is not a SQLite database or is malformed (${detail})`, err);
   if (code.startsWith('SQLITE_BUSY') || code.startsWith('SQLITE_LOCKED'))
     return ledgerLocked(path, `another process held it past the busy timeout (${detail})`, err);
   if (code === 'SQLITE_FULL')
@@ -254,16 +284,16 @@ function openExistingFile(path: string): number | undefined {
 function checkHeader(path: string, header: Buffer): void {
   if (header.length === 0) return;
   if (header.length < HEADER_BYTES || !header.subarray(0, MAGIC.length).equals(MAGIC))
-    throw ledgerCorrupt(path, "it is not a SQLite database (its first bytes are not SQLite's header)");
+    throw sqliteCorrupt(path, "it is not a SQLite database (its first bytes are not SQLite's header)");
   const version = header.readUInt32BE(USER_VERSION_OFFSET);
   const app = header.readUInt32BE(APPLICATION_ID_OFFSET);
   if (version > SQLITE_SCHEMA_VERSION)
-    throw ledgerCorrupt(
+    throw sqliteCorrupt(
       path,
       `its schema version is ${version}, newer than this tether's ${SQLITE_SCHEMA_VERSION} (a newer tether wrote it; upgrade tether to read it)`,
     );
   if (app !== 0 && app !== SQLITE_APPLICATION_ID)
-    throw ledgerCorrupt(path, `it is another application's SQLite database (application_id ${app})`);
+    throw sqliteCorrupt(path, `it is another application's SQLite database (application_id ${app})`);
 }
 
 /**

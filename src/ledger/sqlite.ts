@@ -14,8 +14,9 @@ import {
   preparePath,
   SQLITE_APPLICATION_ID,
   SQLITE_SCHEMA_VERSION,
+  sqliteCorrupt,
 } from './sqlite-file.js';
-import { ledgerCorrupt, type StoreHooks } from './store-errors.js';
+import type { StoreHooks } from './store-errors.js';
 import type { LedgerStore, ListFilter, SessionRecord } from './types.js';
 
 // better-sqlite3, required when a store opens rather than imported: a process that records
@@ -134,19 +135,19 @@ export class SqliteStore implements LedgerStore {
       )
       .get() as { version: number; app: number; tables: number };
     if (version > SQLITE_SCHEMA_VERSION) {
-      throw ledgerCorrupt(
+      throw sqliteCorrupt(
         this.location,
         `its schema version is ${version}, newer than this tether's ${SQLITE_SCHEMA_VERSION} (a newer tether wrote it; upgrade tether to read it)`,
       );
     }
     if (app !== 0 && app !== SQLITE_APPLICATION_ID) {
-      throw ledgerCorrupt(
+      throw sqliteCorrupt(
         this.location,
         `it is another application's SQLite database (application_id ${app})`,
       );
     }
     if (app === 0 && version === 0 && tables > 0)
-      throw ledgerCorrupt(this.location, 'it is a SQLite database tether did not write');
+      throw sqliteCorrupt(this.location, 'it is a SQLite database tether did not write');
     return version;
   }
 

@@ -2,11 +2,14 @@
 // (docs/ledger.md, "Errors"). Shared by the SQLite and Postgres stores.
 import { TetherError } from '../errors.js';
 
-/** The file or schema is not one tether wrote or can read: left exactly as it is. */
-export function ledgerCorrupt(location: string, why: string, cause?: unknown): TetherError {
+/**
+ * The file or schema is not one tether wrote or can read: left exactly as it is. `advice` is what
+ * to do (default: move it aside to start a new ledger, or restore it from a backup).
+ */
+export function ledgerCorrupt(location: string, why: string, cause?: unknown, advice?: string): TetherError {
   return new TetherError(
     'LEDGER_CORRUPT',
-    `the ledger ${location} cannot be read: ${why}. It was left as it is (never reset): move it aside to start a new ledger, or restore it from a backup`,
+    `the ledger ${location} cannot be read: ${why}. It was left as it is (never reset): ${advice ?? 'move it aside to start a new ledger, or restore it from a backup'}`,
     cause === undefined ? {} : { cause },
   );
 }

@@ -178,6 +178,109 @@ describe('tether run through the spool', () => {
     expect(spooled(db)).toEqual([]);
   });
 
+  it('a spool without its file is still the ledger: ls and show list its session, recover ends its leftover', async () => {
+    const dir = tempDir();
+    const db = join(dir, 'ledger.db');
+    const aside = join(dir, 'aside');
+    mkdirSync(aside);
+    expect((await tether(['run', '--ledger', db, '--', 'true'])).code).toBe(0);
+    expect(await listOf(db), 'premise broken: the first session not taken in').toHaveLength(1);
+    const pidfile = join(dir, 'left');
+    const leave = `setsid sleep 600 </dev/null >/dev/null 2>&1 & echo $! > ${pidfile}; exec sleep 600`;
+    const run = runNode([CLI, 'run', '--ledger', db, '--', 'sh', '-c', leave]);
+    await waitFor(
+      'the leftover',
+      () => existsSync(pidfile) && readFileSync(pidfile, 'utf8').trim() !== '',
+      15_000,
+    );
+    const leftover = identityOf(Number(readFileSync(pidfile, 'utf8')));
+    const supervisor = identityOf(run.child.pid ?? 0);
+    if (!leftover || !supervisor) throw new Error('premise broken: the leftover or the supervisor is gone');
+    started.push(leftover);
+    const tree: ProcessId[] = [supervisor, ...childrenOf(supervisor.pid)];
+    expect(tree.length, 'premise broken: no helper').toBeGreaterThan(1);
+    for (const helper of tree.slice(1)) started.push(...childrenOf(helper.pid));
+    for (const p of tree) process.kill(p.pid, 'SIGSTOP');
+    for (const p of tree) process.kill(p.pid, 'SIGKILL');
+    await waitFor('the supervisor tree to be gone', () => tree.every((p) => !isAlive(p)), 5000);
+    expect(isAlive(leftover), 'premise broken: the leftover died with its supervisor').toBe(true);
+    const files = spooled(db);
+    expect(files).toHaveLength(1);
+    const tag = (files[0] as string).replace(/\.json$/, '');
+
+    // The file breaks: the advice to move it aside names the spool, to be left where it is.
+    writeFileSync(
+      db,
+      'not a database any more, and long enough to hold a header of a hundred bytes'.repeat(2),
+    );
+    const broken = await tether(['ls', '--ledger', db]);
+    expect(broken.code).toBe(125);
+    expect(broken.stderr).toMatch(/LEDGER_CORRUPT|cannot be read/);
+    expect(broken.stderr).toContain(`leave its spool ${spoolDirOf(db)} where it is`);
+    for (const f of readdirSync(dir).filter((f) => f.startsWith('ledger.db') && !f.endsWith('.spool')))
+      renameSync(join(dir, f), join(aside, f));
+    expect(existsSync(db)).toBe(false);
+
+    const ls = await tether(['ls', '--ledger', db]);
+    expect(ls.code, ls.stderr).toBe(0);
+    expect(ls.stdout).toMatch(/running/);
+    expect((await listOf(db)).map((s) => [s.tag, s.state])).toEqual([[tag, 'running']]);
+    const show = await tether(['show', '--ledger', db, tag]);
+    expect(show.code, show.stderr).toBe(0);
+    expect(show.stdout).toContain(`${tag}  running`);
+
+    const r = await recoverCli(db);
+    expect(r.code, r.stderr).toBe(0);
+    expect(r.json.sessions.map((s: { tag: string; outcome: string }) => [s.tag, s.outcome])).toEqual([
+      [tag, 'recovered'],
+    ]);
+    expect(isAlive(leftover), 'the leftover survived recover').toBe(false);
+    expect((await listOf(db)).map((s) => s.state)).toEqual(['recovered']);
+  });
+
+  it('recover without a file moved aside: its spool alone is recovered (no file was ever read)', async () => {
+    const dir = tempDir();
+    const db = join(dir, 'ledger.db');
+    const pidfile = join(dir, 'left');
+    const leave = `setsid sleep 600 </dev/null >/dev/null 2>&1 & echo $! > ${pidfile}; exec sleep 600`;
+    const run = runNode([CLI, 'run', '--ledger', db, '--', 'sh', '-c', leave]);
+    await waitFor(
+      'the leftover',
+      () => existsSync(pidfile) && readFileSync(pidfile, 'utf8').trim() !== '',
+      15_000,
+    );
+    const leftover = identityOf(Number(readFileSync(pidfile, 'utf8')));
+    const supervisor = identityOf(run.child.pid ?? 0);
+    if (!leftover || !supervisor) throw new Error('premise broken: the leftover or the supervisor is gone');
+    started.push(leftover);
+    const tree: ProcessId[] = [supervisor, ...childrenOf(supervisor.pid)];
+    for (const helper of tree.slice(1)) started.push(...childrenOf(helper.pid));
+    for (const p of tree) process.kill(p.pid, 'SIGSTOP');
+    for (const p of tree) process.kill(p.pid, 'SIGKILL');
+    await waitFor('the supervisor tree to be gone', () => tree.every((p) => !isAlive(p)), 5000);
+    expect(isAlive(leftover), 'premise broken: the leftover died with its supervisor').toBe(true);
+    rmSync(db); // the empty file tether run made: only the spool is left
+    expect(spooled(db)).toHaveLength(1);
+
+    const r = await recoverCli(db);
+    expect(r.code, r.stderr).toBe(0);
+    expect(r.json.sessions.map((s: { outcome: string }) => s.outcome)).toEqual(['recovered']);
+    expect(isAlive(leftover), 'the leftover survived recover').toBe(false);
+    expect(spooled(db)).toEqual([]);
+  });
+
+  it('no file and an empty spool (or none): ls and recover create nothing', async () => {
+    const dir = tempDir();
+    const db = join(dir, 'ledger.db');
+    mkdirSync(`${db}.spool`);
+    const ls = await tether(['ls', '--ledger', db]);
+    expect(ls.stdout).toContain(`no ledger at ${db}`);
+    const r = await recoverCli(db);
+    expect(r.code, r.stderr).toBe(0);
+    expect(r.json.sessions).toEqual([]);
+    expect(existsSync(db)).toBe(false);
+  });
+
   it('a ledger reached through a symlink has one spool, beside the real file: every path sees the same records', async () => {
     const dir = tempDir();
     const real = join(dir, 'real.db');
