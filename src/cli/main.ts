@@ -53,6 +53,10 @@ phaseOptions(
   )
   .option('--json', 'print the sweep report as JSON on stderr instead of the table')
   .option(
+    '-q, --quiet',
+    'errors only: no line while tether waits, and the report only when it names a survivor, an unreadable process, a warning or an unfinished sweep',
+  )
+  .option(
     '--report-file <file>',
     'write the sweep report as JSON to FILE (opened before CMD runs; a symbolic link or a FIFO with no reader is refused)',
   )

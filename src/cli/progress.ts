@@ -1,26 +1,72 @@
-// The progress line on a TTY while a grace runs: "waiting for 3 processes, TERM sent 1.2 s ago".
+// What tether says on stderr while it waits (docs/cli.md, "Waiting"): on a TTY one live line
+// that updates ("waiting for 3 processes to exit after SIGTERM — SIGKILL in 3.8 s"); off a TTY
+// (agents, CI, a log) one line per wait once it has lasted `LINE_AFTER_MS`, so that a run that
+// waits says so before its report instead of staying silent; nothing with --quiet.
 import type { SweepProgress } from '../sweep/sweep-options.js';
 
-/** A progress writer for `stream` (a no-op off a TTY) and the function that clears its line. */
-export function progressLine(stream: NodeJS.WriteStream): {
+/** How long a wait lasts before a line off a TTY says what it waits for, ms. */
+export const LINE_AFTER_MS = 1000;
+
+/** The progress writer of a command: the sweep's rounds, the command's own wait, and the end. */
+export interface Progress {
+  /** A sweep round's progress (the session's `onProgress`). */
   update: (p: SweepProgress) => void;
+  /** The command itself was sent `signal` `sinceMs` ago and runs on: SIGKILL in `killInMs`. */
+  command: (what: string, signal: string, sinceMs: number, killInMs: number) => void;
+  /** Clears the live line (before the report). */
   clear: () => void;
-} {
-  if (!stream.isTTY) return { update: () => undefined, clear: () => undefined };
+}
+
+/**
+ * A progress writer for `stream`. `graceMs`: the sweep's TERM phase (ms), to say when its SIGKILL
+ * comes; `quiet`: write nothing.
+ */
+export function progressLine(
+  stream: NodeJS.WriteStream,
+  { graceMs, quiet = false }: { graceMs?: number; quiet?: boolean } = {},
+): Progress {
+  if (quiet) return { update: () => undefined, command: () => undefined, clear: () => undefined };
+  const tty = stream.isTTY === true;
   let shown = false;
+  const said = new Set<string>(); // off a TTY: each wait once
+  const say = (key: string, sinceMs: number, text: string) => {
+    if (tty) {
+      stream.write(`\r\x1b[Ktether: ${text}`);
+      shown = true;
+    } else if (sinceMs >= LINE_AFTER_MS && !said.has(key)) {
+      said.add(key);
+      stream.write(`tether: ${text}\n`);
+    }
+  };
   return {
     update(p) {
       if (p.waiting === 0) return;
-      const signal = p.signal === 'SIGTERM' ? 'TERM' : 'KILL';
       const s = p.waiting === 1 ? '' : 'es';
-      stream.write(
-        `\r\x1b[Ktether: waiting for ${p.waiting} process${s}, ${signal} sent ${(p.sinceSignalMs / 1000).toFixed(1)} s ago`,
+      const next =
+        p.signal === 'SIGTERM' && graceMs !== undefined
+          ? ` — SIGKILL in ${seconds(Math.max(0, graceMs - p.sinceSignalMs))}`
+          : '';
+      say(
+        `sweep ${p.signal}`,
+        p.sinceSignalMs,
+        `waiting for ${p.waiting} process${s} to exit after ${p.signal}${next}`,
       );
-      shown = true;
+    },
+    command(what, signal, sinceMs, killInMs) {
+      say(
+        `command ${signal}`,
+        sinceMs,
+        `waiting for ${what} to exit after ${signal} — SIGKILL in ${seconds(killInMs)}`,
+      );
     },
     clear() {
       if (shown) stream.write('\r\x1b[K');
       shown = false;
     },
   };
+}
+
+// `3.8 s`: ms as seconds with one decimal.
+function seconds(ms: number): string {
+  return `${(ms / 1000).toFixed(1)} s`;
 }

@@ -6,6 +6,7 @@
 import { constants } from 'node:os';
 import { type Containment, parseContainment } from '../containment/select.js';
 import { TetherError } from '../errors.js';
+import { signalName } from '../libc.js';
 import { parseDuration } from '../options.js';
 import type { StopReason } from '../session/record.js';
 import { type ExitResult, Session } from '../session/session.js';
@@ -36,6 +37,7 @@ export interface RunFlags extends PhaseFlags {
   preserveStatus?: boolean;
   containment: string;
   json?: boolean;
+  quiet?: boolean;
   reportFile?: string;
   events?: string;
   /** `--keep GLOB=TTL`, repeatable (src/cli/keep.ts). */
@@ -62,6 +64,8 @@ export interface RunPlan {
   signal: ParsedSignal;
   preserveStatus: boolean;
   json: boolean;
+  /** `--quiet`: no waiting lines, and the report only when it has an error or warning to say. */
+  quiet: boolean;
   reportFile?: string;
   events?: string;
   /** `--ledger PATH|URL`, false for `--no-ledger`, undefined for TETHER_LEDGER or the default. */
@@ -107,6 +111,7 @@ export function runPlan(argv: string[], flags: RunFlags): RunPlan {
     signal,
     preserveStatus: flags.preserveStatus === true,
     json: flags.json === true,
+    quiet: flags.quiet === true,
     ...(flags.reportFile !== undefined ? { reportFile: flags.reportFile } : {}),
     ...(flags.events !== undefined ? { events: flags.events } : {}),
     ledger: flags.ledger,
@@ -158,7 +163,7 @@ async function runSession(
   const opened = await openRunLedger(plan.ledger);
   if (!opened.ok) return EXIT_LEDGER_FAILED;
   const { ledger } = opened;
-  const progress = progressLine(process.stderr);
+  const progress = progressLine(process.stderr, { graceMs: plan.graceMs, quiet: plan.quiet });
   const s = new Session({
     graceMs: plan.graceMs,
     killAfterMs: plan.killAfterMs,
@@ -211,14 +216,26 @@ async function runSession(
   // follows -k/--kill-after later if it is still running, and the session ends with it. Its
   // exit ends the session sooner (the ordinary sweep of what it left).
   let killTimer: NodeJS.Timeout | undefined;
+  // While the command's own -k runs: what it waits for, on stderr (src/cli/progress.ts).
+  let waitTicker: NodeJS.Timeout | undefined;
   const stop = (signal: number | NodeJS.Signals): boolean => {
     const delivered = proc.kill(signal);
-    if (delivered && killTimer === undefined)
+    if (delivered && killTimer === undefined) {
+      const sentAt = performance.now();
+      const name = typeof signal === 'number' ? (signalName(signal) ?? `signal ${signal}`) : signal;
+      const what = `${plan.command} (pid ${proc.pid})`;
+      waitTicker = setInterval(() => {
+        const since = performance.now() - sentAt;
+        progress.command(what, name, since, Math.max(0, plan.graceMs - since));
+      }, 250);
+      waitTicker.unref();
       killTimer = setTimeout(() => {
+        clearInterval(waitTicker);
         const killed = proc.kill('SIGKILL');
         events?.write({ type: 'kill', signal: 'SIGKILL', afterMs: plan.graceMs, delivered: killed });
         void endSession();
       }, plan.graceMs);
+    }
     return delivered;
   };
 
@@ -269,6 +286,8 @@ async function runSession(
     const exit = await proc.exited;
     clearTimeout(timer);
     clearTimeout(killTimer);
+    clearInterval(waitTicker);
+    progress.clear();
     events?.write({ type: 'exited', ...exitFields(exit) });
     const report = await endSession();
     await recording?.close();
@@ -311,7 +330,11 @@ function printReport(
   if (failed)
     process.stderr.write(`tether: could not write the report to ${reportFile?.path}: ${failed.message}\n`);
   if (plan.json) process.stderr.write(`${JSON.stringify(report)}\n`);
-  else if (
+  else if (plan.quiet) {
+    // Errors only: survivors, what could not be read or done, a sweep that did not finish.
+    if (report.survivors.length || report.unreadable.length || report.warnings.length || !report.complete)
+      process.stderr.write(`${renderReport(report).join('\n')}\n`);
+  } else if (
     report.stopped.length ||
     report.kept.length ||
     report.survivors.length ||

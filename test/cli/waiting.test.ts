@@ -1,0 +1,70 @@
+// What `tether run` says on stderr while it waits, off a TTY (as agents and CI read it): one line
+// for the command's own -k wait and one for the sweep's TERM phase, each once it has lasted a
+// second, before the report; nothing of that with --quiet. Ground truth: the TERM-ignoring
+// leftover, recorded by pid + start time, is gone either way.
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterEach, describe, expect, it } from 'vitest';
+import { RECORD, readFileSafe, recordedIds, tether } from '../support/cli.js';
+import { isAlive, type ProcessId } from '../support/proc.js';
+
+const started: ProcessId[] = [];
+afterEach(() => {
+  for (const id of started.splice(0)) if (isAlive(id)) process.kill(id.pid, 'SIGKILL');
+});
+
+// `tether run ARGS -- sh -c …`: the command ignores TERM (so does the sleep it leaves, which
+// inherits the ignored disposition) and records the sleep's identity in a log.
+async function ignoringTerm(args: string[]) {
+  const log = join(mkdtempSync(join(tmpdir(), 'tether-waiting-')), 'log');
+  const unique = `30.${process.pid}${Math.floor(Math.random() * 1e6)}`;
+  const ran = await tether([
+    'run',
+    '--no-ledger',
+    '--timeout',
+    '300ms',
+    '-k',
+    '2s',
+    ...args,
+    '--',
+    'sh',
+    '-c',
+    `trap '' TERM; sleep ${unique} & ${RECORD} >> ${log}; wait`,
+  ]);
+  const [leftover] = recordedIds(readFileSafe(log));
+  if (!leftover) throw new Error(`premise broken: the command recorded no leftover (${ran.stderr})`);
+  started.push(leftover);
+  return { ran, leftover };
+}
+
+describe('tether run off a TTY', () => {
+  it('says what it waits for — the command after its signal, then the sweep — before the report', async () => {
+    const { ran, leftover } = await ignoringTerm([]);
+    const lines = ran.stderr.split('\n');
+    const command = lines.findIndex((l) =>
+      /^tether: waiting for sh \(pid \d+\) to exit after SIGTERM — SIGKILL in \d+\.\d s$/.test(l),
+    );
+    const sweep = lines.findIndex((l) =>
+      /^tether: waiting for 1 process to exit after SIGTERM — SIGKILL in \d+\.\d s$/.test(l),
+    );
+    const report = lines.findIndex((l) => l.startsWith('tether: stopped 1 process'));
+    expect(command, `no line for the command's own wait in:\n${ran.stderr}`).toBeGreaterThanOrEqual(0);
+    expect(sweep, `no line for the sweep's TERM phase in:\n${ran.stderr}`).toBeGreaterThan(command);
+    expect(report, `the report does not follow the waiting lines:\n${ran.stderr}`).toBeGreaterThan(sweep);
+    expect(
+      lines.filter((l) => l.includes('waiting for')),
+      'each wait is said once',
+    ).toHaveLength(2);
+    expect(ran.code, ran.stderr).toBe(128 + 9); // a timeout that had to end the command with SIGKILL
+    expect(isAlive(leftover), `the TERM-ignoring sleep ${leftover.pid} outlived the run`).toBe(false);
+  });
+
+  it('--quiet says nothing while it waits, and no report where nothing went wrong', async () => {
+    const { ran, leftover } = await ignoringTerm(['--quiet']);
+    expect(ran.stderr).not.toMatch(/waiting for/);
+    expect(ran.stderr).not.toMatch(/stopped 1 process/);
+    expect(ran.code, ran.stderr).toBe(128 + 9); // a timeout that had to end the command with SIGKILL
+    expect(isAlive(leftover), `the TERM-ignoring sleep ${leftover.pid} outlived the run`).toBe(false);
+  });
+});
