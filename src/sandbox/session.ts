@@ -11,6 +11,7 @@
 // above 1 only, never a process group, never the container's init.
 import { type Registered, registerSession } from '../containment/live-session.js';
 import { TetherError } from '../errors.js';
+import type { Ledger } from '../ledger/ledger.js';
 import { checkMs } from '../options.js';
 import { createTag, parseTag, type SessionTag } from '../proc/tag.js';
 import type { OutputOf } from '../session/collect.js';
@@ -37,6 +38,14 @@ export interface SandboxSessionOptions {
   timeout?: number;
   /** Options of the session's sweeps (TERM and KILL phases, budget); `shell` defaults to `shell`. */
   sweep?: Omit<SandboxSweepOptions, 'signal'>;
+  /**
+   * Records the session in this ledger (docs/ledger.md, "Recording") as one row, located
+   * `{ kind: 'sandbox', channel: channel.argv }`: `running` before its first command starts
+   * (awaited: a ledger that refuses fails every command with its error, and nothing runs), then
+   * its end with the session's report. The channel must have `argv` (a `commandChannel`), else
+   * `INVALID_OPTION`: `tether recover` reaches the target through it once this process is gone.
+   */
+  ledger?: Ledger;
 }
 
 /** Options of one command of a session: `sandbox.exec`'s, less those the session sets. */
@@ -109,6 +118,13 @@ export class SandboxSession {
   private timer: NodeJS.Timeout | undefined;
   private registration: Registered | undefined;
   private readonly onAbort = () => this.stop('abort');
+  private readonly ledger: Ledger | undefined;
+  /** The row's begin, written before the first command starts. */
+  private beginning: Promise<void> | undefined;
+  /** The begin the ledger refused: nothing ran. */
+  private beginError: TetherError | undefined;
+  /** How each command ended, in the order they ended: the row's end state. */
+  private readonly ends: SandboxExitResult<string | Buffer>[] = [];
 
   /** Throws `INVALID_OPTION` (`INVALID_TAG` for a bad tag) before anything starts. */
   constructor(channel: ExecChannel, options: SandboxSessionOptions = {}) {
@@ -128,6 +144,12 @@ export class SandboxSession {
     this.sweepOptions = { shell: this.shell, ...options.sweep };
     this.timeoutMs = checkMs('timeout', options.timeout ?? 0);
     this.signal = options.signal;
+    this.ledger = options.ledger;
+    if (this.ledger && (!Array.isArray(channel.argv) || channel.argv.length === 0))
+      throw new TetherError(
+        'INVALID_OPTION',
+        `invalid ledger with the channel ${JSON.stringify(channel.describe)}: a recorded session needs a channel with argv (commandChannel(prefix)), through which tether recover can reach the target again`,
+      );
     if (this.timeoutMs > 0) this.timer = setTimeout(() => this.stop('timeout'), this.timeoutMs);
     if (this.signal?.aborted) this.onAbort();
     else this.signal?.addEventListener('abort', this.onAbort, { once: true });
@@ -162,26 +184,35 @@ export class SandboxSession {
     this.register();
     const started = performance.now();
     const command = [...argv];
-    const call = exec(this.channel, command, {
-      ...options,
-      tag: this.tag,
-      shell: this.shell,
-      sweep: this.sweepOptions,
-      signal: this.stops.signal,
-      reject: false,
+    // With a ledger, the session's row is written before its first command starts (awaited: a
+    // ledger that refuses fails every command, and nothing runs).
+    const call = this.recorded(command).then(() => {
+      if (this.ending)
+        throw new TetherError(
+          'SESSION_ENDED',
+          `session ${this.tag.name} ended before ${JSON.stringify(command[0])} started`,
+        );
+      return exec(this.channel, command, {
+        ...options,
+        tag: this.tag,
+        shell: this.shell,
+        sweep: this.sweepOptions,
+        signal: this.stops.signal,
+        reject: false,
+      });
     });
     const empty = (options.encoding === 'buffer' ? Buffer.alloc(0) : '') as OutputOf<O>;
     const exited = call.then(
       (result) => {
         if (result.report) this.sweeps.push(result.report);
-        return this.marked(result as SandboxExitResult<OutputOf<O>>);
+        return this.noted(this.marked(result as SandboxExitResult<OutputOf<O>>));
       },
       (error: TetherError) => {
         if (error.report) this.sweeps.push(error.report);
         if (this.ending && error.code === 'AMBIGUOUS_EFFECT') this.unsettledAfter.push(error.message);
         // Its sweep already spent its budget on a channel that never reached the target.
         if ((error.cause as TetherError | undefined)?.code === 'CHANNEL_UNREACHABLE') this.channelDown = true;
-        return this.marked(failedExit(command, this.tag.name, error, empty, started));
+        return this.noted(this.marked(failedExit(command, this.tag.name, error, empty, started)));
       },
     );
     this.running.add(exited);
@@ -211,6 +242,11 @@ export class SandboxSession {
       this.ending.catch(() => {}); // an end started by the abort or the timeout: the caller may never ask
     }
     return this.ending;
+  }
+
+  /** True when the ledger refused the session's begin: no command ran. */
+  get beginFailed(): boolean {
+    return this.beginError !== undefined;
   }
 
   /** `await using`: `end()`. */
@@ -248,8 +284,76 @@ export class SandboxSession {
     this.stops.abort();
     await Promise.all(running);
     this.registration?.remove();
-    if (failure !== undefined) throw this.unswept(failure);
-    return this.merged(report as SweepReport);
+    if (failure !== undefined) {
+      const error = this.unswept(failure);
+      await this.settleRow(error.report, error);
+      throw error;
+    }
+    const merged = this.merged(report as SweepReport);
+    await this.settleRow(merged);
+    return merged;
+  }
+
+  // The row's begin, once, before the first command (none without a ledger).
+  private recorded(command: string[]): Promise<void> {
+    if (!this.ledger) return Promise.resolve();
+    this.beginning ??= this.ledger
+      .begin({
+        tag: this.tag.name,
+        location: { kind: 'sandbox', channel: [...(this.channel.argv as string[])] },
+        command,
+      })
+      .then(
+        () => {},
+        (error: TetherError) => {
+          this.beginError = error;
+          throw error;
+        },
+      );
+    return this.beginning;
+  }
+
+  // The row's end (docs/ledger.md, "Recording"): `ambiguous` when the session could not be swept,
+  // `cancelled` for the caller's abort, `succeeded` when every command and the sweep were ok,
+  // else `failed`; with the session's report. A refused write is the report's LEDGER_WRITE_FAILED
+  // warning: the row stays `running` for tether recover.
+  private async settleRow(report: SweepReport | undefined, unswept?: SandboxError): Promise<void> {
+    if (!this.ledger || !this.beginning || this.beginError) return;
+    const last = this.ends.at(-1);
+    const error = unswept ?? last?.error;
+    const outcome = {
+      exitCode: last?.exitCode ?? null,
+      signal: null,
+      error: error ? { name: error.name, message: error.message, code: error.code } : null,
+    };
+    const state = unswept
+      ? 'ambiguous'
+      : this.reason === 'abort'
+        ? 'cancelled'
+        : report?.ok && this.ends.every((e) => e.ok)
+          ? 'succeeded'
+          : this.ends.some((e) => e.error?.code === 'AMBIGUOUS_EFFECT') && !report?.ok
+            ? 'ambiguous'
+            : 'failed';
+    try {
+      await this.beginning;
+      const settled = await this.ledger.settle(this.tag.name, state, {
+        outcome,
+        ...(report ? { report } : {}),
+      });
+      if (!settled.applied && report) await this.ledger.recordSweep(this.tag.name, report);
+    } catch (error) {
+      report?.warnings.push({
+        code: 'LEDGER_WRITE_FAILED',
+        message: `ledger ${this.ledger.location}: the end of the session (${state}) was not recorded: ${(error as Error).message}; it stays running there until tether recover sweeps it`,
+      });
+    }
+  }
+
+  // A command's end, kept for the row's state.
+  private noted<T extends string | Buffer>(result: SandboxExitResult<T>): SandboxExitResult<T> {
+    this.ends.push(result as SandboxExitResult<string | Buffer>);
+    return result;
   }
 
   // A command's result as the session's end made it: ended by its abort or timeout.
@@ -355,7 +459,7 @@ export async function run<O extends SandboxRunOptions = {}>(
   argv: string[],
   options: O = {} as O,
 ): Promise<SandboxRunResult<OutputOf<O>>> {
-  const { tag, shell, signal, timeout, sweep: sweepOptions, reject, ...command } = options;
+  const { tag, shell, signal, timeout, sweep: sweepOptions, reject, ledger, ...command } = options;
   if (reject !== undefined && typeof reject !== 'boolean')
     throw new TetherError(
       'INVALID_OPTION',
@@ -368,6 +472,7 @@ export async function run<O extends SandboxRunOptions = {}>(
     ...(signal === undefined ? {} : { signal }),
     ...(timeout === undefined ? {} : { timeout }),
     ...(sweepOptions === undefined ? {} : { sweep: sweepOptions }),
+    ...(ledger === undefined ? {} : { ledger }),
   });
   let exit: SandboxExitResult<OutputOf<O>>;
   try {
@@ -376,7 +481,7 @@ export async function run<O extends SandboxRunOptions = {}>(
     await s.end().catch(() => {}); // SESSION_ENDED: the signal was already aborted, nothing ran
     throw error;
   }
-  if (notStarted(exit.error)) {
+  if (notStarted(exit.error) || s.beginFailed) {
     // The client never started: the argv never left this machine, nothing ran. As a local
     // spawn's SPAWN_FAILED, it rejects whatever `reject` says, once the session's sweep was tried.
     await s.end().catch(() => {});

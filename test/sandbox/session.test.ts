@@ -8,7 +8,9 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTag, sandbox } from '../../src/index.js';
+import { Ledger } from '../../src/ledger/index.js';
 import type { SweepReport } from '../../src/sweep/report.js';
+import { recoverCli } from '../recover/support.js';
 import { ROOT } from '../support/paths.js';
 import { missing, tool } from '../support/tools.js';
 import {
@@ -474,6 +476,94 @@ describe('tether sandbox run', () => {
       }
     },
   );
+});
+
+describe('a recorded agent session', () => {
+  it('is one row: running before its command, then its end with the session report', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'tether-sandbox-ledger-'));
+    const ledger = await Ledger.open(join(dir, 'ledger.db'));
+    const tag = createTag();
+    const tag2 = createTag();
+    try {
+      const watch = leftovers(tag.name, 57);
+      const r = await sandbox.run(box.channel, leaving(57, 'sleep 1; exit 2'), {
+        tag,
+        sweep: SWEEP,
+        ledger,
+        reject: false,
+      });
+      expectAllGone(tag.name, await watch, r.report, 57);
+      const row = await ledger.get(tag.name);
+      expect([row?.state, row?.outcome?.exitCode, row?.location]).toEqual([
+        'failed',
+        2,
+        expect.objectContaining({ kind: 'sandbox', channel: box.prefix }),
+      ]);
+      expect(row?.reports.at(-1)?.stopped.map((p) => p.cmdline)).toEqual(
+        expect.arrayContaining(['sleep 57', 'sleep 58']),
+      );
+      // The caller's abort: cancelled.
+      const abort = new AbortController();
+      const call = sandbox
+        .run(box.channel, leaving(53, 'sleep 60'), { tag: tag2, sweep: SWEEP, ledger, signal: abort.signal })
+        .catch((e: Error) => e);
+      await leftovers(tag2.name, 53);
+      expect((await ledger.get(tag2.name))?.state).toBe('running');
+      abort.abort();
+      expect(((await call) as { code?: string }).code).toBe('CANCELLED');
+      expect((await ledger.get(tag2.name))?.state).toBe('cancelled');
+      // A channel without argv cannot be recorded: recover could not reach it again.
+      const bare = { describe: 'bare', exec: box.channel.exec };
+      expect(() => sandbox.session(bare, { ledger })).toThrow(
+        expect.objectContaining({ code: 'INVALID_OPTION' }),
+      );
+    } finally {
+      await ledger.close();
+      rmSync(dir, { recursive: true, force: true });
+      await cleanup(tag.name);
+      await cleanup(tag2.name);
+    }
+  });
+
+  it('its supervisor SIGKILLed mid-command: tether recover sweeps the container through the recorded channel', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'tether-sandbox-ledger-'));
+    const path = join(dir, 'ledger.db');
+    const tag = createTag();
+    // The supervisor: a Node process holding the session, killed while its command runs.
+    const script = `
+      import { sandbox } from ${JSON.stringify(join(ROOT, 'dist/index.js'))};
+      import { Ledger } from ${JSON.stringify(join(ROOT, 'dist/ledger/index.js'))};
+      const ledger = await Ledger.open(${JSON.stringify(path)});
+      const s = sandbox.session(sandbox.commandChannel(${JSON.stringify(box.prefix)}), { tag: ${JSON.stringify(tag.name)}, ledger });
+      await s.spawn(${JSON.stringify(leaving(63, 'sleep 60'))});
+    `;
+    const supervisor = spawn(process.execPath, ['--input-type=module', '-e', script], {
+      stdio: ['ignore', 'ignore', 'pipe'],
+    });
+    let stderr = '';
+    supervisor.stderr?.on('data', (d) => (stderr += d));
+    const gone = new Promise((r) => supervisor.once('exit', r));
+    try {
+      const seen = [...(await leftovers(tag.name, 63)), ...taggedOnHost(tag.name)];
+      supervisor.kill('SIGKILL');
+      await gone;
+      expect(stderr).toBe('');
+      // Nothing ended the session: its command and leftovers run on in the container.
+      expect(taggedOnHost(tag.name).map((p) => p.cmdline)).toEqual(
+        expect.arrayContaining(['sleep 63', 'sleep 64', 'sleep 60']),
+      );
+      const r = await recoverCli(path);
+      expect(r.code, r.stderr).toBe(0);
+      const handled = r.json.sessions.find((x: { tag: string }) => x.tag === tag.name);
+      expect(handled?.outcome, JSON.stringify(r.json)).toBe('recovered');
+      expect(seen.filter(aliveOnHost)).toEqual([]);
+      expect(taggedOnHost(tag.name)).toEqual([]);
+    } finally {
+      if (supervisor.exitCode === null && supervisor.signalCode === null) supervisor.kill('SIGKILL');
+      rmSync(dir, { recursive: true, force: true });
+      await cleanup(tag.name);
+    }
+  });
 });
 
 const noBusybox = missing('busybox');
