@@ -3,6 +3,7 @@
 
 import type { Command } from 'commander';
 import { TetherError } from '../errors.js';
+import { Ledger } from '../ledger/ledger.js';
 import { parseDuration } from '../options.js';
 import { createTag, parseTag } from '../proc/tag.js';
 import {
@@ -95,6 +96,10 @@ export function addSandboxCommands(program: Command): void {
       'print the end (the status fields and the report, or the error) as one JSON line on stderr',
     )
     .option('--report-file <file>', "write the session's sweep report as JSON to this file")
+    .option(
+      '--ledger <path|url>',
+      'record the session in this ledger (a SQLite file or a postgres:// URL) before the command starts; tether recover ends it if tether is killed',
+    )
     .argument('<command...>', 'the command and its arguments (after --)')
     .passThroughOptions()
     .action(sandboxRunCommand);
@@ -263,7 +268,13 @@ export async function sandboxExecCommand(
  */
 export async function sandboxRunCommand(
   argv: string[],
-  flags: SandboxFlags & { tag?: string; silence: string; timeout?: string; reportFile?: string },
+  flags: SandboxFlags & {
+    tag?: string;
+    silence: string;
+    timeout?: string;
+    reportFile?: string;
+    ledger?: string;
+  },
 ): Promise<void> {
   const channel = commandChannel(splitWords('--via', flags.via));
   const sweepOpts = sweepOptions(flags);
@@ -275,6 +286,15 @@ export async function sandboxRunCommand(
   const reportFile = flags.reportFile
     ? openOutputFile('--report-file', flags.reportFile, 'replace')
     : undefined;
+  let ledger: Ledger | undefined;
+  if (flags.ledger !== undefined)
+    try {
+      ledger = await Ledger.open(flags.ledger);
+    } catch (error) {
+      reportFile?.close();
+      refuseRecord(flags.ledger, error);
+      return;
+    }
   const abort = new AbortController();
   const onSignal = () => abort.abort();
   for (const s of CANCEL_SIGNALS) process.on(s, onSignal);
@@ -296,6 +316,7 @@ export async function sandboxRunCommand(
       ...(Number.isFinite(timeout) && timeout > 0 ? { timeout } : {}),
       reject: false,
       sweep: { graceMs: sweepOpts.graceMs, killAfterMs: sweepOpts.killAfterMs, budgetMs: sweepOpts.budgetMs },
+      ...(ledger ? { ledger } : {}),
     });
     writeReportFile(reportFile, r.report);
     const notes: string[] = [];
@@ -319,9 +340,16 @@ export async function sandboxRunCommand(
         !r.report.complete
       )
         process.stderr.write(`${renderReport(r.report).join('\n')}\n`);
+      if (ledger) process.stderr.write(`tether: recorded in ${ledger.location}: tether show ${tag.name}\n`);
       process.stderr.write(`tether: session --tag ${tag.name}\n`);
     }
   } catch (error) {
+    // The ledger's own errors (a tag already recorded is INVALID_TAG: ours was parsed above).
+    const code = (error as TetherError).code;
+    if (ledger && (code?.startsWith('LEDGER_') || code === 'INVALID_TAG')) {
+      refuseRecord(ledger.location, error); // its begin was refused: nothing ran
+      return;
+    }
     if (!(error instanceof SandboxError)) throw error;
     // The --via client could not start (nothing ran), or the session's sweep could not run or was
     // cut (what it started may still run).
@@ -345,7 +373,17 @@ export async function sandboxRunCommand(
     stdin?.unpipe();
     stdin?.destroy();
     reportFile?.close();
+    await ledger?.close().catch(() => {});
   }
+}
+
+// A ledger that cannot be opened or written: the command was not started (125).
+function refuseRecord(where: string, error: unknown): void {
+  process.stderr.write(
+    `tether: cannot record the session in the ledger ${where}: ${(error as Error).message}\n` +
+      'tether: the command was not started. Fix the ledger, choose another with --ledger PATH|URL, or leave --ledger out\n',
+  );
+  process.exitCode = EXIT_USAGE;
 }
 
 // `tether run`'s statuses for a sandbox session's end (see sandboxRunCommand).

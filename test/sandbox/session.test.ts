@@ -566,6 +566,110 @@ describe('a recorded agent session', () => {
   });
 });
 
+describe('tether sandbox run --ledger', () => {
+  it('records the session; SIGKILLed mid-command, tether recover ends it in the container', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'tether-sandbox-ledger-'));
+    const path = join(dir, 'ledger.db');
+    const tag = createTag();
+    const tag2 = createTag();
+    const via = box.prefix.join(' ');
+    try {
+      const watch = leftovers(tag.name, 47);
+      const r = await tether([
+        'sandbox',
+        'run',
+        '--via',
+        via,
+        '--tag',
+        tag.name,
+        '-k',
+        '1s',
+        '--ledger',
+        path,
+        '--',
+        ...leaving(47, 'sleep 1; exit 5'),
+      ]);
+      expect(r.status, r.stderr).toBe(5);
+      expect(r.stderr).toContain(`recorded in ${path}: tether show ${tag.name}`);
+      const seen = await watch;
+      expect(seen.filter(aliveOnHost)).toEqual([]);
+      const ledger = await Ledger.open(path);
+      try {
+        const row = await ledger.get(tag.name);
+        expect([row?.state, row?.outcome?.exitCode]).toEqual(['failed', 5]);
+        expect(row?.reports.at(-1)?.stopped.map((p) => p.cmdline)).toEqual(
+          expect.arrayContaining(['sleep 47', 'sleep 48']),
+        );
+      } finally {
+        await ledger.close();
+      }
+
+      // The supervisor killed with SIGKILL while its command runs: the row stays running.
+      let seen2: { pid: number; startTime: number }[] = [];
+      const killed = await tether(
+        [
+          'sandbox',
+          'run',
+          '--via',
+          via,
+          '--tag',
+          tag2.name,
+          '--ledger',
+          path,
+          '--',
+          ...leaving(43, 'sleep 60'),
+        ],
+        (child) => {
+          void leftovers(tag2.name, 43).then((found) => {
+            seen2 = [...found, ...taggedOnHost(tag2.name)];
+            child.kill('SIGKILL');
+          });
+        },
+      );
+      expect(killed.status).toBe(null);
+      expect(taggedOnHost(tag2.name).map((p) => p.cmdline)).toEqual(
+        expect.arrayContaining(['sleep 43', 'sleep 44', 'sleep 60']),
+      );
+      const recovered = await recoverCli(path);
+      expect(recovered.code, recovered.stderr).toBe(0);
+      const handled = recovered.json.sessions.find((x: { tag: string }) => x.tag === tag2.name);
+      expect(handled?.outcome, JSON.stringify(recovered.json)).toBe('recovered');
+      expect(seen2.length).toBeGreaterThanOrEqual(3);
+      expect(seen2.filter(aliveOnHost)).toEqual([]);
+      expect(taggedOnHost(tag2.name)).toEqual([]);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+      await cleanup(tag.name);
+      await cleanup(tag2.name);
+    }
+  });
+
+  it('a ledger that cannot be opened: 125, nothing started', async () => {
+    const tag = createTag();
+    const dir = mkdtempSync(join(tmpdir(), 'tether-sandbox-ledger-'));
+    const notADir = join(dir, 'file');
+    writeFileSync(notADir, ''); // a ledger below a regular file: ENOTDIR
+    const r = await tether([
+      'sandbox',
+      'run',
+      '--via',
+      box.prefix.join(' '),
+      '--tag',
+      tag.name,
+      '--ledger',
+      join(notADir, 'ledger.db'),
+      '--',
+      'sh',
+      '-c',
+      'setsid sleep 41 </dev/null >/dev/null 2>&1 &',
+    ]);
+    expect(r.status, r.stderr).toBe(125);
+    expect(r.stderr).toContain('the command was not started');
+    expect(taggedOnHost(tag.name)).toEqual([]);
+    rmSync(dir, { recursive: true, force: true });
+  });
+});
+
 const noBusybox = missing('busybox');
 describe.skipIf(noBusybox !== '')(
   `in a busybox-only container${noBusybox ? ` (skipped: ${noBusybox})` : ''}`,
