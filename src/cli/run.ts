@@ -12,7 +12,7 @@ import type { StopReason } from '../session/record.js';
 import { type ExitResult, Session } from '../session/session.js';
 import { compileKeep, type KeepRule } from '../sweep/keep.js';
 import type { SweepReport } from '../sweep/report.js';
-import { EVENTS_VERSION, type EventLog, openEventLog } from './events.js';
+import { EVENTS_VERSION, type EventLog, type ExitedEvent, openEventLog } from './events.js';
 import {
   EXIT_CANNOT_EXECUTE,
   EXIT_LEDGER_FAILED,
@@ -303,7 +303,7 @@ async function runSession(
 }
 
 // The `exited` event's fields: how the payload ended, or why it could not start.
-function exitFields(exit: ExitResult): Record<string, unknown> {
+function exitFields(exit: ExitResult): Omit<ExitedEvent, 'type'> {
   if (exit.error) {
     const errno = (exit.error.cause as NodeJS.ErrnoException | undefined)?.code;
     return { error: { code: exit.error.code, message: exit.error.message, ...(errno ? { errno } : {}) } };

@@ -85,12 +85,14 @@ export default function setup(project: TestProject) {
   }
   // The helper for every architecture a package carries, the native scan loop (optional:
   // without a compiler the JS path is used, and the native test says so), and the CLI's bundle
-  // that bin/tether.cjs runs (from dist/cli/, with its code cache). Each script keeps outputs
+  // that bin/tether.cjs runs (from dist/cli/, with its code cache), and the JSON Schemas of what
+  // tether writes (dist/schemas/). Each script keeps outputs
   // that are up to date (under a second in all on a built tree).
   const scripts: [string, string[]][] = [
     ['scripts/build-helper.mjs', []],
     ['scripts/build-native.mjs', ['--host']],
     ['scripts/build-cli.mjs', []],
+    ['scripts/build-schemas.mjs', []],
   ];
   for (const [script, args] of scripts) {
     execFileSync(process.execPath, [join(ROOT, script), ...args], {
