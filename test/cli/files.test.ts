@@ -313,7 +313,8 @@ describe('the event log on a FIFO whose reader reads nothing', () => {
       const log = openEventLog(fifo, 200);
       const big = 'x'.repeat(16 * 1024);
       // 64 KiB fill a pipe: 10 lines of 16 KiB cannot all go in.
-      for (let i = 0; i < 10; i++) log.write({ type: 'filler', i, big });
+      for (let i = 0; i < 10; i++)
+        log.write({ type: 'end', status: i, timedOut: false, error: { code: 'FILLER', message: big } });
       log.close();
     } finally {
       spy.mockRestore();
