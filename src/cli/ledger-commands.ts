@@ -10,7 +10,13 @@ import { resolveLedgerTarget } from '../ledger/target.js';
 import { type CorruptRow, SESSION_STATES, type SessionRecord, type SessionState } from '../ledger/types.js';
 import { parseDuration } from '../options.js';
 import { TAG_HEX_DIGITS, TAG_PREFIX } from '../proc/tag.js';
-import { defaultChannelsFile, readChannelsFile, recover } from '../recover/index.js';
+import {
+  defaultChannelsFile,
+  type RemovedCgroup,
+  readChannelsFile,
+  recover,
+  removeStaleCgroups,
+} from '../recover/index.js';
 import { splitWords } from '../sandbox/words.js';
 import { EXIT_NO_SUCH_SESSION, EXIT_UNSETTLED } from './exit-codes.js';
 import { type PhaseFlags, phaseBudgets, phaseOptions } from './phases.js';
@@ -53,6 +59,11 @@ export function addLedgerCommands(program: Command): void {
     .option(
       '--channels-file <path>',
       'allowed channel prefixes, one per line, as --allow-channel takes them (default: $XDG_CONFIG_HOME/tether/recover-channels, else ~/.config/tether/recover-channels, when it exists)',
+    )
+    .option(
+      '--cgroup-min-age <duration>',
+      'remove an empty session cgroup (tether-<hex> under <cgroup2 mount>/tether) that no live session and no running row claims only once it is this old',
+      '60s',
     );
   phaseOptions(recover).action(recoverCommand); // -k/--kill-after (--grace), --kill-budget: as every sweeping command
   program
@@ -111,6 +122,7 @@ async function recoverCommand(
     channelBudget: string;
     allowChannel: string[];
     channelsFile?: string;
+    cgroupMinAge: string;
   } & PhaseFlags,
 ): Promise<void> {
   const { graceMs, killAfterMs } = phaseBudgets(flags);
@@ -118,13 +130,19 @@ async function recoverCommand(
   const allowChannels = flags.allowChannel.map((p) => splitWords('--allow-channel', p));
   if (flags.channelsFile !== undefined) readChannelsFile(flags.channelsFile, true); // a named file must be there
   const channelsFile = flags.channelsFile ?? defaultChannelsFile();
+  const cgroupMinAgeMs = parseDuration('--cgroup-min-age', flags.cgroupMinAge);
   const ledger = await openForReading(flags.ledger);
   if (!ledger) {
+    // No session recorded here, but the empty cgroups no live session claims are still removed.
+    const cgroups = removeStaleCgroups({ dryRun: flags.dryRun === true, minAgeMs: cgroupMinAgeMs });
     if (flags.json)
       process.stdout.write(
-        `${JSON.stringify({ version: 1, sessions: [], kept: [], corrupt: [], settled: true })}\n`,
+        `${JSON.stringify({ version: 1, sessions: [], kept: [], corrupt: [], cgroups, settled: true })}\n`,
       );
-    else process.stderr.write(`tether: no ledger at ${describe(flags.ledger)}: nothing to recover\n`);
+    else
+      process.stderr.write(
+        `${[`tether: no ledger at ${describe(flags.ledger)}: nothing to recover`, ...cgroups.map(cgroupLine)].join('\n')}\n`,
+      );
     return;
   }
   try {
@@ -136,6 +154,7 @@ async function recoverCommand(
       channelBudgetMs,
       allowChannels,
       channelsFile,
+      cgroupMinAgeMs,
     });
     if (flags.json) process.stdout.write(`${JSON.stringify({ version: 1, ...result }, null, 2)}\n`);
     else {
@@ -150,6 +169,7 @@ async function recoverCommand(
           `${k.tag}  kept pid ${k.pid} (${k.cmdline.slice(0, 60)}, owner ${k.owner}): ${k.outcome}${k.reason ? ` (${k.reason})` : ''}`,
         );
       for (const c of result.corrupt) lines.push(unreadableLine(ledger.location, c));
+      lines.push(...result.cgroups.map(cgroupLine));
       if (lines.length === 0) lines.push('tether: no session to recover');
       process.stderr.write(`${lines.join('\n')}\n`);
     }
@@ -182,6 +202,12 @@ async function lsCommand(flags: { ledger?: string; state?: string; json?: boolea
   );
   if (corrupt.length)
     process.stderr.write(`${corrupt.map((c) => unreadableLine(ledger.location, c)).join('\n')}\n`);
+}
+
+// An empty session cgroup recover removed (or would), for its report.
+function cgroupLine(c: RemovedCgroup): string {
+  const what = c.outcome === 'removed' ? 'removed' : 'would remove';
+  return `tether: ${what} the empty cgroup ${c.path} (${c.tag}: no live session, no running row, ${Math.round(c.ageMs / 1000)} s old)`;
 }
 
 /** A row that could not be read, for recover, ls and ps: its tag and what is wrong. */

@@ -3,10 +3,10 @@
 // process the session starts is accounted to it, however it detaches. `cgroup.kill` (Linux
 // 5.14) kills the whole subtree at once, racing forks included; `cgroup.events` `populated 0`
 // proves it is empty. See cgroups(7) and the kernel's Documentation/admin-guide/cgroup-v2.rst.
-import { accessSync, constants, mkdirSync, readFileSync, rmdirSync } from 'node:fs';
+import { accessSync, constants, mkdirSync, readFileSync, rmdirSync, statSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { pathExists, type SessionCgroup, subdirs } from '../proc/cgroup.js';
-import { TAG_HEX_DIGITS } from '../proc/tag.js';
+import { TAG_HEX_DIGITS, TAG_PREFIX } from '../proc/tag.js';
 
 /** Either a usable cgroup, or why there is none (a note for the report, not an error). */
 export type CgroupResult = { cgroup: SessionCgroup } | { note: string };
@@ -158,5 +158,65 @@ export function removeCgroup(path: string): boolean {
     return true;
   } catch (error) {
     return (error as NodeJS.ErrnoException).code === 'ENOENT';
+  }
+}
+
+/** A session cgroup directly under `<mount>/tether` (`listSessionCgroups`). */
+export interface SessionCgroupEntry {
+  path: string;
+  /** The session's tag name, `TETHER_SESSION_<the directory's hex digits>`. */
+  tag: string;
+  /** The directory's last status change or modification, the later (ms since the epoch). */
+  changedMs: number;
+  /** `cgroup.events`' `populated`; undefined when it cannot be read. */
+  populated: boolean | undefined;
+}
+
+/**
+ * Every `tether-<32 hex digits>` directory directly under `<cgroup2 mount>/tether` (the mount
+ * from `procRoot`'s mountinfo), with its age and whether it is populated. Nested session cgroups
+ * (inside another session's) are not listed. Empty when there is no v2 mount or no such
+ * directory. Throws nothing.
+ */
+export function listSessionCgroups(procRoot = '/proc'): SessionCgroupEntry[] {
+  const mount = cgroup2Mount(procRoot);
+  if (!mount) return [];
+  const base = join(mount, 'tether');
+  const found: SessionCgroupEntry[] = [];
+  for (const entry of subdirs(base)) {
+    if (!SESSION_DIR.test(entry)) continue;
+    const path = join(base, entry);
+    let changedMs: number;
+    try {
+      const st = statSync(path);
+      changedMs = Math.max(st.ctimeMs, st.mtimeMs);
+    } catch {
+      continue; // gone meanwhile
+    }
+    let populated: boolean | undefined;
+    try {
+      const line = readFileSync(join(path, 'cgroup.events'), 'utf8')
+        .split('\n')
+        .find((l) => l.startsWith('populated '));
+      populated = line === undefined ? undefined : line.slice('populated '.length).trim() !== '0';
+    } catch {
+      populated = undefined;
+    }
+    found.push({ path, tag: `${TAG_PREFIX}${entry.slice('tether-'.length)}`, changedMs, populated });
+  }
+  return found;
+}
+
+/**
+ * Removes the cgroup `path` itself, never what is below it (rmdir(2): a cgroup that holds a
+ * process or a child cgroup fails `EBUSY` and stays). Nothing is signalled. Undefined when
+ * removed, else the errno code of the failure.
+ */
+export function removeEmptyCgroup(path: string): string | undefined {
+  try {
+    rmdirSync(path);
+    return undefined;
+  } catch (error) {
+    return (error as NodeJS.ErrnoException).code ?? (error as Error).message;
   }
 }

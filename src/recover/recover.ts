@@ -2,7 +2,8 @@
 // Read it top to bottom: list what the ledger holds → pick the sessions whose supervisor is
 // gone → sweep each where it runs (locally by tag and its leftover cgroup; a sandbox session
 // through its recorded channel) → record `recovered` (or `parked`, or `ambiguous`) with the
-// report → end the kept processes whose TTL has passed, whatever their session's state.
+// report → end the kept processes whose TTL has passed, whatever their session's state →
+// remove the empty session cgroups no session claims.
 
 import type { LiveSign } from '../containment/live-session.js';
 import type { Ledger } from '../ledger/ledger.js';
@@ -10,6 +11,7 @@ import { currentVantage, judgeSupervisor } from '../ledger/supervisor.js';
 import type { CorruptRow, SessionRecord, SessionState } from '../ledger/types.js';
 import { toRecord } from '../outcome/record.js';
 import type { SweepReport } from '../sweep/report.js';
+import { type RemovedCgroup, removeStaleCgroups } from './cgroups.js';
 import { channelTrust } from './channel-trust.js';
 import { endExpiredKept, type KeptEnd } from './kept.js';
 import { type Plan, planOf } from './plan.js';
@@ -45,6 +47,11 @@ export interface RecoverOptions {
    * `~/.config/tether/recover-channels`: `defaultChannelsFile()`); none by default.
    */
   channelsFile?: string;
+  /**
+   * How old an empty session cgroup no session claims must be before it is removed (step 5 of
+   * docs/ledger.md "Recover"): CGROUP_MIN_AGE_MS (60 000) by default.
+   */
+  cgroupMinAgeMs?: number;
 }
 
 /**
@@ -89,6 +96,11 @@ export interface RecoverResult {
    * read"): not recovered, left as they are, each named by its tag, field and problem.
    */
   corrupt: CorruptRow[];
+  /**
+   * Empty session cgroups removed (or, in a dry run, that would be): no live session, no running
+   * or parked row, older than `cgroupMinAgeMs` (src/recover/cgroups.ts). They never unsettle a run.
+   */
+  cgroups: RemovedCgroup[];
   /**
    * True when every session handled was recovered (or left alone: not judged gone), every
    * expired kept process ended, and no row was corrupt.
@@ -158,6 +170,20 @@ export async function recover(options: RecoverOptions): Promise<RecoverResult> {
   );
   const sessions = [...swept, ...unjudged];
   const kept = await endExpiredKept(records, { ...options, now, here, live });
+  // Empty session cgroups no session claims: not those of a row still running or parked after
+  // the sweeps (a dry run's would-sweep included), nor a live session's (read before the sweeps:
+  // one begun since has a cgroup younger than the age bound).
+  const stillOpen = new Map(open.map((r) => [r.tag, r.state] as const));
+  for (const s of sessions) stillOpen.set(s.tag, s.state);
+  const cgroups = removeStaleCgroups({
+    open: new Set(
+      [...stillOpen].filter(([, state]) => state === 'running' || state === 'parked').map(([tag]) => tag),
+    ),
+    live,
+    dryRun: options.dryRun === true,
+    ...(options.cgroupMinAgeMs === undefined ? {} : { minAgeMs: options.cgroupMinAgeMs }),
+    ...(options.procRoot === undefined ? {} : { procRoot: options.procRoot }),
+  });
   const settled =
     sessions.every(
       (s) =>
@@ -168,7 +194,7 @@ export async function recover(options: RecoverOptions): Promise<RecoverResult> {
     ) &&
     kept.every((k) => k.outcome !== 'survived' && k.outcome !== 'left-alone') &&
     corrupt.length === 0;
-  return { sessions, kept, corrupt, settled };
+  return { sessions, kept, corrupt, cgroups, settled };
 }
 
 // One session: swept where it runs, then its end written (compare-and-set: a lost race is no error).
