@@ -70,6 +70,10 @@ export function addSandboxCommands(program: Command): void {
       '--json',
       'print the end (the error, its code and report, or the status) as one JSON line on stderr',
     )
+    .option(
+      '--sweep',
+      "sweep the command's session in the container at every end, a proven one too (as sandbox run, with these statuses); 121 when it cannot be swept",
+    )
     .argument('<command...>', 'the command and its arguments (after --)')
     .passThroughOptions()
     .action(sandboxExecCommand);
@@ -172,7 +176,7 @@ const CANCEL_SIGNALS = ['SIGINT', 'SIGTERM', 'SIGHUP'] as const;
  */
 export async function sandboxExecCommand(
   argv: string[],
-  flags: SandboxFlags & { tag?: string; silence: string },
+  flags: SandboxFlags & { tag?: string; silence: string; sweep?: boolean },
 ): Promise<void> {
   const channel = commandChannel(splitWords('--via', flags.via));
   const sweepOpts = sweepOptions(flags);
@@ -191,7 +195,7 @@ export async function sandboxExecCommand(
   const notes: string[] = [];
   let json: Record<string, unknown> = {};
   try {
-    const r = await exec(channel, argv, {
+    const options = {
       tag,
       shell: sweepOpts.shell,
       ...(stdin ? { input: stdin } : {}),
@@ -202,7 +206,17 @@ export async function sandboxExecCommand(
       // The exit status is the command's: a failed end is rendered, not thrown.
       reject: false,
       sweep: { graceMs: sweepOpts.graceMs, killAfterMs: sweepOpts.killAfterMs, budgetMs: sweepOpts.budgetMs },
-    });
+    };
+    // --sweep: an agent session of one command (sandbox.run), swept at every end; its unproven
+    // end is thrown as exec's is, to the same statuses.
+    const r = flags.sweep ? await sweptExec(channel, argv, options) : await exec(channel, argv, options);
+    if (
+      flags.sweep &&
+      r.report &&
+      !flags.json &&
+      (r.report.stopped.length || r.report.survivors.length || r.report.warnings.length || !r.report.complete)
+    )
+      process.stderr.write(`${renderReport(r.report).join('\n')}\n`);
     if (r.streamHeld) {
       notes.push(
         "a process the command left still held its output 2 s after its end: the exec client was ended (the status is the command's)",
@@ -234,7 +248,9 @@ export async function sandboxExecCommand(
       process.stderr.write(`tether: ${error.message}\n`);
       if (error.report) process.stderr.write(`${renderReport(error.report).join('\n')}\n`);
     }
-    process.exitCode = errorStatus(error);
+    // A session --sweep could not sweep (its cause, the sweep's error): what it started may run.
+    process.exitCode =
+      error.cause instanceof TetherError && flags.sweep ? EXIT_AMBIGUOUS_EFFECT : errorStatus(error);
   } finally {
     for (const s of CANCEL_SIGNALS) process.off(s, onSignal);
     process.stdout.off('error', onStdoutError);
@@ -375,6 +391,17 @@ export async function sandboxRunCommand(
     reportFile?.close();
     await ledger?.close().catch(() => {});
   }
+}
+
+// `sandbox exec --sweep`: sandbox.run's result, its unproven end thrown as exec throws it.
+async function sweptExec(
+  channel: ReturnType<typeof commandChannel>,
+  argv: string[],
+  options: Parameters<typeof run>[2],
+): Promise<SandboxExecResult> {
+  const r = await run(channel, argv, options);
+  if (r.error) throw r.error;
+  return r as SandboxExecResult;
 }
 
 // A ledger that cannot be opened or written: the command was not started (125).

@@ -432,6 +432,33 @@ describe('tether sandbox run', () => {
     }
   });
 
+  it('sandbox exec --sweep: a proven end sweeps the session too; the status is the command’s', async () => {
+    const tag = createTag();
+    try {
+      const watch = leftovers(tag.name, 37);
+      const r = await tether([
+        'sandbox',
+        'exec',
+        '--sweep',
+        '--via',
+        box.prefix.join(' '),
+        '--tag',
+        tag.name,
+        ...phases,
+        '--json',
+        '--',
+        ...leaving(37, 'sleep 1; exit 0'),
+      ]);
+      const seen = await watch;
+      expect([r.status, r.stdout], r.stderr).toEqual([0, 'ready\n']);
+      const end = JSON.parse(r.stderr.trim().split('\n').at(-1) as string);
+      expect([end.tag, end.ok, end.exitCode]).toEqual([tag.name, true, 0]);
+      expectAllGone(tag.name, seen, end.report, 37);
+    } finally {
+      await cleanup(tag.name);
+    }
+  });
+
   it('a --via client that cannot start: 122 within 2 s', async () => {
     const started = performance.now();
     const r = await tether(['sandbox', 'run', '--via', '/nonexistent/tether-test-client', '--', 'true']);
