@@ -3,10 +3,19 @@
 // clean exit, a failure, the caller's abort, a timeout, the exec client dying — and the report
 // names them. Ground truth: the host's /proc (pid + start time gone).
 import { spawn } from 'node:child_process';
-import { chmodSync, mkdtempSync, readFileSync, rmSync, unlinkSync, writeFileSync } from 'node:fs';
+import {
+  chmodSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  unlinkSync,
+  writeFileSync,
+} from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { sessionsDir } from '../../src/containment/live-session.js';
 import { createTag, sandbox } from '../../src/index.js';
 import { Ledger } from '../../src/ledger/index.js';
 import type { SweepReport } from '../../src/sweep/report.js';
@@ -73,6 +82,18 @@ function expectAllGone(
   );
   const named = new Set(report?.stopped.map((p) => `${p.pid}:${p.startTime}`));
   expect(report?.stopped.length).toBe(named.size); // each named once
+}
+
+// The live-session registration a SIGKILLed supervisor of `tag` left (the next registration
+// anywhere would prune it, its supervisor gone): removed, it was this test's.
+function dropRegistrations(tag: string): void {
+  const hex = tag.replace('TETHER_SESSION_', '');
+  try {
+    for (const name of readdirSync(sessionsDir()))
+      if (name.startsWith(`${hex}.`)) rmSync(join(sessionsDir(), name), { force: true });
+  } catch {
+    // no directory: nothing registered
+  }
 }
 
 // After a test: whatever still carries the tag is swept through the real channel (none expected).
@@ -589,6 +610,7 @@ describe('a recorded agent session', () => {
       if (supervisor.exitCode === null && supervisor.signalCode === null) supervisor.kill('SIGKILL');
       rmSync(dir, { recursive: true, force: true });
       await cleanup(tag.name);
+      dropRegistrations(tag.name);
     }
   });
 });
@@ -668,6 +690,7 @@ describe('tether sandbox run --ledger', () => {
       rmSync(dir, { recursive: true, force: true });
       await cleanup(tag.name);
       await cleanup(tag2.name);
+      dropRegistrations(tag2.name);
     }
   });
 
