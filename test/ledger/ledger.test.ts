@@ -131,6 +131,39 @@ describe('ledger paths', () => {
     expect(redactUrl('postgres://u:s3cret@h:5432/db')).toBe('postgres://u:***@h:5432/db');
     expect(redactUrl('postgres://u:s3cret@h:5432/db')).not.toContain('s3cret');
   });
+
+  it('a password in the query (password=, sslpassword=, any case) is redacted too; the rest of the URL stays', () => {
+    expect(redactUrl('postgres://u@h/db?sslmode=disable&password=s3cret')).toBe(
+      'postgres://u@h/db?sslmode=disable&password=***',
+    );
+    expect(redactUrl('postgresql://u:a@h/db?PASSWORD=s3cret&sslpassword=k3y&application_name=x')).toBe(
+      'postgresql://u:***@h/db?PASSWORD=***&sslpassword=***&application_name=x',
+    );
+    // Not parseable as a URL: still cut.
+    expect(redactUrl('postgres://u:s3cret@[bad/db?password=s3cret')).not.toContain('s3cret');
+  });
+
+  it('refuses a URL of another scheme and an empty target, naming the accepted forms; a path is still a path', () => {
+    for (const target of ['http://x/y', 'file:///tmp/l.db', 'sqlite://l.db', 'HTTPS://u:s3cret@x/y']) {
+      let error: unknown;
+      try {
+        resolveLedgerTarget(target, {});
+      } catch (e) {
+        error = e;
+      }
+      expect(error, target).toMatchObject({ code: 'INVALID_OPTION' });
+      expect((error as Error).message).toMatch(
+        /a SQLite file path .* or a postgres:\/\/ or postgresql:\/\/ URL/,
+      );
+      expect((error as Error).message).not.toContain('s3cret');
+    }
+    expect(() => resolveLedgerTarget('', {})).toThrow(/invalid ledger "": empty/);
+    expect(() => resolveLedgerTarget(undefined, { TETHER_LEDGER: 'http://x/y' })).toThrow(
+      /invalid TETHER_LEDGER "http:\/\/x\/y"/,
+    );
+    expect(resolveLedgerTarget('/x/a:b.db', {})).toEqual({ kind: 'sqlite', path: '/x/a:b.db' });
+    expect(resolveLedgerTarget('/x/http://y', {})).toEqual({ kind: 'sqlite', path: '/x/http:/y' });
+  });
 });
 
 describe('supervisorGone', () => {
