@@ -57,7 +57,8 @@ export interface OutputFile {
  * of HELD_FD. Throws `TetherError` `INVALID_OPTION` naming the option, the path and why: a
  * symbolic link (ELOOP), a directory above it reached through a symbolic link `followable`
  * refuses (naming that link), a FIFO with no reader (ENXIO), a socket, a block device, a
- * directory, a file with other hard links, or the errno of open(2) (ENOENT, EACCES, …).
+ * directory, a file with other hard links, an empty path, or the errno of open(2) (ENOENT,
+ * EACCES, …).
  */
 export function openOutputFile(
   option: string,
@@ -67,6 +68,7 @@ export function openOutputFile(
 ): OutputFile {
   const refuse = (why: string, cause?: unknown): TetherError =>
     new TetherError('INVALID_OPTION', `invalid ${option} ${JSON.stringify(path)}: ${why}`, { cause });
+  if (path === '') throw refuse('an empty path: name a file, or leave the option out');
   const held = heldDescriptor(path);
   if (held !== undefined) {
     const why = heldProblem(held);

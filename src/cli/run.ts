@@ -128,7 +128,8 @@ export async function runCommand(argv: string[], flags: RunFlags): Promise<void>
   const plan = runPlan(argv, flags);
   // The report and events files are opened before the payload runs (one that cannot be is
   // refused now, not after it), and the report is written through that descriptor at the end.
-  const report = plan.reportFile ? openOutputFile('--report-file', plan.reportFile, 'replace') : undefined;
+  const report =
+    plan.reportFile !== undefined ? openOutputFile('--report-file', plan.reportFile, 'replace') : undefined;
   let events: EventLog | undefined;
   try {
     events = plan.events ? openEventLog(plan.events) : undefined;

@@ -111,6 +111,58 @@ describe('tether run and the ledger', () => {
     expect(ls.stderr.trim().split('\n').length, ls.stderr).toBeLessThanOrEqual(2);
   });
 
+  it('an unknown --ledger scheme is refused before anything runs or is made; a password in the URL is never printed', async () => {
+    const dir = tempDir();
+    const marker = join(dir, 'ran');
+    for (const ledger of ['http://x/y', 'file:///tmp/nowhere.db']) {
+      const run = await execFileP(process.execPath, [CLI, 'run', '--ledger', ledger, '--', 'touch', marker], {
+        cwd: dir,
+        timeout: 30_000,
+      }).then(
+        () => ({ code: 0, stderr: '' }),
+        (e: { code: number; stderr: string }) => e,
+      );
+      expect(run.code, run.stderr).toBe(125);
+      expect(run.stderr).toMatch(/postgres:\/\/ or postgresql:\/\/ URL/);
+      for (const args of [['ls'], ['recover'], ['show', '--last']]) {
+        const r = await execFileP(process.execPath, [CLI, ...args, '--ledger', ledger], {
+          cwd: dir,
+          timeout: 30_000,
+        }).then(
+          () => ({ code: 0, stderr: '' }),
+          (e: { code: number; stderr: string }) => e,
+        );
+        expect(r.code, `${args[0]}: ${r.stderr}`).not.toBe(0);
+        expect(r.stderr).toMatch(/INVALID_OPTION|invalid --ledger|invalid ledger/);
+      }
+    }
+    expect(existsSync(marker), 'the payload ran').toBe(false);
+    expect(readdirSync(dir), 'a directory was made for the URL').toEqual([]);
+    // A password in the userinfo or the query: redacted in every message (nothing listens on port 1).
+    for (const url of [
+      'postgres://u:s3cret@127.0.0.1:1/db',
+      'postgresql://u@127.0.0.1:1/db?password=s3cret',
+    ]) {
+      const run = await tether(['run', '--ledger', url, '--', 'touch', marker], process.env);
+      expect(run.code, run.stderr).toBe(125);
+      expect(run.stderr).toContain('***');
+      expect(run.stderr).not.toContain('s3cret');
+      const ls = await tether(['ls', '--ledger', url], process.env);
+      expect(ls.code).not.toBe(0);
+      expect(ls.stderr + ls.stdout).not.toContain('s3cret');
+    }
+    expect(existsSync(marker)).toBe(false);
+  });
+
+  it("--report-file '' is refused before the payload runs (125), never accepted with nothing written", async () => {
+    const dir = tempDir();
+    const marker = join(dir, 'ran');
+    const r = await tether(['run', '--no-ledger', '--report-file', '', '--', 'touch', marker], process.env);
+    expect(r.code, r.stderr).toBe(125);
+    expect(r.stderr).toContain('invalid --report-file "": an empty path');
+    expect(existsSync(marker), 'the payload ran').toBe(false);
+  });
+
   it('tether ls --state refuses an unknown state, naming the accepted ones', async () => {
     const r = await tether(['ls', '--state', 'done'], { ...process.env, XDG_STATE_HOME: tempDir() });
     expect(r.code).toBe(125);
