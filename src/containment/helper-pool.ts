@@ -258,6 +258,11 @@ function listsUnkeptChild(procRoot: string, pid: number, kept: readonly Identity
 
 // True when the helper is stopped (state T, or t: traced) as its /proc stat says now.
 function isStopped(procRoot: string, h: Helper): boolean {
-  const state = readStat(procRoot, h.helper.pid)?.state;
+  let state: string | undefined;
+  try {
+    state = readStat(procRoot, h.helper.pid)?.state;
+  } catch {
+    return false; // unreadable (no fd left, EMFILE): not known stopped; looked at again later
+  }
   return state === 'T' || state === 't';
 }

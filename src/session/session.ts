@@ -44,6 +44,7 @@ import {
 } from './collect.js';
 import { outputClosed, releaseOutput } from './output.js';
 import { SessionRecorder, type StopReason } from './record.js';
+import { END_RESERVE_FDS, FdReserve } from './reserve.js';
 import { type CommandResult, commandLine } from './result.js';
 
 /** Options of a session. Durations in milliseconds. */
@@ -234,6 +235,8 @@ export class Session {
   /** The live-session registration, written with the first command's begin and removed at the end. */
   private registration: Registered | undefined;
   private registrationTried = false;
+  /** The fds the end's sweep needs, taken before the first command runs (src/session/reserve.ts). */
+  private readonly reserve = new FdReserve();
 
   constructor(options: SessionOptions = {}) {
     checkSessionOptions(options);
@@ -323,10 +326,14 @@ export class Session {
     const nul = nulByteIn(command, args, env);
     let thrown: unknown =
       nul && Object.assign(new Error(`${nul} holds a NUL byte`), { code: 'ERR_INVALID_ARG_VALUE' });
-    if (nul) record();
+    // The end's fds are set aside before anything runs: a command that cannot be swept for want
+    // of them does not start (SPAWN_FAILED naming the errno).
+    thrown ??= this.takeReserve();
+    const refused = thrown !== undefined;
+    if (refused) record();
     let helped: Helper | HelperStartError | undefined;
     try {
-      helped = nul ? undefined : this.startHelped(command, args, options, env, stdio, record);
+      helped = refused ? undefined : this.startHelped(command, args, options, env, stdio, record);
     } catch (error) {
       // Refused after its begin was written (a layer the containment requires): the record's end
       // says the command did not start.
@@ -341,7 +348,7 @@ export class Session {
     let child: ChildProcess;
     let exitWatch: ExitWatch | undefined;
     if (helper) child = helper.child;
-    else if (nul) child = unstarted();
+    else if (refused) child = unstarted();
     else if (failed?.thrown !== undefined && this.plan.helper === 'required') {
       // The helper's spawn threw what the command's would (E2BIG): that is its start failure,
       // and the command is not spawned without the layer it requires.
@@ -376,7 +383,7 @@ export class Session {
       // cannot be reaped before libuv's SIGCHLD handler runs, which needs the event loop, so
       // this synchronous open right after the spawn names the child.
       this.spawned.push(payload);
-      const hold = helper ? helper.payloadHold : this.signaller.hold(this.procRoot, payload);
+      const hold = helper ? helper.payloadHold : this.holdSpawn(payload);
       payloadHold = hold;
       this.spawnHolds.push(hold);
       if (hold.fd < 0 && hold.why !== 'gone' && hold.why !== 'no-pidfd')
@@ -384,7 +391,7 @@ export class Session {
           code: 'NO_PIDFD',
           message: `pidfd_open failed for ${command} (pid ${payload.pid}, ${hold.why}): it is re-checked by start time before each signal (a narrow pid-reuse race remains)`,
         });
-      const stat = readStat(this.procRoot, payload.pid);
+      const stat = statOrNone(this.procRoot, payload.pid);
       if (stat && hold.why !== 'gone')
         this.known.set(identityKey(payload), { identity: payload, stat, foundBy: 'carrier', hold });
     }
@@ -505,7 +512,8 @@ export class Session {
   }
 
   private identityOf(pid: number | undefined): Identity | undefined {
-    const stat = pid === undefined ? undefined : readStat(this.procRoot, pid);
+    // Unreadable for want of an fd (EMFILE): not known by its spawn, it is swept by its tag.
+    const stat = pid === undefined ? undefined : statOrNone(this.procRoot, pid);
     return stat && { pid: stat.pid, startTime: stat.startTime };
   }
 
@@ -647,6 +655,36 @@ export class Session {
     });
   }
 
+  // The end's reserve, taken once, at the first spawn: undefined when held, else the error that
+  // refuses the command (EMFILE…, its message saying what the fds are for).
+  private takeReserve(): Error | undefined {
+    if (this.reserve.held > 0) return undefined;
+    try {
+      this.reserve.take(END_RESERVE_FDS);
+      return undefined;
+    } catch (error) {
+      const code = (error as NodeJS.ErrnoException).code ?? 'unknown';
+      return Object.assign(
+        new Error(
+          `${code}${errnoHint(code)}: the ${END_RESERVE_FDS} file descriptors the session's end needs to sweep what it starts cannot be set aside, so nothing was started (raise the limit: ulimit -n)`,
+        ),
+        { code },
+      );
+    }
+  }
+
+  // The spawn's hold; with no fd left for its pidfd or its reads (EMFILE), none: the command is
+  // re-checked by start time at each signal, and the end sweeps it by tag and cgroup.
+  private holdSpawn(payload: Identity): Hold {
+    try {
+      return this.signaller.hold(this.procRoot, payload);
+    } catch (error) {
+      const code = (error as NodeJS.ErrnoException).code;
+      if (code !== 'EMFILE' && code !== 'ENFILE') throw error;
+      return { identity: payload, fd: -1, why: code };
+    }
+  }
+
   // A long session keeps one pidfd per command and per helper only while that process runs: a
   // hold whose process has exited names nothing any more (its payload is dropped from `known`
   // by the next scan; an exited helper is no root), so its fd is closed here, at each spawn.
@@ -670,6 +708,7 @@ export class Session {
     if (!this.ending) {
       // Ended by the caller while a command ran: a cancel (not when a lost helper ended it).
       const endedEarly = this.running.size > 0 && !this.helperWasLost;
+      this.reserve.release(); // the fds set aside for this sweep
       this.ending = sweep(this.sweepOptions())
         .then((report) => (sweepRan(report) ? this.release(report) : this.handOver(report)))
         .then((report) => (this.recorder ? this.recorder.finish(report, endedEarly) : report))
@@ -700,6 +739,7 @@ export class Session {
   endSync(): SweepReport {
     live.delete(this);
     this.recorder?.release(); // its end is not written: its lease lapses, as its process ends
+    this.reserve.release();
     const swept = sweepSync(this.sweepOptions());
     const report = sweepRan(swept) ? this.release(swept) : this.abandonHelpers(swept);
     this.registration?.remove();
@@ -971,6 +1011,16 @@ function spawnFailed(command: string, cause: unknown): TetherError {
       ? 'E2BIG: its arguments and environment are too large for execve(2) (one string over 128 KiB, or all of them over the limit)'
       : clip((cause as Error).message, 200);
   return new TetherError('SPAWN_FAILED', `cannot start ${clip(command)}: ${why}`, { cause });
+}
+
+// The command's stat right after its spawn; undefined when gone, denied or unreadable for want
+// of an fd (it is then known by the spawn's identity only).
+function statOrNone(procRoot: string, pid: number) {
+  try {
+    return readStat(procRoot, pid);
+  } catch {
+    return undefined;
+  }
 }
 
 function errnoHint(errno: string): string {
