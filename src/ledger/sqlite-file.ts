@@ -170,7 +170,7 @@ export function mapSqliteError(err: unknown, path: string, action: 'open' | 'rea
     return sqliteCorrupt(path, `it is not a SQLite database or is malformed (${detail})`, err);
   if (code.startsWith('SQLITE_BUSY') || code.startsWith('SQLITE_LOCKED'))
     return ledgerLocked(path, `another process held it past the busy timeout (${detail})`, err);
-  if (code === 'SQLITE_FULL')
+  if (code === 'SQLITE_FULL' || code === 'SQLITE_IOERR_SHMSIZE')
     return ledgerUnavailable(
       path,
       `the disk is full (${detail}); free space on its filesystem: the records already there stay readable`,

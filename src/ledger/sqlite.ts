@@ -66,7 +66,7 @@ export async function openSqliteStore(path: string, options: SqliteStoreOptions 
 export class SqliteStore implements LedgerStore {
   readonly location: string;
   readonly busyTimeoutMs: number;
-  private readonly db: BetterSqlite3.Database;
+  private db: BetterSqlite3.Database;
   private readonly hooks: StoreHooks;
   private readonly spool: string;
   private version = 0;
@@ -78,31 +78,53 @@ export class SqliteStore implements LedgerStore {
     const target = options.schemaVersion ?? SQLITE_SCHEMA_VERSION;
     preparePath(path);
     this.spool = spoolDirOf(path); // the file exists now: beside its real path
+    this.db = this.connect(path);
     try {
-      this.db = new (betterSqlite3())(path, { timeout: this.busyTimeoutMs });
+      this.openSteps(target);
+    } catch (err) {
+      this.db.close();
+      if ((err as { code?: unknown }).code !== 'SQLITE_IOERR_SHMSIZE')
+        throw mapSqliteError(err, path, 'open');
+      // The shared-memory index (`-shm`, 32 KiB) cannot be made: a full disk. In exclusive
+      // locking mode, set before the first access, SQLite keeps that index in this process's
+      // memory instead (https://www.sqlite.org/wal.html, "Use of WAL Without Shared-Memory"), so
+      // the records already there stay readable; other connections wait for this one's close.
+      this.db = this.connect(path);
+      try {
+        this.db.pragma('locking_mode = EXCLUSIVE');
+        this.openSteps(target);
+      } catch (again) {
+        this.db.close();
+        throw mapSqliteError(again, path, 'open');
+      }
+    }
+  }
+
+  // A connection to the file: better-sqlite3 loads its compiled addon at the first one.
+  private connect(path: string): BetterSqlite3.Database {
+    try {
+      return new (betterSqlite3())(path, { timeout: this.busyTimeoutMs });
     } catch (err) {
       const code = (err as { code?: unknown } | null)?.code;
       if (typeof code === 'string' && code.startsWith('SQLITE_')) throw mapSqliteError(err, path, 'open');
-      // better-sqlite3 loads its compiled addon here: not built (its install script did not
-      // run: --ignore-scripts, or npm 11 refusing unapproved scripts), or built for another Node.
-      // Its first line: `bindings` follows its message with every place it tried, one a line
-      // (the cause keeps them).
+      // The addon not built (its install script did not run: --ignore-scripts, or npm 11
+      // refusing unapproved scripts), or built for another Node. Its first line: `bindings`
+      // follows its message with every place it tried, one a line (the cause keeps them).
       throw addonUnavailable(path, errText(err).split('\n')[0] ?? '', err);
     }
-    try {
-      this.retryBusy(() => {
-        this.version = this.readVersion(); // refuses a file that is not ours before anything is written
-        this.db.pragma('journal_mode = WAL');
-        // A commit is durable against the supervisor's death (SIGKILL, OOM) without an fsync:
-        // in WAL mode NORMAL syncs at checkpoints only. What a power loss can take — the last
-        // commits — belonged to processes that died with the machine (docs/ledger.md, "The stores").
-        this.db.pragma('synchronous = NORMAL');
-        if (this.version < target) this.migrate(target);
-      });
-    } catch (err) {
-      this.db.close();
-      throw mapSqliteError(err, path, 'open');
-    }
+  }
+
+  // The opening steps: the file's version checked, WAL, synchronous, the migration.
+  private openSteps(target: number): void {
+    this.retryBusy(() => {
+      this.version = this.readVersion(); // refuses a file that is not ours before anything is written
+      this.db.pragma('journal_mode = WAL');
+      // A commit is durable against the supervisor's death (SIGKILL, OOM) without an fsync:
+      // in WAL mode NORMAL syncs at checkpoints only. What a power loss can take — the last
+      // commits — belonged to processes that died with the machine (docs/ledger.md, "The stores").
+      this.db.pragma('synchronous = NORMAL');
+      if (this.version < target) this.migrate(target);
+    });
   }
 
   // Runs the opening steps again while SQLite answers SQLITE_BUSY, every 5 ms up to the busy

@@ -281,6 +281,27 @@ describe('tether run through the spool', () => {
     expect(existsSync(db)).toBe(false);
   });
 
+  it('a full disk keeps ls, show and recover --dry-run reading what the file holds (no -shm can be made)', async () => {
+    const dir = tempDir();
+    execFileSync('mount', ['-t', 'tmpfs', '-o', 'size=512k', 'tmpfs', dir]);
+    mounts.push(dir);
+    const db = join(dir, 'ledger.db');
+    expect((await tether(['run', '--ledger', db, '--', 'sh', '-c', 'exit 3'])).code).toBe(3);
+    const [first] = await listOf(db); // taken in; the last reader's close removes -wal and -shm
+    expect(existsSync(`${db}-shm`), 'premise broken: the -shm outlived its readers').toBe(false);
+    fillLeaving(dir, 4096); // less than the 32 KiB of a -shm
+    const ls = await tether(['ls', '--json', '--ledger', db]);
+    expect(ls.code, ls.stderr).toBe(0);
+    expect(
+      JSON.parse(ls.stdout).sessions.map((s: { tag: string; state: string }) => [s.tag, s.state]),
+    ).toEqual([[first?.tag, 'failed']]);
+    const show = await tether(['show', '--last', '--ledger', db]);
+    expect(show.code, show.stderr).toBe(0);
+    expect(show.stdout).toContain(`${first?.tag}  failed`);
+    const dry = await tether(['recover', '--dry-run', '--json', '--ledger', db]);
+    expect(dry.code, dry.stderr).toBe(0);
+  });
+
   it('a ledger reached through a symlink has one spool, beside the real file: every path sees the same records', async () => {
     const dir = tempDir();
     const real = join(dir, 'real.db');
