@@ -132,7 +132,7 @@ export async function runCommand(argv: string[], flags: RunFlags): Promise<void>
     plan.reportFile !== undefined ? openOutputFile('--report-file', plan.reportFile, 'replace') : undefined;
   let events: EventLog | undefined;
   try {
-    events = plan.events ? openEventLog(plan.events) : undefined;
+    events = plan.events !== undefined ? openEventLog(plan.events) : undefined;
   } catch (error) {
     report?.close();
     throw error;

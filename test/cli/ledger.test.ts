@@ -154,14 +154,17 @@ describe('tether run and the ledger', () => {
     expect(existsSync(marker)).toBe(false);
   });
 
-  it("--report-file '' is refused before the payload runs (125), never accepted with nothing written", async () => {
-    const dir = tempDir();
-    const marker = join(dir, 'ran');
-    const r = await tether(['run', '--no-ledger', '--report-file', '', '--', 'touch', marker], process.env);
-    expect(r.code, r.stderr).toBe(125);
-    expect(r.stderr).toContain('invalid --report-file "": an empty path');
-    expect(existsSync(marker), 'the payload ran').toBe(false);
-  });
+  it.each(['--report-file', '--events'])(
+    "%s '' is refused before the payload runs (125), never accepted with nothing written",
+    async (option) => {
+      const dir = tempDir();
+      const marker = join(dir, 'ran');
+      const r = await tether(['run', '--no-ledger', option, '', '--', 'touch', marker], process.env);
+      expect(r.code, r.stderr).toBe(125);
+      expect(r.stderr).toContain(`invalid ${option} "": an empty path`);
+      expect(existsSync(marker), 'the payload ran').toBe(false);
+    },
+  );
 
   it('tether ls --state refuses an unknown state, naming the accepted ones', async () => {
     const r = await tether(['ls', '--state', 'done'], { ...process.env, XDG_STATE_HOME: tempDir() });
