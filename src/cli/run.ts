@@ -345,7 +345,11 @@ function printReport(
     !report.complete
   ) {
     process.stderr.write(`${renderReport(report).join('\n')}\n`);
-    if (ledger) process.stderr.write(`tether: recorded in ${ledger}: tether show ${report.tag}\n`);
+    // "recorded" only when every write landed: a failed one is a LEDGER_WRITE_FAILED warning,
+    // printed above with what recover will do.
+    const unrecorded = report.warnings.some((w) => w.code === 'LEDGER_WRITE_FAILED');
+    if (ledger && !unrecorded)
+      process.stderr.write(`tether: recorded in ${ledger}: tether show ${report.tag}\n`);
   }
 }
 

@@ -658,4 +658,16 @@ describe('taking the spool in', () => {
     const row = JSON.parse(readFileSync(join(spoolDirOf(db), files[0] as string), 'utf8'));
     expect(row.state).toBe('running');
   });
+
+  it('an end that does not fit is said, and tether run never says the session was recorded', async () => {
+    const dir = smallTmpfs();
+    const db = join(dir, 'ledger.db');
+    // As above, with the table instead of --json.
+    const fill = `i=0; while dd if=/dev/zero of=${dir}/f$i bs=4096 count=1 2>/dev/null; do i=$((i+1)); done; rm -f ${dir}/f$i ${dir}/f0 ${dir}/f1`;
+    const leave = 'for i in $(seq 100); do setsid sleep 60 </dev/null >/dev/null 2>&1 & done';
+    const r = await tether(['run', '--ledger', db, '--', 'sh', '-c', `${leave}; ${fill}; exit 0`]);
+    expect(r.code, r.stderr).toBe(0);
+    expect(r.stderr, 'premise broken: the end was written').toMatch(/was not recorded/);
+    expect(r.stderr).not.toMatch(/recorded in /);
+  });
 });
