@@ -1,8 +1,10 @@
 // The tether CLI: parse → call the library → render → exit status.
+
 import { createRequire } from 'node:module';
 import { Command, CommanderError } from 'commander';
 import { TetherError } from '../errors.js';
 import { NoProcError } from '../proc/snapshot.js';
+import { describeUndecodable, undecodableArgument } from './argv-bytes.js';
 import { EXIT_SWEEP_FAILED, EXIT_TETHER_FAILED, EXIT_USAGE } from './exit-codes.js';
 import { addGuardCommands } from './guard.js';
 import { addLauncherCommand } from './launcher.js';
@@ -122,6 +124,13 @@ export async function main(argv: readonly string[]): Promise<void> {
     stream.on('error', (error: NodeJS.ErrnoException) => {
       if (error.code !== 'EPIPE') throw error;
     });
+  }
+  // An argument Node decoded with losses would reach CMD (or name a file, a tag) changed.
+  const undecodable = argv === process.argv ? undecodableArgument(argv) : undefined;
+  if (undecodable) {
+    process.stderr.write(`tether: ${describeUndecodable(undecodable)}\n`);
+    process.exitCode = EXIT_TETHER_FAILED;
+    return;
   }
   try {
     await program.parseAsync([...argv]);
