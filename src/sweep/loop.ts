@@ -89,6 +89,11 @@ export function sweepSync(options: SweepOptions): SweepReport {
  * empty scans), runs out of time, or goes on (`again`).
  */
 function decide(run: SweepRun, phase: Phase, alive: number): PhaseEnd | 'out-of-time' | 'again' {
+  if (alive === FAILED && run.retry) {
+    // It freed fds (run.ts failRound): the round again, at once — not counted as empty.
+    run.retry = false;
+    return 'again';
+  }
   if (alive === FAILED) return 'scan-failed';
   run.progress({ signal: phase.signal, waiting: alive, sinceSignalMs: performance.now() - phase.startedAt });
   // A scan is empty only if it saw no member at all: one that was there and gone by its

@@ -90,6 +90,9 @@ export class SweepRun {
   readonly signaller: Signaller;
   /** The holds (pidfds) this sweep took on the members it found: released as they exit, and at its end. */
   holds: Hold[] = [];
+  /** Set when a round failed for want of fds and settling freed some (`failRound`): the loop runs it again. */
+  retry = false;
+  private fdRetries = 0;
   private warnedHold = false;
   /** The signal of the phase whose round is scanning (`earlySignal`). */
   private phaseSignal: PhaseSignal | undefined;
@@ -478,7 +481,56 @@ export class SweepRun {
       );
     }
     this.killCgroupBlind();
+    this.settleTracked();
     return false;
+  }
+
+  /**
+   * After a failed scan (no fd left…), what this sweep already tracks is settled without one:
+   * each process last seen alive that it holds by pidfd gets SIGKILL through the pidfd (no new
+   * fd) and is watched by poll(2) for up to `SETTLE_MS` — one seen exited is stopped, one still
+   * there is a survivor seen alive after its KILL. One without a usable pidfd is taken for gone
+   * when its pid names no process (kill(2) signal 0: ESRCH); else it stays as last seen.
+   */
+  private settleTracked(): void {
+    const waiting: { t: Tracked; hold: Hold }[] = [];
+    for (const [key, t] of this.tracked) {
+      if (!t.alive || t.denied) continue;
+      const hold = this.ctx.known.get(key)?.hold;
+      if (!hold || hold.fd < 0) {
+        if (!pidExists(t.identity.pid)) this.markEnded(t);
+        continue;
+      }
+      if (!t.record.signals.includes('SIGKILL')) {
+        let outcome: string;
+        try {
+          outcome = this.signaller.sendHeld(this.ctx.procRoot, hold, 'SIGKILL');
+        } catch {
+          continue; // the fallback's own reads failed: left as last seen
+        }
+        if (outcome === 'denied') t.denied = true;
+        if (outcome === 'denied') continue;
+        if (outcome === 'sent') t.record.signals.push('SIGKILL');
+      }
+      waiting.push({ t, hold });
+    }
+    const cell = new Int32Array(new SharedArrayBuffer(4));
+    const until = performance.now() + SETTLE_MS;
+    while (waiting.length > 0) {
+      for (let i = waiting.length - 1; i >= 0; i--) {
+        const w = waiting[i] as { t: Tracked; hold: Hold };
+        if (hasExited(w.hold) !== true) continue;
+        this.markEnded(w.t);
+        waiting.splice(i, 1);
+      }
+      if (waiting.length === 0 || performance.now() >= until) break;
+      Atomics.wait(cell, 0, 0, SETTLE_POLL_MS);
+    }
+  }
+
+  private markEnded(t: Tracked): void {
+    t.alive = false;
+    t.record.endedBy = lastPhaseSignal(t.record.signals) ?? 'exited';
   }
 
   /**
@@ -538,9 +590,33 @@ export class SweepRun {
       this.scanMs += scan.snapshot.durationMs;
       return scan;
     } catch (error) {
-      this.fail(error);
+      this.failRound(error);
       return undefined;
     }
+  }
+
+  /**
+   * A round that threw: with no fd left (EMFILE, ENFILE), the processes held are settled
+   * (`settleTracked`) and the pidfds of those that exited closed; when that freed any, the round
+   * is tried again (`retry`, said in a note), at most `FD_RETRIES` times. Else the sweep fails
+   * (`fail`).
+   */
+  private failRound(error: unknown): void {
+    if (isFdExhaustion(error) && this.fdRetries < FD_RETRIES) {
+      this.settleTracked();
+      const before = this.holds.length;
+      this.releaseHolds(false);
+      const freed = before - this.holds.length;
+      if (freed > 0) {
+        this.fdRetries++;
+        this.retry = true;
+        this.notes.push(
+          `no fd left (${(error as Error).message}): the ${freed} processes held that had exited (those still alive were sent SIGKILL at once) gave back their pidfds, and the round was tried again`,
+        );
+        return;
+      }
+    }
+    this.fail(error);
   }
 
   /**
@@ -558,7 +634,7 @@ export class SweepRun {
       this.recordUnreadable(scan);
       return alive.size;
     } catch (error) {
-      this.fail(error);
+      this.failRound(error);
       return -1;
     }
   }
@@ -750,6 +826,22 @@ export class SweepRun {
       });
     }
     return report;
+  }
+}
+
+/** How long a failed sweep watches its held processes die after their KILL (`settleTracked`), ms. */
+const SETTLE_MS = 500;
+const SETTLE_POLL_MS = 10;
+/** Rounds a sweep tries again after freeing fds (`failRound`). */
+const FD_RETRIES = 100;
+
+// True when `pid` names a process (kill(2) with signal 0: no fd, no signal); EPERM counts.
+function pidExists(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (error) {
+    return (error as NodeJS.ErrnoException).code !== 'ESRCH';
   }
 }
 

@@ -137,3 +137,44 @@ console.log(JSON.stringify({ runs }));`;
     expect(runs.at(-1)?.stopped, 'premise broken: the sweep stopped the five leftovers').toBe(5);
   }, 120_000);
 });
+
+describe('a sweep that runs out of descriptors', () => {
+  it('with more leftovers than the reserve and no fd left at end(), names only what it saw alive after its KILL, and every leftover is gone or named', async () => {
+    const results: string[] = [];
+    for (const containment of ['auto', ['env-tag']] as const) {
+      const arg = `${BASE}.${containment === 'auto' ? 901 : 902}`;
+      const program = `import { openSync, closeSync, readFileSync, readdirSync } from 'node:fs';
+const held = [];
+const fill = (leave) => { try { for (;;) held.push(openSync('/dev/null', 'r')); } catch {} for (let i = 0; i < leave; i++) closeSync(held.pop()); };
+const free = () => { for (const fd of held.splice(0)) closeSync(fd); };
+const { session } = await import(${JSON.stringify(DIST)});
+const startOf = (pid) => { try { const t = readFileSync('/proc/' + pid + '/stat', 'latin1'); const f = t.slice(t.lastIndexOf(')') + 2).split(' '); return f[0] === 'Z' ? null : Number(f[19]); } catch { return null; } };
+const s = session({ containment: ${JSON.stringify(containment)}, graceMs: 300, killAfterMs: 1000 });
+await s.spawn('sh', ['-c', 'i=0; while [ $i -lt 40 ]; do setsid sleep ${arg} >/dev/null 2>&1 & i=$((i+1)); done; sleep 0.5'], { stdio: 'ignore' }).exited;
+fill(0);
+let timer;
+const bound = new Promise((resolve) => { timer = setTimeout(() => resolve(null), 20000); });
+const report = await Promise.race([s.end(), bound]);
+clearTimeout(timer);
+free();
+const survivors = (report?.survivors ?? []).map((p) => ({ pid: p.pid, startTime: p.startTime, signals: p.signals }));
+const namedDead = survivors.filter((p) => startOf(p.pid) !== p.startTime).map((p) => p.pid + ' ' + p.signals.join(','));
+const alive = readdirSync('/proc').filter((n) => /^\\d+$/.test(n)).filter((n) => { try { return readFileSync('/proc/' + n + '/cmdline', 'latin1') === 'sleep\\x00${arg}\\x00'; } catch { return false; } }).map(Number).filter((pid) => startOf(pid) !== null);
+const unnamedAlive = alive.filter((pid) => !survivors.some((p) => p.pid === pid));
+for (const pid of alive) try { process.kill(pid, 'SIGKILL'); } catch {}
+console.log(JSON.stringify({ hang: report === null, namedDead, unnamedAlive, survivors: survivors.length, stopped: report?.stopped?.length ?? 0, warnings: (report?.warnings ?? []).map((w) => w.code + ': ' + w.message) }));`;
+      const out = await runProgram(program, 60_000);
+      const warnings = (out.warnings as string[]).join(' | ');
+      if (out.hang) results.push(`${containment}: end() did not settle in 20 s`);
+      for (const p of out.unnamedAlive as number[])
+        results.push(`${containment}: leftover ${p} alive and not named (${warnings})`);
+      for (const p of out.namedDead as string[])
+        results.push(`${containment}: ${p} named a survivor, not alive (${warnings})`);
+      if (!/no fd left/.test(warnings) && (out.stopped as number) < 40)
+        results.push(
+          `${containment}: fewer than 40 stopped and no warning says no fd was left (${warnings})`,
+        );
+    }
+    expect(results).toEqual([]);
+  }, 150_000);
+});
