@@ -97,12 +97,58 @@ export class CompletionStripper {
   }
 }
 
-/** The whole stdout at once: the command's bytes and what the line said (undefined: none). */
+/**
+ * The whole stdout at once: the command's bytes (minus the wrapper's start announcement and its
+ * completion line) and what the line said (undefined: none).
+ */
 export function stripCompletion(
   stdout: Buffer,
   nonce: string,
 ): { stdout: Buffer; completion: Completion | undefined } {
+  const start = new StartStripper(nonce);
   const s = new CompletionStripper(nonce);
-  const body = Buffer.concat([s.push(stdout), s.end()]);
+  const body = Buffer.concat([s.push(start.push(stdout)), s.push(start.end()), s.end()]);
   return { stdout: body, completion: s.completion };
+}
+
+/** The wrapper's start announcement (wrap.sh): printed before the command starts. */
+export function startLine(nonce: string): string {
+  return `tether-start ${nonce}\n`;
+}
+
+/**
+ * Removes the wrapper's start announcement (`tether-start NONCE\n`, the first one) from a
+ * stdout stream as it passes, holding back only a tail that could be its start; `announced`
+ * once it was seen. Put before a `CompletionStripper`: what it passes on is the command's own
+ * stdout and the completion line.
+ */
+export class StartStripper {
+  private readonly line: Buffer;
+  private pending: Buffer = Buffer.alloc(0);
+  announced = false;
+
+  constructor(nonce: string) {
+    this.line = Buffer.from(startLine(nonce));
+  }
+
+  push(chunk: Buffer): Buffer {
+    if (this.announced) return chunk;
+    const buf = this.pending.length ? Buffer.concat([this.pending, chunk]) : chunk;
+    const at = buf.indexOf(this.line);
+    if (at >= 0) {
+      this.announced = true;
+      this.pending = Buffer.alloc(0);
+      return Buffer.concat([buf.subarray(0, at), buf.subarray(at + this.line.length)]);
+    }
+    let keep = Math.min(this.line.length - 1, buf.length);
+    while (keep > 0 && !buf.subarray(buf.length - keep).equals(this.line.subarray(0, keep))) keep--;
+    this.pending = Buffer.from(buf.subarray(buf.length - keep));
+    return buf.subarray(0, buf.length - keep);
+  }
+
+  end(): Buffer {
+    const rest = this.pending;
+    this.pending = Buffer.alloc(0);
+    return rest;
+  }
 }

@@ -39,6 +39,23 @@ export class ExecStatusUnknownError extends TetherError {
   }
 }
 
+/**
+ * `CHANNEL_UNREACHABLE` for a command that never started: its exec client exited with
+ * `clientStatus` before the wrapper announced itself, and the first attempt of the sweep that
+ * followed failed the same way (that status, the sweep program silent too) — a client that
+ * cannot start (its own usage error, no such container, a refused connection), not a cut
+ * stream: not retried. `cause`: the client's failure, as it said it.
+ */
+export class ClientNotStartedError extends SandboxError {
+  /** The status both exec clients exited with. */
+  readonly clientStatus: number;
+  constructor(message: string, clientStatus: number, options: { cause: Error; tag?: string }) {
+    super('CHANNEL_UNREACHABLE', message, options);
+    this.name = 'ClientNotStartedError';
+    this.clientStatus = clientStatus;
+  }
+}
+
 /** One line naming processes: "pid 12 (sleep 30), pid 14 (sh -c …)". */
 export function nameProcesses(list: { pid: number; cmdline: string; comm: string }[]): string {
   return list.map((p) => `pid ${p.pid} (${(p.cmdline || p.comm).slice(0, 60)})`).join(', ');

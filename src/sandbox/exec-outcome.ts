@@ -7,7 +7,7 @@ import { type EndReason, failureOf } from '../session/result.js';
 import type { SweepReport } from '../sweep/report.js';
 import type { ClientExit, ExecChannel } from './channel.js';
 import type { Completion } from './completion.js';
-import { ExecStatusUnknownError, nameProcesses, SandboxError } from './errors.js';
+import { ClientNotStartedError, ExecStatusUnknownError, nameProcesses, SandboxError } from './errors.js';
 import type { SandboxExecResult } from './exec.js';
 import type { CallOutput } from './exec-output.js';
 import type { StopReason } from './exec-stops.js';
@@ -37,7 +37,9 @@ export interface CallEnd {
 }
 
 // The ladder, first match wins: nothing ran → CHANNEL_UNREACHABLE; a cut script → INPUT_CUT;
-// the line → a proven end; no line → the unknown end's sweep decides (it always throws).
+// the line → a proven end; no line → the unknown end's sweep decides (it always throws) — a
+// client that failed before the wrapper announced itself and fails the same way for the sweep
+// never started the command (CHANNEL_UNREACHABLE, ClientNotStartedError, not retried).
 export async function decide(end: CallEnd): Promise<SandboxExecResult<string | Buffer>> {
   const { channel, completion, exit, output, tag } = end;
   const said = describeExit(exit, Buffer.concat(output.err));
@@ -56,7 +58,33 @@ export async function decide(end: CallEnd): Promise<SandboxExecResult<string | B
     );
   }
   if (completion?.kind === 'exit') return provenEnd(end, completion.status);
-  return unknownEnd(end, said);
+  const failedFirst = failedBeforeStart(end);
+  if (failedFirst === undefined) return unknownEnd(end, said);
+  try {
+    return await unknownEnd(
+      { ...end, sweepOptions: { ...end.sweepOptions, clientFailedWith: failedFirst } },
+      said,
+    );
+  } catch (error) {
+    const sweepError = (error as Error).cause;
+    if (!(sweepError instanceof ClientNotStartedError)) throw error;
+    // The sweep's client's stderr was collected (the command's may have been streamed): named.
+    const sweepSaid = (sweepError.cause as Error).message;
+    throw new ClientNotStartedError(
+      `the command was not run in ${channel.describe}: ${said}, before the wrapper announced itself; the sweep's client failed the same way at once (${sweepSaid}): nothing ran, not retried`,
+      failedFirst,
+      { cause: new Error(said), tag: tag.name },
+    );
+  }
+}
+
+// The status of a client that exited by itself, failing (≠ 0), before the wrapper's start
+// announcement arrived and with no stop of tether's: else undefined.
+function failedBeforeStart(end: CallEnd): number | undefined {
+  const { exit, output } = end;
+  if (output.announced || end.stoppedBy !== null || end.stopped !== undefined) return undefined;
+  if (exit.error || exit.signal !== null || exit.status === null || exit.status === 0) return undefined;
+  return exit.status;
 }
 
 /** Why tether ended a call, in the terms of the result shape (`timedOut`, `isCanceled`…). */

@@ -3,7 +3,7 @@
 // "Library" and "Stops").
 import type { Readable, Writable } from 'node:stream';
 import type { ExecClient } from './channel.js';
-import { type Completion, CompletionStripper } from './completion.js';
+import { type Completion, CompletionStripper, StartStripper } from './completion.js';
 import { OUTPUT_CAP_MS, within } from './run.js';
 
 /** The caller's streams; a missing one is collected instead. */
@@ -35,6 +35,7 @@ export class CallOutput implements Activity {
   overflowed: 'stdout' | 'stderr' | undefined;
   private readonly collected = { out: 0, err: 0 };
   private readonly stripper: CompletionStripper;
+  private readonly start: StartStripper;
   private readonly closed: Promise<unknown>;
   private readonly targets: Writable[];
   private lineTimer: NodeJS.Timeout | undefined;
@@ -50,13 +51,14 @@ export class CallOutput implements Activity {
     },
   ) {
     this.stripper = new CompletionStripper(nonce);
+    this.start = new StartStripper(nonce);
     this.targets = [...new Set([to.stdout, to.stderr])].filter((w): w is Writable => w !== undefined);
     for (const w of this.targets) w.on('error', this.onOutputError);
     this.closed = Promise.all([
       this.follow(
         client.stdout,
         (c) => this.onStdout(c),
-        () => this.toOut(this.stripper.end()),
+        () => this.toOut(this.flush()),
       ),
       this.follow(client.stderr, (c) => this.deliver(to.stderr, client.stderr, this.err, c)),
     ]);
@@ -69,8 +71,19 @@ export class CallOutput implements Activity {
     clearTimeout(this.lineTimer);
     this.client.kill();
     this.detach();
-    if (!this.stripper.completion) this.toOut(this.stripper.end());
+    if (!this.stripper.completion) this.toOut(this.flush());
     return this.stripper.completion;
+  }
+
+  /** The wrapper's start announcement arrived: it started, the command may have run. */
+  get announced(): boolean {
+    return this.start.announced;
+  }
+
+  // What both strippers still hold, at the stream's end.
+  private flush(): Buffer {
+    const rest = this.stripper.push(this.start.end());
+    return Buffer.concat([rest, this.stripper.end()]);
   }
 
   // Leaves the caller's streams as they were and stops the line timer. Idempotent.
@@ -90,7 +103,7 @@ export class CallOutput implements Activity {
   // Once the line has arrived, the command has ended and its stdout is all here: a leftover
   // holding the stream open must not hold the call more than 2 s (docs/sandbox.md, "Library").
   private onStdout(chunk: Buffer): void {
-    this.toOut(this.stripper.push(chunk));
+    this.toOut(this.stripper.push(this.start.push(chunk)));
     if (this.stripper.completion && !this.lineTimer) {
       this.lineTimer = setTimeout(() => {
         this.endedAfterLine = true;

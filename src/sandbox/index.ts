@@ -11,7 +11,7 @@ export {
   createNonce,
   stripCompletion,
 } from './completion.js';
-export { ExecStatusUnknownError, SandboxError } from './errors.js';
+export { ClientNotStartedError, ExecStatusUnknownError, SandboxError } from './errors.js';
 export { exec, type SandboxExecOptions, type SandboxExecResult, SCRIPT_ARG_MAX } from './exec.js';
 export { type ProgramName, program } from './programs.js';
 export {

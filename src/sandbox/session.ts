@@ -18,7 +18,7 @@ import type { OutputOf } from '../session/collect.js';
 import { type EndReason, failureOf } from '../session/result.js';
 import type { SweepReport, SweepWarning } from '../sweep/report.js';
 import type { ExecChannel } from './channel.js';
-import { ExecStatusUnknownError, SandboxError } from './errors.js';
+import { ClientNotStartedError, ExecStatusUnknownError, SandboxError } from './errors.js';
 import { exec, type SandboxExecOptions, type SandboxExecResult, SILENCE_MS } from './exec.js';
 import { OUTPUT_CAP_MS, within } from './run.js';
 import { checkShell, type SandboxSweepOptions, sweep } from './sweep.js';
@@ -113,6 +113,8 @@ export class SandboxSession {
   private readonly unsettledAfter: string[] = [];
   /** A command's own sweep found the channel unreachable after its retries. */
   private channelDown = false;
+  /** A command's client failed before its wrapper started, with this status, as the sweep's did. */
+  private clientFailedWith: number | undefined;
   private ending: Promise<SweepReport> | undefined;
   private reason: 'timeout' | 'abort' | undefined;
   private timer: NodeJS.Timeout | undefined;
@@ -212,6 +214,7 @@ export class SandboxSession {
         if (this.ending && error.code === 'AMBIGUOUS_EFFECT') this.unsettledAfter.push(error.message);
         // Its sweep already spent its budget on a channel that never reached the target.
         if ((error.cause as TetherError | undefined)?.code === 'CHANNEL_UNREACHABLE') this.channelDown = true;
+        if (error instanceof ClientNotStartedError) this.clientFailedWith = error.clientStatus;
         return this.noted(this.marked(failedExit(command, this.tag.name, error, empty, started)));
       },
     );
@@ -273,9 +276,12 @@ export class SandboxSession {
     let report: SweepReport | undefined;
     let failure: unknown;
     try {
+      // After a client that could not start, a sweep whose client fails the same way is not retried.
+      const failed = this.clientFailedWith;
       report = await sweep(this.channel, this.tag, {
         ...this.sweepOptions,
         ...(budget ? { signal: budget } : {}),
+        ...(failed === undefined ? {} : { clientFailedWith: failed }),
       });
     } catch (error) {
       failure = error;

@@ -5,7 +5,7 @@ import { parseTag, type SessionTag } from '../proc/tag.js';
 import type { SweepReport } from '../sweep/report.js';
 import type { ExecChannel } from './channel.js';
 import { createNonce } from './completion.js';
-import { nameProcesses, SandboxError } from './errors.js';
+import { ClientNotStartedError, nameProcesses, SandboxError } from './errors.js';
 import { program } from './programs.js';
 import { pause, type RunOutcome, runOnce } from './run.js';
 import { type ParsedSweep, parseSweepOutput } from './sweep-output.js';
@@ -34,6 +34,12 @@ export interface SandboxSweepOptions {
   /** A cancel: the budget left becomes at most 10 s (`cancelBudgetMs`). */
   signal?: AbortSignal;
   cancelBudgetMs?: number;
+  /**
+   * The status the exec client of the command this sweep follows exited with before its wrapper
+   * announced itself: a first attempt whose client exits the same way (that status, no signal,
+   * no header of the program) is not retried — `ClientNotStartedError`, at once.
+   */
+  clientFailedWith?: number;
   /** Called before each retry with the attempt number (1 = first retry) and why. */
   onRetry?: (attempt: number, reason: string) => void;
 }
@@ -109,6 +115,13 @@ export async function sweep(
       }
       const final = finalFailure(channel, run, parsed, said);
       if (final) throw final;
+      if (attempt === 0 && failedTheSameWay(run, options.clientFailedWith)) {
+        throw new ClientNotStartedError(
+          `the sweep's client failed as the command's did (${said}), before the sweep program started: not retried`,
+          run.exit.status as number,
+          { cause: new Error(said) },
+        );
+      }
       if (deadline - performance.now() <= wait) {
         throw new SandboxError(
           'CHANNEL_UNREACHABLE',
@@ -127,6 +140,12 @@ export async function sweep(
 // The client exited 0 by itself: neither killed (by a signal, by our deadline) nor failed.
 function clientSucceeded(run: RunOutcome): boolean {
   return run.exit.status === 0 && run.exit.signal === null && !run.exit.error && !run.timedOut;
+}
+
+// A client that exited by itself with the status the command's client failed with, past no
+// deadline: with no header (finalFailure's cases are gone), the same failure of the client.
+function failedTheSameWay(run: RunOutcome, status: number | undefined): boolean {
+  return status !== undefined && !run.timedOut && run.exit.signal === null && run.exit.status === status;
 }
 
 // A `done` line that the client's own end contradicts (killed by a signal, a status ≠ 0): what

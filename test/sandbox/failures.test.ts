@@ -44,8 +44,11 @@ describe('a channel that cannot connect', () => {
   });
 
   it('an exec through it ends as an ambiguous effect: its end is unknown and no sweep could settle it', async () => {
+    // A client that takes the stream in and exits 0 without a byte, as a cut one may: not a
+    // client that failed before the wrapper started (test/sandbox/unstarted.test.ts).
+    const silent = sandbox.commandChannel(['sh', '-c', 'cat >/dev/null']);
     const error = await sandbox
-      .exec(GONE, ['true'], { sweep: { ...SWEEP, budgetMs: 800 } })
+      .exec(silent, ['true'], { sweep: { ...SWEEP, budgetMs: 800 } })
       .catch((e: Error) => e);
     expect((error as { code?: string }).code).toBe('AMBIGUOUS_EFFECT');
     expect(sandbox.isAmbiguousEffect(error)).toBe(true);

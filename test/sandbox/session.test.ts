@@ -209,8 +209,10 @@ describe('sandbox.run', () => {
   });
 
   it('a channel that never reaches the target: the session confirms it on the cancel budget, not a second whole budget', async () => {
-    // A pid that names no process: nsenter cannot open its namespaces, as a pod already gone.
-    const gone = sandbox.commandChannel(['nsenter', '-t', '2147483646', '-a']);
+    // A client that takes the stream in and exits 0 without a byte, every time: no attempt
+    // reaches the target. (One that fails at once, the same way each time, never started the
+    // command and ends sooner: unstarted.test.ts.)
+    const gone = sandbox.commandChannel(['sh', '-c', 'cat >/dev/null']);
     const started = performance.now();
     const error = await sandbox
       .run(gone, ['true'], { sweep: { ...SWEEP, budgetMs: 4000, cancelBudgetMs: 300 } })

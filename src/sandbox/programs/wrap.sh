@@ -9,6 +9,9 @@
 # external command this program runs, all of which the command could read; it is read before
 # the command starts and kept in an unexported variable. DIRTOKEN names the script's temp dir:
 # drawn apart from the nonce, it may be seen.
+# Once the nonce line is read and well-formed, before anything else, it prints on stdout
+#   tether-start NONCE<newline>
+# its start announcement: a client that exits without it never started the command.
 # Once the command has exited, it prints on stdout, right after everything the command wrote,
 #   tether-end NONCE exit STATUS<newline>
 # and exits with STATUS. No newline comes first: tether finds the line wherever it starts and
@@ -78,10 +81,10 @@ case $(command -v printf) in
     fi ;;
 esac
 
-# line FIELDS…: prints the completion line, retried while a stdout the command left
-# non-blocking is full (EAGAIN). One put of one string: one write(2), atomic on a pipe.
-line() {
-  text="tether-end $nonce $*$nl"
+# say TEXT: writes TEXT, retried while a stdout the command left non-blocking is full
+# (EAGAIN). One put of one string: one write(2), atomic on a pipe.
+say() {
+  text=$1
   tries=0
   until put "$text" 2>/dev/null; do
     tries=$((tries + 1))
@@ -89,6 +92,15 @@ line() {
     sleep 0.05 2>/dev/null || sleep 1
   done
 }
+
+# line FIELDS…: prints the completion line.
+line() {
+  say "tether-end $nonce $*$nl"
+}
+
+# The start announcement, before the command (or its script) is taken in: tether tells a client
+# that failed before it (no such container, its own usage error) from a stream cut later.
+say "tether-start $nonce$nl"
 
 # An asynchronous command's stdin is /dev/null when job control is off: keep ours (past the
 # nonce line) on fd 3.
