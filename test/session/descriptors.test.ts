@@ -2,13 +2,15 @@
 // itself holds open: the table is filled, then `leave` fds closed): it never hangs, every
 // leftover is gone or named as alive, and nothing is named a survivor that was not alive after
 // its KILL. Ground truth: each leftover's pid + start time read from /proc, found by its argv.
-import { spawn as spawnChild } from 'node:child_process';
-import { readdirSync, readFileSync } from 'node:fs';
+import { spawn as spawnChild, spawnSync } from 'node:child_process';
+import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { ROOT } from '../support/paths.js';
 
 const DIST = join(ROOT, 'dist/index.js');
+const BIN = join(ROOT, 'bin/tether.cjs');
 // The leftovers' argv: `sleep BASE.LEAVE`, unique to this run of the file.
 const BASE = 7000 + Math.floor(Math.random() * 2000);
 const LEAVES = [0, 1, 2, 3, 4, 5, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 28, 32];
@@ -177,4 +179,83 @@ console.log(JSON.stringify({ hang: report === null, namedDead, unnamedAlive, sur
     }
     expect(results).toEqual([]);
   }, 150_000);
+});
+
+describe('tether run under ulimit -n', () => {
+  it('from what a bare node holds open upward: never hangs, exits 126 naming EMFILE before anything runs or ends every leftover, names no dead survivor', () => {
+    // What a bare node process holds open: the limits are counted from it.
+    const base = Number(
+      spawnSync(process.execPath, ['-e', "console.log(require('fs').readdirSync('/proc/self/fd').length)"], {
+        encoding: 'utf8',
+      }).stdout.trim(),
+    );
+    expect(base, 'premise broken: a bare node holds no fd').toBeGreaterThan(3);
+    const dir = mkdtempSync(join(tmpdir(), 'tether-fds-'));
+    const problems: string[] = [];
+    let ran = 0;
+    let refused = 0;
+    try {
+      for (let extra = 0; extra <= 44; extra += 4) {
+        const limit = base + extra;
+        const arg = `${BASE}.${2000 + extra}`;
+        const report = join(dir, `report-${extra}.json`);
+        const script = `for i in 1 2 3 4 5; do setsid sleep ${arg} >/dev/null 2>&1 & done; sleep 0.3`;
+        const r = spawnSync(
+          'sh',
+          [
+            '-c',
+            `ulimit -n ${limit} && exec "$0" "$@"`,
+            process.execPath,
+            BIN,
+            'run',
+            '--no-ledger',
+            '--grace',
+            '300ms',
+            '--report-file',
+            report,
+            '--',
+            'sh',
+            '-c',
+            script,
+          ],
+          { encoding: 'utf8', timeout: 20_000, killSignal: 'SIGKILL' },
+        );
+        const where = `ulimit -n ${limit} (node's ${base} + ${extra})`;
+        if (r.error || r.signal)
+          problems.push(`${where}: tether did not end within 20 s (${r.error?.message ?? r.signal})`);
+        let parsed: { survivors: { pid: number; startTime: number }[] } | undefined;
+        try {
+          parsed = JSON.parse(readFileSync(report, 'utf8'));
+        } catch {
+          parsed = undefined;
+        }
+        const survivors = parsed?.survivors ?? [];
+        const alive = ours().filter((p) => p.pid > 0);
+        const mine = alive.filter((p) => {
+          try {
+            return readFileSync(`/proc/${p.pid}/cmdline`, 'latin1') === `sleep\x00${arg}\x00`;
+          } catch {
+            return false;
+          }
+        });
+        for (const p of mine)
+          if (!survivors.some((s) => s.pid === p.pid))
+            problems.push(
+              `${where}: leftover ${p.pid} alive and not named (status ${r.status}; ${r.stderr.trim().split('\n').slice(-3).join(' | ')})`,
+            );
+        for (const s of survivors)
+          if (!mine.some((p) => p.pid === s.pid && p.startTime === s.startTime))
+            problems.push(`${where}: ${s.pid} named a survivor, not alive`);
+        if (/internal error/.test(r.stderr)) problems.push(`${where}: ${r.stderr.trim().split('\n')[0]}`);
+        if (r.status === 126 && /EMFILE/.test(r.stderr)) refused++;
+        else if (r.status === 0) ran++;
+        for (const p of mine) process.kill(p.pid, 'SIGKILL');
+      }
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+    expect(problems).toEqual([]);
+    expect(refused, 'premise broken: no limit refused the command').toBeGreaterThan(0);
+    expect(ran, 'premise broken: no limit ran the command').toBeGreaterThan(0);
+  }, 120_000);
 });
