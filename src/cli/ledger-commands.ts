@@ -163,6 +163,14 @@ async function recoverCommand(
         lines.push(`${s.tag}  ${s.outcome}  (${s.where})${s.reason ? `: ${s.reason}` : ''}`);
         if (s.report && (s.report.stopped.length || !s.report.ok))
           lines.push(...renderReport(s.report).map((l) => `  ${l}`));
+        if (s.wouldStop)
+          lines.push(
+            ...(s.wouldStop.length === 0
+              ? ['  would stop no process: none is running now']
+              : s.wouldStop.map(
+                  (p) => `  would stop pid ${p.pid} (start ${p.startTime}, ${p.why}): ${clip(p.cmdline, 70)}`,
+                )),
+          );
       }
       for (const k of result.kept)
         lines.push(

@@ -4,3 +4,4 @@ export { CGROUP_MIN_AGE_MS, type RemovedCgroup, removeStaleCgroups } from './cgr
 export { channelTrust, defaultChannelsFile, readChannelsFile } from './channel-trust.js';
 export { type KeptEnd, keptSubtrees } from './kept.js';
 export { type RecoveredSession, type RecoverOptions, type RecoverResult, recover } from './recover.js';
+export type { WouldStop } from './would-stop.js';

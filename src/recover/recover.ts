@@ -17,6 +17,7 @@ import { endExpiredKept, type KeptEnd } from './kept.js';
 import { type Plan, planOf } from './plan.js';
 import { type LiveEvidence, liveSign, readLiveTags, refusedSigns, sessionBound } from './supervised.js';
 import { type SweepOutcome, sweepSession } from './sweep-session.js';
+import { type WouldStop, wouldStop } from './would-stop.js';
 
 /** Options of `recover()`. Durations in milliseconds. */
 export interface RecoverOptions {
@@ -80,6 +81,11 @@ export interface RecoveredSession {
   report: SweepReport | null;
   /** Why it was parked, ambiguous or not written; what a dry run would do. */
   reason?: string;
+  /**
+   * A dry run of a local session: each process its sweep would stop now (src/recover/would-stop.ts),
+   * or, when /proc cannot be read, nothing and `reason` says so.
+   */
+  wouldStop?: WouldStop[];
   /**
    * `left-alone` by a live supervisor: the sign that spared it (its kind, the supervisor's pid,
    * the start times it rests on, in clock ticks since boot).
@@ -165,7 +171,7 @@ export async function recover(options: RecoverOptions): Promise<RecoverResult> {
   const plans = orphaned.map((record) => planOf(record, { procRoot: options.procRoot, trust }));
   const swept = await inBatches(plans, options.concurrency ?? 16, (plan) =>
     options.dryRun
-      ? describeDry(plan, refused.get(plan.record.tag))
+      ? describeDry(plan, now, options.procRoot, refused.get(plan.record.tag))
       : recoverOne(ledger, plan, options, now, refused.get(plan.record.tag)),
   );
   const sessions = [...swept, ...unjudged];
@@ -238,14 +244,23 @@ async function recoverOne(
 }
 
 // A dry run: what would be swept, from what the ledger recorded. Nothing is signalled or written.
-function describeDry(plan: Plan, refused: string[] = []): RecoveredSession {
+function describeDry(plan: Plan, now: number, procRoot?: string, refused: string[] = []): RecoveredSession {
+  const reasons = [plan.dryRun, ...refused];
+  let processes: WouldStop[] | undefined;
+  if (plan.kind === 'local')
+    try {
+      processes = wouldStop(plan, now, procRoot);
+    } catch (error) {
+      reasons.push(`which processes cannot be told: ${(error as Error).message}`);
+    }
   return {
     tag: plan.record.tag,
     state: plan.record.state,
     outcome: 'would-sweep',
     where: plan.where,
     report: null,
-    reason: [plan.dryRun, ...refused].join('; '),
+    reason: reasons.join('; '),
+    ...(processes ? { wouldStop: processes } : {}),
   };
 }
 

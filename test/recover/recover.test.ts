@@ -158,12 +158,25 @@ describe('tether recover after the supervisor was killed with its helpers', () =
       'would-sweep',
       'would-sweep',
     ]);
+    // The local session's dry run names each process its sweep would stop: the leftover among them.
+    type Id = { pid: number; startTime: number };
+    const key = (p: Id) => `${p.pid}:${p.startTime}`;
+    const sessionsOf = (json: Record<string, unknown>) =>
+      json.sessions as { where: string; wouldStop?: Id[]; report: { stopped: Id[] } | null }[];
+    const wouldStop = sessionsOf(dry.json).find((x) => x.where === 'local')?.wouldStop ?? [];
+    const local = s.local[0]?.leftover as ProcessId;
+    expect(wouldStop.map(key), 'the dry run does not name the leftover').toContain(key(local));
     await new Promise((r) => setTimeout(r, 300));
     expect(alive(leftovers), 'a dry run ended a process').toEqual(leftovers.map((p) => describeProcess(p)));
     const ledger = await Ledger.open(path);
     expect((await ledger.list()).map((r) => r.state)).toEqual(['running', 'running']);
     const real = await recoverCli(path);
     expect(real.code, real.stderr).toBe(0);
+    const stopped = sessionsOf(real.json).find((x) => x.where === 'local')?.report?.stopped ?? [];
+    expect(
+      wouldStop.map(key).filter((k) => !stopped.map(key).includes(k)),
+      'named by the dry run, not stopped by the real one',
+    ).toEqual([]);
     await waitFor(
       `the leftovers gone (alive: ${alive(leftovers)})`,
       () => alive(leftovers).length === 0,
