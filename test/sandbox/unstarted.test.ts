@@ -1,9 +1,12 @@
 // A --via client that fails before the completion wrapper announced itself, and the same way for
 // the sweep, never started the command: the call ends at once, not after the sweep's retries.
 import { spawn } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { createTag, sandbox } from '../../src/index.js';
+import { Ledger } from '../../src/ledger/index.js';
 import { ROOT } from '../support/paths.js';
 
 const TETHER = join(ROOT, 'bin/tether.cjs');
@@ -75,6 +78,36 @@ describe('a client that cannot start', () => {
     expect((error as { clientStatus?: number }).clientStatus).toBe(3);
     expect((error as Error).message).toMatch(/exited with status 3: no such container, before the wrapper/);
     expect(ms).toBeLessThan(2000);
+  });
+
+  it('with --ledger: the row is failed, not ambiguous: nothing ran', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'tether-unstarted-ledger-'));
+    const path = join(dir, 'ledger.db');
+    const tag = createTag().name;
+    try {
+      const r = await tether([
+        'sandbox',
+        'run',
+        '--ledger',
+        path,
+        '--tag',
+        tag,
+        '--via',
+        'env --bad-flag',
+        '--',
+        'true',
+      ]);
+      expect(r.status, r.stderr).toBe(122);
+      expect(r.ms).toBeLessThan(10_000);
+      const ledger = await Ledger.open(path);
+      try {
+        expect((await ledger.get(tag))?.state).toBe('failed');
+      } finally {
+        await ledger.close();
+      }
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 
   it('a sweep client that fails another way is still retried (not the same failure)', async () => {
