@@ -90,9 +90,10 @@ export function sweepSync(options: SweepOptions): SweepReport {
  */
 function decide(run: SweepRun, phase: Phase, alive: number): PhaseEnd | 'out-of-time' | 'again' {
   if (alive === FAILED && run.retry) {
-    // It freed fds (run.ts failRound): the round again, at once — not counted as empty.
+    // It freed fds (run.ts failRound): the round again — not counted as empty — within the
+    // phase's budget.
     run.retry = false;
-    return 'again';
+    return performance.now() - phase.startedAt >= phase.budgetMs ? 'out-of-time' : 'again';
   }
   if (alive === FAILED) return 'scan-failed';
   run.progress({ signal: phase.signal, waiting: alive, sinceSignalMs: performance.now() - phase.startedAt });

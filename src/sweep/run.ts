@@ -494,11 +494,14 @@ export class SweepRun {
    */
   private settleTracked(): void {
     const waiting: { t: Tracked; hold: Hold }[] = [];
+    const unheld: Tracked[] = [];
+    const until = performance.now() + SETTLE_MS; // one bound for all of them
     for (const [key, t] of this.tracked) {
       if (!t.alive || t.denied) continue;
       const hold = this.ctx.known.get(key)?.hold;
       if (!hold || hold.fd < 0) {
         if (!pidExists(t.identity.pid)) this.markEnded(t);
+        else unheld.push(t);
         continue;
       }
       if (!t.record.signals.includes('SIGKILL')) {
@@ -508,14 +511,16 @@ export class SweepRun {
         } catch {
           continue; // the fallback's own reads failed: left as last seen
         }
-        if (outcome === 'denied') t.denied = true;
-        if (outcome === 'denied') continue;
+        if (outcome === 'denied') {
+          t.denied = true;
+          continue;
+        }
         if (outcome === 'sent') t.record.signals.push('SIGKILL');
       }
       waiting.push({ t, hold });
     }
+    for (const t of unheld) this.killUnheld(t, until); // the held ones die meanwhile
     const cell = new Int32Array(new SharedArrayBuffer(4));
-    const until = performance.now() + SETTLE_MS;
     while (waiting.length > 0) {
       for (let i = waiting.length - 1; i >= 0; i--) {
         const w = waiting[i] as { t: Tracked; hold: Hold };
@@ -525,6 +530,38 @@ export class SweepRun {
       }
       if (waiting.length === 0 || performance.now() >= until) break;
       Atomics.wait(cell, 0, 0, SETTLE_POLL_MS);
+    }
+  }
+
+  // A tracked process held by no pidfd, after a failed scan: SIGKILL by a start-time re-check,
+  // then a look at its stat — each needing an fd that may not be there (then it stays as last
+  // seen: `alive`, and a survivor only as such).
+  private killUnheld(t: Tracked, until: number): void {
+    try {
+      if (!t.record.signals.includes('SIGKILL')) {
+        const outcome = this.signaller.send(this.ctx.procRoot, t.identity, 'SIGKILL');
+        if (outcome === 'gone') {
+          this.markEnded(t);
+          return;
+        }
+        if (outcome === 'denied') {
+          t.denied = true;
+          return;
+        }
+        t.record.signals.push('SIGKILL');
+      }
+      const cell = new Int32Array(new SharedArrayBuffer(4));
+      for (;;) {
+        const stat = readStat(this.ctx.procRoot, t.identity.pid);
+        if (stat?.startTime !== t.identity.startTime || stat.state === 'Z') {
+          this.markEnded(t);
+          return;
+        }
+        if (performance.now() >= until) return;
+        Atomics.wait(cell, 0, 0, SETTLE_POLL_MS);
+      }
+    } catch {
+      // no fd for the re-check or the stat: as last seen
     }
   }
 
@@ -833,7 +870,7 @@ export class SweepRun {
 const SETTLE_MS = 500;
 const SETTLE_POLL_MS = 10;
 /** Rounds a sweep tries again after freeing fds (`failRound`). */
-const FD_RETRIES = 100;
+const FD_RETRIES = 20;
 
 // True when `pid` names a process (kill(2) with signal 0: no fd, no signal); EPERM counts.
 function pidExists(pid: number): boolean {
