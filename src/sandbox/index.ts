@@ -9,6 +9,8 @@ export {
   CompletionStripper,
   completionLine,
   createNonce,
+  StartStripper,
+  startLine,
   stripCompletion,
 } from './completion.js';
 export { ClientNotStartedError, ExecStatusUnknownError, SandboxError } from './errors.js';

@@ -6,6 +6,9 @@ import {
   completionLine,
   createNonce,
   parseSweepOutput,
+  StartStripper,
+  startLine,
+  stripCompletion,
 } from '../../src/sandbox/index.js';
 import { below, prng } from './prng.js';
 
@@ -135,6 +138,41 @@ function validOutput(random: () => number): Model {
   );
   return { text: `${lines.join('\n')}\n`, stopped, survivors, complete };
 }
+
+describe("the wrapper's start announcement", () => {
+  it('is removed byte-exact before the command bytes, over 2000 random outputs and chunkings; absent, nothing is removed', () => {
+    const random = prng(7);
+    const other = startLine(createNonce());
+    for (let c = 0; c < 2000; c++) {
+      let body = randomBytes(random, below(random, 200));
+      // Look-alikes: another nonce's announcement, a cut one.
+      if (random() < 0.3) body = Buffer.concat([Buffer.from(other), body]);
+      if (random() < 0.2)
+        body = Buffer.concat([body, Buffer.from(startLine(NONCE).slice(0, below(random, 46)))]);
+      const announced = random() < 0.7;
+      const status = below(random, 256);
+      const stdout = Buffer.concat([
+        Buffer.from(announced ? startLine(NONCE) : ''),
+        body,
+        Buffer.from(completionLine(NONCE, status)),
+      ]);
+      const start = new StartStripper(NONCE);
+      const lines = new CompletionStripper(NONCE);
+      const parts: Buffer[] = [];
+      for (let i = 0; i < stdout.length; ) {
+        const n = 1 + below(random, 40);
+        parts.push(lines.push(start.push(stdout.subarray(i, i + n))));
+        i += n;
+      }
+      parts.push(lines.push(start.end()), lines.end());
+      expect(start.announced, `case ${c}`).toBe(announced);
+      expect(Buffer.concat(parts).equals(body), `case ${c}`).toBe(true);
+      expect(lines.completion, `case ${c}`).toEqual({ kind: 'exit', status });
+      const whole = stripCompletion(stdout, NONCE);
+      expect(whole.stdout.equals(body), `case ${c}`).toBe(true);
+    }
+  });
+});
 
 describe('the sweep-output parser', () => {
   it('reads 500 random valid outputs, and no strict prefix of any is finished', () => {
