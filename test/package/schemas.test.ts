@@ -5,38 +5,18 @@
 // prints it. Objects admit no field their type does not name, so a field added to a type whose
 // schema was not rebuilt fails here.
 import { mkdtempSync, readFileSync } from 'node:fs';
-import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { RECORD, readFileSafe, recordedIds, tether } from '../support/cli.js';
 import { ROOT } from '../support/paths.js';
 import { isAlive, type ProcessId } from '../support/proc.js';
-
-const require = createRequire(import.meta.url);
-const Ajv = require('ajv') as typeof import('ajv').default;
-const ajv = new Ajv({ allErrors: true, strict: false });
-const compiled = new Map<string, ReturnType<typeof ajv.compile>>();
-const schema = (name: string) => {
-  let validate = compiled.get(name);
-  if (!validate) {
-    validate = ajv.compile(JSON.parse(readFileSync(join(ROOT, 'dist/schemas', `${name}.json`), 'utf8')));
-    compiled.set(name, validate);
-  }
-  return validate;
-};
+import { invalid, schema } from '../support/schemas.js';
 
 const started: ProcessId[] = [];
 afterEach(() => {
   for (const id of started.splice(0)) if (isAlive(id)) process.kill(id.pid, 'SIGKILL');
 });
-
-// The errors of `validate` on `value`, as lines naming the path and the value there.
-function problems(validate: ReturnType<typeof schema>, value: unknown): string[] {
-  return validate(value)
-    ? []
-    : (validate.errors ?? []).map((e) => `${e.instancePath || '/'} ${e.message} ${JSON.stringify(e.params)}`);
-}
 
 describe('the exported schemas', () => {
   it('are the package’s exports, one file each', () => {
@@ -75,7 +55,7 @@ describe('the exported schemas', () => {
     expect(ran.code, ran.stderr).toBe(128 + 9);
 
     const sweepReport = JSON.parse(readFileSync(report as string, 'utf8'));
-    expect(problems(schema('report'), sweepReport)).toEqual([]);
+    expect(invalid('report', sweepReport)).toEqual([]);
     expect(sweepReport.stopped.length, 'premise broken: the report stopped nothing').toBeGreaterThan(0);
 
     const lines = readFileSync(events as string, 'utf8')
@@ -85,20 +65,18 @@ describe('the exported schemas', () => {
     const types = lines.map((l) => l.type);
     for (const t of ['started', 'timeout', 'kill', 'exited', 'delegate_background', 'swept', 'end'])
       expect(types, `premise broken: no ${t} line`).toContain(t);
-    const event = schema('event');
-    expect(lines.flatMap((l) => problems(event, l).map((p) => `${l.type}: ${p}`))).toEqual([]);
+    expect(lines.flatMap((l) => invalid('event', l).map((p) => `${l.type}: ${p}`))).toEqual([]);
 
     const shown = await tether(['show', '--ledger', ledger as string, '--json', sweepReport.tag]);
     expect(shown.code, shown.stderr).toBe(0);
-    expect(problems(schema('ledger-record'), JSON.parse(shown.stdout))).toEqual([]);
+    expect(invalid('ledger-record', JSON.parse(shown.stdout))).toEqual([]);
     expect(leftover && isAlive(leftover), 'the leftover outlived the run').toBe(false);
   });
 
   it('refuse what the types do not allow: an unknown field, a wrong type', () => {
-    const event = schema('event');
     const end = { type: 'end', time: new Date().toISOString(), status: 0, timedOut: false };
-    expect(problems(event, end)).toEqual([]);
-    expect(problems(event, { ...end, surprise: 1 })).not.toEqual([]);
-    expect(problems(event, { ...end, status: '0' })).not.toEqual([]);
+    expect(invalid('event', end)).toEqual([]);
+    expect(invalid('event', { ...end, surprise: 1 })).not.toEqual([]);
+    expect(invalid('event', { ...end, status: '0' })).not.toEqual([]);
   });
 });

@@ -1,8 +1,9 @@
 // Running the real `tether` CLI from tests: bin/tether.cjs under this Node, with a hard timeout.
 import { spawn } from 'node:child_process';
-import { readFileSync } from 'node:fs';
+import { lstatSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { ProcessId } from './proc.js';
+import { invalid } from './schemas.js';
 
 export const BIN = join(import.meta.dirname, '../../bin/tether.cjs');
 
@@ -34,9 +35,68 @@ export function tether(
     if (child.pid) opts.onStart?.(child.pid);
     child.on('close', (code, signal) => {
       clearTimeout(timer);
-      resolve({ code, signal, stdout, stderr });
+      // What the run wrote for other programs must hold its published schema (dist/schemas/).
+      const problems = schemaProblems(args, stdout, stderr);
+      if (problems.length > 0)
+        reject(
+          new Error(`tether ${args.join(' ')} wrote what its schema refuses:\n  ${problems.join('\n  ')}`),
+        );
+      else resolve({ code, signal, stdout, stderr });
     });
   });
+}
+
+// The documents a `tether run` or `tether sweep` wrote (a --json report, --report-file,
+// --events lines) that their schema (test/support/schemas.ts) refuses, as lines; [] when all hold.
+function schemaProblems(args: string[], stdout: string, stderr: string): string[] {
+  const [command] = args;
+  if (command !== 'run' && command !== 'sweep') return [];
+  const cut = args.indexOf('--');
+  const own = cut < 0 ? args : args.slice(0, cut);
+  const value = (flag: string) => {
+    const i = own.indexOf(flag);
+    return i < 0 ? undefined : own[i + 1];
+  };
+  const out: string[] = [];
+  if (own.includes('--json')) {
+    // run: the report is stderr's last line; sweep: stdout, indented.
+    const text = command === 'run' ? stderr.trim().split('\n').at(-1) : stdout;
+    const report = parsed(text);
+    if (report !== undefined) out.push(...invalid('report', report).map((p) => `--json report: ${p}`));
+  }
+  const reportFile = value('--report-file');
+  if (reportFile) {
+    const report = parsed(regularFileText(reportFile));
+    if (report !== undefined) out.push(...invalid('report', report).map((p) => `--report-file: ${p}`));
+  }
+  const events = value('--events');
+  if (events)
+    for (const line of regularFileText(events).split('\n')) {
+      const event = parsed(line);
+      if (event !== undefined)
+        out.push(...invalid('event', event).map((p) => `--events line ${line.slice(0, 80)}: ${p}`));
+    }
+  return out;
+}
+
+// The text of `path` when it is a regular file (never a FIFO a test set up: reading one would
+// block), else ''.
+function regularFileText(path: string): string {
+  try {
+    return lstatSync(path).isFile() ? readFileSync(path, 'utf8') : '';
+  } catch {
+    return '';
+  }
+}
+
+// JSON of `text`, or undefined when it is none (a run that failed before it wrote one).
+function parsed(text: string | undefined): unknown {
+  if (!text?.trim().startsWith('{')) return undefined;
+  try {
+    return JSON.parse(text);
+  } catch {
+    return undefined;
+  }
 }
 
 /**
