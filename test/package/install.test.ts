@@ -57,6 +57,7 @@ function packageSources(): string {
     'package.json',
     'tsconfig.json',
     'README.md',
+    'LICENSE',
     'bin',
     'docs',
     'native',
