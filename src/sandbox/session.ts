@@ -12,9 +12,11 @@
 import { type Registered, registerSession } from '../containment/live-session.js';
 import { TetherError } from '../errors.js';
 import type { Ledger } from '../ledger/ledger.js';
+import { isPostgresUrl } from '../ledger/target.js';
 import { checkMs } from '../options.js';
 import { createTag, parseTag, type SessionTag } from '../proc/tag.js';
 import type { OutputOf } from '../session/collect.js';
+import { LEASE_MS } from '../session/record.js';
 import { type EndReason, failureOf } from '../session/result.js';
 import type { SweepReport, SweepWarning } from '../sweep/report.js';
 import type { ExecChannel } from './channel.js';
@@ -121,6 +123,8 @@ export class SandboxSession {
   private registration: Registered | undefined;
   private readonly onAbort = () => this.stop('abort');
   private readonly ledger: Ledger | undefined;
+  /** The lease's renewal on a shared store, while the session runs. */
+  private heartbeat: NodeJS.Timeout | undefined;
   /** The row's begin, written before the first command starts. */
   private beginning: Promise<void> | undefined;
   /** The begin the ledger refused: nothing ran. */
@@ -303,14 +307,27 @@ export class SandboxSession {
   // The row's begin, once, before the first command (none without a ledger).
   private recorded(command: string[]): Promise<void> {
     if (!this.ledger) return Promise.resolve();
-    this.beginning ??= this.ledger
+    // A shared store (Postgres) is read by other machines' recover: the row holds a lease, renewed
+    // while the session runs, as a local session's (src/session/record.ts); without one, another
+    // machine could never take a dead supervisor's session over.
+    const ledger = this.ledger;
+    const leaseMs = isPostgresUrl(ledger.location) ? LEASE_MS : undefined;
+    this.beginning ??= ledger
       .begin({
         tag: this.tag.name,
         location: { kind: 'sandbox', channel: [...(this.channel.argv as string[])] },
         command,
+        ...(leaseMs ? { leaseMs } : {}),
       })
       .then(
-        () => {},
+        () => {
+          if (!leaseMs || this.ended) return;
+          this.heartbeat = setInterval(
+            () => void ledger.heartbeat(this.tag.name, leaseMs).catch(() => {}),
+            Math.floor(leaseMs / 3),
+          );
+          this.heartbeat.unref();
+        },
         (error: TetherError) => {
           this.beginError = error;
           throw error;
@@ -325,6 +342,7 @@ export class SandboxSession {
   // else `failed`; with the session's report. A refused write is the report's LEDGER_WRITE_FAILED
   // warning: the row stays `running` for tether recover.
   private async settleRow(report: SweepReport | undefined, unswept?: SandboxError): Promise<void> {
+    clearInterval(this.heartbeat);
     if (!this.ledger || !this.beginning || this.beginError) return;
     const last = this.ends.at(-1);
     const error = unswept ?? last?.error;

@@ -21,6 +21,7 @@ import { Ledger } from '../../src/ledger/index.js';
 import type { SweepReport } from '../../src/sweep/report.js';
 import { recoverCli } from '../recover/support.js';
 import { ROOT } from '../support/paths.js';
+import { postgresSkip, startPostgres } from '../support/postgres.js';
 import { missing, tool } from '../support/tools.js';
 import {
   aliveOnHost,
@@ -527,6 +528,42 @@ describe('tether sandbox run', () => {
     },
   );
 });
+
+describe.skipIf(postgresSkip !== '')(
+  `a recorded agent session on Postgres${postgresSkip ? ` (skipped: ${postgresSkip})` : ''}`,
+  () => {
+    let server: { url: string; stop: () => void } | undefined;
+    beforeAll(() => {
+      server = startPostgres();
+    }, 120_000);
+    afterAll(() => server?.stop());
+
+    it('holds a lease, renewed while it runs (every 10 s of 30 s), as a local session does', async () => {
+      const ledger = await Ledger.open((server as { url: string }).url);
+      const tag = createTag();
+      try {
+        const began = Date.now();
+        const call = sandbox.run(box.channel, ['sleep', '11.7'], { tag, sweep: SWEEP, ledger });
+        let first: number | null | undefined;
+        for (let i = 0; i < 100 && !first; i++) {
+          first = (await ledger.get(tag.name))?.leaseUntil;
+          if (!first) await new Promise((r) => setTimeout(r, 50));
+        }
+        expect(first, 'the row holds no lease: another machine could never take it over').toBeGreaterThan(
+          began,
+        );
+        await new Promise((r) => setTimeout(r, 10_600));
+        const later = (await ledger.get(tag.name))?.leaseUntil;
+        expect(later, 'the lease was not renewed while the session ran').toBeGreaterThan(first as number);
+        await call;
+        expect((await ledger.get(tag.name))?.state).toBe('succeeded');
+      } finally {
+        await ledger.close();
+        await cleanup(tag.name);
+      }
+    }, 60_000);
+  },
+);
 
 describe('a recorded agent session', () => {
   it('is one row: running before its command, then its end with the session report', async () => {
