@@ -641,14 +641,20 @@ describe('taking the spool in', () => {
     expect(spooled(db), 'a partial record was left').toEqual([]);
   });
 
-  it('an end that does not fit is a LEDGER_WRITE_FAILED warning, and the begin stays whole for recover', async () => {
+  // `tether run --ledger DB [extra]` on a small tmpfs whose end does not fit: the begin fits; the
+  // payload leaves 100 processes (the end's report names each: well over 8 KiB) and fills the
+  // filesystem to 8 KiB free, so the end's write is short, then ENOSPC.
+  async function endThatDoesNotFit(extra: string[]) {
     const dir = smallTmpfs();
     const db = join(dir, 'ledger.db');
-    // The begin fits. The payload leaves 100 processes (the end's report names each: well over
-    // 8 KiB) and fills the filesystem to 8 KiB free: the end's write is short, then ENOSPC.
     const fill = `i=0; while dd if=/dev/zero of=${dir}/f$i bs=4096 count=1 2>/dev/null; do i=$((i+1)); done; rm -f ${dir}/f$i ${dir}/f0 ${dir}/f1`;
     const leave = 'for i in $(seq 100); do setsid sleep 60 </dev/null >/dev/null 2>&1 & done';
-    const r = await tether(['run', '--ledger', db, '--json', '--', 'sh', '-c', `${leave}; ${fill}; exit 0`]);
+    const r = await tether(['run', '--ledger', db, ...extra, '--', 'sh', '-c', `${leave}; ${fill}; exit 0`]);
+    return { db, r };
+  }
+
+  it('an end that does not fit is a LEDGER_WRITE_FAILED warning, and the begin stays whole for recover', async () => {
+    const { db, r } = await endThatDoesNotFit(['--json']);
     expect(r.code, r.stderr).toBe(0);
     const report = JSON.parse(r.stderr.trim().split('\n').at(-1) ?? ''); // --json: the report on stderr
     expect(report.stopped.length).toBe(100);
@@ -660,12 +666,7 @@ describe('taking the spool in', () => {
   });
 
   it('an end that does not fit is said, and tether run never says the session was recorded', async () => {
-    const dir = smallTmpfs();
-    const db = join(dir, 'ledger.db');
-    // As above, with the table instead of --json.
-    const fill = `i=0; while dd if=/dev/zero of=${dir}/f$i bs=4096 count=1 2>/dev/null; do i=$((i+1)); done; rm -f ${dir}/f$i ${dir}/f0 ${dir}/f1`;
-    const leave = 'for i in $(seq 100); do setsid sleep 60 </dev/null >/dev/null 2>&1 & done';
-    const r = await tether(['run', '--ledger', db, '--', 'sh', '-c', `${leave}; ${fill}; exit 0`]);
+    const { r } = await endThatDoesNotFit([]); // the table instead of --json
     expect(r.code, r.stderr).toBe(0);
     expect(r.stderr, 'premise broken: the end was written').toMatch(/was not recorded/);
     expect(r.stderr).not.toMatch(/recorded in /);
