@@ -186,13 +186,14 @@ async function forget(ledger: Ledger, record: SessionRecord, ended: KeptProcess[
 
 /**
  * The pids of `kept` (those still alive with their start time) and of every descendant of one,
- * from one walk of the process table: what a sweep must spare to leave them running.
+ * from one walk of the process table (`taken`, or one it takes): what a sweep must spare to
+ * leave them running.
  */
-export function keptSubtrees(kept: KeptProcess[], procRoot = '/proc'): number[] {
+export function keptSubtrees(kept: KeptProcess[], procRoot = '/proc', taken?: Snapshot): number[] {
   if (kept.length === 0) return [];
   let snapshot: Snapshot;
   try {
-    snapshot = takeSnapshot(procRoot);
+    snapshot = taken ?? takeSnapshot(procRoot);
   } catch {
     return kept.map((k) => k.pid); // no process table: the sweep itself will say so
   }

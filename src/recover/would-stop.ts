@@ -1,12 +1,12 @@
 // What a dry run says it would stop in a local session (`tether recover --dry-run`): the
-// processes the sweep's first round would find, read the same way — the tag's carriers and their
+// processes the sweep's first round would find, from one walk of the process table — the tag's carriers and their
 // descendants, the leftover cgroup's processes — less the kept processes whose TTL has not
 // passed and what they started. Nothing is signalled. A later round may find more (a fork made
 // meanwhile, a carrier mid-exec): this is what is there now.
 import { cgroupPids } from '../proc/cgroup.js';
 import { readCmdline } from '../proc/details.js';
+import { readEnviron } from '../proc/environ.js';
 import { takeSnapshot } from '../proc/snapshot.js';
-import { listTaggedProcesses } from '../proc/tagged.js';
 import { keptSubtrees } from './kept.js';
 import type { Plan } from './plan.js';
 
@@ -34,6 +34,7 @@ export function wouldStop(
   const kept = keptSubtrees(
     plan.record.kept.filter((k) => k.expiresAt > now),
     procRoot,
+    snapshot,
   );
   const spare = new Set(kept);
   // The caller and its ancestors: a recover run inside the session is not its leftover.
@@ -43,9 +44,14 @@ export function wouldStop(
   const take = (pid: number, why: WouldStop['why']) => {
     if (pid > 1 && !spare.has(pid) && !found.has(pid) && snapshot.processes.has(pid)) found.set(pid, why);
   };
-  const carriers = listTaggedProcesses(procRoot)
-    .filter((p) => p.tags.includes(tag))
-    .map((p) => p.pid);
+  // Carriers from the same walk: the exact entry `TAG=1` in an environ (src/proc/environ.ts).
+  const entry = `${tag}=1`;
+  const carriers = [...snapshot.processes.values()]
+    .filter((stat) => {
+      const r = readEnviron(procRoot, stat.pid, stat.state === 'Z');
+      return r.kind === 'ok' && r.entries.includes(entry);
+    })
+    .map((stat) => stat.pid);
   for (const pid of carriers) take(pid, 'carrier');
   const queue = [...carriers];
   for (let pid = queue.shift(); pid !== undefined; pid = queue.shift())
