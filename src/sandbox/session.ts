@@ -336,9 +336,8 @@ export class SandboxSession {
     return this.beginning;
   }
 
-  // The row's end (docs/ledger.md, "Recording"): `ambiguous` when the session could not be swept
-  // — `failed` when its sweep's client failed as every command's did before its wrapper
-  // started (ClientNotStartedError: nothing ran) —, `cancelled` for the caller's abort, `succeeded` when every command and the sweep were ok,
+  // The row's end (docs/ledger.md, "Recording"): `ambiguous` when the session could not be swept,
+  // `cancelled` for the caller's abort, `succeeded` when every command and the sweep were ok,
   // else `failed`; with the session's report. A refused write is the report's LEDGER_WRITE_FAILED
   // warning: the row stays `running` for tether recover.
   private async settleRow(report: SweepReport | undefined, unswept?: SandboxError): Promise<void> {
@@ -352,9 +351,7 @@ export class SandboxSession {
       error: error ? { name: error.name, message: error.message, code: error.code } : null,
     };
     const state = unswept
-      ? this.nothingRan(unswept)
-        ? 'failed'
-        : 'ambiguous'
+      ? 'ambiguous'
       : this.reason === 'abort'
         ? 'cancelled'
         : report?.ok && this.ends.every((e) => e.ok)
@@ -375,16 +372,6 @@ export class SandboxSession {
         message: `ledger ${this.ledger.location}: the end of the session (${state}) was not recorded: ${(error as Error).message}; it stays running there until tether recover sweeps it`,
       });
     }
-  }
-
-  // The session's sweep failed as a client that cannot start, and so did every command's client:
-  // the commands never started, there is nothing the sweep could have missed.
-  private nothingRan(unswept: SandboxError): boolean {
-    return (
-      unswept.cause instanceof ClientNotStartedError &&
-      this.ends.length > 0 &&
-      this.ends.every((e) => e.error instanceof ClientNotStartedError)
-    );
   }
 
   // A command's end, kept for the row's state.

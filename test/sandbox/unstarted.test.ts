@@ -80,7 +80,7 @@ describe('a client that cannot start', () => {
     expect(ms).toBeLessThan(2000);
   });
 
-  it('with --ledger: the row is failed, not ambiguous: nothing ran', async () => {
+  it('with --ledger: the row is ambiguous, never failed: a lost announcement cannot be told from none, so nothing says the command never ran', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'tether-unstarted-ledger-'));
     const path = join(dir, 'ledger.db');
     const tag = createTag().name;
@@ -101,7 +101,7 @@ describe('a client that cannot start', () => {
       expect(r.ms).toBeLessThan(10_000);
       const ledger = await Ledger.open(path);
       try {
-        expect((await ledger.get(tag))?.state).toBe('failed');
+        expect((await ledger.get(tag))?.state).toBe('ambiguous');
       } finally {
         await ledger.close();
       }
