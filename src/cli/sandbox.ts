@@ -356,7 +356,9 @@ export async function sandboxRunCommand(
         !r.report.complete
       )
         process.stderr.write(`${renderReport(r.report).join('\n')}\n`);
-      if (ledger) process.stderr.write(`tether: recorded in ${ledger.location}: tether show ${tag.name}\n`);
+      // "recorded" only when every write landed (a failed one is a LEDGER_WRITE_FAILED warning above).
+      if (ledger && !r.report.warnings.some((w) => w.code === 'LEDGER_WRITE_FAILED'))
+        process.stderr.write(`tether: recorded in ${ledger.location}: tether show ${tag.name}\n`);
       process.stderr.write(`tether: session --tag ${tag.name}\n`);
     }
   } catch (error) {

@@ -280,8 +280,13 @@ export class SandboxSession {
     let report: SweepReport | undefined;
     let failure: unknown;
     try {
-      // After a client that could not start, a sweep whose client fails the same way is not retried.
-      const failed = this.clientFailedWith;
+      // After clients that could not start — every command's, not only one of them: a later
+      // client failure says nothing of what earlier commands left — a sweep whose client fails the
+      // same way is not retried.
+      const failed =
+        this.ends.length > 0 && this.ends.every((e) => e.error instanceof ClientNotStartedError)
+          ? this.clientFailedWith
+          : undefined;
       report = await sweep(this.channel, this.tag, {
         ...this.sweepOptions,
         ...(budget ? { signal: budget } : {}),

@@ -100,7 +100,8 @@ line() {
 
 # The start announcement, before the command (or its script) is taken in: tether tells a client
 # that failed before it (no such container, its own usage error) from a stream cut later.
-say "tether-start $nonce$nl"
+# Unsaid (stdout gone), the command is not run: a client that then fails is read as never started.
+say "tether-start $nonce$nl" || exit 1
 
 # An asynchronous command's stdin is /dev/null when job control is off: keep ours (past the
 # nonce line) on fd 3.
