@@ -12,7 +12,7 @@ import { ROOT } from '../support/paths.js';
 const DIST = join(ROOT, 'dist/index.js');
 const BIN = join(ROOT, 'bin/tether.cjs');
 // The leftovers' argv: `sleep BASE.LEAVE`, unique to this run of the file.
-const BASE = 7000 + Math.floor(Math.random() * 2000);
+const BASE = `${process.pid}${Math.floor(Math.random() * 1000)}`; // with the worker's pid: no other run has it
 const LEAVES = [0, 1, 2, 3, 4, 5, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 28, 32];
 
 // This file's leftovers still alive (`sleep BASE.*`), by pid and start time.
