@@ -486,12 +486,14 @@ export function liveSupervisors(
  * when the processes it rests on are older than every member — its supervisor (a helper's
  * parent, a registration's holder) started strictly before `bound`; a helper and a sandbox
  * wrapper, which start the session's first process themselves (in the same clock tick, often),
- * no later than `bound`.
+ * no later than `helperBound` (default `bound`; recover, whose bound is the row's begin less a
+ * margin, gives the row's own tick: the helper starts before the row is written, often within
+ * the margin).
  */
-export function signBefore(sign: LiveSign, bound: number): boolean {
-  if (sign.kind === 'sandbox-wrapper') return sign.started.supervisor <= bound;
+export function signBefore(sign: LiveSign, bound: number, helperBound = bound): boolean {
+  if (sign.kind === 'sandbox-wrapper') return sign.started.supervisor <= helperBound;
   if (sign.started.supervisor >= bound) return false;
-  return sign.started.helper === undefined || sign.started.helper <= bound;
+  return sign.started.helper === undefined || sign.started.helper <= helperBound;
 }
 
 /**

@@ -46,8 +46,9 @@ export function readLiveTags(procRoot = '/proc', registrationsDir = sessionsDir(
 /**
  * The bound a sign of `record`'s session must precede (`signBefore`), in clock ticks since this
  * boot: its row's begin (`createdAt`, converted through the wall clock read with `live`), less
- * `BEGIN_MARGIN_TICKS`. Every member of the session started after it; its supervisor and its
- * helper, before. (A row of an earlier boot gives a bound below 0: nothing of this boot counts
+ * `BEGIN_MARGIN_TICKS`. Every member of the session started after it and its supervisor before;
+ * its helper, which is spawned just before the row is written, no later than the row's own tick
+ * (the bound plus the margin). (A row of an earlier boot gives a bound below 0: nothing of this boot counts
  * as its evidence — recover asks `otherBoot` instead.)
  */
 export function sessionBound(record: Pick<SessionRecord, 'createdAt'>, live: LiveTags): number {
@@ -94,7 +95,9 @@ export function liveSign(
         };
   }
   const { bound } = options;
-  const sign = live.signs.get(tag)?.find((s) => bound === undefined || signBefore(s, bound));
+  const sign = live.signs
+    .get(tag)
+    ?.find((s) => bound === undefined || signBefore(s, bound, bound + BEGIN_MARGIN_TICKS));
   if (!sign) return undefined;
   if (bound === undefined) return { reason: sign.reason, sign };
   return {
@@ -110,7 +113,7 @@ export function liveSign(
  */
 export function refusedSigns(tag: string, live: LiveTags, bound: number): string[] {
   return (live.signs.get(tag) ?? [])
-    .filter((sign) => !signBefore(sign, bound))
+    .filter((sign) => !signBefore(sign, bound, bound + BEGIN_MARGIN_TICKS))
     .map((sign) => {
       const s = `pid ${sign.supervisor} (started at tick ${sign.started.supervisor})`;
       const what =
