@@ -17,6 +17,7 @@
 import { readFileSync, readlinkSync } from 'node:fs';
 import { basename, join } from 'node:path';
 import type { Identity } from '../proc/identity.js';
+import { readInto, sharedBuffer } from '../proc/read.js';
 import type { Snapshot } from '../proc/snapshot.js';
 import type { ProcStat } from '../proc/stat.js';
 
@@ -327,14 +328,13 @@ function exeOf(procRoot: string, pid: number): string | undefined {
   }
 }
 
+// The argv of PID from its cmdline, read bounded (src/proc/read.ts, 64 KiB: every child of PID 1
+// is read each tick, and an orphan's argv is its own); [] when it cannot be read or is longer —
+// such a process is never taken for the command the init was given.
 function argvOf(procRoot: string, pid: number): string[] {
-  try {
-    return readFileSync(join(procRoot, String(pid), 'cmdline'), 'utf8')
-      .split('\0')
-      .slice(0, -1);
-  } catch {
-    return [];
-  }
+  const r = readInto(join(procRoot, String(pid), 'cmdline'));
+  if (r.kind !== 'ok' || r.truncated) return [];
+  return sharedBuffer().toString('utf8', 0, r.length).split('\0').slice(0, -1);
 }
 
 // The environment entries of PID, or undefined when they cannot be read (another uid).
