@@ -107,16 +107,18 @@ describe.skipIf(!usable)('recover removes the empty session cgroups no session c
     await ledger.close();
     const carriedDir = sessionCgroup(root, carried as string);
     const carrier = sleeper({ ...process.env, [carried as string]: '1' });
-    await sleep(3500);
+    // Old ones 6.5 s, the fresh one younger than the 5 s bound across both runs (each an unshare,
+    // a Node start and a /proc walk: a few seconds at most on a loaded machine).
+    await sleep(6500);
     const freshDir = sessionCgroup(root, fresh as string);
     const where = `tether/${cgroupName(stale as string)}`;
 
-    const dry = await recoverIn(root, db, '--dry-run', '--cgroup-min-age', '3s');
+    const dry = await recoverIn(root, db, '--dry-run', '--cgroup-min-age', '5s');
     expect(dry.code, dry.stderr).toBe(0);
     expect(named(dry.json.cgroups)).toEqual([[stale, 'would-remove', where]]);
     expect(existsSync(staleDir), 'a dry run removed a cgroup').toBe(true);
 
-    const r = await recoverIn(root, db, '--cgroup-min-age', '3s');
+    const r = await recoverIn(root, db, '--cgroup-min-age', '5s');
     expect(r.code, r.stderr).toBe(0);
     expect(named(r.json.cgroups)).toEqual([[stale, 'removed', where]]);
     expect(existsSync(staleDir)).toBe(false);

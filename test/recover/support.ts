@@ -17,7 +17,22 @@ export async function recoverCli(ledgerPath: string, ...extra: string[]) {
   try {
     const { stdout, stderr } = await run(
       process.execPath,
-      [CLI, 'recover', '--json', '--ledger', ledgerPath, '-k', '1s', '--kill-budget', '1s', ...extra],
+      // A day's --cgroup-min-age: the tests' recover never removes the empty session cgroups of
+      // other sessions on the machine (test/recover/cgroups.test.ts tests that, in a private tree).
+      [
+        CLI,
+        'recover',
+        '--json',
+        '--ledger',
+        ledgerPath,
+        '-k',
+        '1s',
+        '--kill-budget',
+        '1s',
+        '--cgroup-min-age',
+        '24h',
+        ...extra,
+      ],
       { timeout: 60_000 },
     );
     return { code: 0, json: JSON.parse(stdout), stderr };
