@@ -155,6 +155,14 @@ export function startInit(options: InitOptions): InitHandle {
     });
   });
   const running = () => child.exitCode === null && child.signalCode === null;
+  // Ended as the kernel says: a zombie not yet reaped by libuv has already handed its children
+  // to us, and a tick then would take them for orphans (they are what the end sweep reports).
+  // Until libuv reaps it the pid names the command alone.
+  const mainLive = () => {
+    if (!main || !running()) return false;
+    const stat = readStat(procRoot, main.pid);
+    return stat !== undefined && stat.state !== 'Z' && stat.state !== 'X' && (main.startTime === 0 || stat.startTime === main.startTime);
+  };
 
   // 1. forward. child.kill() goes through libuv's handle, which is closed in the same call that
   // reaped the command: it never reaches a pid reused after the command.
@@ -183,7 +191,7 @@ export function startInit(options: InitOptions): InitHandle {
       stopOrphans(ctx, { minAgeMs: o.minAgeMs, graceMs: o.graceMs, killAfterMs: o.killAfterMs, procRoot }));
   const ticks = new Ticks(
     onTick,
-    () => ({ init, main: running() ? main : undefined }),
+    () => ({ init, main: mainLive() ? main : undefined }),
     o.intervalMs,
     log,
     options.onTickDone,
@@ -255,9 +263,12 @@ class Ticks {
   }
 
   private run(): void {
+    const context = this.context();
+    // The main command has ended: no tick, the end sweep takes what is left (done() stops us).
+    if (context.main === undefined) return;
     this.current = (async () => {
       try {
-        this.last = await this.onTick(this.context());
+        this.last = await this.onTick(context);
       } catch (error) {
         this.last = error;
         this.log(`tick failed: ${(error as Error).message}`);

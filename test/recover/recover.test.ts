@@ -3,6 +3,7 @@
 // sessions and of its sandbox calls keep running — and the real CLI, reading the ledger, ends
 // every one of them and records each session `recovered`. Ground truth: /proc (pid + start time).
 import { spawn as spawnChild } from 'node:child_process';
+import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { Ledger } from '../../src/ledger/index.js';
@@ -190,9 +191,11 @@ describe('tether recover after the supervisor was killed with its helpers', () =
     const path = join(tempDir(), 'ledger.db');
     const ledger = await Ledger.open(path);
     const tag = createTag().name;
-    // A target that is gone: the init of a container that was stopped.
-    const dead = await startContainer(60);
-    await dead.stop();
+    // A target that is gone, as a stopped container's init is — but a pid no process can take
+    // (above pid_max): a stopped container's init pid can be reused by the time recover runs on
+    // a busy machine, and the channel then enters whatever took it.
+    const pidMax = Number(readFileSync('/proc/sys/kernel/pid_max', 'utf8'));
+    const dead = { prefix: ['nsenter', '-t', String(pidMax + 1), '-a'] };
     await beginOrphaned(ledger, tag, {
       command: ['sleep', '600'],
       location: { kind: 'sandbox', channel: dead.prefix },
