@@ -161,7 +161,12 @@ export function startInit(options: InitOptions): InitHandle {
   const mainLive = () => {
     if (!main || !running()) return false;
     const stat = readStat(procRoot, main.pid);
-    return stat !== undefined && stat.state !== 'Z' && stat.state !== 'X' && (main.startTime === 0 || stat.startTime === main.startTime);
+    return (
+      stat !== undefined &&
+      stat.state !== 'Z' &&
+      stat.state !== 'X' &&
+      (main.startTime === 0 || stat.startTime === main.startTime)
+    );
   };
 
   // 1. forward. child.kill() goes through libuv's handle, which is closed in the same call that

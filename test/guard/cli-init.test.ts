@@ -97,7 +97,9 @@ describe.skipIf(!canRun)('tether guard -- CMD', () => {
     // at the end, or by a tick under way when CMD exited and handed it to the guard — either
     // way two `sleep 300`s stopped in all, none survived.
     const ticks = stderr.match(/stopped pid=\d+ [^\n]*cmdline="sleep 300"/g)?.length ?? 0;
-    const end = /sh ended \(status 3\); what was left below the guard: (\d+) stopped, 0 survived/.exec(stderr);
+    const end = /sh ended \(status 3\); what was left below the guard: (\d+) stopped, 0 survived/.exec(
+      stderr,
+    );
     expect(end, stderr).not.toBeNull();
     expect(ticks + Number(end?.[1]), stderr).toBe(2);
   });
