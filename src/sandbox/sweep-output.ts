@@ -5,6 +5,7 @@
 // container wrote into the program's stdout (it can open /proc/PID/fd/1) never make one.
 
 import { timingSafeEqual } from 'node:crypto';
+import type { FoundBy } from '../sweep/report.js';
 import {
   ENV_TAG_BLIND_SPOT,
   type PhaseEnd,
@@ -15,7 +16,6 @@ import {
   type SweepReport,
   type SweepWarning,
 } from '../sweep/report.js';
-import type { FoundBy } from '../sweep/scan.js';
 
 /**
  * What the output says. `reached`: the program started in the target (its header arrived).

@@ -1,22 +1,50 @@
 // The sweep's report, built from what a run kept (src/sweep/run.ts): every process found is
 // stopped (seen gone) or a survivor (alive at the end); the proof is the last phase's end, when
 // the sweep was complete (docs/report.md).
+import type { SessionTag } from '../proc/tag.js';
 import {
   ENV_TAG_BLIND_SPOT,
+  type KeptRecord,
+  type PhaseRecord,
   type ProcessRecord,
   type Proof,
   REPORT_VERSION,
   type SurvivorRecord,
   type SweepReport,
+  type SweepWarning,
+  type UnreadableRecord,
 } from './report.js';
-import type { SweepRun } from './run.js';
+import type { SignalMechanism } from './signal.js';
+import type { SweepOptions } from './sweep-options.js';
+
+/** What a run kept that its report is built from: src/sweep/run.ts's `SweepRun` is one. */
+export interface ReportSource {
+  readonly tag: SessionTag;
+  readonly opts: Pick<SweepOptions, 'layers' | 'blindSpots' | 'notes' | 'cgroup'>;
+  /** Every process found, by identity key: seen gone (`alive` false) or alive at the end. */
+  readonly tracked: ReadonlyMap<string, { record: ProcessRecord; alive: boolean; denied: boolean }>;
+  /** The session's own spawns: swept like the rest, never listed as stopped. */
+  readonly spawnKeys: ReadonlySet<string>;
+  readonly kept: ReadonlyMap<string, { record: KeptRecord; alive: boolean }>;
+  readonly unreadable: ReadonlyMap<string, UnreadableRecord>;
+  readonly phases: PhaseRecord[];
+  readonly warnings: SweepWarning[];
+  readonly notes: readonly string[];
+  readonly complete: boolean;
+  readonly signaller: { readonly mechanism: SignalMechanism };
+  /** `performance.now()` at the start (ms), and the same moment as an ISO date. */
+  readonly started: number;
+  readonly startedAt: string;
+  readonly scans: number;
+  readonly scanMs: number;
+}
 
 /**
  * The `SweepReport` of a run that has ended: its timings run up to now (ms). The session's own
  * spawns are swept like the rest but never listed as stopped. Pure: events and holds are the
  * run's (`SweepRun.report`).
  */
-export function buildReport(run: SweepRun): SweepReport {
+export function buildReport(run: ReportSource): SweepReport {
   const stopped: ProcessRecord[] = [];
   const survivors: SurvivorRecord[] = [];
   for (const [key, t] of run.tracked) {

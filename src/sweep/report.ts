@@ -1,7 +1,14 @@
 // The sweep report: what was stopped, what survived, what could not be inspected (docs/report.md).
 import type { ListeningSocket } from '../proc/sockets.js';
-import type { FoundBy } from './scan.js';
 import type { SignalMechanism } from './signal.js';
+
+/**
+ * Which layer first found a process, the env tag's first: `carrier` (its environ holds the tag)
+ * or `descendant` (of a carrier, by parent); `subreaper` (a descendant of the helper the env tag
+ * did not find); `cgroup` (in the session's cgroup, found by neither); `given` (named by the
+ * caller, `SweepOptions.members`: the guard's targets).
+ */
+export type FoundBy = 'carrier' | 'descendant' | 'subreaper' | 'cgroup' | 'given';
 
 /** Version of the JSON shape below; bumped on any incompatible change. */
 export const REPORT_VERSION = 1;

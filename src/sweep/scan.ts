@@ -8,7 +8,7 @@ import { type EnvironRead, readEnviron, readEnvirons } from '../proc/environ.js'
 import { type Identity, identityKey, isAliveStat } from '../proc/identity.js';
 import { type Snapshot, takeSnapshot, type WalkEnviron } from '../proc/snapshot.js';
 import type { ProcStat } from '../proc/stat.js';
-import type { UnreadableReason } from './report.js';
+import type { FoundBy, UnreadableReason } from './report.js';
 import {
   type Evidence,
   type HeldCandidate,
@@ -18,14 +18,6 @@ import {
   haveExited,
   releaseHold,
 } from './signal.js';
-
-/**
- * Which layer first found a process, the env tag's first: `carrier` (its environ holds the tag)
- * or `descendant` (of a carrier, by parent); `subreaper` (a descendant of the helper the env tag
- * did not find); `cgroup` (in the session's cgroup, found by neither); `given` (named by the
- * caller, `SweepOptions.members`: the guard's targets).
- */
-export type FoundBy = 'carrier' | 'descendant' | 'subreaper' | 'cgroup' | 'given';
 
 /** A live session process, as this scan saw it. */
 export interface Member {
