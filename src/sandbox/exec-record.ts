@@ -8,7 +8,7 @@ import type { SessionOutcome, SessionState } from '../ledger/types.js';
 import type { ErrorRecord } from '../outcome/record.js';
 import type { SweepReport } from '../sweep/report.js';
 import type { ExecChannel } from './channel.js';
-import type { SandboxExecResult } from './exec.js';
+import type { SandboxExecResult } from './exec-result.js';
 
 /** A begun record: `settle` writes the end of the call and hands its result (or error) on. */
 export interface SandboxRecord {

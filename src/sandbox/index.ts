@@ -14,7 +14,8 @@ export {
   stripCompletion,
 } from './completion.js';
 export { ClientNotStartedError, ExecStatusUnknownError, SandboxError } from './errors.js';
-export { exec, type SandboxExecOptions, type SandboxExecResult, SCRIPT_ARG_MAX } from './exec.js';
+export { exec, type SandboxExecOptions, SCRIPT_ARG_MAX } from './exec.js';
+export type { SandboxExecResult } from './exec-result.js';
 export { type ProgramName, program } from './programs.js';
 export {
   run,

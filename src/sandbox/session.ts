@@ -21,7 +21,8 @@ import { type EndReason, failureOf } from '../session/result.js';
 import type { SweepReport, SweepWarning } from '../sweep/report.js';
 import type { ExecChannel } from './channel.js';
 import { ClientNotStartedError, ExecStatusUnknownError, SandboxError } from './errors.js';
-import { exec, type SandboxExecOptions, type SandboxExecResult, SILENCE_MS } from './exec.js';
+import { exec, type SandboxExecOptions, SILENCE_MS } from './exec.js';
+import type { SandboxExecResult } from './exec-result.js';
 import { OUTPUT_CAP_MS, within } from './run.js';
 import { checkShell, type SandboxSweepOptions, sweep } from './sweep.js';
 

@@ -1,0 +1,54 @@
+// The result of a sandbox exec with a proven end: its own file, so that the modules that build
+// it (exec-outcome.ts) and record it (exec-record.ts) need not import the exec that runs them.
+import type { CommandResult } from '../session/result.js';
+import type { SweepReport } from '../sweep/report.js';
+import type { StopReason } from './exec-stops.js';
+
+/**
+ * A proven end (the completion line arrived): the result shape of `spawn()` (`command`,
+ * `exitCode`, `signal` — always null: the wrapper's shell reports a signal N as `exitCode`
+ * 128+N —, `stdout`, `stderr`, `failed` = not `ok` or stopped, `timedOut` = stopped by the
+ * silence bound, `isCanceled` = `cancelled`, `durationMs`, `tag`, `report`), plus the exec
+ * client's own end.
+ */
+export interface SandboxExecResult<T extends string | Buffer = string> extends CommandResult<T> {
+  /** `exitCode` 0 and `clientStatus` 0: the only success. */
+  ok: boolean;
+  /** The command's status as the wrapper's shell saw it (128+N for a signal N). */
+  exitCode: number;
+  /**
+   * The exec client's own exit status: null when a signal ended it (`clientSignal`), or when
+   * tether ended it 2 s after the line because a leftover still held the stream (`streamHeld`;
+   * then not held against `ok`).
+   */
+  clientStatus: number | null;
+  /** The signal that ended the client, or null. */
+  clientSignal: NodeJS.Signals | null;
+  /** A process the command left still held the output 2 s after the line: tether ended the client. */
+  streamHeld: boolean;
+  /** The command's stdout minus the completion line, byte-exact (empty when streamed). */
+  stdout: T;
+  stderr: T;
+  tag: string;
+  /** True when `signal` aborted the call (`stoppedBy: 'cancel'`). */
+  cancelled: boolean;
+  /** Which collected stream passed `maxBuffer` (the call was then stopped: `stoppedBy: 'max-buffer'`). */
+  maxBufferExceeded?: 'stdout' | 'stderr';
+  /** Why the call was stopped before the client exited, or null; `report` is then that stop's sweep. */
+  stoppedBy: StopReason | null;
+  /** The error of the caller's `stdout`/`stderr` stream that stopped the call (EPIPE…). */
+  outputError?: Error;
+  /**
+   * With `ledger`: the error of a write of the call's end the ledger refused (the record then
+   * stays `running` until `tether recover` sweeps it). Also a `LEDGER_WRITE_FAILED` warning of
+   * `report` when there is one.
+   */
+  ledgerError?: Error;
+  report?: SweepReport;
+  /**
+   * What this result rests on that tether cannot check, in sentences: always
+   * END_LINE_BLIND_SPOT (the line is the wrapper's word only while no process of the
+   * session's uid reads or traces the wrapper); `report.blindSpots` says the sweep's.
+   */
+  blindSpots: string[];
+}
