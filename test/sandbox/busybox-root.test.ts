@@ -1,15 +1,23 @@
 // A second container whose root holds busybox alone: the programs must get by with its applets
 // (no coreutils, no GNU grep). Channel: nsenter into its namespaces and its root.
-import { readFileSync, rmSync, statSync } from 'node:fs';
+import { spawn } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync, statSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTag, sandbox } from '../../src/index.js';
+import { Ledger } from '../../src/ledger/index.js';
+import { recoverCli } from '../recover/support.js';
+import { ROOT } from '../support/paths.js';
+import { childrenOf, cmdlineOf, identityOf, isAlive, type ProcessId } from '../support/proc.js';
 import { missing, tool } from '../support/tools.js';
 import {
   aliveOnHost,
   busyboxRoot,
   type Container,
+  dropRegistrations,
   lossyChannel,
+  sleep,
   startContainer,
   taggedOnHost,
 } from './container.js';
@@ -89,5 +97,99 @@ describe.skipIf(noBusybox !== '')(
         expect(taggedOnHost(tag.name).filter(aliveOnHost), `cut ${i}`).toEqual([]);
       }
     });
+
+    it("tether sandbox run --ledger: its supervisor and exec client SIGKILLed, tether recover ends the setsid'd and double-forked leftovers", async () => {
+      const dir = mkdtempSync(join(tmpdir(), 'tether-busybox-ledger-'));
+      const path = join(dir, 'ledger.db');
+      const tag = createTag();
+      const supervisor = spawn(
+        process.execPath,
+        [
+          join(ROOT, 'bin/tether.cjs'),
+          'sandbox',
+          'run',
+          '--via',
+          box.prefix.join(' '),
+          '--tag',
+          tag.name,
+          '--ledger',
+          path,
+          '--',
+          'sh',
+          '-c',
+          'setsid sleep 87 </dev/null >/dev/null 2>&1 & (sleep 88 </dev/null >/dev/null 2>&1 &); echo ready; sleep 89',
+        ],
+        { stdio: ['ignore', 'pipe', 'pipe'] },
+      );
+      let stderr = '';
+      supervisor.stderr?.on('data', (d) => (stderr += d));
+      const gone = new Promise((r) => supervisor.once('exit', r));
+      let client: ProcessId | undefined;
+      try {
+        // The command and both leftovers run in the container (generous: a busy machine).
+        const want = ['sleep 87', 'sleep 88', 'sleep 89'];
+        let seen: { pid: number; startTime: number; cmdline: string }[] = [];
+        for (const until = Date.now() + 30_000; Date.now() < until; await sleep(50)) {
+          seen = taggedOnHost(tag.name).filter((p) => want.includes(p.cmdline));
+          if (seen.length === 3) break;
+        }
+        expect(seen.map((p) => p.cmdline).sort(), `premise broken: the session never ran; ${stderr}`).toEqual(
+          want,
+        );
+        // Its exec client: the nsenter tether started (its own process group and POSIX session).
+        const nsenter = childrenOf(supervisor.pid as number).find((c) =>
+          cmdlineOf(c.pid).startsWith('nsenter '),
+        );
+        client = nsenter && identityOf(nsenter.pid);
+        expect(client, 'premise broken: no nsenter client under tether').toBeDefined();
+        // The supervisor first (so that it cannot see its client die and sweep), then its client.
+        supervisor.kill('SIGKILL');
+        await gone;
+        if (isAlive(client as ProcessId)) process.kill((client as ProcessId).pid, 'SIGKILL');
+        for (const until = Date.now() + 10_000; isAlive(client as ProcessId) && Date.now() < until; )
+          await sleep(20);
+        expect(isAlive(client as ProcessId), 'premise broken: the exec client outlived its SIGKILL').toBe(
+          false,
+        );
+        // Nothing ended the session: what it started runs on in the container, the row says running.
+        expect(
+          seen
+            .filter(aliveOnHost)
+            .map((p) => p.cmdline)
+            .sort(),
+        ).toEqual(want);
+        const before = await Ledger.open(path);
+        try {
+          expect((await before.get(tag.name))?.state).toBe('running');
+        } finally {
+          await before.close();
+        }
+
+        const r = await recoverCli(path);
+        expect(r.code, r.stderr).toBe(0);
+        const handled = r.json.sessions.find((x: { tag: string }) => x.tag === tag.name);
+        expect(handled?.outcome, JSON.stringify(r.json)).toBe('recovered');
+        const survived = seen.filter(aliveOnHost);
+        expect(
+          survived,
+          `survived tether recover: ${survived.map((p) => `${p.pid} ${p.cmdline}`).join(', ')}`,
+        ).toEqual([]);
+        expect(taggedOnHost(tag.name)).toEqual([]);
+        const after = await Ledger.open(path);
+        try {
+          const row = await after.get(tag.name);
+          expect(row?.state).toBe('recovered');
+          expect(row?.reports.at(-1)?.stopped.map((p) => p.cmdline)).toEqual(expect.arrayContaining(want));
+        } finally {
+          await after.close();
+        }
+      } finally {
+        if (supervisor.exitCode === null && supervisor.signalCode === null) supervisor.kill('SIGKILL');
+        if (client && isAlive(client)) process.kill(client.pid, 'SIGKILL');
+        if (taggedOnHost(tag.name).length) await sandbox.sweep(box.channel, tag, SWEEP);
+        dropRegistrations(tag.name);
+        rmSync(dir, { recursive: true, force: true });
+      }
+    }, 90_000);
   },
 );

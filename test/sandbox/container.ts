@@ -2,11 +2,21 @@
 // `unshare --pid --mount --fork --mount-proc`, whose init is a bounded sleep loop (it reaps the
 // orphans reparented to it), entered through `nsenter -t INIT -a` — a real exec channel.
 import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
-import { chmodSync, copyFileSync, mkdirSync, mkdtempSync, readFileSync, symlinkSync } from 'node:fs';
+import {
+  chmodSync,
+  copyFileSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  symlinkSync,
+} from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { PassThrough } from 'node:stream';
 import { readElf } from '../../src/containment/elf.js';
+import { sessionsDir } from '../../src/containment/live-session.js';
 import {
   type ClientExit,
   commandChannel,
@@ -147,6 +157,20 @@ export function taggedOnHost(tag: string): { pid: number; startTime: number; cmd
     found.push({ pid, startTime: stat.startTime, cmdline: cmdlineOf(pid) });
   }
   return found;
+}
+
+/**
+ * Removes the live-session registration a SIGKILLed supervisor of `tag` left (the next
+ * registration anywhere would prune it, its supervisor gone): it was the test's own.
+ */
+export function dropRegistrations(tag: string): void {
+  const hex = tag.replace('TETHER_SESSION_', '');
+  try {
+    for (const name of readdirSync(sessionsDir()))
+      if (name.startsWith(`${hex}.`)) rmSync(join(sessionsDir(), name), { force: true });
+  } catch {
+    // no directory: nothing registered
+  }
 }
 
 /** True while the process with this identity exists on the host (a dead zombie does not count). */
