@@ -1,6 +1,7 @@
 // The env-tag test: which session entries `NAME=1` does a process's environ hold (decisions.md D2)?
 // Streamed through the shared fixed-size buffer, within a per-process byte and time budget.
 import { closeSync, readdirSync } from 'node:fs';
+import type { EnvironRead } from './environ-read.js';
 import { nativeProc } from './native.js';
 import { classify, openProc, readChunk, sharedBuffer } from './read.js';
 import { TAG_ENTRY_PATTERN, TAG_PREFIX, TAG_RECORD_LENGTH } from './tag.js';
@@ -26,15 +27,7 @@ export const ENVIRON_BYTE_BUDGET = 6 * 1024 * 1024;
  */
 export const ENVIRON_TIME_BUDGET_MS = 100;
 
-/**
- * An environ read. `entries`: every session entry (`TETHER_SESSION_<32 hex>=1`, whole records)
- * among the bytes read. `oversized`: the read reached the byte or time budget and the file held
- * more bytes still, so an entry further on is unknown. `bytes`: how many were read.
- */
-export type EnvironRead =
-  | { kind: 'ok'; entries: string[]; bytes: number; oversized: boolean }
-  | { kind: 'gone' }
-  | { kind: 'denied' };
+export type { EnvironRead } from './environ-read.js';
 
 const GONE: EnvironRead = { kind: 'gone' };
 const DENIED: EnvironRead = { kind: 'denied' };

@@ -3,22 +3,11 @@
 import { readFileSync } from 'node:fs';
 import { listTasks } from './environ.js';
 import { nativeProc } from './native.js';
+import { CLOCK_TICKS_PER_SECOND, type Identity } from './process-id.js';
 import { readInto, sharedBuffer } from './read.js';
 import { type ProcStat, parseStatBuffer } from './stat.js';
 
-/** USER_HZ: the unit of `startTime` (clock ticks). It is 100 on every Linux ABI Node runs on. */
-export const CLOCK_TICKS_PER_SECOND = 100;
-
-/** A process, named so that pid reuse cannot fool a check: `startTime` is in clock ticks since boot. */
-export interface Identity {
-  pid: number;
-  startTime: number;
-}
-
-/** `"pid:startTime"`, the key under which tether remembers a process. */
-export function identityKey(id: Identity): string {
-  return `${id.pid}:${id.startTime}`;
-}
+export { CLOCK_TICKS_PER_SECOND, type Identity, identityKey } from './process-id.js';
 
 /** Reads and parses `/proc/<pid>/stat`; undefined when the process is gone. */
 export function readStat(procRoot: string, pid: number): ProcStat | undefined {

@@ -1,7 +1,7 @@
 // A walk's processes packed in typed arrays (native/scan.c `tp_walk`): a process becomes a
 // `ProcStat` object only when a caller asks for it, so that a scan of 10,000 processes makes
 // objects for the few it keeps, not for every pid. The maps a snapshot exposes are views of it.
-import type { EnvironRead } from './environ.js';
+import type { EnvironRead } from './environ-read.js';
 import type { ProcStat } from './stat.js';
 import { TAG_PREFIX } from './tag.js';
 
