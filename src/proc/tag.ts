@@ -1,6 +1,10 @@
 // The session tag (decisions.md D1): an exported variable TETHER_SESSION_<hex>=1 that every
-// descendant inherits through fork, exec, setsid and double forks.
+// descendant inherits through fork, exec, setsid and double forks. Its name also carries the
+// moment it was drawn (`tagBegin`): a member of the session cannot change its tag's name without
+// leaving the session, so that moment is a bound no member can move (docs/containment.md, "Live
+// sessions").
 import { createHash, randomBytes } from 'node:crypto';
+import { readFileSync } from 'node:fs';
 import { TetherError } from '../errors.js';
 
 // The format is mirrored where TypeScript cannot be imported: native/scan.c (TAG_PREFIX,
@@ -11,12 +15,12 @@ import { TetherError } from '../errors.js';
 /** Prefix of every tether session variable. */
 export const TAG_PREFIX = 'TETHER_SESSION_';
 
-/** Hex digits after the prefix: 32 lowercase (128 bits of a SHA-256 of the token). */
+/** Hex digits after the prefix: 32 lowercase (`createTag` says what they hold). */
 export const TAG_HEX_DIGITS = 32;
 
 const TAG_HEX = `[0-9a-f]{${TAG_HEX_DIGITS}}`;
 
-/** A tag name: the prefix and 32 lowercase hex digits (128 bits of a SHA-256 of the token). */
+/** A tag name: the prefix and 32 lowercase hex digits. */
 export const TAG_NAME_PATTERN = new RegExp(`^${TAG_PREFIX}${TAG_HEX}$`);
 
 /** A session's environ record, whole: `TETHER_SESSION_<32 hex>=1`. */
@@ -31,14 +35,63 @@ export interface SessionTag {
   entry: string;
 }
 
+// The hex of a drawn tag: BEGIN_HEX digits of its begin (microseconds since boot), CHECK_HEX of
+// a SHA-256 over those and CHECK_LABEL (tells an older, fully random tag apart: one decodes by
+// chance with odds 2^-16), then random digits.
+const BEGIN_HEX = 12;
+const CHECK_HEX = 4;
+const CHECK_LABEL = 'tether-session-begin';
+
+function beginCheck(beginHex: string): string {
+  return createHash('sha256').update(`${CHECK_LABEL}:${beginHex}`).digest('hex').slice(0, CHECK_HEX);
+}
+
 /**
- * Draws a fresh tag: a random 128-bit token, hashed with SHA-256, the first 128 bits in hex.
- * Hex cannot spell the words (KEY, TOKEN, SECRET) on which agent sandboxes drop variables.
+ * Microseconds since boot now (CLOCK_BOOTTIME, the clock of a process's start time, field 22 of
+ * `/proc/<pid>/stat`), read from `<procRoot>/uptime`: to 10 ms, rounded down (as the kernel
+ * rounds a start time down to its clock tick). Undefined when it cannot be read.
+ */
+export function bootMicrosNow(procRoot = '/proc'): number | undefined {
+  try {
+    const [whole, frac = ''] = (readFileSync(`${procRoot}/uptime`, 'latin1').split(' ')[0] ?? '').split('.');
+    if (!/^\d+$/.test(whole ?? '') || !/^\d*$/.test(frac)) return undefined;
+    return Number(whole) * 1_000_000 + Number(frac.padEnd(6, '0').slice(0, 6));
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * Draws a fresh tag whose name carries the moment it was drawn: 12 hex digits of microseconds
+ * since boot (`bootMicrosNow`), 4 of a check over them, 16 random (64 bits). Where `/proc/uptime`
+ * cannot be read, all 32 are random (an older tether's shape: `tagBegin` gives undefined). Hex
+ * cannot spell the words (KEY, TOKEN, SECRET) on which agent sandboxes drop variables.
  */
 export function createTag(): SessionTag {
-  const token = randomBytes(16);
-  const hex = createHash('sha256').update(token).digest('hex').slice(0, TAG_HEX_DIGITS);
-  return tagFromName(`${TAG_PREFIX}${hex}`);
+  const now = bootMicrosNow();
+  if (now === undefined || now >= 16 ** BEGIN_HEX) {
+    const hex = createHash('sha256').update(randomBytes(16)).digest('hex').slice(0, TAG_HEX_DIGITS);
+    return tagFromName(`${TAG_PREFIX}${hex}`);
+  }
+  const begin = now.toString(16).padStart(BEGIN_HEX, '0');
+  const rest = randomBytes((TAG_HEX_DIGITS - BEGIN_HEX - CHECK_HEX) / 2).toString('hex');
+  return tagFromName(`${TAG_PREFIX}${begin}${beginCheck(begin)}${rest}`);
+}
+
+/**
+ * The moment tag `name` (a tag name) was drawn, in microseconds since this boot, as `createTag`
+ * wrote it into the name; undefined when the name carries none (an older tether's fully random
+ * tag, a tag given by hand) or one later than now (`nowMicros`, default `bootMicrosNow()`: a tag
+ * of an earlier boot, or not drawn by `createTag`). Every process started after its supervisor
+ * drew it; only the supervisor itself (and what it ran before) started earlier.
+ */
+export function tagBegin(name: string, nowMicros = bootMicrosNow()): number | undefined {
+  if (!TAG_NAME_PATTERN.test(name)) return undefined;
+  const hex = name.slice(TAG_PREFIX.length);
+  const begin = hex.slice(0, BEGIN_HEX);
+  if (hex.slice(BEGIN_HEX, BEGIN_HEX + CHECK_HEX) !== beginCheck(begin)) return undefined;
+  const micros = Number.parseInt(begin, 16);
+  return nowMicros === undefined || micros > nowMicros ? undefined : micros;
 }
 
 /**
