@@ -8,6 +8,7 @@
 // frozen server never answers (docs/ledger.md, "The stores").
 import { createRequire } from 'node:module';
 import type { Pool, PoolClient, PoolConfig, QueryResult, QueryResultRow } from 'pg';
+import { type GateTimeout, PoolGate } from './pool-gate.js';
 import { COLUMNS, fromRow, recordsOf, type SessionRow, toRow } from './rows.js';
 import { ledgerCorrupt, ledgerLocked, ledgerUnavailable, type StoreHooks } from './store-errors.js';
 import { redactUrl } from './target.js';
@@ -15,11 +16,17 @@ import type { LedgerStore, ListFilter, SessionRecord } from './types.js';
 
 /** Milliseconds a statement waits for a row or table lock before LEDGER_LOCKED (`lock_timeout`). */
 export const POSTGRES_LOCK_TIMEOUT_MS = 5000;
-/**
- * Milliseconds a connection attempt — or a wait for a free pooled connection — lasts before
- * LEDGER_UNAVAILABLE (`connectionTimeoutMillis`).
- */
+/** Milliseconds a connection attempt lasts before LEDGER_UNAVAILABLE (`connectionTimeoutMillis`). */
 export const POSTGRES_CONNECT_TIMEOUT_MS = 10_000;
+/** Connections one store holds at most (pg's pool `max`); further operations wait in turn. */
+export const POSTGRES_POOL_SIZE = 4;
+/**
+ * Milliseconds an operation waits in turn for one of the POSTGRES_POOL_SIZE connections before
+ * LEDGER_UNAVAILABLE ("stayed busy"): longer than a few statement deadlines, so that a hundred
+ * writers of one process queue behind each other, and a server that stopped answering still
+ * fails each of them within it (src/ledger/pool-gate.ts).
+ */
+export const POSTGRES_QUEUE_TIMEOUT_MS = 30_000;
 /**
  * Milliseconds a statement waits for its answer before LEDGER_UNAVAILABLE, its connection then
  * closed (pg's client-side `query_timeout`: it also bounds a server that no longer answers at
@@ -65,6 +72,8 @@ export interface PostgresStoreOptions {
   lockTimeoutMs?: number;
   /** `connectionTimeoutMillis`, ms; default POSTGRES_CONNECT_TIMEOUT_MS. */
   connectTimeoutMs?: number;
+  /** The wait in turn for a pooled connection, ms (0: none); default POSTGRES_QUEUE_TIMEOUT_MS. */
+  queueTimeoutMs?: number;
   /** Each statement's deadline (`query_timeout`), ms; default POSTGRES_STATEMENT_TIMEOUT_MS. */
   statementTimeoutMs?: number;
   hooks?: StoreHooks;
@@ -109,7 +118,7 @@ export async function openPostgresStore(
   const statementTimeoutMs = options.statementTimeoutMs ?? POSTGRES_STATEMENT_TIMEOUT_MS;
   const pool = new Pool({
     connectionString: url,
-    max: 4,
+    max: POSTGRES_POOL_SIZE,
     connectionTimeoutMillis: options.connectTimeoutMs ?? POSTGRES_CONNECT_TIMEOUT_MS,
     lock_timeout: options.lockTimeoutMs ?? POSTGRES_LOCK_TIMEOUT_MS,
     query_timeout: statementTimeoutMs,
@@ -117,7 +126,14 @@ export async function openPostgresStore(
   // An idle client's error (the server restarted) must not crash the process: the next query
   // reports it. A held client's is the store's (`PostgresStore.hold`).
   pool.on('error', () => {});
-  const store = new PostgresStore(pool, location, schema, options.hooks ?? {}, statementTimeoutMs);
+  const store = new PostgresStore(
+    pool,
+    location,
+    schema,
+    options.hooks ?? {},
+    statementTimeoutMs,
+    options.queueTimeoutMs ?? POSTGRES_QUEUE_TIMEOUT_MS,
+  );
   try {
     await store.migrate(options.schemaVersion ?? POSTGRES_SCHEMA_VERSION);
   } catch (err) {
@@ -135,6 +151,8 @@ export class PostgresStore implements LedgerStore {
   // The operations under way (each holds, or waits for, one connection), for `hurry`.
   private readonly pending = new Set<{ hurry(ms: number): void }>();
   private hurryMs: number | undefined;
+  // The operations' turns for the pool's connections: pg's pool never queues behind it.
+  private readonly gate = new PoolGate(POSTGRES_POOL_SIZE);
 
   constructor(
     private readonly pool: Pool,
@@ -143,6 +161,8 @@ export class PostgresStore implements LedgerStore {
     private readonly hooks: StoreHooks,
     /** Each statement's deadline, ms (for messages; the pool enforces it). */
     readonly statementTimeoutMs = POSTGRES_STATEMENT_TIMEOUT_MS,
+    /** The wait in turn for a pooled connection, ms (0: none). */
+    readonly queueTimeoutMs = POSTGRES_QUEUE_TIMEOUT_MS,
   ) {
     pool.on('connect', (c) => this.clients.add(c));
     pool.on('remove', (c) => this.clients.delete(c));
@@ -287,16 +307,21 @@ export class PostgresStore implements LedgerStore {
   // After `hurry`, the operation (its wait for a connection included) is cut at its deadline.
   private async hold<T>(fn: (c: PoolClient, lost: () => Error | undefined) => Promise<T>): Promise<T> {
     let client: PoolClient | undefined;
+    let leave: (() => void) | undefined;
     let lost: Error | undefined;
     let giveUp: ((err: Error) => void) | undefined;
     let timer: NodeJS.Timeout | undefined;
+    const waiting = new AbortController();
     const op = {
       hurry: (ms: number) => {
         timer ??= setTimeout(() => {
           const late = new Error(`Connection terminated: given up ${ms} ms after hurry()`);
           lost ??= late;
           if (client) cut(client);
-          else giveUp?.(late);
+          else {
+            waiting.abort(late);
+            giveUp?.(late);
+          }
         }, ms);
       },
     };
@@ -306,23 +331,26 @@ export class PostgresStore implements LedgerStore {
     this.pending.add(op);
     if (this.hurryMs !== undefined) op.hurry(this.hurryMs);
     try {
-      const connecting = this.pool.connect();
+      const connecting = this.connect(waiting.signal);
       const abandoned = new Promise<never>((_, reject) => {
         giveUp = reject;
       });
       try {
-        client = await Promise.race([connecting, abandoned]);
+        ({ client, leave } = await Promise.race([connecting, abandoned]));
       } catch (err) {
-        // A connection that comes after all goes back to the pool.
+        // A connection that comes after all goes back to the pool, and its turn to the next.
         connecting.then(
-          (c) => c.release(),
+          (got) => {
+            got.client.release();
+            got.leave();
+          },
           () => {},
         );
         throw err;
       }
       client.on('error', onError);
-      if (lost) throw lost; // given up as it came
       try {
+        if (lost) throw lost; // given up as it came: released below, discarded
         return await fn(client, () => lost);
       } catch (err) {
         if (connectionLost(err)) lost ??= err as Error;
@@ -330,11 +358,32 @@ export class PostgresStore implements LedgerStore {
       } finally {
         client.release(lost ?? false);
         client.removeListener('error', onError);
+        leave();
       }
     } finally {
       clearTimeout(timer);
       this.pending.delete(op);
     }
+  }
+
+  // A connection of the pool, once this operation's turn came (`gate`): pg's connect deadline
+  // then times a real connection attempt, never the wait behind the other operations.
+  private async connect(signal: AbortSignal): Promise<{ client: PoolClient; leave: () => void }> {
+    const leave = await this.gate.enter(this.queueTimeoutMs, (t) => this.busy(t), signal);
+    try {
+      return { client: await this.pool.connect(), leave };
+    } catch (err) {
+      leave();
+      throw err;
+    }
+  }
+
+  // A wait in turn past its deadline: every connection stayed busy (not an unreachable server).
+  private busy(t: GateTimeout): Error {
+    return ledgerUnavailable(
+      this.location,
+      `all ${this.gate.size} of this process's connections to it stayed busy for ${t.waitedMs} ms (${t.holding} operations holding them, ${t.waiting} waiting in turn): the server answers too slowly for this many concurrent writes`,
+    );
   }
 
   // One statement on a held connection (pg's pool.query, with `hold`'s listener and deadline).
