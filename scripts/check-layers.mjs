@@ -15,6 +15,7 @@
 // to LAYERS below, and to README.md's "Code layout", on purpose.
 import { readdirSync, readFileSync } from 'node:fs';
 import { dirname, join, relative, resolve, sep } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import ts from 'typescript';
 
 /** Each layer: its rank, and the top-level entries of src/ that belong to it. */
@@ -41,7 +42,7 @@ function layerOf(rel) {
   return LAYERS.find((l) => l.entries.includes(top));
 }
 
-function listTs(dir) {
+export function listTs(dir) {
   const out = [];
   for (const e of readdirSync(dir, { withFileTypes: true })) {
     const path = join(dir, e.name);
@@ -62,7 +63,7 @@ const PACKAGE_NAME = JSON.parse(readFileSync(new URL('../package.json', import.m
  * `createRequire(…)`), and `/// <reference path>`. A dynamic `import()` or `require()` whose
  * argument is not a string literal cannot be checked: `specifier` is undefined.
  */
-function importsOf(file, text) {
+export function importsOf(file, text) {
   const kind = file.endsWith('.tsx') ? ts.ScriptKind.TSX : ts.ScriptKind.TS;
   const source = ts.createSourceFile(file, text, ts.ScriptTarget.Latest, true, kind);
   const found = [];
@@ -149,9 +150,12 @@ export function checkLayers(srcDir) {
   return problems;
 }
 
-const problems = checkLayers(process.argv[2] ?? 'src');
-for (const p of problems) console.error(p);
-if (problems.length > 0) {
-  console.error(`check-layers: ${problems.length} import(s) against the layers`);
-  process.exit(1);
+// Run as a script (scripts/shape.mjs imports listTs and importsOf without running it).
+if (process.argv[1] && resolve(process.argv[1]) === fileURLToPath(import.meta.url)) {
+  const problems = checkLayers(process.argv[2] ?? 'src');
+  for (const p of problems) console.error(p);
+  if (problems.length > 0) {
+    console.error(`check-layers: ${problems.length} import(s) against the layers`);
+    process.exit(1);
+  }
 }
