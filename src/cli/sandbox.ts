@@ -365,7 +365,9 @@ export async function sandboxRunCommand(
     // The ledger's own errors (a tag already recorded is INVALID_TAG: ours was parsed above).
     const code = (error as TetherError).code;
     if (ledger && (code?.startsWith('LEDGER_') || code === 'INVALID_TAG')) {
-      refuseRecord(ledger.location, error); // its begin was refused: nothing ran
+      // Its begin was refused: nothing ran, nothing was swept (the message names the ledger).
+      process.stderr.write(`tether: ${(error as Error).message}\n${NOT_STARTED}`);
+      process.exitCode = EXIT_USAGE;
       return;
     }
     if (!(error instanceof SandboxError)) throw error;
@@ -406,11 +408,14 @@ async function sweptExec(
   return r as SandboxExecResult;
 }
 
-// A ledger that cannot be opened or written: the command was not started (125).
+// What a ledger that cannot be opened or written means for the command, and what to do.
+const NOT_STARTED =
+  'tether: the command was not started. Fix the ledger, choose another with --ledger PATH|URL, or leave --ledger out\n';
+
+// A ledger that cannot be opened: the command was not started (125).
 function refuseRecord(where: string, error: unknown): void {
   process.stderr.write(
-    `tether: cannot record the session in the ledger ${where}: ${(error as Error).message}\n` +
-      'tether: the command was not started. Fix the ledger, choose another with --ledger PATH|URL, or leave --ledger out\n',
+    `tether: cannot record the session in the ledger ${where}: ${(error as Error).message}\n${NOT_STARTED}`,
   );
   process.exitCode = EXIT_USAGE;
 }

@@ -44,7 +44,8 @@ export interface SandboxSessionOptions {
   /**
    * Records the session in this ledger (docs/ledger.md, "Recording") as one row, located
    * `{ kind: 'sandbox', channel: channel.argv }`: `running` before its first command starts
-   * (awaited: a ledger that refuses fails every command with its error, and nothing runs), then
+   * (awaited: a ledger that refuses fails every command with its error, naming the ledger; nothing
+   * runs and nothing is swept, `end()` rejects with it), then
    * its end with the session's report. The channel must have `argv` (a `commandChannel`), else
    * `INVALID_OPTION`: `tether recover` reaches the target through it once this process is gone.
    */
@@ -192,7 +193,7 @@ export class SandboxSession {
     const started = performance.now();
     const command = [...argv];
     // With a ledger, the session's row is written before its first command starts (awaited: a
-    // ledger that refuses fails every command, and nothing runs).
+    // ledger that refuses fails every command, and nothing runs nor is swept).
     const call = this.recorded(command).then(() => {
       if (this.ending)
         throw new TetherError(
@@ -242,7 +243,9 @@ export class SandboxSession {
    * Resolves with one `SweepReport` of every sweep the session ran (`stopped`: everything they
    * stopped). Rejects with `SandboxError` `CHANNEL_UNREACHABLE` or `SWEEP_CUT` (`report` partial,
    * `complete: false`; `unsettled`) when the session's sweep could not run or was cut — never
-   * "nothing found". Idempotent: later calls return the same promise.
+   * "nothing found" — and, without a sweep, with the ledger's refusal of the begin (its `LEDGER_*`
+   * or `INVALID_TAG` code, naming the ledger) when nothing was started. Idempotent: later calls
+   * return the same promise.
    */
   end(): Promise<SweepReport> {
     if (!this.ending) {
@@ -273,6 +276,14 @@ export class SandboxSession {
   private async finish(): Promise<SweepReport> {
     clearTimeout(this.timer);
     this.signal?.removeEventListener('abort', this.onAbort);
+    // A ledger that refused the begin started nothing: every command waits for the begin, so none
+    // reached the target and there is nothing to sweep (as `tether run`: 125 before the command).
+    await this.beginning?.catch(() => {});
+    if (this.beginError) {
+      await Promise.all(this.running);
+      this.registration?.remove();
+      throw this.beginError;
+    }
     const running = [...this.running];
     // An abort or a timeout sweeps on the cancel budget (10 s), as does an end after a command's
     // sweep found the channel unreachable (its whole budget already spent on retries: this sweep
@@ -334,9 +345,9 @@ export class SandboxSession {
           );
           this.heartbeat.unref();
         },
-        (error: TetherError) => {
-          this.beginError = error;
-          throw error;
+        (error: unknown) => {
+          this.beginError = refusedBegin(this.tag.name, ledger.location, error);
+          throw this.beginError;
         },
       );
     return this.beginning;
@@ -542,6 +553,18 @@ export async function run<O extends SandboxRunOptions = {}>(
         }
       : {}),
   });
+}
+
+// The ledger's refusal of the begin, naming the session and the ledger (its own code, or
+// LEDGER_UNAVAILABLE for a store's plain error): nothing was started.
+function refusedBegin(tag: string, location: string, error: unknown): TetherError {
+  const code = error instanceof TetherError ? error.code : 'LEDGER_UNAVAILABLE';
+  const said = (error as Error)?.message ?? String(error);
+  return new TetherError(
+    code,
+    `cannot record the session ${tag} in the ledger ${location}: ${said}; nothing was started in the target`,
+    { cause: error, tag },
+  );
 }
 
 // The result of a command whose end is not proven: the error says why.
