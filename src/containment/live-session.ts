@@ -24,10 +24,12 @@
 //   command and its client's session do.
 //
 // Every sign also says when the processes it rests on started (`started`): a sign counts for a
-// session only when they started before anything of that session could start them
-// (`signBefore`): a leftover is younger than its session, so a helper or a registration it forged
-// is too. The bound is the caller's: recover takes it from the row's begin, the guard from the
-// oldest member of the tag it sees (`firstMembers`; docs/containment.md, "Live sessions").
+// session only when they started before anything of that session could start them: a leftover
+// is younger than its session, so a helper or a registration it forged is too. The exact bound
+// is the tag's own begin (`tagBegin`: the moment its supervisor drew it, carried in its name,
+// which no member can change; `signBeforeBegin`); recover also holds a sign to the row's begin,
+// and where a tag carries no begin (an older tether's), the guard falls back to the oldest member
+// of the tag it sees (`firstMembers`, `signBefore`; docs/containment.md, "Live sessions").
 import {
   closeSync,
   constants,
@@ -49,6 +51,7 @@ import { tmpdir } from 'node:os';
 import { isAbsolute, join } from 'node:path';
 import { readCmdline, readUid } from '../proc/details.js';
 import { readEnvirons } from '../proc/environ.js';
+import { CLOCK_TICKS_PER_SECOND } from '../proc/identity.js';
 import type { Snapshot } from '../proc/snapshot.js';
 import { type ProcStat, parseStatBuffer } from '../proc/stat.js';
 import { TAG_NAME_PATTERN, TAG_PREFIX } from '../proc/tag.js';
@@ -494,6 +497,25 @@ export function signBefore(sign: LiveSign, bound: number, helperBound = bound): 
   if (sign.kind === 'sandbox-wrapper') return sign.started.supervisor <= helperBound;
   if (sign.started.supervisor >= bound) return false;
   return sign.started.helper === undefined || sign.started.helper <= helperBound;
+}
+
+/** Microseconds in one clock tick (the unit of a start time): 10,000. */
+const MICROS_PER_TICK = 1_000_000 / CLOCK_TICKS_PER_SECOND;
+
+/**
+ * Whether `sign` counts for the session whose tag was drawn at `beginMicros` (microseconds since
+ * boot: `tagBegin`): its supervisor — a helper's parent, a registration's holder — drew the tag,
+ * so it started before; every member of the session started after, and so did anything a member
+ * started. It counts when its supervisor started in a clock tick that ended no later than the
+ * begin: `(start + 1) × 10 ms ≤ begin` (a start time is its moment rounded down to its tick, as
+ * the begin is rounded down to 10 ms: exact, no margin). A sandbox wrapper always counts here: it
+ * is started after its tag is drawn, through an exec channel, perhaps on another machine's clock;
+ * what it rests on is that only a process outside the container's PID namespace can start an exec
+ * entry (its parent is outside: ppid 0), which no member inside can.
+ */
+export function signBeforeBegin(sign: LiveSign, beginMicros: number): boolean {
+  if (sign.kind === 'sandbox-wrapper') return true;
+  return (sign.started.supervisor + 1) * MICROS_PER_TICK <= beginMicros;
 }
 
 /**

@@ -7,11 +7,13 @@ import {
   liveSupervisors,
   type SessionRegistration,
   signBefore,
+  signBeforeBegin,
   viewSessions,
 } from '../containment/live-session.js';
 import { type Identity, identityKey } from '../proc/identity.js';
 import type { Snapshot } from '../proc/snapshot.js';
 import type { ProcStat } from '../proc/stat.js';
+import { bootMicrosNow, tagBegin } from '../proc/tag.js';
 import type { Pattern } from './patterns.js';
 import type { Registration } from './registrations.js';
 
@@ -216,10 +218,12 @@ export function verdicts(ctx: AllowContext): (pid: number) => Spared | undefined
  * sessions"): a tag is **live** while a sign of a live supervisor of it is seen — its helper
  * under it, its registration with its pid + start time alive, or a sandbox session's wrapper (an
  * exec entry carrying the tag) — by `liveSupervisors` (src/containment/live-session.ts, the
- * evidence recover uses too), and only when it is older than every member of the tag the tick
- * sees (`firstMembers`, `signBefore`): a helper or a registration a leftover made is younger
- * than the leftover. A carrier alone is never evidence: an orphan with a made-up or copied tag,
- * or the carriers of a session whose supervisor died, are stopped like any orphan.
+ * evidence recover uses too), and only when the processes it rests on started before anything of
+ * the session could start them: before the tag's begin, which its name carries (`tagBegin`,
+ * `signBeforeBegin`), and before every member of the tag the tick sees (`firstMembers`,
+ * `signBefore`). A helper or a registration a leftover made is younger than the tag's begin. A
+ * carrier alone is never evidence: an orphan with a made-up or copied tag, or the carriers of a
+ * session whose supervisor died, are stopped like any orphan.
  * - `supervisors`: the live supervisors themselves (spared with their subtrees: their helpers,
  *   payloads and their children), and the sandbox wrappers;
  * - `carriers`: every carrier of a live tag, wherever it was reparented (an orphan the session
@@ -230,6 +234,12 @@ export interface LiveSessions {
   carriers: Set<number>;
   /** Tag entries (`TETHER_SESSION_<hex>=1`) of the live sessions. */
   tags: Set<string>;
+  /**
+   * Tag names of live sessions judged on the oldest member's start alone: their names carry no
+   * begin (an older tether drew them). A leftover that made a sign and then started a younger
+   * member would pass that bound: the tick says so (`LIVE_SESSION_WEAK_BOUND`).
+   */
+  weak: Set<string>;
 }
 
 /**
@@ -244,20 +254,28 @@ export function findLiveSessions(
 ): LiveSessions {
   const view = viewSessions(snapshot, cmdline);
   const first = firstMembers(view);
+  const now = bootMicrosNow(snapshot.procRoot);
   const live = new Set<string>();
   const supervisors = new Set<number>();
   const tags = new Set<string>();
+  const weak = new Set<string>();
   for (const [tag, list] of liveSupervisors(view, registrations)) {
     const bound = first.get(tag);
-    const counted = bound === undefined ? list : list.filter((sign) => signBefore(sign, bound));
+    const begin = tagBegin(tag, now);
+    const counted = list.filter(
+      (sign) =>
+        (bound === undefined || signBefore(sign, bound)) &&
+        (begin === undefined || signBeforeBegin(sign, begin)),
+    );
     if (counted.length === 0) continue;
     live.add(tag);
     tags.add(`${tag}=1`);
+    if (begin === undefined) weak.add(tag);
     for (const sign of counted) supervisors.add(sign.supervisor);
   }
   const carriers = new Set<number>();
   for (const [pid, own] of view.carried) if (own.some((t) => live.has(t))) carriers.add(pid);
-  return { supervisors, carriers, tags };
+  return { supervisors, carriers, tags, weak };
 }
 
 /** The pid chain above `pid` in `snapshot` (its parent first, PID 1 last), by ppid. */

@@ -101,11 +101,13 @@ export interface GuardOptions {
  * (the allow file or the registrations file could not be read this tick: a FIFO, a device, over
  * 1 MiB, late; the message says what applied instead), or `INIT_SERVICE_AMBIGUOUS` (PID 1 is an
  * init whose service its argv cannot tell: every child of PID 1 is spared; the message names
- * why and their pids, as `init.ambiguity` does). The last is logged when its message changes,
- * and is in every tick's result while it holds.
+ * why and their pids, as `init.ambiguity` does), or `LIVE_SESSION_WEAK_BOUND` (a live session
+ * was judged on its oldest member's start alone: its tag carries no begin, an older tether drew
+ * it; docs/containment.md, "Live sessions"). The last two are logged when their message changes,
+ * and are in every tick's result while they hold.
  */
 export interface GuardWarning {
-  code: SweepWarning['code'] | 'INPUT_REFUSED' | 'INIT_SERVICE_AMBIGUOUS';
+  code: SweepWarning['code'] | 'INPUT_REFUSED' | 'INIT_SERVICE_AMBIGUOUS' | 'LIVE_SESSION_WEAK_BOUND';
   message: string;
 }
 
@@ -273,6 +275,7 @@ export function createGuard(options: GuardOptions = {}): Guard {
   let last: Promise<unknown> = Promise.resolve();
   // The init's ambiguity last logged: said again only when it changes.
   let lastAmbiguity: string | undefined;
+  let lastWeak: string | undefined;
 
   const runTick = async (): Promise<TickResult> => {
     const started = performance.now();
@@ -317,9 +320,11 @@ export function createGuard(options: GuardOptions = {}): Guard {
       log(`tether guard: ${p.source}${p.line ? `:${p.line}` : ''}: ${p.message}`);
     for (const w of result.warnings) {
       if (w.code === 'INIT_SERVICE_AMBIGUOUS' && w.message === lastAmbiguity) continue;
+      if (w.code === 'LIVE_SESSION_WEAK_BOUND' && w.message === lastWeak) continue;
       log(`tether guard: warning ${w.code}: ${w.message}`);
     }
     lastAmbiguity = result.init?.ambiguity;
+    lastWeak = result.warnings.find((w) => w.code === 'LIVE_SESSION_WEAK_BOUND')?.message;
     try {
       options.onTick?.(result);
     } catch (error) {
@@ -408,6 +413,11 @@ export function createGuard(options: GuardOptions = {}): Guard {
       minAgeTicks: Math.ceil((minAgeMs / 1000) * CLOCK_TICKS_PER_SECOND),
       cmdline,
     };
+    if (ctx.sessions.weak.size > 0)
+      result.warnings.push({
+        code: 'LIVE_SESSION_WEAK_BOUND',
+        message: `live session ${[...ctx.sessions.weak].sort().join(', ')} judged on its oldest member's start: its tag carries no begin (an older tether drew it), so a sign a leftover made before it started a younger member would pass`,
+      });
     // The cmdlines the pattern rule will test, read in one batch (one native call when it is
     // there); any other (an ancestor's, a helper's, a log line's) is read when first asked.
     const unread = listed.pids.filter((pid) => {

@@ -8,11 +8,12 @@
 // stopped. Real PID namespaces and cgroups (test/guard/support.ts); ground truth is /proc (pid +
 // start time).
 import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
 import { chmodSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, beforeAll, describe, expect, it } from 'vitest';
 import type { TickResult } from '../../src/guard/guard.js';
-import { createTag } from '../../src/proc/tag.js';
+import { createTag, TAG_PREFIX, tagBegin } from '../../src/proc/tag.js';
 import {
   cmdlineOf,
   environOf,
@@ -35,10 +36,40 @@ afterEach(async () => {
   scenario = undefined;
 });
 
+// A leftover L (this script, carrying $T) forges a sign and then makes itself look younger than
+// it: it starts an env-cleared P that forges it — a registration P writes and holds open, or
+// (FORGE=helper) a program named tether-helper carrying $T under P, started a tick after P — then
+// a tagged member M (sleep $MEMBER), and exits. The oldest member left is M (or the forged
+// helper), younger than P.
+const FORGE_THEN_MEMBER = `
+env -u "$T" sh -c '
+if [ "$FORGE" = helper ]; then
+  sleep 0.05
+  env "$T=1" "$FAKE" --grace 5000 --kill-after 1000 -- x </dev/null >/dev/null 2>&1 &
+  exec sleep "$0"
+fi
+hex=\${T#TETHER_SESSION_}
+start=$(sed "s/.*) //" /proc/$$/stat | cut -d" " -f20)
+f="$TETHER_SESSIONS_DIR/$hex.$$.$start.1"
+echo "tether-session 1 $T $$ $start $(cat /proc/sys/kernel/random/boot_id) $(stat -L -c %i /proc/$$/ns/pid)" > "$f"
+exec sleep "$0" 3<"$f"' "$HOLD" </dev/null >/dev/null 2>&1 &
+p=$!
+if [ "$FORGE" = helper ]; then
+  until [ "$(cat /proc/$p/comm)" = sleep ] && pgrep -P "$p" -x tether-helper >/dev/null; do sleep 0.02; done
+else
+  until [ -n "$(readlink /proc/$p/fd/3)" ]; do sleep 0.02; done
+fi
+sleep 0.05
+sleep "$MEMBER" </dev/null >/dev/null 2>&1 &
+`;
+
 // A pause() program named tether-helper: comm `tether-helper`, argv `--grace …` as it is given.
 let fake = '';
+let forgeScript = '';
 beforeAll(() => {
   if (!canRun) return;
+  forgeScript = join(tempDir(), 'forge-then-member.sh');
+  writeFileSync(forgeScript, FORGE_THEN_MEMBER);
   fake = join(tempDir(), 'tether-helper');
   execFileSync('cc', ['-x', 'c', '-o', fake, '-'], {
     input: '#include <unistd.h>\nint main(void) { for (;;) pause(); }\n',
@@ -49,6 +80,14 @@ beforeAll(() => {
 function byCmdline(cmdline: string): ProcessId | undefined {
   const pid = pids().find((p) => cmdlineOf(p) === cmdline && readStat(p)?.state !== 'Z');
   return pid === undefined ? undefined : identityOf(pid);
+}
+
+// A tag as an older tether drew it: 32 random hex digits, which carry no begin.
+function olderTag(): string {
+  for (;;) {
+    const name = `${TAG_PREFIX}${randomBytes(16).toString('hex')}`;
+    if (tagBegin(name, Number.MAX_SAFE_INTEGER) === undefined) return name;
+  }
 }
 
 const stoppedIn = (ticks: TickResult[], cmdline: string) =>
@@ -235,5 +274,90 @@ describe.skipIf(!canRun)('the live-session rule', () => {
     ).toBe(true);
     await until(() => stoppedIn(s.ticks(), `sleep 360.${n}`), 10_000);
     expect(stoppedIn(s.ticks(), `sleep 360.${n}`), 'the server was not stopped by the guard').toBe(true);
+  });
+
+  it("stops the leftover of a dead session whose member forged a registration or a helper on an env-cleared process and then started a younger member: the tag's begin, not the oldest member, bounds the sign", async () => {
+    const n = process.pid;
+    const [registered, helped] = [createTag().name, createTag().name];
+    expect(tagBegin(registered), 'premise: a drawn tag carries its begin').toBeDefined();
+    scenario = await startScenario(`
+      mark lo setsid env ${registered}=1 T=${registered} FORGE=registration HOLD=380.${n} MEMBER=381.${n} sh "${forgeScript}"
+      mark lo setsid env ${helped}=1 T=${helped} FORGE=helper FAKE="${fake}" HOLD=382.${n} MEMBER=383.${n} sh "${forgeScript}"
+      sleep 0.2
+      ready
+      guard --once --min-age 0 --grace 1s --json
+      park`);
+    const s = scenario;
+    await s.waitFile('ready');
+    const [holder, member, parent, helpedMember] = [380, 381, 382, 383].map((k) =>
+      byCmdline(`sleep ${k}.${n}`),
+    ) as ProcessId[];
+    expect(
+      [holder, member, parent, helpedMember].every(Boolean),
+      'premise: the forgers and members run',
+    ).toBe(true);
+    const fakeHelper = s
+      .find('lo')
+      .find(
+        (id) => readStat(id.pid)?.comm === 'tether-helper' && ppidOf(id.pid) === parent?.pid,
+      ) as ProcessId;
+    expect(fakeHelper, 'premise: the forged helper runs under its env-cleared parent').toBeDefined();
+    const h = holder as ProcessId;
+    const p = parent as ProcessId;
+    expect(hasEntry(environOf(h.pid), `${registered}=1`), 'premise: the holder carries no tag').toBe(false);
+    expect(hasEntry(environOf(p.pid), `${helped}=1`), 'premise: the helper’s parent carries no tag').toBe(
+      false,
+    );
+    expect(hasEntry(environOf(fakeHelper.pid), `${helped}=1`), 'premise: the forged helper carries it').toBe(
+      true,
+    );
+    // The shape the oldest-member bound cannot see through: each forger is older than every
+    // member of its tag still alive.
+    expect(h.startTime, 'premise: the holder is older than the member').toBeLessThan(
+      (member as ProcessId).startTime,
+    );
+    expect(p.startTime, 'premise: the helper’s parent is older than it').toBeLessThan(fakeHelper.startTime);
+    expect(fakeHelper.startTime).toBeLessThanOrEqual((helpedMember as ProcessId).startTime);
+    expect(ppidOf((member as ProcessId).pid), 'premise: the member is orphaned (its leftover exited)').toBe(
+      s.initPid(),
+    );
+    s.go();
+    await until(() => s.ticks().length >= 1, 30_000);
+    await s.waitFile('rc');
+    const tick = s.ticks()[0] as TickResult;
+    const stopped = tick.stopped.map((p) => p.cmdline);
+    for (const orphan of [`sleep 381.${n}`, `sleep 383.${n}`])
+      expect(stopped, `${orphan} was spared: ${JSON.stringify(tick.spared)} ${s.stderr()}`).toContain(orphan);
+    expect(tick.spared['live-session'] ?? 0, 'a forged sign made a session live').toBe(0);
+    expect(
+      await allGone([h, member as ProcessId, p, helpedMember as ProcessId, fakeHelper], 10_000),
+      `a forgery spared: ${s.stderr()}`,
+    ).toBe(true);
+    expect(tick.warnings.map((w) => w.code)).not.toContain('LIVE_SESSION_WEAK_BOUND');
+  });
+
+  it("falls back to the oldest member's start for a tag an older tether drew (no begin in its name), and the tick says the bound is the weaker one", async () => {
+    const n = process.pid;
+    const old = olderTag();
+    scenario = await startScenario(`
+      mark lo setsid env ${old}=1 T=${old} FORGE=registration HOLD=384.${n} MEMBER=385.${n} sh "${forgeScript}"
+      sleep 0.2
+      ready
+      guard --once --min-age 0 --grace 1s --json
+      park`);
+    const s = scenario;
+    await s.waitFile('ready');
+    const [holder, member] = [384, 385].map((k) => byCmdline(`sleep ${k}.${n}`)) as ProcessId[];
+    expect(holder && member, 'premise: the holder and the member run').toBeTruthy();
+    s.go();
+    await until(() => s.ticks().length >= 1, 30_000);
+    await s.waitFile('rc');
+    const tick = s.ticks()[0] as TickResult;
+    // The oldest-member bound is the weaker one: this forgery passes it (what the tag's begin
+    // closes for tags tether draws now), and the tick names the tag it judged so.
+    expect(isAlive(holder as ProcessId) && isAlive(member as ProcessId), `stopped: ${s.stderr()}`).toBe(true);
+    expect(tick.spared['live-session']).toBeGreaterThanOrEqual(2);
+    const weak = tick.warnings.find((w) => w.code === 'LIVE_SESSION_WEAK_BOUND');
+    expect(weak?.message, JSON.stringify(tick.warnings)).toContain(old);
   });
 });
