@@ -3,7 +3,7 @@
 import { planContainment } from '../containment/select.js';
 import { TetherError } from '../errors.js';
 import { checkMs, DEFAULT_GRACE_MS, DEFAULT_KILL_AFTER_MS, DEFAULT_OUTPUT_CAP_MS } from '../options.js';
-import { checkSessionOptions, type SessionOptions } from '../session/session.js';
+import { checkSessionOptions, type SessionOptions } from '../session/options.js';
 
 /**
  * Checks `options` as a session's (durations, `containment`, listeners, `procRoot`,

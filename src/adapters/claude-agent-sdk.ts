@@ -7,7 +7,8 @@
 import { EventEmitter } from 'node:events';
 import { PassThrough, Readable } from 'node:stream';
 import type { SpawnedProcess, SpawnOptions } from '@anthropic-ai/claude-agent-sdk';
-import { helperLost, Session, type SessionOptions, type SessionProcess } from '../session/session.js';
+import type { SessionOptions } from '../session/options.js';
+import { helperLost, Session, type SessionProcess } from '../session/session.js';
 import type { SweepReport } from '../sweep/report.js';
 import { checkAdapterOptions } from './check.js';
 

@@ -16,7 +16,8 @@ import type { ReadBuffer } from '@modelcontextprotocol/sdk/shared/stdio.js';
 import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
 import type { JSONRPCMessage } from '@modelcontextprotocol/sdk/types.js';
 import { checkMs } from '../options.js';
-import { helperLost, Session, type SessionOptions, type SessionProcess } from '../session/session.js';
+import type { SessionOptions } from '../session/options.js';
+import { helperLost, Session, type SessionProcess } from '../session/session.js';
 import type { SweepReport } from '../sweep/report.js';
 import { checkAdapterOptions } from './check.js';
 

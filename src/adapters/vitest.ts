@@ -9,12 +9,8 @@
 import { connect } from 'node:net';
 import type { Readable } from 'node:stream';
 import { TetherError } from '../errors.js';
-import {
-  type CommandOptions,
-  Session,
-  type SessionOptions,
-  type SessionProcess,
-} from '../session/session.js';
+import type { CommandOptions, SessionOptions } from '../session/options.js';
+import { Session, type SessionProcess } from '../session/session.js';
 import type { SweepReport } from '../sweep/report.js';
 
 /** When a server counts as ready. */

@@ -1,7 +1,6 @@
 // A session: one tag, any number of commands run under it, one sweep at its end (decisions.md D1, D3).
 import { ChildProcess, type StdioOptions, spawn as spawnChild } from 'node:child_process';
 import { existsSync } from 'node:fs';
-import { constants as osConstants } from 'node:os';
 import type { Readable, Writable } from 'node:stream';
 import { setTimeout as delay } from 'node:timers/promises';
 import { createSessionCgroup, removeCgroup } from '../containment/cgroup.js';
@@ -15,109 +14,41 @@ import {
 } from '../containment/helper.js';
 import { HelperPool } from '../containment/helper-pool.js';
 import { type Registered, registerSession, sessionsDir } from '../containment/live-session.js';
-import { type Containment, type ContainmentPlan, planContainment } from '../containment/select.js';
+import { type ContainmentPlan, planContainment } from '../containment/select.js';
 import { TetherError } from '../errors.js';
-import type { Ledger } from '../ledger/ledger.js';
-import { errnoName, signalName } from '../libc.js';
+import { errnoName } from '../libc.js';
 import { checkMs, DEFAULT_GRACE_MS, DEFAULT_KILL_AFTER_MS, DEFAULT_OUTPUT_CAP_MS } from '../options.js';
 import { killCgroup, type SessionCgroup } from '../proc/cgroup.js';
 import { type Identity, identityKey, isAlive, readStat, ticksNow } from '../proc/identity.js';
 import { createTag, type SessionTag, tagsIn } from '../proc/tag.js';
 import { type ExitWatch, endFromWatch, watchExit } from '../proc/wait-status.js';
-import type { EventListener } from '../sweep/events.js';
-import { compileKeep, type KeepRule } from '../sweep/keep.js';
+import { compileKeep } from '../sweep/keep.js';
 import { sweep, sweepSync } from '../sweep/loop.js';
 import { privilegedBlindSpots } from '../sweep/privilege.js';
 import type { SweepReport, SweepWarning } from '../sweep/report.js';
 import type { Member } from '../sweep/scan.js';
 import { createSignaller, type Hold, hasExited, releaseHold } from '../sweep/signal.js';
-import type { SweepProgress } from '../sweep/sweep-options.js';
 import {
   Collector,
-  checkOutputOptions,
   DEFAULT_MAX_BUFFER,
   type Encoding,
   effectiveMaxBuffer,
   emptyOutput,
   type OutputOf,
-  type OutputOptions,
 } from './collect.js';
+import {
+  type CommandOptions,
+  checkCommand,
+  checkSessionOptions,
+  clip,
+  nulByteIn,
+  type SessionOptions,
+} from './options.js';
 import { outputClosed, releaseOutput } from './output.js';
 import { SessionRecorder, type StopReason } from './record.js';
 import { END_RESERVE_FDS, FdReserve } from './reserve.js';
 import { type CommandResult, commandLine } from './result.js';
-
-/** Options of a session. Durations in milliseconds. */
-export interface SessionOptions {
-  /** TERM phase budget of the sweep. Default 5000 (decisions.md D3). */
-  graceMs?: number;
-  /** KILL phase budget. Default 3000. */
-  killAfterMs?: number;
-  /** How long a payload's output is awaited past its exit. Default 2000 (decisions.md D8). */
-  outputCapMs?: number;
-  /** Where procfs is mounted. Default `/proc`; a path without one makes the sweep warn `NO_PROC`. */
-  procRoot?: string;
-  /**
-   * Containment layers (docs/containment.md): `auto` (default: env tag + subreaper helper +
-   * a cgroup v2 when writable) or an explicit list of `env-tag`, `subreaper`, `cgroup`,
-   * `pid-namespace`. Throws `INVALID_OPTION` for another value; a layer of an explicit list
-   * that cannot be had makes `spawn` throw `CONTAINMENT_UNAVAILABLE`.
-   */
-  containment?: Containment;
-  /**
-   * Declared long-lived services (docs/sessions.md, "Keeping a service"): each `{ match, ttlMs,
-   * owner }` — a glob over the whole cmdline (arguments joined by one space), how long it may run
-   * past its first keep (ms, 1 to 2³¹−1), who answers for it. A process of the session that
-   * matches is left running by the sweep with its descendants and reported in `report.kept`
-   * (with `expiresAt`, ms since the epoch). The session's own commands are never kept. Default:
-   * none — nothing is kept without an entry. Throws `INVALID_OPTION` naming the field
-   * (`keep[0].match`), and for `keep` with a `pid-namespace` containment (its end kills them).
-   */
-  keep?: readonly KeepRule[];
-  /** Receives `delegate_background` and `warning` events. */
-  onEvent?: EventListener;
-  /** Receives the sweep's progress after each round. */
-  onProgress?: (progress: SweepProgress) => void;
-  /**
-   * Records in each stopped process's report entry the TCP ports it listened on, read when the
-   * sweep first finds it, before its signal (`ProcessRecord.listening`). Default false.
-   */
-  collectPorts?: boolean;
-  /**
-   * Records the session in this ledger (docs/ledger.md, "Recording"): `running` before its
-   * first command starts (`begin`), then its sweep's report and its end — `succeeded`,
-   * `failed`, `cancelled` or `ambiguous`. A write that fails once a command runs is a
-   * `LEDGER_WRITE_FAILED` warning of the report, never a lost sweep.
-   */
-  ledger?: Ledger;
-  /**
-   * With `ledger`: the first command starts only once its begin is written, and a begin that
-   * fails stops it before it starts — `spawn` throws the ledger's error (`LEDGER_CORRUPT`,
-   * `LEDGER_UNAVAILABLE`…). The begin is written while the helper starts, before the payload's
-   * go (`tether run` uses this). Needs a store that writes synchronously (SQLite, the spool), or
-   * `await session.begin(argv)` before the first `spawn`. Default false: a failed begin is a
-   * warning of the report and the command runs.
-   */
-  ledgerRequired?: boolean;
-}
-
-/**
- * Options of one command run in a session. With piped stdout/stderr (the default), tether reads
- * them into the result (`buffer`, default true) — at most `maxBuffer` bytes each (default
- * 100 MiB; past it the command is ended: `MAX_BUFFER`) — decoded as `encoding` (`'utf8'`,
- * default, or `'buffer'`). `buffer: false` leaves the streams to the caller, who must read
- * them (docs/sessions.md, "Who reads what").
- */
-export interface CommandOptions extends OutputOptions {
-  cwd?: string;
-  /** Environment of the command. Default `process.env`; the session's variable is always added. */
-  env?: NodeJS.ProcessEnv;
-  /**
-   * As `child_process.spawn`'s `stdio`. Default `'pipe'`. Through the helper only fds 0–2
-   * pass (`auto` then runs a command with more without the helper, and warns `NO_HELPER`).
-   */
-  stdio?: StdioOptions;
-}
+import { type SignalName, signalOf } from './signal-name.js';
 
 /**
  * How one command ended: the command part of the result shape (`command`, `exitCode`,
@@ -879,129 +810,6 @@ function sweepRan(report: SweepReport): boolean {
   return report.phases.length > 0 && !report.phases.some((p) => p.endedBy === 'scan-failed');
 }
 
-const STDIO_NAMES = ['pipe', 'ignore', 'inherit', 'overlapped'];
-
-/**
- * Checks a command's arguments before anything starts; throws `TetherError` `INVALID_OPTION`
- * naming the option, what it got and what is accepted. (A string for `args` would otherwise be
- * spread into one argument per character.)
- */
-export function checkCommand(command: unknown, args: unknown, options: unknown): void {
-  if (typeof command !== 'string' || command === '')
-    throw invalid('command', command, 'a program name or path');
-  if (!Array.isArray(args)) throw invalid('args', args, 'an array of strings');
-  // Every index, holes too: `forEach` skips a sparse array's holes (`[, 'a']`).
-  for (let i = 0; i < args.length; i++) {
-    if (typeof args[i] !== 'string') throw invalid(`args[${i}]`, args[i], 'a string');
-  }
-  if (options === undefined) return;
-  if (typeof options !== 'object' || options === null || Array.isArray(options))
-    throw invalid('options', options, 'an object');
-  const { cwd, env, stdio } = options as Record<string, unknown>;
-  if (cwd !== undefined && (typeof cwd !== 'string' || cwd === ''))
-    throw invalid('cwd', cwd, 'a directory path (a non-empty string)');
-  if (env !== undefined && (typeof env !== 'object' || env === null || Array.isArray(env)))
-    throw invalid('env', env, 'an object of NAME: value strings');
-  if (env !== undefined) {
-    try {
-      Object.entries(env); // runs its getters: one that throws is refused here, before any start
-    } catch (error) {
-      throw invalid(
-        'env',
-        env,
-        `an object whose entries can be read (reading it threw: ${clip(String(error))})`,
-      );
-    }
-  }
-  if (stdio !== undefined && !Array.isArray(stdio) && !STDIO_NAMES.includes(stdio as string))
-    throw invalid('stdio', stdio, `${STDIO_NAMES.map((n) => `'${n}'`).join(', ')} or an array`);
-  checkOutputOptions(options as OutputOptions);
-}
-
-/**
- * Checks a session's options that are not durations (those are `checkMs`'s) before anything
- * starts; throws `TetherError` `INVALID_OPTION` naming the option, what it got and what is
- * accepted. (`containment` is `planContainment`'s.)
- */
-export function checkSessionOptions(options: unknown): void {
-  if (typeof options !== 'object' || options === null || Array.isArray(options))
-    throw invalid('options', options, 'an object');
-  const { procRoot, onEvent, onProgress, collectPorts, ledger } = options as Record<string, unknown>;
-  if (procRoot !== undefined && (typeof procRoot !== 'string' || procRoot === ''))
-    throw invalid('procRoot', procRoot, "a directory path (a non-empty string, default '/proc')");
-  if (onEvent !== undefined && typeof onEvent !== 'function')
-    throw invalid('onEvent', onEvent, 'a function (event) => void');
-  if (onProgress !== undefined && typeof onProgress !== 'function')
-    throw invalid('onProgress', onProgress, 'a function (progress) => void');
-  if (collectPorts !== undefined && typeof collectPorts !== 'boolean')
-    throw invalid('collectPorts', collectPorts, 'true or false');
-  if (ledger !== undefined && typeof (ledger as { begin?: unknown } | null)?.begin !== 'function')
-    throw invalid('ledger', ledger, 'a Ledger (await Ledger.open(path or URL))');
-  const { ledgerRequired } = options as Record<string, unknown>;
-  if (ledgerRequired !== undefined && typeof ledgerRequired !== 'boolean')
-    throw invalid('ledgerRequired', ledgerRequired, 'true or false');
-}
-
-function invalid(option: string, value: unknown, expected: string): TetherError {
-  return new TetherError('INVALID_OPTION', `invalid ${option}: ${describe(value)} (expected ${expected})`);
-}
-
-// A value for an error message: its type, and a short rendering.
-function describe(value: unknown): string {
-  if (value === null) return 'null';
-  if (value === undefined) return 'undefined';
-  if (Array.isArray(value)) return `an array of ${value.length}`;
-  if (typeof value === 'string') return `the string ${JSON.stringify(clip(value))}`;
-  if (typeof value === 'object') return 'an object';
-  return `${typeof value} ${clip(String(value))}`;
-}
-
-function clip(text: string, max = 60): string {
-  return text.length > max ? `${text.slice(0, max)}… (${text.length} characters)` : text;
-}
-
-/**
- * A signal name `kill()` takes: one Node knows (`'SIGTERM'`…), or a real-time one as signal(7)
- * writes it (`'SIGRTMIN'`, `'SIGRTMIN+3'`, `'SIGRTMAX-2'`, `'SIGRTMAX'`), which Node does not name.
- */
-export type SignalName =
-  | NodeJS.Signals
-  | 'SIGRTMIN'
-  | 'SIGRTMAX'
-  | `SIGRTMIN+${number}`
-  | `SIGRTMAX-${number}`;
-
-/**
- * The highest signal number on Linux (signal(7): SIGRTMAX is 64; the kernel's _NSIG) and glibc's
- * SIGRTMIN (34: glibc keeps the kernel's 32 and 33 for its threads). Node names none of the
- * real-time signals: `SIGRTMIN`, `SIGRTMIN+n`, `SIGRTMAX-n` and `SIGRTMAX` are read as signal(7)
- * writes them.
- */
-const SIGRTMIN = 34;
-const SIGRTMAX = 64;
-const ACCEPTED_SIGNALS = `a signal name Node knows such as 'SIGTERM', 'SIGRTMIN', 'SIGRTMIN+n' or 'SIGRTMAX-n' (${SIGRTMIN}..${SIGRTMAX}), or a signal number from 1 to ${SIGRTMAX} (signal(7))`;
-
-/**
- * A signal `kill` takes: the name Node knows, or the number (real-time signals have no name in
- * Node). Throws `INVALID_OPTION` for anything else: 0, a negative or fractional number, a number
- * above SIGRTMAX, an unknown name.
- */
-function signalOf(signal: unknown): NodeJS.Signals | number {
-  const signals = osConstants.signals as Record<string, number>;
-  if (typeof signal === 'string') {
-    if (Object.hasOwn(signals, signal)) return signal as NodeJS.Signals;
-    const rt = /^SIGRT(MIN|MAX)(?:([+-])(\d{1,2}))?$/.exec(signal);
-    // SIGRTMIN+n counts up, SIGRTMAX-n down (SIGRTMIN-1 and SIGRTMAX+1 are no signals).
-    if (rt && (rt[2] === undefined || (rt[1] === 'MIN') === (rt[2] === '+'))) {
-      const n = (rt[1] === 'MIN' ? SIGRTMIN : SIGRTMAX) + (rt[2] === '-' ? -1 : 1) * Number(rt[3] ?? 0);
-      if (n >= SIGRTMIN && n <= SIGRTMAX) return n;
-    }
-  }
-  if (typeof signal === 'number' && Number.isInteger(signal) && signal >= 1 && signal <= SIGRTMAX)
-    return signalName(signal) ?? signal;
-  throw invalid('signal', signal, ACCEPTED_SIGNALS);
-}
-
 // A start failure Node threw synchronously, as SPAWN_FAILED naming the errno (E2BIG: the
 // arguments and environment exceed the kernel's limit, execve(2)).
 function spawnFailed(command: string, cause: unknown): TetherError {
@@ -1028,18 +836,6 @@ function errnoHint(errno: string): string {
   if (errno === 'ENFILE') return ' (the system has no file descriptor left)';
   if (errno === 'EAGAIN') return ' (no process can be created)';
   return '';
-}
-
-// Where a NUL byte is (`args[2]`, `env.NAME`…), or undefined.
-function nulByteIn(command: string, args: readonly string[], env: NodeJS.ProcessEnv): string | undefined {
-  if (command.includes('\0')) return 'the command';
-  const i = args.findIndex((a) => a.includes('\0'));
-  if (i >= 0) return `args[${i}]`;
-  for (const [name, value] of Object.entries(env)) {
-    if (name.includes('\0') || (typeof value === 'string' && value.includes('\0')))
-      return `env.${clip(name.replace(/\0/g, '\\0'))}`;
-  }
-  return undefined;
 }
 
 // A stand-in for a command Node refused to start: no pid, no streams, no event.
