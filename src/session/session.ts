@@ -1,6 +1,5 @@
 // A session: one tag, any number of commands run under it, one sweep at its end (decisions.md D1, D3).
 import { ChildProcess, type StdioOptions, spawn as spawnChild } from 'node:child_process';
-import { existsSync } from 'node:fs';
 import type { Readable, Writable } from 'node:stream';
 import { setTimeout as delay } from 'node:timers/promises';
 import { createSessionCgroup, removeCgroup } from '../containment/cgroup.js';
@@ -18,7 +17,7 @@ import { type ContainmentPlan, planContainment } from '../containment/select.js'
 import { TetherError } from '../errors.js';
 import { errnoName } from '../libc.js';
 import { checkMs, DEFAULT_GRACE_MS, DEFAULT_KILL_AFTER_MS, DEFAULT_OUTPUT_CAP_MS } from '../options.js';
-import { killCgroup, type SessionCgroup } from '../proc/cgroup.js';
+import type { SessionCgroup } from '../proc/cgroup.js';
 import { type Identity, identityKey, isAlive, readStat, ticksNow } from '../proc/identity.js';
 import { createTag, type SessionTag, tagsIn } from '../proc/tag.js';
 import { type ExitWatch, endFromWatch, watchExit } from '../proc/wait-status.js';
@@ -36,6 +35,7 @@ import {
   emptyOutput,
   type OutputOf,
 } from './collect.js';
+import { abandonHelpers, type EndState, handOver, release, sweepRan } from './end.js';
 import {
   type CommandOptions,
   checkCommand,
@@ -641,7 +641,9 @@ export class Session {
       const endedEarly = this.running.size > 0 && !this.helperWasLost;
       this.reserve.release(); // the fds set aside for this sweep
       this.ending = sweep(this.sweepOptions())
-        .then((report) => (sweepRan(report) ? this.release(report) : this.handOver(report)))
+        .then((report) =>
+          sweepRan(report) ? release(this.endState(), report) : handOver(this.endState(), report),
+        )
         .then((report) => (this.recorder ? this.recorder.finish(report, endedEarly) : report))
         .finally(() => {
           live.delete(this);
@@ -672,85 +674,21 @@ export class Session {
     this.recorder?.release(); // its end is not written: its lease lapses, as its process ends
     this.reserve.release();
     const swept = sweepSync(this.sweepOptions());
-    const report = sweepRan(swept) ? this.release(swept) : this.abandonHelpers(swept);
+    const report = sweepRan(swept) ? release(this.endState(), swept) : abandonHelpers(this.endState(), swept);
     this.registration?.remove();
     this.ending ??= Promise.resolve(report);
     return report;
   }
 
-  // After the sweep: the helpers may go, and the cgroup is removed (a note if it cannot be).
-  private release(report: SweepReport): SweepReport {
-    for (const h of this.spawnHolds.splice(0)) releaseHold(h);
-    this.known.clear(); // without their pidfds, no entry can be told from a reused pid
-    for (const h of this.helpers.releaseAll()) {
-      report.warnings.push({
-        code: 'HELPER_STOPPED',
-        message: `the helper (pid ${h.pid}) was stopped (SIGSTOP) when the session released it: sent SIGCONT${h.ended === 'killed' ? ', and SIGKILL when it had not exited after 1 s' : ', it exited'}`,
-      });
-    }
-    if (this.cgroup && !removeCgroup(this.cgroup.path)) {
-      report.notes.push(`cgroup: ${this.cgroup.path} could not be removed (still populated?)`);
-    }
-    return report;
-  }
-
-  // The sweep could not run (no process table: NO_PROC, SCAN_FAILED, PROC_NAMESPACE): no
-  // helper is released unswept. Each is left to its dead man's switch (TERM, grace, KILL of its
-  // subtree, cgroup.kill, the cgroup removed) and awaited; then the cgroup is checked.
-  private async handOver(report: SweepReport): Promise<SweepReport> {
-    const helpers = [...this.helpers.running];
-    this.abandonHelpers(report, false);
-    if (helpers.length === 0) return this.removeCgroupAfter(report);
-    const budget =
-      (this.options.graceMs ?? DEFAULT_GRACE_MS) + (this.options.killAfterMs ?? DEFAULT_KILL_AFTER_MS);
-    let timer: NodeJS.Timeout | undefined;
-    const timeout = new Promise<'timeout'>((resolve) => {
-      timer = setTimeout(() => resolve('timeout'), budget + HANDOVER_MARGIN_MS);
-    });
-    const outcome = await Promise.race([Promise.all(helpers.map((h) => h.exited)), timeout]);
-    clearTimeout(timer);
-    for (const h of helpers) h.child.unref();
-    const pids = helpers.map((h) => h.helper.pid).join(', ');
-    const cgroupLeft = this.cgroup !== undefined && existsSync(this.cgroup.path);
-    report.warnings.push({
-      code: 'HELPER_SWEPT',
-      message:
-        outcome === 'timeout'
-          ? `the sweep could not run: the helpers (pid ${pids}) were left to end their subtrees themselves and had not exited after ${budget + HANDOVER_MARGIN_MS} ms`
-          : `the sweep could not run: the helpers (pid ${pids}) ended their subtrees themselves (TERM, grace, KILL${this.cgroup ? ', cgroup.kill' : ''}) and exited${this.cgroup ? (cgroupLeft ? `; the cgroup ${this.cgroup.path} is still there` : '; the cgroup is removed') : ''}`,
-    });
-    return this.removeCgroupAfter(report);
-  }
-
-  // The helpers are not released: closing their control pipes runs their dead man's switch.
-  private abandonHelpers(report: SweepReport, sync = true): SweepReport {
-    const helpers = this.helpers.abandonAll();
-    if (sync && helpers.length > 0) {
-      report.warnings.push({
-        code: 'HELPER_SWEPT',
-        message: `the sweep could not run: the helpers (pid ${helpers.map((h) => h.helper.pid).join(', ')}) were left to end their subtrees themselves (TERM, grace, KILL${this.cgroup ? ', cgroup.kill, the cgroup removed' : ''}) after this process exits`,
-      });
-    }
-    if (sync) for (const h of helpers) h.child.unref();
-    return report;
-  }
-
-  // A cgroup still there after its helpers: killed as a whole (if the sweep could not) and
-  // removed; a note when that fails too.
-  private removeCgroupAfter(report: SweepReport): SweepReport {
-    const cgroup = this.cgroup;
-    if (!cgroup || removeCgroup(cgroup.path)) return report;
-    const killed = cgroup.canKill ? killCgroup(cgroup.path) : 'no cgroup.kill';
-    if (killed !== true && !report.warnings.some((w) => w.code === 'CGROUP_KILL_FAILED')) {
-      report.warnings.push({
-        code: 'CGROUP_KILL_FAILED',
-        message: `cgroup.kill of ${cgroup.path} failed (${killed}): its processes may still run`,
-      });
-    }
-    if (!removeCgroup(cgroup.path)) {
-      report.notes.push(`cgroup: ${cgroup.path} could not be removed (still populated?)`);
-    }
-    return report;
+  private endState(): EndState {
+    return {
+      helpers: this.helpers,
+      cgroup: this.cgroup,
+      spawnHolds: this.spawnHolds,
+      known: this.known,
+      graceMs: this.options.graceMs ?? DEFAULT_GRACE_MS,
+      killAfterMs: this.options.killAfterMs ?? DEFAULT_KILL_AFTER_MS,
+    };
   }
 
   async [Symbol.asyncDispose](): Promise<void> {
@@ -801,14 +739,6 @@ function safeTicks(procRoot = '/proc'): number {
 type Ended =
   | { exitCode: number | null; signal: NodeJS.Signals | null; signalNumber?: number }
   | { error: TetherError };
-
-/** Past the helpers' own budgets (grace + kill-after), how long a hand-over is awaited, ms. */
-const HANDOVER_MARGIN_MS = 2000;
-
-/** True when the sweep ran its phases: no scan failed, and it began at all. */
-function sweepRan(report: SweepReport): boolean {
-  return report.phases.length > 0 && !report.phases.some((p) => p.endedBy === 'scan-failed');
-}
 
 // A start failure Node threw synchronously, as SPAWN_FAILED naming the errno (E2BIG: the
 // arguments and environment exceed the kernel's limit, execve(2)).
