@@ -12,7 +12,7 @@ import { join } from 'node:path';
 import { afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { sessionsDir } from '../../src/containment/live-session.js';
 import { Ledger } from '../../src/ledger/index.js';
-import { createTag, tagsIn } from '../../src/proc/tag.js';
+import { createTag, tagBegin, tagsIn } from '../../src/proc/tag.js';
 import { recover } from '../../src/recover/index.js';
 import { ROOT } from '../support/paths.js';
 import {
@@ -296,5 +296,44 @@ describe('an expired kept process whose session is made to look alive by a forge
       expect(end?.outcome, `${tags[i]}: ${end?.reason}`).toBe('ended');
       expect(isAlive(victim), `the kept ${describeProcess(victim)} survived its expiry`).toBe(false);
     }
+  });
+
+  it("is ended when its row was written after the forgery (a late or rewritten createdAt): the tag's begin, which no member can change, bounds the sign", async () => {
+    const ledger = await Ledger.open(join(tempDir(), 'ledger.db'));
+    opened.push(ledger);
+    const n = process.pid;
+    const tag = createTag().name;
+    expect(tagBegin(tag), 'premise: a drawn tag carries its begin').toBeDefined();
+    const env = { ...process.env, T: tag, [tag]: '1' };
+    spawnChild(
+      'sh',
+      [
+        '-c',
+        `env -u "$T" T="$T" sh -c '${REGISTER_SELF.replaceAll("'", "'\\''")}' x 641.${n} </dev/null >/dev/null 2>&1 & exec sleep 642.${n}`,
+      ],
+      { stdio: 'ignore', env },
+    );
+    const holder = await running(`sleep 641.${n}`);
+    const victim = await running(`sleep 642.${n}`);
+    await waitFor('the forger to hold its registration', () =>
+      readdirSync(`/proc/${holder.pid}/fd`).includes('3'),
+    );
+    expect(hasEntry(environOf(holder.pid), `${tag}=1`), 'premise: the holder carries no tag').toBe(false);
+    // The row, 150 ms later: the forger is older than the row's begin less its margin (50 ms).
+    await new Promise((r) => setTimeout(r, 150));
+    const [seconds, hundredths] = (readFileSync('/proc/uptime', 'latin1').split(' ')[0] as string).split('.');
+    const rowTicks = Number(seconds) * 100 + Number(hundredths);
+    expect(holder.startTime, 'premise: the row alone would take the forger for older').toBeLessThan(
+      rowTicks - 5,
+    );
+    await ledger.begin({ tag, command: ['x'], location: { kind: 'local' } });
+    await ledger.recordKept(tag, [
+      { ...victim, cmdline: `sleep 642.${n}`, match: 'sleep *', owner: 'test', expiresAt: 1 },
+    ]);
+
+    const result = await recover({ ledger, graceMs: 500, killAfterMs: 500 });
+    const end = result.kept.find((k) => k.pid === victim.pid);
+    expect(end?.outcome, `${tag}: ${end?.reason}`).toBe('ended');
+    expect(isAlive(victim), `the kept ${describeProcess(victim)} survived its expiry`).toBe(false);
   });
 });
