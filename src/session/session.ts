@@ -1,26 +1,12 @@
 // A session: one tag, any number of commands run under it, one sweep at its end (decisions.md D1, D3).
-import { ChildProcess, type StdioOptions, spawn as spawnChild } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
 import type { Readable, Writable } from 'node:stream';
-import { setTimeout as delay } from 'node:timers/promises';
-import { createSessionCgroup, removeCgroup } from '../containment/cgroup.js';
-import {
-  type Helper,
-  HelperStartError,
-  type HelperWarning,
-  helperPath,
-  type PayloadEnd,
-  startHelper,
-} from '../containment/helper.js';
-import { HelperPool } from '../containment/helper-pool.js';
 import { type Registered, registerSession, sessionsDir } from '../containment/live-session.js';
-import { type ContainmentPlan, planContainment } from '../containment/select.js';
+import { planContainment } from '../containment/select.js';
 import { TetherError } from '../errors.js';
-import { errnoName } from '../libc.js';
 import { checkMs, DEFAULT_GRACE_MS, DEFAULT_KILL_AFTER_MS, DEFAULT_OUTPUT_CAP_MS } from '../options.js';
-import type { SessionCgroup } from '../proc/cgroup.js';
-import { type Identity, identityKey, isAlive, readStat, ticksNow } from '../proc/identity.js';
+import { type Identity, identityKey, readStat, ticksNow } from '../proc/identity.js';
 import { createTag, type SessionTag, tagsIn } from '../proc/tag.js';
-import { type ExitWatch, endFromWatch, watchExit } from '../proc/wait-status.js';
 import { compileKeep } from '../sweep/keep.js';
 import { sweep, sweepSync } from '../sweep/loop.js';
 import { privilegedBlindSpots } from '../sweep/privilege.js';
@@ -40,7 +26,6 @@ import {
   type CommandOptions,
   checkCommand,
   checkSessionOptions,
-  clip,
   nulByteIn,
   type SessionOptions,
 } from './options.js';
@@ -49,6 +34,7 @@ import { SessionRecorder, type StopReason } from './record.js';
 import { END_RESERVE_FDS, FdReserve } from './reserve.js';
 import { type CommandResult, commandLine } from './result.js';
 import { type SignalName, signalOf } from './signal-name.js';
+import { errnoHint, type Started, Starter } from './start.js';
 
 /**
  * How one command ended: the command part of the result shape (`command`, `exitCode`,
@@ -148,21 +134,13 @@ export class Session {
   private readonly spawnHolds: Hold[] = [];
   private readonly running = new Set<SessionProcess<string | Buffer>>();
   private ending: Promise<SweepReport> | undefined;
-  private readonly plan: ContainmentPlan;
-  /** The session's helpers and when each may go (src/containment/helper-pool.ts). */
-  private readonly helpers: HelperPool;
-  private readonly layers = new Set<string>(['env-tag']);
   private readonly notes: string[] = [];
   private readonly warnings: SweepWarning[] = [];
-  private cgroup: SessionCgroup | undefined;
-  private cgroupTried = false;
-  /** A command ran without the helper: kernel proofs do not cover it. */
-  private direct = false;
+  /** The commands' starts: helpers, cgroup, layers (src/session/start.ts). */
+  private readonly starter: Starter;
   private readonly signaller = createSignaller();
   /** The session's writes to `options.ledger`, if any (src/session/record.ts). */
   private readonly recorder: SessionRecorder | undefined;
-  /** A helper was lost: an end() then is not a caller's cancel (the status is unknown: failed). */
-  private helperWasLost = false;
   /** The live-session registration, written with the first command's begin and removed at the end. */
   private registration: Registered | undefined;
   private registrationTried = false;
@@ -174,8 +152,8 @@ export class Session {
     checkMs('graceMs', options.graceMs ?? DEFAULT_GRACE_MS);
     checkMs('killAfterMs', options.killAfterMs ?? DEFAULT_KILL_AFTER_MS);
     checkMs('outputCapMs', options.outputCapMs ?? DEFAULT_OUTPUT_CAP_MS);
-    this.plan = planContainment(options.containment ?? 'auto');
-    if (compileKeep(options.keep).length > 0 && this.plan.pidns)
+    const plan = planContainment(options.containment ?? 'auto');
+    if (compileKeep(options.keep).length > 0 && plan.pidns)
       throw new TetherError(
         'INVALID_OPTION',
         "invalid keep with containment 'pid-namespace': the kernel kills every process of a PID namespace when its init ends, so nothing could be kept (drop one of them)",
@@ -184,8 +162,16 @@ export class Session {
     this.options = options.keep
       ? { ...options, keep: options.keep.map(({ match, ttlMs, owner }) => ({ match, ttlMs, owner })) }
       : { ...options };
-    this.helpers = new HelperPool(this.procRoot, () => this.cgroup !== undefined);
     this.tag = createTag();
+    this.starter = new Starter({
+      plan,
+      tag: this.tag,
+      procRoot: this.procRoot,
+      graceMs: options.graceMs ?? DEFAULT_GRACE_MS,
+      killAfterMs: options.killAfterMs ?? DEFAULT_KILL_AFTER_MS,
+      notes: this.notes,
+      warnings: this.warnings,
+    });
     this.recorder = options.ledger && new SessionRecorder(options.ledger, this.tag.name, { kind: 'local' });
     // One tick of margin: a process started in this very tick is not missed.
     this.startTicks = safeTicks(options.procRoot) - 1;
@@ -262,9 +248,9 @@ export class Session {
     thrown ??= this.takeReserve();
     const refused = thrown !== undefined;
     if (refused) record();
-    let helped: Helper | HelperStartError | undefined;
+    let launched: Started;
     try {
-      helped = refused ? undefined : this.startHelped(command, args, options, env, stdio, record);
+      launched = this.starter.start(command, args, { cwd: options.cwd, env, stdio }, record, refused);
     } catch (error) {
       // Refused after its begin was written (a layer the containment requires): the record's end
       // says the command did not start.
@@ -272,37 +258,9 @@ export class Session {
         this.recorder.commandEnded({ exitCode: null, signal: null, error });
       throw error;
     }
-    const failed = helped instanceof HelperStartError ? helped : undefined;
-    const helper = failed ? undefined : (helped as Helper | undefined);
-    this.helpers.releaseIdle(); // after the start: the new helper now guards the cgroup
+    const { child, helper } = launched;
+    thrown ??= launched.thrown;
     this.closeExitedHolds();
-    let child: ChildProcess;
-    let exitWatch: ExitWatch | undefined;
-    if (helper) child = helper.child;
-    else if (refused) child = unstarted();
-    else if (failed?.thrown !== undefined && this.plan.helper === 'required') {
-      // The helper's spawn threw what the command's would (E2BIG): that is its start failure,
-      // and the command is not spawned without the layer it requires.
-      thrown = failed.thrown;
-      child = unstarted();
-    } else {
-      record(); // not yet, when no helper started
-      try {
-        child = spawnChild(command, args, { cwd: options.cwd, env, stdio });
-        // Its wait status from the kernel, not Node's exit event (a real-time signal's end is
-        // exit code 0 there): the pidfd opened before libuv can reap it (src/proc/wait-status.ts).
-        if (child.pid !== undefined) exitWatch = watchExit(child.pid);
-      } catch (error) {
-        // Node throws before any process for E2BIG, a NUL byte, EINVAL…: a start failure like
-        // ENOENT, reported the same way (`exited` resolves with SPAWN_FAILED).
-        thrown = error;
-        child = unstarted();
-      }
-      // The helper's failure was taken for the command's, which started after all (an E2BIG
-      // within the helper's few extra bytes of the limit): it ran without the helper, said.
-      if (failed && child.pid !== undefined) this.noHelper(failed, ', though the command alone could be');
-      this.direct = true;
-    }
     const payload = helper ? helper.payload : this.identityOf(child.pid);
     let payloadHold: Hold | undefined;
     if (payload) {
@@ -366,12 +324,7 @@ export class Session {
     const lost = new Promise<void>((resolve) => {
       onLost = resolve;
     });
-    const ended =
-      thrown !== undefined
-        ? Promise.resolve<Ended>({ error: spawnFailed(command, thrown) })
-        : helper
-          ? this.helperEnd(helper, command, onLost)
-          : directEnd(child, command, exitWatch);
+    const ended = this.starter.ended(launched, command, thrown, onLost);
     // (A lost helper's command ends when its identity is gone: until then it can be signalled.)
     void ended.then(() => {
       reported = true;
@@ -448,58 +401,6 @@ export class Session {
     return stat && { pid: stat.pid, startTime: stat.startTime };
   }
 
-  // Starts the command through the helper; undefined when the containment does not want one
-  // or (`auto`) the helper cannot be used here — then a `NO_HELPER` warning says why. A
-  // `spawn-failed` error when the helper's spawn failed as the command's own would (its
-  // arguments, its cwd): the caller lets the command's start fail.
-  private startHelped(
-    command: string,
-    args: readonly string[],
-    options: CommandOptions,
-    env: NodeJS.ProcessEnv,
-    stdio: StdioOptions,
-    whileStarting: () => void,
-  ): Helper | HelperStartError | undefined {
-    if (this.plan.helper === 'off') return undefined;
-    try {
-      const found = helperPath();
-      if ('reason' in found) throw new HelperStartError('unavailable', found.reason);
-      const { path } = found;
-      const cgroup = this.sessionCgroup();
-      const helper = startHelper(path, {
-        command,
-        args,
-        cwd: options.cwd,
-        env,
-        stdio,
-        graceMs: this.options.graceMs ?? DEFAULT_GRACE_MS,
-        killAfterMs: this.options.killAfterMs ?? DEFAULT_KILL_AFTER_MS,
-        cgroup: cgroup?.path,
-        pidns: this.plan.pidns,
-        procRoot: this.procRoot,
-        onWarning: (warning) => this.helperWarned(warning, command),
-        whileStarting,
-      });
-      this.helpers.add(helper);
-      this.layers.add('subreaper');
-      if (cgroup) this.layers.add('cgroup');
-      if (this.plan.pidns) this.layers.add('pid-namespace');
-      return helper;
-    } catch (error) {
-      // A cgroup made for this first command is not left behind for a session that may never end.
-      if (this.helpers.size === 0 && this.cgroup && removeCgroup(this.cgroup.path)) {
-        this.cgroup = undefined;
-        this.cgroupTried = false;
-      }
-      if (!(error instanceof HelperStartError)) throw error; // whileStarting's (the ledger's)
-      // The command itself would fail the same way: its own start failure says why.
-      if (error.kind === 'spawn-failed') return error;
-      if (this.plan.helper === 'required') throw new TetherError('CONTAINMENT_UNAVAILABLE', error.message);
-      this.noHelper(error);
-      return undefined;
-    }
-  }
-
   // The live-session registration (src/containment/live-session.ts), once, with the begin: once
   // the helper is spawned and before the payload's go (or before a direct spawn). What lets
   // recover and a guard tell this live session from an orphan carrying its tag. A failure is a
@@ -515,75 +416,6 @@ export class Session {
         `live-session registration: could not be written in ${dir} (${(error as NodeJS.ErrnoException).code ?? (error as Error).message}): recover and the guard see this session only by its helper`,
       );
     }
-  }
-
-  // The `NO_HELPER` warning (once per session): why the helper could not be used, `more` after it.
-  private noHelper(error: HelperStartError, more = ''): void {
-    if (this.warnings.some((w) => w.code === 'NO_HELPER')) return;
-    const tail = 'processes were found by the env tag only (a detached process that drops the tag escapes)';
-    const warning: SweepWarning = { code: 'NO_HELPER', message: `${error.message}${more}: ${tail}` };
-    this.warnings.push(warning);
-    // The errno arrives on the next tick, before any sweep can take the warning.
-    void error.errno?.then((errno) => {
-      warning.message = `${error.message}${more}: ${errno}${errnoHint(errno)}: ${tail}`;
-    });
-  }
-
-  // A `warn` line of a helper, as a report warning: its cgroup.kill is CGROUP_KILL_FAILED,
-  // any other failed call HELPER_FAULT, naming the call, the errno and what the helper did.
-  private helperWarned(warning: HelperWarning, command: string): void {
-    const errno = errnoName(warning.errno);
-    const of = `the helper of ${clip(command)}`;
-    const message =
-      warning.what === 'cgroup-kill'
-        ? `cgroup.kill of ${this.cgroup?.path ?? 'the session cgroup'} by ${of} failed (${errno}): only its per-process signals were left`
-        : `${of}: ${warning.what} failed (${errno})${HELPER_FAULT_CONSEQUENCE[warning.what]?.(warning.pid) ?? ''}`;
-    const code = warning.what === 'cgroup-kill' ? 'CGROUP_KILL_FAILED' : 'HELPER_FAULT';
-    if (!this.warnings.some((w) => w.code === code && w.message === message))
-      this.warnings.push({ code, message });
-  }
-
-  // The session's cgroup, created at the first command that wants it; a note when it cannot be.
-  private sessionCgroup(): SessionCgroup | undefined {
-    if (this.plan.cgroup === 'off' || this.cgroupTried) return this.cgroup;
-    this.cgroupTried = true;
-    const made = createSessionCgroup(this.tag.name, this.procRoot);
-    if ('cgroup' in made) this.cgroup = made.cgroup;
-    else if (this.plan.cgroup === 'required') throw new TetherError('CONTAINMENT_UNAVAILABLE', made.note);
-    else this.notes.push(made.note);
-    return this.cgroup;
-  }
-
-  private helperEnd(helper: Helper, command: string, onLost: () => void): Promise<Ended> {
-    return helper.end.then(async (end: PayloadEnd): Promise<Ended> => {
-      this.helpers.commandEnded(helper);
-      if (end.kind === 'exit') {
-        const ended: Ended = { exitCode: end.exitCode, signal: end.signal };
-        if (end.signal === null && end.signalNumber !== undefined) ended.signalNumber = end.signalNumber;
-        this.helpers.releaseIdle();
-        return ended;
-      }
-      if (end.kind === 'exec-failed') {
-        const cause = Object.assign(new Error(`spawn ${command} ${end.errno}`), { code: end.errno });
-        const why =
-          end.stage === 'exec'
-            ? cause.message
-            : end.stage === 'cgroup'
-              ? `joining the session cgroup failed (${end.errno})`
-              : `setting up the PID namespace failed (${end.errno})`;
-        return { error: new TetherError('SPAWN_FAILED', `cannot start ${command}: ${why}`, { cause }) };
-      }
-      this.warnings.push({
-        code: 'HELPER_LOST',
-        message: `the helper (pid ${helper.helper.pid}) of ${command} could not report the command's end (it, or its PID namespace's init, was killed): its exit status is unknown`,
-      });
-      this.helperWasLost = true;
-      onLost();
-      // The command may still run, reparented: its end is when its identity is gone (the
-      // session's end sweeps it; `spawn()` ends its session at once).
-      while (isAlive(helper.payload, this.procRoot)) await delay(HELPER_LOST_POLL_MS);
-      return { exitCode: null, signal: null };
-    });
   }
 
   // The end's reserve, taken once, at the first spawn: undefined when held, else the error that
@@ -627,7 +459,7 @@ export class Session {
       releaseHold(h);
       this.spawnHolds.splice(i, 1);
     }
-    this.helpers.closeExitedRoots();
+    this.starter.helpers.closeExitedRoots();
   }
 
   /**
@@ -638,7 +470,7 @@ export class Session {
   end(): Promise<SweepReport> {
     if (!this.ending) {
       // Ended by the caller while a command ran: a cancel (not when a lost helper ended it).
-      const endedEarly = this.running.size > 0 && !this.helperWasLost;
+      const endedEarly = this.running.size > 0 && !this.starter.helperWasLost;
       this.reserve.release(); // the fds set aside for this sweep
       this.ending = sweep(this.sweepOptions())
         .then((report) =>
@@ -682,8 +514,8 @@ export class Session {
 
   private endState(): EndState {
     return {
-      helpers: this.helpers,
-      cgroup: this.cgroup,
+      helpers: this.starter.helpers,
+      cgroup: this.starter.cgroup,
       spawnHolds: this.spawnHolds,
       known: this.known,
       graceMs: this.options.graceMs ?? DEFAULT_GRACE_MS,
@@ -708,17 +540,17 @@ export class Session {
       notBefore: this.startTicks,
       known: this.known,
       spawns: this.spawned,
-      layers: [...this.layers],
+      layers: [...this.starter.layers],
       notes: this.notes,
       // Its commands start with this process's credentials: privileged when it is.
       blindSpots: this.spawned.length > 0 ? privilegedBlindSpots(this.procRoot) : [],
       warnings: this.warnings,
-      roots: this.helpers.roots,
-      cgroup: this.layers.has('cgroup') ? this.cgroup : undefined,
+      roots: this.starter.helpers.roots,
+      cgroup: this.starter.layers.has('cgroup') ? this.starter.cgroup : undefined,
       // This process made the cgroup and never joined it: cgroup.kill cannot reach it.
       outsideCgroup: true,
-      kernelProof: !this.direct,
-      helpersChildless: (kept: readonly Identity[]) => this.helpers.ask(kept),
+      kernelProof: !this.starter.direct,
+      helpersChildless: (kept: readonly Identity[]) => this.starter.helpers.ask(kept),
       keep: this.options.keep,
       onEvent: this.options.onEvent,
       onProgress: this.options.onProgress,
@@ -735,22 +567,6 @@ function safeTicks(procRoot = '/proc'): number {
   }
 }
 
-/** How a command ended, before its output is awaited: a status, or a start failure. */
-type Ended =
-  | { exitCode: number | null; signal: NodeJS.Signals | null; signalNumber?: number }
-  | { error: TetherError };
-
-// A start failure Node threw synchronously, as SPAWN_FAILED naming the errno (E2BIG: the
-// arguments and environment exceed the kernel's limit, execve(2)).
-function spawnFailed(command: string, cause: unknown): TetherError {
-  const code = (cause as NodeJS.ErrnoException).code;
-  const why =
-    code === 'E2BIG'
-      ? 'E2BIG: its arguments and environment are too large for execve(2) (one string over 128 KiB, or all of them over the limit)'
-      : clip((cause as Error).message, 200);
-  return new TetherError('SPAWN_FAILED', `cannot start ${clip(command)}: ${why}`, { cause });
-}
-
 // The command's stat right after its spawn; undefined when gone, denied or unreadable for want
 // of an fd (it is then known by the spawn's identity only).
 function statOrNone(procRoot: string, pid: number) {
@@ -759,48 +575,6 @@ function statOrNone(procRoot: string, pid: number) {
   } catch {
     return undefined;
   }
-}
-
-function errnoHint(errno: string): string {
-  if (errno === 'EMFILE') return ' (this process has no file descriptor left)';
-  if (errno === 'ENFILE') return ' (the system has no file descriptor left)';
-  if (errno === 'EAGAIN') return ' (no process can be created)';
-  return '';
-}
-
-// A stand-in for a command Node refused to start: no pid, no streams, no event.
-function unstarted(): ChildProcess {
-  return new ChildProcess();
-}
-
-/** What the helper did after each failed call of a `warn` line (docs/containment.md, "What each errno means"). */
-const HELPER_FAULT_CONSEQUENCE: Record<string, (pid?: number) => string> = {
-  poll: () => ': it can no longer wait on its pipes and looks at them every 50 ms instead',
-  forward: (pid) => `: a signal this process sent it did not reach the command${pid ? ` (pid ${pid})` : ''}`,
-  signal: (pid) =>
-    `: its own sweep could not signal${pid ? ` pid ${pid}` : ' a process'}, which may still run`,
-  scan: () => ': its own sweep could not walk /proc and signalled the command alone',
-  control: () => ': its control pipe failed, and it ended its subtree as if this process had died',
-  rmdir: () => ': the session cgroup could not be removed',
-};
-
-/** How often a command whose helper was lost is checked for its end, ms. */
-const HELPER_LOST_POLL_MS = 50;
-
-// A command Node started itself: its `exit` event — the kernel's wait status when `exitWatch`
-// has it (a real-time signal by number) — or its start failure (ENOENT, EACCES…).
-function directEnd(child: ChildProcess, command: string, exitWatch?: ExitWatch): Promise<Ended> {
-  return new Promise((resolve) => {
-    child.once('error', (cause) => {
-      if (child.pid !== undefined) return; // an error after a successful start (kill failed…)
-      resolve({
-        error: new TetherError('SPAWN_FAILED', `cannot start ${command}: ${(cause as Error).message}`, {
-          cause,
-        }),
-      });
-    });
-    child.once('exit', (exitCode, signal) => resolve(endFromWatch(exitWatch, exitCode, signal)));
-  });
 }
 
 /** Starts a session (decisions.md D1): a fresh tag, to run one or more commands under. */
