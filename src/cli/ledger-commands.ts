@@ -93,10 +93,26 @@ export function addLedgerCommands(program: Command): void {
  * (the file moved aside, or never made) is opened: a new file is made and takes the spooled
  * sessions in. Errors are the ledger's TetherErrors (exit 2 through main.ts).
  */
-export async function openForReading(flag: string | undefined): Promise<Ledger | undefined> {
+export async function openForReading(
+  flag: string | undefined,
+  options: { readOnlyCopy?: boolean } = {},
+): Promise<Ledger | undefined> {
   const target = resolveLedgerTarget(flag);
   if (target.kind === 'sqlite' && !existsSync(target.path) && !spoolHoldsAnything(target.path))
     return undefined;
+  if (target.kind === 'sqlite' && options.readOnlyCopy) {
+    // A read-only file, directory, spool or filesystem: `ls` and `show` read a private copy
+    // (src/ledger/sqlite-snapshot.ts) and say so; nothing where the ledger is is written.
+    const { openSqliteSnapshot, readOnlyReason } = await import('../ledger/sqlite-snapshot.js');
+    const reason = readOnlyReason(target.path);
+    if (reason !== undefined) {
+      const ledger = new Ledger(await openSqliteSnapshot(target.path, reason));
+      process.stderr.write(
+        `tether: the ledger ${target.path} is read-only (${reason}): read from a private copy, nothing written there (its spooled sessions are shown, not taken in)\n`,
+      );
+      return ledger;
+    }
+  }
   return Ledger.open(flag);
 }
 
@@ -189,7 +205,7 @@ async function recoverCommand(
 
 async function lsCommand(flags: { ledger?: string; state?: string; json?: boolean }): Promise<void> {
   const state = flags.state === undefined ? undefined : parseState(flags.state);
-  const ledger = await openForReading(flags.ledger);
+  const ledger = await openForReading(flags.ledger, { readOnlyCopy: true });
   const corrupt: CorruptRow[] = [];
   const onCorrupt = (row: CorruptRow) => corrupt.push(row);
   const records = ledger
@@ -234,7 +250,7 @@ async function showCommand(
     );
   // INVALID_TAG for what is no tag nor prefix, before the ledger is read.
   const hex = input === undefined ? undefined : parseSessionRef(input);
-  const ledger = await openForReading(flags.ledger);
+  const ledger = await openForReading(flags.ledger, { readOnlyCopy: true });
   const location = ledger?.location ?? describe(flags.ledger);
   const pick = ledger
     ? await pickFrom(ledger, hex).finally(() => ledger.close())
