@@ -1,7 +1,8 @@
 // `tether sandbox run` in a busybox-only container (no coreutils; `setsid` is busybox's applet)
-// at the ends busybox-root.test.ts does not reach: the command failing, SIGINT and SIGTERM to the
-// CLI, and its exec client dying. Each time a setsid'd leftover and a double-forked one are
-// started in the container; ground truth is the host's /proc: their pid + start time gone.
+// at the ends busybox-root.test.ts does not reach: the command failing, SIGINT, SIGTERM and
+// SIGHUP to the CLI, and its exec client dying. Each time a setsid'd leftover and a
+// double-forked one are started in the container; ground truth is the host's /proc: their
+// pid + start time gone.
 import { type ChildProcess, spawn } from 'node:child_process';
 import { rmSync } from 'node:fs';
 import { join } from 'node:path';
@@ -169,6 +170,7 @@ describe.skipIf(noBusybox !== '')(
     it.each([
       ['SIGINT', 33],
       ['SIGTERM', 35],
+      ['SIGHUP', 39],
     ] as const)(
       '%s to tether: the session is swept, the status 143, every process of it gone',
       async (signal, s) => {
