@@ -52,10 +52,10 @@ export {
 } from './recover/index.js';
 export * as sandbox from './sandbox/index.js';
 export type { Encoding } from './session/collect.js';
+export type { SignalName } from './session/kill.js';
 export type { CommandOptions, SessionOptions } from './session/options.js';
 export { CommandError, type CommandResult } from './session/result.js';
 export { type ExitResult, Session, type SessionProcess, session } from './session/session.js';
-export type { SignalName } from './session/signal-name.js';
 export {
   type Result,
   SpawnError,

@@ -106,3 +106,63 @@ export class Collector {
 export function emptyOutput(encoding: Encoding): string | Buffer {
   return encoding === 'buffer' ? Buffer.alloc(0) : '';
 }
+
+/** Which buffered stream passed `maxBuffer`. */
+export type OutputStream = 'stdout' | 'stderr';
+
+/**
+ * A command's stdout and stderr as tether reads them from its start (before any byte can be
+ * missed), unless the caller takes them (`buffer: false`): each kept to `maxBuffer` bytes; past
+ * it `onOverflow` runs once (the caller ends the command). A command Node refused to start has
+ * no streams at all (`undefined`, not null): its output is empty.
+ */
+export class CommandOutput {
+  /** The first stream that passed `maxBuffer` (or could not be decoded), if one did. */
+  overflowed: OutputStream | undefined;
+  /** Resolves with the first stream that passed `maxBuffer`; never, when none does. */
+  readonly overflow: Promise<OutputStream>;
+  private readonly encoding: Encoding;
+  private readonly collectors: Record<OutputStream, Collector | undefined>;
+
+  constructor(
+    streams: { stdout?: Readable | null; stderr?: Readable | null },
+    options: OutputOptions,
+    onOverflow: (which: OutputStream) => void,
+  ) {
+    this.encoding = options.encoding ?? 'utf8';
+    let overflowed = (_which: OutputStream) => {};
+    this.overflow = new Promise<OutputStream>((resolve) => {
+      overflowed = resolve;
+    });
+    const bound = effectiveMaxBuffer(options.maxBuffer ?? DEFAULT_MAX_BUFFER, this.encoding);
+    const collect = (stream: Readable | null | undefined, which: OutputStream) =>
+      stream == null || options.buffer === false
+        ? undefined
+        : new Collector(stream, bound, () => {
+            this.overflowed ??= which;
+            overflowed(which);
+            onOverflow(which);
+          });
+    this.collectors = {
+      stdout: collect(streams.stdout, 'stdout'),
+      stderr: collect(streams.stderr, 'stderr'),
+    };
+  }
+
+  /**
+   * What each stream kept, decoded. One that cannot be decoded (no memory for it) is reported
+   * as past its bound, empty: building a result never throws.
+   */
+  value(): { stdout: string | Buffer; stderr: string | Buffer } {
+    return { stdout: this.decoded('stdout'), stderr: this.decoded('stderr') };
+  }
+
+  private decoded(which: OutputStream): string | Buffer {
+    try {
+      return this.collectors[which]?.value(this.encoding) ?? emptyOutput(this.encoding);
+    } catch {
+      this.overflowed ??= which;
+      return emptyOutput(this.encoding);
+    }
+  }
+}

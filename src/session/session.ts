@@ -13,15 +13,9 @@ import { privilegedBlindSpots } from '../sweep/privilege.js';
 import type { SweepReport, SweepWarning } from '../sweep/report.js';
 import type { Member } from '../sweep/scan.js';
 import { createSignaller, type Hold, hasExited, releaseHold } from '../sweep/signal.js';
-import {
-  Collector,
-  DEFAULT_MAX_BUFFER,
-  type Encoding,
-  effectiveMaxBuffer,
-  emptyOutput,
-  type OutputOf,
-} from './collect.js';
+import { CommandOutput, type OutputOf } from './collect.js';
 import { abandonHelpers, type EndState, handOver, release, sweepRan } from './end.js';
+import { commandKill, type SignalName } from './kill.js';
 import {
   type CommandOptions,
   checkCommand,
@@ -33,7 +27,6 @@ import { outputClosed, releaseOutput } from './output.js';
 import { SessionRecorder, type StopReason } from './record.js';
 import { END_RESERVE_FDS, FdReserve } from './reserve.js';
 import { type CommandResult, commandLine } from './result.js';
-import { type SignalName, signalOf } from './signal-name.js';
 import { errnoHint, type Started, Starter } from './start.js';
 
 /**
@@ -284,42 +277,24 @@ export class Session {
       if (stat && hold.why !== 'gone')
         this.known.set(identityKey(payload), { identity: payload, stat, foundBy: 'carrier', hold });
     }
-    const cap = this.options.outputCapMs ?? DEFAULT_OUTPUT_CAP_MS;
-    const encoding: Encoding = options.encoding ?? 'utf8';
-    let overflowed: 'stdout' | 'stderr' | undefined;
-    let onOverflow = (_which: 'stdout' | 'stderr') => {};
-    const overflow = new Promise<'stdout' | 'stderr'>((resolve) => {
-      onOverflow = resolve;
+    let reported = false; // the command's end is known: nothing to signal any more
+    const kill = commandKill({
+      child,
+      helped: helper !== undefined,
+      payloadHold,
+      signaller: this.signaller,
+      procRoot: this.procRoot,
+      over: () => reported || thrown !== undefined,
     });
-    // Read by tether from here (before any byte can be missed), unless the caller takes them.
-    // (A command Node refused to start has no streams at all: `undefined`, not null.)
-    const collect = (stream: Readable | null | undefined, which: 'stdout' | 'stderr') =>
-      stream == null || options.buffer === false
-        ? undefined
-        : new Collector(stream, effectiveMaxBuffer(options.maxBuffer ?? DEFAULT_MAX_BUFFER, encoding), () => {
-            overflowed ??= which;
-            onOverflow(which);
-            kill('SIGTERM'); // the bound ends the command (spawn() sweeps its session)
-          });
-    const collectors = { stdout: collect(child.stdout, 'stdout'), stderr: collect(child.stderr, 'stderr') };
+    const cap = this.options.outputCapMs ?? DEFAULT_OUTPUT_CAP_MS;
+    // The bound ends the command (spawn() sweeps its session).
+    const out = new CommandOutput(child, options, () => kill('SIGTERM'));
     const base = {
       command: commandLine(command, args),
       tag: this.tag.name,
       timedOut: false,
       isCanceled: false,
     };
-    // What a stream kept, decoded; one that cannot be decoded (no memory for it) is reported as
-    // past its bound, empty: building the result never throws, so `exited` always resolves.
-    const decoded = (which: 'stdout' | 'stderr'): string | Buffer => {
-      try {
-        return collectors[which]?.value(encoding) ?? emptyOutput(encoding);
-      } catch {
-        overflowed ??= which;
-        return emptyOutput(encoding);
-      }
-    };
-    const output = () => ({ stdout: decoded('stdout'), stderr: decoded('stderr') });
-    let reported = false; // the command's end is known: nothing to signal any more
     let onLost = () => {};
     const lost = new Promise<void>((resolve) => {
       onLost = resolve;
@@ -336,44 +311,26 @@ export class Session {
           ...base,
           exitCode: null,
           signal: null,
-          ...output(),
+          ...out.value(),
           failed: true,
           durationMs,
           outputTimedOut: false,
           error: end.error,
         };
       const closed = await outputClosed(child, cap);
-      const out = output();
-      const failed = end.exitCode !== 0 || end.signal !== null || overflowed !== undefined;
+      const streams = out.value();
+      const failed = end.exitCode !== 0 || end.signal !== null || out.overflowed !== undefined;
       const result: ExitResult<string | Buffer> = {
         ...base,
         ...end,
-        ...out,
+        ...streams,
         failed,
         durationMs,
         outputTimedOut: closed === 'held',
       };
-      if (overflowed) result.maxBufferExceeded = overflowed;
+      if (out.overflowed) result.maxBufferExceeded = out.overflowed;
       return result;
     });
-    const kill = (signal: NodeJS.Signals | number = 'SIGTERM'): boolean => {
-      const sig = signalOf(signal);
-      if (reported || thrown !== undefined) return false;
-      if (!helper) {
-        if (typeof sig === 'string') return child.pid !== undefined && child.kill(sig);
-        // A real-time signal: Node's child.kill names none. Node has not reaped the child while
-        // it reports no exit (libuv reaps and reports in one callback): its pid is still its own.
-        if (child.pid === undefined || child.exitCode !== null || child.signalCode !== null) return false;
-        try {
-          process.kill(child.pid, sig);
-          return true;
-        } catch {
-          return false; // ESRCH: it has exited, not yet reported
-        }
-      }
-      // Straight to the command through its held pidfd: the helper would take SIGKILL itself.
-      return payloadHold !== undefined && this.signaller.sendHeld(this.procRoot, payloadHold, sig) === 'sent';
-    };
     const proc: SessionProcess<string | Buffer> = {
       pid: payload?.pid ?? (helper ? undefined : child.pid),
       child,
@@ -386,7 +343,7 @@ export class Session {
       then: (onFulfilled, onRejected) => exited.then(onFulfilled, onRejected),
     };
     lostHelpers.set(proc, lost);
-    overflows.set(proc, overflow);
+    overflows.set(proc, out.overflow);
     void exited.then((r) =>
       this.recorder?.commandEnded({ exitCode: r.exitCode, signal: r.signal, error: r.error }),
     );

@@ -7,10 +7,10 @@ import { checkMs } from '../options.js';
 import type { SessionTag } from '../proc/tag.js';
 import type { SweepReport } from '../sweep/report.js';
 import { DEFAULT_MAX_BUFFER, effectiveMaxBuffer, type OutputOf } from './collect.js';
+import type { SignalName } from './kill.js';
 import { type CommandOptions, checkCommand, type SessionOptions } from './options.js';
 import { CommandError, type EndReason, failureOf } from './result.js';
 import { type ExitResult, helperLost, outputOverflow, Session, type SessionProcess } from './session.js';
-import type { SignalName } from './signal-name.js';
 
 /** Options of `spawn()`: the session's and the command's, plus when to give up. */
 export interface SpawnOptions extends SessionOptions, CommandOptions {

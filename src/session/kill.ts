@@ -1,7 +1,10 @@
-// The signals a command's `kill()` takes: the names Node knows, and the real-time signals by
-// signal(7)'s names or by number, which Node does not name.
+// A command's `kill()`: the signals it takes — the names Node knows, and the real-time signals
+// by signal(7)'s names or by number, which Node does not name — and how each reaches the command
+// itself, never a process that took its pid.
+import type { ChildProcess } from 'node:child_process';
 import { constants as osConstants } from 'node:os';
 import { signalName } from '../libc.js';
+import type { Hold, Signaller } from '../sweep/signal.js';
 import { invalid } from './options.js';
 
 /**
@@ -44,4 +47,42 @@ export function signalOf(signal: unknown): NodeJS.Signals | number {
   if (typeof signal === 'number' && Number.isInteger(signal) && signal >= 1 && signal <= SIGRTMAX)
     return signalName(signal) ?? signal;
   throw invalid('signal', signal, ACCEPTED_SIGNALS);
+}
+
+/** What a command's `kill()` reaches: the process Node started, and with a helper the command's held pidfd. */
+export interface KillTarget {
+  child: ChildProcess;
+  /** True when the command runs under the helper: then only `payloadHold` reaches it. */
+  helped: boolean;
+  payloadHold: Hold | undefined;
+  signaller: Signaller;
+  procRoot: string;
+  /** True once the command's end is known or it never started: nothing to signal. */
+  over: () => boolean;
+}
+
+/**
+ * The command's `kill(signal = 'SIGTERM')`: true when sent, false when the command has ended
+ * (or never started). Throws `INVALID_OPTION` for what is no signal (`signalOf`).
+ */
+export function commandKill(target: KillTarget): (signal?: SignalName | number) => boolean {
+  const { child, helped, payloadHold, signaller, procRoot, over } = target;
+  return (signal = 'SIGTERM') => {
+    const sig = signalOf(signal);
+    if (over()) return false;
+    if (!helped) {
+      if (typeof sig === 'string') return child.pid !== undefined && child.kill(sig);
+      // A real-time signal: Node's child.kill names none. Node has not reaped the child while
+      // it reports no exit (libuv reaps and reports in one callback): its pid is still its own.
+      if (child.pid === undefined || child.exitCode !== null || child.signalCode !== null) return false;
+      try {
+        process.kill(child.pid, sig);
+        return true;
+      } catch {
+        return false; // ESRCH: it has exited, not yet reported
+      }
+    }
+    // Straight to the command through its held pidfd: the helper would take SIGKILL itself.
+    return payloadHold !== undefined && signaller.sendHeld(procRoot, payloadHold, sig) === 'sent';
+  };
 }
