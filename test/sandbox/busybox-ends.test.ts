@@ -177,13 +177,17 @@ describe.skipIf(noBusybox !== '')(
         const tag = createTag();
         try {
           let seen: Seen[] = [];
+          let premise = 'premise broken: the session never ran';
           const r = await tetherRun(tag.name, leaving(s, 'sleep 60'), (child) => {
-            void leftovers(tag.name, s).then((found) => {
-              seen = [...found, ...taggedOnHost(tag.name)]; // the wrapper, sh and its sleep 60 too
-              child.kill(signal);
-            });
+            leftovers(tag.name, s).then(
+              (found) => {
+                seen = [...found, ...taggedOnHost(tag.name)]; // the wrapper, sh and its sleep 60 too
+                child.kill(signal);
+              },
+              (e: Error) => (premise = e.message),
+            );
           });
-          expect(seen.length, `premise broken: the session never ran; ${r.stderr}`).toBeGreaterThanOrEqual(4);
+          expect(seen.length, `${premise}; ${r.stderr}`).toBeGreaterThanOrEqual(4);
           expect(r.status, r.stderr).toBe(143);
           expect([r.end.tag, r.end.exitCode, r.end.isCanceled]).toEqual([tag.name, 143, true]);
           expectAllGone(tag.name, seen, r.end.report as SweepReport, s);
@@ -199,16 +203,20 @@ describe.skipIf(noBusybox !== '')(
       let client: ProcessId | undefined;
       try {
         let seen: Seen[] = [];
+        let premise = 'premise broken: the session never ran';
         const r = await tetherRun(tag.name, leaving(37, 'sleep 60'), (child) => {
-          void leftovers(tag.name, 37).then((found) => {
-            seen = [...found, ...taggedOnHost(tag.name)];
-            client = execClientOf(child);
-            // Only the nsenter tether started, and only while it is that process (start time).
-            if (client && isAlive(client)) process.kill(client.pid, 'SIGKILL');
-          });
+          leftovers(tag.name, 37).then(
+            (found) => {
+              seen = [...found, ...taggedOnHost(tag.name)];
+              client = execClientOf(child);
+              // Only the nsenter tether started, and only while it is that process (start time).
+              if (client && isAlive(client)) process.kill(client.pid, 'SIGKILL');
+            },
+            (e: Error) => (premise = e.message),
+          );
         });
+        expect(seen.length, `${premise}; ${r.stderr}`).toBeGreaterThanOrEqual(4);
         expect(client, `premise broken: no single nsenter client under tether; ${r.stderr}`).toBeDefined();
-        expect(seen.length, `premise broken: the session never ran; ${r.stderr}`).toBeGreaterThanOrEqual(4);
         expect(r.status, r.stderr).toBe(125);
         expect([r.end.tag, r.end.exitCode, (r.end.error as { code?: string })?.code]).toEqual([
           tag.name,
