@@ -184,27 +184,40 @@ export function listSessionCgroups(procRoot = '/proc'): SessionCgroupEntry[] {
   const base = join(mount, 'tether');
   const found: SessionCgroupEntry[] = [];
   for (const entry of subdirs(base)) {
-    if (!SESSION_DIR.test(entry)) continue;
-    const path = join(base, entry);
-    let changedMs: number;
-    try {
-      const st = statSync(path);
-      changedMs = Math.max(st.ctimeMs, st.mtimeMs);
-    } catch {
-      continue; // gone meanwhile
-    }
-    let populated: boolean | undefined;
-    try {
-      const line = readFileSync(join(path, 'cgroup.events'), 'utf8')
-        .split('\n')
-        .find((l) => l.startsWith('populated '));
-      populated = line === undefined ? undefined : line.slice('populated '.length).trim() !== '0';
-    } catch {
-      populated = undefined;
-    }
-    found.push({ path, tag: `${TAG_PREFIX}${entry.slice('tether-'.length)}`, changedMs, populated });
+    const c = isSessionCgroupName(entry) ? sessionCgroupEntry(join(base, entry)) : undefined;
+    if (c) found.push(c);
   }
   return found;
+}
+
+/** True when `name` is a session cgroup's directory name: `tether-<32 hex digits>`. */
+export function isSessionCgroupName(name: string): boolean {
+  return SESSION_DIR.test(name);
+}
+
+/**
+ * The session cgroup at `path` (its last component `tether-<hex>`), with its age and whether it
+ * is populated; undefined when it is gone. Throws nothing.
+ */
+export function sessionCgroupEntry(path: string): SessionCgroupEntry | undefined {
+  let changedMs: number;
+  try {
+    const st = statSync(path);
+    changedMs = Math.max(st.ctimeMs, st.mtimeMs);
+  } catch {
+    return undefined; // gone meanwhile
+  }
+  let populated: boolean | undefined;
+  try {
+    const line = readFileSync(join(path, 'cgroup.events'), 'utf8')
+      .split('\n')
+      .find((l) => l.startsWith('populated '));
+    populated = line === undefined ? undefined : line.slice('populated '.length).trim() !== '0';
+  } catch {
+    populated = undefined;
+  }
+  const name = path.split('/').at(-1) ?? '';
+  return { path, tag: `${TAG_PREFIX}${name.slice('tether-'.length)}`, changedMs, populated };
 }
 
 /**

@@ -6,12 +6,13 @@
 // remove the empty session cgroups no session claims.
 
 import type { LiveSign } from '../containment/live-session.js';
+import type { RemovedCgroup } from '../containment/stale-cgroups.js';
 import type { Ledger } from '../ledger/ledger.js';
 import { currentVantage, judgeSupervisor } from '../ledger/supervisor.js';
 import type { CorruptRow, SessionRecord, SessionState } from '../ledger/types.js';
 import { toRecord } from '../outcome/record.js';
 import type { SweepReport } from '../sweep/report.js';
-import { type RemovedCgroup, removeStaleCgroups } from './cgroups.js';
+import { removeStaleCgroups } from './cgroups.js';
 import { channelTrust } from './channel-trust.js';
 import { endExpiredKept, type KeptEnd } from './kept.js';
 import { type Plan, planOf } from './plan.js';

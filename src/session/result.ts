@@ -153,3 +153,25 @@ export function isFailure(
 export function commandLine(file: string, args: readonly string[]): string {
   return [file, ...args].join(' ');
 }
+
+/**
+ * How one command ended: the command part of the result shape (`command`, `exitCode`,
+ * `signal`, `stdout`, `stderr`, `failed`, `durationMs` from spawn to exit, `tag`).
+ * `timedOut` and `isCanceled` are false here: a session sets no deadline on one command
+ * (`spawn()` does, and sets them). `failed` is exit code ≠ 0 or unknown, a signal, or
+ * `maxBuffer` passed.
+ */
+export interface ExitResult<T extends string | Buffer = string> extends CommandResult<T> {
+  /** The number of the signal that ended it when Node has no name for it (real-time signals). */
+  signalNumber?: number;
+  /**
+   * True only when tether was reading stdout/stderr and a process still held one of them open
+   * `outputCapMs` after the exit (a leftover with the pipe: decisions.md D8). False when the
+   * pipes closed, and when the caller (`buffer: false`) had not read a stream to its end.
+   */
+  outputTimedOut: boolean;
+  /** Which buffered stream passed `maxBuffer` (the command was then ended with SIGTERM). */
+  maxBufferExceeded?: 'stdout' | 'stderr';
+  /** Set when the command could not be started (`SPAWN_FAILED`, `cause` is the errno error). */
+  error?: TetherError;
+}

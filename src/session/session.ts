@@ -1,6 +1,3 @@
-// A session: one tag, any number of commands run under it, one sweep at its end (decisions.md D1, D3).
-import type { ChildProcess } from 'node:child_process';
-import type { Readable, Writable } from 'node:stream';
 import { type Registered, registerSession, sessionsDir } from '../containment/live-session.js';
 import { planContainment } from '../containment/select.js';
 import { TetherError } from '../errors.js';
@@ -14,8 +11,9 @@ import type { SweepReport, SweepWarning } from '../sweep/report.js';
 import type { Member } from '../sweep/scan.js';
 import { createSignaller, type Hold, hasExited, releaseHold } from '../sweep/signal.js';
 import { CommandOutput, type OutputOf } from './collect.js';
+import { type SessionProcess, sessionProcess } from './command.js';
 import { abandonHelpers, type EndState, handOver, release, sweepRan } from './end.js';
-import { commandKill, type SignalName } from './kill.js';
+import { commandKill } from './kill.js';
 import {
   type CommandOptions,
   checkCommand,
@@ -26,57 +24,12 @@ import {
 import { outputClosed, releaseOutput } from './output.js';
 import { SessionRecorder, type StopReason } from './record.js';
 import { END_RESERVE_FDS, FdReserve } from './reserve.js';
-import { type CommandResult, commandLine } from './result.js';
+import { commandLine, type ExitResult } from './result.js';
+
+export { helperLost, outputOverflow, type SessionProcess } from './command.js';
+export type { ExitResult } from './result.js';
+
 import { errnoHint, type Started, Starter } from './start.js';
-
-/**
- * How one command ended: the command part of the result shape (`command`, `exitCode`,
- * `signal`, `stdout`, `stderr`, `failed`, `durationMs` from spawn to exit, `tag`).
- * `timedOut` and `isCanceled` are false here: a session sets no deadline on one command
- * (`spawn()` does, and sets them). `failed` is exit code ≠ 0 or unknown, a signal, or
- * `maxBuffer` passed.
- */
-export interface ExitResult<T extends string | Buffer = string> extends CommandResult<T> {
-  /** The number of the signal that ended it when Node has no name for it (real-time signals). */
-  signalNumber?: number;
-  /**
-   * True only when tether was reading stdout/stderr and a process still held one of them open
-   * `outputCapMs` after the exit (a leftover with the pipe: decisions.md D8). False when the
-   * pipes closed, and when the caller (`buffer: false`) had not read a stream to its end.
-   */
-  outputTimedOut: boolean;
-  /** Which buffered stream passed `maxBuffer` (the command was then ended with SIGTERM). */
-  maxBufferExceeded?: 'stdout' | 'stderr';
-  /** Set when the command could not be started (`SPAWN_FAILED`, `cause` is the errno error). */
-  error?: TetherError;
-}
-
-// A command running in a session: the child process and a promise of how it ended.
-export interface SessionProcess<T extends string | Buffer = string> extends PromiseLike<ExitResult<T>> {
-  /** The command's pid (as this PID namespace sees it). */
-  readonly pid: number | undefined;
-  /**
-   * The process Node started: the command itself, or — with the subreaper layer — the helper
-   * that runs it. Signal the command with `kill()`, not `child.kill()`: a signal sent to the
-   * helper is not the command's (SIGKILL ends the helper alone; the session then reports
-   * `HELPER_LOST`). Its stdio streams are the command's.
-   */
-  readonly child: ChildProcess;
-  /**
-   * Sends `signal` (a name Node knows such as `'SIGINT'`, a real-time name `'SIGRTMIN'`,
-   * `'SIGRTMIN+n'`, `'SIGRTMAX-n'`, `'SIGRTMAX'`, or a number from 1 to 64; default
-   * `'SIGTERM'`) to the command itself, identity-checked (pidfd, see docs/sweep.md): never to a
-   * process that took its pid. True when sent; false when the command has ended (or never
-   * started). Throws `TetherError` `INVALID_OPTION` for a signal that is not one (signal(7)):
-   * 0, a negative or fractional number, one above 64, an unknown name.
-   */
-  kill(signal?: SignalName | number): boolean;
-  readonly stdin: Writable | null;
-  readonly stdout: Readable | null;
-  readonly stderr: Readable | null;
-  /** Resolves (never rejects) once the command exited and its output closed or hit the cap. */
-  readonly exited: Promise<ExitResult<T>>;
-}
 
 const live = new Set<Session>();
 let exitHookInstalled = false;
@@ -84,24 +37,6 @@ let exitHookInstalled = false;
 /** How many sessions of this process have not ended yet (each is swept by the exit hook). */
 export function liveSessionCount(): number {
   return live.size;
-}
-
-/** `spawn()`'s view of a command's helper: resolves if that helper is lost (HELPER_LOST). */
-const lostHelpers = new WeakMap<SessionProcess<string | Buffer>, Promise<void>>();
-
-/** Resolves when the helper of `proc` is lost (killed before it reported the command's end). */
-export function helperLost(proc: SessionProcess<string | Buffer>): Promise<void> | undefined {
-  return lostHelpers.get(proc);
-}
-
-/** `spawn()`'s view of a command's buffers: resolves when one passed `maxBuffer`. */
-const overflows = new WeakMap<SessionProcess<string | Buffer>, Promise<'stdout' | 'stderr'>>();
-
-/** Resolves with the stream (`stdout`/`stderr`) of `proc` that passed `maxBuffer`, if one does. */
-export function outputOverflow(
-  proc: SessionProcess<string | Buffer>,
-): Promise<'stdout' | 'stderr'> | undefined {
-  return overflows.get(proc);
 }
 
 // Last resort on exit paths the event loop does not survive (process.exit, an uncaught
@@ -331,19 +266,14 @@ export class Session {
       if (out.overflowed) result.maxBufferExceeded = out.overflowed;
       return result;
     });
-    const proc: SessionProcess<string | Buffer> = {
+    const proc = sessionProcess<string | Buffer>({
       pid: payload?.pid ?? (helper ? undefined : child.pid),
       child,
       kill,
-      stdin: child.stdin,
-      stdout: child.stdout,
-      stderr: child.stderr,
       exited,
-      // biome-ignore lint/suspicious/noThenProperty: a SessionProcess is awaitable, like execa's.
-      then: (onFulfilled, onRejected) => exited.then(onFulfilled, onRejected),
-    };
-    lostHelpers.set(proc, lost);
-    overflows.set(proc, out.overflow);
+      lost,
+      overflow: out.overflow,
+    });
     void exited.then((r) =>
       this.recorder?.commandEnded({ exitCode: r.exitCode, signal: r.signal, error: r.error }),
     );
