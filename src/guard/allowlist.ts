@@ -240,6 +240,12 @@ export interface LiveSessions {
    * member would pass that bound: the tick says so (`LIVE_SESSION_WEAK_BOUND`).
    */
   weak: Set<string>;
+  /**
+   * Tag names some session may still use: every tag a process of the walk carries, and every tag
+   * with a sign of a live supervisor, judged or not. Their empty cgroups are left (a guard tick
+   * removes the others': src/containment/stale-cgroups.ts).
+   */
+  claimed: Set<string>;
 }
 
 /**
@@ -259,7 +265,10 @@ export function findLiveSessions(
   const supervisors = new Set<number>();
   const tags = new Set<string>();
   const weak = new Set<string>();
-  for (const [tag, list] of liveSupervisors(view, registrations)) {
+  const signs = liveSupervisors(view, registrations);
+  const claimed = new Set(signs.keys());
+  for (const own of view.carried.values()) for (const t of own) claimed.add(t);
+  for (const [tag, list] of signs) {
     const bound = first.get(tag);
     const begin = tagBegin(tag, now);
     const counted = list.filter(
@@ -275,7 +284,7 @@ export function findLiveSessions(
   }
   const carriers = new Set<number>();
   for (const [pid, own] of view.carried) if (own.some((t) => live.has(t))) carriers.add(pid);
-  return { supervisors, carriers, tags, weak };
+  return { supervisors, carriers, tags, weak, claimed };
 }
 
 /** The pid chain above `pid` in `snapshot` (its parent first, PID 1 last), by ppid. */

@@ -5,6 +5,12 @@
 // it after a startup delay and then every interval, until stopped.
 
 import { readSessionRegistrations, sessionsDir } from '../containment/live-session.js';
+import {
+  CGROUP_MIN_AGE_MS,
+  type RemovedCgroup,
+  removeUnclaimedCgroups,
+  sessionCgroupsBelow,
+} from '../containment/stale-cgroups.js';
 import { TetherError } from '../errors.js';
 import { checkMs, DEFAULT_GRACE_MS, DEFAULT_KILL_AFTER_MS } from '../options.js';
 import { readCmdline, readCmdlines } from '../proc/details.js';
@@ -54,6 +60,11 @@ export interface GuardOptions {
   allowPatterns?: string[];
   /** A process younger than this is spared. Default 10000. */
   minAgeMs?: number;
+  /**
+   * An empty session cgroup under a cgroup target, whose tag no session claims, is removed once
+   * this old (by its ctime or mtime, the later). Default CGROUP_MIN_AGE_MS (60000), as recover.
+   */
+  cgroupMinAgeMs?: number;
   /** TERM phase budget. Default 5000. */
   graceMs?: number;
   /** KILL phase budget. Default 3000. */
@@ -159,6 +170,11 @@ export interface TickResult {
   survived: GuardProcess[];
   /** With `dryRun`: what would have been stopped. */
   wouldStop: GuardProcess[];
+  /**
+   * Empty session cgroups (`tether-<hex>`) under a cgroup target that no session claims, older
+   * than `cgroupMinAgeMs`: removed (`would-remove` in a dry run). Empty for a PID-namespace target.
+   */
+  cgroups: RemovedCgroup[];
   /** Allow-file lines, allow patterns and registration lines that could not be used. */
   problems: Problem[];
   /** The sweep's warnings (NO_PIDFD, SCAN_FAILED…: docs/report.md) and INPUT_REFUSED. */
@@ -173,6 +189,8 @@ export interface GuardCounters {
   stopped: number;
   wouldStop: number;
   survived: number;
+  /** Empty session cgroups removed (or, in a dry run, that would be), summed over the ticks. */
+  cgroups: number;
   /** Target processes spared, by rule, summed over the ticks. */
   spared: Record<RuleName, number>;
   /** Duration of the last tick and of every tick together, ms. */
@@ -243,6 +261,7 @@ export function checkGuard(options: GuardOptions = {}): TargetSource {
 export function createGuard(options: GuardOptions = {}): Guard {
   const procRoot = options.procRoot ?? '/proc';
   const minAgeMs = checkMs('minAgeMs', options.minAgeMs ?? DEFAULT_MIN_AGE_MS);
+  const cgroupMinAgeMs = checkMs('cgroupMinAgeMs', options.cgroupMinAgeMs ?? CGROUP_MIN_AGE_MS);
   const graceMs = checkMs('graceMs', options.graceMs ?? DEFAULT_GRACE_MS);
   const killAfterMs = checkMs('killAfterMs', options.killAfterMs ?? DEFAULT_KILL_AFTER_MS);
   const target = checkGuard(options);
@@ -266,6 +285,7 @@ export function createGuard(options: GuardOptions = {}): Guard {
     stopped: 0,
     wouldStop: 0,
     survived: 0,
+    cgroups: 0,
     spared: zeroSpared(),
     lastTickMs: 0,
     totalTickMs: 0,
@@ -295,12 +315,14 @@ export function createGuard(options: GuardOptions = {}): Guard {
       stopped: [],
       survived: [],
       wouldStop: [],
+      cgroups: [],
       problems: [...fixedProblems],
       warnings: [],
       complete: true,
     };
     try {
-      await decideAndStop(result);
+      const claimed = await decideAndStop(result);
+      removeCgroups(result, claimed);
     } catch (error) {
       // No process table (NO_PROC), an fd limit: the tick says so and stops nothing.
       result.complete = false;
@@ -312,6 +334,7 @@ export function createGuard(options: GuardOptions = {}): Guard {
     counters.stopped += result.stopped.length;
     counters.wouldStop += result.wouldStop.length;
     counters.survived += result.survived.length;
+    counters.cgroups += result.cgroups.length;
     counters.problems += result.problems.length;
     for (const r of RULES) counters.spared[r] += result.spared[r];
     counters.lastTickMs = result.durationMs;
@@ -372,7 +395,24 @@ export function createGuard(options: GuardOptions = {}): Guard {
     return { patterns, entries };
   };
 
-  const decideAndStop = async (result: TickResult): Promise<void> => {
+  // Empty session cgroups under a cgroup target that no session claims (`claimed`: read in the
+  // tick's walk, before its stops), once older than `cgroupMinAgeMs`: a fresh session's cgroup
+  // is never raced away, and one a session joins meanwhile fails rmdir(2) with EBUSY and stays.
+  const removeCgroups = (result: TickResult, claimed: ReadonlySet<string>) => {
+    if (target.kind !== 'cgroup') return;
+    result.cgroups = removeUnclaimedCgroups(sessionCgroupsBelow(target.path), {
+      claimed: (tag) => claimed.has(tag),
+      dryRun: result.dryRun,
+      minAgeMs: cgroupMinAgeMs,
+    });
+    for (const c of result.cgroups)
+      log(
+        `tether guard: ${c.outcome === 'removed' ? 'removed' : 'would remove'} empty session cgroup ${c.path} (tag ${c.tag}, ${(c.ageMs / 1000).toFixed(1)} s old, no session claims it)`,
+      );
+  };
+
+  // Stops what no rule spares; returns the tags some session may still use (`claimed`).
+  const decideAndStop = async (result: TickResult): Promise<ReadonlySet<string>> => {
     // The input files first: the walk below must not wait on them.
     const inputs = await readInputs(result);
     // The walk of this tick, shared: the sweep below starts in this same task (no await before
@@ -473,9 +513,9 @@ export function createGuard(options: GuardOptions = {}): Guard {
         result.wouldStop.push(p);
         log(logLine('would stop', p));
       }
-      return;
+      return ctx.sessions.claimed;
     }
-    if (toStop.length === 0) return;
+    if (toStop.length === 0) return ctx.sessions.claimed;
     const stopSet = new Set(toStop.map((id) => id.pid));
     const report = await sweep({
       tag,
@@ -512,6 +552,7 @@ export function createGuard(options: GuardOptions = {}): Guard {
       result.survived.push(p);
       log(logLine(`could not stop (${r.reason})`, p));
     }
+    return ctx.sessions.claimed;
   };
 
   return {
