@@ -201,7 +201,15 @@ async function runSession(
   // Why the payload was stopped, for the ledger: a signal to tether is a cancel, the timeout a
   // deadline (docs/ledger.md, "Recording"); undefined when it ended by itself.
   let stopReason: StopReason | undefined;
-  const endSession = () => (stopReason ? s.cancel(stopReason) : s.end());
+  // When the first stop signal reached the payload (performance.now() ms): the session's one
+  // grace counts from then, so the sweep after a -k kill starts at its KILL phase for what had
+  // that grace, instead of a second TERM phase from scratch (1 + 5 + 5 s over a TERM-ignoring
+  // payload before; docs/cli.md#tether-run).
+  let stoppedAt: number | undefined;
+  const endSession = () => {
+    const options = stoppedAt === undefined ? {} : { graceStartedAt: stoppedAt };
+    return stopReason ? s.cancel(stopReason, options) : s.end(options);
+  };
   events?.write({
     type: 'started',
     version: EVENTS_VERSION,
@@ -223,6 +231,7 @@ async function runSession(
     const delivered = proc.kill(signal);
     if (delivered && killTimer === undefined) {
       const sentAt = performance.now();
+      stoppedAt = sentAt;
       const name = typeof signal === 'number' ? (signalName(signal) ?? `signal ${signal}`) : signal;
       const what = `${plan.command} (pid ${proc.pid})`;
       waitTicker = setInterval(() => {

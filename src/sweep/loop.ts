@@ -111,8 +111,12 @@ function decide(run: SweepRun, phase: Phase, alive: number): PhaseEnd | 'out-of-
 // The options checked, in this order: the tag (`INVALID_TAG`), then each duration (`INVALID_OPTION`).
 function readOptions(opts: SweepOptions) {
   const tag = typeof opts.tag === 'string' ? parseTag(opts.tag) : opts.tag;
+  const graceMs = checkMs('graceMs', opts.graceMs ?? DEFAULT_GRACE_MS);
+  // The part of the grace the caller's own signal already gave (never more than the grace).
+  const spentMs =
+    opts.graceStartedAt === undefined ? 0 : Math.max(0, performance.now() - opts.graceStartedAt);
   const budgets: Record<PhaseSignal, number> = {
-    SIGTERM: checkMs('graceMs', opts.graceMs ?? DEFAULT_GRACE_MS),
+    SIGTERM: Math.max(0, graceMs - spentMs),
     SIGKILL: checkMs('killAfterMs', opts.killAfterMs ?? DEFAULT_KILL_AFTER_MS),
   };
   const intervalMs = checkMs('intervalMs', opts.intervalMs ?? DEFAULT_SCAN_INTERVAL_MS, 1);

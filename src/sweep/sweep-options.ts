@@ -16,6 +16,14 @@ export interface SweepOptions {
   procRoot?: string;
   /** TERM phase budget. Default 5000. */
   graceMs?: number;
+  /**
+   * When the caller's own stop signal went to the session's command (`performance.now()` ms):
+   * the TERM phase's budget counts from then, so the command and what it left share one grace
+   * (`tether run`'s timeout, docs/cli.md#tether-run) instead of a second grace from scratch. A
+   * sweep begun after that grace ran out sends TERM and goes on to KILL at once. Default: the
+   * grace counts from the sweep's first TERM.
+   */
+  graceStartedAt?: number;
   /** KILL phase budget. Default 3000. */
   killAfterMs?: number;
   /** Pause between scans. Default 50. */

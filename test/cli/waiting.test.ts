@@ -1,7 +1,9 @@
 // What `tether run` says on stderr while it waits, off a TTY (as agents and CI read it): one line
 // for the command's own -k wait and one for the sweep's TERM phase, each once it has lasted a
-// second, before the report; nothing of that with --quiet. Ground truth: the TERM-ignoring
-// leftover, recorded by pid + start time, is gone either way.
+// second, before the report; nothing of that with --quiet. The command and its leftovers share
+// one grace from the timeout's signal (docs/cli.md#tether-run): the sweep waits only for what is
+// left of it. Ground truth: the TERM-ignoring leftover, recorded by pid + start time, is gone
+// either way.
 import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -15,8 +17,9 @@ afterEach(() => {
 });
 
 // `tether run ARGS -- sh -c …`: the command ignores TERM (so does the sleep it leaves, which
-// inherits the ignored disposition) and records the sleep's identity in a log.
-async function ignoringTerm(args: string[]) {
+// inherits the ignored disposition), records the sleep's identity in a log, then runs `tail`
+// (default: waits for the sleep, so -k has to end it); `k` is tether's -k.
+async function ignoringTerm(args: string[], tail = 'wait', k = '2s') {
   const log = join(mkdtempSync(join(tmpdir(), 'tether-waiting-')), 'log');
   const unique = `30.${process.pid}${Math.floor(Math.random() * 1e6)}`;
   const ran = await tether([
@@ -25,12 +28,12 @@ async function ignoringTerm(args: string[]) {
     '--timeout',
     '300ms',
     '-k',
-    '2s',
+    k,
     ...args,
     '--',
     'sh',
     '-c',
-    `trap '' TERM; sleep ${unique} & ${RECORD} >> ${log}; wait`,
+    `trap '' TERM; sleep ${unique} & ${RECORD} >> ${log}; ${tail}`,
   ]);
   const [leftover] = recordedIds(readFileSafe(log));
   if (!leftover) throw new Error(`premise broken: the command recorded no leftover (${ran.stderr})`);
@@ -40,7 +43,9 @@ async function ignoringTerm(args: string[]) {
 
 describe('tether run off a TTY', () => {
   it('says what it waits for — the command after its signal, then the sweep — before the report', async () => {
-    const { ran, leftover } = await ignoringTerm([]);
+    // The command exits by itself 2.2 s after the timeout's signal (its own wait said at 1 s), and
+    // the sweep has the 2.8 s left of -k 5s for the leftover (its wait said at 1 s).
+    const { ran, leftover } = await ignoringTerm([], 'sleep 2.5; exit 3', '5s');
     const lines = ran.stderr.split('\n');
     const command = lines.findIndex((l) =>
       /^tether: waiting for sh \(pid \d+\) to exit after SIGTERM — SIGKILL in \d+\.\d s$/.test(l),
@@ -56,7 +61,7 @@ describe('tether run off a TTY', () => {
       lines.filter((l) => l.includes('waiting for')),
       'each wait is said once',
     ).toHaveLength(2);
-    expect(ran.code, ran.stderr).toBe(128 + 9); // a timeout that had to end the command with SIGKILL
+    expect(ran.code, ran.stderr).toBe(124); // a timeout whose signal reached the command
     expect(isAlive(leftover), `the TERM-ignoring sleep ${leftover.pid} outlived the run`).toBe(false);
   });
 
