@@ -2,18 +2,17 @@ import { type Registered, registerSession, sessionsDir } from '../containment/li
 import { planContainment } from '../containment/select.js';
 import { TetherError } from '../errors.js';
 import { checkMs, DEFAULT_GRACE_MS, DEFAULT_KILL_AFTER_MS, DEFAULT_OUTPUT_CAP_MS } from '../options.js';
-import { type Identity, identityKey, readStat, ticksNow } from '../proc/identity.js';
+import { type Identity, ticksNow } from '../proc/identity.js';
 import { createTag, type SessionTag, tagsIn } from '../proc/tag.js';
 import { compileKeep } from '../sweep/keep.js';
 import { sweep, sweepSync } from '../sweep/loop.js';
 import { privilegedBlindSpots } from '../sweep/privilege.js';
 import type { SweepReport, SweepWarning } from '../sweep/report.js';
-import type { Member } from '../sweep/scan.js';
-import { createSignaller, type Hold, hasExited, releaseHold } from '../sweep/signal.js';
-import type { SweepOptions } from '../sweep/sweep-options.js';
+import { createSignaller } from '../sweep/signal.js';
 import { CommandOutput, type OutputOf } from './collect.js';
 import { type SessionProcess, sessionProcess } from './command.js';
 import { abandonHelpers, type EndState, handOver, release, sweepRan } from './end.js';
+import { SpawnHolds } from './holds.js';
 import { commandKill } from './kill.js';
 import {
   type CommandOptions,
@@ -31,9 +30,6 @@ export { helperLost, outputOverflow, type SessionProcess } from './command.js';
 export type { ExitResult } from './result.js';
 
 import { errnoHint, type Started, Starter } from './start.js';
-
-/** What a caller tells the session's end: when its own stop signal went out (`SweepOptions`). */
-export type EndOptions = Pick<SweepOptions, 'graceStartedAt'>;
 
 const live = new Set<Session>();
 let exitHookInstalled = false;
@@ -60,10 +56,8 @@ export class Session {
   /** Clock ticks since boot when the session began: no carrier can be older. */
   readonly startTicks: number;
   readonly options: Readonly<SessionOptions>;
-  private readonly known = new Map<string, Member>();
-  private readonly spawned: Identity[] = [];
-  /** The spawns' pidfds: held until the session's end (`release`). */
-  private readonly spawnHolds: Hold[] = [];
+  /** The commands, known from their spawn by identity and pidfd (src/session/holds.ts). */
+  private readonly holds: SpawnHolds;
   private readonly running = new Set<SessionProcess<string | Buffer>>();
   private ending: Promise<SweepReport> | undefined;
   private readonly notes: string[] = [];
@@ -95,6 +89,7 @@ export class Session {
       ? { ...options, keep: options.keep.map(({ match, ttlMs, owner }) => ({ match, ttlMs, owner })) }
       : { ...options };
     this.tag = createTag();
+    this.holds = new SpawnHolds(this.procRoot, this.signaller, this.warnings);
     this.starter = new Starter({
       plan,
       tag: this.tag,
@@ -192,30 +187,10 @@ export class Session {
     }
     const { child, helper } = launched;
     thrown ??= launched.thrown;
-    this.closeExitedHolds();
-    const payload = helper ? helper.payload : this.identityOf(child.pid);
-    let payloadHold: Hold | undefined;
-    if (payload) {
-      // The spawn is an earlier find from the start: a payload that clears or overwrites its
-      // own environ (env -i, a title rewrite) is still swept, with everything under it. It is
-      // known by its pidfd, held from here: once it exits it is dropped, so a process that
-      // takes its pid (even in the same clock tick) is never taken for it. Through the helper,
-      // the pidfd was opened before the payload could exec. Started directly: Node's child
-      // cannot be reaped before libuv's SIGCHLD handler runs, which needs the event loop, so
-      // this synchronous open right after the spawn names the child.
-      this.spawned.push(payload);
-      const hold = helper ? helper.payloadHold : this.holdSpawn(payload);
-      payloadHold = hold;
-      this.spawnHolds.push(hold);
-      if (hold.fd < 0 && hold.why !== 'gone' && hold.why !== 'no-pidfd')
-        this.warnings.push({
-          code: 'NO_PIDFD',
-          message: `pidfd_open failed for ${command} (pid ${payload.pid}, ${hold.why}): it is re-checked by start time before each signal (a narrow pid-reuse race remains)`,
-        });
-      const stat = statOrNone(this.procRoot, payload.pid);
-      if (stat && hold.why !== 'gone')
-        this.known.set(identityKey(payload), { identity: payload, stat, foundBy: 'carrier', hold });
-    }
+    this.holds.closeExited();
+    this.starter.helpers.closeExitedRoots();
+    const payload = helper ? helper.payload : this.holds.identityOf(child.pid);
+    const payloadHold = payload && this.holds.know(payload, helper?.payloadHold, command);
     let reported = false; // the command's end is known: nothing to signal any more
     const kill = commandKill({
       child,
@@ -286,12 +261,6 @@ export class Session {
     return proc as SessionProcess<OutputOf<O>>;
   }
 
-  private identityOf(pid: number | undefined): Identity | undefined {
-    // Unreadable for want of an fd (EMFILE): not known by its spawn, it is swept by its tag.
-    const stat = pid === undefined ? undefined : statOrNone(this.procRoot, pid);
-    return stat && { pid: stat.pid, startTime: stat.startTime };
-  }
-
   // The live-session registration (src/containment/live-session.ts), once, with the begin: once
   // the helper is spawned and before the payload's go (or before a direct spawn). What lets
   // recover and a guard tell this live session from an orphan carrying its tag. A failure is a
@@ -327,45 +296,17 @@ export class Session {
     }
   }
 
-  // The spawn's hold; with no fd left for its pidfd or its reads (EMFILE), none: the command is
-  // re-checked by start time at each signal, and the end sweeps it by tag and cgroup.
-  private holdSpawn(payload: Identity): Hold {
-    try {
-      return this.signaller.hold(this.procRoot, payload);
-    } catch (error) {
-      const code = (error as NodeJS.ErrnoException).code;
-      if (code !== 'EMFILE' && code !== 'ENFILE') throw error;
-      return { identity: payload, fd: -1, why: code };
-    }
-  }
-
-  // A long session keeps one pidfd per command and per helper only while that process runs: a
-  // hold whose process has exited names nothing any more (its payload is dropped from `known`
-  // by the next scan; an exited helper is no root), so its fd is closed here, at each spawn.
-  private closeExitedHolds(): void {
-    const exited = (h: Hold | undefined) => h !== undefined && h.fd >= 0 && hasExited(h) === true;
-    for (let i = this.spawnHolds.length - 1; i >= 0; i--) {
-      const h = this.spawnHolds[i] as Hold;
-      if (!exited(h)) continue;
-      releaseHold(h);
-      this.spawnHolds.splice(i, 1);
-    }
-    this.starter.helpers.closeExitedRoots();
-  }
-
   /**
    * Ends the session: sweeps every process any of its commands started (its commands
    * themselves included, if still running) and resolves to the report. Idempotent: later
-   * calls return the same promise. Never rejects for what the sweep could not do. With
-   * `graceStartedAt` (`performance.now()` ms of the caller's own stop signal to a command), the
-   * sweep's TERM phase counts from then: one grace for the command and what it left.
+   * calls return the same promise. Never rejects for what the sweep could not do.
    */
-  end(options: EndOptions = {}): Promise<SweepReport> {
+  end(): Promise<SweepReport> {
     if (!this.ending) {
       // Ended by the caller while a command ran: a cancel (not when a lost helper ended it).
       const endedEarly = this.running.size > 0 && !this.starter.helperWasLost;
       this.reserve.release(); // the fds set aside for this sweep
-      this.ending = sweep({ ...this.sweepOptions(), ...options })
+      this.ending = sweep(this.sweepOptions())
         .then((report) =>
           sweepRan(report) ? release(this.endState(), report) : handOver(this.endState(), report),
         )
@@ -384,9 +325,9 @@ export class Session {
    * its record's end is `cancelled` (`failed` with `TIMED_OUT` for a deadline) when the sweep
    * proves it, `ambiguous` when it does not.
    */
-  cancel(reason: StopReason = 'abort', options: EndOptions = {}): Promise<SweepReport> {
+  cancel(reason: StopReason = 'abort'): Promise<SweepReport> {
     if (!this.ending) this.recorder?.stopped(reason);
-    return this.end(options);
+    return this.end();
   }
 
   /**
@@ -409,8 +350,8 @@ export class Session {
     return {
       helpers: this.starter.helpers,
       cgroup: this.starter.cgroup,
-      spawnHolds: this.spawnHolds,
-      known: this.known,
+      spawnHolds: this.holds.holds,
+      known: this.holds.known,
       graceMs: this.options.graceMs ?? DEFAULT_GRACE_MS,
       killAfterMs: this.options.killAfterMs ?? DEFAULT_KILL_AFTER_MS,
     };
@@ -431,12 +372,12 @@ export class Session {
       graceMs: this.options.graceMs,
       killAfterMs: this.options.killAfterMs,
       notBefore: this.startTicks,
-      known: this.known,
-      spawns: this.spawned,
+      known: this.holds.known,
+      spawns: this.holds.spawned,
       layers: [...this.starter.layers],
       notes: this.notes,
       // Its commands start with this process's credentials: privileged when it is.
-      blindSpots: this.spawned.length > 0 ? privilegedBlindSpots(this.procRoot) : [],
+      blindSpots: this.holds.spawned.length > 0 ? privilegedBlindSpots(this.procRoot) : [],
       warnings: this.warnings,
       roots: this.starter.helpers.roots,
       cgroup: this.starter.layers.has('cgroup') ? this.starter.cgroup : undefined,
@@ -457,16 +398,6 @@ function safeTicks(procRoot = '/proc'): number {
     return ticksNow(procRoot);
   } catch {
     return 0; // no /proc: the sweep will say so
-  }
-}
-
-// The command's stat right after its spawn; undefined when gone, denied or unreadable for want
-// of an fd (it is then known by the spawn's identity only).
-function statOrNone(procRoot: string, pid: number) {
-  try {
-    return readStat(procRoot, pid);
-  } catch {
-    return undefined;
   }
 }
 
