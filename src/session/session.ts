@@ -9,6 +9,7 @@ import { sweep, sweepSync } from '../sweep/loop.js';
 import { privilegedBlindSpots } from '../sweep/privilege.js';
 import type { SweepReport, SweepWarning } from '../sweep/report.js';
 import { createSignaller } from '../sweep/signal.js';
+import type { SweepOptions } from '../sweep/sweep-options.js';
 import { CommandOutput, type OutputOf } from './collect.js';
 import { type SessionProcess, sessionProcess } from './command.js';
 import { abandonHelpers, type EndState, handOver, release, sweepRan } from './end.js';
@@ -30,6 +31,9 @@ export { helperLost, outputOverflow, type SessionProcess } from './command.js';
 export type { ExitResult } from './result.js';
 
 import { errnoHint, type Started, Starter } from './start.js';
+
+/** What a caller tells the session's end: when its own stop signal went out (`SweepOptions`). */
+export type EndOptions = Pick<SweepOptions, 'graceStartedAt'>;
 
 const live = new Set<Session>();
 let exitHookInstalled = false;
@@ -299,14 +303,16 @@ export class Session {
   /**
    * Ends the session: sweeps every process any of its commands started (its commands
    * themselves included, if still running) and resolves to the report. Idempotent: later
-   * calls return the same promise. Never rejects for what the sweep could not do.
+   * calls return the same promise. Never rejects for what the sweep could not do. With
+   * `graceStartedAt` (`performance.now()` ms of the caller's own stop signal to a command), the
+   * sweep's TERM phase counts from then: one grace for the command and what it left.
    */
-  end(): Promise<SweepReport> {
+  end(options: EndOptions = {}): Promise<SweepReport> {
     if (!this.ending) {
       // Ended by the caller while a command ran: a cancel (not when a lost helper ended it).
       const endedEarly = this.running.size > 0 && !this.starter.helperWasLost;
       this.reserve.release(); // the fds set aside for this sweep
-      this.ending = sweep(this.sweepOptions())
+      this.ending = sweep({ ...this.sweepOptions(), ...options })
         .then((report) =>
           sweepRan(report) ? release(this.endState(), report) : handOver(this.endState(), report),
         )
@@ -325,9 +331,9 @@ export class Session {
    * its record's end is `cancelled` (`failed` with `TIMED_OUT` for a deadline) when the sweep
    * proves it, `ambiguous` when it does not.
    */
-  cancel(reason: StopReason = 'abort'): Promise<SweepReport> {
+  cancel(reason: StopReason = 'abort', options: EndOptions = {}): Promise<SweepReport> {
     if (!this.ending) this.recorder?.stopped(reason);
-    return this.end();
+    return this.end(options);
   }
 
   /**
