@@ -97,7 +97,8 @@ export class Ledger {
   /**
    * Opens the ledger at `target`: a file path (SQLite), a `postgres://` / `postgresql://` URL,
    * or, when undefined, `TETHER_LEDGER`, else `$XDG_STATE_HOME/tether/ledger.db`, else
-   * `~/.local/state/tether/ledger.db` (its directory created with mode 0700); with `spool`, a
+   * `~/.local/state/tether/ledger.db` (its directory created with mode 0700; a named file's
+   * directory must exist: LEDGER_UNAVAILABLE says to create it, nothing is made); with `spool`, a
    * writer of the SQLite ledger's spool (LedgerOpenOptions.spool: nothing is read or written
    * until the first begin, which makes the checks). Rejects with
    * LEDGER_CORRUPT, LEDGER_LOCKED or LEDGER_UNAVAILABLE naming the file or URL.
@@ -108,13 +109,15 @@ export class Ledger {
       const { openPostgresStore } = await import('./postgres.js');
       return new Ledger(await openPostgresStore(where.url));
     }
-    if (options.spool) return new Ledger(new SpoolStore(where.path));
+    // Only the default location's directory is made: a named path's must be there (issue 39).
+    const makeDirectory = where.isDefault === true;
+    if (options.spool) return new Ledger(new SpoolStore(where.path, { makeDirectory }));
     // Loaded when first needed, as pg is: `tether run` (spooled) never loads the SQLite addon.
     const { openSqliteStore } = await import('./sqlite.js');
-    const store = await openSqliteStore(
-      where.path,
-      options.busyTimeoutMs === undefined ? {} : { busyTimeoutMs: options.busyTimeoutMs },
-    );
+    const store = await openSqliteStore(where.path, {
+      makeDirectory,
+      ...(options.busyTimeoutMs === undefined ? {} : { busyTimeoutMs: options.busyTimeoutMs }),
+    });
     return new Ledger(store);
   }
 

@@ -111,15 +111,22 @@ export class SpoolStore implements LedgerStore {
   private readonly records = new Map<string, SessionRecord>();
   private checked = false;
 
-  /** A writer of the spool of the SQLite ledger at `path`; nothing is touched before the first insert. */
-  constructor(path: string) {
+  private readonly makeDirectory: boolean;
+
+  /**
+   * A writer of the spool of the SQLite ledger at `path`; nothing is touched before the first
+   * insert. `makeDirectory` (default true): make the file's missing directories; false: refuse
+   * a missing one (`checkDirectory`), as `Ledger.open` of a named path does.
+   */
+  constructor(path: string, options: { makeDirectory?: boolean } = {}) {
     this.location = path;
     this.dir = `${path}.spool`;
+    this.makeDirectory = options.makeDirectory !== false;
   }
 
   /** A writer with its checks (`check`) made now. Throws as `check` does. */
-  static open(path: string): SpoolStore {
-    const store = new SpoolStore(path);
+  static open(path: string, options: { makeDirectory?: boolean } = {}): SpoolStore {
+    const store = new SpoolStore(path, options);
     store.check();
     return store;
   }
@@ -132,7 +139,7 @@ export class SpoolStore implements LedgerStore {
    */
   check(): void {
     if (this.checked) return;
-    checkLedgerFile(this.location);
+    checkLedgerFile(this.location, this.makeDirectory);
     checkSqliteAddon(this.location);
     this.dir = spoolDirOf(this.location); // the file exists now: its real path
     makeSpoolDir(this.dir, this.location);

@@ -202,16 +202,52 @@ export function errText(err: unknown): string {
 }
 
 /**
- * Makes the ledger file's directory (mode 0700, `makeDirectories`) and checks or creates the file
- * (`prepareFile`). Throws LEDGER_UNAVAILABLE naming the file.
+ * Makes the ledger file's directory (mode 0700, `makeDirectories`), or with `makeDirectory` false
+ * checks that it is there (`checkDirectory`), then checks or creates the file (`prepareFile`).
+ * Throws LEDGER_UNAVAILABLE naming the file.
  */
-export function preparePath(path: string): void {
-  try {
-    makeDirectories(dirname(path));
-  } catch (err) {
-    throw ledgerUnavailable(path, `its directory cannot be created (${errText(err)})`, err);
-  }
+export function preparePath(path: string, makeDirectory = true): void {
+  if (!makeDirectory) checkDirectory(path);
+  else
+    try {
+      makeDirectories(dirname(path));
+    } catch (err) {
+      throw ledgerUnavailable(path, `its directory cannot be created (${errText(err)})`, err);
+    }
   prepareFile(path);
+}
+
+/**
+ * Refuses, before anything is created, a ledger file whose directory is missing or is no
+ * directory: a ledger named by `--ledger` / `TETHER_LEDGER` / `Ledger.open(path)` (issue 39: a
+ * typo in it made the whole path, as root, and the sessions went where nobody looks). Only the
+ * default location's directory is made. Throws LEDGER_UNAVAILABLE naming the file and the fix.
+ */
+export function checkDirectory(path: string): void {
+  const dir = dirname(path);
+  let st: Stats;
+  try {
+    st = statSync(dir);
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code;
+    if (code !== 'ENOENT' && code !== 'ENOTDIR')
+      throw ledgerUnavailable(path, `its directory ${dir} cannot be inspected (${errText(err)})`, err);
+    throw ledgerUnavailable(
+      path,
+      `its directory ${dir} does not exist (nothing was created); create it first (mkdir -p ${shellWord(dir)}), or point --ledger / TETHER_LEDGER at a file in an existing directory`,
+      err,
+    );
+  }
+  if (!st.isDirectory())
+    throw ledgerUnavailable(
+      path,
+      `${dir} is ${kindOf(st)}, not a directory; point --ledger / TETHER_LEDGER elsewhere`,
+    );
+}
+
+// `s` as one word of a POSIX shell command: as it is when plain, else single-quoted.
+function shellWord(s: string): string {
+  return /^[\w@%+=:,./-]+$/.test(s) ? s : `'${s.replace(/'/g, `'\\''`)}'`;
 }
 
 // The first 100 bytes of a SQLite database (https://www.sqlite.org/fileformat.html, "The
@@ -225,14 +261,15 @@ const APPLICATION_ID_OFFSET = 68;
 /**
  * What can be told of the ledger file at `path` without SQLite, before a payload starts
  * (`tether run` through the spool, docs/ledger.md "The spool"): its directory is made (mode
- * 0700) and the file checked and created as `prepareFile` does; it opens for writing; a non-empty
+ * 0700; with `makeDirectory` false it must exist: `checkDirectory`) and the file checked and
+ * created as `prepareFile` does; it opens for writing; a non-empty
  * file begins with SQLite's magic string; its header's application_id is 0 or tether's and its
  * user_version not newer than SQLITE_SCHEMA_VERSION. A header SQLite has not yet checkpointed
  * from its write-ahead log may say 0 for both: accepted, as is what only a full read finds (a
  * malformed page) — the first reader that opens the file with SQLite judges those.
  * Throws LEDGER_CORRUPT or LEDGER_UNAVAILABLE naming the file; the file is never written.
  */
-export function checkLedgerFile(path: string): void {
+export function checkLedgerFile(path: string, makeDirectory = true): void {
   // The common case in one open: an existing regular file, not a symlink (O_NOFOLLOW), opened
   // for writing without blocking (a FIFO would block a read-only open), its header read — by
   // native/spool.c when the native library is there. Anything else takes the full path below,
@@ -246,7 +283,7 @@ export function checkLedgerFile(path: string): void {
   // (The native read failed: the same open would.)
   let fd = native ? undefined : openExistingFile(path);
   if (fd === undefined) {
-    preparePath(path);
+    preparePath(path, makeDirectory);
     try {
       fd = openSync(path, 'r+');
     } catch (err) {

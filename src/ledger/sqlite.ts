@@ -46,6 +46,11 @@ export interface SqliteStoreOptions {
   busyTimeoutMs?: number;
   /** Migrate only up to this schema (the conformance suite's migration check); default the latest. */
   schemaVersion?: number;
+  /**
+   * Make the file's missing directories (mode 0700). Default true; false: a missing directory is
+   * refused (`checkDirectory`), nothing created — `Ledger.open` of a named path.
+   */
+  makeDirectory?: boolean;
   hooks?: StoreHooks;
 }
 
@@ -76,7 +81,7 @@ export class SqliteStore implements LedgerStore {
     this.busyTimeoutMs = options.busyTimeoutMs ?? SQLITE_BUSY_TIMEOUT_MS;
     this.hooks = options.hooks ?? {};
     const target = options.schemaVersion ?? SQLITE_SCHEMA_VERSION;
-    preparePath(path);
+    preparePath(path, options.makeDirectory !== false);
     this.spool = spoolDirOf(path); // the file exists now: beside its real path
     this.db = this.connect(path);
     try {

@@ -4,7 +4,13 @@ import { isAbsolute, join, resolve } from 'node:path';
 import { TetherError } from '../errors.js';
 
 /** The resolved place of a ledger. */
-export type LedgerTarget = { kind: 'sqlite'; path: string } | { kind: 'postgres'; url: string };
+/**
+ * Where a ledger is: a SQLite file (`isDefault` when no ledger was named: the XDG location, whose
+ * directory tether makes) or a Postgres URL.
+ */
+export type LedgerTarget =
+  | { kind: 'sqlite'; path: string; isDefault?: true }
+  | { kind: 'postgres'; url: string };
 
 /** A `postgres://` or `postgresql://` URL. */
 export function isPostgresUrl(target: string): boolean {
@@ -39,7 +45,7 @@ export function resolveLedgerTarget(target?: string, env: NodeJS.ProcessEnv = pr
   }
   const state = env.XDG_STATE_HOME;
   const base = state && isAbsolute(state) ? state : join(env.HOME || homedir(), '.local/state');
-  return { kind: 'sqlite', path: join(base, 'tether/ledger.db') };
+  return { kind: 'sqlite', path: join(base, 'tether/ledger.db'), isDefault: true };
 }
 
 // Query parameters libpq (and pg's connection-string parser) take a secret from.

@@ -49,6 +49,26 @@ describe('tether run and the ledger', () => {
     expect(existsSync(marker), 'the payload ran although the ledger could not be opened').toBe(false);
   });
 
+  it('a named ledger whose directory does not exist is refused (125), nothing created, the payload never run', async () => {
+    const dir = tempDir();
+    const marker = join(dir, 'ran');
+    const missing = join(dir, 'no-such-dir');
+    const ledger = join(missing, 'deeper', 'x.db');
+    const env = { ...process.env, TETHER_LEDGER: '' };
+    for (const [how, args, e] of [
+      ['--ledger', ['run', '--ledger', ledger, '--', 'touch', marker], env],
+      ['TETHER_LEDGER', ['run', '--', 'touch', marker], { ...env, TETHER_LEDGER: ledger }],
+    ] as const) {
+      const r = await tether([...args], e);
+      expect(r.code, `${how}: ${r.stderr}`).toBe(125);
+      expect(r.stderr, how).toContain(ledger);
+      expect(r.stderr, how).toContain(`its directory ${join(missing, 'deeper')} does not exist`);
+      expect(r.stderr, how).toContain(`mkdir -p ${join(missing, 'deeper')}`);
+      expect(existsSync(missing), `${how}: ${missing} was created`).toBe(false);
+      expect(existsSync(marker), `${how}: the payload ran although the ledger was refused`).toBe(false);
+    }
+  });
+
   it('a run with a report to print names where it is recorded, and tether show prints it again', async () => {
     const env = { ...process.env, XDG_STATE_HOME: tempDir(), TETHER_LEDGER: '' };
     const r = await tether(['run', '--', 'sh', '-c', 'sleep 30 & exit 0'], env);

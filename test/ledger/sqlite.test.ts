@@ -183,6 +183,28 @@ describe('SQLite store paths', () => {
     });
   });
 
+  it('Ledger.open of a named file whose directory is missing refuses it and makes nothing; the default location’s is made', async () => {
+    const missing = join(tempDir(), 'no-such-dir');
+    for (const spool of [false, true]) {
+      // The spool checks its file at the first begin.
+      const err = await Ledger.open(join(missing, 'x.db'), { spool })
+        .then(async (l) => {
+          if (spool) await begin(l).finally(() => l.close());
+          else await l.close();
+        })
+        .catch((e) => e);
+      expect(err, `spool ${spool}`).toMatchObject({
+        code: 'LEDGER_UNAVAILABLE',
+        message: expect.stringContaining(`its directory ${missing} does not exist`),
+      });
+      expect(existsSync(missing), `spool ${spool}: ${missing} was created`).toBe(false);
+    }
+    const state = tempDir();
+    const ledger = await Ledger.open(undefined, { env: { XDG_STATE_HOME: state } });
+    await ledger.close();
+    expect(statSync(join(state, 'tether')).mode & 0o777).toBe(0o700);
+  });
+
   it('makes the missing directories with mode 0700', async () => {
     const dir = join(tempDir(), 'a/b');
     const store = await openSqliteStore(join(dir, 'ledger.db'));
