@@ -175,3 +175,53 @@ export interface ExitResult<T extends string | Buffer = string> extends CommandR
   /** Set when the command could not be started (`SPAWN_FAILED`, `cause` is the errno error). */
   error?: TetherError;
 }
+
+/** How a command ended, before its output is awaited: a status, or a start failure. */
+export type CommandEnd =
+  | { exitCode: number | null; signal: NodeJS.Signals | null; signalNumber?: number }
+  | { error: TetherError };
+
+/**
+ * The one builder of a session command's result (`ExitResult`): `base` names it, `end` is how it
+ * ended, `output` what its streams kept (read now: a stream that cannot be decoded counts as
+ * past its bound), `durationMs` from spawn to exit, `outputHeld` whether a leftover still held
+ * a stream at the cap. `failed`: a start failure, an exit code ≠ 0 or unknown, a signal, or
+ * `maxBuffer` passed.
+ */
+export function exitResult(
+  base: { command: string; tag: string },
+  end: CommandEnd,
+  output: {
+    value(): { stdout: string | Buffer; stderr: string | Buffer };
+    readonly overflowed?: 'stdout' | 'stderr';
+  },
+  durationMs: number,
+  outputHeld: boolean,
+): ExitResult<string | Buffer> {
+  const streams = output.value();
+  const fields = { ...base, timedOut: false, isCanceled: false };
+  if ('error' in end) {
+    const { error } = end;
+    return {
+      ...fields,
+      exitCode: null,
+      signal: null,
+      ...streams,
+      failed: true,
+      durationMs,
+      outputTimedOut: false,
+      error,
+    };
+  }
+  const failed = end.exitCode !== 0 || end.signal !== null || output.overflowed !== undefined;
+  const result: ExitResult<string | Buffer> = {
+    ...fields,
+    ...end,
+    ...streams,
+    failed,
+    durationMs,
+    outputTimedOut: outputHeld,
+  };
+  if (output.overflowed) result.maxBufferExceeded = output.overflowed;
+  return result;
+}

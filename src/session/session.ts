@@ -25,7 +25,7 @@ import {
 import { outputClosed, releaseOutput } from './output.js';
 import { SessionRecorder, type StopReason } from './record.js';
 import { END_RESERVE_FDS, FdReserve } from './reserve.js';
-import { commandLine, type ExitResult } from './result.js';
+import { commandLine, type ExitResult, exitResult } from './result.js';
 
 export { helperLost, outputOverflow, type SessionProcess } from './command.js';
 export type { ExitResult } from './result.js';
@@ -164,6 +164,63 @@ export class Session {
       throw new TetherError('SESSION_ENDED', `session ${this.tag.name} has ended: cannot spawn ${command}`);
     checkCommand(command, args, options);
     const started = performance.now();
+    const { launched, thrown } = this.launch(command, args, options);
+    const { child, helper } = launched;
+    this.holds.closeExited();
+    this.starter.helpers.closeExitedRoots();
+    const payload = helper ? helper.payload : this.holds.identityOf(child.pid);
+    const payloadHold = payload && this.holds.know(payload, helper?.payloadHold, command);
+    let reported = false; // the command's end is known: nothing to signal any more
+    const kill = commandKill({
+      child,
+      helped: helper !== undefined,
+      payloadHold,
+      signaller: this.signaller,
+      procRoot: this.procRoot,
+      over: () => reported || thrown !== undefined,
+    });
+    const cap = this.options.outputCapMs ?? DEFAULT_OUTPUT_CAP_MS;
+    // The bound ends the command (spawn() sweeps its session).
+    const out = new CommandOutput(child, options, () => kill('SIGTERM'));
+    let onLost = () => {};
+    const lost = new Promise<void>((resolve) => {
+      onLost = resolve;
+    });
+    const ended = this.starter.ended(launched, command, thrown, onLost);
+    // (A lost helper's command ends when its identity is gone: until then it can be signalled.)
+    void ended.then(() => {
+      reported = true;
+    });
+    const name = { command: commandLine(command, args), tag: this.tag.name };
+    const exited = ended.then(async (end): Promise<ExitResult<string | Buffer>> => {
+      const durationMs = performance.now() - started;
+      const held = 'error' in end ? false : (await outputClosed(child, cap)) === 'held';
+      return exitResult(name, end, out, durationMs, held);
+    });
+    const proc = sessionProcess<string | Buffer>({
+      pid: payload?.pid ?? (helper ? undefined : child.pid),
+      child,
+      kill,
+      exited,
+      lost,
+      overflow: out.overflow,
+    });
+    this.running.add(proc);
+    void exited.then((r) => {
+      this.recorder?.commandEnded({ exitCode: r.exitCode, signal: r.signal, error: r.error });
+      this.running.delete(proc);
+    });
+    return proc as SessionProcess<OutputOf<O>>;
+  }
+
+  // The command's start: refused before any process for a NUL byte or for want of the end's
+  // fds (a stand-in then, its begin still written), else through the starter. What the start
+  // throws (a layer the containment requires, the ledger's begin) ends the record first.
+  private launch(
+    command: string,
+    args: readonly string[],
+    options: CommandOptions,
+  ): { launched: Started; thrown: unknown } {
     const record = () => {
       this.register();
       this.recordStart([command, ...args]);
@@ -189,80 +246,8 @@ export class Session {
         this.recorder.commandEnded({ exitCode: null, signal: null, error });
       throw error;
     }
-    const { child, helper } = launched;
     thrown ??= launched.thrown;
-    this.holds.closeExited();
-    this.starter.helpers.closeExitedRoots();
-    const payload = helper ? helper.payload : this.holds.identityOf(child.pid);
-    const payloadHold = payload && this.holds.know(payload, helper?.payloadHold, command);
-    let reported = false; // the command's end is known: nothing to signal any more
-    const kill = commandKill({
-      child,
-      helped: helper !== undefined,
-      payloadHold,
-      signaller: this.signaller,
-      procRoot: this.procRoot,
-      over: () => reported || thrown !== undefined,
-    });
-    const cap = this.options.outputCapMs ?? DEFAULT_OUTPUT_CAP_MS;
-    // The bound ends the command (spawn() sweeps its session).
-    const out = new CommandOutput(child, options, () => kill('SIGTERM'));
-    const base = {
-      command: commandLine(command, args),
-      tag: this.tag.name,
-      timedOut: false,
-      isCanceled: false,
-    };
-    let onLost = () => {};
-    const lost = new Promise<void>((resolve) => {
-      onLost = resolve;
-    });
-    const ended = this.starter.ended(launched, command, thrown, onLost);
-    // (A lost helper's command ends when its identity is gone: until then it can be signalled.)
-    void ended.then(() => {
-      reported = true;
-    });
-    const exited = ended.then(async (end): Promise<ExitResult<string | Buffer>> => {
-      const durationMs = performance.now() - started;
-      if ('error' in end)
-        return {
-          ...base,
-          exitCode: null,
-          signal: null,
-          ...out.value(),
-          failed: true,
-          durationMs,
-          outputTimedOut: false,
-          error: end.error,
-        };
-      const closed = await outputClosed(child, cap);
-      const streams = out.value();
-      const failed = end.exitCode !== 0 || end.signal !== null || out.overflowed !== undefined;
-      const result: ExitResult<string | Buffer> = {
-        ...base,
-        ...end,
-        ...streams,
-        failed,
-        durationMs,
-        outputTimedOut: closed === 'held',
-      };
-      if (out.overflowed) result.maxBufferExceeded = out.overflowed;
-      return result;
-    });
-    const proc = sessionProcess<string | Buffer>({
-      pid: payload?.pid ?? (helper ? undefined : child.pid),
-      child,
-      kill,
-      exited,
-      lost,
-      overflow: out.overflow,
-    });
-    void exited.then((r) =>
-      this.recorder?.commandEnded({ exitCode: r.exitCode, signal: r.signal, error: r.error }),
-    );
-    this.running.add(proc);
-    void exited.then(() => this.running.delete(proc));
-    return proc as SessionProcess<OutputOf<O>>;
+    return { launched, thrown };
   }
 
   // The live-session registration (src/containment/live-session.ts), once, with the begin: once

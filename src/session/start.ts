@@ -23,6 +23,7 @@ import type { SessionTag } from '../proc/tag.js';
 import { type ExitWatch, endFromWatch, watchExit } from '../proc/wait-status.js';
 import type { SweepWarning } from '../sweep/report.js';
 import { clip } from './options.js';
+import type { CommandEnd } from './result.js';
 
 /** What the start works with: the session's plan, tag and budgets (ms), and its report's notes and warnings. */
 export interface StartContext {
@@ -116,7 +117,7 @@ export class Starter {
    * How the started command ends: its start failure (`thrown`: SPAWN_FAILED naming the errno),
    * its helper's report (`onLost` runs when the helper is lost first), or Node's exit event.
    */
-  ended(started: Started, command: string, thrown: unknown, onLost: () => void): Promise<Ended> {
+  ended(started: Started, command: string, thrown: unknown, onLost: () => void): Promise<CommandEnd> {
     if (thrown !== undefined) return Promise.resolve({ error: spawnFailed(command, thrown) });
     if (started.helper) return this.helperEnd(started.helper, command, onLost);
     return directEnd(started.child, command, started.exitWatch);
@@ -212,11 +213,11 @@ export class Starter {
     return this.cgroup;
   }
 
-  private helperEnd(helper: Helper, command: string, onLost: () => void): Promise<Ended> {
-    return helper.end.then(async (end: PayloadEnd): Promise<Ended> => {
+  private helperEnd(helper: Helper, command: string, onLost: () => void): Promise<CommandEnd> {
+    return helper.end.then(async (end: PayloadEnd): Promise<CommandEnd> => {
       this.helpers.commandEnded(helper);
       if (end.kind === 'exit') {
-        const ended: Ended = { exitCode: end.exitCode, signal: end.signal };
+        const ended: CommandEnd = { exitCode: end.exitCode, signal: end.signal };
         if (end.signal === null && end.signalNumber !== undefined) ended.signalNumber = end.signalNumber;
         this.helpers.releaseIdle();
         return ended;
@@ -244,11 +245,6 @@ export class Starter {
     });
   }
 }
-
-/** How a command ended, before its output is awaited: a status, or a start failure. */
-export type Ended =
-  | { exitCode: number | null; signal: NodeJS.Signals | null; signalNumber?: number }
-  | { error: TetherError };
 
 // A start failure Node threw synchronously, as SPAWN_FAILED naming the errno (E2BIG: the
 // arguments and environment exceed the kernel's limit, execve(2)).
@@ -290,7 +286,7 @@ const HELPER_LOST_POLL_MS = 50;
 
 // A command Node started itself: its `exit` event — the kernel's wait status when `exitWatch`
 // has it (a real-time signal by number) — or its start failure (ENOENT, EACCES…).
-function directEnd(child: ChildProcess, command: string, exitWatch?: ExitWatch): Promise<Ended> {
+function directEnd(child: ChildProcess, command: string, exitWatch?: ExitWatch): Promise<CommandEnd> {
   return new Promise((resolve) => {
     child.once('error', (cause) => {
       if (child.pid !== undefined) return; // an error after a successful start (kill failed…)
