@@ -10,8 +10,10 @@ import { signalName } from '../libc.js';
 import { parseDuration } from '../options.js';
 import type { StopReason } from '../session/record.js';
 import { type ExitResult, Session } from '../session/session.js';
+import { commandGroupOf, signalCommandGroup } from '../sweep/command-group.js';
 import { compileKeep, type KeepRule } from '../sweep/keep.js';
 import type { SweepReport } from '../sweep/report.js';
+import { createSignaller } from '../sweep/signal.js';
 import { EVENTS_VERSION, type EventLog, type ExitedEvent, openEventLog } from './events.js';
 import {
   EXIT_CANNOT_EXECUTE,
@@ -220,10 +222,31 @@ async function runSession(
     signal: plan.signal.name,
   });
 
+  // What the payload starts in its process group gets the first stop signal too, as timeout(1)'s
+  // kill(0, sig) gives it: the payload keeps tether's group, so never the group itself — each
+  // descendant of the payload or its helper in that group, identity-checked. Before, `sh -c
+  // 'sleep 30'` ignored a forwarded SIGINT while its sleep ran: 137 after -k, not 130 at once.
+  const group =
+    proc.pid === undefined
+      ? undefined
+      : commandGroupOf('/proc', proc.pid, proc.child.pid !== proc.pid ? proc.child.pid : undefined);
+  const signaller = createSignaller();
+  const signalGroup = (signal: number | NodeJS.Signals) => {
+    if (!group) return;
+    // Node has not reaped the helper while it reports no exit: its pid is still its own.
+    const helperRunning = proc.child.exitCode === null && proc.child.signalCode === null;
+    try {
+      signalCommandGroup(group, signal, signaller, helperRunning);
+    } catch {
+      // No process table (NoProcError): the sweep says so in its report, and ends the rest.
+    }
+  };
+
   // Stopping, as timeout(1) does: the first signal (the timeout's, or an ending one forwarded)
-  // goes to the payload alone, so that its handler runs before any other signal; SIGKILL
-  // follows -k/--kill-after later if it is still running, and the session ends with it. Its
-  // exit ends the session sooner (the ordinary sweep of what it left).
+  // goes to the payload first, so that its handler runs before any other signal, then to what
+  // it started in its process group; SIGKILL follows -k/--kill-after later if it is still
+  // running, and the session ends with it. Its exit ends the session sooner (the ordinary sweep
+  // of what it left).
   let killTimer: NodeJS.Timeout | undefined;
   // While the command's own -k runs: what it waits for, on stderr (src/cli/progress.ts).
   let waitTicker: NodeJS.Timeout | undefined;
@@ -232,6 +255,7 @@ async function runSession(
     if (delivered && killTimer === undefined) {
       const sentAt = performance.now();
       stoppedAt = sentAt;
+      signalGroup(signal);
       const name = typeof signal === 'number' ? (signalName(signal) ?? `signal ${signal}`) : signal;
       const what = `${plan.command} (pid ${proc.pid})`;
       waitTicker = setInterval(() => {

@@ -1,0 +1,82 @@
+// A signal forwarded by `tether run` reaches what the command started in its process group, as
+// timeout(1)'s does (docs/cli.md#signals): `kill -INT <tether>` over `sh -c 'sleep …'` ends with
+// 130 at once, where it took -k and gave 137 before (sh waits for its sleep, which never got the
+// SIGINT). Never a bare group kill: the command keeps tether's group, which here is the test
+// worker's too, and a decoy the test started in that group must not be signalled.
+import { spawn } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterEach, describe, expect, it } from 'vitest';
+import { readFileSafe, tether, waitFor } from '../support/cli.js';
+import { cmdlineOf, identityOf, isAlive, type ProcessId, pids, readStat } from '../support/proc.js';
+
+const started: ProcessId[] = [];
+afterEach(() => {
+  for (const id of started.splice(0)) if (isAlive(id)) process.kill(id.pid, 'SIGKILL');
+});
+
+const GRACE_S = 5; // tether run's default -k
+
+// The process whose argv is exactly `argv`, once it runs (undefined after 10 s).
+async function findByArgv(argv: string[]): Promise<ProcessId | undefined> {
+  const want = argv.join(' ');
+  let found: ProcessId | undefined;
+  await waitFor(() => {
+    const pid = pids().find((p) => cmdlineOf(p) === want);
+    found = pid === undefined ? undefined : identityOf(pid);
+    return found !== undefined;
+  });
+  return found;
+}
+
+describe('a signal forwarded to tether run', () => {
+  it('reaches the sleep sh -c waits for: 130 at once, and nothing outside the session', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'tether-group-'));
+    const decoyLog = join(dir, 'decoy');
+    // The decoy: in the test worker's process group, which tether and its command share.
+    const decoy = spawn('sh', [
+      '-c',
+      `trap 'echo INT >> ${decoyLog}' INT; echo ready >> ${decoyLog}; while [ ! -e ${dir}/stop ]; do sleep 0.05; done`,
+    ]);
+    const decoyId = decoy.pid === undefined ? undefined : identityOf(decoy.pid);
+    if (!decoyId) throw new Error('premise broken: the decoy did not start');
+    started.push(decoyId);
+    if (!(await waitFor(() => readFileSafe(decoyLog).includes('ready'))))
+      throw new Error('premise broken: the decoy never wrote ready');
+
+    const sleep = `30.${randomBytes(3).readUIntBE(0, 3)}`;
+    let pid = 0;
+    const running = tether(['run', '--no-ledger', '--', 'sh', '-c', `sleep ${sleep}`], {
+      onStart: (p) => (pid = p),
+    });
+    const leftover = await findByArgv(['sleep', sleep]);
+    if (!leftover) throw new Error(`premise broken: sleep ${sleep} never ran`);
+    started.push(leftover);
+    const parent = readStat(readStat(leftover.pid)?.ppid ?? 0);
+    expect(parent?.comm, 'premise: the sleep is a child of sh, not the command itself').toBe('sh');
+    expect(readStat(leftover.pid)?.fields[5], "premise: the sleep is in the decoy's process group").toBe(
+      readStat(decoyId.pid)?.fields[5],
+    );
+
+    const sentAt = performance.now();
+    process.kill(pid, 'SIGINT');
+    const ran = await running;
+    const tookS = (performance.now() - sentAt) / 1000;
+
+    expect(ran.code, ran.stderr).toBe(130);
+    expect(
+      tookS,
+      `took ${tookS.toFixed(1)} s after SIGINT: the group's signal ends it at once, -k would be ${GRACE_S} s\n${ran.stderr}`,
+    ).toBeLessThan(GRACE_S / 2);
+    expect(
+      isAlive(leftover),
+      `sleep ${sleep} (pid ${leftover.pid}, start ${leftover.startTime}, found by its argv) survived`,
+    ).toBe(false);
+    expect(readFileSafe(decoyLog), 'the decoy outside the session got the SIGINT').not.toContain('INT');
+    expect(isAlive(decoyId), `the decoy (pid ${decoyId.pid}) outside the session did not survive`).toBe(true);
+    writeFileSync(join(dir, 'stop'), '');
+    expect(await waitFor(() => !isAlive(decoyId)), 'the decoy did not stop when asked').toBe(true);
+  });
+});
