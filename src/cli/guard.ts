@@ -1,10 +1,12 @@
 // tether guard [--once] [--dry-run] [--json] [--interval D] [--startup-delay D] [--min-age D]
+//   [--cgroup-min-age D]
 //   [--cgroup PATH|none] [--host] [--allow FILE] [--allow-pattern GLOB]… [--protect PID]…
 //   [-k/--kill-after D] [--kill-budget D] [--metrics HOST:PORT]
 // tether guard [options] -- CMD ARGS…   (guard as init: CMD the protected main service)
 // tether guard allow --ttl D PID…
 // Every flag also as TETHER_GUARD_<FLAG> (the flag wins). docs/guard.md.
 import type { Command } from 'commander';
+import { CGROUP_MIN_AGE_MS } from '../containment/stale-cgroups.js';
 import { TetherError } from '../errors.js';
 import {
   checkGuard,
@@ -33,6 +35,7 @@ interface GuardFlags {
   interval?: string;
   startupDelay?: string;
   minAge?: string;
+  cgroupMinAge?: string;
   cgroup?: string;
   host?: boolean;
   allow?: string;
@@ -115,6 +118,10 @@ export function addGuardCommands(program: Command): void {
       `spare processes younger than this (default ${DEFAULT_MIN_AGE_MS / 1000}s)`,
     )
     .option(
+      '--cgroup-min-age <duration>',
+      `remove an empty session cgroup no session claims once this old (default ${CGROUP_MIN_AGE_MS / 1000}s)`,
+    )
+    .option(
       '--cgroup <path>',
       "the target cgroup v2 directory (absolute or under the v2 mount); 'none': the PID namespace",
     )
@@ -194,6 +201,7 @@ export function guardOptions(
     intervalMs: durationOf(flags.interval, '--interval', DEFAULT_GUARD_INTERVAL_MS),
     startupDelayMs: durationOf(flags.startupDelay, '--startup-delay', DEFAULT_STARTUP_DELAY_MS),
     minAgeMs: durationOf(flags.minAge, '--min-age', DEFAULT_MIN_AGE_MS),
+    cgroupMinAgeMs: durationOf(flags.cgroupMinAge, '--cgroup-min-age', CGROUP_MIN_AGE_MS),
     graceMs: graceOf(flags),
     killAfterMs: durationOf(flags.killBudget, '--kill-budget', DEFAULT_KILL_AFTER_MS),
     ...(cgroup ? { cgroup: cgroup.value === 'none' ? null : cgroup.value } : {}),
@@ -335,8 +343,12 @@ export function summary(r: TickResult): string {
     .join(', ');
   const acted = r.dryRun ? `${r.wouldStop.length} would be stopped` : `${r.stopped.length} stopped`;
   const survived = r.survived.length > 0 ? `, ${r.survived.length} survived` : '';
+  const cgroups =
+    r.cgroups.length > 0
+      ? `, ${r.cgroups.length} empty session cgroup${r.cgroups.length === 1 ? '' : 's'} ${r.dryRun ? 'would be ' : ''}removed`
+      : '';
   const incomplete = r.complete ? '' : ' — incomplete (see the warnings)';
-  return `tether guard: tick ${r.tick}: ${r.target.processes} processes, spared ${spared || 'none'}; ${acted}${survived} (${r.durationMs.toFixed(0)} ms)${incomplete}`;
+  return `tether guard: tick ${r.tick}: ${r.target.processes} processes, spared ${spared || 'none'}; ${acted}${survived}${cgroups} (${r.durationMs.toFixed(0)} ms)${incomplete}`;
 }
 
 /** `tether guard allow --ttl D PID…`: registers each pid (with its start time) until now + D. */

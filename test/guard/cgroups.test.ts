@@ -12,6 +12,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { cgroup2Mount, cgroupName } from '../../src/containment/cgroup.js';
 import { createGuard, type TickResult } from '../../src/guard/guard.js';
 import { createTag } from '../../src/proc/tag.js';
+import { tether } from '../support/cli.js';
 import { identityOf, isAlive } from '../support/proc.js';
 import { cleanup, sleep, started, tempDir, waitFor } from '../support/zoo.js';
 
@@ -115,5 +116,25 @@ describe.skipIf(!usable)('a guard tick removes the empty session cgroups no sess
     expect(isAlive(member), 'the populated cgroup’s process was signalled').toBe(true);
     expect(isAlive(carrier), 'the carrier was signalled').toBe(true);
     expect(readFileSync(join(populatedDir, 'cgroup.procs'), 'utf8').trim()).toBe(String(member.pid));
+  }, 60_000);
+
+  it('tether guard --once --cgroup-min-age removes one, names it in --json and its log line; a younger bound leaves it', async () => {
+    const root = cgroup(mount as string, `tether-guard-cgroups-${createTag().name.slice(-12)}`);
+    const tag = createTag().name;
+    const dir = cgroup(root, cgroupName(tag));
+    await sleep(1500);
+    const env = { ...process.env, TETHER_SESSIONS_DIR: tempDir(), TETHER_GUARD_STATE: tempDir() };
+    const young = await tether(['guard', '--once', '--cgroup', root, '--cgroup-min-age', '1h'], { env });
+    expect(young.code, young.stderr).toBe(0);
+    expect(young.stderr).not.toMatch(/session cgroup/);
+    expect(existsSync(dir), 'a cgroup younger than --cgroup-min-age was removed').toBe(true);
+    const r = await tether(['guard', '--once', '--json', '--cgroup', root, '--cgroup-min-age', '1s'], {
+      env,
+    });
+    expect(r.code, r.stderr).toBe(0);
+    const tick = JSON.parse(r.stdout) as TickResult;
+    expect(tick.cgroups.map((c) => [c.outcome, c.path, c.tag])).toEqual([['removed', dir, tag]]);
+    expect(r.stderr).toContain(`removed empty session cgroup ${dir} (tag ${tag}`);
+    expect(existsSync(dir)).toBe(false);
   }, 60_000);
 });
