@@ -53,6 +53,10 @@ export function guardRegistry(): { registry: Registry; observe: (r: TickResult) 
   const stopped = counter('tether_guard_stopped_total', 'Processes stopped');
   const wouldStop = counter('tether_guard_would_stop_total', 'Processes a dry run would have stopped');
   const survived = counter('tether_guard_survived_total', 'Processes still alive after the KILL phase');
+  const cgroups = counter(
+    'tether_guard_cgroups_removed_total',
+    'Empty session cgroups no session claimed, removed (docs/guard.md, "Empty session cgroups")',
+  );
   const problems = counter(
     'tether_guard_problems_total',
     'Allow-file, pattern and registration lines that could not be used',
@@ -70,6 +74,7 @@ export function guardRegistry(): { registry: Registry; observe: (r: TickResult) 
     stopped.inc(r.stopped.length);
     wouldStop.inc(r.wouldStop.length);
     survived.inc(r.survived.length);
+    cgroups.inc(r.cgroups.filter((c) => c.outcome === 'removed').length);
     problems.inc(r.problems.length);
     for (const rule of RULES) if (r.spared[rule] > 0) spared.inc({ rule }, r.spared[rule]);
     duration.observe(r.durationMs / 1000);

@@ -11,6 +11,7 @@ import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { cgroup2Mount, cgroupName } from '../../src/containment/cgroup.js';
 import { createGuard, type TickResult } from '../../src/guard/guard.js';
+import { guardRegistry } from '../../src/guard/metrics.js';
 import { createTag } from '../../src/proc/tag.js';
 import { tether } from '../support/cli.js';
 import { identityOf, isAlive } from '../support/proc.js';
@@ -109,6 +110,10 @@ describe.skipIf(!usable)('a guard tick removes the empty session cgroups no sess
       r.cgroups.findIndex((c) => c.tag === outer),
     );
     expect(guard.counters.cgroups).toBe(4);
+    const metrics = guardRegistry();
+    metrics.observe(dry);
+    metrics.observe(r);
+    expect(await metrics.registry.metrics()).toMatch(/^tether_guard_cgroups_removed_total 4$/m);
     for (const p of paths) expect(existsSync(p), `${p} was not removed`).toBe(false);
     for (const kept of [populatedDir, carriedDir, freshDir, decoyDir])
       expect(existsSync(kept), `${kept} was removed`).toBe(true);
