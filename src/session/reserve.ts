@@ -3,6 +3,7 @@
 // many) cannot leave the end without the fds its scan and holds need (docs/report.md,
 // "Descriptors").
 import { closeSync, openSync } from 'node:fs';
+import { errnoHint } from './start.js';
 
 /**
  * Descriptors set aside for the end's sweep: the /proc listing and one stat read at a time (2),
@@ -33,6 +34,26 @@ export class FdReserve {
       throw error;
     }
     this.fds.push(...taken);
+  }
+
+  /**
+   * The end's reserve, taken once, at the first spawn: undefined when held (or taken now), else
+   * the error that refuses the command (EMFILE…, its message saying what the fds are for).
+   */
+  takeForEnd(): Error | undefined {
+    if (this.held > 0) return undefined;
+    try {
+      this.take(END_RESERVE_FDS);
+      return undefined;
+    } catch (error) {
+      const code = (error as NodeJS.ErrnoException).code ?? 'unknown';
+      return Object.assign(
+        new Error(
+          `${code}${errnoHint(code)}: the ${END_RESERVE_FDS} file descriptors the session's end needs to sweep what it starts cannot be set aside, so nothing was started (raise the limit: ulimit -n)`,
+        ),
+        { code },
+      );
+    }
   }
 
   /** Closes every fd held (idempotent): the end's sweep may use them. */

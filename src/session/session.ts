@@ -1,4 +1,7 @@
-import { type Registered, registerSession, sessionsDir } from '../containment/live-session.js';
+// A session: one tag, any number of commands run under it, one sweep at its end (decisions.md
+// D1, D3). Read top to bottom: the options checked and the tag drawn (constructor); each command
+// checked, started (start.ts), held (holds.ts), its output read (collect.ts) and its result built
+// (result.ts); at the end the sweep, then what is released or handed over (end.ts).
 import { planContainment } from '../containment/select.js';
 import { TetherError } from '../errors.js';
 import { checkMs, DEFAULT_GRACE_MS, DEFAULT_KILL_AFTER_MS, DEFAULT_OUTPUT_CAP_MS } from '../options.js';
@@ -10,9 +13,11 @@ import { privilegedBlindSpots } from '../sweep/privilege.js';
 import type { SweepReport, SweepWarning } from '../sweep/report.js';
 import { createSignaller } from '../sweep/signal.js';
 import type { SweepOptions } from '../sweep/sweep-options.js';
+import { SessionBegin } from './begin.js';
 import { CommandOutput, type OutputOf } from './collect.js';
 import { type SessionProcess, sessionProcess } from './command.js';
 import { abandonHelpers, type EndState, handOver, release, sweepRan } from './end.js';
+import { unwatch, watchOnExit } from './exit-hook.js';
 import { SpawnHolds } from './holds.js';
 import { commandKill } from './kill.js';
 import {
@@ -24,34 +29,16 @@ import {
 } from './options.js';
 import { outputClosed, releaseOutput } from './output.js';
 import { SessionRecorder, type StopReason } from './record.js';
-import { END_RESERVE_FDS, FdReserve } from './reserve.js';
+import { FdReserve } from './reserve.js';
 import { commandLine, type ExitResult, exitResult } from './result.js';
+import { type Started, Starter } from './start.js';
 
 export { helperLost, outputOverflow, type SessionProcess } from './command.js';
+export { liveSessionCount } from './exit-hook.js';
 export type { ExitResult } from './result.js';
-
-import { errnoHint, type Started, Starter } from './start.js';
 
 /** What a caller tells the session's end: when its own stop signal went out (`SweepOptions`). */
 export type EndOptions = Pick<SweepOptions, 'graceStartedAt'>;
-
-const live = new Set<Session>();
-let exitHookInstalled = false;
-
-/** How many sessions of this process have not ended yet (each is swept by the exit hook). */
-export function liveSessionCount(): number {
-  return live.size;
-}
-
-// Last resort on exit paths the event loop does not survive (process.exit, an uncaught
-// exception): every session not yet ended is swept synchronously before the process goes.
-function installExitHook(): void {
-  if (exitHookInstalled) return;
-  exitHookInstalled = true;
-  process.on('exit', () => {
-    for (const s of live) s.endSync();
-  });
-}
 
 // One session: create with `session()`, run commands with `spawn`, finish with `end()`.
 export class Session {
@@ -71,9 +58,8 @@ export class Session {
   private readonly signaller = createSignaller();
   /** The session's writes to `options.ledger`, if any (src/session/record.ts). */
   private readonly recorder: SessionRecorder | undefined;
-  /** The live-session registration, written with the first command's begin and removed at the end. */
-  private registration: Registered | undefined;
-  private registrationTried = false;
+  /** The registration and the record's begin, at the first command (src/session/begin.ts). */
+  private readonly beginning: SessionBegin;
   /** The fds the end's sweep needs, taken before the first command runs (src/session/reserve.ts). */
   private readonly reserve = new FdReserve();
 
@@ -106,8 +92,14 @@ export class Session {
     this.recorder = options.ledger && new SessionRecorder(options.ledger, this.tag.name, { kind: 'local' });
     // One tick of margin: a process started in this very tick is not missed.
     this.startTicks = safeTicks(options.procRoot) - 1;
-    live.add(this);
-    installExitHook();
+    this.beginning = new SessionBegin(
+      this.tag,
+      this.procRoot,
+      this.notes,
+      this.recorder,
+      options.ledgerRequired === true,
+    );
+    watchOnExit(this);
   }
 
   /**
@@ -122,15 +114,6 @@ export class Session {
    */
   begin(command: readonly string[], leaseMs?: number): Promise<void> {
     return this.recorder ? this.recorder.begin([...command], leaseMs) : Promise.resolve();
-  }
-
-  // The session's begin, done once the helper process is spawned and before the payload's go
-  // (or before a direct spawn): with `ledgerRequired` written synchronously, and what it throws
-  // stops the start; otherwise not awaited (a failure is the report's warning at the end).
-  private recordStart(argv: string[]): void {
-    if (!this.recorder || this.recorder.begun) return;
-    if (this.options.ledgerRequired) this.recorder.beginSync(argv);
-    else void this.begin(argv).catch(() => {});
   }
 
   /** True once `end()` has begun. */
@@ -222,8 +205,7 @@ export class Session {
     options: CommandOptions,
   ): { launched: Started; thrown: unknown } {
     const record = () => {
-      this.register();
-      this.recordStart([command, ...args]);
+      this.beginning.run([command, ...args]);
     };
     const env = this.env(options.env);
     const stdio = options.stdio ?? 'pipe';
@@ -233,7 +215,7 @@ export class Session {
       nul && Object.assign(new Error(`${nul} holds a NUL byte`), { code: 'ERR_INVALID_ARG_VALUE' });
     // The end's fds are set aside before anything runs: a command that cannot be swept for want
     // of them does not start (SPAWN_FAILED naming the errno).
-    thrown ??= this.takeReserve();
+    thrown ??= this.reserve.takeForEnd();
     const refused = thrown !== undefined;
     if (refused) record();
     let launched: Started;
@@ -248,41 +230,6 @@ export class Session {
     }
     thrown ??= launched.thrown;
     return { launched, thrown };
-  }
-
-  // The live-session registration (src/containment/live-session.ts), once, with the begin: once
-  // the helper is spawned and before the payload's go (or before a direct spawn). What lets
-  // recover and a guard tell this live session from an orphan carrying its tag. A failure is a
-  // note (the helper, when there is one, is still seen).
-  private register(): void {
-    if (this.registrationTried) return;
-    this.registrationTried = true;
-    const dir = sessionsDir();
-    try {
-      this.registration = registerSession(this.tag.name, dir, this.procRoot);
-    } catch (error) {
-      this.notes.push(
-        `live-session registration: could not be written in ${dir} (${(error as NodeJS.ErrnoException).code ?? (error as Error).message}): recover and the guard see this session only by its helper`,
-      );
-    }
-  }
-
-  // The end's reserve, taken once, at the first spawn: undefined when held, else the error that
-  // refuses the command (EMFILE…, its message saying what the fds are for).
-  private takeReserve(): Error | undefined {
-    if (this.reserve.held > 0) return undefined;
-    try {
-      this.reserve.take(END_RESERVE_FDS);
-      return undefined;
-    } catch (error) {
-      const code = (error as NodeJS.ErrnoException).code ?? 'unknown';
-      return Object.assign(
-        new Error(
-          `${code}${errnoHint(code)}: the ${END_RESERVE_FDS} file descriptors the session's end needs to sweep what it starts cannot be set aside, so nothing was started (raise the limit: ulimit -n)`,
-        ),
-        { code },
-      );
-    }
   }
 
   /**
@@ -303,8 +250,8 @@ export class Session {
         )
         .then((report) => (this.recorder ? this.recorder.finish(report, endedEarly) : report))
         .finally(() => {
-          live.delete(this);
-          this.registration?.remove();
+          unwatch(this);
+          this.beginning.registration?.remove();
           for (const p of this.running) releaseOutput(p.child);
         });
     }
@@ -327,12 +274,12 @@ export class Session {
    * `tether recover` records it once this process is gone.
    */
   endSync(): SweepReport {
-    live.delete(this);
+    unwatch(this);
     this.recorder?.release(); // its end is not written: its lease lapses, as its process ends
     this.reserve.release();
     const swept = sweepSync(this.sweepOptions());
     const report = sweepRan(swept) ? release(this.endState(), swept) : abandonHelpers(this.endState(), swept);
-    this.registration?.remove();
+    this.beginning.registration?.remove();
     this.ending ??= Promise.resolve(report);
     return report;
   }
