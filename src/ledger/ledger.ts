@@ -109,7 +109,7 @@ export class Ledger {
       const { openPostgresStore } = await import('./postgres.js');
       return new Ledger(await openPostgresStore(where.url));
     }
-    // Only the default location's directory is made: a named path's must be there (issue 39).
+    // Only the default location's directory is made: a named path's must be there.
     const makeDirectory = where.isDefault === true;
     if (options.spool) return new Ledger(new SpoolStore(where.path, { makeDirectory }));
     // Loaded when first needed, as pg is: `tether run` (spooled) never loads the SQLite addon.

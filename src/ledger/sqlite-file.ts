@@ -219,8 +219,8 @@ export function preparePath(path: string, makeDirectory = true): void {
 
 /**
  * Refuses, before anything is created, a ledger file whose directory is missing or is no
- * directory: a ledger named by `--ledger` / `TETHER_LEDGER` / `Ledger.open(path)` (issue 39: a
- * typo in it made the whole path, as root, and the sessions went where nobody looks). Only the
+ * directory: a ledger named by `--ledger` / `TETHER_LEDGER` / `Ledger.open(path)` (a
+ * typo in it would make the whole path, as root, and the sessions would go where nobody looks). Only the
  * default location's directory is made. Throws LEDGER_UNAVAILABLE naming the file and the fix.
  */
 export function checkDirectory(path: string): void {

@@ -1,5 +1,5 @@
-// A guard tick removes the empty session cgroups no session claims under its target (issue 33,
-// item 6; docs/guard.md, "Empty session cgroups"): a `tether-<hex>` at any depth below the target
+// A guard tick removes the empty session cgroups no session claims under its target
+// (docs/guard.md, "Empty session cgroups"): a `tether-<hex>` at any depth below the target
 // cgroup that holds nothing, whose tag no process carries and no live supervisor signs, older
 // than the bound. A populated one, a fresh one, a carried tag's, and one outside the target stay.
 // Real cgroups the test made (root and a cgroup v2 mount needed), a guard of the library whose
