@@ -79,4 +79,33 @@ describe('a signal forwarded to tether run', () => {
     writeFileSync(join(dir, 'stop'), '');
     expect(await waitFor(() => !isAlive(decoyId)), 'the decoy did not stop when asked').toBe(true);
   });
+
+  it("the timeout's signal reaches it too: --timeout 1s -s INT over sh -c 'sleep …' is 124 at once", async () => {
+    const sleep = `30.${randomBytes(3).readUIntBE(0, 3)}`;
+    const running = tether([
+      'run',
+      '--no-ledger',
+      '--timeout',
+      '1s',
+      '-s',
+      'INT',
+      '--',
+      'sh',
+      '-c',
+      `sleep ${sleep}`,
+    ]);
+    const leftover = await findByArgv(['sleep', sleep]);
+    if (!leftover) throw new Error(`premise broken: sleep ${sleep} never ran`);
+    started.push(leftover);
+    const began = performance.now();
+    const ran = await running;
+    const tookS = (performance.now() - began) / 1000;
+    // sh ends when its sleep does (by the SIGINT it got too): a timeout whose signal reached it.
+    expect(ran.code, ran.stderr).toBe(124);
+    expect(
+      tookS,
+      `took ${tookS.toFixed(1)} s after the sleep ran: 1 s and the group's signal, -k would add ${GRACE_S} s\n${ran.stderr}`,
+    ).toBeLessThan(1 + GRACE_S / 2);
+    expect(isAlive(leftover), `sleep ${sleep} (pid ${leftover.pid}, found by its argv) survived`).toBe(false);
+  });
 });
