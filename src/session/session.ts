@@ -5,18 +5,15 @@
 import { planContainment } from '../containment/select.js';
 import { TetherError } from '../errors.js';
 import { checkMs, DEFAULT_GRACE_MS, DEFAULT_KILL_AFTER_MS, DEFAULT_OUTPUT_CAP_MS } from '../options.js';
-import { type Identity, ticksNow } from '../proc/identity.js';
 import { createTag, type SessionTag, tagsIn } from '../proc/tag.js';
 import { compileKeep } from '../sweep/keep.js';
 import { sweep, sweepSync } from '../sweep/loop.js';
-import { privilegedBlindSpots } from '../sweep/privilege.js';
 import type { SweepReport, SweepWarning } from '../sweep/report.js';
 import { createSignaller } from '../sweep/signal.js';
-import type { SweepOptions } from '../sweep/sweep-options.js';
 import { SessionBegin } from './begin.js';
 import { CommandOutput, type OutputOf } from './collect.js';
 import { type SessionProcess, sessionProcess } from './command.js';
-import { abandonHelpers, type EndState, handOver, release, sweepRan } from './end.js';
+import { abandonHelpers, handOver, release, sweepRan } from './end.js';
 import { unwatch, watchOnExit } from './exit-hook.js';
 import { SpawnHolds } from './holds.js';
 import { commandKill } from './kill.js';
@@ -32,13 +29,18 @@ import { SessionRecorder, type StopReason } from './record.js';
 import { FdReserve } from './reserve.js';
 import { commandLine, type ExitResult, exitResult } from './result.js';
 import { type Started, Starter } from './start.js';
+import {
+  type EndOptions,
+  endStateOf,
+  type SessionParts,
+  sessionStartTicks,
+  sweepOptionsOf,
+} from './sweep-plan.js';
 
 export { helperLost, outputOverflow, type SessionProcess } from './command.js';
 export { liveSessionCount } from './exit-hook.js';
 export type { ExitResult } from './result.js';
-
-/** What a caller tells the session's end: when its own stop signal went out (`SweepOptions`). */
-export type EndOptions = Pick<SweepOptions, 'graceStartedAt'>;
+export type { EndOptions } from './sweep-plan.js';
 
 // One session: create with `session()`, run commands with `spawn`, finish with `end()`.
 export class Session {
@@ -65,8 +67,8 @@ export class Session {
 
   constructor(options: SessionOptions = {}) {
     checkSessionOptions(options);
-    checkMs('graceMs', options.graceMs ?? DEFAULT_GRACE_MS);
-    checkMs('killAfterMs', options.killAfterMs ?? DEFAULT_KILL_AFTER_MS);
+    const graceMs = checkMs('graceMs', options.graceMs ?? DEFAULT_GRACE_MS);
+    const killAfterMs = checkMs('killAfterMs', options.killAfterMs ?? DEFAULT_KILL_AFTER_MS);
     checkMs('outputCapMs', options.outputCapMs ?? DEFAULT_OUTPUT_CAP_MS);
     const plan = planContainment(options.containment ?? 'auto');
     if (compileKeep(options.keep).length > 0 && plan.pidns)
@@ -80,25 +82,12 @@ export class Session {
       : { ...options };
     this.tag = createTag();
     this.holds = new SpawnHolds(this.procRoot, this.signaller, this.warnings);
-    this.starter = new Starter({
-      plan,
-      tag: this.tag,
-      procRoot: this.procRoot,
-      graceMs: options.graceMs ?? DEFAULT_GRACE_MS,
-      killAfterMs: options.killAfterMs ?? DEFAULT_KILL_AFTER_MS,
-      notes: this.notes,
-      warnings: this.warnings,
-    });
+    const { tag, procRoot, notes, warnings } = this;
+    this.starter = new Starter({ plan, tag, procRoot, graceMs, killAfterMs, notes, warnings });
     this.recorder = options.ledger && new SessionRecorder(options.ledger, this.tag.name, { kind: 'local' });
-    // One tick of margin: a process started in this very tick is not missed.
-    this.startTicks = safeTicks(options.procRoot) - 1;
-    this.beginning = new SessionBegin(
-      this.tag,
-      this.procRoot,
-      this.notes,
-      this.recorder,
-      options.ledgerRequired === true,
-    );
+    this.startTicks = sessionStartTicks(options.procRoot);
+    const required = options.ledgerRequired === true;
+    this.beginning = new SessionBegin(this.tag, this.procRoot, this.notes, this.recorder, required);
     watchOnExit(this);
   }
 
@@ -244,9 +233,11 @@ export class Session {
       // Ended by the caller while a command ran: a cancel (not when a lost helper ended it).
       const endedEarly = this.running.size > 0 && !this.starter.helperWasLost;
       this.reserve.release(); // the fds set aside for this sweep
-      this.ending = sweep({ ...this.sweepOptions(), ...options })
+      this.ending = sweep({ ...sweepOptionsOf(this.parts), ...options })
         .then((report) =>
-          sweepRan(report) ? release(this.endState(), report) : handOver(this.endState(), report),
+          sweepRan(report)
+            ? release(endStateOf(this.parts), report)
+            : handOver(endStateOf(this.parts), report),
         )
         .then((report) => (this.recorder ? this.recorder.finish(report, endedEarly) : report))
         .finally(() => {
@@ -277,22 +268,13 @@ export class Session {
     unwatch(this);
     this.recorder?.release(); // its end is not written: its lease lapses, as its process ends
     this.reserve.release();
-    const swept = sweepSync(this.sweepOptions());
-    const report = sweepRan(swept) ? release(this.endState(), swept) : abandonHelpers(this.endState(), swept);
+    const swept = sweepSync(sweepOptionsOf(this.parts));
+    const report = sweepRan(swept)
+      ? release(endStateOf(this.parts), swept)
+      : abandonHelpers(endStateOf(this.parts), swept);
     this.beginning.registration?.remove();
     this.ending ??= Promise.resolve(report);
     return report;
-  }
-
-  private endState(): EndState {
-    return {
-      helpers: this.starter.helpers,
-      cgroup: this.starter.cgroup,
-      spawnHolds: this.holds.holds,
-      known: this.holds.known,
-      graceMs: this.options.graceMs ?? DEFAULT_GRACE_MS,
-      killAfterMs: this.options.killAfterMs ?? DEFAULT_KILL_AFTER_MS,
-    };
   }
 
   async [Symbol.asyncDispose](): Promise<void> {
@@ -303,39 +285,10 @@ export class Session {
     return this.options.procRoot ?? '/proc';
   }
 
-  private sweepOptions() {
-    return {
-      tag: this.tag,
-      procRoot: this.options.procRoot,
-      graceMs: this.options.graceMs,
-      killAfterMs: this.options.killAfterMs,
-      notBefore: this.startTicks,
-      known: this.holds.known,
-      spawns: this.holds.spawned,
-      layers: [...this.starter.layers],
-      notes: this.notes,
-      // Its commands start with this process's credentials: privileged when it is.
-      blindSpots: this.holds.spawned.length > 0 ? privilegedBlindSpots(this.procRoot) : [],
-      warnings: this.warnings,
-      roots: this.starter.helpers.roots,
-      cgroup: this.starter.layers.has('cgroup') ? this.starter.cgroup : undefined,
-      // This process made the cgroup and never joined it: cgroup.kill cannot reach it.
-      outsideCgroup: true,
-      kernelProof: !this.starter.direct,
-      helpersChildless: (kept: readonly Identity[]) => this.starter.helpers.ask(kept),
-      keep: this.options.keep,
-      onEvent: this.options.onEvent,
-      onProgress: this.options.onProgress,
-      collectPorts: this.options.collectPorts,
-    };
-  }
-}
-
-function safeTicks(procRoot = '/proc'): number {
-  try {
-    return ticksNow(procRoot);
-  } catch {
-    return 0; // no /proc: the sweep will say so
+  // What the end reads (src/session/sweep-plan.ts).
+  private get parts(): SessionParts {
+    const { tag, options, startTicks, holds, starter, notes, warnings } = this;
+    return { tag, options, startTicks, holds, starter, notes, warnings };
   }
 }
 
