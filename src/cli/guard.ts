@@ -6,6 +6,7 @@
 // tether guard allow --ttl D PID…
 // Every flag also as TETHER_GUARD_<FLAG> (the flag wins). docs/guard.md.
 import type { Command } from 'commander';
+import { stateDir } from '../containment/guard-registrations.js';
 import { CGROUP_MIN_AGE_MS } from '../containment/stale-cgroups.js';
 import { TetherError } from '../errors.js';
 import {
@@ -21,7 +22,7 @@ import {
 import { parseHostPort } from '../guard/host-port.js';
 import { startInit } from '../guard/init.js';
 import type { GuardMetrics } from '../guard/metrics.js';
-import { addRegistrations, stateDir } from '../guard/registrations.js';
+import { addRegistrations } from '../guard/registrations.js';
 import { DEFAULT_GRACE_MS, DEFAULT_KILL_AFTER_MS, parseDuration } from '../options.js';
 import { type Identity, identityOf } from '../proc/identity.js';
 import { EXIT_SWEEP_FAILED } from './exit-codes.js';

@@ -2,6 +2,7 @@
 // says whether one process is spared (the rule's name) or not (undefined). A process spared by a
 // rule that spreads spares every descendant with it; `pid-1` and `guard-ancestor` spare only the
 // process itself (every orphan is PID 1's child, and the guard's ancestors are PID 1's line).
+import type { Registration } from '../containment/guard-registrations.js';
 import {
   firstMembers,
   liveSupervisors,
@@ -15,7 +16,6 @@ import type { Snapshot } from '../proc/snapshot.js';
 import type { ProcStat } from '../proc/stat.js';
 import { bootMicrosNow, tagBegin } from '../proc/tag.js';
 import type { Pattern } from './patterns.js';
-import type { Registration } from './registrations.js';
 
 /** The rules, in the order they are tried; a process is reported under the first that spares it. */
 export const RULES = [

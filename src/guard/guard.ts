@@ -4,6 +4,7 @@
 // process was found, SIGCONT for a stopped one). `createGuard` makes the tick; `startGuard` runs
 // it after a startup delay and then every interval, until stopped.
 
+import { type Registration, registrationsPath, stateDir } from '../containment/guard-registrations.js';
 import { readSessionRegistrations, sessionsDir } from '../containment/live-session.js';
 import {
   CGROUP_MIN_AGE_MS,
@@ -34,7 +35,7 @@ import { hostReason } from './host.js';
 import { findInitService, type InitService } from './init-service.js';
 import { checkInputFile } from './input-file.js';
 import { compilePattern, type Pattern, type Problem, readAllowFile } from './patterns.js';
-import { type Registration, readRegistrations, registrationsPath, stateDir } from './registrations.js';
+import { readRegistrations } from './registrations.js';
 import { listTargets, resolveTarget, type TargetSource } from './targets.js';
 
 /** Default pause between ticks, ms. */
