@@ -229,7 +229,16 @@ async function runSession(
   const group =
     proc.pid === undefined
       ? undefined
-      : commandGroupOf('/proc', proc.pid, proc.child.pid !== proc.pid ? proc.child.pid : undefined);
+      : commandGroupOf(
+          '/proc',
+          proc.pid,
+          proc.child.pid !== proc.pid ? proc.child.pid : undefined,
+          {
+            entry: s.tag.entry,
+            notBefore: s.startTicks,
+          },
+          compileKeep(plan.keep),
+        );
   const signaller = createSignaller();
   const signalGroup = (signal: number | NodeJS.Signals) => {
     if (!group) return;

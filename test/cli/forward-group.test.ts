@@ -80,6 +80,70 @@ describe('a signal forwarded to tether run', () => {
     expect(await waitFor(() => !isAlive(decoyId)), 'the decoy did not stop when asked').toBe(true);
   });
 
+  for (const containment of ['env-tag', 'auto'])
+    it(`reaches an orphan of the command in its group (--containment ${containment}) while the command goes on`, async () => {
+      const dir = mkdtempSync(join(tmpdir(), 'tether-group-'));
+      const log = join(dir, 'log');
+      const orphan = `30.${randomBytes(3).readUIntBE(0, 3)}`;
+      // The command handles TERM and runs on; its subshell leaves a sleep orphaned (reparented to
+      // the helper, or — direct, env-tag only — out of its tree, known by the tag it carries).
+      const script = `trap 'echo TERM >> ${log}' TERM; (sleep ${orphan} >/dev/null 2>&1 &); echo ready >> ${log}
+while [ ! -e ${dir}/stop ]; do sleep 0.05; done`;
+      let pid = 0;
+      const running = tether(['run', '--no-ledger', '--containment', containment, '--', 'sh', '-c', script], {
+        onStart: (p) => (pid = p),
+      });
+      const leftover = await findByArgv(['sleep', orphan]);
+      if (!leftover) throw new Error(`premise broken: sleep ${orphan} never ran`);
+      started.push(leftover);
+      if (!(await waitFor(() => readFileSafe(log).includes('ready'))))
+        throw new Error(`premise broken: the command never wrote ready (${readFileSafe(log)})`);
+
+      process.kill(pid, 'SIGTERM');
+      const gone = await waitFor(() => !isAlive(leftover), (GRACE_S / 2) * 1000);
+      const commandGotIt = readFileSafe(log).includes('TERM');
+      writeFileSync(join(dir, 'stop'), '');
+      const ran = await running;
+      expect(commandGotIt, `premise: the command's trap never ran (${readFileSafe(log)})`).toBe(true);
+      expect(
+        gone,
+        `the orphan sleep ${orphan} (pid ${leftover.pid}, found by its argv) outlived ${GRACE_S / 2} s after the forwarded SIGTERM while the command ran on\n${ran.stderr}`,
+      ).toBe(true);
+      expect(ran.code, ran.stderr).toBe(0); // the command's own status: it handled the signal
+    });
+
+  it('never reaches a process --keep keeps, though it is in the group', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'tether-group-'));
+    const log = join(dir, 'log');
+    const kept = `31.${randomBytes(3).readUIntBE(0, 3)}`;
+    const script = `trap 'echo TERM >> ${log}' TERM; sleep ${kept} >/dev/null 2>&1 & echo ready >> ${log}
+while [ ! -e ${dir}/stop ]; do sleep 0.05; done`;
+    let pid = 0;
+    const running = tether(['run', '--no-ledger', '--keep', `sleep ${kept}=10m`, '--', 'sh', '-c', script], {
+      onStart: (p) => (pid = p),
+    });
+    const service = await findByArgv(['sleep', kept]);
+    if (!service) throw new Error(`premise broken: sleep ${kept} never ran`);
+    started.push(service);
+    if (!(await waitFor(() => readFileSafe(log).includes('ready'))))
+      throw new Error(`premise broken: the command never wrote ready (${readFileSafe(log)})`);
+    expect(readStat(service.pid)?.fields[5], "premise: the kept sleep is in tether's group").toBe(
+      readStat(pid)?.fields[5],
+    );
+
+    process.kill(pid, 'SIGTERM');
+    expect(await waitFor(() => readFileSafe(log).includes('TERM')), "the command's trap never ran").toBe(
+      true,
+    );
+    writeFileSync(join(dir, 'stop'), '');
+    const ran = await running;
+    expect(ran.code, ran.stderr).toBe(0);
+    expect(
+      isAlive(service),
+      `the kept sleep ${kept} (pid ${service.pid}) got the forwarded SIGTERM\n${ran.stderr}`,
+    ).toBe(true);
+  });
+
   it("the timeout's signal reaches it too: --timeout 1s -s INT over sh -c 'sleep …' is 124 at once", async () => {
     const sleep = `30.${randomBytes(3).readUIntBE(0, 3)}`;
     const running = tether([
