@@ -5,10 +5,12 @@ import type { StdioOptions } from 'node:child_process';
 import type { Containment } from '../containment/select.js';
 import { TetherError } from '../errors.js';
 import type { Ledger } from '../ledger/ledger.js';
+import { checkMs } from '../options.js';
 import type { EventListener } from '../sweep/events.js';
 import type { KeepRule } from '../sweep/keep.js';
 import type { SweepProgress } from '../sweep/sweep-options.js';
 import { checkOutputOptions, type OutputOptions } from './collect.js';
+import { checkKnownKeys } from './known-options.js';
 
 /** Options of a session. Durations in milliseconds. */
 export interface SessionOptions {
@@ -143,6 +145,41 @@ export function checkSessionOptions(options: unknown): void {
   const { ledgerRequired } = options as Record<string, unknown>;
   if (ledgerRequired !== undefined && typeof ledgerRequired !== 'boolean')
     throw invalid('ledgerRequired', ledgerRequired, 'true or false');
+}
+
+/**
+ * Checks `spawn()`'s own options (`timeout`, `reject`, `signal`) and refuses a key it does not
+ * take (src/session/known-options.ts); throws `TetherError` `INVALID_OPTION` before anything
+ * starts. `timeout: 0` is no timeout.
+ */
+export function checkSpawnOptions(options: unknown): void {
+  if (typeof options !== 'object' || options === null || Array.isArray(options))
+    throw invalid('options', options, 'an object');
+  checkKnownKeys(options);
+  const { timeout, reject, signal } = options as Record<string, unknown>;
+  if (timeout !== undefined) checkMs('timeout', timeout);
+  if (reject !== undefined && typeof reject !== 'boolean') throw invalid('reject', reject, 'true or false');
+  checkAbortSignal('signal', signal);
+}
+
+// An AbortSignal, or something that behaves as one (another realm's, a polyfill's): `aborted`
+// and the two listener methods. Throws `INVALID_OPTION` naming `option` otherwise.
+export function checkAbortSignal(option: string, signal: unknown): void {
+  if (signal === undefined || signal instanceof AbortSignal) return;
+  const s = signal as Partial<AbortSignal> | null;
+  if (
+    typeof s === 'object' &&
+    s !== null &&
+    'aborted' in s &&
+    typeof s.addEventListener === 'function' &&
+    typeof s.removeEventListener === 'function'
+  )
+    return;
+  const got = typeof s === 'object' && s !== null ? 'an object that is not an AbortSignal' : describe(s);
+  throw new TetherError(
+    'INVALID_OPTION',
+    `invalid ${option}: ${got} (expected an AbortSignal, e.g. AbortController's signal or AbortSignal.timeout(ms))`,
+  );
 }
 
 export function invalid(option: string, value: unknown, expected: string): TetherError {

@@ -2,21 +2,24 @@
 // start failure, abort, timeout, an exception in the caller's `await using` block).
 import type { ChildProcess } from 'node:child_process';
 import type { Readable, Writable } from 'node:stream';
-import { TetherError } from '../errors.js';
-import { checkMs } from '../options.js';
+import type { TetherError } from '../errors.js';
 import type { SessionTag } from '../proc/tag.js';
 import type { SweepReport } from '../sweep/report.js';
 import { DEFAULT_MAX_BUFFER, effectiveMaxBuffer, type OutputOf } from './collect.js';
+import { armStops, type Stops } from './deadline.js';
 import type { SignalName } from './kill.js';
-import { type CommandOptions, checkCommand, type SessionOptions } from './options.js';
-import { CommandError, type EndReason, failureOf } from './result.js';
+import { type CommandOptions, checkCommand, checkSpawnOptions, type SessionOptions } from './options.js';
+import { CommandError, failureOf } from './result.js';
 import { type ExitResult, helperLost, outputOverflow, Session, type SessionProcess } from './session.js';
 
 /** Options of `spawn()`: the session's and the command's, plus when to give up. */
 export interface SpawnOptions extends SessionOptions, CommandOptions {
   /** Aborting it ends the session: the sweep stops the command and everything it started. */
   signal?: AbortSignal;
-  /** Milliseconds after which the session is ended as by an abort (`timedOut: true`). */
+  /**
+   * Milliseconds after which the session is ended as by an abort (`timedOut: true`). 0, as
+   * undefined, is no timeout (as execa's, Node's and timeout(1)'s 0).
+   */
   timeout?: number;
   /**
    * Reject a failed command (`failed`) with a `CommandError`: `COMMAND_FAILED`, `TIMED_OUT`,
@@ -24,31 +27,6 @@ export interface SpawnOptions extends SessionOptions, CommandOptions {
    * execa's and `execFile`'s `reject: false`).
    */
   reject?: boolean;
-}
-
-// An AbortSignal, or something that behaves as one (another realm's, a polyfill's): `aborted`
-// and the two listener methods. Throws `INVALID_OPTION` otherwise, before anything starts.
-function checkAbortSignal(signal: unknown): void {
-  if (signal === undefined || signal instanceof AbortSignal) return;
-  const s = signal as Partial<AbortSignal> | null;
-  if (
-    typeof s === 'object' &&
-    s !== null &&
-    'aborted' in s &&
-    typeof s.addEventListener === 'function' &&
-    typeof s.removeEventListener === 'function'
-  )
-    return;
-  const got =
-    s === null
-      ? 'null'
-      : typeof s === 'object'
-        ? 'an object that is not an AbortSignal'
-        : `${typeof s} ${String(s).slice(0, 60)}`;
-  throw new TetherError(
-    'INVALID_OPTION',
-    `invalid signal: ${got} (expected an AbortSignal, e.g. AbortController's signal or AbortSignal.timeout(ms))`,
-  );
 }
 
 /**
@@ -123,82 +101,92 @@ export function spawn<O extends SpawnOptions = {}>(
 ): Subprocess<OutputOf<O>> {
   // Every option is checked before anything starts (the session's own in its constructor).
   checkCommand(command, args, options);
-  if (options.timeout !== undefined) checkMs('timeout', options.timeout);
-  if (options.reject !== undefined && typeof options.reject !== 'boolean')
-    throw new TetherError(
-      'INVALID_OPTION',
-      `invalid reject: ${typeof options.reject} ${String(options.reject).slice(0, 60)} (expected true or false)`,
-    );
-  checkAbortSignal(options.signal);
+  checkSpawnOptions(options);
   const s = new Session(options);
-  let proc: SessionProcess<string | Buffer>;
+  const proc = startIn(s, command, args, options);
+  let stops: Stops;
   try {
-    proc = s.spawn(command, args, options);
-  } catch (error) {
-    // CONTAINMENT_UNAVAILABLE…: this session ran nothing, and is not left for the exit hook.
-    // Swept synchronously all the same: were anything started before the throw, it is ended
-    // before the error reaches the caller, who gets no handle on it.
-    s.endSync();
-    throw error;
-  }
-  let reason: EndReason | undefined;
-  const stop = (why: EndReason) => {
-    reason ??= why;
     // The ledger's record ends cancelled (or failed TIMED_OUT), unless ambiguous; past maxBuffer
     // the command failed (MAX_BUFFER): an ordinary end, not a cancel.
-    void (why === 'maxBuffer' ? s.end() : s.cancel(why));
-  };
-  const onAbort = () => stop('abort');
-  let timer: NodeJS.Timeout | undefined;
-  try {
-    if (options.signal?.aborted) onAbort();
-    else options.signal?.addEventListener('abort', onAbort, { once: true });
-    timer = options.timeout === undefined ? undefined : setTimeout(() => stop('timeout'), options.timeout);
+    stops = armStops(options.timeout, [options.signal], (why) => {
+      void (why === 'maxBuffer' ? s.end() : s.cancel(why));
+    });
   } catch (error) {
     // The command runs, and the caller gets no handle to end it (a signal whose `aborted` or
     // `addEventListener` throws): it is swept now, synchronously, before the error goes on.
-    clearTimeout(timer);
     s.endSync();
     throw error;
   }
   // The command's status can no longer be known, and nothing reaps its subtree: end it now.
   void helperLost(proc)?.then(() => void s.end());
   // A buffer past `maxBuffer` ends the session: the sweep stops the command and what it started.
-  void outputOverflow(proc)?.then(() => stop('maxBuffer'));
-
-  const result = (async (): Promise<Result<string | Buffer>> => {
-    let exited: ExitResult<string | Buffer>;
-    try {
-      exited = await proc.exited; // never rejects; were it to, the session is swept all the same
-    } catch (e) {
-      await s.end();
-      throw e;
-    } finally {
-      clearTimeout(timer);
-      options.signal?.removeEventListener('abort', onAbort);
-    }
-    const { error, ...exit } = exited;
-    // What ended the command, as of its end: a dispose during the sweep does not rewrite it (an
-    // output that could not be decoded counts as past its bound).
-    const why = reason ?? (exit.maxBufferExceeded ? 'maxBuffer' : undefined);
-    const report = await s.end();
-    const timedOut = why === 'timeout';
-    const isCanceled = why === 'abort';
-    const failed = exit.failed || why !== undefined;
-    const done: Result<string | Buffer> = { ...exit, failed, timedOut, isCanceled, report };
-    if (error) throw new SpawnError(error, done);
-    if (failed && options.reject !== false)
-      throw failureOf(done, why, {
-        timeoutMs: options.timeout,
-        maxBuffer: effectiveMaxBuffer(options.maxBuffer ?? DEFAULT_MAX_BUFFER, options.encoding ?? 'utf8'),
-        overflowed: exit.maxBufferExceeded,
-      });
-    return done;
-  })() as Promise<Result<OutputOf<O>>>;
+  void outputOverflow(proc)?.then(() => stops.stop('maxBuffer'));
+  const result = settle(s, proc, stops, options) as Promise<Result<OutputOf<O>>>;
   // A caller that only disposes, or only reads `child`, is not crashed by a rejection it never
   // asked for (an unhandled rejection); awaiting `result` or the handle still gets it.
   result.catch(() => undefined);
+  return handle(s, proc, result, stops);
+}
 
+// The command started in `s`. What the start throws (CONTAINMENT_UNAVAILABLE…): this session ran
+// nothing, and is not left for the exit hook. Swept synchronously all the same: were anything
+// started before the throw, it is ended before the error reaches the caller, who gets no handle.
+function startIn(
+  s: Session,
+  command: string,
+  args: readonly string[],
+  options: SpawnOptions,
+): SessionProcess<string | Buffer> {
+  try {
+    return s.spawn(command, args, options);
+  } catch (error) {
+    s.endSync();
+    throw error;
+  }
+}
+
+// The result: once the command exited and the sweep ended, with what tether ended it for.
+async function settle(
+  s: Session,
+  proc: SessionProcess<string | Buffer>,
+  stops: Stops,
+  options: SpawnOptions,
+): Promise<Result<string | Buffer>> {
+  let exited: ExitResult<string | Buffer>;
+  try {
+    exited = await proc.exited; // never rejects; were it to, the session is swept all the same
+  } catch (e) {
+    await s.end();
+    throw e;
+  } finally {
+    stops.clear();
+  }
+  const { error, ...exit } = exited;
+  // What ended the command, as of its end: a dispose during the sweep does not rewrite it (an
+  // output that could not be decoded counts as past its bound).
+  const why = stops.reason() ?? (exit.maxBufferExceeded ? 'maxBuffer' : undefined);
+  const report = await s.end();
+  const timedOut = why === 'timeout';
+  const isCanceled = why === 'abort';
+  const failed = exit.failed || why !== undefined;
+  const done: Result<string | Buffer> = { ...exit, failed, timedOut, isCanceled, report };
+  if (error) throw new SpawnError(error, done);
+  if (failed && options.reject !== false)
+    throw failureOf(done, why, {
+      timeoutMs: options.timeout,
+      maxBuffer: effectiveMaxBuffer(options.maxBuffer ?? DEFAULT_MAX_BUFFER, options.encoding ?? 'utf8'),
+      overflowed: exit.maxBufferExceeded,
+    });
+  return done;
+}
+
+// The handle the caller holds: the command's pid, streams and kill, and the awaitable result.
+function handle<T extends string | Buffer>(
+  s: Session,
+  proc: SessionProcess<string | Buffer>,
+  result: Promise<Result<T>>,
+  stops: Stops,
+): Subprocess<T> {
   return {
     pid: proc.pid,
     tag: s.tag,
@@ -213,7 +201,7 @@ export function spawn<O extends SpawnOptions = {}>(
     catch: (onRejected) => result.catch(onRejected),
     finally: (onFinally) => result.finally(onFinally),
     async [Symbol.asyncDispose]() {
-      stop('abort');
+      stops.stop('abort');
       await result.catch(() => undefined);
     },
   };
