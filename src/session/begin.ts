@@ -4,6 +4,7 @@
 // live-session.ts), and its ledger record's begin (src/session/record.ts).
 import { type Registered, registerSession, sessionsDir } from '../containment/live-session.js';
 import type { SessionTag } from '../proc/tag.js';
+import type { SweepWarning } from '../sweep/report.js';
 import type { SessionRecorder } from './record.js';
 
 /** The begin of one session; `registration` is removed at its end. */
@@ -17,6 +18,8 @@ export class SessionBegin {
     private readonly procRoot: string,
     /** The session's notes: a registration that cannot be written is one. */
     private readonly notes: string[],
+    /** The session's warnings: a begin that fails unawaited is one (LEDGER_WRITE_FAILED). */
+    private readonly warnings: SweepWarning[],
     private readonly recorder: SessionRecorder | undefined,
     /** The record's begin is written synchronously, and what it throws stops the start. */
     private readonly ledgerRequired: boolean,
@@ -24,14 +27,14 @@ export class SessionBegin {
 
   /**
    * Registers the session and begins its record with `argv`, each once. With `ledgerRequired`
-   * throws the ledger's error (nothing may start); otherwise a failed begin is not awaited (the
-   * report's warning at the end says so).
+   * throws the ledger's error (nothing may start); otherwise a failed begin is not awaited: a
+   * `LEDGER_WRITE_FAILED` warning of the session says so.
    */
   run(argv: string[]): void {
     this.register();
     if (!this.recorder || this.recorder.begun) return;
     if (this.ledgerRequired) this.recorder.beginSync(argv);
-    else void this.recorder.begin(argv).catch(() => {});
+    else this.recorder.beginUnawaited(argv, this.warnings);
   }
 
   // A failure is a note: the helper, when there is one, is still seen.

@@ -8,7 +8,7 @@ import type { Ledger } from '../ledger/ledger.js';
 import { isPostgresUrl } from '../ledger/target.js';
 import type { KeptProcess, SessionLocation, SessionOutcome, SessionState } from '../ledger/types.js';
 import { toRecord } from '../outcome/record.js';
-import type { ProcessRecord, SweepReport } from '../sweep/report.js';
+import type { ProcessRecord, SweepReport, SweepWarning } from '../sweep/report.js';
 
 /** How a command of the session ended, as far as the record needs it. */
 export interface CommandEnd {
@@ -138,6 +138,16 @@ export class SessionRecorder {
   }
 
   /**
+   * `begin` not awaited (the command starts meanwhile): a begin that fails is a
+   * `LEDGER_WRITE_FAILED` warning pushed to `warnings` — the session's, so that its report says
+   * the session was not recorded at whichever end comes (`endSync` too), and its sweep emits it
+   * as a `warning` event.
+   */
+  beginUnawaited(command: string[], warnings: SweepWarning[]): void {
+    this.begin(command).catch((error: unknown) => warnings.push(beginFailed(this.ledger, error)));
+  }
+
+  /**
    * Stops renewing the lease (its last renewal then lapses, and another machine's recover may
    * take the record over). `finish` calls it first; so does a session ended without writing its
    * end (`endSync`). Idempotent.
@@ -203,9 +213,10 @@ export class SessionRecorder {
     try {
       await this.began;
     } catch (error) {
-      report.warnings.push(
-        failed(this.ledger, `the session was not recorded (its begin failed): ${(error as Error).message}`),
-      );
+      // Once: `beginUnawaited` may have put it in the report already.
+      const warning = beginFailed(this.ledger, error);
+      if (!report.warnings.some((w) => w.code === warning.code && w.message === warning.message))
+        report.warnings.push(warning);
       return report;
     }
     const end = sessionEnd(
@@ -231,6 +242,10 @@ export class SessionRecorder {
     }
     return report;
   }
+}
+
+function beginFailed(ledger: Ledger, error: unknown): { code: 'LEDGER_WRITE_FAILED'; message: string } {
+  return failed(ledger, `the session was not recorded (its begin failed): ${(error as Error).message}`);
 }
 
 function failed(ledger: Ledger, what: string): { code: 'LEDGER_WRITE_FAILED'; message: string } {

@@ -87,7 +87,7 @@ export class Session {
     this.recorder = options.ledger && new SessionRecorder(options.ledger, this.tag.name, { kind: 'local' });
     this.startTicks = sessionStartTicks(options.procRoot);
     const required = options.ledgerRequired === true;
-    this.beginning = new SessionBegin(this.tag, this.procRoot, this.notes, this.recorder, required);
+    this.beginning = new SessionBegin(tag, procRoot, notes, warnings, this.recorder, required);
     watchOnExit(this);
   }
 

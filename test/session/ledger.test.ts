@@ -10,6 +10,7 @@ import type { LedgerStore, SessionRecord } from '../../src/ledger/types.js';
 import { sessionEnd } from '../../src/session/record.js';
 import { Session } from '../../src/session/session.js';
 import { spawn } from '../../src/session/spawn.js';
+import type { TetherEvent } from '../../src/sweep/events.js';
 import type { SweepReport } from '../../src/sweep/report.js';
 import { ROOT } from '../support/paths.js';
 import { identityOf, isAlive } from '../support/proc.js';
@@ -103,6 +104,27 @@ describe('a session with a ledger', () => {
     const warning = report.warnings.find((w) => w.code === 'LEDGER_WRITE_FAILED');
     expect(warning?.message).toContain(path);
     expect(proc.pid && identityOf(proc.pid)).toBeFalsy();
+  });
+
+  it("a begin that fails unawaited is said at once: a LEDGER_WRITE_FAILED warning event during the sweep, once in the report, and in endSync()'s report too", async () => {
+    for (const ending of ['end', 'endSync'] as const) {
+      const { ledger, path } = await open();
+      await ledger.close(); // every write fails: the session's begin does
+      const events: TetherEvent[] = [];
+      const s = new Session({ ledger, onEvent: (e) => events.push(e) });
+      const proc = s.spawn('sh', ['-c', 'sleep 600 & wait']);
+      // The begin's failure lands while the command runs.
+      await new Promise((r) => setTimeout(r, 200));
+      const report = ending === 'end' ? await s.end() : s.endSync();
+      const said = report.warnings.filter((w) => w.code === 'LEDGER_WRITE_FAILED');
+      expect(said, `${ending}: ${JSON.stringify(report.warnings)}`).toHaveLength(1);
+      expect(said[0]?.message).toContain(path);
+      expect(said[0]?.message).toContain('not recorded');
+      const warned = events.filter((e) => e.type === 'warning' && e.code === 'LEDGER_WRITE_FAILED');
+      expect(warned, `${ending}: the warning event`).toHaveLength(1);
+      expect(report.stopped.map((p) => p.comm)).toContain('sleep');
+      expect(proc.pid && identityOf(proc.pid)).toBeFalsy();
+    }
   });
 
   it('ledgerRequired: a begin that cannot be written stops the command before it starts, through the helper and without it', async () => {
