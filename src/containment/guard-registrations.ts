@@ -6,8 +6,18 @@
 // epoch). The file is replaced by write-then-rename, so a reader sees the old file or the new,
 // never half of one. A bad line is reported with its line number and the others apply: never an
 // allow-all or kill-all. The guard's reading side (bounded, with a deadline) stays in src/guard/.
-import { mkdirSync, renameSync, writeFileSync } from 'node:fs';
+import {
+  closeSync,
+  constants,
+  fstatSync,
+  mkdirSync,
+  openSync,
+  readSync,
+  renameSync,
+  writeFileSync,
+} from 'node:fs';
 import { join } from 'node:path';
+import { TetherError } from '../errors.js';
 import type { Identity } from '../proc/identity.js';
 
 /** One registration: the process (pid + start time in clock ticks) and its expiry (epoch ms). */
@@ -27,6 +37,9 @@ export const REGISTRATION_FILE = 'guard-allow';
 
 /** Where the state directory is when `TETHER_GUARD_STATE` is not set. */
 export const DEFAULT_STATE_DIR = '/run/tether';
+
+/** The largest registrations file read, bytes: the guard's cap on its inputs (1 MiB). */
+export const REGISTRATIONS_MAX_BYTES = 1024 * 1024;
 
 const HEADER =
   '# tether guard registrations: PID START_TIME EXPIRES_AT_MS (written by `tether guard allow` and sessions that keep a service)\n';
@@ -95,4 +108,79 @@ export function writeRegistrations(
   writeFileSync(tmp, HEADER + body, { mode: 0o600, flag: 'wx' });
   renameSync(tmp, path);
   return path;
+}
+
+/**
+ * Reads the registrations of `dir` synchronously, for a writer that cannot wait (a session's end
+ * runs in its `exit` hook too): opened with O_NONBLOCK (a FIFO's open returns at once), fstat'ed
+ * on that fd and read only when it is a regular file of at most `REGISTRATIONS_MAX_BYTES`. There
+ * is no deadline (a synchronous read cannot be given up): the state directory is a local tmpfs
+ * (`/run`) unless `TETHER_GUARD_STATE` says otherwise. `missing` (ENOENT) holds none; `refused`
+ * says why. Never throws.
+ */
+export function readRegistrationsSync(dir: string): {
+  entries: Registration[];
+  problems: RegistrationProblem[];
+  read: 'ok' | 'missing' | 'refused';
+  why?: string;
+} {
+  const path = registrationsPath(dir);
+  let fd: number;
+  try {
+    fd = openSync(path, constants.O_RDONLY | constants.O_NONBLOCK | constants.O_NOCTTY);
+  } catch (error) {
+    const code = (error as NodeJS.ErrnoException).code;
+    if (code === 'ENOENT') return { entries: [], problems: [], read: 'missing' };
+    return {
+      entries: [],
+      problems: [],
+      read: 'refused',
+      why: `cannot open it (${code ?? (error as Error).message})`,
+    };
+  }
+  try {
+    const st = fstatSync(fd);
+    if (!st.isFile()) return { entries: [], problems: [], read: 'refused', why: 'not a regular file' };
+    const buffer = Buffer.alloc(REGISTRATIONS_MAX_BYTES + 1);
+    let length = 0;
+    for (let n = 1; n > 0 && length < buffer.length; length += n) {
+      n = readSync(fd, buffer, length, buffer.length - length, length);
+    }
+    if (length > REGISTRATIONS_MAX_BYTES) {
+      return {
+        entries: [],
+        problems: [],
+        read: 'refused',
+        why: `over the ${REGISTRATIONS_MAX_BYTES}-byte cap`,
+      };
+    }
+    return { ...parseRegistrations(buffer.subarray(0, length).toString('utf8'), path), read: 'ok' };
+  } catch (error) {
+    const code = (error as NodeJS.ErrnoException).code;
+    return {
+      entries: [],
+      problems: [],
+      read: 'refused',
+      why: `cannot read it (${code ?? (error as Error).message})`,
+    };
+  } finally {
+    closeSync(fd);
+  }
+}
+
+/**
+ * Adds `added` to the registrations of `dir`, synchronously: `readRegistrationsSync`, then
+ * `writeRegistrations`. Returns the file written. Throws `TetherError` `INVALID_OPTION` when the
+ * file there cannot be read (it is not replaced: its registrations would be lost), and the fs
+ * error when the directory or file cannot be written.
+ */
+export function addRegistrationsSync(dir: string, added: readonly Registration[], now = Date.now()): string {
+  const old = readRegistrationsSync(dir);
+  if (old.read === 'refused') {
+    throw new TetherError(
+      'INVALID_OPTION',
+      `cannot add to the registrations file ${registrationsPath(dir)}: ${old.why}`,
+    );
+  }
+  return writeRegistrations(dir, old.entries, added, now);
 }

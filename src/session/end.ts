@@ -8,6 +8,7 @@ import { killCgroup, type SessionCgroup } from '../proc/cgroup.js';
 import type { SweepReport } from '../sweep/report.js';
 import type { Member } from '../sweep/scan.js';
 import { type Hold, releaseHold } from '../sweep/signal.js';
+import { registerKept } from './keep-registrations.js';
 
 /** What the end works on: the session's helpers, cgroup and holds, and its sweep's budgets (ms). */
 export interface EndState {
@@ -42,7 +43,7 @@ export function release(state: EndState, report: SweepReport): SweepReport {
   if (state.cgroup && !removeCgroup(state.cgroup.path)) {
     report.notes.push(`cgroup: ${state.cgroup.path} could not be removed (still populated?)`);
   }
-  return report;
+  return registerKept(report); // the guard spares each kept process until its keep expires
 }
 
 // The sweep could not run (no process table: NO_PROC, SCAN_FAILED, PROC_NAMESPACE): no

@@ -66,6 +66,9 @@ export default function setup(project: TestProject) {
   // never the machine's /run/tether/sessions.
   process.env.TETHER_SESSIONS_DIR ??= mkdtempSync(join(tmpdir(), 'tether-suite-sessions-'));
   const sessions = process.env.TETHER_SESSIONS_DIR;
+  // Guard registrations (a session that keeps a service writes one: src/session/keep-registrations.ts)
+  // in this run's own state directory, never the machine's /run/tether.
+  process.env.TETHER_GUARD_STATE ??= mkdtempSync(join(tmpdir(), 'tether-suite-guard-state-'));
   mkdirSync(BUILD, { recursive: true });
   const stale = staleBuilds();
   for (const { source, out } of stale.fixtures) {
