@@ -2,8 +2,11 @@
 // .sh files beside this module's source so that each can be read, linted and run on its own.
 import { readFileSync } from 'node:fs';
 
-/** The programs: `sweep` (the sweep), `wrap` (the completion wrapper), `write` (the file writer). */
-export type ProgramName = 'sweep' | 'wrap' | 'write';
+/**
+ * The programs: `sweep` (the sweep), `wrap` (the completion wrapper), `write` (the file writer),
+ * `helper-check` (whether the pushed helper is in place: helper-push.ts).
+ */
+export type ProgramName = 'sweep' | 'wrap' | 'write' | 'helper-check';
 
 const cache = new Map<ProgramName, string>();
 
