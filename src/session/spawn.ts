@@ -2,20 +2,30 @@
 // start failure, abort, timeout, an exception in the caller's `await using` block).
 import type { ChildProcess } from 'node:child_process';
 import type { Readable, Writable } from 'node:stream';
-import type { TetherError } from '../errors.js';
 import type { SessionTag } from '../proc/tag.js';
-import type { SweepReport } from '../sweep/report.js';
-import { DEFAULT_MAX_BUFFER, effectiveMaxBuffer, type OutputOf } from './collect.js';
+import { AllOutput } from './all.js';
+import { DEFAULT_MAX_BUFFER } from './collect.js';
 import { armStops, type Stops } from './deadline.js';
+import type { SpawnEncoding } from './encoding.js';
+import { feedInput, type InputOption } from './input.js';
 import type { SignalName } from './kill.js';
 import { type CommandOptions, checkCommand, checkSpawnOptions, type SessionOptions } from './options.js';
-import { CommandError, failureOf } from './result.js';
-import { type ExitResult, helperLost, outputOverflow, Session, type SessionProcess } from './session.js';
+import { helperLost, outputOverflow, Session, type SessionProcess } from './session.js';
+import type { ShellOption } from './shell.js';
+import { planSpawn, type SpawnPlan } from './spawn-plan.js';
+import { type Result, type SpawnOutput, settle } from './spawn-result.js';
 
-/** Options of `spawn()`: the session's and the command's, plus when to give up. */
-export interface SpawnOptions extends SessionOptions, CommandOptions {
+export { type Result, SpawnError, type SpawnOutput } from './spawn-result.js';
+
+/**
+ * Options of `spawn()`: the session's and the command's, when to give up, and execa's names
+ * (docs/sessions.md, "Side by side with execa").
+ */
+export interface SpawnOptions extends SessionOptions, Omit<CommandOptions, 'encoding'> {
   /** Aborting it ends the session: the sweep stops the command and everything it started. */
   signal?: AbortSignal;
+  /** execa's name: as `signal` (either aborting ends the session). */
+  cancelSignal?: AbortSignal;
   /**
    * Milliseconds after which the session is ended as by an abort (`timedOut: true`). 0, as
    * undefined, is no timeout (as execa's, Node's and timeout(1)'s 0).
@@ -27,29 +37,39 @@ export interface SpawnOptions extends SessionOptions, CommandOptions {
    * execa's and `execFile`'s `reject: false`).
    */
   reject?: boolean;
+  /** Written to the command's stdin, which is then closed (needs a piped stdin). */
+  input?: InputOption;
+  /** A file whose bytes are written to the command's stdin, as `input`. */
+  inputFile?: string | URL;
+  /** Run `command` and `args`, joined by spaces, by `/bin/sh -c` (true) or by this shell. */
+  shell?: ShellOption;
+  /** With `env`: add it to `process.env` (default true, as execa) or use it alone (false). */
+  extendEnv?: boolean;
+  /** Drop the last `\n` (or `\r\n`) of `stdout`, `stderr` and `all`. Default true, as execa. */
+  stripFinalNewline?: boolean;
+  /** `stdout`, `stderr` and `all` as arrays of lines (text encodings only, as execa). */
+  lines?: boolean;
+  /** The result's `all`: stdout and stderr interleaved in arrival order. Default false. */
+  all?: boolean;
+  /** execa's: `'utf8'` (default), `'utf16le'`, `'buffer'` (Buffers), `'hex'`, `'base64'`, `'base64url'`, `'latin1'`, `'ascii'`. */
+  encoding?: SpawnEncoding;
+  /** The signal the command gets first on a timeout or abort, and `kill()`'s default. Default `'SIGTERM'`. */
+  killSignal?: SignalName | number;
+  /** execa's name for `graceMs`: ms between the first signal and SIGKILL (`false` is refused). */
+  forceKillAfterDelay?: number | boolean;
 }
 
-/**
- * The outcome of a command run as a session: the result shape (docs/sessions.md, "Result
- * fields") — `failed` is exit code ≠ 0 or unknown, a signal, a timeout, an abort or
- * `maxBuffer` passed — and the sweep that ended the session.
- */
-export interface Result<T extends string | Buffer = string> extends Omit<ExitResult<T>, 'error'> {
-  /** The sweep that ended the session (see docs/report.md). */
-  report: SweepReport;
-}
-
-/** Rejection of `Subprocess.result` when the command could not start; the sweep still ran. */
-export class SpawnError<T extends string | Buffer = string> extends CommandError<T> {
-  declare readonly report: SweepReport;
-  constructor(error: TetherError, result: Result<T>) {
-    super('SPAWN_FAILED', error.message, result, error.cause);
-    this.name = 'SpawnError';
-  }
-}
+/** The type of `stdout`/`stderr`/`all` for options `O`: lines, Buffers, or text. */
+export type SpawnOutputOf<O> = O extends { encoding: 'buffer' }
+  ? Buffer
+  : O extends { lines: true }
+    ? O extends { encoding: 'hex' | 'base64' | 'base64url' | 'latin1' | 'ascii' }
+      ? string
+      : string[]
+    : string;
 
 // A running command and the promise of its Result; `await` it, or `await using` it.
-export interface Subprocess<T extends string | Buffer = string> extends PromiseLike<Result<T>> {
+export interface Subprocess<T extends SpawnOutput = string> extends PromiseLike<Result<T>> {
   readonly pid: number | undefined;
   readonly tag: SessionTag;
   /**
@@ -59,7 +79,7 @@ export interface Subprocess<T extends string | Buffer = string> extends PromiseL
    */
   readonly child: ChildProcess;
   /**
-   * Sends `signal` (a name, `'SIGRTMIN+n'`…, or a number from 1 to 64; default `'SIGTERM'`) to
+   * Sends `signal` (a name, `'SIGRTMIN+n'`…, or a number from 1 to 64; default `killSignal`) to
    * the command itself, identity-checked. True when sent, false once it has ended. Throws
    * `INVALID_OPTION` for what is no signal (0, 65, an unknown name: `SessionProcess.kill`).
    */
@@ -82,7 +102,7 @@ export interface Subprocess<T extends string | Buffer = string> extends PromiseL
 }
 
 /**
- * Runs `command` (no shell) as a session: the variable `TETHER_SESSION_<hex>=1` is exported to
+ * Runs `command` (no shell unless `shell`) as a session: the variable `TETHER_SESSION_<hex>=1` is exported to
  * it, and when it exits — or on abort, timeout or dispose — every process carrying the variable,
  * and every descendant of one, is swept (TERM, grace, KILL; decisions.md D3). Throws `TetherError`
  * `INVALID_OPTION`, before anything starts, for a bad duration (`timeout`, `graceMs`…), a bad
@@ -98,17 +118,37 @@ export function spawn<O extends SpawnOptions = {}>(
   command: string,
   args: readonly string[] = [],
   options: O = {} as O,
-): Subprocess<OutputOf<O>> {
+): Subprocess<SpawnOutputOf<O>> {
   // Every option is checked before anything starts (the session's own in its constructor).
-  checkCommand(command, args, options);
   checkSpawnOptions(options);
-  const s = new Session(options);
-  const proc = startIn(s, command, args, options);
-  let stops: Stops;
+  // The command's options as the session takes them (its encodings are 'utf8' and 'buffer': the
+  // plan checks execa's), before the plan reads any of them (`env`'s getters).
+  checkCommand(command, args, { ...options, encoding: undefined });
+  const plan = planSpawn(command, args, options);
+  checkCommand(plan.file, plan.args, plan.options);
+  const s = new Session(plan.options);
+  const proc = startIn(s, plan.file, plan.args, plan.options);
+  const all = plan.shape.all ? allOf(proc, plan) : undefined;
+  const stops = stopsOf(s, proc, plan, options);
+  feedInput(proc.stdin, options.input, options.inputFile);
+  // The command's status can no longer be known, and nothing reaps its subtree: end it now.
+  void helperLost(proc)?.then(() => void s.end());
+  // A buffer past `maxBuffer` ends the session: the sweep stops the command and what it started.
+  void outputOverflow(proc)?.then(() => stops.stop('maxBuffer'));
+  const result = settle(s, proc, stops, plan, all) as Promise<Result<SpawnOutputOf<O>>>;
+  // A caller that only disposes, or only reads `child`, is not crashed by a rejection it never
+  // asked for (an unhandled rejection); awaiting `result` or the handle still gets it.
+  result.catch(() => undefined);
+  return handle(s, proc, result, stops, plan);
+}
+
+// The stops of the command: its timeout and signals. The ledger's record ends cancelled (or
+// failed TIMED_OUT), unless ambiguous; past maxBuffer the command failed (MAX_BUFFER): an
+// ordinary end, not a cancel. A `killSignal` goes to the command first, then the sweep.
+function stopsOf(s: Session, proc: SessionProcess<string | Buffer>, plan: SpawnPlan, o: SpawnOptions): Stops {
   try {
-    // The ledger's record ends cancelled (or failed TIMED_OUT), unless ambiguous; past maxBuffer
-    // the command failed (MAX_BUFFER): an ordinary end, not a cancel.
-    stops = armStops(options.timeout, [options.signal], (why) => {
+    return armStops(o.timeout, [o.signal, o.cancelSignal], (why) => {
+      if (why !== 'maxBuffer' && plan.killSignal !== undefined) proc.kill(plan.killSignal);
       void (why === 'maxBuffer' ? s.end() : s.cancel(why));
     });
   } catch (error) {
@@ -117,15 +157,13 @@ export function spawn<O extends SpawnOptions = {}>(
     s.endSync();
     throw error;
   }
-  // The command's status can no longer be known, and nothing reaps its subtree: end it now.
-  void helperLost(proc)?.then(() => void s.end());
-  // A buffer past `maxBuffer` ends the session: the sweep stops the command and what it started.
-  void outputOverflow(proc)?.then(() => stops.stop('maxBuffer'));
-  const result = settle(s, proc, stops, options) as Promise<Result<OutputOf<O>>>;
-  // A caller that only disposes, or only reads `child`, is not crashed by a rejection it never
-  // asked for (an unhandled rejection); awaiting `result` or the handle still gets it.
-  result.catch(() => undefined);
-  return handle(s, proc, result, stops);
+}
+
+// `all`'s reader, beside the session's: both streams' bounds together, as execa's.
+function allOf(proc: SessionProcess<string | Buffer>, plan: SpawnPlan): AllOutput | undefined {
+  const o = plan.options as { buffer?: boolean; maxBuffer?: number };
+  if (o.buffer === false) return undefined;
+  return new AllOutput([proc.stdout, proc.stderr], 2 * (o.maxBuffer ?? DEFAULT_MAX_BUFFER));
 }
 
 // The command started in `s`. What the start throws (CONTAINMENT_UNAVAILABLE…): this session ran
@@ -135,7 +173,7 @@ function startIn(
   s: Session,
   command: string,
   args: readonly string[],
-  options: SpawnOptions,
+  options: CommandOptions,
 ): SessionProcess<string | Buffer> {
   try {
     return s.spawn(command, args, options);
@@ -145,53 +183,19 @@ function startIn(
   }
 }
 
-// The result: once the command exited and the sweep ended, with what tether ended it for.
-async function settle(
-  s: Session,
-  proc: SessionProcess<string | Buffer>,
-  stops: Stops,
-  options: SpawnOptions,
-): Promise<Result<string | Buffer>> {
-  let exited: ExitResult<string | Buffer>;
-  try {
-    exited = await proc.exited; // never rejects; were it to, the session is swept all the same
-  } catch (e) {
-    await s.end();
-    throw e;
-  } finally {
-    stops.clear();
-  }
-  const { error, ...exit } = exited;
-  // What ended the command, as of its end: a dispose during the sweep does not rewrite it (an
-  // output that could not be decoded counts as past its bound).
-  const why = stops.reason() ?? (exit.maxBufferExceeded ? 'maxBuffer' : undefined);
-  const report = await s.end();
-  const timedOut = why === 'timeout';
-  const isCanceled = why === 'abort';
-  const failed = exit.failed || why !== undefined;
-  const done: Result<string | Buffer> = { ...exit, failed, timedOut, isCanceled, report };
-  if (error) throw new SpawnError(error, done);
-  if (failed && options.reject !== false)
-    throw failureOf(done, why, {
-      timeoutMs: options.timeout,
-      maxBuffer: effectiveMaxBuffer(options.maxBuffer ?? DEFAULT_MAX_BUFFER, options.encoding ?? 'utf8'),
-      overflowed: exit.maxBufferExceeded,
-    });
-  return done;
-}
-
 // The handle the caller holds: the command's pid, streams and kill, and the awaitable result.
-function handle<T extends string | Buffer>(
+function handle<T extends SpawnOutput>(
   s: Session,
   proc: SessionProcess<string | Buffer>,
   result: Promise<Result<T>>,
   stops: Stops,
+  plan: SpawnPlan,
 ): Subprocess<T> {
   return {
     pid: proc.pid,
     tag: s.tag,
     child: proc.child,
-    kill: (signal) => proc.kill(signal),
+    kill: (signal) => proc.kill(signal ?? plan.killSignal),
     stdin: proc.stdin,
     stdout: proc.stdout,
     stderr: proc.stderr,
