@@ -8,6 +8,7 @@ import { createHash } from 'node:crypto';
 import { readFileSync, statSync } from 'node:fs';
 import { hostTarget, readElf, runsOn } from '../containment/elf.js';
 import { MACHINE_ARCH, PREBUILT_ARCHES, prebuiltCandidates } from '../containment/prebuilt.js';
+import { TetherError } from '../errors.js';
 import type { ExecChannel } from './channel.js';
 import { createNonce } from './completion.js';
 import { program } from './programs.js';
@@ -72,18 +73,19 @@ export type HelperPush = HelperPushed | HelperUnavailable;
  * helper's; anything else there is replaced (written to a temp name beside it, renamed over it:
  * `writeFile`, with its size receipt), made executable and checked again. One exec when the
  * helper is already there, three when it is pushed. Never rejects for the target's sake:
- * resolves `HelperUnavailable` with a `code` (an `INVALID_OPTION` shell still throws).
+ * resolves `HelperUnavailable` with a `code` (a bad `shell` or `dir` still throws `INVALID_OPTION`).
  */
 export async function pushHelper(channel: ExecChannel, options: PushHelperOptions = {}): Promise<HelperPush> {
   const shell = checkShell(options.shell);
-  const dir = options.dir ?? HELPER_DIR;
+  const dir = checkDir(options.dir);
   const deadline = performance.now() + (options.timeoutMs ?? PUSH_TIMEOUT_MS);
   const helpers = prebuiltHelpers();
   const first = await check(channel, shell, dir, helpers, deadline);
   if (first.word !== 'absent' && first.word !== 'mismatch') return outcome(first, helpers, channel, false);
-  const helper = helpers.byMachine.get(first.machine) as Prebuilt;
+  const helper = helpers.byMachine.get(first.machine);
+  if (!helper) return outcome({ ...first, word: 'none' }, helpers, channel, false);
   try {
-    await writeFile(channel, first.args[0] as string, helper.bytes, 0o700, {
+    await writeFile(channel, `${dir}/helper-${helper.sha256}`, helper.bytes, 0o700, {
       shell,
       timeoutMs: Math.max(1, deadline - performance.now()),
     });
@@ -102,6 +104,18 @@ export async function pushHelper(channel: ExecChannel, options: PushHelperOption
       ? second.args[0]
       : `the check after it said ${second.word} ${second.args.join(' ')}`;
   return unavailable(channel, 'not-written', `it was written, but ${said}`, first.machine);
+}
+
+// The directory must be absolute: the check and the writer run wherever the exec starts them.
+function checkDir(dir: string | undefined): string {
+  if (dir === undefined) return HELPER_DIR;
+  if (typeof dir !== 'string' || !/^\/[^\0\n]*[^/\0\n]$/.test(dir)) {
+    throw new TetherError(
+      'INVALID_OPTION',
+      `invalid dir ${JSON.stringify(dir)}: expected an absolute directory path in the target (no trailing "/", NUL or newline)`,
+    );
+  }
+  return dir;
 }
 
 /** One prebuilt helper of this package, read once per file version. */

@@ -5,7 +5,7 @@
 // never touched).
 import { execFileSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { existsSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { MACHINE_ARCH, prebuiltCandidates } from '../../src/containment/prebuilt.js';
 import { commandChannel, type ExecChannel } from '../../src/sandbox/channel.js';
@@ -120,6 +120,55 @@ describe.skipIf(!local)(
       const st = statSync(onHost(box, first.path), { throwIfNoEntry: true });
       expect(st.isFile()).toBe(true);
       expect(sha256Of(onHost(box, first.path))).toBe(expected);
+    });
+
+    it('a /tmp/.tether of another user is not trusted: unsafe-dir, nothing is written', async () => {
+      freshTmp(box);
+      execFileSync(
+        'nsenter',
+        ['-t', String(box.init), '-a', 'sh', '-c', 'mkdir -m 777 /tmp/.tether && chown 65534 /tmp/.tether'],
+        {
+          timeout: 10_000,
+        },
+      );
+      expect(
+        statSync(onHost(box, '/tmp/.tether')).uid,
+        'premise broken: the directory is not uid 65534',
+      ).toBe(65534);
+      const channel = counting(box.channel);
+      const r = await pushHelper(channel);
+      expect(r).toMatchObject({ code: 'unsafe-dir' });
+      expect('unavailable' in r && r.unavailable).toMatch(/belongs to another user.*the env tag alone/);
+      expect(channel.writes()).toBe(0);
+    });
+
+    it('two pushes at once both end with the helper in place, checked', async () => {
+      freshTmp(box);
+      const [a, b] = await Promise.all([pushHelper(box.channel), pushHelper(box.channel)]);
+      const pa = pushed(a, 'the first of two');
+      const pb = pushed(b, 'the second of two');
+      expect(pa.path).toBe(pb.path);
+      expect(sha256Of(onHost(box, pa.path))).toBe(expected);
+      const left = readdirSync(onHost(box, '/tmp/.tether'));
+      expect(left, 'a temp file was left beside the helper').toEqual([`helper-${expected}`]);
+    });
+
+    it('a channel that cannot reach the target is unchecked, not an error', async () => {
+      const r = await pushHelper(commandChannel(['/nonexistent/tether-no-client']), { timeoutMs: 10_000 });
+      expect(r).toMatchObject({ code: 'unchecked' });
+      expect('unavailable' in r && r.unavailable).toMatch(
+        /the check did not run to its end.*the env tag alone/,
+      );
+    });
+
+    it('a dir that is not absolute is INVALID_OPTION before anything runs', async () => {
+      const channel = counting(box.channel);
+      await expect(pushHelper(channel, { dir: 'tmp/.tether' })).rejects.toMatchObject({
+        code: 'INVALID_OPTION',
+      });
+      await expect(pushHelper(channel, { dir: '/tmp/.tether/' })).rejects.toMatchObject({
+        code: 'INVALID_OPTION',
+      });
     });
 
     it('a read-only /tmp says so, and that the session runs on the env tag alone; nothing is written', async () => {
