@@ -14,6 +14,8 @@ import {
   openSync,
   readSync,
   renameSync,
+  rmSync,
+  statSync,
   writeFileSync,
 } from 'node:fs';
 import { join } from 'node:path';
@@ -40,6 +42,15 @@ export const DEFAULT_STATE_DIR = '/run/tether';
 
 /** The largest registrations file read, bytes: the guard's cap on its inputs (1 MiB). */
 export const REGISTRATIONS_MAX_BYTES = 1024 * 1024;
+
+/** How long a writer waits for another to finish, ms. */
+export const LOCK_WAIT_MS = 3000;
+
+/**
+ * A lock older than this was left by a writer that died holding it, ms: a writer holds it for one
+ * read and one write of a small file (well under a millisecond).
+ */
+export const LOCK_STALE_MS = 2000;
 
 const HEADER =
   '# tether guard registrations: PID START_TIME EXPIRES_AT_MS (written by `tether guard allow` and sessions that keep a service)\n';
@@ -169,18 +180,63 @@ export function readRegistrationsSync(dir: string): {
 }
 
 /**
- * Adds `added` to the registrations of `dir`, synchronously: `readRegistrationsSync`, then
- * `writeRegistrations`. Returns the file written. Throws `TetherError` `INVALID_OPTION` when the
- * file there cannot be read (it is not replaced: its registrations would be lost), and the fs
- * error when the directory or file cannot be written.
+ * Adds `added` to the registrations of `dir`, synchronously: under `lockRegistrations`,
+ * `readRegistrationsSync`, then `writeRegistrations`. Returns the file written. Throws `TetherError` `INVALID_OPTION` when the
+ * file there cannot be read (it is not replaced: its registrations would be lost), the lock's
+ * `EBUSY`, and the fs error when the directory or file cannot be written.
  */
 export function addRegistrationsSync(dir: string, added: readonly Registration[], now = Date.now()): string {
-  const old = readRegistrationsSync(dir);
-  if (old.read === 'refused') {
-    throw new TetherError(
-      'INVALID_OPTION',
-      `cannot add to the registrations file ${registrationsPath(dir)}: ${old.why}`,
-    );
+  const unlock = lockRegistrations(dir);
+  try {
+    const old = readRegistrationsSync(dir);
+    if (old.read === 'refused') {
+      throw new TetherError(
+        'INVALID_OPTION',
+        `cannot add to the registrations file ${registrationsPath(dir)}: ${old.why}`,
+      );
+    }
+    return writeRegistrations(dir, old.entries, added, now);
+  } finally {
+    unlock();
   }
-  return writeRegistrations(dir, old.entries, added, now);
+}
+
+// A 4-byte cell for Atomics.wait: the one synchronous sleep Node has.
+const PAUSE = new Int32Array(new SharedArrayBuffer(4));
+
+/**
+ * Takes the writers' lock of `dir` (created, mode 0700, when missing): `guard-allow.lock`, made
+ * with O_EXCL. Each writer reads the file, merges and renames a new one over it, so two at once
+ * would each drop what the other added (16 writers started in the same millisecond kept 6 to 14
+ * of their 16 entries without it). Waits up to `LOCK_WAIT_MS`, breaking a lock older than
+ * `LOCK_STALE_MS`. Returns the release. Throws an error with `code` `EBUSY` when the lock stays
+ * taken, and the fs error when the directory or lock cannot be made.
+ */
+export function lockRegistrations(dir: string): () => void {
+  mkdirSync(dir, { recursive: true, mode: 0o700 });
+  const path = `${registrationsPath(dir)}.lock`;
+  const deadline = Date.now() + LOCK_WAIT_MS;
+  for (;;) {
+    try {
+      closeSync(openSync(path, 'wx', 0o600));
+      return () => rmSync(path, { force: true });
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code !== 'EEXIST') throw error;
+    }
+    if (ageMs(path) > LOCK_STALE_MS) rmSync(path, { force: true });
+    else if (Date.now() > deadline) {
+      throw Object.assign(new Error(`${path} is held by another writer (waited ${LOCK_WAIT_MS} ms)`), {
+        code: 'EBUSY',
+      });
+    } else Atomics.wait(PAUSE, 0, 0, 5);
+  }
+}
+
+// The age of a file by its mtime, ms (0 when it is gone: it was just released).
+function ageMs(path: string): number {
+  try {
+    return Date.now() - statSync(path).mtimeMs;
+  } catch {
+    return 0;
+  }
 }

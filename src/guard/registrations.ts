@@ -3,6 +3,7 @@
 // file's place and format, and its writing, are src/containment/guard-registrations.ts (a session
 // that keeps a service writes there too); the guard reads the file through its bounded reader.
 import {
+  lockRegistrations,
   parseRegistrations,
   type Registration,
   type RegistrationProblem,
@@ -34,23 +35,29 @@ export async function readRegistrations(dir: string): Promise<{
 
 /**
  * Adds `added` to the registrations of `dir` (created, mode 0700, when missing), dropping the
- * entries expired at `now` and any older entry for the same identity (`writeRegistrations`).
+ * entries expired at `now` and any older entry for the same identity (`writeRegistrations`),
+ * under the writers' lock (`lockRegistrations`, shared with the sessions that keep a service).
  * Resolves to the file written and the problems of the old file's lines (they are dropped).
  * Rejects `TetherError` `INVALID_OPTION` when the file there is not one it can read (a FIFO, a
- * device, over 1 MiB: it is not replaced), and with the fs error when the directory or file
- * cannot be written.
+ * device, over 1 MiB: it is not replaced), with the lock's `EBUSY`, and with the fs error when
+ * the directory or file cannot be written.
  */
 export async function addRegistrations(
   dir: string,
   added: Registration[],
   now = Date.now(),
 ): Promise<{ path: string; problems: RegistrationProblem[] }> {
-  const old = await readRegistrations(dir);
-  if (old.read === 'refused') {
-    throw new TetherError(
-      'INVALID_OPTION',
-      `cannot add to the registrations file ${registrationsPath(dir)}: ${old.why} (set TETHER_GUARD_STATE to the guard's state directory, or remove what is there)`,
-    );
+  const unlock = lockRegistrations(dir);
+  try {
+    const old = await readRegistrations(dir);
+    if (old.read === 'refused') {
+      throw new TetherError(
+        'INVALID_OPTION',
+        `cannot add to the registrations file ${registrationsPath(dir)}: ${old.why} (set TETHER_GUARD_STATE to the guard's state directory, or remove what is there)`,
+      );
+    }
+    return { path: writeRegistrations(dir, old.entries, added, now), problems: old.problems };
+  } finally {
+    unlock();
   }
-  return { path: writeRegistrations(dir, old.entries, added, now), problems: old.problems };
 }

@@ -187,7 +187,7 @@ describe('registerKept', () => {
     const notDir = registerKept(reportOf(kept), { TETHER_GUARD_STATE: file });
     expect(notDir.notes).toEqual([
       expect.stringMatching(
-        /^kept: pid 4242 not registered with the guard \(cannot add to the registrations file .*a-file\/guard-allow: cannot open it \(ENOTDIR\)\)/,
+        /^kept: pid 4242 not registered with the guard \(EEXIST: file already exists, mkdir '.*a-file'\)/,
       ),
     ]);
     const withFifo = tempDir();

@@ -1,0 +1,70 @@
+// The guard's registrations file on its writing side (docs/guard.md, "Registrations"): writers
+// (`tether guard allow`, sessions that end with kept processes) each read, merge and rename, under
+// one lock, so writers at once lose none of one another's entries; a lock its writer left behind
+// is broken once stale. Real processes write (the built module, dist/), started in one millisecond.
+import { spawn } from 'node:child_process';
+import { existsSync, readFileSync, utimesSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import {
+  addRegistrationsSync,
+  LOCK_STALE_MS,
+  registrationsPath,
+} from '../../src/containment/guard-registrations.js';
+import { ROOT } from '../support/paths.js';
+import { tempDir } from '../support/zoo.js';
+
+const MODULE = join(ROOT, 'dist/containment/guard-registrations.js');
+
+// A writer process: sleeps until 3 ms before `at` (epoch ms), spins to it, then adds
+// `pid 1 <in an hour>`.
+const writerScript = `
+const [module, dir, pid, at] = process.argv.slice(1);
+const { addRegistrationsSync } = await import(module);
+Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, Math.max(0, Number(at) - Date.now() - 3));
+while (Date.now() < Number(at)) {}
+addRegistrationsSync(dir, [{ pid: Number(pid), startTime: 1, expiresAt: Date.now() + 3_600_000 }]);
+`;
+
+const entriesOf = (dir: string) =>
+  readFileSync(registrationsPath(dir), 'utf8')
+    .split('\n')
+    .filter((l) => /^\d/.test(l))
+    .map((l) => Number(l.split(' ')[0]));
+
+describe('the registrations file on its writing side', () => {
+  it('16 writers started in the same millisecond lose none of one another’s entries', async () => {
+    if (!existsSync(MODULE)) throw new Error(`premise broken: ${MODULE} is not built`);
+    const dir = tempDir();
+    const at = Date.now() + 1500; // every writer started and waiting by then
+    const pids = Array.from({ length: 16 }, (_, i) => 5000 + i);
+    const codes = await Promise.all(
+      pids.map(
+        (pid) =>
+          new Promise<number | null>((resolve) => {
+            const child = spawn(
+              process.execPath,
+              ['--input-type=module', '-e', writerScript, MODULE, dir, String(pid), String(at)],
+              { stdio: 'inherit' },
+            );
+            child.on('exit', resolve);
+          }),
+      ),
+    );
+    expect(codes, 'a writer failed').toEqual(pids.map(() => 0));
+    const lost = pids.filter((p) => !entriesOf(dir).includes(p));
+    expect(lost, `entries lost to a concurrent writer (of ${pids.length})`).toEqual([]);
+    expect(existsSync(`${registrationsPath(dir)}.lock`), 'the lock was left behind').toBe(false);
+  }, 30_000);
+
+  it('a lock left by a writer that died holding it is broken once stale', () => {
+    const dir = tempDir();
+    const lock = `${registrationsPath(dir)}.lock`;
+    writeFileSync(lock, '');
+    const old = (Date.now() - LOCK_STALE_MS - 1000) / 1000;
+    utimesSync(lock, old, old);
+    addRegistrationsSync(dir, [{ pid: 4242, startTime: 1, expiresAt: Date.now() + 60_000 }]);
+    expect(entriesOf(dir)).toEqual([4242]);
+    expect(existsSync(lock), 'the lock was left behind').toBe(false);
+  });
+});
