@@ -11,7 +11,7 @@ import { MACHINE_ARCH, prebuiltCandidates } from '../../src/containment/prebuilt
 import { commandChannel, type ExecChannel } from '../../src/sandbox/channel.js';
 import { type HelperPush, type HelperPushed, pushHelper } from '../../src/sandbox/helper-push.js';
 import { missing, tool } from '../support/tools.js';
-import { busyboxRoot, type Container, startContainer } from './container.js';
+import { busyboxRoot, type Container, SHELLS, startContainer } from './container.js';
 
 // This machine's prebuilt helper: what every push must put in place, byte for byte.
 const local = prebuiltCandidates(process.arch).find((p) => existsSync(p));
@@ -88,6 +88,24 @@ describe.skipIf(!local)(
       const after = statSync(file);
       expect([after.ino, after.mtimeMs]).toEqual([before.ino, before.mtimeMs]);
     });
+
+    // A shell this machine lacks is skipped, named (globalSetup probed it: test/support/tools.ts).
+    for (const [name, shell] of SHELLS) {
+      const noShell = missing(shell[0] as string);
+      it.skipIf(noShell !== '')(
+        `the check and the write run under ${name}: pushed, then reused${noShell ? ` (skipped: ${noShell})` : ''}`,
+        async () => {
+          freshTmp(box);
+          const channel = counting(box.channel);
+          const first = pushed(await pushHelper(channel, { shell }), 'the first push');
+          expect(first).toMatchObject({ sha256: expected, pushed: true });
+          const second = pushed(await pushHelper(channel, { shell }), 'the second push');
+          expect(second.pushed).toBe(false);
+          expect(channel.writes()).toBe(1);
+          expect(sha256Of(onHost(box, first.path))).toBe(expected);
+        },
+      );
+    }
 
     it('a corrupt cached helper is refused and replaced (renamed over), then checked again', async () => {
       freshTmp(box);
