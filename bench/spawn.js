@@ -5,8 +5,9 @@
 // ratios to execFile. Run with `npm run bench:spawn` (builds dist/ first), or as part of
 // `npm run bench`. `BENCH_SPAWN_RUNS` sets N (default 200).
 //
-// Every result is checked: stdout 'hi\n', exit 0, outputTimedOut false, and (for tether) a
-// complete report that stopped nothing. Raw figures go to build/bench-spawn.json.
+// Every result is checked: stdout 'hi\n' (tether's 'hi': its final newline stripped, as
+// execa's), exit 0, outputTimedOut false, and (for tether) a complete report that stopped
+// nothing. Raw figures go to build/bench-spawn.json.
 import { execFile } from 'node:child_process';
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -31,7 +32,7 @@ const contenders = {
 
 function check(name, r) {
   if (
-    r.stdout !== 'hi\n' ||
+    r.stdout !== 'hi' ||
     r.exitCode !== 0 ||
     r.outputTimedOut ||
     !r.report.complete ||

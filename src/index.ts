@@ -60,6 +60,8 @@ export {
   type Result,
   SpawnError,
   type SpawnOptions,
+  type SpawnOutput,
+  type SpawnOutputOf,
   type Subprocess,
   spawn,
 } from './session/spawn.js';
