@@ -35,9 +35,11 @@ export interface SessionTag {
   entry: string;
 }
 
-// The hex of a drawn tag: BEGIN_HEX digits of its begin (microseconds since boot), CHECK_HEX of
-// a SHA-256 over those and CHECK_LABEL (tells an older, fully random tag apart: one decodes by
-// chance with odds 2^-16), then random digits.
+// The hex of a drawn tag: RANDOM_HEX random digits first (a short id — `tether ls`'s 8 digits, a
+// prefix given to `show` — tells sessions drawn in the same second apart), then BEGIN_HEX digits
+// of its begin (microseconds since boot), then CHECK_HEX of a SHA-256 over those and CHECK_LABEL
+// (tells an older, fully random tag apart: one decodes by chance with odds 2^-16).
+const RANDOM_HEX = 16;
 const BEGIN_HEX = 12;
 const CHECK_HEX = 4;
 const CHECK_LABEL = 'tether-session-begin';
@@ -62,8 +64,8 @@ export function bootMicrosNow(procRoot = '/proc'): number | undefined {
 }
 
 /**
- * Draws a fresh tag whose name carries the moment it was drawn: 12 hex digits of microseconds
- * since boot (`bootMicrosNow`), 4 of a check over them, 16 random (64 bits). Where `/proc/uptime`
+ * Draws a fresh tag whose name carries the moment it was drawn: 16 random hex digits (64 bits),
+ * then 12 of microseconds since boot (`bootMicrosNow`), then 4 of a check over those. Where `/proc/uptime`
  * cannot be read, all 32 are random (an older tether's shape: `tagBegin` gives undefined). Hex
  * cannot spell the words (KEY, TOKEN, SECRET) on which agent sandboxes drop variables.
  */
@@ -74,8 +76,8 @@ export function createTag(): SessionTag {
     return tagFromName(`${TAG_PREFIX}${hex}`);
   }
   const begin = now.toString(16).padStart(BEGIN_HEX, '0');
-  const rest = randomBytes((TAG_HEX_DIGITS - BEGIN_HEX - CHECK_HEX) / 2).toString('hex');
-  return tagFromName(`${TAG_PREFIX}${begin}${beginCheck(begin)}${rest}`);
+  const random = randomBytes(RANDOM_HEX / 2).toString('hex');
+  return tagFromName(`${TAG_PREFIX}${random}${begin}${beginCheck(begin)}`);
 }
 
 /**
@@ -88,8 +90,8 @@ export function createTag(): SessionTag {
 export function tagBegin(name: string, nowMicros = bootMicrosNow()): number | undefined {
   if (!TAG_NAME_PATTERN.test(name)) return undefined;
   const hex = name.slice(TAG_PREFIX.length);
-  const begin = hex.slice(0, BEGIN_HEX);
-  if (hex.slice(BEGIN_HEX, BEGIN_HEX + CHECK_HEX) !== beginCheck(begin)) return undefined;
+  const begin = hex.slice(RANDOM_HEX, RANDOM_HEX + BEGIN_HEX);
+  if (hex.slice(RANDOM_HEX + BEGIN_HEX) !== beginCheck(begin)) return undefined;
   const micros = Number.parseInt(begin, 16);
   return nowMicros === undefined || micros > nowMicros ? undefined : micros;
 }

@@ -109,13 +109,16 @@ describe('ledger paths', () => {
       kind: 'postgres',
       url: 'postgres://h/db',
     });
+    // The default location says so: its directory is made, a named one's never (isDefault).
     expect(resolveLedgerTarget(undefined, { XDG_STATE_HOME: '/s', HOME: '/h' })).toEqual({
       kind: 'sqlite',
       path: '/s/tether/ledger.db',
+      isDefault: true,
     });
     expect(resolveLedgerTarget(undefined, { XDG_STATE_HOME: 'rel', HOME: '/h' })).toEqual({
       kind: 'sqlite',
       path: '/h/.local/state/tether/ledger.db',
+      isDefault: true,
     });
   });
 

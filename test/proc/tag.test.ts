@@ -28,6 +28,12 @@ describe('tags', () => {
     expect(a.entry).toBe(`${a.name}=1`);
     expect(a.name).not.toBe(b.name);
   });
+  it('starts with random digits: tags drawn in the same moment have distinct short ids (ls shows 8 digits)', () => {
+    const ids = new Set(
+      Array.from({ length: 200 }, () => createTag().name.slice(TAG_PREFIX.length, TAG_PREFIX.length + 8)),
+    );
+    expect(ids.size).toBe(200);
+  });
   it('parses NAME and NAME=1 and refuses anything looser', () => {
     const t = createTag();
     expect(parseTag(t.name).name).toBe(t.name);
@@ -67,7 +73,7 @@ describe('tags', () => {
     expect(tagBegin(t.name, begin)).toBe(begin);
     expect(tagBegin(t.name, begin - 1), 'a begin later than now (an earlier boot)').toBeUndefined();
     const hex = t.name.slice(TAG_PREFIX.length);
-    const flipped = `${hex.slice(0, 12)}${((Number.parseInt(hex[12] as string, 16) + 1) % 16).toString(16)}${hex.slice(13)}`;
+    const flipped = `${hex.slice(0, 28)}${((Number.parseInt(hex[28] as string, 16) + 1) % 16).toString(16)}${hex.slice(29)}`;
     expect(tagBegin(`${TAG_PREFIX}${flipped}`), 'a changed check').toBeUndefined();
     expect(tagBegin(t.entry), 'an entry, not a name').toBeUndefined();
     expect(tagBegin(t.name.toUpperCase())).toBeUndefined();
