@@ -3,14 +3,14 @@
 // for each outcome is in src/cli/exit-codes.ts.
 import type { SessionTag } from '../proc/tag.js';
 import type { Encoding } from '../session/collect.js';
-import { type EndReason, failureOf } from '../session/result.js';
+import { commandFields, failureOf } from '../session/result.js';
 import type { SweepReport } from '../sweep/report.js';
 import type { ClientExit, ExecChannel } from './channel.js';
 import type { Completion } from './completion.js';
 import { ClientNotStartedError, ExecStatusUnknownError, nameProcesses, SandboxError } from './errors.js';
 import type { CallOutput } from './exec-output.js';
 import type { SandboxExecResult } from './exec-result.js';
-import type { StopReason } from './exec-stops.js';
+import { endReasonOf, type StopReason } from './exec-stops.js';
 import { describeExit, type SandboxSweepOptions, sweep } from './sweep.js';
 import { END_LINE_BLIND_SPOT } from './sweep-output.js';
 
@@ -87,14 +87,6 @@ function failedBeforeStart(end: CallEnd): number | undefined {
   return exit.status;
 }
 
-/** Why tether ended a call, in the terms of the result shape (`timedOut`, `isCanceled`…). */
-const END_REASON: Record<StopReason, EndReason | undefined> = {
-  cancel: 'abort',
-  silence: 'timeout',
-  'max-buffer': 'maxBuffer',
-  'output-error': undefined,
-};
-
 // The line arrived: the command's status; `ok` only when the client agrees (or was ended by us).
 // A failed one rejects (`reject`), with the same fields.
 function provenEnd(end: CallEnd, status: number): SandboxExecResult<string | Buffer> {
@@ -103,22 +95,22 @@ function provenEnd(end: CallEnd, status: number): SandboxExecResult<string | Buf
   const decode = (list: Buffer[]) =>
     end.encoding === 'buffer' ? Buffer.concat(list) : Buffer.concat(list).toString('utf8');
   const ok = status === 0 && (exit.status === 0 || byUs);
+  const reason = endReasonOf(end.stoppedBy);
   const result: SandboxExecResult<string | Buffer> = {
-    command: end.argv.join(' '),
-    ok,
+    ...commandFields(
+      { command: end.argv.join(' '), tag: end.tag.name },
+      { exitCode: status, signal: null },
+      { stdout: decode(output.out), stderr: decode(output.err) },
+      performance.now() - end.started,
+      !ok || end.stoppedBy !== null,
+      reason,
+    ),
     exitCode: status,
-    signal: null,
+    ok,
     clientStatus: byUs ? null : exit.status,
     clientSignal: byUs ? null : exit.signal,
     streamHeld: byUs,
-    stdout: decode(output.out),
-    stderr: decode(output.err),
-    failed: !ok || end.stoppedBy !== null,
-    timedOut: end.stoppedBy === 'silence',
-    isCanceled: end.stoppedBy === 'cancel',
-    durationMs: performance.now() - end.started,
-    tag: end.tag.name,
-    cancelled: end.stoppedBy === 'cancel',
+    cancelled: reason === 'abort',
     stoppedBy: end.stoppedBy,
     blindSpots: [END_LINE_BLIND_SPOT],
   };
@@ -126,7 +118,7 @@ function provenEnd(end: CallEnd, status: number): SandboxExecResult<string | Buf
   if (output.outputError) result.outputError = output.outputError;
   if (end.stopped && !(end.stopped instanceof Error)) result.report = end.stopped;
   if (!result.failed || !end.reject) return result;
-  throw failureOf(result, end.stoppedBy ? END_REASON[end.stoppedBy] : undefined, {
+  throw failureOf(result, reason, {
     timeoutMs: end.silenceMs,
     maxBuffer: end.maxBuffer,
     overflowed: output.overflowed,

@@ -2,6 +2,7 @@
 // silence — and the race between a stop and the client's exit (docs/sandbox.md, "Stops").
 import { MAX_TIMER_MS } from '../options.js';
 import type { SessionTag } from '../proc/tag.js';
+import type { EndReason } from '../session/result.js';
 import type { SweepReport } from '../sweep/report.js';
 import type { ClientExit, ExecChannel, ExecClient } from './channel.js';
 import type { Activity } from './exec-output.js';
@@ -13,6 +14,19 @@ import { type SandboxSweepOptions, sweep } from './sweep.js';
  * a collected stream past `maxBuffer`.
  */
 export type StopReason = 'cancel' | 'output-error' | 'silence' | 'max-buffer';
+
+/** `stoppedBy`'s public words in the one internal vocabulary (src/session/result.ts `EndReason`). */
+const END_REASON: Record<StopReason, EndReason | undefined> = {
+  cancel: 'abort',
+  silence: 'timeout',
+  'max-buffer': 'maxBuffer',
+  'output-error': undefined,
+};
+
+/** Why tether stopped the call, as every result says it; undefined when nothing stopped it. */
+export function endReasonOf(stoppedBy: StopReason | null): EndReason | undefined {
+  return stoppedBy === null ? undefined : END_REASON[stoppedBy];
+}
 
 /** How the race ended: the client's exit, and the stop's sweep when a stop came first. */
 export interface RaceEnd {

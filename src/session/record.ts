@@ -9,6 +9,7 @@ import { isPostgresUrl } from '../ledger/target.js';
 import type { KeptProcess, SessionLocation, SessionOutcome, SessionState } from '../ledger/types.js';
 import { toRecord } from '../outcome/record.js';
 import type { ProcessRecord, SweepReport, SweepWarning } from '../sweep/report.js';
+import type { EndReason } from './result.js';
 
 /** How a command of the session ended, as far as the record needs it. */
 export interface CommandEnd {
@@ -18,7 +19,7 @@ export interface CommandEnd {
 }
 
 /** Why the session was ended before its commands had: a caller's abort, or a deadline. */
-export type StopReason = 'abort' | 'timeout';
+export type StopReason = Extract<EndReason, 'abort' | 'timeout'>;
 
 /** What the record's end is: a state the ledger accepts after `running`, and its outcome. */
 export interface SessionEnd {

@@ -27,8 +27,42 @@ export interface CommandResult<T extends string | Buffer = string> {
   tag: string;
 }
 
-/** Why tether ended a command before it exited on its own, if it did. */
+/**
+ * Why tether ended a command before it exited on its own, if it did: the one internal word for
+ * it. Each surface keeps its own public words, mapped here once: a session's record says `abort`
+ * and `timeout` (src/session/record.ts `StopReason`), `sandbox.exec`'s `stoppedBy` says `cancel`,
+ * `silence`, `max-buffer`, `output-error` (src/sandbox/exec-stops.ts, `endReasonOf` there; a
+ * failed output stream is the call's failure, not an end of tether's: none).
+ */
 export type EndReason = 'timeout' | 'abort' | 'maxBuffer';
+
+/**
+ * The fields every command result has, built in one place for `session.spawn()`, `spawn()` and
+ * `sandbox.exec()`: `failed` is the caller's own verdict (a status ≠ 0 or unknown, a signal, a
+ * bound passed, a client that failed) or any stop of tether's (`stop`), which also sets
+ * `timedOut` and `isCanceled`.
+ */
+export function commandFields<T extends string | Buffer>(
+  name: { command: string; tag: string },
+  status: { exitCode: number | null; signal: NodeJS.Signals | null },
+  streams: { stdout: T; stderr: T },
+  durationMs: number,
+  failed: boolean,
+  stop?: EndReason,
+): CommandResult<T> {
+  return {
+    command: name.command,
+    exitCode: status.exitCode,
+    signal: status.signal,
+    stdout: streams.stdout,
+    stderr: streams.stderr,
+    failed: failed || stop !== undefined,
+    timedOut: stop === 'timeout',
+    isCanceled: stop === 'abort',
+    durationMs,
+    tag: name.tag,
+  };
+}
 
 /** What the ladder reads besides the result: the deadline and bound that applied. */
 export interface FailureContext {
@@ -199,29 +233,16 @@ export function exitResult(
   outputHeld: boolean,
 ): ExitResult<string | Buffer> {
   const streams = output.value();
-  const fields = { ...base, timedOut: false, isCanceled: false };
   if ('error' in end) {
-    const { error } = end;
-    return {
-      ...fields,
-      exitCode: null,
-      signal: null,
-      ...streams,
-      failed: true,
-      durationMs,
-      outputTimedOut: false,
-      error,
-    };
+    const fields = commandFields(base, { exitCode: null, signal: null }, streams, durationMs, true);
+    return { ...fields, outputTimedOut: false, error: end.error };
   }
   const failed = end.exitCode !== 0 || end.signal !== null || output.overflowed !== undefined;
   const result: ExitResult<string | Buffer> = {
-    ...fields,
-    ...end,
-    ...streams,
-    failed,
-    durationMs,
+    ...commandFields(base, end, streams, durationMs, failed),
     outputTimedOut: outputHeld,
   };
+  if (end.signalNumber !== undefined) result.signalNumber = end.signalNumber;
   if (output.overflowed) result.maxBufferExceeded = output.overflowed;
   return result;
 }
