@@ -1,9 +1,13 @@
 // One exec of a tether program through a channel, with a deadline: the building block of the
 // sweep and the file writer (the completion wrapper streams, see exec.ts).
+import { DEFAULT_OUTPUT_CAP_MS } from '../options.js';
 import type { ClientExit, ExecChannel } from './channel.js';
 
-/** How long streams are awaited after the client has exited or been killed, ms (decisions.md D8). */
-export const OUTPUT_CAP_MS = 2000;
+/**
+ * How long streams are awaited after the client has exited or been killed, ms (decisions.md D8):
+ * the session's output cap, one constant (src/options.ts).
+ */
+export const OUTPUT_CAP_MS = DEFAULT_OUTPUT_CAP_MS;
 
 /** What one exec gave back. `timedOut`: the deadline killed the client. */
 export interface RunOutcome {

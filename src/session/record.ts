@@ -22,7 +22,7 @@ export interface CommandEnd {
 export type StopReason = Extract<EndReason, 'abort' | 'timeout'>;
 
 /** What the record's end is: a state the ledger accepts after `running`, and its outcome. */
-export interface SessionEnd {
+export interface RecordedEnd {
   state: Exclude<SessionState, 'running' | 'recovered' | 'parked'>;
   outcome: SessionOutcome;
 }
@@ -40,11 +40,11 @@ export function sessionEnd(
   commands: readonly CommandEnd[],
   stop: StopReason | 'ended-early' | undefined,
   tag: string,
-): SessionEnd {
+): RecordedEnd {
   const failed = commands.find((c) => c.error !== undefined || c.exitCode !== 0);
   const last = failed ?? commands.at(-1);
   const status = { exitCode: last?.exitCode ?? null, signal: last?.signal ?? null };
-  const ended = (state: SessionEnd['state'], error: TetherError | null): SessionEnd => ({
+  const ended = (state: RecordedEnd['state'], error: TetherError | null): RecordedEnd => ({
     state,
     outcome: { ...status, error: error && toRecord(error) },
   });
