@@ -91,8 +91,24 @@ function shaped(
   const { shape } = plan;
   const give = (value: string | Buffer) => shapeLines(decode(value, shape.encoding), shape);
   const done: Result<SpawnOutput> = { ...result, stdout: give(result.stdout), stderr: give(result.stderr) };
-  if (all !== undefined) done.all = give(all.value(sessionEncoding(shape.encoding)));
+  // Bounded so that it decodes; were memory short for it all the same, it is empty, not a throw.
+  if (all !== undefined) {
+    const read = sessionEncoding(shape.encoding);
+    done.all = orEmpty(
+      () => give(all.value(read)),
+      () => give(read === 'buffer' ? Buffer.alloc(0) : ''),
+    );
+  }
   return done;
+}
+
+// `make()`, or the empty output of its shape when it throws (ERR_STRING_TOO_LONG, no memory).
+function orEmpty(make: () => SpawnOutput, empty: () => SpawnOutput): SpawnOutput {
+  try {
+    return make();
+  } catch {
+    return empty();
+  }
 }
 
 // The error of a failed result: its message from the text of stderr, its fields the result's.

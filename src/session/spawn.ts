@@ -4,9 +4,9 @@ import type { ChildProcess } from 'node:child_process';
 import type { Readable, Writable } from 'node:stream';
 import type { SessionTag } from '../proc/tag.js';
 import { AllOutput } from './all.js';
-import { DEFAULT_MAX_BUFFER } from './collect.js';
+import { DEFAULT_MAX_BUFFER, effectiveMaxBuffer } from './collect.js';
 import { armStops, type Stops } from './deadline.js';
-import type { SpawnEncoding } from './encoding.js';
+import { boundFor, type SpawnEncoding, sessionEncoding } from './encoding.js';
 import { feedInput, type InputOption } from './input.js';
 import type { SignalName } from './kill.js';
 import { type CommandOptions, checkCommand, checkSpawnOptions, type SessionOptions } from './options.js';
@@ -159,11 +159,14 @@ function stopsOf(s: Session, proc: SessionProcess<string | Buffer>, plan: SpawnP
   }
 }
 
-// `all`'s reader, beside the session's: both streams' bounds together, as execa's.
+// `all`'s reader, beside the session's: both streams' bounds together, as execa's, never past
+// what can be decoded (`effectiveMaxBuffer`, `boundFor`).
 function allOf(proc: SessionProcess<string | Buffer>, plan: SpawnPlan): AllOutput | undefined {
   const o = plan.options as { buffer?: boolean; maxBuffer?: number };
   if (o.buffer === false) return undefined;
-  return new AllOutput([proc.stdout, proc.stderr], 2 * (o.maxBuffer ?? DEFAULT_MAX_BUFFER));
+  const { encoding } = plan.shape;
+  const both = effectiveMaxBuffer(2 * (o.maxBuffer ?? DEFAULT_MAX_BUFFER), sessionEncoding(encoding));
+  return new AllOutput([proc.stdout, proc.stderr], boundFor(encoding, both));
 }
 
 // The command started in `s`. What the start throws (CONTAINMENT_UNAVAILABLE…): this session ran

@@ -92,6 +92,13 @@ describe('the output as execa gives it: stripFinalNewline, lines, all, encoding'
     expect((await spawn('echo', ['x'], BOUND)).all, 'all given without all: true').toBe(undefined);
   });
 
+  it("all is bounded by both streams' maxBuffer together, as execa's", async () => {
+    const r = await spawn('printf', ['0123456789'], { ...BOUND, all: true, maxBuffer: 4, reject: false });
+    expect(r.maxBufferExceeded).toBe('stdout');
+    expect(r.stdout).toBe('0123');
+    expect(r.all).toBe('01234567');
+  });
+
   it('lines: arrays of lines, each without its newline unless stripFinalNewline is false', async () => {
     const script = 'printf "a\\nb\\r\\nc\\n"; sleep 0.2; printf "e\\n" >&2';
     const r = await spawn('sh', ['-c', script], { ...BOUND, lines: true, all: true });
