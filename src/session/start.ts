@@ -1,16 +1,14 @@
 // A command's start, the helper's or its own: through the subreaper helper (with the session's
 // cgroup and PID namespace, as the containment plans them) unless the plan says otherwise or,
 // with `auto`, the helper cannot be used here — then directly, said by a `NO_HELPER` warning.
-// And how a started command ends: the helper's report, Node's exit event, or a start failure.
+// How a started command ends is src/session/command-end.ts's.
 import { ChildProcess, type StdioOptions, spawn as spawnChild } from 'node:child_process';
-import { setTimeout as delay } from 'node:timers/promises';
 import { createSessionCgroup, removeCgroup } from '../containment/cgroup.js';
 import {
   type Helper,
   HelperStartError,
   type HelperWarning,
   helperPath,
-  type PayloadEnd,
   startHelper,
 } from '../containment/helper.js';
 import { HelperPool } from '../containment/helper-pool.js';
@@ -18,10 +16,10 @@ import type { ContainmentPlan } from '../containment/select.js';
 import { TetherError } from '../errors.js';
 import { errnoName } from '../libc.js';
 import type { SessionCgroup } from '../proc/cgroup.js';
-import { isAlive } from '../proc/identity.js';
 import type { SessionTag } from '../proc/tag.js';
-import { type ExitWatch, endFromWatch, watchExit } from '../proc/wait-status.js';
+import { type ExitWatch, watchExit } from '../proc/wait-status.js';
 import type { SweepWarning } from '../sweep/report.js';
+import { directEnd, helperEnd, spawnFailed } from './command-end.js';
 import { clip } from './options.js';
 import type { CommandEnd } from './result.js';
 
@@ -119,8 +117,17 @@ export class Starter {
    */
   ended(started: Started, command: string, thrown: unknown, onLost: () => void): Promise<CommandEnd> {
     if (thrown !== undefined) return Promise.resolve({ error: spawnFailed(command, thrown) });
-    if (started.helper) return this.helperEnd(started.helper, command, onLost);
-    return directEnd(started.child, command, started.exitWatch);
+    if (!started.helper) return directEnd(started.child, command, started.exitWatch);
+    const { helpers, ctx } = this;
+    return helperEnd(started.helper, command, {
+      helpers,
+      warnings: ctx.warnings,
+      procRoot: ctx.procRoot,
+      onLost: () => {
+        this.helperWasLost = true;
+        onLost();
+      },
+    });
   }
 
   // Starts the command through the helper; undefined when the containment does not want one
@@ -212,49 +219,6 @@ export class Starter {
     else this.ctx.notes.push(made.note);
     return this.cgroup;
   }
-
-  private helperEnd(helper: Helper, command: string, onLost: () => void): Promise<CommandEnd> {
-    return helper.end.then(async (end: PayloadEnd): Promise<CommandEnd> => {
-      this.helpers.commandEnded(helper);
-      if (end.kind === 'exit') {
-        const ended: CommandEnd = { exitCode: end.exitCode, signal: end.signal };
-        if (end.signal === null && end.signalNumber !== undefined) ended.signalNumber = end.signalNumber;
-        this.helpers.releaseIdle();
-        return ended;
-      }
-      if (end.kind === 'exec-failed') {
-        const cause = Object.assign(new Error(`spawn ${command} ${end.errno}`), { code: end.errno });
-        const why =
-          end.stage === 'exec'
-            ? cause.message
-            : end.stage === 'cgroup'
-              ? `joining the session cgroup failed (${end.errno})`
-              : `setting up the PID namespace failed (${end.errno})`;
-        return { error: new TetherError('SPAWN_FAILED', `cannot start ${command}: ${why}`, { cause }) };
-      }
-      this.ctx.warnings.push({
-        code: 'HELPER_LOST',
-        message: `the helper (pid ${helper.helper.pid}) of ${command} could not report the command's end (it, or its PID namespace's init, was killed): its exit status is unknown`,
-      });
-      this.helperWasLost = true;
-      onLost();
-      // The command may still run, reparented: its end is when its identity is gone (the
-      // session's end sweeps it; `spawn()` ends its session at once).
-      while (isAlive(helper.payload, this.ctx.procRoot)) await delay(HELPER_LOST_POLL_MS);
-      return { exitCode: null, signal: null };
-    });
-  }
-}
-
-// A start failure Node threw synchronously, as SPAWN_FAILED naming the errno (E2BIG: the
-// arguments and environment exceed the kernel's limit, execve(2)).
-function spawnFailed(command: string, cause: unknown): TetherError {
-  const code = (cause as NodeJS.ErrnoException).code;
-  const why =
-    code === 'E2BIG'
-      ? 'E2BIG: its arguments and environment are too large for execve(2) (one string over 128 KiB, or all of them over the limit)'
-      : clip((cause as Error).message, 200);
-  return new TetherError('SPAWN_FAILED', `cannot start ${clip(command)}: ${why}`, { cause });
 }
 
 /** A parenthesis saying what an errno of a start means here, or ''. */
@@ -280,22 +244,3 @@ const HELPER_FAULT_CONSEQUENCE: Record<string, (pid?: number) => string> = {
   control: () => ': its control pipe failed, and it ended its subtree as if this process had died',
   rmdir: () => ': the session cgroup could not be removed',
 };
-
-/** How often a command whose helper was lost is checked for its end, ms. */
-const HELPER_LOST_POLL_MS = 50;
-
-// A command Node started itself: its `exit` event — the kernel's wait status when `exitWatch`
-// has it (a real-time signal by number) — or its start failure (ENOENT, EACCES…).
-function directEnd(child: ChildProcess, command: string, exitWatch?: ExitWatch): Promise<CommandEnd> {
-  return new Promise((resolve) => {
-    child.once('error', (cause) => {
-      if (child.pid !== undefined) return; // an error after a successful start (kill failed…)
-      resolve({
-        error: new TetherError('SPAWN_FAILED', `cannot start ${command}: ${(cause as Error).message}`, {
-          cause,
-        }),
-      });
-    });
-    child.once('exit', (exitCode, signal) => resolve(endFromWatch(exitWatch, exitCode, signal)));
-  });
-}
