@@ -21,7 +21,9 @@ export { type Result, SpawnError, type SpawnOutput } from './spawn-result.js';
  * Options of `spawn()`: the session's and the command's, when to give up, and execa's names
  * (docs/sessions.md, "Side by side with execa").
  */
-export interface SpawnOptions extends SessionOptions, Omit<CommandOptions, 'encoding'> {
+export interface SpawnOptions extends SessionOptions, Omit<CommandOptions, 'encoding' | 'env'> {
+  /** Variables added to `process.env` (or, with `extendEnv: false`, the whole environment); the session's is always added. */
+  env?: NodeJS.ProcessEnv;
   /** Aborting it ends the session: the sweep stops the command and everything it started. */
   signal?: AbortSignal;
   /** execa's name: as `signal` (either aborting ends the session). */
