@@ -7,7 +7,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { Ledger } from '../../src/ledger/index.js';
 import { spoolDirOf } from '../../src/ledger/spool.js';
 import type { LedgerStore, SessionRecord } from '../../src/ledger/types.js';
-import { sessionEnd } from '../../src/session/record.js';
+import { sessionEnd } from '../../src/session/recorded-end.js';
 import { Session } from '../../src/session/session.js';
 import { spawn } from '../../src/session/spawn.js';
 import type { TetherEvent } from '../../src/sweep/events.js';
