@@ -1,12 +1,11 @@
-// The keys `spawn()` takes, and a refusal for every other one: an execa option tether does not
+// The keys `spawn()`, `session()` and `session.spawn()` take, and a refusal for every other one: an execa option tether does not
 // implement says so (and what to do instead), a typo names the nearest key tether knows. A key
 // accepted and ignored would run the command without what the caller asked (a `timout` runs
 // with no deadline at all).
 import { TetherError } from '../errors.js';
 
-// Every key `spawn()` reads: the session's, the command's and its own (src/session/spawn.ts).
-export const SPAWN_KEYS = [
-  // the session's (SessionOptions)
+/** The keys of a session's options (`session()`, `new Session()`: SessionOptions). */
+export const SESSION_KEYS = [
   'graceMs',
   'killAfterMs',
   'outputCapMs',
@@ -18,13 +17,15 @@ export const SPAWN_KEYS = [
   'collectPorts',
   'ledger',
   'ledgerRequired',
-  // the command's (CommandOptions)
-  'cwd',
-  'env',
-  'stdio',
-  'buffer',
-  'maxBuffer',
-  'encoding',
+] as const;
+
+/** The keys of a session command's options (`session.spawn()`: CommandOptions). */
+export const COMMAND_KEYS = ['cwd', 'env', 'stdio', 'buffer', 'maxBuffer', 'encoding'] as const;
+
+// Every key `spawn()` reads: the session's, the command's and its own (src/session/spawn.ts).
+export const SPAWN_KEYS = [
+  ...SESSION_KEYS,
+  ...COMMAND_KEYS,
   // spawn()'s own
   'signal',
   'timeout',
@@ -113,4 +114,9 @@ export function editDistance(a: string, b: string): number {
 
 function clipKey(key: string): string {
   return key.length > 60 ? `${key.slice(0, 60)}…` : key;
+}
+
+/** The entries of `options` whose key is in `keys` (the session's or the command's share). */
+export function pick(options: Record<string, unknown>, keys: readonly string[]): Record<string, unknown> {
+  return Object.fromEntries(Object.entries(options).filter(([key]) => keys.includes(key)));
 }

@@ -7,7 +7,7 @@ import { TetherError } from '../errors.js';
 import type { Ledger } from '../ledger/ledger.js';
 import { checkMs } from '../options.js';
 import type { EventListener } from '../sweep/events.js';
-import type { KeepRule } from '../sweep/keep.js';
+import { compileKeep, type KeepRule } from '../sweep/keep.js';
 import type { SweepProgress } from '../sweep/sweep-options.js';
 import { checkOutputOptions, type OutputOptions } from './collect.js';
 import { checkKnownKeys } from './known-options.js';
@@ -214,4 +214,17 @@ export function nulByteIn(
       return `env.${clip(name.replace(/\0/g, '\\0'))}`;
   }
   return undefined;
+}
+
+/**
+ * Refuses `keep` with a `pid-namespace` containment (`pidns`): the kernel kills every process of
+ * a PID namespace when its init ends, so nothing could be kept. Throws `INVALID_OPTION`; also
+ * what `compileKeep` throws for a bad rule.
+ */
+export function checkKeepFits(options: SessionOptions, pidns: boolean): void {
+  if (compileKeep(options.keep).length > 0 && pidns)
+    throw new TetherError(
+      'INVALID_OPTION',
+      "invalid keep with containment 'pid-namespace': the kernel kills every process of a PID namespace when its init ends, so nothing could be kept (drop one of them)",
+    );
 }

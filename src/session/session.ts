@@ -6,7 +6,6 @@ import { planContainment } from '../containment/select.js';
 import { TetherError } from '../errors.js';
 import { checkMs, DEFAULT_GRACE_MS, DEFAULT_KILL_AFTER_MS, DEFAULT_OUTPUT_CAP_MS } from '../options.js';
 import { createTag, type SessionTag, tagsIn } from '../proc/tag.js';
-import { compileKeep } from '../sweep/keep.js';
 import { sweep, sweepSync } from '../sweep/loop.js';
 import type { SweepReport, SweepWarning } from '../sweep/report.js';
 import { createSignaller } from '../sweep/signal.js';
@@ -17,9 +16,11 @@ import { abandonHelpers, handOver, release, sweepRan } from './end.js';
 import { unwatch, watchOnExit } from './exit-hook.js';
 import { SpawnHolds } from './holds.js';
 import { commandKill } from './kill.js';
+import { COMMAND_KEYS, checkKnownKeys, SESSION_KEYS } from './known-options.js';
 import {
   type CommandOptions,
   checkCommand,
+  checkKeepFits,
   checkSessionOptions,
   nulByteIn,
   type SessionOptions,
@@ -67,15 +68,12 @@ export class Session {
 
   constructor(options: SessionOptions = {}) {
     checkSessionOptions(options);
+    checkKnownKeys(options, SESSION_KEYS);
     const graceMs = checkMs('graceMs', options.graceMs ?? DEFAULT_GRACE_MS);
     const killAfterMs = checkMs('killAfterMs', options.killAfterMs ?? DEFAULT_KILL_AFTER_MS);
     checkMs('outputCapMs', options.outputCapMs ?? DEFAULT_OUTPUT_CAP_MS);
     const plan = planContainment(options.containment ?? 'auto');
-    if (compileKeep(options.keep).length > 0 && plan.pidns)
-      throw new TetherError(
-        'INVALID_OPTION',
-        "invalid keep with containment 'pid-namespace': the kernel kills every process of a PID namespace when its init ends, so nothing could be kept (drop one of them)",
-      );
+    checkKeepFits(options, plan.pidns);
     // The rules copied: a caller's array changed after the check is not what the sweep uses.
     this.options = options.keep
       ? { ...options, keep: options.keep.map(({ match, ttlMs, owner }) => ({ match, ttlMs, owner })) }
@@ -135,6 +133,7 @@ export class Session {
     if (this.ending)
       throw new TetherError('SESSION_ENDED', `session ${this.tag.name} has ended: cannot spawn ${command}`);
     checkCommand(command, args, options);
+    checkKnownKeys(options, COMMAND_KEYS);
     const started = performance.now();
     const { launched, thrown } = this.launch(command, args, options);
     const { child, helper } = launched;

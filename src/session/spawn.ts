@@ -9,6 +9,7 @@ import { armStops, type Stops } from './deadline.js';
 import { boundFor, type SpawnEncoding, sessionEncoding } from './encoding.js';
 import { feedInput, type InputOption } from './input.js';
 import type { SignalName } from './kill.js';
+import { COMMAND_KEYS, pick, SESSION_KEYS } from './known-options.js';
 import { type CommandOptions, checkCommand, checkSpawnOptions, type SessionOptions } from './options.js';
 import { helperLost, outputOverflow, Session, type SessionProcess } from './session.js';
 import type { ShellOption } from './shell.js';
@@ -128,8 +129,8 @@ export function spawn<O extends SpawnOptions = {}>(
   checkCommand(command, args, { ...options, encoding: undefined });
   const plan = planSpawn(command, args, options);
   checkCommand(plan.file, plan.args, plan.options);
-  const s = new Session(plan.options);
-  const proc = startIn(s, plan.file, plan.args, plan.options);
+  const s = new Session(pick(plan.options, SESSION_KEYS));
+  const proc = startIn(s, plan.file, plan.args, pick(plan.options, COMMAND_KEYS));
   const all = plan.shape.all ? allOf(proc, plan) : undefined;
   const stops = stopsOf(s, proc, plan, options);
   feedInput(proc.stdin, options.input, options.inputFile);

@@ -7,7 +7,15 @@ import { join } from 'node:path';
 import { setTimeout as delay } from 'node:timers/promises';
 import { afterAll, describe, expect, expectTypeOf, it } from 'vitest';
 import { type SpawnOptions, spawn, TetherError } from '../../src/index.js';
-import { editDistance, nearest, SPAWN_KEYS } from '../../src/session/known-options.js';
+import {
+  type COMMAND_KEYS,
+  editDistance,
+  nearest,
+  type SESSION_KEYS,
+  SPAWN_KEYS,
+} from '../../src/session/known-options.js';
+import type { CommandOptions, SessionOptions } from '../../src/session/options.js';
+import { Session } from '../../src/session/session.js';
 
 const FAST = { graceMs: 300, killAfterMs: 1000 };
 const dir = mkdtempSync(join(tmpdir(), 'tether-spawn-options-'));
@@ -63,6 +71,28 @@ describe('a key spawn() does not take is refused by name, and nothing runs', () 
     expect(nearest('rejcet', SPAWN_KEYS)).toBe('reject');
     expect(nearest('cwdx', SPAWN_KEYS)).toBe('cwd');
     expect(nearest('ab', SPAWN_KEYS), 'two edits make anything of a two-letter key').toBe(undefined);
+  });
+});
+
+describe('session() and session.spawn() refuse a key they do not take, and nothing runs', () => {
+  it("a typo in session options or in a command's is INVALID_OPTION naming the nearest key; the keys match the types", async () => {
+    expect(thrown(() => new Session({ ...FAST, gracMs: 10 } as SessionOptions)).message).toBe(
+      'unknown option `gracMs` (did you mean `graceMs`?)',
+    );
+    // spawn()'s own keys are not a session's: a session sets no deadline on its commands.
+    expect(thrown(() => new Session({ timeout: 10 } as SessionOptions)).message).toMatch(
+      /^unknown option `timeout`/,
+    );
+    const s = new Session(FAST);
+    const marker = join(dir, 'session-typo-ran');
+    expect(
+      thrown(() => s.spawn('sh', ['-c', `echo ran > ${marker}`], { cwdd: dir } as CommandOptions)).message,
+    ).toBe('unknown option `cwdd` (did you mean `cwd`?)');
+    const report = await s.end();
+    expect(report.ok).toBe(true);
+    expect(existsSync(marker), 'the command of a refused session.spawn ran').toBe(false);
+    expectTypeOf<Exclude<keyof SessionOptions, (typeof SESSION_KEYS)[number]>>().toEqualTypeOf<never>();
+    expectTypeOf<Exclude<keyof CommandOptions, (typeof COMMAND_KEYS)[number]>>().toEqualTypeOf<never>();
   });
 });
 
