@@ -8,7 +8,7 @@ import { DEFAULT_MAX_BUFFER, effectiveMaxBuffer } from './collect.js';
 import type { Stops } from './deadline.js';
 import { decode, sessionEncoding } from './encoding.js';
 import { shapeLines } from './lines.js';
-import { CommandError, type EndReason, type ExitResult, failureOf } from './result.js';
+import { CommandError, commandFields, type EndReason, type ExitResult, failureOf } from './result.js';
 import type { Session, SessionProcess } from './session.js';
 import type { SpawnPlan } from './spawn-plan.js';
 
@@ -64,19 +64,10 @@ export async function settle(
   // output that could not be decoded counts as past its bound).
   const why = stops.reason() ?? (exit.maxBufferExceeded ? 'maxBuffer' : undefined);
   const report = await s.end();
-  const failed = exit.failed || why !== undefined;
-  const done = shaped(
-    {
-      ...exit,
-      command: plan.commandLine,
-      failed,
-      timedOut: why === 'timeout',
-      isCanceled: why === 'abort',
-      report,
-    },
-    plan,
-    all,
-  );
+  const name = { command: plan.commandLine, tag: exit.tag };
+  const fields = commandFields(name, exit, exit, exit.durationMs, exit.failed, why);
+  const { failed } = fields;
+  const done = shaped({ ...exit, ...fields, report }, plan, all);
   if (error) throw withOutput(new SpawnError(error, asText(done)), done);
   if (failed && plan.options.reject !== false) throw rejection(done, why, plan);
   return done;
