@@ -91,6 +91,12 @@ export interface SandboxExecOptions extends OutputOptions {
    * through it once this process is gone.
    */
   ledger?: Ledger;
+  /**
+   * The path of a helper in the target that `pushHelper` checked (docs/sandbox.md, "An agent
+   * session under the pushed helper"): the command runs as its payload, so that what it orphans
+   * is reparented to the helper and found as its descendant. Set by `sandbox.run`.
+   */
+  helper?: string;
 }
 
 /**
@@ -202,7 +208,8 @@ function prepare(argv: string[], options: SandboxExecOptions): CallPlan {
   const silenceMs = checkMs('silenceMs', options.silenceMs ?? SILENCE_MS);
   // A container without `sh` has no other shell than the command's for its sweep.
   const sweepOptions = { shell, ...options.sweep };
-  const wrapper = ['env', tag.entry, ...shell, '-c', program('wrap'), 'tether-wrap'];
+  const under = typeof options.helper === 'string' ? ['--helper', options.helper] : [];
+  const wrapper = ['env', tag.entry, ...shell, '-c', program('wrap'), 'tether-wrap', ...under];
   const input = typeof options.input === 'string' ? Buffer.from(options.input) : options.input;
   const plan = { tag, silenceMs, sweepOptions, nonce: createNonce(), input, scriptMode: false };
   if (options.script === undefined) return { ...plan, argv: [...wrapper, 'run', ...argv] };

@@ -24,6 +24,8 @@ import { ClientNotStartedError, ExecStatusUnknownError, SandboxError } from './e
 import { exec, type SandboxExecOptions, SILENCE_MS } from './exec.js';
 import type { SandboxExecResult } from './exec-result.js';
 import { OUTPUT_CAP_MS, within } from './run.js';
+import type { HelperPush } from './helper-push.js';
+import { pushForSession, reportUnder } from './session-helper.js';
 import { checkShell, type SandboxSweepOptions, sweep } from './sweep.js';
 
 /** Options of `sandbox.session`. Durations in milliseconds. */
@@ -50,12 +52,20 @@ export interface SandboxSessionOptions {
    * `INVALID_OPTION`: `tether recover` reaches the target through it once this process is gone.
    */
   ledger?: Ledger;
+  /**
+   * Runs every command under the subreaper helper, pushed into the target once before the first
+   * command (`pushHelper`, docs/sandbox.md "An agent session under the pushed helper"): what a
+   * command orphans, an `env -i` double fork included, is the helper's descendant and is swept.
+   * Where it cannot be had the session runs on the env tag alone and its report's notes say why.
+   * Default false; `sandbox.run` and `tether sandbox run` set it.
+   */
+  helper?: boolean;
 }
 
 /** Options of one command of a session: `sandbox.exec`'s, less those the session sets. */
 export type SandboxCommandOptions = Omit<
   SandboxExecOptions,
-  'tag' | 'shell' | 'signal' | 'sweep' | 'reject' | 'ledger'
+  'tag' | 'shell' | 'signal' | 'sweep' | 'reject' | 'ledger' | 'helper'
 >;
 
 /**
@@ -133,6 +143,11 @@ export class SandboxSession {
   private beginError: TetherError | undefined;
   /** How each command ended, in the order they ended: the row's end state. */
   private readonly ends: SandboxExitResult<string | Buffer>[] = [];
+  /** Whether the commands run under the pushed helper. */
+  private readonly underHelper: boolean;
+  /** The helper's push, once, before the first command (with `helper`). */
+  private pushing: Promise<HelperPush> | undefined;
+  private helperPush: HelperPush | undefined;
 
   /** Throws `INVALID_OPTION` (`INVALID_TAG` for a bad tag) before anything starts. */
   constructor(channel: ExecChannel, options: SandboxSessionOptions = {}) {
@@ -153,6 +168,7 @@ export class SandboxSession {
     this.timeoutMs = checkMs('timeout', options.timeout ?? 0);
     this.signal = options.signal;
     this.ledger = options.ledger;
+    this.underHelper = options.helper === true;
     if (this.ledger && (!Array.isArray(channel.argv) || channel.argv.length === 0))
       throw new TetherError(
         'INVALID_OPTION',
@@ -194,21 +210,24 @@ export class SandboxSession {
     const command = [...argv];
     // With a ledger, the session's row is written before its first command starts (awaited: a
     // ledger that refuses fails every command, and nothing runs nor is swept).
-    const call = this.recorded(command).then(() => {
-      if (this.ending)
-        throw new TetherError(
-          'SESSION_ENDED',
-          `session ${this.tag.name} ended before ${JSON.stringify(command[0])} started`,
-        );
-      return exec(this.channel, command, {
-        ...options,
-        tag: this.tag,
-        shell: this.shell,
-        sweep: this.sweepOptions,
-        signal: this.stops.signal,
-        reject: false,
+    const call = this.recorded(command)
+      .then(() => this.pushed())
+      .then((helper) => {
+        if (this.ending)
+          throw new TetherError(
+            'SESSION_ENDED',
+            `session ${this.tag.name} ended before ${JSON.stringify(command[0])} started`,
+          );
+        return exec(this.channel, command, {
+          ...options,
+          ...(helper ? { helper } : {}),
+          tag: this.tag,
+          shell: this.shell,
+          sweep: this.sweepOptions,
+          signal: this.stops.signal,
+          reject: false,
+        });
       });
-    });
     const empty = (options.encoding === 'buffer' ? Buffer.alloc(0) : '') as OutputOf<O>;
     const exited = call.then(
       (result) => {
@@ -316,9 +335,18 @@ export class SandboxSession {
       await this.settleRow(error.report, error);
       throw error;
     }
-    const merged = this.merged(report as SweepReport);
+    const merged = reportUnder(this.merged(report as SweepReport), this.helperPush);
     await this.settleRow(merged);
     return merged;
+  }
+
+  // The helper's path in the target, pushed once before the first command (with `helper`), or
+  // undefined: the commands then run on the env tag alone.
+  private async pushed(): Promise<string | undefined> {
+    if (!this.underHelper) return undefined;
+    this.pushing ??= pushForSession(this.channel, this.shell);
+    this.helperPush = await this.pushing;
+    return 'path' in this.helperPush ? this.helperPush.path : undefined;
   }
 
   // The row's begin, once, before the first command (none without a ledger).
@@ -500,7 +528,7 @@ export async function run<O extends SandboxRunOptions = {}>(
   argv: string[],
   options: O = {} as O,
 ): Promise<SandboxRunResult<OutputOf<O>>> {
-  const { tag, shell, signal, timeout, sweep: sweepOptions, reject, ledger, ...command } = options;
+  const { tag, shell, signal, timeout, sweep: sweepOptions, reject, ledger, helper, ...command } = options;
   if (reject !== undefined && typeof reject !== 'boolean')
     throw new TetherError(
       'INVALID_OPTION',
@@ -514,6 +542,7 @@ export async function run<O extends SandboxRunOptions = {}>(
     ...(timeout === undefined ? {} : { timeout }),
     ...(sweepOptions === undefined ? {} : { sweep: sweepOptions }),
     ...(ledger === undefined ? {} : { ledger }),
+    ...(helper === undefined ? {} : { helper }),
   });
   let exit: SandboxExitResult<OutputOf<O>>;
   try {

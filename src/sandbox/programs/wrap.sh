@@ -20,6 +20,12 @@
 # reading that file only once its size is SIZE; otherwise the wrapper prints
 #   tether-end NONCE refused RECEIVED SIZE<newline>
 # and runs nothing. Without a well-formed nonce line it runs nothing and prints no line.
+# With `--helper PATH` before the mode (sandbox.run, docs/sandbox.md "An agent session under the
+# pushed helper"), the command runs as the payload of the subreaper helper at PATH, pushed and
+# checked by pushHelper: the helper is this program's child and the command's parent, carries the
+# tag, and every process the command orphans is reparented to it. It outlives this program and
+# holds them until a sweep's TERM reaches it (then it ends its subtree itself). A helper that
+# cannot start the command: the command runs as without it, and stderr says so.
 
 # Job control would put the command in a group of its own and errexit would end the wrapper
 # before its line; either may come from the environment. So may nounset and tracing.
@@ -30,7 +36,12 @@ set +m 2>/dev/null
 EXIT_REFUSED=125
 # A variable of that name in the environment is exported: assigning to it would hand the
 # nonce to the command. Unset first, the variables then made are the shell's own.
-unset nonce text first token
+unset nonce text first token helper fifo started hword
+helper=
+if [ "$1" = --helper ]; then
+  helper=$2
+  shift 2
+fi
 mode=$1
 shift
 # `read` takes one byte at a time from a pipe, so the command's stdin starts right after it.
@@ -130,21 +141,91 @@ fi
 # The command leads its own POSIX session where setsid exists, so that its own `kill 0` reaches
 # its processes and not the wrapper. Started asynchronously, it is not a group leader: setsid
 # then needs no fork, and $! is the command itself.
-if command -v setsid >/dev/null 2>&1; then
-  setsid "$@" <&3 3<&- &
-else
-  "$@" <&3 3<&- &
-fi
-pid=$!
-exec 3<&-
+runner=
+command -v setsid >/dev/null 2>&1 && runner=setsid
 
-# A handled signal ends `wait` early (status > 128): wait again until the command has ended.
-while :; do
-  caught=
-  wait "$pid"
-  status=$?
-  [ -n "$caught" ] || break
-done
+# start_helper CMD…: the helper starts `$runner CMD…` as its payload (its child; the helper's
+# wire protocol is docs/containment.md's). Its status pipe (fd 3) and control pipe (fd 4) are
+# FIFOs in the helper's own directory (0700, this uid's), removed once the helper has said its
+# first line (both are open then: removed sooner, `4<>` would create a plain file). `go` waits in the
+# control FIFO before the helper starts; the helper opens that FIFO read-write, so it never reads
+# EOF there: it never runs its dead man's switch for this program's end, which is not the
+# session's — a sweep's TERM is (docs/sandbox.md). False when the FIFOs cannot be made.
+start_helper() {
+  fifo=${helper%/*}/wrap.$$
+  rm -f "$fifo.c" "$fifo.s" 2>/dev/null
+  if ! mkfifo -m 600 "$fifo.c" "$fifo.s" 2>/dev/null; then
+    rm -f "$fifo.c" "$fifo.s" 2>/dev/null
+    return 1
+  fi
+  # Held open until the helper has opened it too: a FIFO no one holds loses what waits in it.
+  exec 8<>"$fifo.c"
+  put "go$nl" >&8
+  # fd 3 is the command's stdin until `<&3`, then the status FIFO (opened first: this program's
+  # open below waits for it, and a helper that fails later closes it: EOF, never a hang).
+  "$helper" -- $runner "$@" <&3 3>"$fifo.s" 4<>"$fifo.c" 8<&- &
+  exec 7<"$fifo.s"
+}
+
+# await_helper: reads the helper's status lines until the payload's exit (sets status) or EOF
+# (the helper is gone: status stays empty). `started` once it said so: past it, the command may
+# have run.
+await_helper() {
+  while :; do
+    caught=
+    hword=
+    if IFS=' ' read -r hword a b rest <&7; then
+      case $hword in
+        helper | started)
+          # The helper has both FIFOs open: our hold and their names are no longer needed.
+          exec 8>&-
+          rm -f "$fifo.c" "$fifo.s"
+          [ "$hword" = started ] && started=1 ;;
+        exit)
+          case $a in
+            code) status=$b ;;
+            signal) status=$((128 + b)) ;;
+            *) status=125 ;;
+          esac
+          break ;;
+      esac
+    elif [ -z "$caught" ]; then
+      break
+    fi
+  done
+  exec 7<&- 8>&-
+  rm -f "$fifo.c" "$fifo.s"
+}
+
+status=
+started=
+if [ -n "$helper" ] && start_helper "$@"; then
+  await_helper
+  if [ -z "$status" ] && [ -n "$started" ]; then
+    # The helper is gone without the payload's status (killed): the command may still run. No
+    # line: an unknown end, which tether sweeps.
+    echo "tether-wrap: the helper $helper ended without the command's status" >&2
+    [ -z "$dir" ] || rm -rf "$dir"
+    exit $EXIT_REFUSED
+  fi
+  [ -n "$status" ] || echo "tether-wrap: the helper $helper did not start the command: it runs on the env tag alone" >&2
+elif [ -n "$helper" ]; then
+  echo "tether-wrap: no FIFO for the helper in ${helper%/*}: the command runs on the env tag alone" >&2
+fi
+
+if [ -z "$status" ]; then
+  $runner "$@" <&3 3<&- &
+  pid=$!
+  exec 3<&-
+  # A handled signal ends `wait` early (status > 128): wait again until the command has ended.
+  while :; do
+    caught=
+    wait "$pid"
+    status=$?
+    [ -n "$caught" ] || break
+  done
+fi
+exec 3<&-
 [ -z "$dir" ] || rm -rf "$dir"
 line exit "$status"
 exit "$status"

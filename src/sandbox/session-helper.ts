@@ -1,0 +1,57 @@
+// An agent session under the pushed helper (docs/sandbox.md, "An agent session under the pushed
+// helper"): the helper is pushed once per session, before its first command; every command then
+// runs as the helper's payload, so what it orphans — an `env -i` double fork included — is the
+// helper's descendant, found by the session's sweep below the helper, which carries the tag. The
+// report says which it was: the helper and where, or why not (the env tag alone).
+import { ENV_TAG_BLIND_SPOT, type SweepReport } from '../sweep/report.js';
+import type { ExecChannel } from './channel.js';
+import { type HelperPush, pushHelper } from './helper-push.js';
+
+/**
+ * The longest a session waits for its helper's push, ms: a channel that never reaches the target
+ * costs this, not `pushHelper`'s minute, before the command runs on the env tag alone.
+ */
+export const SESSION_PUSH_MS = 10_000;
+
+/**
+ * What the env tag misses once the commands run under the helper: a process out of the helper's
+ * subtree, whose helper was killed before the sweep (its orphans then go to the container's init).
+ */
+export const HELPER_BLIND_SPOT =
+  "env-cleared processes are found below the session's helper only: a process started with a cleared environment (env -i) whose helper was killed (SIGKILL) before the sweep, or that a command ran without the helper (the wrapper said so on stderr), is not found, and runs on";
+
+/** Pushes the helper for a session (never rejects: a push that fails is `unavailable`). */
+export function pushForSession(channel: ExecChannel, shell: string[]): Promise<HelperPush> {
+  return pushHelper(channel, { shell, timeoutMs: SESSION_PUSH_MS }).catch(
+    (error: Error): HelperPush => ({
+      unavailable: `no helper in ${channel.describe}: ${error.message}; the session runs on the env tag alone`,
+      code: 'unchecked',
+    }),
+  );
+}
+
+/**
+ * The session's report as its helper made it: under a helper, the helper itself is the session's
+ * machinery, not a leftover (taken out of `stopped`, a note says it ended), and the env tag's blind
+ * spot narrows to `HELPER_BLIND_SPOT`; without one, a note says why. A helper that survived stays
+ * a survivor.
+ */
+export function reportUnder(report: SweepReport, push: HelperPush | undefined): SweepReport {
+  if (push === undefined) return report;
+  if ('unavailable' in push) return { ...report, notes: [...report.notes, push.unavailable] };
+  const isHelper = (cmdline: string) => cmdline === push.path || cmdline.startsWith(`${push.path} `);
+  const helpers = report.stopped.filter((p) => isHelper(p.cmdline));
+  const how = push.pushed ? 'pushed by this session' : 'reused';
+  const notes = [
+    ...report.notes,
+    `the commands ran under the helper ${push.path} (${how}; a subreaper: what they orphaned was found as its descendants)`,
+  ];
+  if (helpers.length)
+    notes.push(`the session's helper ended with it: ${helpers.map((p) => `pid ${p.pid}`).join(', ')}`);
+  return {
+    ...report,
+    stopped: report.stopped.filter((p) => !isHelper(p.cmdline)),
+    blindSpots: (report.blindSpots ?? []).map((s) => (s === ENV_TAG_BLIND_SPOT ? HELPER_BLIND_SPOT : s)),
+    notes,
+  };
+}

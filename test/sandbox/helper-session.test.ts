@@ -1,0 +1,228 @@
+// An agent session under the pushed helper (docs/sandbox.md, "An agent session under the pushed
+// helper"): an env-cleared double fork — `env -i sh -c 'setsid sleep N &'`, which drops the tag
+// and whose parent exits — is gone after every end of `sandbox.run` and `tether sandbox run`; on
+// the env tag alone (helper: false) it survives. Where the helper cannot be had (a read-only
+// /tmp) the session runs on the env tag alone and its report says why. Ground truth: the host's
+// /proc — the double fork's host pid and start time, found by its unique cmdline in the
+// container's PID namespace.
+import { execFileSync } from 'node:child_process';
+import { readlinkSync } from 'node:fs';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createTag, sandbox } from '../../src/index.js';
+import { HELPER_BLIND_SPOT } from '../../src/sandbox/session-helper.js';
+import { ENV_TAG_BLIND_SPOT, type SweepReport } from '../../src/sweep/report.js';
+import { cmdlineOf, pids, ppidOf, readStat } from '../support/proc.js';
+import { aliveOnHost, type Container, sleep, startContainer, taggedOnHost } from './container.js';
+
+let box: Container;
+beforeAll(async () => {
+  box = await startContainer(300);
+  freshTmp('');
+});
+afterAll(async () => {
+  await box?.stop();
+});
+
+const SWEEP = { graceMs: 1000, killAfterMs: 1000 };
+
+// A fresh tmpfs on the container's /tmp, in its own mount namespace (the host's /tmp is never
+// touched): the helper is pushed there.
+function freshTmp(options: string): void {
+  execFileSync(
+    'nsenter',
+    [
+      '-t',
+      String(box.init),
+      '-m',
+      'mount',
+      '-t',
+      'tmpfs',
+      '-o',
+      `mode=1777,size=16m${options}`,
+      'tether-hs',
+      '/tmp',
+    ],
+    { timeout: 10_000 },
+  );
+}
+
+// A unique duration per test, so that the double fork's cmdline names it alone.
+let next = 7100 + Math.floor(Math.random() * 800);
+
+// The command: an env-cleared double fork (no tag: env -i; its parent sh exits at once), then `tail`.
+function doubleFork(s: number, tail: string): string[] {
+  return [
+    'sh',
+    '-c',
+    `env -i /bin/sh -c 'setsid sleep ${s} </dev/null >/dev/null 2>&1 &'; echo ready; ${tail}`,
+  ];
+}
+
+interface Seen {
+  pid: number;
+  startTime: number;
+}
+
+// The double fork as the host sees it: the process whose cmdline is `sleep S` in the container's
+// PID namespace. Polled: it starts a moment after the command.
+async function doubleForked(s: number): Promise<Seen> {
+  const ns = readlinkSync(`/proc/${box.init}/ns/pid`);
+  for (let i = 0; i < 500; i++) {
+    for (const pid of pids()) {
+      if (cmdlineOf(pid) !== `sleep ${s}`) continue;
+      try {
+        if (readlinkSync(`/proc/${pid}/ns/pid`) !== ns) continue;
+      } catch {
+        continue;
+      }
+      const stat = readStat(pid);
+      if (stat) return { pid, startTime: stat.startTime };
+    }
+    await sleep(20);
+  }
+  const tree = execFileSync('nsenter', ['-t', String(box.init), '-a', 'ps', '-eo', 'pid,ppid,stat,args'], {
+    encoding: 'utf8',
+  });
+  throw new Error(`premise broken: the double fork sleep ${s} never ran in the container:\n${tree}`);
+}
+
+// Gone by its identity, polled for a moment (its last KILL may still be on its way).
+async function expectGone(seen: Seen, what: string): Promise<void> {
+  for (let i = 0; i < 100 && aliveOnHost(seen); i++) await sleep(20);
+  expect(aliveOnHost(seen), `the env-cleared double fork (host pid ${seen.pid}) survived ${what}`).toBe(
+    false,
+  );
+}
+
+// The test's own double fork, if it survived: KILLed by its identity (this test started it).
+function killOwn(seen: Seen | undefined): void {
+  if (!seen || !aliveOnHost(seen)) return;
+  const stat = readStat(seen.pid);
+  if (stat?.startTime === seen.startTime) process.kill(seen.pid, 'SIGKILL');
+}
+
+async function cleanup(tag: string): Promise<void> {
+  if (taggedOnHost(tag).length) await sandbox.sweep(box.channel, tag, SWEEP);
+}
+
+function underHelper(report: SweepReport | undefined): void {
+  expect(report?.blindSpots).toContain(HELPER_BLIND_SPOT);
+  expect(report?.blindSpots).not.toContain(ENV_TAG_BLIND_SPOT);
+  expect(report?.notes.join('\n')).toContain('the commands ran under the helper /tmp/.tether/helper-');
+  // The helper is the session's machinery, not one of its leftovers.
+  expect(report?.stopped.filter((p) => p.cmdline.startsWith('/tmp/.tether/helper-'))).toEqual([]);
+}
+
+describe('sandbox.run under the pushed helper', () => {
+  it('on the env tag alone (the old way) the env-cleared double fork survives the session', async () => {
+    const tag = createTag();
+    const s = next++;
+    let seen: Seen | undefined;
+    try {
+      const r = await sandbox.run(box.channel, doubleFork(s, 'true'), { tag, sweep: SWEEP, helper: false });
+      seen = await doubleForked(s);
+      expect(r.exitCode).toBe(0);
+      await sleep(300);
+      expect(aliveOnHost(seen), 'premise broken: the double fork ended without the helper').toBe(true);
+      expect(r.report.blindSpots).toContain(ENV_TAG_BLIND_SPOT);
+    } finally {
+      killOwn(seen);
+      await cleanup(tag.name);
+    }
+  });
+
+  it('a clean exit: the env-cleared double fork is gone', async () => {
+    const tag = createTag();
+    const s = next++;
+    const watch = doubleForked(s);
+    try {
+      const call = sandbox.run(box.channel, doubleFork(s, 'sleep 0.5'), { tag, sweep: SWEEP, helper: true });
+      const seen = await watch;
+      // Premise: reparented to the helper, not to the container's init.
+      const parent = cmdlineOf(ppidOf(seen.pid));
+      expect(parent, 'the double fork is not the helper’s child').toMatch(
+        /^\/tmp\/\.tether\/helper-[0-9a-f]{64} -- /,
+      );
+      const r = await call;
+      expect([r.exitCode, r.ok]).toEqual([0, true]);
+      await expectGone(seen, 'a clean exit');
+      expect(r.report.stopped.map((p) => p.cmdline)).toContain(`sleep ${s}`);
+      underHelper(r.report);
+      expect(taggedOnHost(tag.name)).toEqual([]);
+    } finally {
+      killOwn(await watch.catch(() => undefined));
+      await cleanup(tag.name);
+    }
+  });
+
+  it('a failure: the status is the command’s, the double fork is gone', async () => {
+    const tag = createTag();
+    const s = next++;
+    const watch = doubleForked(s);
+    try {
+      const r = await sandbox.run(box.channel, doubleFork(s, 'sleep 0.5; exit 3'), {
+        tag,
+        sweep: SWEEP,
+        helper: true,
+        reject: false,
+      });
+      const seen = await watch;
+      expect([r.exitCode, r.failed]).toEqual([3, true]);
+      await expectGone(seen, 'a failure');
+      underHelper(r.report);
+    } finally {
+      killOwn(await watch.catch(() => undefined));
+      await cleanup(tag.name);
+    }
+  });
+
+  it("the caller's abort: CANCELLED, 143, the double fork is gone", async () => {
+    const tag = createTag();
+    const s = next++;
+    const watch = doubleForked(s);
+    try {
+      const abort = new AbortController();
+      const call = sandbox
+        .run(box.channel, doubleFork(s, 'sleep 60'), {
+          tag,
+          sweep: SWEEP,
+          helper: true,
+          signal: abort.signal,
+        })
+        .catch((e: Error) => e);
+      const seen = await Promise.race([
+        watch,
+        call.then((e) => {
+          throw new Error(`premise broken: the run ended before its double fork was seen: ${String(e)}`);
+        }),
+      ]);
+      abort.abort();
+      const error = (await call) as Error & { code?: string; exitCode?: number; report?: SweepReport };
+      expect(error.code, error.message).toBe('CANCELLED');
+      expect(error.exitCode).toBe(143);
+      await expectGone(seen, 'an abort');
+      underHelper(error.report);
+    } finally {
+      killOwn(await watch.catch(() => undefined));
+      await cleanup(tag.name);
+    }
+  });
+
+  it('a timeout: TIMED_OUT, the double fork is gone', async () => {
+    const tag = createTag();
+    const s = next++;
+    const watch = doubleForked(s);
+    try {
+      const error = (await sandbox
+        .run(box.channel, doubleFork(s, 'sleep 60'), { tag, sweep: SWEEP, helper: true, timeout: 1500 })
+        .catch((e: Error) => e)) as Error & { code?: string; report?: SweepReport };
+      const seen = await watch;
+      expect(error.code, error.message).toBe('TIMED_OUT');
+      await expectGone(seen, 'a timeout');
+      underHelper(error.report);
+    } finally {
+      killOwn(await watch.catch(() => undefined));
+      await cleanup(tag.name);
+    }
+  });
+});
