@@ -105,7 +105,8 @@ export interface Subprocess<T extends SpawnOutput = string> extends PromiseLike<
 }
 
 /**
- * Runs `command` (no shell unless `shell`) as a session: the variable `TETHER_SESSION_<hex>=1` is exported to
+ * Runs `command` with `args` (no shell unless `shell`; `spawn(command, options)` as execa's
+ * call with the arguments left out) as a session: the variable `TETHER_SESSION_<hex>=1` is exported to
  * it, and when it exits — or on abort, timeout or dispose — every process carrying the variable,
  * and every descendant of one, is swept (TERM, grace, KILL; decisions.md D3). Throws `TetherError`
  * `INVALID_OPTION`, before anything starts, for a bad duration (`timeout`, `graceMs`…), a bad
@@ -119,9 +120,25 @@ export interface Subprocess<T extends SpawnOutput = string> extends PromiseLike<
 // biome-ignore lint/complexity/noBannedTypes: no options, the default encoding.
 export function spawn<O extends SpawnOptions = {}>(
   command: string,
-  args: readonly string[] = [],
-  options: O = {} as O,
+  options?: O,
+): Subprocess<SpawnOutputOf<O>>;
+// biome-ignore lint/complexity/noBannedTypes: no options, the default encoding.
+export function spawn<O extends SpawnOptions = {}>(
+  command: string,
+  args?: readonly string[],
+  options?: O,
+): Subprocess<SpawnOutputOf<O>>;
+// biome-ignore lint/complexity/noBannedTypes: no options, the default encoding.
+export function spawn<O extends SpawnOptions = {}>(
+  command: string,
+  argsOrOptions?: readonly string[] | O,
+  optionsAfterArgs?: O,
 ): Subprocess<SpawnOutputOf<O>> {
+  // execa's `(file, options)`: the arguments left out. Anything else that is not an array is
+  // `args`, and checkCommand refuses it (a string would be spread one argument per character).
+  const optionsOnly = isPlainObject(argsOrOptions) && optionsAfterArgs === undefined;
+  const args = (optionsOnly ? [] : (argsOrOptions ?? [])) as readonly string[];
+  const options = (optionsOnly ? argsOrOptions : (optionsAfterArgs ?? {})) as O;
   // Every option is checked before anything starts (the session's own in its constructor).
   checkSpawnOptions(options);
   // The command's options as the session takes them (its encodings are 'utf8' and 'buffer': the
@@ -215,4 +232,9 @@ function handle<T extends SpawnOutput>(
       await result.catch(() => undefined);
     },
   };
+}
+
+// An object that is no array (and not null): options, not arguments.
+function isPlainObject(value: unknown): boolean {
+  return typeof value === 'object' && value !== null && !Array.isArray(value);
 }

@@ -27,6 +27,8 @@ interface Call {
   options?: Shared;
   /** An AbortSignal's abort after this many ms (`cancelSignal`). */
   cancelAfterMs?: number;
+  /** Called as `(file, options)`, the arguments left out (execa's form). */
+  noArgs?: true;
 }
 
 const CALLS: Call[] = [
@@ -87,6 +89,12 @@ const CALLS: Call[] = [
   { name: 'a timeout', file: 'sleep', args: ['5'], options: { timeout: 300 } },
   { name: 'a cancel', file: 'sleep', args: ['5'], cancelAfterMs: 300 },
   {
+    name: '(file, options): the arguments left out, a shell line',
+    file: 'echo $((6 * 7)) && echo two | tr a-z A-Z',
+    options: { shell: true },
+    noArgs: true,
+  },
+  {
     name: "the issue's script: input, shell, all, lines, stripFinalNewline",
     file: 'tr a-z A-Z; echo done >&2',
     options: { input: 'one\ntwo\n', shell: true, all: true, lines: true },
@@ -117,12 +125,14 @@ async function both(call: Call): Promise<[Record<string, unknown>, Record<string
     const cancel = call.cancelAfterMs === undefined ? {} : { cancelSignal: controller.signal };
     const options = { ...call.options, ...cancel, reject: false };
     try {
+      const ours = { ...options, graceMs: 1000 };
+      if (call.noArgs)
+        return through === 'execa'
+          ? ((await execa(call.file, options)) as unknown as Record<string, unknown>)
+          : ((await spawn(call.file, ours)) as unknown as Record<string, unknown>);
       return through === 'execa'
         ? ((await execa(call.file, call.args ?? [], options)) as unknown as Record<string, unknown>)
-        : ((await spawn(call.file, call.args ?? [], { ...options, graceMs: 1000 })) as unknown as Record<
-            string,
-            unknown
-          >);
+        : ((await spawn(call.file, call.args ?? [], ours)) as unknown as Record<string, unknown>);
     } finally {
       clearTimeout(timer);
     }
