@@ -333,6 +333,8 @@ export async function sandboxRunCommand(
       reject: false,
       sweep: { graceMs: sweepOpts.graceMs, killAfterMs: sweepOpts.killAfterMs, budgetMs: sweepOpts.budgetMs },
       ...(ledger ? { ledger } : {}),
+      // An agent session: its command under the pushed helper, where it can be had.
+      helper: true,
     });
     writeReportFile(reportFile, r.report);
     const notes: string[] = [];

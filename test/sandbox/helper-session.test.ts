@@ -5,12 +5,14 @@
 // /tmp) the session runs on the env tag alone and its report says why. Ground truth: the host's
 // /proc — the double fork's host pid and start time, found by its unique cmdline in the
 // container's PID namespace.
-import { execFileSync } from 'node:child_process';
+import { execFileSync, spawn } from 'node:child_process';
 import { readlinkSync } from 'node:fs';
+import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTag, sandbox } from '../../src/index.js';
 import { HELPER_BLIND_SPOT } from '../../src/sandbox/session-helper.js';
 import { ENV_TAG_BLIND_SPOT, type SweepReport } from '../../src/sweep/report.js';
+import { ROOT } from '../support/paths.js';
 import { cmdlineOf, pids, ppidOf, readStat } from '../support/proc.js';
 import { aliveOnHost, type Container, sleep, startContainer, taggedOnHost } from './container.js';
 
@@ -222,6 +224,77 @@ describe('sandbox.run under the pushed helper', () => {
       underHelper(error.report);
     } finally {
       killOwn(await watch.catch(() => undefined));
+      await cleanup(tag.name);
+    }
+  });
+});
+
+const TETHER = join(ROOT, 'bin/tether.cjs');
+
+describe('tether sandbox run under the pushed helper', () => {
+  it('SIGTERM to tether: 143, the env-cleared double fork is gone', async () => {
+    const tag = createTag();
+    const s = next++;
+    const watch = doubleForked(s);
+    try {
+      const child = spawn(
+        process.execPath,
+        [
+          TETHER,
+          'sandbox',
+          'run',
+          '--via',
+          box.prefix.join(' '),
+          '--tag',
+          tag.name,
+          '-k',
+          '1s',
+          '--kill-budget',
+          '1s',
+          '--json',
+          '--',
+          ...doubleFork(s, 'sleep 60'),
+        ],
+        { stdio: ['ignore', 'pipe', 'pipe'] },
+      );
+      let stderr = '';
+      child.stderr?.on('data', (d) => (stderr += d));
+      const closed = new Promise<number | null>((r) => child.on('close', (status) => r(status)));
+      const timer = setTimeout(() => child.kill('SIGKILL'), 40_000);
+      const seen = await watch;
+      child.kill('SIGTERM'); // the CLI this test started
+      const status = await closed;
+      clearTimeout(timer);
+      expect(status, stderr).toBe(143);
+      await expectGone(seen, 'SIGTERM to tether');
+      const end = JSON.parse(stderr.trim().split('\n').at(-1) as string) as { report: SweepReport };
+      underHelper(end.report);
+      expect(taggedOnHost(tag.name)).toEqual([]);
+    } finally {
+      killOwn(await watch.catch(() => undefined));
+      await cleanup(tag.name);
+    }
+  });
+});
+
+describe('a container whose /tmp is read-only', () => {
+  it('the helper cannot be had: the env tag alone, and the report says why', async () => {
+    freshTmp(',ro');
+    const tag = createTag();
+    const s = next++;
+    let seen: Seen | undefined;
+    try {
+      const r = await sandbox.run(box.channel, doubleFork(s, 'true'), { tag, sweep: SWEEP, helper: true });
+      seen = await doubleForked(s);
+      expect(r.exitCode).toBe(0);
+      expect(r.report.blindSpots).toContain(ENV_TAG_BLIND_SPOT);
+      const said = r.report.notes.join('\n');
+      expect(said).toContain('is mounted read-only');
+      expect(said).toContain('the session runs on the env tag alone');
+      // As on the env tag alone: the double fork runs on.
+      expect(aliveOnHost(seen)).toBe(true);
+    } finally {
+      killOwn(seen);
       await cleanup(tag.name);
     }
   });
