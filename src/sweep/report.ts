@@ -27,11 +27,12 @@ export const ENV_TAG_BLIND_SPOT =
  * What no layer can see when the command runs with CAP_SYS_ADMIN (`blindSpots`; root, in most
  * containers too): a privileged process can leave every layer without a trace the sweep reads,
  * so `complete` and the proof speak only of what stayed within them (docs/containment.md, "What
- * escapes this"). Said by a session's sweep whose commands started with that capability
- * (src/sweep/privilege.ts).
+ * escapes this", names the ways: another PID namespace, another cgroup, a process outside the
+ * session). Said by a session's sweep whose commands started with that capability
+ * (src/sweep/privilege.ts); one short line, as it is printed on every report of a root run.
  */
 export const PRIVILEGED_BLIND_SPOT =
-  'a privileged payload is beyond any proof: the command ran with CAP_SYS_ADMIN (as root does), so a process of it can leave every layer unseen — enter another PID namespace (nsenter, setns(2)), where the helper never adopts it; move itself out of the session cgroup by writing its pid into another cgroup.procs; have a process outside the session start one — and run on; complete and the proof speak only of what stayed within the layers';
+  'a privileged payload is beyond any proof: with CAP_SYS_ADMIN (root) it can leave every layer unseen, so the proof covers only what stayed (docs/containment.md)';
 
 /** A process named in a report. `startTime` is in clock ticks since boot (field 22 of stat). */
 export interface ProcessRecord {

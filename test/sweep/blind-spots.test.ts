@@ -74,7 +74,10 @@ describe.skipIf(!root)('a command run with CAP_SYS_ADMIN', () => {
     expect(left && isAlive(left), 'the leftover within the layers runs on').toBe(false);
     // Said in words too: never "nothing left running".
     const text = await tether(['run', '--no-ledger', '--', 'sh', '-c', `sleep 33${tag} >/dev/null 2>&1 &`]);
-    expect(text.stderr).toContain(`tether: not seen: ${PRIVILEGED_BLIND_SPOT}`);
+    const line = text.stderr.split('\n').find((l) => l.startsWith('tether: not seen: a privileged'));
+    expect(line, text.stderr).toBe(`tether: not seen: ${PRIVILEGED_BLIND_SPOT}`);
+    // Printed on every report of a root run: one short line, the details in docs/containment.md.
+    expect(line?.length, line).toBeLessThan(200);
     expect(text.stderr).not.toContain('nothing left running');
   });
 
