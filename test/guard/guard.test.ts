@@ -187,10 +187,10 @@ describe.skipIf(!canRun)('tether guard in a PID namespace and a test cgroup', ()
   it('spares a process younger than --min-age and its child (trinity #1501); stops an older orphan', async () => {
     const s = await start(`
       mark old setsid sh -c 'sleep 330 & exit 0'
-      sleep 2.5
+      sleep 6.5
       mark young setsid sh -c 'sh -c "sleep 331 & exec sleep 332" & exit 0'
       ready
-      guard --once --min-age 2s --grace 1s --json
+      guard --once --min-age 6s --grace 1s --json
       park`);
     await s.waitFile('ready');
     const old = only(s, 'old', 1);
@@ -237,14 +237,14 @@ describe.skipIf(!canRun)('tether guard in a PID namespace and a test cgroup', ()
       mark reg setsid sh -c 'sleep 350 & echo $! > "$OUT/reg.pid"; exit 0'
       mark reused setsid sh -c 'sleep 351 & echo $! > "$OUT/reused.pid"; exit 0'
       mark kept setsid sh -c 'sleep 352 & echo $! > "$OUT/kept.pid"; exit 0'
-      "$NODE" "$TETHER" guard allow --ttl 2s "$(cat "$OUT/reg.pid")" > /dev/null
+      "$NODE" "$TETHER" guard allow --ttl 8s "$(cat "$OUT/reg.pid")" > /dev/null
       "$NODE" "$TETHER" guard allow --ttl 1h "$(cat "$OUT/kept.pid")" > /dev/null
       echo "$(cat "$OUT/reused.pid") 1 9999999999999" >> "$TETHER_GUARD_STATE/guard-allow"
       echo "this is not a registration" >> "$TETHER_GUARD_STATE/guard-allow"
       ready
       guard --once --min-age 0 --grace 1s --json
       guard_wait
-      sleep 2.5
+      sleep 8.5
       guard --once --min-age 0 --grace 1s --json
       park`);
     await s.waitFile('ready');
