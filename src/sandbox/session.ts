@@ -17,14 +17,14 @@ import { checkMs } from '../options.js';
 import { createTag, parseTag, type SessionTag } from '../proc/tag.js';
 import type { OutputOf } from '../session/collect.js';
 import { LEASE_MS } from '../session/record.js';
-import { type EndReason, failureOf } from '../session/result.js';
+import { commandFields, type EndReason, failureOf } from '../session/result.js';
 import type { SweepReport, SweepWarning } from '../sweep/report.js';
 import type { ExecChannel } from './channel.js';
 import { ClientNotStartedError, ExecStatusUnknownError, SandboxError } from './errors.js';
 import { exec, type SandboxExecOptions, SILENCE_MS } from './exec.js';
 import type { SandboxExecResult } from './exec-result.js';
-import { OUTPUT_CAP_MS, within } from './run.js';
 import type { HelperPush } from './helper-push.js';
+import { OUTPUT_CAP_MS, within } from './run.js';
 import { pushForSession, reportUnder } from './session-helper.js';
 import { checkShell, type SandboxSweepOptions, sweep } from './sweep.js';
 
@@ -606,17 +606,14 @@ function failedExit<T extends string | Buffer>(
 ): SandboxExitResult<T> {
   const clientStatus = error instanceof ExecStatusUnknownError ? error.clientStatus : null;
   return {
-    command: argv.join(' '),
+    ...commandFields(
+      { command: argv.join(' '), tag },
+      { exitCode: null, signal: null },
+      { stdout: empty, stderr: empty },
+      performance.now() - started,
+      true,
+    ),
     ok: false,
-    exitCode: null,
-    signal: null,
-    stdout: empty,
-    stderr: empty,
-    failed: true,
-    timedOut: false,
-    isCanceled: false,
-    durationMs: performance.now() - started,
-    tag,
     clientStatus,
     clientSignal: null,
     streamHeld: false,
