@@ -7,7 +7,13 @@ import { Ledger } from '../ledger/ledger.js';
 import { describeCorrupt } from '../ledger/rows.js';
 import { spoolDirOf } from '../ledger/spool.js';
 import { resolveLedgerTarget } from '../ledger/target.js';
-import { type CorruptRow, SESSION_STATES, type SessionRecord, type SessionState } from '../ledger/types.js';
+import {
+  type CorruptRow,
+  SESSION_STATES,
+  type SessionOutcome,
+  type SessionRecord,
+  type SessionState,
+} from '../ledger/types.js';
 import { parseDuration } from '../options.js';
 import { TAG_HEX_DIGITS, TAG_PREFIX } from '../proc/tag.js';
 import {
@@ -280,10 +286,7 @@ async function showCommand(
     `  supervisor: pid ${record.supervisor.pid} (start ${record.supervisor.startTime}) on machine ${record.supervisor.machineId || '?'}`,
     `  created:    ${new Date(record.createdAt).toISOString()}, updated ${new Date(record.updatedAt).toISOString()}`,
   ];
-  if (record.outcome)
-    lines.push(
-      `  outcome:    exit ${record.outcome.exitCode ?? '-'} signal ${record.outcome.signal ?? '-'}${record.outcome.error ? ` ${record.outcome.error.code ?? record.outcome.error.name}: ${record.outcome.error.message}` : ''}`,
-    );
+  if (record.outcome) lines.push(`  outcome:    ${outcomeText(record.outcome)}`);
   for (const k of record.kept)
     lines.push(
       `  kept:       pid ${k.pid} ${k.cmdline.slice(0, 60)} (owner ${k.owner}, until ${new Date(k.expiresAt).toISOString()})`,
@@ -292,6 +295,20 @@ async function showCommand(
     lines.push(`  report ${i + 1}:`, ...renderReport(report).map((l) => `    ${l}`));
   });
   process.stdout.write(`${lines.join('\n')}\n`);
+}
+
+/**
+ * A session's outcome in words for `tether show`: its exit status or signal, then its error
+ * (`TIMED_OUT: …`); only what was recorded ("exit 3", "signal SIGTERM TIMED_OUT: …"), and
+ * "exit status unknown" when neither was.
+ */
+export function outcomeText(outcome: SessionOutcome): string {
+  const parts: string[] = [];
+  if (outcome.exitCode !== null) parts.push(`exit ${outcome.exitCode}`);
+  if (outcome.signal !== null) parts.push(`signal ${outcome.signal}`);
+  if (parts.length === 0) parts.push('exit status unknown');
+  if (outcome.error) parts.push(`${outcome.error.code ?? outcome.error.name}: ${outcome.error.message}`);
+  return parts.join(' ');
 }
 
 /**

@@ -5,6 +5,7 @@ import { execFile } from 'node:child_process';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { describe, expect, it } from 'vitest';
+import { outcomeText } from '../../src/cli/ledger-commands.js';
 import { shortIds } from '../../src/cli/session-ref.js';
 import { Ledger } from '../../src/ledger/ledger.js';
 import { ROOT } from '../support/paths.js';
@@ -96,5 +97,26 @@ describe('tether show by prefix or --last, tether ls by short id', () => {
       expect(JSON.parse(r.stdout).tag).toBe(tagOf(['0123456789', '0123456788', 'fedcba98'][i] ?? ''));
     }
     expect(shortIds([tagOf('aa'), tagOf('aa')]).get(tagOf('aa'))).toBe('aa000000'); // one tag, listed twice
+  });
+});
+
+describe('tether show: the outcome line', () => {
+  it('says only what was recorded: a timed-out run is its signal and TIMED_OUT, an exit its status', async () => {
+    const path = join(tempDir(), 'ledger.db');
+    const timedOut = await tether(['run', '--timeout', '200ms', '--ledger', path, '--', 'sleep', '30']);
+    expect(timedOut.code, timedOut.stderr).toBe(124);
+    const show = await tether(['show', '--last', '--ledger', path]);
+    expect(show.code, show.stderr).toBe(0);
+    expect(show.stdout).toMatch(/^ {2}outcome: {4}signal SIGTERM TIMED_OUT: /m);
+    expect(show.stdout, 'an absent exit status printed as "exit -"').not.toContain('exit -');
+    const exited = await tether(['run', '--ledger', path, '--', 'sh', '-c', 'exit 3']);
+    expect(exited.code, exited.stderr).toBe(3);
+    const last = await tether(['show', '--last', '--ledger', path]);
+    expect(last.stdout).toMatch(/^ {2}outcome: {4}exit 3 COMMAND_FAILED: /m);
+  });
+
+  it('an outcome with neither an exit status nor a signal is "exit status unknown"', () => {
+    expect(outcomeText({ exitCode: null, signal: null, error: null })).toBe('exit status unknown');
+    expect(outcomeText({ exitCode: 0, signal: null, error: null })).toBe('exit 0');
   });
 });
