@@ -1,7 +1,6 @@
 // execa's options of `spawn()` checked, then turned into what a session runs: the program and
 // arguments (`shell`), the command's options (`encoding` read as bytes, `env` extended, a piped
 // stdin for `input`, `forceKillAfterDelay` as the grace), and how the result is shaped after.
-import type { StdioOptions } from 'node:child_process';
 import { TetherError } from '../errors.js';
 import { checkMs } from '../options.js';
 import { DEFAULT_MAX_BUFFER } from './collect.js';
@@ -13,27 +12,29 @@ import {
   sessionEncoding,
 } from './encoding.js';
 import { checkInput } from './input.js';
-import { type SignalName, signalOf } from './kill.js';
+import { signalOf } from './kill.js';
 import type { LineOptions } from './lines.js';
 import { checkAbortSignal, invalid } from './options.js';
-import { checkShell, type ShellOption, shellCommand } from './shell.js';
+import { checkShell, shellCommand } from './shell.js';
+import type { SpawnOptions } from './spawn-options.js';
 
-/** The execa options `spawn()` reads besides the session's and the command's. */
-export interface ExecaOptions {
-  shell?: ShellOption;
-  extendEnv?: boolean;
-  stripFinalNewline?: boolean;
-  lines?: boolean;
-  all?: boolean;
-  encoding?: SpawnEncoding;
-  cancelSignal?: AbortSignal;
-  killSignal?: SignalName | number;
-  forceKillAfterDelay?: number | boolean;
-  env?: NodeJS.ProcessEnv;
-  stdio?: StdioOptions;
-  graceMs?: number;
-  maxBuffer?: number;
-}
+/** The options `spawn()`'s plan reads: execa's, and the session's and command's they change. */
+export type ExecaOptions = Pick<
+  SpawnOptions,
+  | 'shell'
+  | 'extendEnv'
+  | 'stripFinalNewline'
+  | 'lines'
+  | 'all'
+  | 'encoding'
+  | 'cancelSignal'
+  | 'killSignal'
+  | 'forceKillAfterDelay'
+  | 'env'
+  | 'stdio'
+  | 'graceMs'
+  | 'maxBuffer'
+>;
 
 /** What a checked `spawn()` call runs, and how its result is shaped. */
 export interface SpawnPlan {
