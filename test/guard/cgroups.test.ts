@@ -6,16 +6,17 @@
 // target is the test's own cgroup; nothing is signalled (the one process in the target is
 // younger than --min-age).
 import { spawn } from 'node:child_process';
-import { existsSync, mkdirSync, readFileSync, rmdirSync, statSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { cgroup2Mount, cgroupName } from '../../src/containment/cgroup.js';
 import { createGuard, type TickResult } from '../../src/guard/guard.js';
 import { guardRegistry } from '../../src/guard/metrics.js';
 import { createTag } from '../../src/proc/tag.js';
+import { removeMadeCgroups } from '../support/cgroups.js';
 import { tether } from '../support/cli.js';
 import { identityOf, isAlive } from '../support/proc.js';
-import { cleanup, sleep, started, tempDir, waitFor } from '../support/zoo.js';
+import { cleanup, sleep, started, tempDir } from '../support/zoo.js';
 
 const mount = cgroup2Mount();
 const usable = mount !== undefined && process.getuid?.() === 0;
@@ -23,15 +24,7 @@ const made: string[] = [];
 
 afterEach(async () => {
   cleanup();
-  for (const dir of made.splice(0).reverse()) {
-    if (!existsSync(dir)) continue;
-    await waitFor(
-      `${dir} to be empty`,
-      () => readFileSync(join(dir, 'cgroup.events'), 'utf8').includes('populated 0'),
-      5000,
-    );
-    rmdirSync(dir);
-  }
+  await removeMadeCgroups(made);
 });
 
 // A cgroup the test made (removed after it, deepest first). Looked up at once (stat), as a

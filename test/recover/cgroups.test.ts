@@ -5,16 +5,17 @@
 // stay. Real cgroups (root, a cgroup v2 mount and unshare(1) needed), the real CLI run in a cgroup
 // namespace rooted in a private tree (so it sees no other test's cgroups); nothing is signalled.
 import { execFile, spawn } from 'node:child_process';
-import { existsSync, mkdirSync, readFileSync, rmdirSync, statSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { afterEach, describe, expect, it } from 'vitest';
 import { cgroup2Mount, cgroupName } from '../../src/containment/cgroup.js';
 import { Ledger } from '../../src/ledger/index.js';
 import { createTag } from '../../src/proc/tag.js';
+import { removeMadeCgroups } from '../support/cgroups.js';
 import { ROOT } from '../support/paths.js';
 import { identityOf, isAlive } from '../support/proc.js';
-import { cleanup, sleep, started, tempDir, waitFor } from '../support/zoo.js';
+import { cleanup, sleep, started, tempDir } from '../support/zoo.js';
 
 const mount = cgroup2Mount();
 const usable = mount !== undefined && process.getuid?.() === 0 && existsSync('/usr/bin/unshare');
@@ -24,15 +25,7 @@ const run = promisify(execFile);
 
 afterEach(async () => {
   cleanup();
-  for (const dir of made.splice(0).reverse()) {
-    if (!existsSync(dir)) continue;
-    await waitFor(
-      `${dir} to be empty`,
-      () => readFileSync(join(dir, 'cgroup.events'), 'utf8').includes('populated 0'),
-      5000,
-    );
-    rmdirSync(dir);
-  }
+  await removeMadeCgroups(made);
 });
 
 // A private cgroup tree for one test: `<mount>/tether-recover-test-<hex>`, whose `tether/` the

@@ -7,13 +7,14 @@
 // tree, so `<cgroup2 mount>/tether` is the test's own and the guard's target holds nothing else.
 // Root, a cgroup v2 mount and unshare(1) needed.
 import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
-import { existsSync, mkdirSync, readFileSync, rmdirSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { cgroup2Mount } from '../../src/containment/cgroup.js';
 import { createTag } from '../../src/proc/tag.js';
 import { registerKept } from '../../src/session/keep-registrations.js';
 import type { SweepReport } from '../../src/sweep/report.js';
+import { removeMadeCgroups } from '../support/cgroups.js';
 import { ROOT } from '../support/paths.js';
 import { cmdlineOf, isAlive, type ProcessId, pids, readStat } from '../support/proc.js';
 import { cleanup, started, tempDir, waitFor } from '../support/zoo.js';
@@ -27,15 +28,7 @@ const namespaces: ChildProcess[] = [];
 afterEach(async () => {
   for (const ns of namespaces.splice(0)) ns.kill('SIGKILL'); // --kill-child ends the namespace
   cleanup();
-  for (const dir of made.splice(0).reverse()) {
-    if (!existsSync(dir)) continue;
-    await waitFor(
-      `${dir} to be empty`,
-      () => readFileSync(join(dir, 'cgroup.events'), 'utf8').includes('populated 0'),
-      5000,
-    );
-    rmdirSync(dir);
-  }
+  await removeMadeCgroups(made);
 });
 
 // The namespace's init: mounts the private tree as its cgroup2 hierarchy, runs the session that
