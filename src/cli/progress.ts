@@ -17,13 +17,10 @@ export interface Progress {
   clear: () => void;
 }
 
-/**
- * A progress writer for `stream`. `graceMs`: the sweep's TERM phase (ms), to say when its SIGKILL
- * comes; `quiet`: write nothing.
- */
+/** A progress writer for `stream`; `quiet`: write nothing. */
 export function progressLine(
   stream: NodeJS.WriteStream,
-  { graceMs, quiet = false }: { graceMs?: number; quiet?: boolean } = {},
+  { quiet = false }: { quiet?: boolean } = {},
 ): Progress {
   if (quiet) return { update: () => undefined, command: () => undefined, clear: () => undefined };
   const tty = stream.isTTY === true;
@@ -41,15 +38,14 @@ export function progressLine(
   return {
     update(p) {
       if (p.waiting === 0) return;
-      const s = p.waiting === 1 ? '' : 'es';
+      // The phase's budget, not the grace: a TERM phase after the command's own wait has only
+      // what is left of it.
       const next =
-        p.signal === 'SIGTERM' && graceMs !== undefined
-          ? ` — SIGKILL in ${seconds(Math.max(0, graceMs - p.sinceSignalMs))}`
-          : '';
+        p.signal === 'SIGTERM' ? ` — SIGKILL in ${seconds(Math.max(0, p.budgetMs - p.sinceSignalMs))}` : '';
       say(
         `sweep ${p.signal}`,
         p.sinceSignalMs,
-        `waiting for ${p.waiting} process${s} to exit after ${p.signal}${next}`,
+        `waiting for ${waitingFor(p)} to exit after ${p.signal}${next}`,
       );
     },
     command(what, signal, sinceMs, killInMs) {
@@ -64,6 +60,18 @@ export function progressLine(
       shown = false;
     },
   };
+}
+
+/**
+ * What a sweep round waits for, in words: the session's own commands apart from what they left
+ * (the report lists only the latter) — "2 processes", "the command", "the command and 2 processes".
+ */
+export function waitingFor({ waiting, spawns }: Pick<SweepProgress, 'waiting' | 'spawns'>): string {
+  const others = waiting - spawns;
+  const processes = `${others} process${others === 1 ? '' : 'es'}`;
+  if (spawns === 0) return processes;
+  const commands = spawns === 1 ? 'the command' : `${spawns} commands`;
+  return others === 0 ? commands : `${commands} and ${processes}`;
 }
 
 // `3.8 s`: ms as seconds with one decimal.

@@ -166,7 +166,7 @@ async function runSession(
   const opened = await openRunLedger(plan.ledger);
   if (!opened.ok) return EXIT_LEDGER_FAILED;
   const { ledger } = opened;
-  const progress = progressLine(process.stderr, { graceMs: plan.graceMs, quiet: plan.quiet });
+  const progress = progressLine(process.stderr, { quiet: plan.quiet });
   const s = new Session({
     graceMs: plan.graceMs,
     killAfterMs: plan.killAfterMs,

@@ -16,7 +16,7 @@ import { renderReport } from './render.js';
 export async function sweepCommand(flags: PhaseFlags & { tag: string; json?: boolean }): Promise<void> {
   const tag = parseTag(flags.tag);
   const { graceMs, killAfterMs } = phaseBudgets(flags);
-  const progress = progressLine(process.stderr, { graceMs });
+  const progress = progressLine(process.stderr);
   const cgroup = findSessionCgroup(tag.name);
   const report = await sweep({
     tag,

@@ -96,7 +96,13 @@ function decide(run: SweepRun, phase: Phase, alive: number): PhaseEnd | 'out-of-
     return performance.now() - phase.startedAt >= phase.budgetMs ? 'out-of-time' : 'again';
   }
   if (alive === FAILED) return 'scan-failed';
-  run.progress({ signal: phase.signal, waiting: alive, sinceSignalMs: performance.now() - phase.startedAt });
+  run.progress({
+    signal: phase.signal,
+    waiting: alive,
+    spawns: run.aliveSpawns(),
+    sinceSignalMs: performance.now() - phase.startedAt,
+    budgetMs: phase.budgetMs,
+  });
   // A scan is empty only if it saw no member at all: one that was there and gone by its
   // signal (a fork-and-exit loop) is evidence the session still runs.
   phase.empty = run.seen === 0 ? phase.empty + 1 : 0;

@@ -707,6 +707,13 @@ export class SweepRun {
     }
   }
 
+  /** How many of the session's own spawns the last round saw alive (`SweepProgress.spawns`). */
+  aliveSpawns(): number {
+    let n = 0;
+    for (const key of this.spawnKeys) if (this.tracked.get(key)?.alive) n++;
+    return n;
+  }
+
   /** Each tracked process is alive (seen in this scan) or gone, ended by its last signal. */
   private markGone(alive: Set<string>): void {
     for (const [key, t] of this.tracked) {

@@ -113,11 +113,17 @@ export type HelpersAnswer =
   | { kind: 'cannot-tell' }
   | { kind: 'silent'; why: string; alive: boolean };
 
-/** Progress after a round: processes still alive, and ms since the phase's first signal. */
+/**
+ * Progress after a round: processes still alive (`waiting`), how many of them are the session's
+ * own spawns (`spawns`: its commands, never listed as stopped), ms since the phase's first signal,
+ * and the phase's budget in ms (the TERM phase's is what is left of the grace).
+ */
 export interface SweepProgress {
   signal: 'SIGTERM' | 'SIGKILL';
   waiting: number;
+  spawns: number;
   sinceSignalMs: number;
+  budgetMs: number;
 }
 
 /** The signal of a phase: TERM up to the grace, then KILL. */

@@ -8,6 +8,7 @@ import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
+import { waitingFor } from '../../src/cli/progress.js';
 import { RECORD, readFileSafe, recordedIds, tether } from '../support/cli.js';
 import { isAlive, type ProcessId } from '../support/proc.js';
 
@@ -53,6 +54,13 @@ describe('tether run off a TTY', () => {
     const sweep = lines.findIndex((l) =>
       /^tether: waiting for 1 process to exit after SIGTERM — SIGKILL in \d+\.\d s$/.test(l),
     );
+    // The sweep's SIGKILL comes when what is left of -k runs out (2.8 s after its start, less the
+    // second before the line): never the whole grace again (it said 4.0 s before).
+    const killIn = Number(/SIGKILL in (\d+\.\d) s$/.exec(lines[sweep] ?? '')?.[1]);
+    expect(
+      killIn,
+      `the sweep's line promises SIGKILL later than -k allows:\n${ran.stderr}`,
+    ).toBeLessThanOrEqual(2.8);
     const report = lines.findIndex((l) => l.startsWith('tether: stopped 1 process'));
     expect(command, `no line for the command's own wait in:\n${ran.stderr}`).toBeGreaterThanOrEqual(0);
     expect(sweep, `no line for the sweep's TERM phase in:\n${ran.stderr}`).toBeGreaterThan(command);
@@ -71,5 +79,15 @@ describe('tether run off a TTY', () => {
     expect(ran.stderr).not.toMatch(/stopped 1 process/);
     expect(ran.code, ran.stderr).toBe(128 + 9); // a timeout that had to end the command with SIGKILL
     expect(isAlive(leftover), `the TERM-ignoring sleep ${leftover.pid} outlived the run`).toBe(false);
+  });
+});
+
+describe("the sweep's waiting line", () => {
+  it('counts the command apart from what it left, as the report lists only the latter', () => {
+    expect(waitingFor({ waiting: 3, spawns: 1 })).toBe('the command and 2 processes');
+    expect(waitingFor({ waiting: 2, spawns: 1 })).toBe('the command and 1 process');
+    expect(waitingFor({ waiting: 1, spawns: 1 })).toBe('the command');
+    expect(waitingFor({ waiting: 2, spawns: 0 })).toBe('2 processes');
+    expect(waitingFor({ waiting: 4, spawns: 2 })).toBe('2 commands and 2 processes');
   });
 });
