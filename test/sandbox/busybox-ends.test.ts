@@ -4,7 +4,6 @@
 // double-forked one are started in the container; ground truth is the host's /proc: their
 // pid + start time gone.
 import { type ChildProcess, spawn } from 'node:child_process';
-import { rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTag, sandbox } from '../../src/index.js';
@@ -14,25 +13,21 @@ import { childrenOf, cmdlineOf, identityOf, isAlive, type ProcessId } from '../s
 import { missing, tool } from '../support/tools.js';
 import {
   aliveOnHost,
-  busyboxRoot,
-  type Container,
+  type BusyboxContainer,
   sleep,
-  startContainer,
+  startBusyboxContainer,
   taggedOnHost,
 } from './container.js';
 
 // A machine without busybox skips this file, named (test/support/tools.ts probed it).
 const noBusybox = missing('busybox');
-let box: Container;
-let root: string;
+let box: BusyboxContainer;
 beforeAll(async () => {
   if (noBusybox) return;
-  root = busyboxRoot(tool('busybox').path as string);
-  box = await startContainer(300, root);
+  box = await startBusyboxContainer(tool('busybox').path as string, 300);
 });
 afterAll(async () => {
   await box?.stop();
-  if (root) rmSync(root, { recursive: true, force: true });
 });
 
 const TETHER = join(ROOT, 'bin/tether.cjs');

@@ -13,28 +13,24 @@ import { childrenOf, cmdlineOf, identityOf, isAlive, type ProcessId } from '../s
 import { missing, tool } from '../support/tools.js';
 import {
   aliveOnHost,
-  busyboxRoot,
-  type Container,
+  type BusyboxContainer,
   dropRegistrations,
   lossyChannel,
   sleep,
-  startContainer,
+  startBusyboxContainer,
   taggedOnHost,
 } from './container.js';
 
 // A machine without busybox skips this file, named (globalSetup probed it: test/support/tools.ts);
 // a static busybox (busybox-static) and a dynamic one both make the root.
 const noBusybox = missing('busybox');
-let box: Container;
-let root: string;
+let box: BusyboxContainer;
 beforeAll(async () => {
   if (noBusybox) return;
-  root = busyboxRoot(tool('busybox').path as string);
-  box = await startContainer(120, root);
+  box = await startBusyboxContainer(tool('busybox').path as string, 120);
 });
 afterAll(async () => {
   await box?.stop();
-  if (root) rmSync(root, { recursive: true, force: true });
 });
 
 const SWEEP = { graceMs: 1000, killAfterMs: 1000 };
@@ -73,8 +69,8 @@ describe.skipIf(noBusybox !== '')(
       const r = await sandbox.exec(box.channel, ['sh'], { script: body });
       expect([r.ok, r.stdout.toString()]).toEqual([true, 'end\n']);
       await sandbox.writeFile(box.channel, '/tmp/written', 'hello\n', 0o600);
-      expect(readFileSync(join(root, 'tmp/written'), 'utf8')).toBe('hello\n');
-      expect(statSync(join(root, 'tmp/written')).mode & 0o777).toBe(0o600);
+      expect(readFileSync(join(box.root, 'tmp/written'), 'utf8')).toBe('hello\n');
+      expect(statSync(join(box.root, 'tmp/written')).mode & 0o777).toBe(0o600);
     });
 
     it('lost streams at 12 points are proven ends or swept unknown ends', async () => {

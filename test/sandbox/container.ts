@@ -88,6 +88,28 @@ export function busyboxRoot(busybox: string): string {
   return root;
 }
 
+/** A container chrooted in a root that holds busybox alone (`busyboxRoot`); `root` is that root. */
+export interface BusyboxContainer extends Container {
+  root: string;
+}
+
+/**
+ * Starts a container in a fresh busybox-only root made from `busybox` (a path on the host), its
+ * init living at most `lifetimeS` seconds; its `stop` also removes the root.
+ */
+export async function startBusyboxContainer(busybox: string, lifetimeS: number): Promise<BusyboxContainer> {
+  const root = busyboxRoot(busybox);
+  const box = await startContainer(lifetimeS, root);
+  return {
+    ...box,
+    root,
+    async stop() {
+      await box.stop();
+      rmSync(root, { recursive: true, force: true });
+    },
+  };
+}
+
 /**
  * Starts a container whose init lives at most `lifetimeS` seconds; with `root`, chrooted there
  * (the channel then enters that root too).
