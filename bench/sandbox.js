@@ -14,7 +14,8 @@
 //   - `pushHelper(channel)` alone once pushed (the hash check in the container).
 //
 // Every call goes through a counting channel: how many execs each makes, of which program, and
-// how long each took (spawn to the client's exit) — where the time goes. Every result is checked:
+// how long each took (spawn to the client's exit) — where the time goes; a run's end sweep also
+// says how long its program took in the container and how many scans it made (50 ms apart). Every result is checked:
 // exit 0, empty output, a complete report that stopped nothing, the helper pushed or reused as
 // expected. The targets (sandbox.exec ≤ 1.3× the bare client, sandbox.run with its end sweep
 // ≤ 2.3× one bare exec, at p50) are printed met or not. Run with `npm run bench:sandbox`
@@ -168,6 +169,7 @@ function checkExec(name, r) {
   if (r.report) checkReport(name, r.report);
 }
 
+// Checks a run's result; returns its sweep's own timings (the program's, in the container).
 function checkRun(name, r, how) {
   checkExec(name, r);
   checkReport(name, r.report);
@@ -176,6 +178,8 @@ function checkRun(name, r, how) {
     if (!note?.includes(`(${how};`))
       throw new Error(`${name}: not under the helper ${how}: notes ${JSON.stringify(r.report.notes)}`);
   }
+  const { durationMs, scans } = r.report.timings;
+  return { durationMs, scans, proof: r.report.proof };
 }
 
 async function main() {
@@ -210,10 +214,10 @@ async function measure(channel, box) {
   const time = async (name, fn) => {
     channel.begin();
     const t = performance.now();
-    await withTimeout(fn(), 60_000, name);
+    const sweep = await withTimeout(fn(), 60_000, name);
     const ms = performance.now() - t;
     await delay(0); // the last exec's `exited` listener has run
-    return { ms, execs: channel.end() };
+    return { ms, execs: channel.end(), ...(sweep ? { sweep } : {}) };
   };
 
   const contenders = {
@@ -294,9 +298,21 @@ function summarize(samples) {
       xs.map((s) => s.execs.reduce((a, e) => a + e.ms, 0)),
       0.5,
     );
+    const swept = xs.filter((s) => s.sweep).map((s) => s.sweep);
+    const sweep = swept.length
+      ? {
+          durationP50: quantile(
+            swept.map((w) => w.durationMs),
+            0.5,
+          ),
+          scans: [...new Set(swept.map((w) => w.scans))].sort((a, b) => a - b),
+          proofs: [...new Set(swept.map((w) => w.proof))],
+        }
+      : null;
     return {
       name,
       n: xs.length,
+      sweep,
       p50,
       p90,
       ratioP50: p50 / base,
@@ -370,6 +386,14 @@ function report(res) {
           .map(([k, v]) => `${k} ${fmt(v)}`)
           .join(', ')}`,
     ),
+    '',
+    'the end sweep as its program timed itself in the container (p50; its clock is /proc/uptime, 10 ms steps):',
+    ...rows
+      .filter((r) => r.sweep)
+      .map(
+        (r) =>
+          `  ${r.name}: ${fmt(r.sweep.durationP50)} ms, ${r.sweep.scans.join(' or ')} scans, proof ${r.sweep.proofs.join(' / ')}`,
+      ),
     '',
     ...targets.map((t) => `target: ${t.what}: ${t.ratio.toFixed(2)}× — ${t.met ? 'met' : 'NOT met'}`),
     '',
