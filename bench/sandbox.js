@@ -6,6 +6,7 @@
 // client:
 //
 //   - the bare client: `nsenter -t INIT -a true`, spawned as the channel spawns every exec;
+//   - the bare client running `sh -c true`: the floor of anything the target's shell runs;
 //   - `sandbox.exec(channel, ['true'])`;
 //   - `sandbox.run(channel, ['true'])`, with its end sweep;
 //   - `sandbox.run(channel, ['true'], { helper: true })`, the helper already pushed (its check
@@ -120,7 +121,7 @@ function counting(inner) {
     exec(argv) {
       const c = inner.exec(argv);
       const i = argv.indexOf('-c');
-      const name = i >= 0 && argv[i + 2] ? argv[i + 2] : argv[0];
+      const name = i >= 0 && argv[i + 2] ? argv[i + 2] : argv.join(' ');
       const t = performance.now();
       const list = current;
       c.exited.then(() => list?.push({ name, ms: performance.now() - t }));
@@ -129,9 +130,9 @@ function counting(inner) {
   };
 }
 
-/** One bare exec through the channel: `true`, its stdin closed, to its exit and streams' end. */
-async function bare(channel) {
-  const c = channel.exec(['true']);
+/** One bare exec through the channel (`true`), its stdin closed, to its exit and streams' end. */
+async function bare(channel, argv = ['true']) {
+  const c = channel.exec(argv);
   let out = '';
   c.stdout.on('data', (d) => {
     out += d;
@@ -143,7 +144,7 @@ async function bare(channel) {
   c.stdin.end();
   const [exit] = await Promise.all([c.exited, closed(c.stdout), closed(c.stderr)]);
   if (exit.status !== 0 || exit.signal || out !== '')
-    throw new Error(`bare client: ${JSON.stringify({ ...exit, out })}`);
+    throw new Error(`bare client ${argv.join(' ')}: ${JSON.stringify({ ...exit, out })}`);
 }
 
 function checkReport(name, report) {
@@ -222,6 +223,7 @@ async function measure(channel, box) {
 
   const contenders = {
     bare: () => bare(channel),
+    'bare, sh -c true': () => bare(channel, ['sh', '-c', 'true']),
     'sandbox.exec': async () => checkExec('sandbox.exec', await sandbox.exec(channel, ['true'])),
     'sandbox.run': async () => checkRun('sandbox.run', await sandbox.run(channel, ['true'])),
   };
