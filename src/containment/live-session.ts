@@ -382,6 +382,15 @@ export interface LiveSign {
   reason: string;
   started: { supervisor: number; helper?: number };
   helperPid?: number;
+  /**
+   * The supervisor runs in another time namespace than the reader (`/proc/<pid>/ns/time`): the
+   * tag's begin it drew counts on its boot clock. `clockOffsetMicros`: how far its boot clock is
+   * ahead of the reader's (from both `/proc/<pid>/timens_offsets`), which `signBeforeBegin`
+   * takes off the begin; `otherClock` when that cannot be read: the begin cannot be compared,
+   * and `signBeforeBegin` leaves the sign to the caller's other bound.
+   */
+  clockOffsetMicros?: number;
+  otherClock?: true;
 }
 
 const alive = (stat: ProcStat | undefined): stat is ProcStat =>
@@ -460,6 +469,7 @@ export function liveSupervisors(
           reason: `its helper pid ${pid} still runs under pid ${parent.pid}: the session is supervised`,
           started: { supervisor: parent.startTime, helper: stat.startTime },
           helperPid: pid,
+          ...clockOf(view.procRoot, parent.pid),
         });
   }
   if (registrations.length > 0) {
@@ -468,7 +478,10 @@ export function liveSupervisors(
       if (r.pid <= 1 || ids.pidNamespace === undefined) continue;
       if (r.bootId !== ids.bootId || r.pidNamespace !== ids.pidNamespace) continue;
       const stat = view.processes.get(r.pid);
-      if (!alive(stat) || stat.startTime !== r.startTime || carries(r.pid, r.tag)) continue;
+      if (!alive(stat) || carries(r.pid, r.tag)) continue;
+      // Its start time as the supervisor read it, on its own boot clock (its time namespace's).
+      const clock = clockOf(view.procRoot, r.pid);
+      if (!sameStart(stat.startTime, r.startTime, clock)) continue;
       if (r.uid !== 0 && readUid(view.procRoot, r.pid) !== r.uid) continue;
       if (!holdsOpen(view.procRoot, r.pid, r.path)) continue;
       add({
@@ -477,6 +490,7 @@ export function liveSupervisors(
         supervisor: r.pid,
         reason: `its supervisor pid ${r.pid} (registered in ${r.path}) is alive and holds its registration open: the session is supervised`,
         started: { supervisor: stat.startTime },
+        ...clock,
       });
     }
   }
@@ -499,6 +513,50 @@ export function signBefore(sign: LiveSign, bound: number, helperBound = bound): 
   return sign.started.helper === undefined || sign.started.helper <= helperBound;
 }
 
+// How process `pid`'s boot clock stands to the reader's: {} in the same time namespace (or where
+// neither link can be read: a kernel without time namespaces); `clockOffsetMicros`, its boot
+// clock ahead of the reader's, from both processes' `timens_offsets`; `otherClock` when another
+// namespace's offsets cannot be read.
+function clockOf(procRoot: string, pid: number): { clockOffsetMicros?: number; otherClock?: true } {
+  let same: boolean;
+  try {
+    same = readlinkSync(`${procRoot}/${pid}/ns/time`) === readlinkSync(`${procRoot}/self/ns/time`);
+  } catch {
+    return {};
+  }
+  if (same) return {};
+  const theirs = bootOffsetMicros(procRoot, pid);
+  const ours = bootOffsetMicros(procRoot, 'self');
+  return theirs === undefined || ours === undefined
+    ? { otherClock: true }
+    : { clockOffsetMicros: theirs - ours };
+}
+
+// The boottime offset of a process's time namespace, µs (`timens_offsets`: "boottime S NS").
+function bootOffsetMicros(procRoot: string, pid: number | 'self'): number | undefined {
+  try {
+    const m = /^boottime\s+(-?\d+)\s+(\d+)$/m.exec(
+      readFileSync(`${procRoot}/${pid}/timens_offsets`, 'latin1'),
+    );
+    return m ? Number(m[1]) * 1_000_000 + Math.floor(Number(m[2]) / 1000) : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+// Whether a start time read here (`here`, clock ticks) is the one the process read of itself
+// (`own`) on its boot clock: equal in the same time namespace; across namespaces, `here` moved
+// by the offset, within a tick (an offset need not be whole ticks); never with an unknown offset.
+function sameStart(
+  here: number,
+  own: number,
+  clock: { clockOffsetMicros?: number; otherClock?: true },
+): boolean {
+  if (clock.otherClock) return false;
+  if (clock.clockOffsetMicros === undefined) return here === own;
+  return Math.abs(here + clock.clockOffsetMicros / MICROS_PER_TICK - own) <= 1;
+}
+
 /** Microseconds in one clock tick (the unit of a start time): 10,000. */
 const MICROS_PER_TICK = 1_000_000 / CLOCK_TICKS_PER_SECOND;
 
@@ -511,11 +569,15 @@ const MICROS_PER_TICK = 1_000_000 / CLOCK_TICKS_PER_SECOND;
  * the begin is rounded down to 10 ms: exact, no margin). A sandbox wrapper always counts here: it
  * is started after its tag is drawn, through an exec channel, perhaps on another machine's clock;
  * what it rests on is that only a process outside the container's PID namespace can start an exec
- * entry (its parent is outside: ppid 0), which no member inside can.
+ * entry (its parent is outside: ppid 0), which no member inside can. A sign whose supervisor
+ * runs in another time namespace (`otherClock`) counts here too: its begin and its start time
+ * are on two clocks; the caller's other bound (the oldest member, the row's begin) decides.
  */
 export function signBeforeBegin(sign: LiveSign, beginMicros: number): boolean {
-  if (sign.kind === 'sandbox-wrapper') return true;
-  return (sign.started.supervisor + 1) * MICROS_PER_TICK <= beginMicros;
+  if (sign.kind === 'sandbox-wrapper' || sign.otherClock) return true;
+  // The begin on the reader's clock (a supervisor in another time namespace drew it on its own).
+  const begin = beginMicros - (sign.clockOffsetMicros ?? 0);
+  return (sign.started.supervisor + 1) * MICROS_PER_TICK <= begin;
 }
 
 /**

@@ -279,7 +279,8 @@ export function findLiveSessions(
     if (counted.length === 0) continue;
     live.add(tag);
     tags.add(`${tag}=1`);
-    if (begin === undefined) weak.add(tag);
+    // Held to the oldest member alone: no begin in its name, or its supervisor on a clock it cannot read.
+    if (begin === undefined || counted.every((sign) => sign.otherClock)) weak.add(tag);
     for (const sign of counted) supervisors.add(sign.supervisor);
   }
   const carriers = new Set<number>();

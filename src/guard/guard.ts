@@ -457,7 +457,7 @@ export function createGuard(options: GuardOptions = {}): Guard {
     if (ctx.sessions.weak.size > 0)
       result.warnings.push({
         code: 'LIVE_SESSION_WEAK_BOUND',
-        message: `live session ${[...ctx.sessions.weak].sort().join(', ')} judged on its oldest member's start: its tag carries no begin (an older tether drew it), so a sign a leftover made before it started a younger member would pass`,
+        message: `live session ${[...ctx.sessions.weak].sort().join(', ')} judged on its oldest member's start: its tag carries no begin (an older tether drew it) or its supervisor runs in another time namespace whose offset this guard cannot read, so a sign a leftover made before it started a younger member would pass`,
       });
     // The cmdlines the pattern rule will test, read in one batch (one native call when it is
     // there); any other (an ancestor's, a helper's, a log line's) is read when first asked.

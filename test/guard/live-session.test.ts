@@ -63,6 +63,16 @@ sleep 0.05
 sleep "$MEMBER" </dev/null >/dev/null 2>&1 &
 `;
 
+// `unshare --time` works here (a kernel with time namespaces, root): else the test is skipped, named.
+const timeNamespaces = (() => {
+  try {
+    execFileSync('unshare', ['--time', '--boottime', '-100', 'true'], { stdio: 'ignore', timeout: 5000 });
+    return true;
+  } catch {
+    return false;
+  }
+})();
+
 // A pause() program named tether-helper: comm `tether-helper`, argv `--grace …` as it is given.
 let fake = '';
 let forgeScript = '';
@@ -275,6 +285,41 @@ describe.skipIf(!canRun)('the live-session rule', () => {
     await until(() => stoppedIn(s.ticks(), `sleep 360.${n}`), 10_000);
     expect(stoppedIn(s.ticks(), `sleep 360.${n}`), 'the server was not stopped by the guard').toBe(true);
   });
+
+  it.skipIf(!timeNamespaces)(
+    "spares a live session whose supervisor runs in another time namespace: its registration's start time and its tag's begin are read on that namespace's boot clock (timens_offsets)",
+    async () => {
+      const n = process.pid;
+      scenario = await startScenario(`
+      mark sup setsid sh -c 'unshare --time --boottime -100 "$NODE" "$TETHER" run --no-ledger --containment env-tag -- sh -c "sleep 361.${n} & exec sleep 362.${n}" </dev/null >/dev/null 2>&1 & exit 0'
+      until pgrep -f "^sleep 361.${n}" >/dev/null && pgrep -f "^sleep 362.${n}" >/dev/null; do sleep 0.05; done
+      sleep 0.3
+      ready
+      guard --once --min-age 0 --grace 1s --json
+      park`);
+      const s = scenario;
+      await s.waitFile('ready');
+      const sup = s.find('sup');
+      const leftover = byCmdline(`sleep 361.${n}`) as ProcessId;
+      expect(leftover, 'premise: the session runs').toBeDefined();
+      s.go();
+      await until(() => s.ticks().length >= 1, 30_000);
+      await s.waitFile('rc');
+      const tick = s.ticks()[0] as TickResult;
+      expect(
+        tick.stopped.map((p) => p.cmdline),
+        s.stderr(),
+      ).toEqual([]);
+      expect(isAlive(leftover), 'the live session lost its leftover').toBe(true);
+      expect(
+        sup.filter((id) => !isAlive(id)),
+        'the live session lost its supervisor',
+      ).toEqual([]);
+      expect(tick.spared['live-session']).toBeGreaterThanOrEqual(2);
+      // Held to its begin, moved to this clock: not the weaker oldest-member bound.
+      expect(tick.warnings.filter((w) => w.code === 'LIVE_SESSION_WEAK_BOUND')).toEqual([]);
+    },
+  );
 
   it("stops the leftover of a dead session whose member forged a registration or a helper on an env-cleared process and then started a younger member: the tag's begin, not the oldest member, bounds the sign", async () => {
     const n = process.pid;
