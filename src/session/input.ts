@@ -1,7 +1,7 @@
 // `input` and `inputFile`, as execa's: what the command reads on stdin, written to its pipe and
 // the pipe closed, so a command that reads to end of input (cat, sort, a shell reading a script)
 // ends. Without either, stdin stays open for the caller to write (the handle's `stdin`).
-import { accessSync, constants, createReadStream } from 'node:fs';
+import { accessSync, constants, createReadStream, type Stats, statSync } from 'node:fs';
 import { Readable, type Writable } from 'node:stream';
 import { fileURLToPath } from 'node:url';
 import { TetherError } from '../errors.js';
@@ -35,8 +35,10 @@ export function checkInput(input: unknown, inputFile: unknown, stdin: unknown): 
 function checkInputFile(inputFile: unknown): void {
   if (!(typeof inputFile === 'string' && inputFile !== '') && !(inputFile instanceof URL))
     throw invalid('inputFile', inputFile, 'a file path (a non-empty string or file: URL)');
+  let kind: Stats;
   try {
     accessSync(inputFile, constants.R_OK);
+    kind = statSync(inputFile);
   } catch (error) {
     const code = (error as NodeJS.ErrnoException).code ?? String(error);
     throw new TetherError(
@@ -44,6 +46,14 @@ function checkInputFile(inputFile: unknown): void {
       `invalid inputFile: ${clip(String(inputFile))} cannot be read (${code})`,
     );
   }
+  // Opening a FIFO waits for a writer: in libuv's thread pool, where nothing can cancel it, so a
+  // FIFO no one writes would hold a thread — and the process — for good. A socket cannot be
+  // opened at all.
+  if (kind.isFIFO() || kind.isSocket())
+    throw new TetherError(
+      'INVALID_OPTION',
+      `invalid inputFile: ${clip(String(inputFile))} is a ${kind.isFIFO() ? 'FIFO (opening it waits for a writer, which nothing can cancel)' : 'socket'}: pass its contents as \`input\` (a stream) instead`,
+    );
 }
 
 /**

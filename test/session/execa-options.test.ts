@@ -2,6 +2,7 @@
 // runs real processes and reads what they wrote; each defect it pins down is named with what
 // the old code did (`input` ignored: cat waited on stdin for good; `shell: true` SPAWN_FAILED;
 // the final newline kept; `all` absent; `killSignal` and `cancelSignal` ignored).
+import { execFileSync } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -9,6 +10,7 @@ import { Readable } from 'node:stream';
 import { pathToFileURL } from 'node:url';
 import { afterAll, describe, expect, it } from 'vitest';
 import { type SpawnOptions, spawn, TetherError } from '../../src/index.js';
+import { ROOT } from '../support/paths.js';
 
 const FAST = { graceMs: 300, killAfterMs: 1000 };
 // Long enough on a busy 2-core machine; a hang (the old `input`) fails as TIMED_OUT within it.
@@ -173,6 +175,24 @@ describe("execa's names for what tether does: cancelSignal, killSignal, forceKil
     await new Promise((resolve) => setTimeout(resolve, 100));
     expect(sub.kill()).toBe(true);
     expect((await sub).signal).toBe('SIGINT');
+  });
+});
+
+describe('an inputFile that would block its open is refused', () => {
+  it('a FIFO no one writes is INVALID_OPTION before anything starts, and the process can still exit', async () => {
+    const fifo = join(dir, 'no-writer.fifo');
+    execFileSync('mkfifo', [fifo]);
+    expect(() => spawn('true', [], { ...BOUND, inputFile: fifo })).toThrow(
+      /invalid inputFile: .*no-writer\.fifo is a FIFO/,
+    );
+    // Before, the open waited for a writer in a thread of libuv's pool: a node process that made
+    // this call could not exit, even by process.exit. A child process shows it.
+    const script = `const { spawn } = await import(${JSON.stringify(pathToFileURL(join(ROOT, 'dist/index.js')).href)});
+try { await spawn('true', [], { inputFile: ${JSON.stringify(fifo)}, timeout: 2000 }); } catch {}
+process.exit(0);`;
+    const started = performance.now();
+    execFileSync(process.execPath, ['--input-type=module', '-e', script], { timeout: 15_000 });
+    expect(performance.now() - started).toBeLessThan(10_000);
   });
 });
 
