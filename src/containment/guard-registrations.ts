@@ -6,12 +6,15 @@
 // epoch). The file is replaced by write-then-rename, so a reader sees the old file or the new,
 // never half of one. A bad line is reported with its line number and the others apply: never an
 // allow-all or kill-all. The guard's reading side (bounded, with a deadline) stays in src/guard/.
+
+import { randomBytes } from 'node:crypto';
 import {
   closeSync,
   constants,
   fstatSync,
   mkdirSync,
   openSync,
+  readFileSync,
   readSync,
   renameSync,
   rmSync,
@@ -186,20 +189,27 @@ export function readRegistrationsSync(dir: string): {
  * `EBUSY`, and the fs error when the directory or file cannot be written.
  */
 export function addRegistrationsSync(dir: string, added: readonly Registration[], now = Date.now()): string {
-  const unlock = lockRegistrations(dir);
-  try {
-    const old = readRegistrationsSync(dir);
-    if (old.read === 'refused') {
-      throw new TetherError(
-        'INVALID_OPTION',
-        `cannot add to the registrations file ${registrationsPath(dir)}: ${old.why}`,
-      );
+  for (let attempt = 1; ; attempt++) {
+    const lock = lockRegistrations(dir);
+    try {
+      const old = readRegistrationsSync(dir);
+      if (old.read === 'refused') {
+        throw new TetherError(
+          'INVALID_OPTION',
+          `cannot add to the registrations file ${registrationsPath(dir)}: ${old.why}`,
+        );
+      }
+      const path = writeRegistrations(dir, old.entries, added, now);
+      // Broken as stale while it wrote: another writer may have replaced the file meanwhile.
+      if (lock.held() || attempt >= LOCK_ATTEMPTS) return path;
+    } finally {
+      lock();
     }
-    return writeRegistrations(dir, old.entries, added, now);
-  } finally {
-    unlock();
   }
 }
+
+/** How often a write is done again when its lock was broken while it wrote. */
+export const LOCK_ATTEMPTS = 3;
 
 // A 4-byte cell for Atomics.wait: the one synchronous sleep Node has.
 const PAUSE = new Int32Array(new SharedArrayBuffer(4));
@@ -212,19 +222,47 @@ const PAUSE = new Int32Array(new SharedArrayBuffer(4));
  * `LOCK_STALE_MS`. Returns the release. Throws an error with `code` `EBUSY` when the lock stays
  * taken, and the fs error when the directory or lock cannot be made.
  */
-export function lockRegistrations(dir: string): () => void {
+/** A writer's hold on the lock: `release` removes the lock only while it is this writer's. */
+export interface RegistrationsLock {
+  (): void;
+  /** Whether the lock is still this writer's (no other writer broke it as stale meanwhile). */
+  held(): boolean;
+}
+
+export function lockRegistrations(dir: string): RegistrationsLock {
   mkdirSync(dir, { recursive: true, mode: 0o700 });
   const path = `${registrationsPath(dir)}.lock`;
+  const token = `${process.pid}.${randomBytes(8).toString('hex')}\n`;
   const deadline = Date.now() + LOCK_WAIT_MS;
+  const held = () => {
+    try {
+      return readFileSync(path, 'latin1') === token;
+    } catch {
+      return false;
+    }
+  };
   for (;;) {
     try {
-      closeSync(openSync(path, 'wx', 0o600));
-      return () => rmSync(path, { force: true });
+      writeFileSync(path, token, { flag: 'wx', mode: 0o600 });
+      const release = () => {
+        if (held()) rmSync(path, { force: true });
+      };
+      return Object.assign(release, { held });
     } catch (error) {
       if ((error as NodeJS.ErrnoException).code !== 'EEXIST') throw error;
     }
-    if (ageMs(path) > LOCK_STALE_MS) rmSync(path, { force: true });
-    else if (Date.now() > deadline) {
+    // A stale lock is moved aside under a name of this writer's, then removed: never another
+    // writer's lock removed by name. A fresh one moved by a race is its writer's to notice
+    // (`held`), and its write is done again.
+    if (ageMs(path) > LOCK_STALE_MS) {
+      const aside = `${path}.${token.trim()}`;
+      try {
+        renameSync(path, aside);
+        rmSync(aside, { force: true });
+      } catch {
+        // gone already: released, or broken by another writer
+      }
+    } else if (Date.now() > deadline) {
       throw Object.assign(new Error(`${path} is held by another writer (waited ${LOCK_WAIT_MS} ms)`), {
         code: 'EBUSY',
       });

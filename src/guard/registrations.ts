@@ -3,6 +3,7 @@
 // file's place and format, and its writing, are src/containment/guard-registrations.ts (a session
 // that keeps a service writes there too); the guard reads the file through its bounded reader.
 import {
+  LOCK_ATTEMPTS,
   lockRegistrations,
   parseRegistrations,
   type Registration,
@@ -47,17 +48,21 @@ export async function addRegistrations(
   added: Registration[],
   now = Date.now(),
 ): Promise<{ path: string; problems: RegistrationProblem[] }> {
-  const unlock = lockRegistrations(dir);
-  try {
-    const old = await readRegistrations(dir);
-    if (old.read === 'refused') {
-      throw new TetherError(
-        'INVALID_OPTION',
-        `cannot add to the registrations file ${registrationsPath(dir)}: ${old.why} (set TETHER_GUARD_STATE to the guard's state directory, or remove what is there)`,
-      );
+  for (let attempt = 1; ; attempt++) {
+    const lock = lockRegistrations(dir);
+    try {
+      const old = await readRegistrations(dir);
+      if (old.read === 'refused') {
+        throw new TetherError(
+          'INVALID_OPTION',
+          `cannot add to the registrations file ${registrationsPath(dir)}: ${old.why} (set TETHER_GUARD_STATE to the guard's state directory, or remove what is there)`,
+        );
+      }
+      const path = writeRegistrations(dir, old.entries, added, now);
+      // Broken as stale while it wrote: another writer may have replaced the file meanwhile.
+      if (lock.held() || attempt >= LOCK_ATTEMPTS) return { path, problems: old.problems };
+    } finally {
+      lock();
     }
-    return { path: writeRegistrations(dir, old.entries, added, now), problems: old.problems };
-  } finally {
-    unlock();
   }
 }

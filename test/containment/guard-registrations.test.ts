@@ -57,6 +57,36 @@ describe('the registrations file on its writing side', () => {
     expect(existsSync(`${registrationsPath(dir)}.lock`), 'the lock was left behind').toBe(false);
   }, 30_000);
 
+  it('16 writers started together over a stale lock lose none of one another’s entries, 4 rounds: one breaking it never takes another’s fresh lock for it', async () => {
+    if (!existsSync(MODULE)) throw new Error(`premise broken: ${MODULE} is not built`);
+    for (let round = 0; round < 4; round++) {
+      const dir = tempDir();
+      const lock = `${registrationsPath(dir)}.lock`;
+      writeFileSync(lock, 'a writer that died\n');
+      const old = (Date.now() - LOCK_STALE_MS - 1000) / 1000;
+      utimesSync(lock, old, old);
+      const at = Date.now() + 1500;
+      const pids = Array.from({ length: 16 }, (_, i) => 6000 + 100 * round + i);
+      const codes = await Promise.all(
+        pids.map(
+          (pid) =>
+            new Promise<number | null>((resolve) => {
+              const child = spawn(
+                process.execPath,
+                ['--input-type=module', '-e', writerScript, MODULE, dir, String(pid), String(at)],
+                { stdio: 'inherit' },
+              );
+              child.on('exit', resolve);
+            }),
+        ),
+      );
+      expect(codes, `round ${round}: a writer failed`).toEqual(pids.map(() => 0));
+      const lost = pids.filter((p) => !entriesOf(dir).includes(p));
+      expect(lost, `round ${round}: entries lost over a stale lock`).toEqual([]);
+      expect(existsSync(lock), `round ${round}: the lock was left behind`).toBe(false);
+    }
+  }, 60_000);
+
   it('a lock left by a writer that died holding it is broken once stale', () => {
     const dir = tempDir();
     const lock = `${registrationsPath(dir)}.lock`;
