@@ -158,8 +158,10 @@ describe('serveMetrics', () => {
       await until(() => opened.filter((e) => e.closedAt !== undefined).length >= 3, 10_000);
       const early = opened.filter((e) => e.closedAt !== undefined && e.closedAt < METRICS_IDLE_TIMEOUT_MS);
       expect(early.length, 'connections past the cap of 2 kept open').toBe(3);
-      // The two within the cap sent nothing: closed once idle.
-      expect(await until(() => opened.every((e) => e.closedAt !== undefined), 30_000)).toBe(true);
+      // The two within the cap sent nothing: closed once idle (5 s; the wait is wide for a
+      // loaded machine, and says which stayed open if one does).
+      const closed = await until(() => opened.every((e) => e.closedAt !== undefined), 45_000);
+      expect(closed, `closed at (ms): ${JSON.stringify(opened.map((e) => e.closedAt ?? 'open'))}`).toBe(true);
       const idle = opened.filter((e) => !early.includes(e)).map((e) => e.closedAt as number);
       expect(Math.min(...idle)).toBeGreaterThanOrEqual(METRICS_IDLE_TIMEOUT_MS - 100);
       const res = await fetch(`http://127.0.0.1:${metrics.address.port}/metrics`);
@@ -168,5 +170,5 @@ describe('serveMetrics', () => {
       for (const e of opened) e.socket.destroy();
       await metrics.close();
     }
-  });
+  }, 90_000);
 });
