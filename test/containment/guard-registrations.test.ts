@@ -32,25 +32,26 @@ const entriesOf = (dir: string) =>
     .filter((l) => /^\d/.test(l))
     .map((l) => Number(l.split(' ')[0]));
 
+// One writer process per pid, each adding its entry to `dir` at the same moment `at`: their exit codes.
+function writers(dir: string, pids: number[], at: number): Promise<(number | null)[]> {
+  return Promise.all(
+    pids.map(
+      (pid) =>
+        new Promise<number | null>((resolve) => {
+          const args = ['--input-type=module', '-e', writerScript, MODULE, dir, String(pid), String(at)];
+          spawn(process.execPath, args, { stdio: 'inherit' }).on('exit', resolve);
+        }),
+    ),
+  );
+}
+
 describe('the registrations file on its writing side', () => {
   it('16 writers started in the same millisecond lose none of one another’s entries', async () => {
     if (!existsSync(MODULE)) throw new Error(`premise broken: ${MODULE} is not built`);
     const dir = tempDir();
     const at = Date.now() + 1500; // every writer started and waiting by then
     const pids = Array.from({ length: 16 }, (_, i) => 5000 + i);
-    const codes = await Promise.all(
-      pids.map(
-        (pid) =>
-          new Promise<number | null>((resolve) => {
-            const child = spawn(
-              process.execPath,
-              ['--input-type=module', '-e', writerScript, MODULE, dir, String(pid), String(at)],
-              { stdio: 'inherit' },
-            );
-            child.on('exit', resolve);
-          }),
-      ),
-    );
+    const codes = await writers(dir, pids, at);
     expect(codes, 'a writer failed').toEqual(pids.map(() => 0));
     const lost = pids.filter((p) => !entriesOf(dir).includes(p));
     expect(lost, `entries lost to a concurrent writer (of ${pids.length})`).toEqual([]);
@@ -67,19 +68,7 @@ describe('the registrations file on its writing side', () => {
       utimesSync(lock, old, old);
       const at = Date.now() + 1500;
       const pids = Array.from({ length: 16 }, (_, i) => 6000 + 100 * round + i);
-      const codes = await Promise.all(
-        pids.map(
-          (pid) =>
-            new Promise<number | null>((resolve) => {
-              const child = spawn(
-                process.execPath,
-                ['--input-type=module', '-e', writerScript, MODULE, dir, String(pid), String(at)],
-                { stdio: 'inherit' },
-              );
-              child.on('exit', resolve);
-            }),
-        ),
-      );
+      const codes = await writers(dir, pids, at);
       expect(codes, `round ${round}: a writer failed`).toEqual(pids.map(() => 0));
       const lost = pids.filter((p) => !entriesOf(dir).includes(p));
       expect(lost, `round ${round}: entries lost over a stale lock`).toEqual([]);
