@@ -166,6 +166,28 @@ function clientEnd(r: SandboxExecResult): string {
 
 const CANCEL_SIGNALS = ['SIGINT', 'SIGTERM', 'SIGHUP'] as const;
 
+// What a call into the container listens to while it runs: SIGINT, SIGTERM and SIGHUP cancel it
+// (`signal`); our stdout's reader going away (`… | head -1`, EPIPE) stops it in the library, and
+// `outputClosed` says so. `detach` removes both listeners.
+function watchCall(): { signal: AbortSignal; outputClosed: () => boolean; detach: () => void } {
+  const abort = new AbortController();
+  const onSignal = () => abort.abort();
+  for (const s of CANCEL_SIGNALS) process.on(s, onSignal);
+  let closed = false;
+  const onStdoutError = (error: NodeJS.ErrnoException) => {
+    if (error.code === 'EPIPE') closed = true;
+  };
+  process.stdout.on('error', onStdoutError);
+  return {
+    signal: abort.signal,
+    outputClosed: () => closed,
+    detach() {
+      for (const s of CANCEL_SIGNALS) process.off(s, onSignal);
+      process.stdout.off('error', onStdoutError);
+    },
+  };
+}
+
 /**
  * `tether sandbox exec`: passes the command's stdout and stderr through byte-exact (minus the
  * completion line) and exits with its status on a proven end; 120 when it said 0 and the client
@@ -182,15 +204,7 @@ export async function sandboxExecCommand(
   const sweepOpts = sweepOptions(flags);
   const silenceMs = parseDuration('--silence', flags.silence);
   const tag = flags.tag === undefined ? createTag() : parseTag(flags.tag);
-  const abort = new AbortController();
-  const onSignal = () => abort.abort();
-  for (const s of CANCEL_SIGNALS) process.on(s, onSignal);
-  // Our stdout's reader went away (`… | head -1`): the library stops the call; we say so.
-  let outputClosed = false;
-  const onStdoutError = (error: NodeJS.ErrnoException) => {
-    if (error.code === 'EPIPE') outputClosed = true;
-  };
-  process.stdout.on('error', onStdoutError);
+  const call = watchCall();
   const stdin = process.stdin.isTTY ? undefined : process.stdin;
   const notes: string[] = [];
   let json: Record<string, unknown> = {};
@@ -201,7 +215,7 @@ export async function sandboxExecCommand(
       ...(stdin ? { input: stdin } : {}),
       stdout: process.stdout,
       stderr: process.stderr,
-      signal: abort.signal,
+      signal: call.signal,
       silenceMs,
       // The exit status is the command's: a failed end is rendered, not thrown.
       reject: false,
@@ -252,12 +266,11 @@ export async function sandboxExecCommand(
     process.exitCode =
       error.cause instanceof TetherError && flags.sweep ? EXIT_AMBIGUOUS_EFFECT : errorStatus(error);
   } finally {
-    for (const s of CANCEL_SIGNALS) process.off(s, onSignal);
-    process.stdout.off('error', onStdoutError);
+    call.detach();
     stdin?.unpipe();
     stdin?.destroy();
   }
-  if (outputClosed && process.exitCode !== EXIT_AMBIGUOUS_EFFECT) {
+  if (call.outputClosed() && process.exitCode !== EXIT_AMBIGUOUS_EFFECT) {
     notes.push('stdout was closed by its reader (EPIPE): the command was stopped and its session swept');
     process.exitCode = EXIT_OUTPUT_CLOSED;
   }
@@ -311,14 +324,7 @@ export async function sandboxRunCommand(
       refuseRecord(flags.ledger, error);
       return;
     }
-  const abort = new AbortController();
-  const onSignal = () => abort.abort();
-  for (const s of CANCEL_SIGNALS) process.on(s, onSignal);
-  let outputClosed = false;
-  const onStdoutError = (error: NodeJS.ErrnoException) => {
-    if (error.code === 'EPIPE') outputClosed = true;
-  };
-  process.stdout.on('error', onStdoutError);
+  const call = watchCall();
   const stdin = process.stdin.isTTY ? undefined : process.stdin;
   try {
     const r = await run(channel, argv, {
@@ -327,7 +333,7 @@ export async function sandboxRunCommand(
       ...(stdin ? { input: stdin } : {}),
       stdout: process.stdout,
       stderr: process.stderr,
-      signal: abort.signal,
+      signal: call.signal,
       silenceMs,
       ...(Number.isFinite(timeout) && timeout > 0 ? { timeout } : {}),
       reject: false,
@@ -339,7 +345,7 @@ export async function sandboxRunCommand(
     writeReportFile(reportFile, r.report);
     const notes: string[] = [];
     process.exitCode = runStatus(r, notes);
-    if (outputClosed && !r.error) {
+    if (call.outputClosed() && !r.error) {
       notes.push('stdout was closed by its reader (EPIPE): the command was stopped and its session swept');
       process.exitCode = EXIT_OUTPUT_CLOSED;
     }
@@ -390,8 +396,7 @@ export async function sandboxRunCommand(
           ? EXIT_CLIENT_NOT_STARTED
           : EXIT_AMBIGUOUS_EFFECT;
   } finally {
-    for (const s of CANCEL_SIGNALS) process.off(s, onSignal);
-    process.stdout.off('error', onStdoutError);
+    call.detach();
     stdin?.unpipe();
     stdin?.destroy();
     reportFile?.close();

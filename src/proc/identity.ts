@@ -18,6 +18,18 @@ export function readStat(procRoot: string, pid: number): ProcStat | undefined {
 }
 
 /**
+ * `readStat`, and undefined also when it throws (denied, EMFILE: no fd left for the read): for a
+ * caller that then knows the process by what it already has, or not at all.
+ */
+export function readStatOrNone(procRoot: string, pid: number): ProcStat | undefined {
+  try {
+    return readStat(procRoot, pid);
+  } catch {
+    return undefined;
+  }
+}
+
+/**
  * A process is alive while its pid holds the same start time and it is not a dead zombie.
  * A zombie leader whose other threads still run (state Z, live tasks besides the leader) is
  * alive: its threads can still fork and hold resources.

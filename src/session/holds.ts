@@ -3,7 +3,7 @@
 // swept, with everything under it. Each is known by its pidfd, held from its spawn: once it
 // exits it is dropped, so a process that takes its pid (even in the same clock tick) is never
 // taken for it.
-import { type Identity, identityKey, readStat } from '../proc/identity.js';
+import { type Identity, identityKey, readStatOrNone } from '../proc/identity.js';
 import type { SweepWarning } from '../sweep/report.js';
 import type { Member } from '../sweep/scan.js';
 import { type Hold, hasExited, releaseHold, type Signaller } from '../sweep/signal.js';
@@ -29,7 +29,7 @@ export class SpawnHolds {
    * it is gone or unreadable for want of an fd (EMFILE): then it is swept by its tag only.
    */
   identityOf(pid: number | undefined): Identity | undefined {
-    const stat = pid === undefined ? undefined : statOrNone(this.procRoot, pid);
+    const stat = pid === undefined ? undefined : readStatOrNone(this.procRoot, pid);
     return stat && { pid: stat.pid, startTime: stat.startTime };
   }
 
@@ -48,7 +48,7 @@ export class SpawnHolds {
         code: 'NO_PIDFD',
         message: `pidfd_open failed for ${command} (pid ${payload.pid}, ${hold.why}): it is re-checked by start time before each signal (a narrow pid-reuse race remains)`,
       });
-    const stat = statOrNone(this.procRoot, payload.pid);
+    const stat = readStatOrNone(this.procRoot, payload.pid);
     if (stat && hold.why !== 'gone')
       this.known.set(identityKey(payload), { identity: payload, stat, foundBy: 'carrier', hold });
     return hold;
@@ -78,15 +78,5 @@ export class SpawnHolds {
       if (code !== 'EMFILE' && code !== 'ENFILE') throw error;
       return { identity: payload, fd: -1, why: code };
     }
-  }
-}
-
-// The command's stat right after its spawn; undefined when gone, denied or unreadable for want
-// of an fd (it is then known by the spawn's identity only).
-function statOrNone(procRoot: string, pid: number) {
-  try {
-    return readStat(procRoot, pid);
-  } catch {
-    return undefined;
   }
 }

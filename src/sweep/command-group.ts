@@ -6,7 +6,7 @@
 // that ran tether, the rest of a pipeline), none of which the command started.
 import { readCmdline } from '../proc/details.js';
 import { readEnviron } from '../proc/environ.js';
-import { type Identity, readStat } from '../proc/identity.js';
+import { type Identity, readStatOrNone } from '../proc/identity.js';
 import { type Snapshot, takeSnapshot } from '../proc/snapshot.js';
 import type { ProcStat } from '../proc/stat.js';
 import { type CompiledKeep, keepRuleFor } from './keep.js';
@@ -37,9 +37,9 @@ export function commandGroupOf(
   carriers?: CommandGroup['carriers'],
   keep?: readonly CompiledKeep[],
 ): CommandGroup | undefined {
-  const stat = statOrNone(procRoot, commandPid);
+  const stat = readStatOrNone(procRoot, commandPid);
   if (!stat) return undefined;
-  const helper = helperPid === undefined ? undefined : statOrNone(procRoot, helperPid);
+  const helper = helperPid === undefined ? undefined : readStatOrNone(procRoot, helperPid);
   return {
     procRoot,
     command: { pid: stat.pid, startTime: stat.startTime },
@@ -114,13 +114,4 @@ function carriersIn(snapshot: Snapshot, group: CommandGroup, inGroup: (s?: ProcS
     }
   }
   return found;
-}
-
-// The stat of `pid`, or undefined when it is gone or cannot be read.
-function statOrNone(procRoot: string, pid: number) {
-  try {
-    return readStat(procRoot, pid);
-  } catch {
-    return undefined;
-  }
 }
