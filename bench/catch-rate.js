@@ -173,7 +173,7 @@ async function runOne(method, script, server) {
     });
     sub.stdout?.resume();
     sub.stderr?.resume();
-    tagName = sub.tag.name;
+    tagName = sub.tag;
     if (method.containment.includes('pid-namespace')) {
       const ns = readlinkSync(`/proc/${sub.pid}/ns/pid`);
       let map = new Map();

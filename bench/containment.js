@@ -193,7 +193,7 @@ async function manySessions(containment) {
       } catch {
         continue;
       }
-      if (sessions.some(({ s }) => environ.includes(`${s.tag.entry}\0`))) {
+      if (sessions.some(({ s }) => environ.includes(`${s.tagVariable.entry}\0`))) {
         leftovers.push({ pid: stat.pid, startTime: stat.startTime });
       }
     }

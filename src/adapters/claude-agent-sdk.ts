@@ -126,7 +126,7 @@ function spawnTethered(
 
   const tethered: TetheredClaudeProcess = {
     pid: proc.pid,
-    tag: s.tag.name,
+    tag: s.tag,
     // A CLI that could not start has no pipes: stand-ins keep the SDK's writes and reads harmless.
     stdin: proc.stdin ?? new PassThrough(),
     stdout: proc.stdout ?? Readable.from([]),

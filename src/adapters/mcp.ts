@@ -181,7 +181,7 @@ export class StdioClientTransport implements Transport {
 
   /** The session's variable, `TETHER_SESSION_<hex>`, once started. */
   get tag(): string | undefined {
-    return this.session?.tag.name;
+    return this.session?.tag;
   }
 
   /** The sweep's report once the session has ended (after `close()` resolved, or `onclose`). */

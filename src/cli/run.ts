@@ -216,7 +216,7 @@ async function runSession(
   events?.write({
     type: 'started',
     version: EVENTS_VERSION,
-    tag: s.tag.name,
+    tag: s.tag,
     pid: proc.pid ?? null,
     command: [plan.command, ...plan.args],
     timeoutMs: plan.timeoutMs || null,
@@ -235,7 +235,7 @@ async function runSession(
           proc.pid,
           proc.child.pid !== proc.pid ? proc.child.pid : undefined,
           {
-            entry: s.tag.entry,
+            entry: s.tagVariable.entry,
             notBefore: s.startTicks,
           },
           compileKeep(plan.keep),

@@ -45,8 +45,10 @@ export type { EndOptions } from './sweep-plan.js';
 
 // One session: create with `session()`, run commands with `spawn`, finish with `end()`.
 export class Session {
-  /** The session's variable, exported to every command as `NAME=1`. */
-  readonly tag: SessionTag;
+  /** The session tag's name, `TETHER_SESSION_<32 hex>`: the string every result, report and record calls `tag`. */
+  readonly tag: string;
+  /** The session's variable, exported to every command as `NAME=1`: its `name` (= `tag`) and its environ `entry`, `NAME=1`. */
+  readonly tagVariable: SessionTag;
   /** Clock ticks since boot when the session began: no carrier can be older. */
   readonly startTicks: number;
   readonly options: Readonly<SessionOptions>;
@@ -78,11 +80,12 @@ export class Session {
     this.options = options.keep
       ? { ...options, keep: options.keep.map(({ match, ttlMs, owner }) => ({ match, ttlMs, owner })) }
       : { ...options };
-    this.tag = createTag();
+    this.tagVariable = createTag();
+    this.tag = this.tagVariable.name;
     this.holds = new SpawnHolds(this.procRoot, this.signaller, this.warnings);
-    const { tag, procRoot, notes, warnings } = this;
+    const { tagVariable: tag, procRoot, notes, warnings } = this;
     this.starter = new Starter({ plan, tag, procRoot, graceMs, killAfterMs, notes, warnings });
-    this.recorder = options.ledger && new SessionRecorder(options.ledger, this.tag.name, { kind: 'local' });
+    this.recorder = options.ledger && new SessionRecorder(options.ledger, this.tag, { kind: 'local' });
     this.startTicks = sessionStartTicks(options.procRoot);
     const required = options.ledgerRequired === true;
     this.beginning = new SessionBegin(tag, procRoot, notes, warnings, this.recorder, required);
@@ -114,7 +117,7 @@ export class Session {
    */
   env(base: NodeJS.ProcessEnv = process.env): NodeJS.ProcessEnv {
     const outer = Object.fromEntries(tagsIn(process.env).map((name) => [name, '1']));
-    return { ...base, ...outer, [this.tag.name]: '1' };
+    return { ...base, ...outer, [this.tag]: '1' };
   }
 
   /**
@@ -131,7 +134,7 @@ export class Session {
     options: O = {} as O,
   ): SessionProcess<OutputOf<O>> {
     if (this.ending)
-      throw new TetherError('SESSION_ENDED', `session ${this.tag.name} has ended: cannot spawn ${command}`);
+      throw new TetherError('SESSION_ENDED', `session ${this.tag} has ended: cannot spawn ${command}`);
     checkCommand(command, args, options);
     checkKnownKeys(options, COMMAND_KEYS);
     const started = performance.now();
@@ -162,7 +165,7 @@ export class Session {
     void ended.then(() => {
       reported = true;
     });
-    const name = { command: commandLine(command, args), tag: this.tag.name };
+    const name = { command: commandLine(command, args), tag: this.tag };
     const exited = ended.then(async (end): Promise<ExitResult<string | Buffer>> => {
       const durationMs = performance.now() - started;
       const held = 'error' in end ? false : (await outputClosed(child, cap)) === 'held';
@@ -286,7 +289,7 @@ export class Session {
 
   // What the end reads (src/session/sweep-plan.ts).
   private get parts(): SessionParts {
-    const { tag, options, startTicks, holds, starter, notes, warnings } = this;
+    const { tagVariable: tag, options, startTicks, holds, starter, notes, warnings } = this;
     return { tag, options, startTicks, holds, starter, notes, warnings };
   }
 }

@@ -31,7 +31,10 @@ export type SpawnOutputOf<O> = O extends { encoding: 'buffer' }
 // A running command and the promise of its Result; `await` it, or `await using` it.
 export interface Subprocess<T extends SpawnOutput = string> extends PromiseLike<Result<T>> {
   readonly pid: number | undefined;
-  readonly tag: SessionTag;
+  /** The session tag's name, `TETHER_SESSION_<32 hex>`, as the result's `tag`. */
+  readonly tag: string;
+  /** The session's variable: its `name` (= `tag`) and its environ `entry`, `NAME=1`. */
+  readonly tagVariable: SessionTag;
   /**
    * The process Node started: the command, or the helper that runs it (see
    * `SessionProcess.child`). Signal the command with `kill()`: a SIGKILL sent to the helper
@@ -174,6 +177,7 @@ function handle<T extends SpawnOutput>(
   return {
     pid: proc.pid,
     tag: s.tag,
+    tagVariable: s.tagVariable,
     child: proc.child,
     kill: (signal) => proc.kill(signal ?? plan.killSignal),
     stdin: proc.stdin,

@@ -149,9 +149,7 @@ describe('agentRule', () => {
     // The sleeper, found by ground truth: `sleep 300` carrying this session's variable.
     let sleeper: ProcessId | undefined;
     await waitFor(`sleep 300 started with ${how}`, () => {
-      const pid = pids().find(
-        (p) => cmdlineOf(p) === 'sleep 300' && hasEntry(environOf(p), `${s.tag.name}=1`),
-      );
+      const pid = pids().find((p) => cmdlineOf(p) === 'sleep 300' && hasEntry(environOf(p), `${s.tag}=1`));
       sleeper = pid === undefined ? undefined : identityOf(pid);
       return sleeper !== undefined;
     });
@@ -170,7 +168,7 @@ describe('agentRule', () => {
       const out = execFileSync(process.execPath, [join(ROOT, 'bin/tether.cjs'), 'ps', '--json'], {
         encoding: 'utf8',
       });
-      expect(out).toContain(s.tag.name);
+      expect(out).toContain(s.tag);
       expect(out).toContain(String(sleeper.pid));
     } finally {
       await s.end();

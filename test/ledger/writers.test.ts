@@ -34,7 +34,7 @@ async function writer(ledger: Ledger): Promise<Written> {
   const [leftover] = recordedIds(String(ran.stdout));
   const report = await s.end();
   return {
-    tag: s.tag.name,
+    tag: s.tag,
     leftover: leftover as ProcessId,
     warnings: report.warnings.map((w) => `${w.code}: ${w.message}`),
     stopped: report.stopped.map((p) => p.pid),

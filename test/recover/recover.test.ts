@@ -117,7 +117,7 @@ describe('tether recover after the supervisor was killed with its helpers', () =
     );
     for (const tag of [...s.local.map((l) => l.tag), ...s.sandbox.map((b) => b.tag)])
       expect(handled.get(tag), `recover's outcome for ${tag}`).toBe('recovered');
-    expect(handled.has(decoy.tag.name), 'a session whose supervisor is alive was handled').toBe(false);
+    expect(handled.has(decoy.tag), 'a session whose supervisor is alive was handled').toBe(false);
 
     await waitFor(
       `every leftover gone (alive: ${alive(leftovers)})`,
@@ -130,7 +130,7 @@ describe('tether recover after the supervisor was killed with its helpers', () =
     const states = new Map(records.map((r) => [r.tag, r.state]));
     for (const l of s.local) expect(states.get(l.tag), `local ${l.tag}`).toBe('recovered');
     for (const b of s.sandbox) expect(states.get(b.tag), `sandbox ${b.tag}`).toBe('recovered');
-    expect(states.get(decoy.tag.name)).toBe('running');
+    expect(states.get(decoy.tag)).toBe('running');
     for (const r of records.filter((r) => r.state === 'recovered')) {
       expect(r.reports.at(-1)?.ok, `${r.tag}'s recover report`).toBe(true);
       expect(r.location.kind).toBe(s.local.some((l) => l.tag === r.tag) ? 'local' : 'sandbox');
@@ -144,7 +144,7 @@ describe('tether recover after the supervisor was killed with its helpers', () =
       ).toEqual(expect.arrayContaining([l.leftover.pid]));
     }
     await decoy.end();
-    expect((await ledger.get(decoy.tag.name))?.state).toBe('cancelled');
+    expect((await ledger.get(decoy.tag))?.state).toBe('cancelled');
     await ledger.close();
   });
 

@@ -213,7 +213,7 @@ describe('every exit path sweeps the session', () => {
     const inner = innerTag.trim();
     for (const r of recorded) {
       const environ = environOf(r.identity.pid);
-      expect(hasEntry(environ, `${outer.tag.name}=1`), `${r.label} carries the outer tag`).toBe(true);
+      expect(hasEntry(environ, `${outer.tag}=1`), `${r.label} carries the outer tag`).toBe(true);
       expect(hasEntry(environ, `${inner}=1`), `${r.label} carries the inner tag`).toBe(true);
     }
     ac.abort();

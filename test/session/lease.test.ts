@@ -63,8 +63,8 @@ describe.skipIf(postgresSkip !== '')(`a library session's lease on Postgres ${po
         { timeout: 60_000 },
       );
       const handled = JSON.parse(stdout) as { tag: string; outcome: string }[];
-      expect(handled.filter((h) => h.tag === s.tag.name && h.outcome !== 'left-alone')).toEqual([]);
-      const record = await ledger.get(s.tag.name);
+      expect(handled.filter((h) => h.tag === s.tag && h.outcome !== 'left-alone')).toEqual([]);
+      const record = await ledger.get(s.tag);
       expect(record?.state).toBe('running');
       expect(record?.leaseUntil ?? 0).toBeGreaterThan(Date.now());
       expect(payload && isAlive(payload), 'the command was ended while its session ran').toBe(true);

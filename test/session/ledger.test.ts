@@ -50,7 +50,7 @@ describe('a session with a ledger', () => {
     const result = await sub;
     expect(result.exitCode, out).toBe(0);
     expect(out, 'the payload did not find its record running').toBe('running');
-    expect((await ledger.get(sub.tag.name))?.state).toBe('succeeded');
+    expect((await ledger.get(sub.tag))?.state).toBe('succeeded');
     await ledger.close();
   });
 
@@ -71,8 +71,8 @@ describe('a session with a ledger', () => {
     expect(await state(ok.report.tag)).toEqual(['succeeded', null, 1]);
     expect(await state(bad.report.tag)).toEqual(['failed', 'COMMAND_FAILED', 1]);
     expect((await ledger.get(bad.report.tag))?.outcome?.exitCode).toBe(3);
-    expect(await state(aborted.tag.name)).toEqual(['cancelled', 'CANCELLED', 1]);
-    expect(await state(timed.tag.name)).toEqual(['failed', 'TIMED_OUT', 1]);
+    expect(await state(aborted.tag)).toEqual(['cancelled', 'CANCELLED', 1]);
+    expect(await state(timed.tag)).toEqual(['failed', 'TIMED_OUT', 1]);
     await ledger.close();
   });
 
@@ -84,10 +84,10 @@ describe('a session with a ledger', () => {
     if (id) started.push(id);
     await s.end();
     expect(id && isAlive(id)).toBe(false);
-    expect((await ledger.get(s.tag.name))?.state).toBe('cancelled');
+    expect((await ledger.get(s.tag))?.state).toBe('cancelled');
     const idle = new Session({ ledger });
     await idle.end();
-    expect(await ledger.get(idle.tag.name)).toBeNull();
+    expect(await ledger.get(idle.tag)).toBeNull();
     await ledger.close();
   });
 
@@ -159,7 +159,7 @@ describe('a session with a ledger', () => {
       out += d.toString();
     });
     expect((await proc.exited).exitCode, out).toBe(0);
-    expect(JSON.parse(out)).toMatchObject({ tag: s.tag.name, state: 'running' });
+    expect(JSON.parse(out)).toMatchObject({ tag: s.tag, state: 'running' });
     await s.end();
   });
 
@@ -184,7 +184,7 @@ describe('a session with a ledger', () => {
     await awaited.begin(['true']);
     expect((await awaited.spawn('true').exited).exitCode).toBe(0);
     await awaited.end();
-    expect(records.get(awaited.tag.name)?.state).toBe('succeeded');
+    expect(records.get(awaited.tag)?.state).toBe('succeeded');
     expect(() => new Session({ ledgerRequired: 'yes' as never })).toThrow(
       /invalid ledgerRequired: .*true or false/,
     );

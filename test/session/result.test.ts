@@ -51,7 +51,7 @@ describe('a default spawn buffers its output and ends with the command', () => {
       exitCode: 0,
       signal: null,
       failed: false,
-      tag: s.tag.name,
+      tag: s.tag,
       outputTimedOut: false,
     });
     const bad = await s.spawn('sh', ['-c', 'echo no >&2; exit 4']);

@@ -49,7 +49,7 @@ describe.skipIf(skip !== undefined)(`the suite's leak guard${skip ? ` (skipped: 
     let hex: string;
     try {
       const s = session();
-      hex = s.tag.name.slice(TAG_PREFIX.length);
+      hex = s.tag.slice(TAG_PREFIX.length);
       await s.spawn('true', [], { stdio: 'ignore' }).exited;
       await s.end();
       await until(() => ours.has(hex));

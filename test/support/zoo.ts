@@ -211,7 +211,7 @@ export async function runShape(
     stderr += d.toString();
   });
   sub.stdout?.on('data', () => undefined);
-  const decoys = await startTagDecoys(sub.tag.name);
+  const decoys = await startTagDecoys(sub.tag);
   for (const d of decoys) started.push(d.identity);
   const recorded: Recorded[] = [];
   try {
@@ -235,7 +235,7 @@ export async function runShape(
       started.push(identity);
       recorded.push({ label: line.label, identity, cmdline: cmdlineOf(line.pid) });
     }
-    shape.verify?.(recorded, `${sub.tag.name}=1`);
+    shape.verify?.(recorded, `${sub.tag}=1`);
   } finally {
     sub.stdin?.end();
   }
@@ -249,7 +249,7 @@ export async function runShape(
     started.push(identity);
     recorded.push({ label: line.label, identity, cmdline: '(recorded itself during the sweep)' });
   }
-  return { shape, result, recorded, decoys, stderr, tagName: sub.tag.name, payload };
+  return { shape, result, recorded, decoys, stderr, tagName: sub.tag, payload };
 }
 
 /** Problems with a run, each a sentence naming the process; empty when all is well. */
