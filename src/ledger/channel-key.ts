@@ -3,20 +3,11 @@
 // recorded channel only when its MAC verifies with this machine's key — a row anyone wrote
 // (a shared Postgres, a copied or edited row) is text, and text is never executed.
 import { createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
-import {
-  closeSync,
-  constants,
-  fstatSync,
-  linkSync,
-  openSync,
-  readSync,
-  realpathSync,
-  unlinkSync,
-  writeSync,
-} from 'node:fs';
+import { closeSync, constants, linkSync, openSync, realpathSync, unlinkSync, writeSync } from 'node:fs';
 import { homedir } from 'node:os';
 import { dirname, isAbsolute, join } from 'node:path';
 import { TetherError } from '../errors.js';
+import { readUntrustedFile } from '../proc/untrusted-file.js';
 import { makeDirectories } from './sqlite-file.js';
 import { resolveLedgerTarget } from './target.js';
 
@@ -24,6 +15,8 @@ import { resolveLedgerTarget } from './target.js';
 export const CHANNEL_KEY_BYTES = 32;
 // On disk: the key as 64 lowercase hex digits and a newline.
 const KEY_TEXT = /^([0-9a-f]{64})\n?$/;
+// The largest key file read, bytes: a key and a newline fit with room to spare.
+const KEY_FILE_MAX_BYTES = 128;
 
 /**
  * Where the channel key of the ledger at `location` is: a SQLite file's key is `<file>.key`
@@ -54,37 +47,40 @@ function refused(path: string, why: string, cause?: unknown): TetherError {
 }
 
 /**
- * Reads the key at `path`: undefined when there is none. Opened without following a symlink and
- * without blocking (O_NOFOLLOW | O_NONBLOCK), then checked on the open file: a regular file, mode
- * 0600, owned by this user, 64 hex digits. Throws `LEDGER_UNAVAILABLE` naming the file and what
+ * Reads the key at `path`: undefined when there is none. Opened as an untrusted file
+ * (src/proc/untrusted-file.ts: no symlink followed, no FIFO waited for), then checked on the open
+ * file: a regular file, owned by this user, mode 0600, at most 128 bytes, 64 hex digits. Throws `LEDGER_UNAVAILABLE` naming the file and what
  * is wrong with it otherwise (a symlink, a FIFO, 0644, another owner, other contents).
  */
 export function readChannelKey(path: string): Buffer | undefined {
-  let fd: number;
-  try {
-    fd = openSync(path, constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK);
-  } catch (err) {
-    const code = (err as NodeJS.ErrnoException).code;
-    if (code === 'ENOENT') return undefined;
-    if (code === 'ELOOP') throw refused(path, 'it is a symlink', err);
-    throw refused(path, `it cannot be opened (${code ?? (err as Error).message})`, err);
+  const uid = process.getuid?.();
+  const read = readUntrustedFile(path, {
+    ...(uid === undefined ? {} : { owners: [uid] }),
+    mode: { is: 0o600 },
+    maxBytes: KEY_FILE_MAX_BYTES,
+  });
+  if (!read.ok) {
+    switch (read.refused) {
+      case 'open':
+        if (read.code === 'ENOENT') return undefined;
+        if (read.code === 'ELOOP') throw refused(path, 'it is a symlink', read.error);
+        throw refused(path, `it cannot be opened (${read.code})`, read.error);
+      case 'read':
+        throw read.error;
+      case 'kind':
+      case 'links':
+        throw refused(path, 'it is no regular file');
+      case 'owner':
+        throw refused(path, `it is owned by uid ${read.stat.uid}`);
+      case 'mode':
+        throw refused(path, `its mode is ${(read.stat.mode & 0o777).toString(8).padStart(4, '0')}`);
+      case 'size':
+        throw refused(path, `it holds ${read.size} bytes, not a key`);
+    }
   }
-  try {
-    const st = fstatSync(fd);
-    if (!st.isFile()) throw refused(path, 'it is no regular file');
-    const uid = process.getuid?.();
-    if (uid !== undefined && st.uid !== uid) throw refused(path, `it is owned by uid ${st.uid}`);
-    if ((st.mode & 0o777) !== 0o600)
-      throw refused(path, `its mode is ${(st.mode & 0o777).toString(8).padStart(4, '0')}`);
-    if (st.size > 128) throw refused(path, `it holds ${st.size} bytes, not a key`);
-    const buf = Buffer.alloc(128);
-    const n = readSync(fd, buf, 0, buf.length, 0);
-    const m = KEY_TEXT.exec(buf.subarray(0, n).toString('latin1'));
-    if (!m) throw refused(path, 'it does not hold a key (64 hex digits)');
-    return Buffer.from(m[1] as string, 'hex');
-  } finally {
-    closeSync(fd);
-  }
+  const m = KEY_TEXT.exec(read.bytes.toString('latin1'));
+  if (!m) throw refused(path, 'it does not hold a key (64 hex digits)');
+  return Buffer.from(m[1] as string, 'hex');
 }
 
 /**

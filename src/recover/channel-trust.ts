@@ -1,12 +1,12 @@
 // What `recover` trusts a recorded sandbox channel by (docs/ledger.md, "Trust"): this user's
 // channel key (the MAC `Ledger.begin` wrote), and the channel prefixes the operator allowed —
 // `--allow-channel PREFIX` (`recover({ allowChannels })`) and the lines of the channels file.
-import { closeSync, constants, fstatSync, openSync, readSync } from 'node:fs';
 import { homedir } from 'node:os';
 import { isAbsolute, join } from 'node:path';
 import { TetherError } from '../errors.js';
 import type { Ledger } from '../ledger/ledger.js';
 import { machineId } from '../ledger/supervisor.js';
+import { readUntrustedFile } from '../proc/untrusted-file.js';
 import { splitWords } from '../sandbox/words.js';
 import type { ChannelTrust } from './plan.js';
 
@@ -34,38 +34,48 @@ function badFile(path: string, why: string, cause?: unknown): TetherError {
 /**
  * The channel prefixes listed in the file at `path`: one per line, split like shell words (as
  * `--via`); blank lines and lines starting with `#` are skipped. A missing file is no prefix
- * unless `required`. Opened without following a symlink or blocking (a FIFO), and refused —
+ * unless `required`. Opened as an untrusted file (src/proc/untrusted-file.ts: no symlink
+ * followed, no FIFO waited for), and refused —
  * `INVALID_OPTION` naming the file and why — when it is no regular file, is owned by another
  * user than this one or root, is writable by group or others (whoever can write it decides what
  * recover runs), is over 64 KiB, or holds an unbalanced quote.
  */
 export function readChannelsFile(path: string, required = false): string[][] {
-  let fd: number;
-  try {
-    fd = openSync(path, constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK);
-  } catch (err) {
-    const code = (err as NodeJS.ErrnoException).code;
-    if (code === 'ENOENT' && !required) return [];
-    throw badFile(path, code === 'ELOOP' ? 'it is a symlink' : `it cannot be opened (${code})`, err);
+  const uid = process.getuid?.();
+  const read = readUntrustedFile(path, {
+    ...(uid === undefined ? {} : { owners: [uid, 0] }),
+    mode: { without: 0o022 },
+    maxBytes: MAX_CHANNELS_FILE_BYTES,
+  });
+  if (!read.ok) {
+    switch (read.refused) {
+      case 'open':
+        if (read.code === 'ENOENT' && !required) return [];
+        throw badFile(
+          path,
+          read.code === 'ELOOP' ? 'it is a symlink' : `it cannot be opened (${read.code})`,
+          read.error,
+        );
+      case 'read':
+        throw read.error;
+      case 'kind':
+      case 'links':
+        throw badFile(path, 'it is no regular file');
+      case 'owner':
+        throw badFile(path, `it is owned by uid ${read.stat.uid}`);
+      case 'mode':
+        throw badFile(
+          path,
+          `its mode ${(read.stat.mode & 0o777).toString(8).padStart(4, '0')} lets others write it`,
+        );
+      case 'size':
+        throw badFile(
+          path,
+          read.grew ? 'it grew past 65536 bytes while read' : `it holds ${read.size} bytes (at most 65536)`,
+        );
+    }
   }
-  let text: string;
-  try {
-    const st = fstatSync(fd);
-    if (!st.isFile()) throw badFile(path, 'it is no regular file');
-    const uid = process.getuid?.();
-    if (uid !== undefined && st.uid !== uid && st.uid !== 0)
-      throw badFile(path, `it is owned by uid ${st.uid}`);
-    if (st.mode & 0o022)
-      throw badFile(path, `its mode ${(st.mode & 0o777).toString(8).padStart(4, '0')} lets others write it`);
-    if (st.size > MAX_CHANNELS_FILE_BYTES) throw badFile(path, `it holds ${st.size} bytes (at most 65536)`);
-    const buf = Buffer.alloc(MAX_CHANNELS_FILE_BYTES + 1);
-    let n = 0;
-    for (let r = 1; r > 0 && n < buf.length; n += r) r = readSync(fd, buf, n, buf.length - n, null);
-    if (n > MAX_CHANNELS_FILE_BYTES) throw badFile(path, 'it grew past 65536 bytes while read');
-    text = buf.subarray(0, n).toString('utf8');
-  } finally {
-    closeSync(fd);
-  }
+  const text = read.bytes.toString('utf8');
   const prefixes: string[][] = [];
   text.split('\n').forEach((raw, i) => {
     const line = raw.trim();
