@@ -5,6 +5,14 @@
 // ratios to execFile. Run with `npm run bench:spawn` (builds dist/ first), or as part of
 // `npm run bench`. `BENCH_SPAWN_RUNS` sets N (default 200).
 //
+// Where the default spawn's time goes, in the same rounds: a `session()` whose command is
+// `sh -c 'echo hi'`, timed from `spawn` to the command's exit (`exited`: the helper's start, the
+// cgroup, the command) and then from that exit to `end()`'s report (the sweep: one walk, the
+// cgroup's `populated 0`, the helper asked and released).
+//
+// `BENCH_SPAWN_BEFORE=<dir>` adds an older build's default `spawn` (`<dir>/dist/index.js`, e.g.
+// a worktree of an earlier commit, built) as one more contender: before and after in one run.
+//
 // Every result is checked: stdout 'hi\n' (tether's 'hi': its final newline stripped, as
 // execa's), exit 0, outputTimedOut false, and (for tether) a complete report that stopped
 // nothing. Raw figures go to build/bench-spawn.json.
@@ -12,13 +20,17 @@ import { execFile } from 'node:child_process';
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
-import { spawn } from '../dist/index.js';
+import { session, spawn } from '../dist/index.js';
 import { cpuBusy, fmt, gitDescribe, log, machineInfo, quantile, ROOT, withTimeout } from './lib.js';
 
 const RUNS = Number(process.env.BENCH_SPAWN_RUNS ?? 200);
 const WARMUP = 10;
 const ARGS = ['-c', 'echo hi'];
 const run = promisify(execFile);
+const BEFORE = process.env.BENCH_SPAWN_BEFORE;
+const before = BEFORE ? await import(join(BEFORE, 'dist/index.js')) : undefined;
+/** The phases of the session contender, per round: spawn → exit, exit → end()'s report. */
+const phases = { toExit: [], toEnd: [] };
 
 const contenders = {
   execFile: async () => {
@@ -28,7 +40,25 @@ const contenders = {
   'spawn (default)': async () => check('spawn (default)', await spawn('sh', ARGS)),
   "spawn (containment ['env-tag'])": async () =>
     check("spawn (containment ['env-tag'])", await spawn('sh', ARGS, { containment: ['env-tag'] })),
+  'session().spawn, then end()': async () => {
+    const s = session();
+    const t0 = performance.now();
+    const end = await s.spawn('sh', ARGS).exited;
+    const t1 = performance.now();
+    const report = await s.end();
+    phases.toExit.push(t1 - t0);
+    phases.toEnd.push(performance.now() - t1);
+    if (end.exitCode !== 0 || end.stdout !== 'hi\n' || !report.complete || report.stopped.length)
+      throw new Error(
+        `session: unexpected ${JSON.stringify({ exitCode: end.exitCode, stdout: end.stdout })}`,
+      );
+  },
 };
+if (before)
+  contenders[`spawn (default), ${BEFORE}`] = async () => {
+    const r = await before.spawn('sh', ARGS);
+    check('before', { ...r, stdout: r.stdout.replace(/\n$/, '') });
+  };
 
 function check(name, r) {
   if (
@@ -74,6 +104,13 @@ async function main() {
     rows,
     samples,
   };
+  for (const k of Object.keys(phases)) phases[k].splice(0, WARMUP);
+  const phaseRows = Object.entries(phases).map(([k, v]) => ({
+    phase: k,
+    p50: quantile(v, 0.5),
+    p90: quantile(v, 0.9),
+  }));
+  res.phases = phaseRows;
   mkdirSync(join(ROOT, 'build'), { recursive: true });
   writeFileSync(join(ROOT, 'build/bench-spawn.json'), `${JSON.stringify(res, null, 2)}\n`);
   const out = [
@@ -85,6 +122,9 @@ async function main() {
       (r) =>
         `| ${r.name} | ${fmt(r.p50)} | ${fmt(r.p90)} | ${r.ratioP50.toFixed(2)}× | ${r.ratioP90.toFixed(2)}× |`,
     ),
+    '',
+    "the session contender by phase: spawn → the command exited (`exited`), then → end()'s report",
+    ...phaseRows.map((r) => `  ${r.phase}: p50 ${fmt(r.p50)} ms, p90 ${fmt(r.p90)} ms`),
     '',
     `commit ${res.commit}; CPU ${(busy * 100).toFixed(0)}% busy before the run; raw figures in build/bench-spawn.json`,
   ];
