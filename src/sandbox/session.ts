@@ -112,7 +112,10 @@ export interface SandboxRunResult<T extends string | Buffer = string> extends Sa
  */
 export class SandboxSession {
   /** The session's variable, exported to every command as `NAME=1`. */
-  readonly tag: SessionTag;
+  /** The session tag's name, `TETHER_SESSION_<32 hex>`: the string every result, report and record calls `tag`. */
+  readonly tag: string;
+  /** The session's variable: its `name` (= `tag`) and its environ `entry`, `NAME=1`. */
+  readonly tagVariable: SessionTag;
   readonly channel: ExecChannel;
   private readonly shell: string[];
   private readonly sweepOptions: Omit<SandboxSweepOptions, 'signal'>;
@@ -157,12 +160,13 @@ export class SandboxSession {
         'invalid channel: expected an ExecChannel ({ describe, exec(argv) })',
       );
     this.channel = channel;
-    this.tag =
+    this.tagVariable =
       options.tag === undefined
         ? createTag()
         : typeof options.tag === 'string'
           ? parseTag(options.tag)
           : options.tag;
+    this.tag = this.tagVariable.name;
     this.shell = checkShell(options.shell);
     this.sweepOptions = { shell: this.shell, ...options.sweep };
     this.timeoutMs = checkMs('timeout', options.timeout ?? 0);
@@ -202,7 +206,7 @@ export class SandboxSession {
     if (this.ending)
       throw new TetherError(
         'SESSION_ENDED',
-        `session ${this.tag.name} has ended: cannot spawn ${JSON.stringify(String(argv?.[0]))}`,
+        `session ${this.tag} has ended: cannot spawn ${JSON.stringify(String(argv?.[0]))}`,
       );
     checkArgv(argv);
     this.register();
@@ -216,12 +220,12 @@ export class SandboxSession {
         if (this.ending)
           throw new TetherError(
             'SESSION_ENDED',
-            `session ${this.tag.name} ended before ${JSON.stringify(command[0])} started`,
+            `session ${this.tag} ended before ${JSON.stringify(command[0])} started`,
           );
         return exec(this.channel, command, {
           ...options,
           ...(helper ? { helper } : {}),
-          tag: this.tag,
+          tag: this.tagVariable,
           shell: this.shell,
           sweep: this.sweepOptions,
           signal: this.stops.signal,
@@ -240,14 +244,14 @@ export class SandboxSession {
         // Its sweep already spent its budget on a channel that never reached the target.
         if ((error.cause as TetherError | undefined)?.code === 'CHANNEL_UNREACHABLE') this.channelDown = true;
         if (error instanceof ClientNotStartedError) this.clientFailedWith = error.clientStatus;
-        return this.noted(this.marked(failedExit(command, this.tag.name, error, empty, started)));
+        return this.noted(this.marked(failedExit(command, this.tag, error, empty, started)));
       },
     );
     this.running.add(exited);
     void exited.then(() => this.running.delete(exited));
     return {
       argv: command,
-      tag: this.tag.name,
+      tag: this.tag,
       exited,
       // biome-ignore lint/suspicious/noThenProperty: awaitable, as spawn()'s handle is.
       then: (onFulfilled, onRejected) => exited.then(onFulfilled, onRejected),
@@ -318,7 +322,7 @@ export class SandboxSession {
         this.ends.length > 0 && this.ends.every((e) => e.error instanceof ClientNotStartedError)
           ? this.clientFailedWith
           : undefined;
-      report = await sweep(this.channel, this.tag, {
+      report = await sweep(this.channel, this.tagVariable, {
         ...this.sweepOptions,
         ...(budget ? { signal: budget } : {}),
         ...(failed === undefined ? {} : { clientFailedWith: failed }),
@@ -359,7 +363,7 @@ export class SandboxSession {
     const leaseMs = isPostgresUrl(ledger.location) ? LEASE_MS : undefined;
     this.beginning ??= ledger
       .begin({
-        tag: this.tag.name,
+        tag: this.tag,
         location: { kind: 'sandbox', channel: [...(this.channel.argv as string[])] },
         command,
         ...(leaseMs ? { leaseMs } : {}),
@@ -368,13 +372,13 @@ export class SandboxSession {
         () => {
           if (!leaseMs || this.ended) return;
           this.heartbeat = setInterval(
-            () => void ledger.heartbeat(this.tag.name, leaseMs).catch(() => {}),
+            () => void ledger.heartbeat(this.tag, leaseMs).catch(() => {}),
             Math.floor(leaseMs / 3),
           );
           this.heartbeat.unref();
         },
         (error: unknown) => {
-          this.beginError = refusedBegin(this.tag.name, ledger.location, error);
+          this.beginError = refusedBegin(this.tag, ledger.location, error);
           throw this.beginError;
         },
       );
@@ -406,11 +410,11 @@ export class SandboxSession {
             : 'failed';
     try {
       await this.beginning;
-      const settled = await this.ledger.settle(this.tag.name, state, {
+      const settled = await this.ledger.settle(this.tag, state, {
         outcome,
         ...(report ? { report } : {}),
       });
-      if (!settled.applied && report) await this.ledger.recordSweep(this.tag.name, report);
+      if (!settled.applied && report) await this.ledger.recordSweep(this.tag, report);
     } catch (error) {
       report?.warnings.push({
         code: 'LEDGER_WRITE_FAILED',
@@ -482,12 +486,12 @@ export class SandboxSession {
     const what = this.reason ? ` (ended by its ${this.reason})` : '';
     return new SandboxError(
       code,
-      `the session ${this.tag.name} in ${this.channel.describe}${what} could not be swept: ${e?.message ?? String(failure)}; what it started may still run`,
+      `the session ${this.tag} in ${this.channel.describe}${what} could not be swept: ${e?.message ?? String(failure)}; what it started may still run`,
       {
         cause: failure,
         ...(e?.report ? { report: { ...e.report, complete: false, ok: false } } : {}),
         unsettled: e?.unsettled ?? [],
-        tag: this.tag.name,
+        tag: this.tag,
       },
     );
   }
@@ -497,7 +501,7 @@ export class SandboxSession {
   private register(): void {
     if (this.registration) return;
     try {
-      this.registration = registerSession(this.tag.name);
+      this.registration = registerSession(this.tag);
     } catch {
       // without it, a row naming the tag is judged as recorded
     }
@@ -561,7 +565,7 @@ export async function run<O extends SandboxRunOptions = {}>(
   const result: SandboxRunResult<OutputOf<O>> = { ...exit, report };
   if (reject === false) return result;
   if (exit.error instanceof ExecStatusUnknownError)
-    throw new ExecStatusUnknownError(exit.error.message, report, exit.error.clientStatus, s.tag.name);
+    throw new ExecStatusUnknownError(exit.error.message, report, exit.error.clientStatus, s.tag);
   if (exit.error) throw exit.error;
   if (!result.failed) return result;
   const reason: EndReason | undefined = result.maxBufferExceeded

@@ -270,7 +270,7 @@ describe('a fork-and-exit loop (a new generation every ≤ 1 ms, TERM ignored)',
     expect(populatedAfter, `left in ${cgroup} after the sweep: ${JSON.stringify(report)}`).toEqual([]);
     expect(report.notes.filter((n) => n.includes('could not be removed'))).toEqual([]);
     expect(generations.filter((g) => isAlive(g)).map((g) => describeProcess(g))).toEqual([]);
-    expect(carriersOf(`${sub.tag.name}=1`)).toEqual([]);
+    expect(carriersOf(`${sub.tag}=1`)).toEqual([]);
     expect(cgroup).toMatch(/\/tether-[0-9a-f]{32}$/);
     // The loop really hopped (the first generation is gone, checked above): many generations.
     // (How fast it hops depends on the machine's load: the pace is the fixture's, 0.5 ms.)

@@ -6,15 +6,8 @@ import { pathToFileURL } from 'node:url';
 import { runInNewContext } from 'node:vm';
 import { Worker } from 'node:worker_threads';
 import { describe, expect, it } from 'vitest';
-import {
-  codeOf,
-  codesIn,
-  hasCode,
-  isAmbiguousEffect,
-  TETHER_CODE,
-  TetherError,
-  toRecord,
-} from '../../src/index.js';
+import { TETHER_CODE } from '../../src/errors.js';
+import { codeOf, codesIn, hasCode, isAmbiguousEffect, TetherError, toRecord } from '../../src/index.js';
 import { MAX_WALK } from '../../src/outcome/classify.js';
 import { ROOT } from '../support/paths.js';
 

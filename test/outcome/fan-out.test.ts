@@ -4,7 +4,6 @@ import { getEventListeners } from 'node:events';
 import { afterEach, describe, expect, it } from 'vitest';
 import {
   type Branch,
-  FAN_OUT_POLICIES,
   type FanOutError,
   type FanOutEvent,
   type FanOutPolicy,
@@ -13,6 +12,7 @@ import {
   isAmbiguousEffect,
   TetherError,
 } from '../../src/index.js';
+import { FAN_OUT_POLICIES } from '../../src/outcome/fan-out.js';
 
 const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
 const timers = () => process.getActiveResourcesInfo().filter((r) => r === 'Timeout').length;

@@ -8,12 +8,12 @@ import {
   fanOut,
   fromRecord,
   isAmbiguousEffect,
-  MAX_RECORD_ERRORS,
   sandbox,
   sweep,
   TetherError,
   toRecord,
 } from '../../src/index.js';
+import { MAX_RECORD_ERRORS } from '../../src/outcome/record.js';
 
 const ambiguousError = () => new TetherError('AMBIGUOUS_EFFECT', 'the sweep could not settle it');
 const through = (error: unknown) => fromRecord(JSON.parse(JSON.stringify(toRecord(error))));
