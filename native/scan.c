@@ -21,24 +21,19 @@
 #include <time.h>
 #include <unistd.h>
 
-#define BUF_BYTES (64 * 1024)                  // READ_BUFFER_BYTES (src/proc/read.ts)
-#define ENVIRON_BYTE_BUDGET (6L * 1024 * 1024) // src/proc/environ.ts
-#define ENVIRON_TIME_BUDGET_NS (100L * 1000 * 1000)
-#define TAG_PREFIX "TETHER_SESSION_"
-#define TAG_PREFIX_LEN 15
-#define TAG_RECORD_LEN (TAG_PREFIX_LEN + 32 + 2) // TETHER_SESSION_<32 hex>=1
-#define PF_KTHREAD 0x00200000
-#define STATUS_READ_BYTES 4096 // src/proc/details.ts
+#include "tether.h" // every constant and tp_* function the TS side uses
 
-enum { STAGE_ROOT = 0, STAGE_OPEN = 1, STAGE_READ = 2, STAGE_TASKS = 3 };
-enum { KIND_OK = 0, KIND_GONE = 1, KIND_DENIED = 2 };
+#define ENVIRON_TIME_BUDGET_NS (TP_ENVIRON_TIME_BUDGET_MS * 1000L * 1000)
+#define TAG_PREFIX_LEN ((long)sizeof TP_TAG_PREFIX - 1)
+#define TAG_RECORD_LEN (TAG_PREFIX_LEN + TP_TAG_HEX_DIGITS + 2) // TETHER_SESSION_<32 hex>=1
+#define HEX TP_TAG_HEX_DIGITS
 
 // The last call's failure, for the caller to throw.
 static void fail(int32_t *info, int err, int stage, int pid, int tid) {
-  info[0] = err;
-  info[1] = stage;
-  info[2] = pid;
-  info[3] = tid;
+  info[TP_INFO_ERRNO] = err;
+  info[TP_INFO_STAGE] = stage;
+  info[TP_INFO_PID] = pid;
+  info[TP_INFO_TID] = tid;
 }
 
 static int is_gone(int err) { return err == ENOENT || err == ESRCH; }
@@ -52,7 +47,7 @@ static int64_t now_ns(void) {
 
 // readInto (src/proc/read.ts): at most `limit` bytes of dirfd/path into buf, one byte more to
 // tell truncation. Returns KIND_*, or -1 (errno in *err) for any other failure; *len and
-// *truncated on KIND_OK.
+// *truncated on TP_KIND_OK.
 //
 // `until`: READ_TO_END reads until read(2) returns 0. READ_SHORT_ENDS takes a read shorter than
 // asked for the end, and does not make the read of the end: a procfs `cmdline` or `environ`
@@ -66,13 +61,13 @@ static int64_t now_ns(void) {
 enum { READ_TO_END = 0, READ_SHORT_ENDS, READ_LINE };
 static int read_file(int dirfd, const char *path, uint8_t *buf, long limit, int until, long *len,
                      int *truncated, int *err, int *stage) {
-  long want = (limit < BUF_BYTES - 1 ? limit : BUF_BYTES - 1) + 1;
+  long want = (limit < TP_READ_BUFFER_BYTES - 1 ? limit : TP_READ_BUFFER_BYTES - 1) + 1;
   int fd = openat(dirfd, path, O_RDONLY | O_CLOEXEC);
   if (fd < 0) {
-    if (is_gone(errno)) return KIND_GONE;
-    if (is_denied(errno)) return KIND_DENIED;
+    if (is_gone(errno)) return TP_KIND_GONE;
+    if (is_denied(errno)) return TP_KIND_DENIED;
     *err = errno;
-    *stage = STAGE_OPEN;
+    *stage = TP_STAGE_OPEN;
     return -1;
   }
   long got = 0;
@@ -81,10 +76,10 @@ static int read_file(int dirfd, const char *path, uint8_t *buf, long limit, int 
     if (n < 0) {
       int e = errno;
       close(fd);
-      if (is_gone(e)) return KIND_GONE;
-      if (is_denied(e)) return KIND_DENIED;
+      if (is_gone(e)) return TP_KIND_GONE;
+      if (is_denied(e)) return TP_KIND_DENIED;
       *err = e;
-      *stage = STAGE_READ;
+      *stage = TP_STAGE_READ;
       return -1;
     }
     if (n == 0) break;
@@ -94,7 +89,7 @@ static int read_file(int dirfd, const char *path, uint8_t *buf, long limit, int 
   close(fd);
   *truncated = got == want;
   *len = got == want ? want - 1 : got;
-  return KIND_OK;
+  return TP_KIND_OK;
 }
 
 static int read_into(int dirfd, const char *path, uint8_t *buf, long limit, long *len, int *truncated,
@@ -105,7 +100,7 @@ static int read_into(int dirfd, const char *path, uint8_t *buf, long limit, long
 // `<pid>/stat` (or a task's) into buf, whole: read_file, READ_LINE.
 static int read_stat(int dirfd, const char *path, uint8_t *buf, long *len, int *err, int *stage) {
   int truncated;
-  return read_file(dirfd, path, buf, BUF_BYTES - 1, READ_LINE, len, &truncated, err, stage);
+  return read_file(dirfd, path, buf, TP_READ_BUFFER_BYTES - 1, READ_LINE, len, &truncated, err, stage);
 }
 
 // `<pid>/cmdline`, at most `limit` bytes (and one more to tell truncation): read_file, READ_SHORT_ENDS.
@@ -163,12 +158,10 @@ static int parse_stat(const uint8_t *b, long len, struct stat_line *s) {
   return 1;
 }
 
-// One snapshot record: 8 float64 (pid, ppid, pgid, sid, flags, threads, startTime, state) then
-// uint16 comm length and the comm bytes, padded to a multiple of 8 bytes. Host byte order.
-#define REC_HEAD (8 * 8 + 2)
+// One snapshot record (tether.h TP_STAT_*), padded to a multiple of 8 bytes. Host byte order.
 
 static long put_stat(uint8_t *out, long at, long cap, const uint8_t *b, const struct stat_line *s) {
-  long need = (REC_HEAD + s->comm_len + 7) & ~7L; // each record 8-byte aligned (a Float64Array view)
+  long need = (TP_STAT_RECORD_HEAD + s->comm_len + 7) & ~7L; // each record 8-byte aligned (a Float64Array view)
   if (at + need > cap) return -1;
   double v[8] = {s->pid,
                  s->fields[F_PPID],
@@ -180,8 +173,8 @@ static long put_stat(uint8_t *out, long at, long cap, const uint8_t *b, const st
                  (double)s->state};
   memcpy(out + at, v, sizeof v);
   uint16_t cl = (uint16_t)s->comm_len;
-  memcpy(out + at + 64, &cl, 2);
-  memcpy(out + at + REC_HEAD, b + s->comm_at, (size_t)s->comm_len);
+  memcpy(out + at + TP_STAT_COMM_LENGTH_AT, &cl, 2);
+  memcpy(out + at + TP_STAT_RECORD_HEAD, b + s->comm_at, (size_t)s->comm_len);
   return at + need;
 }
 
@@ -226,7 +219,7 @@ long tp_stat(const char *root, int rootfd, int pid, uint8_t *buf, uint8_t *out, 
   int dfd = root_of(root, rootfd, &own);
   if (dfd < 0) {
     if (is_gone(errno)) return 0;
-    fail(info, errno, STAGE_ROOT, pid, 0);
+    fail(info, errno, TP_STAGE_ROOT, pid, 0);
     return -1;
   }
   char path[64];
@@ -240,15 +233,15 @@ long tp_stat(const char *root, int rootfd, int pid, uint8_t *buf, uint8_t *out, 
     return -1;
   }
   struct stat_line s;
-  if (k != KIND_OK || !parse_stat(buf, len, &s)) return 0;
+  if (k != TP_KIND_OK || !parse_stat(buf, len, &s)) return 0;
   long at = put_stat(out, 0, cap, buf, &s);
   return at < 0 ? -2 : at;
 }
 
 // A record of buf[from, to) is a session entry: exactly TETHER_SESSION_<32 lowercase hex>=1.
 static int is_entry(const uint8_t *r, long n) {
-  if (n != TAG_RECORD_LEN || memcmp(r, TAG_PREFIX, TAG_PREFIX_LEN) != 0) return 0;
-  for (int i = TAG_PREFIX_LEN; i < TAG_PREFIX_LEN + 32; i++) {
+  if (n != TAG_RECORD_LEN || memcmp(r, TP_TAG_PREFIX, TAG_PREFIX_LEN) != 0) return 0;
+  for (int i = TAG_PREFIX_LEN; i < TAG_PREFIX_LEN + HEX; i++) {
     uint8_t c = r[i];
     if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'))) return 0;
   }
@@ -271,21 +264,21 @@ static void collect(struct env_out *o, const uint8_t *b, long from, long to) {
   // be an entry: memmem finds those (as the C loop's search), rather than a test of every byte.
   long at = from;
   while (at < to) {
-    const uint8_t *hit = memmem(b + at, (size_t)(to - at), TAG_PREFIX, TAG_PREFIX_LEN);
+    const uint8_t *hit = memmem(b + at, (size_t)(to - at), TP_TAG_PREFIX, TAG_PREFIX_LEN);
     if (hit == NULL) return;
     long start = hit - b;
     const uint8_t *nul = memchr(hit, 0, (size_t)(to - start));
     long end = nul != NULL ? nul - b : to;
     if ((start == from || b[start - 1] == 0) && is_entry(b + start, end - start)) {
       if (o->want != NULL) {
-        if (memcmp(b + start + TAG_PREFIX_LEN, o->want, 32) == 0) o->found = 1;
+        if (memcmp(b + start + TAG_PREFIX_LEN, o->want, HEX) == 0) o->found = 1;
       } else {
-        if (o->at + 32 > o->cap) {
+        if (o->at + HEX > o->cap) {
           o->full = 1;
           return;
         }
-        memcpy(o->out + o->at, b + start + TAG_PREFIX_LEN, 32);
-        o->at += 32;
+        memcpy(o->out + o->at, b + start + TAG_PREFIX_LEN, HEX);
+        o->at += HEX;
       }
       o->count++;
     }
@@ -301,25 +294,25 @@ static int stream_entries(int dirfd, const char *path, int64_t deadline, uint8_t
                           double *bytes_out, int *oversized, int *err, int *stage) {
   int fd = openat(dirfd, path, O_RDONLY | O_CLOEXEC);
   if (fd < 0) {
-    if (is_gone(errno)) return KIND_GONE;
-    if (is_denied(errno)) return KIND_DENIED;
+    if (is_gone(errno)) return TP_KIND_GONE;
+    if (is_denied(errno)) return TP_KIND_DENIED;
     *err = errno;
-    *stage = STAGE_OPEN;
+    *stage = TP_STAGE_OPEN;
     return -1;
   }
   long carry = 0, bytes = 0;
   int skipping = 0;
   *oversized = 0;
   for (;;) {
-    long asked = BUF_BYTES - carry;
+    long asked = TP_READ_BUFFER_BYTES - carry;
     ssize_t n = read(fd, buf + carry, (size_t)asked);
     if (n < 0) {
       int e = errno;
       close(fd);
-      if (is_gone(e)) return KIND_GONE;
-      if (is_denied(e)) return KIND_DENIED;
+      if (is_gone(e)) return TP_KIND_GONE;
+      if (is_denied(e)) return TP_KIND_DENIED;
       *err = e;
-      *stage = STAGE_READ;
+      *stage = TP_STAGE_READ;
       return -1;
     }
     long end = carry + n;
@@ -364,16 +357,16 @@ static int stream_entries(int dirfd, const char *path, int64_t deadline, uint8_t
       if (!skipping && carry > 0) collect(o, buf, 0, carry);
       break;
     }
-    if (bytes > ENVIRON_BYTE_BUDGET || now_ns() >= deadline) {
+    if (bytes > TP_ENVIRON_BYTE_BUDGET || now_ns() >= deadline) {
       // A budget is reached: one more byte decides. None: the end, the environ read whole.
       ssize_t more = read(fd, buf + carry, 1);
       if (more < 0) {
         int e = errno;
         close(fd);
-        if (is_gone(e)) return KIND_GONE;
-        if (is_denied(e)) return KIND_DENIED;
+        if (is_gone(e)) return TP_KIND_GONE;
+        if (is_denied(e)) return TP_KIND_DENIED;
         *err = e;
-        *stage = STAGE_READ;
+        *stage = TP_STAGE_READ;
         return -1;
       }
       if (more == 0) {
@@ -387,10 +380,8 @@ static int stream_entries(int dirfd, const char *path, int64_t deadline, uint8_t
   }
   close(fd);
   *bytes_out = (double)bytes;
-  return KIND_OK;
+  return TP_KIND_OK;
 }
-
-#define ENV_HEAD (1 + 1 + 8 + 4)
 
 // An empty result (no entry, nothing read) in `o` from `first` on.
 static void env_reset(struct env_out *o, long first) {
@@ -419,8 +410,8 @@ static int environ_one(int dfd, int pid, int leader_exited, int64_t budget_ns, u
     fail(info, err, stage, pid, 0);
     return -1;
   }
-  if (leader_exited && !(k == KIND_OK && bytes > 0) && !o->full) {
-    int saw_denied = k == KIND_DENIED, saw_ok = k == KIND_OK, found = 0;
+  if (leader_exited && !(k == TP_KIND_OK && bytes > 0) && !o->full) {
+    int saw_denied = k == TP_KIND_DENIED, saw_ok = k == TP_KIND_OK, found = 0;
     snprintf(path, sizeof path, "%d/task", pid);
     int tfd = openat(dfd, path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     DIR *td = tfd >= 0 ? fdopendir(tfd) : NULL;
@@ -440,11 +431,11 @@ static int environ_one(int dfd, int pid, int leader_exited, int64_t budget_ns, u
         closedir(td);
         return -1;
       }
-      if (r == KIND_DENIED) saw_denied = 1;
-      if (r != KIND_OK) continue;
+      if (r == TP_KIND_DENIED) saw_denied = 1;
+      if (r != TP_KIND_OK) continue;
       saw_ok = 1;
       if (tb > 0) {
-        k = KIND_OK;
+        k = TP_KIND_OK;
         bytes = tb;
         oversized = tover;
         found = 1;
@@ -456,10 +447,10 @@ static int environ_one(int dfd, int pid, int leader_exited, int64_t budget_ns, u
       env_reset(o, first);
       bytes = 0;
       oversized = 0;
-      k = saw_denied ? KIND_DENIED : saw_ok ? KIND_OK : KIND_GONE;
+      k = saw_denied ? TP_KIND_DENIED : saw_ok ? TP_KIND_OK : TP_KIND_GONE;
     }
   }
-  if (k != KIND_OK && !o->full) {
+  if (k != TP_KIND_OK && !o->full) {
     env_reset(o, first);
     bytes = 0;
     oversized = 0;
@@ -479,14 +470,14 @@ static int environ_one(int dfd, int pid, int leader_exited, int64_t budget_ns, u
  */
 long tp_environ(const char *root, int rootfd, const int32_t *pids, const uint8_t *leader_exited, int n,
                 double budget_ms, uint8_t *buf, uint8_t *out, long cap, int32_t *info) {
-  info[4] = 0;
+  info[TP_INFO_FILE] = TP_FILE_STAT;
   int own;
   int dfd = root_of(root, rootfd, &own);
   if (dfd < 0) {
-    fail(info, errno, STAGE_ROOT, 0, 0);
+    fail(info, errno, TP_STAGE_ROOT, 0, 0);
     return -1;
   }
-  if (n > 0 && cap < ENV_HEAD) {
+  if (n > 0 && cap < TP_ENV_HEAD) {
     root_done(dfd, own);
     return -2;
   }
@@ -494,9 +485,9 @@ long tp_environ(const char *root, int rootfd, const int32_t *pids, const uint8_t
   int i;
   for (i = 0; i < n; i++) {
     long start = o.at;
-    if (start + ENV_HEAD > cap) break;
+    if (start + TP_ENV_HEAD > cap) break;
     o.head = start;
-    o.at = start + ENV_HEAD;
+    o.at = start + TP_ENV_HEAD;
     int k, oversized;
     double bytes;
     if (environ_one(dfd, pids[i], leader_exited[i], (int64_t)(budget_ms * 1e6), buf, &o, &k, &bytes, &oversized,
@@ -508,14 +499,14 @@ long tp_environ(const char *root, int rootfd, const int32_t *pids, const uint8_t
       o.at = start;
       break;
     }
-    out[start] = (uint8_t)k;
-    out[start + 1] = (uint8_t)oversized;
-    memcpy(out + start + 2, &bytes, 8);
+    out[start + TP_ENV_KIND_AT] = (uint8_t)k;
+    out[start + TP_ENV_OVERSIZED_AT] = (uint8_t)oversized;
+    memcpy(out + start + TP_ENV_BYTES_AT, &bytes, 8);
     uint32_t c = (uint32_t)o.count;
-    memcpy(out + start + 10, &c, 4);
+    memcpy(out + start + TP_ENV_COUNT_AT, &c, 4);
   }
   root_done(dfd, own);
-  info[4] = i;
+  info[TP_INFO_FILE] = i;
   if (i == 0 && n > 0) return -2;
   return o.at;
 }
@@ -528,13 +519,13 @@ static int status_uid(int dfd, int pid, uint8_t *buf, double *uid, int32_t *info
   int truncated, err, stage;
   *uid = -1;
   snprintf(path, sizeof path, "%d/status", pid);
-  int k = read_into(dfd, path, buf, STATUS_READ_BYTES, &len, &truncated, &err, &stage);
+  int k = read_into(dfd, path, buf, TP_STATUS_READ_BYTES, &len, &truncated, &err, &stage);
   if (k < 0) {
     fail(info, err, stage, pid, 0);
-    info[4] = 1; // the file that failed: 1 status, 2 cmdline
+    info[TP_INFO_FILE] = TP_FILE_STATUS; // the file that failed: 1 status, 2 cmdline
     return -1;
   }
-  if (k != KIND_OK) return 0;
+  if (k != TP_KIND_OK) return 0;
   // /^Uid:\s+(\d+)/m on latin1 text: \s is \t \n \v \f \r, space and U+00A0.
   for (long i = 0; i + 4 <= len; i++) {
     if ((i > 0 && buf[i - 1] != '\n' && buf[i - 1] != '\r') || memcmp(buf + i, "Uid:", 4) != 0) continue;
@@ -555,20 +546,20 @@ static int cmdline_into(int dfd, int pid, long limit, uint8_t *buf, double *out,
   char path[64];
   long len;
   int truncated, err, stage;
-  out[1] = KIND_GONE;
-  out[2] = 0;
-  out[3] = 0;
+  out[TP_DETAILS_KIND] = TP_KIND_GONE;
+  out[TP_DETAILS_CMDLINE_LENGTH] = 0;
+  out[TP_DETAILS_TRUNCATED] = 0;
   snprintf(path, sizeof path, "%d/cmdline", pid);
   int k = read_cmdline(dfd, path, buf, limit, &len, &truncated, &err, &stage);
   if (k < 0) {
     fail(info, err, stage, pid, 0);
-    info[4] = 2;
+    info[TP_INFO_FILE] = TP_FILE_CMDLINE;
     return -1;
   }
-  out[1] = k;
-  if (k == KIND_OK) {
-    out[2] = (double)len;
-    out[3] = truncated;
+  out[TP_DETAILS_KIND] = k;
+  if (k == TP_KIND_OK) {
+    out[TP_DETAILS_CMDLINE_LENGTH] = (double)len;
+    out[TP_DETAILS_TRUNCATED] = truncated;
   }
   return 0;
 }
@@ -581,29 +572,27 @@ static int cmdline_into(int dfd, int pid, long limit, uint8_t *buf, double *out,
  */
 int tp_details(const char *root, int rootfd, int pid, long cmdline_limit, uint8_t *buf, double *out,
                int32_t *info) {
-  out[0] = -1;
-  out[1] = KIND_GONE;
-  out[2] = 0;
-  out[3] = 0;
+  out[TP_DETAILS_UID] = -1;
+  out[TP_DETAILS_KIND] = TP_KIND_GONE;
+  out[TP_DETAILS_CMDLINE_LENGTH] = 0;
+  out[TP_DETAILS_TRUNCATED] = 0;
   int own;
   int dfd = root_of(root, rootfd, &own);
   if (dfd < 0) {
     if (is_gone(errno)) return 0;
-    fail(info, errno, STAGE_ROOT, pid, 0);
+    fail(info, errno, TP_STAGE_ROOT, pid, 0);
     return -1;
   }
-  int r = status_uid(dfd, pid, buf, &out[0], info);
+  int r = status_uid(dfd, pid, buf, &out[TP_DETAILS_UID], info);
   if (r == 0) r = cmdline_into(dfd, pid, cmdline_limit, buf, out, info);
   root_done(dfd, own);
   return r;
 }
 
-#define CMDLINE_RECORD 4 // doubles per pid in tp_cmdlines' `rec`
-
 /**
  * readCmdline (src/proc/details.ts) for pids[0, n) in one call: <pid>/cmdline, at most `limit`
  * bytes each (one more read to tell truncation, as read_into), read straight into text[0, cap),
- * one after another. Per pid, rec[CMDLINE_RECORD * i…]: [0] KIND_* (gone: ENOENT/ESRCH,
+ * one after another. Per pid, rec[TP_CMDLINE_RECORD * i…]: [0] KIND_* (gone: ENOENT/ESRCH,
  * denied: EACCES/EPERM), [1] its offset in `text`, [2] its length, [3] truncated (the file holds
  * more than `limit` bytes). Pid i is started only while limit + 1 bytes are left, so the call may stop early: returns the
  * pids done (call again for the rest with a larger `text`; 0 only when cap < limit + 1), or -1
@@ -611,33 +600,33 @@ int tp_details(const char *root, int rootfd, int pid, long cmdline_limit, uint8_
  */
 long tp_cmdlines(const char *root, int rootfd, const int32_t *pids, int n, long limit, double *rec, uint8_t *text,
                  long cap, int32_t *info) {
-  info[5] = 0;
+  info[TP_INFO_MORE] = 0;
   int own;
   int dfd = root_of(root, rootfd, &own);
   if (dfd < 0) {
-    fail(info, errno, STAGE_ROOT, n > 0 ? pids[0] : 0, 0);
+    fail(info, errno, TP_STAGE_ROOT, n > 0 ? pids[0] : 0, 0);
     return -1;
   }
   long at = 0;
   int i;
   char path[64];
   for (i = 0; i < n && at + limit + 1 <= cap; i++) {
-    double *r = rec + (long)CMDLINE_RECORD * i;
+    double *r = rec + (long)TP_CMDLINE_RECORD * i;
     snprintf(path, sizeof path, "%d/cmdline", pids[i]);
     long len = 0;
     int truncated = 0, err, stage;
     int k = read_cmdline(dfd, path, text + at, limit, &len, &truncated, &err, &stage);
     if (k < 0) {
       fail(info, err, stage, pids[i], 0);
-      info[5] = i;
+      info[TP_INFO_MORE] = i;
       root_done(dfd, own);
       return -1;
     }
-    r[0] = k;
-    r[1] = (double)at;
-    r[2] = k == KIND_OK ? (double)len : 0;
-    r[3] = k == KIND_OK && truncated;
-    if (k == KIND_OK) at += len;
+    r[TP_CMDLINE_KIND] = k;
+    r[TP_CMDLINE_AT] = (double)at;
+    r[TP_CMDLINE_LENGTH] = k == TP_KIND_OK ? (double)len : 0;
+    r[TP_CMDLINE_TRUNCATED] = k == TP_KIND_OK && truncated;
+    if (k == TP_KIND_OK) at += len;
   }
   root_done(dfd, own);
   return i;
@@ -738,11 +727,10 @@ int tp_poll_many(const int32_t *fds, int n, int32_t *revents, struct pollfd *scr
   return 0;
 }
 
-enum { EVIDENCE_NONE = 0, EVIDENCE_CARRIER = 1, EVIDENCE_PARENT = 2 };
+// hold_one's results besides an fd, TP_HOLD_GONE and TP_HOLD_NO_PIDFD (pidfd_open failed with
+// info[TP_INFO_ERRNO], not ESRCH).
 #define HOLD_FAILED -1 // info says why (EMFILE on a read…): thrown
-#define HOLD_GONE -2
-#define HOLD_NO_PIDFD -3 // pidfd_open failed with info[0] (not ESRCH)
-#define HOLD_FULL -4     // tp_prehold: the environ records have no room left
+#define HOLD_FULL -4   // tp_prehold: the environ records have no room left
 
 // Alive by isAliveStat (src/proc/identity.ts): not X; a zombie only while a thread other than
 // the leader is listed in task/.
@@ -788,15 +776,15 @@ static void grow_fd_table(int fd) {
 // Holds one new member (tp_hold_batch): pidfd_open(pid); its stat re-read through `dfd`: the
 // same start time, alive (alive_stat); the evidence, read after the fd was opened — a carrier's
 // environ still holds `entry_hex` as a whole record (environ_one, through a live thread when
-// `leader_exited`), a descendant's ppid is still `via` (EVIDENCE_PARENT); the fd not readable
+// `leader_exited`), a descendant's ppid is still `via` (TP_EVIDENCE_PARENT); the fd not readable
 // (no exit since); then the report details of the held process: the real uid from
 // ioctl(PIDFD_GET_INFO) — from status' `Uid:` on a kernel without it — in *uid (-1 unknown), and
 // cmdline, at most `cmdline_limit` bytes, read into `text` (at least cmdline_limit + 1 bytes):
 // cmd[0] KIND_*, cmd[1] its length, cmd[2] truncated.
-// Returns the pidfd (>= 0, the caller's to close), HOLD_GONE, HOLD_NO_PIDFD (info[0] = the
+// Returns the pidfd (>= 0, the caller's to close), TP_HOLD_GONE, TP_HOLD_NO_PIDFD (info[0] = the
 // errno of pidfd_open: EMFILE…), or HOLD_FAILED (info; info[4] names the file; the fd closed).
 //
-// With `env` (tp_prehold: a candidate carrier, EVIDENCE_CARRIER), the environ read after the
+// With `env` (tp_prehold: a candidate carrier, TP_EVIDENCE_CARRIER), the environ read after the
 // open is the one that decides membership: every session entry of it is collected into env->o
 // (as tp_environ records them), env->read set, and the member is held when `entry_hex` is among
 // them; env->ppid is the parent the re-read stat showed. When pidfd_open fails (not ESRCH) the
@@ -811,26 +799,26 @@ static int hold_one(int dfd, int pid, double start_time, int evidence, int via, 
                     const uint8_t *entry_hex, long cmdline_limit, uint8_t *buf, uint8_t *text, double *uid,
                     double *cmd, int32_t *info, struct env_read *env) {
   *uid = -1;
-  cmd[0] = KIND_GONE;
+  cmd[0] = TP_KIND_GONE;
   cmd[1] = 0;
   cmd[2] = 0;
   int fd = (int)syscall(SYS_pidfd_open, pid, 0);
   if (fd >= 0) grow_fd_table(fd);
   if (fd < 0) {
     int e = errno;
-    if (e == ESRCH) return HOLD_GONE;
+    if (e == ESRCH) return TP_HOLD_GONE;
     if (env != NULL) {
       if (environ_one(dfd, pid, leader_exited, ENVIRON_TIME_BUDGET_NS, buf, env->o, &env->kind, &env->bytes, &env->oversized, info) < 0) {
-        info[4] = 3;
+        info[TP_INFO_FILE] = TP_FILE_ENVIRON;
         return HOLD_FAILED;
       }
       if (env->o->full) return HOLD_FULL;
       env->read = 1;
     }
-    info[0] = e;
-    return HOLD_NO_PIDFD;
+    info[TP_INFO_ERRNO] = e;
+    return TP_HOLD_NO_PIDFD;
   }
-  int result = HOLD_GONE;
+  int result = TP_HOLD_GONE;
   char path[64];
   long len;
   int truncated, err, stage;
@@ -840,20 +828,20 @@ static int hold_one(int dfd, int pid, double start_time, int evidence, int via, 
   int k = read_stat(dfd, path, buf, &len, &err, &stage);
   if (k < 0) {
     fail(info, err, stage, pid, 0);
-    info[4] = 0;
+    info[TP_INFO_FILE] = TP_FILE_STAT;
     result = HOLD_FAILED;
     goto done;
   }
   struct stat_line s;
-  if (k != KIND_OK || !parse_stat(buf, len, &s) || s.fields[F_START] != start_time ||
+  if (k != TP_KIND_OK || !parse_stat(buf, len, &s) || s.fields[F_START] != start_time ||
       !alive_stat(dfd, pid, s.state))
     goto done;
-  if (evidence == EVIDENCE_PARENT && s.fields[F_PPID] != (double)via) goto done;
+  if (evidence == TP_EVIDENCE_PARENT && s.fields[F_PPID] != (double)via) goto done;
   if (env != NULL) {
     env->ppid = s.fields[F_PPID];
     long first = env->o->at;
     if (environ_one(dfd, pid, leader_exited, ENVIRON_TIME_BUDGET_NS, buf, env->o, &env->kind, &env->bytes, &env->oversized, info) < 0) {
-      info[4] = 3;
+      info[TP_INFO_FILE] = TP_FILE_ENVIRON;
       result = HOLD_FAILED;
       goto done;
     }
@@ -863,20 +851,20 @@ static int hold_one(int dfd, int pid, double start_time, int evidence, int via, 
     }
     env->read = 1;
     int found = 0;
-    for (long at = first; entry_hex != NULL && !found && at + 32 <= env->o->at; at += 32)
-      found = memcmp(env->o->out + at, entry_hex, 32) == 0;
-    if (env->kind != KIND_OK || !found) goto done;
-  } else if (evidence == EVIDENCE_CARRIER) {
+    for (long at = first; entry_hex != NULL && !found && at + HEX <= env->o->at; at += HEX)
+      found = memcmp(env->o->out + at, entry_hex, HEX) == 0;
+    if (env->kind != TP_KIND_OK || !found) goto done;
+  } else if (evidence == TP_EVIDENCE_CARRIER) {
     if (entry_hex == NULL) goto done; // not a session entry: no environ holds it
     struct env_out o = {NULL, 0, 0, 0, 0, 0, entry_hex, 0};
     int kind, oversized;
     double bytes;
     if (environ_one(dfd, pid, leader_exited, ENVIRON_TIME_BUDGET_NS, buf, &o, &kind, &bytes, &oversized, info) < 0) {
-      info[4] = 3; // the file that failed: 3 environ
+      info[TP_INFO_FILE] = TP_FILE_ENVIRON; // the file that failed: 3 environ
       result = HOLD_FAILED;
       goto done;
     }
-    if (kind != KIND_OK || !o.found) goto done;
+    if (kind != TP_KIND_OK || !o.found) goto done;
   }
   if (pidfd_running(fd) == 0) goto done; // -1 (poll failed): not known to have exited
   *uid = pidfd_ruid(fd);
@@ -888,12 +876,12 @@ static int hold_one(int dfd, int pid, double start_time, int evidence, int via, 
   k = read_cmdline(dfd, path, text, cmdline_limit, &len, &truncated, &err, &stage);
   if (k < 0) {
     fail(info, err, stage, pid, 0);
-    info[4] = 2;
+    info[TP_INFO_FILE] = TP_FILE_CMDLINE;
     result = HOLD_FAILED;
     goto done;
   }
   cmd[0] = k;
-  if (k == KIND_OK) {
+  if (k == TP_KIND_OK) {
     cmd[1] = (double)len;
     cmd[2] = truncated;
   }
@@ -903,15 +891,12 @@ done:
   return result;
 }
 
-#define HOLD_RECORD 10 // doubles per member in tp_hold_batch's and tp_prehold's `rec`
-#define NOT_SENT 2      // tp_prehold's rec[8]: no signal was asked for (else tp_send_held's result)
-
 /**
  * Holds the new members of one scan in one call: hold_one for member i = pids[i] with
- * start_times[i], evidence[i] (EVIDENCE_*), via[i] (the parent of EVIDENCE_PARENT),
+ * start_times[i], evidence[i] (EVIDENCE_*), via[i] (the parent of TP_EVIDENCE_PARENT),
  * leader_exited[i]; a carrier's entry is `entry_hex` (32 hex digits; NULL: the entry is no
- * session entry, so no carrier holds). Each member's record, rec[HOLD_RECORD * i…]: [0] the
- * pidfd (>= 0, the caller's to close), HOLD_GONE or HOLD_NO_PIDFD; [1] the errno of a failed
+ * session entry, so no carrier holds). Each member's record, rec[TP_HOLD_RECORD * i…]: [0] the
+ * pidfd (>= 0, the caller's to close), TP_HOLD_GONE or TP_HOLD_NO_PIDFD; [1] the errno of a failed
  * pidfd_open; [2] the real uid (-1 unknown); [3] cmdline KIND_*; [4] its offset in `text`;
  * [5] its length; [6] truncated. The cmdlines go to text[0, cap), one after another: member i is
  * started only while cmdline_limit + 1 bytes are left, so the call may stop early.
@@ -923,36 +908,36 @@ long tp_hold_batch(const char *root, int rootfd, const int32_t *pids, const doub
                    const uint8_t *evidence, const int32_t *via, const uint8_t *leader_exited, int n,
                    const uint8_t *entry_hex, long cmdline_limit, uint8_t *buf, double *rec, uint8_t *text,
                    long cap, int32_t *info) {
-  info[5] = 0;
+  info[TP_INFO_MORE] = 0;
   int own;
   int dfd = root_of(root, rootfd, &own);
   if (dfd < 0) {
-    fail(info, errno, STAGE_ROOT, n > 0 ? pids[0] : 0, 0);
-    info[4] = 0;
+    fail(info, errno, TP_STAGE_ROOT, n > 0 ? pids[0] : 0, 0);
+    info[TP_INFO_FILE] = TP_FILE_STAT;
     return -1;
   }
   long at = 0;
   int i;
   for (i = 0; i < n && at + cmdline_limit + 1 <= cap; i++) {
-    double *r = rec + (long)HOLD_RECORD * i;
+    double *r = rec + (long)TP_HOLD_RECORD * i;
     double cmd[3];
     int fd = hold_one(dfd, pids[i], start_times[i], evidence[i], via[i], leader_exited[i], entry_hex,
-                      cmdline_limit, buf, text + at, &r[2], cmd, info, NULL);
+                      cmdline_limit, buf, text + at, &r[TP_HOLD_UID], cmd, info, NULL);
     if (fd == HOLD_FAILED) {
       for (int j = 0; j < i; j++) {
-        int held = (int)rec[(long)HOLD_RECORD * j];
+        int held = (int)rec[(long)TP_HOLD_RECORD * j + TP_HOLD_FD];
         if (held >= 0) close(held);
       }
-      info[5] = i;
+      info[TP_INFO_MORE] = i;
       root_done(dfd, own);
       return -1;
     }
-    r[0] = fd;
-    r[1] = fd == HOLD_NO_PIDFD ? info[0] : 0;
-    r[3] = cmd[0];
-    r[4] = (double)at;
-    r[5] = cmd[1];
-    r[6] = cmd[2];
+    r[TP_HOLD_FD] = fd;
+    r[TP_HOLD_ERRNO] = fd == TP_HOLD_NO_PIDFD ? info[TP_INFO_ERRNO] : 0;
+    r[TP_HOLD_KIND] = cmd[0];
+    r[TP_HOLD_TEXT_AT] = (double)at;
+    r[TP_HOLD_CMDLINE_LENGTH] = cmd[1];
+    r[TP_HOLD_TRUNCATED] = cmd[2];
     at += (long)cmd[1];
   }
   root_done(dfd, own);
@@ -967,10 +952,10 @@ long tp_hold_batch(const char *root, int rootfd, const int32_t *pids, const doub
  * then the uid and cmdline, and the fd kept. Writes, per candidate, its environ record to env
  * (as tp_environ: u8 kind, u8 oversized, f64 bytes, u32 count, count × 32 hex digits; kind
  * GONE when the process the walk saw is gone: ESRCH, another start time, not alive) and its
- * hold record to rec (as tp_hold_batch; [0] HOLD_GONE unless held or HOLD_NO_PIDFD, [7] the
+ * hold record to rec (as tp_hold_batch; [0] TP_HOLD_GONE unless held or TP_HOLD_NO_PIDFD, [7] the
  * ppid the re-read stat showed, -1 when not read). With `sig` > 0, a carrier held with
  * may_signal[i] set is sent `sig` through its pidfd right after its details were read
- * (tp_send_held: its exit polled, then pidfd_send_signal), its result in rec[8] (else NOT_SENT):
+ * (tp_send_held: its exit polled, then pidfd_send_signal), its result in rec[8] (else TP_NOT_SENT):
  * so that its teardown starts while the batch goes on, as the floor's does. Returns the
  * candidates done (fewer than n when env (info[5] = 1) or text (info[5] = 2) has no room: call
  * again for the rest with a larger one), or -1 (info; info[5] = 3; the fds this call opened are
@@ -982,14 +967,14 @@ long tp_prehold(const char *root, int rootfd, const int32_t *pids, const double 
                 const uint8_t *leader_exited, int n, const uint8_t *entry_hex, long cmdline_limit, uint8_t *buf,
                 double *rec, uint8_t *text, long text_cap, uint8_t *env, long env_cap, int sig,
                 const uint8_t *may_signal, int32_t *info) {
-  info[5] = 0;
+  info[TP_INFO_MORE] = 0;
   int signalled = 0;
   int own;
   int dfd = root_of(root, rootfd, &own);
   if (dfd < 0) {
-    fail(info, errno, STAGE_ROOT, n > 0 ? pids[0] : 0, 0);
-    info[4] = 0;
-    info[5] = 3;
+    fail(info, errno, TP_STAGE_ROOT, n > 0 ? pids[0] : 0, 0);
+    info[TP_INFO_FILE] = TP_FILE_STAT;
+    info[TP_INFO_MORE] = TP_PREHOLD_FAILED;
     return -1;
   }
   struct env_out o = {env, env_cap, 0, 0, 0, 0, NULL, 0};
@@ -997,63 +982,63 @@ long tp_prehold(const char *root, int rootfd, const int32_t *pids, const double 
   int i;
   for (i = 0; i < n; i++) {
     if (at + cmdline_limit + 1 > text_cap) {
-      info[5] = 2;
+      info[TP_INFO_MORE] = TP_PREHOLD_TEXT_FULL;
       break;
     }
     long start = o.at;
-    if (start + ENV_HEAD > env_cap) {
-      info[5] = 1;
+    if (start + TP_ENV_HEAD > env_cap) {
+      info[TP_INFO_MORE] = TP_PREHOLD_ENV_FULL;
       break;
     }
     o.head = start;
-    o.at = start + ENV_HEAD;
+    o.at = start + TP_ENV_HEAD;
     o.count = 0;
     o.full = 0;
-    double *r = rec + (long)HOLD_RECORD * i;
+    double *r = rec + (long)TP_HOLD_RECORD * i;
     double cmd[3];
-    struct env_read e = {&o, 0, KIND_GONE, 0, 0, -1};
-    int fd = hold_one(dfd, pids[i], start_times[i], EVIDENCE_CARRIER, 0, leader_exited[i], entry_hex,
-                      cmdline_limit, buf, text + at, &r[2], cmd, info, &e);
+    struct env_read e = {&o, 0, TP_KIND_GONE, 0, 0, -1};
+    int fd = hold_one(dfd, pids[i], start_times[i], TP_EVIDENCE_CARRIER, 0, leader_exited[i], entry_hex,
+                      cmdline_limit, buf, text + at, &r[TP_HOLD_UID], cmd, info, &e);
     if (fd == HOLD_FAILED) {
       root_done(dfd, own);
       if (signalled) {
-        info[5] = 4;
+        info[TP_INFO_MORE] = TP_PREHOLD_FAILED_AFTER_SIGNAL;
         return i;
       }
       for (int j = 0; j < i; j++) {
-        int held = (int)rec[(long)HOLD_RECORD * j];
+        int held = (int)rec[(long)TP_HOLD_RECORD * j + TP_HOLD_FD];
         if (held >= 0) close(held);
       }
-      info[5] = 3;
+      info[TP_INFO_MORE] = TP_PREHOLD_FAILED;
       return -1;
     }
     if (fd == HOLD_FULL) {
       o.at = start;
-      info[5] = 1;
+      info[TP_INFO_MORE] = TP_PREHOLD_ENV_FULL;
       break;
     }
     if (!e.read) {
-      e.kind = KIND_GONE;
+      e.kind = TP_KIND_GONE;
       e.bytes = 0;
       e.oversized = 0;
       o.count = 0;
-      o.at = start + ENV_HEAD;
+      o.at = start + TP_ENV_HEAD;
     }
-    env[start] = (uint8_t)e.kind;
-    env[start + 1] = (uint8_t)e.oversized;
-    memcpy(env + start + 2, &e.bytes, 8);
+    env[start + TP_ENV_KIND_AT] = (uint8_t)e.kind;
+    env[start + TP_ENV_OVERSIZED_AT] = (uint8_t)e.oversized;
+    memcpy(env + start + TP_ENV_BYTES_AT, &e.bytes, 8);
     uint32_t c = (uint32_t)o.count;
-    memcpy(env + start + 10, &c, 4);
-    r[0] = fd;
-    r[1] = fd == HOLD_NO_PIDFD ? info[0] : 0;
-    r[3] = cmd[0];
-    r[4] = (double)at;
-    r[5] = cmd[1];
-    r[6] = cmd[2];
-    r[7] = e.ppid;
-    r[8] = NOT_SENT;
+    memcpy(env + start + TP_ENV_COUNT_AT, &c, 4);
+    r[TP_HOLD_FD] = fd;
+    r[TP_HOLD_ERRNO] = fd == TP_HOLD_NO_PIDFD ? info[TP_INFO_ERRNO] : 0;
+    r[TP_HOLD_KIND] = cmd[0];
+    r[TP_HOLD_TEXT_AT] = (double)at;
+    r[TP_HOLD_CMDLINE_LENGTH] = cmd[1];
+    r[TP_HOLD_TRUNCATED] = cmd[2];
+    r[TP_HOLD_PPID] = e.ppid;
+    r[TP_HOLD_SENT] = TP_NOT_SENT;
     if (fd >= 0 && sig > 0 && may_signal != NULL && may_signal[i]) {
-      r[8] = tp_send_held(fd, sig);
+      r[TP_HOLD_SENT] = tp_send_held(fd, sig);
       signalled = 1;
     }
     at += (long)cmd[1];
@@ -1067,27 +1052,8 @@ long tp_prehold(const char *root, int rootfd, const int32_t *pids, const double 
 // (stat then environ per pid, as the C loop of bench/environ-loop.c reads them), its results
 // packed for the caller to read without an object per process (src/proc/table.ts).
 
-#define WALK_RECORD 16         // doubles per process in tp_walk's records
+// Records (TP_W_*) and sizes (TP_WS_*): tether.h.
 #define ENV_FIRST (64 * 1024) // the environ entries' first array: 2,000 entries
-enum {
-  W_PID = 0,
-  W_PPID,
-  W_PGID,
-  W_SID,
-  W_FLAGS,
-  W_THREADS,
-  W_START,
-  W_STATE,
-  W_COMM_AT,
-  W_COMM_LEN,
-  W_ENV_KIND, // -1 not read (not asked, or skipped), else KIND_*
-  W_ENV_OVERSIZED,
-  W_ENV_BYTES,
-  W_ENV_AT, // its entries' offset in the environ bytes
-  W_ENV_COUNT,
-  W_CARRIER, // 1: the environ read holds `entry_hex` as a whole record
-};
-enum { WS_RECORDS = 0, WS_TEXT, WS_ENV, WS_NOTABLE, WS_INDEX, WS_FILE };
 
 // The last walk's results, kept on the C side until tp_walk_take copies them out: each array
 // grows (doubling) with the table, so that a walk is never repeated for want of room.
@@ -1152,13 +1118,13 @@ static int skipped(int32_t pid, double start, const int32_t *pids, const double 
 static int alive_stat(int dfd, int pid, uint8_t state);
 
 // The environ of record `r` (pid `pid`, zombie leader when `state` is Z) read into w->env;
-// 0, or -1 (info; sizes[WS_FILE] = 3).
+// 0, or -1 (info; sizes[TP_WS_FILE] = 3).
 static int walk_environ(int dfd, int pid, uint8_t state, const uint8_t *entry_hex, uint8_t *buf, double *r,
                         int32_t *sizes, int32_t *info) {
   struct walk_state *w = &walk_tls;
   struct env_out o = {NULL, 0, 0, 0, 0, 0, NULL, 0};
   if (w->env == NULL && reserve((void **)&w->env, &w->env_cap, 0, ENV_FIRST, ENV_FIRST) < 0) {
-    fail(info, ENOMEM, STAGE_ROOT, pid, 0);
+    fail(info, ENOMEM, TP_STAGE_ROOT, pid, 0);
     return -1;
   }
   for (;;) {
@@ -1168,24 +1134,24 @@ static int walk_environ(int dfd, int pid, uint8_t state, const uint8_t *entry_he
     int kind, oversized;
     double bytes;
     if (environ_one(dfd, pid, state == 'Z', ENVIRON_TIME_BUDGET_NS, buf, &o, &kind, &bytes, &oversized, info) < 0) {
-      sizes[WS_FILE] = 3;
+      sizes[TP_WS_FILE] = 3;
       return -1;
     }
     if (o.full) {
       // Read again into a larger array (rare: a few entries fit the first 4 KiB).
       if (reserve((void **)&w->env, &w->env_cap, w->env_cap, w->env_cap > 0 ? w->env_cap : ENV_FIRST, ENV_FIRST) < 0) {
-        fail(info, ENOMEM, STAGE_ROOT, pid, 0);
+        fail(info, ENOMEM, TP_STAGE_ROOT, pid, 0);
         return -1;
       }
       continue;
     }
-    r[W_ENV_KIND] = kind;
-    r[W_ENV_OVERSIZED] = oversized;
-    r[W_ENV_BYTES] = bytes;
-    r[W_ENV_AT] = (double)w->env_len;
-    r[W_ENV_COUNT] = (double)o.count;
-    for (long at = w->env_len; entry_hex != NULL && at + 32 <= o.at; at += 32)
-      if (memcmp(w->env + at, entry_hex, 32) == 0) r[W_CARRIER] = 1;
+    r[TP_W_ENV_KIND] = kind;
+    r[TP_W_ENV_OVERSIZED] = oversized;
+    r[TP_W_ENV_BYTES] = bytes;
+    r[TP_W_ENV_AT] = (double)w->env_len;
+    r[TP_W_ENV_COUNT] = (double)o.count;
+    for (long at = w->env_len; entry_hex != NULL && at + HEX <= o.at; at += HEX)
+      if (memcmp(w->env + at, entry_hex, HEX) == 0) r[TP_W_CARRIER] = 1;
     w->env_len = o.at;
     return 0;
   }
@@ -1193,30 +1159,30 @@ static int walk_environ(int dfd, int pid, uint8_t state, const uint8_t *entry_he
 
 /**
  * One pass over `root` (readdir order): each numeric entry's stat read and parsed, kernel
- * threads (PF_KTHREAD) and unparsable lines left out — takeSnapshot's walk — and, with
+ * threads (TP_PF_KTHREAD) and unparsable lines left out — takeSnapshot's walk — and, with
  * `env_from` >= 0, right after its stat the environ of each process with pid > 1, a start time
  * >= env_from and alive (isAliveStat), but for the skipped ones (skip_pids sorted, skip_starts
  * their start times, -1: any), read as tp_environ reads one (its session entries, through a
  * live thread for a zombie leader); each is checked for `entry_hex` (32 hex digits, or NULL).
- * The results are kept for tp_walk_take, their sizes in sizes[WS_*]: the records (WALK_RECORD
+ * The results are kept for tp_walk_take, their sizes in sizes[WS_*]: the records (TP_WALK_RECORD
  * doubles each, W_*), the comm bytes, the environ entries (32 hex digits each), the notable
  * records (the indices of those of start >= env_from skipped, or whose environ holds a session
  * entry, is oversized or denied) and the pid index's slots.
- * Returns the records, or -1 (info: errno, stage, pid, tid; sizes[WS_FILE]: 0 stat, 3 environ).
+ * Returns the records, or -1 (info: errno, stage, pid, tid; sizes[TP_WS_FILE]: 0 stat, 3 environ).
  */
 long tp_walk(const char *root, int rootfd, uint8_t *buf, double env_from, const int32_t *skip_pids,
              const double *skip_starts, int skip_n, const uint8_t *entry_hex, int32_t *sizes, int32_t *info) {
   struct walk_state *w = &walk_tls;
   walk_drop();
-  sizes[WS_FILE] = 0;
+  sizes[TP_WS_FILE] = 0;
   int dfd = rootfd >= 0 ? openat(rootfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC) : open_root(root);
   if (dfd < 0) {
-    fail(info, errno, STAGE_ROOT, 0, 0);
+    fail(info, errno, TP_STAGE_ROOT, 0, 0);
     return -1;
   }
   DIR *d = fdopendir(dfd);
   if (!d) {
-    fail(info, errno, STAGE_ROOT, 0, 0);
+    fail(info, errno, TP_STAGE_ROOT, 0, 0);
     close(dfd);
     return -1;
   }
@@ -1238,31 +1204,31 @@ long tp_walk(const char *root, int rootfd, uint8_t *buf, double env_from, const 
       break;
     }
     struct stat_line s;
-    if (k != KIND_OK || !parse_stat(buf, len, &s)) continue;
-    if (((uint32_t)s.fields[F_FLAGS] & PF_KTHREAD) != 0) continue;
-    long rec_bytes = w->n * WALK_RECORD * 8;
-    if (reserve((void **)&w->rec, &w->rec_cap, rec_bytes, WALK_RECORD * 8, 1024 * WALK_RECORD * 8) < 0 ||
+    if (k != TP_KIND_OK || !parse_stat(buf, len, &s)) continue;
+    if (((uint32_t)s.fields[F_FLAGS] & TP_PF_KTHREAD) != 0) continue;
+    long rec_bytes = w->n * TP_WALK_RECORD * 8;
+    if (reserve((void **)&w->rec, &w->rec_cap, rec_bytes, TP_WALK_RECORD * 8, 1024 * TP_WALK_RECORD * 8) < 0 ||
         reserve((void **)&w->text, &w->text_cap, w->text_len, s.comm_len, 16 * 1024) < 0 ||
         reserve((void **)&w->notable, &w->notable_cap, w->notable_n * 4, 4, 4096) < 0) {
-      fail(info, ENOMEM, STAGE_ROOT, 0, 0);
+      fail(info, ENOMEM, TP_STAGE_ROOT, 0, 0);
       failed = 1;
       break;
     }
-    double *r = w->rec + w->n * WALK_RECORD;
-    r[W_PID] = s.pid;
-    r[W_PPID] = s.fields[F_PPID];
-    r[W_PGID] = s.fields[F_PGID];
-    r[W_SID] = s.fields[F_SID];
-    r[W_FLAGS] = s.fields[F_FLAGS];
-    r[W_THREADS] = s.fields[F_THREADS];
-    r[W_START] = s.fields[F_START];
-    r[W_STATE] = s.state;
-    r[W_COMM_AT] = (double)w->text_len;
-    r[W_COMM_LEN] = (double)s.comm_len;
+    double *r = w->rec + w->n * TP_WALK_RECORD;
+    r[TP_W_PID] = s.pid;
+    r[TP_W_PPID] = s.fields[F_PPID];
+    r[TP_W_PGID] = s.fields[F_PGID];
+    r[TP_W_SID] = s.fields[F_SID];
+    r[TP_W_FLAGS] = s.fields[F_FLAGS];
+    r[TP_W_THREADS] = s.fields[F_THREADS];
+    r[TP_W_START] = s.fields[F_START];
+    r[TP_W_STATE] = s.state;
+    r[TP_W_COMM_AT] = (double)w->text_len;
+    r[TP_W_COMM_LEN] = (double)s.comm_len;
     memcpy(w->text + w->text_len, buf + s.comm_at, (size_t)s.comm_len);
     w->text_len += s.comm_len;
-    r[W_ENV_KIND] = -1;
-    r[W_ENV_OVERSIZED] = r[W_ENV_BYTES] = r[W_ENV_AT] = r[W_ENV_COUNT] = r[W_CARRIER] = 0;
+    r[TP_W_ENV_KIND] = -1;
+    r[TP_W_ENV_OVERSIZED] = r[TP_W_ENV_BYTES] = r[TP_W_ENV_AT] = r[TP_W_ENV_COUNT] = r[TP_W_CARRIER] = 0;
     long index = w->n++;
     int pid = (int)s.pid;
     if (env_from < 0 || pid <= 1 || s.fields[F_START] < env_from) continue;
@@ -1273,32 +1239,32 @@ long tp_walk(const char *root, int rootfd, uint8_t *buf, double env_from, const 
         failed = 1;
         break;
       }
-      notable = r[W_ENV_COUNT] > 0 || r[W_ENV_OVERSIZED] != 0 || r[W_ENV_KIND] == KIND_DENIED;
+      notable = r[TP_W_ENV_COUNT] > 0 || r[TP_W_ENV_OVERSIZED] != 0 || r[TP_W_ENV_KIND] == TP_KIND_DENIED;
     }
     if (notable) w->notable[w->notable_n++] = (int32_t)index;
   }
   int rerr = failed ? 0 : errno;
   closedir(d);
   if (!failed && rerr != 0) {
-    fail(info, rerr, STAGE_ROOT, 0, 0);
+    fail(info, rerr, TP_STAGE_ROOT, 0, 0);
     failed = 1;
   }
   if (failed) {
     walk_drop();
     return -1;
   }
-  sizes[WS_RECORDS] = (int32_t)w->n;
-  sizes[WS_TEXT] = (int32_t)w->text_len;
-  sizes[WS_ENV] = (int32_t)w->env_len;
-  sizes[WS_NOTABLE] = (int32_t)w->notable_n;
-  sizes[WS_INDEX] = (int32_t)index_cap_for(w->n);
+  sizes[TP_WS_RECORDS] = (int32_t)w->n;
+  sizes[TP_WS_TEXT] = (int32_t)w->text_len;
+  sizes[TP_WS_ENV] = (int32_t)w->env_len;
+  sizes[TP_WS_NOTABLE] = (int32_t)w->notable_n;
+  sizes[TP_WS_INDEX] = (int32_t)index_cap_for(w->n);
   return w->n;
 }
 
 /**
  * The last tp_walk's results copied out, and released: the records to rec, the comm bytes to
  * text, the environ entries to env, the notable indices to notable; the pid index to index
- * (sizes[WS_INDEX] slots, each a record index or -1: a pid's slot is pid_slot, then the next
+ * (sizes[TP_WS_INDEX] slots, each a record index or -1: a pid's slot is pid_slot, then the next
  * ones); each record's first child and next sibling, by ppid (record indices, in readdir order;
  * -1 none), to first_child and next_sibling. Returns the records.
  */
@@ -1307,22 +1273,22 @@ long tp_walk_take(double *rec, uint8_t *text, uint8_t *env, int32_t *notable, in
   struct walk_state *w = &walk_tls;
   long n = w->n, cap = index_cap_for(n);
   uint32_t mask = (uint32_t)(cap - 1);
-  if (n > 0) memcpy(rec, w->rec, (size_t)(n * WALK_RECORD * 8));
+  if (n > 0) memcpy(rec, w->rec, (size_t)(n * TP_WALK_RECORD * 8));
   if (w->text_len > 0) memcpy(text, w->text, (size_t)w->text_len);
   if (w->env_len > 0) memcpy(env, w->env, (size_t)w->env_len);
   if (w->notable_n > 0) memcpy(notable, w->notable, (size_t)w->notable_n * 4);
   for (long i = 0; i < cap; i++) index[i] = -1;
   for (long i = 0; i < n; i++) {
-    uint32_t h = pid_slot((int32_t)w->rec[i * WALK_RECORD + W_PID], cap);
+    uint32_t h = pid_slot((int32_t)w->rec[i * TP_WALK_RECORD + TP_W_PID], cap);
     while (index[h] >= 0) h = (h + 1) & mask;
     index[h] = (int32_t)i;
     first_child[i] = next_sibling[i] = -1;
   }
   // Records visited last to first, each put before its siblings: children in readdir order.
   for (long i = n - 1; i >= 0; i--) {
-    int32_t ppid = (int32_t)w->rec[i * WALK_RECORD + W_PPID];
+    int32_t ppid = (int32_t)w->rec[i * TP_WALK_RECORD + TP_W_PPID];
     uint32_t h = pid_slot(ppid, cap);
-    while (index[h] >= 0 && (int32_t)w->rec[(long)index[h] * WALK_RECORD + W_PID] != ppid) h = (h + 1) & mask;
+    while (index[h] >= 0 && (int32_t)w->rec[(long)index[h] * TP_WALK_RECORD + TP_W_PID] != ppid) h = (h + 1) & mask;
     if (index[h] < 0) continue;
     next_sibling[i] = first_child[index[h]];
     first_child[index[h]] = (int32_t)i;

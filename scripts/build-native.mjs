@@ -31,6 +31,10 @@ if (unknown !== undefined || (outFlag >= 0 && !args[outFlag + 1])) {
 }
 const nativeDir = outFlag >= 0 ? args[outFlag + 1] : join(root, 'dist/native');
 const sources = ['native/scan.c', 'native/spool.c'].map((f) => join(root, f));
+// The contract both sides share (src/proc/native.ts's koffi table is checked against it). Forced
+// into every source (-include), so that spool.c's definitions are held to its declarations as
+// scan.c's are; _GNU_SOURCE defined empty, as the sources define it, before any system header.
+const header = join(root, 'native/tether.h');
 const arches = args.includes('--host') ? [process.arch] : Object.keys(CROSS);
 const run = promisify(execFile);
 
@@ -42,7 +46,10 @@ function libraryFor(arch) {
 async function build(arch) {
   const out = libraryFor(arch);
   mkdirSync(dirname(out), { recursive: true });
-  const inputs = Math.max(...sources.map((s) => mtime(s) ?? 0), mtime(fileURLToPath(import.meta.url)) ?? 0);
+  const inputs = Math.max(
+    ...[...sources, header].map((s) => mtime(s) ?? 0),
+    mtime(fileURLToPath(import.meta.url)) ?? 0,
+  );
   if ((mtime(out) ?? -1) >= inputs) return undefined;
   const cc = compilerFor(arch);
   if (!cc) return `linux-${arch}: no compiler known for it (set CC_${arch.toUpperCase()})`;
@@ -50,7 +57,8 @@ async function build(arch) {
   // the new one, never a half-written one.
   const temp = `${out}.${process.pid}.tmp`;
   try {
-    await run(cc, ['-O2', '-Wall', '-Wextra', '-shared', '-fPIC', '-o', temp, ...sources], {
+    const flags = ['-O2', '-Wall', '-Wextra', '-shared', '-fPIC', '-D_GNU_SOURCE=', '-include', header];
+    await run(cc, [...flags, '-o', temp, ...sources], {
       timeout: 120_000,
     });
     renameSync(temp, out);

@@ -5,7 +5,7 @@
 // (`nativeProc()`): the callers then use Node's fs.
 import { linkSync, lstatSync, openSync, renameSync } from 'node:fs';
 import { errnoName } from '../libc.js';
-import { nativeLibrary, fsError as nodeFsError } from './native.js';
+import { nativeFunction, nativeLibrary, fsError as nodeFsError, TP } from './native.js';
 
 /** native/spool.c's functions; each throws an Error as Node's fs throws it (`code`, `syscall`, `path`). */
 export interface NativeFiles {
@@ -37,8 +37,18 @@ export interface NativeFiles {
   host(): { machineId: string; bootId: string; pidNamespace: number | undefined };
 }
 
-const NOT_REGULAR = -100_000; // native/spool.c
-const STAGES = ['', 'open', 'write', 'link', 'rename', 'read', 'lstat', 'mkdir'];
+// Node's syscall name for a failed stage of native/spool.c (native/tether.h TP_SPOOL_STAGE_*;
+// 0: none was set).
+const STAGES: Record<number, string> = {
+  0: '',
+  [TP.SPOOL_STAGE_OPEN]: 'open',
+  [TP.SPOOL_STAGE_WRITE]: 'write',
+  [TP.SPOOL_STAGE_LINK]: 'link',
+  [TP.SPOOL_STAGE_RENAME]: 'rename',
+  [TP.SPOOL_STAGE_READ]: 'read',
+  [TP.SPOOL_STAGE_LSTAT]: 'lstat',
+  [TP.SPOOL_STAGE_MKDIR]: 'mkdir',
+};
 const ADDON_ROOT_BYTES = 4096;
 
 let bound: NativeFiles | null | undefined;
@@ -53,12 +63,12 @@ export function nativeFiles(): NativeFiles | null {
 
 // biome-ignore lint/suspicious/noExplicitAny: a koffi library handle.
 function bind(lib: any): NativeFiles {
-  const headFn = lib.func('long tp_head(const char *, void *, long, void *)');
-  const findAddonFn = lib.func('int tp_find_addon(const char *, const char *, void *, int, void *, long)');
-  const spoolDirFn = lib.func('int tp_spool_dir(const char *, void *)');
-  const putFn = lib.func('int tp_spool_put(const char *, const char *, void *, long, int, void *)');
-  const hostFn = lib.func('int tp_host(void *, void *, long, void *)');
-  const strerror = lib.func('const char *tp_strerror(int)');
+  const headFn = nativeFunction(lib, 'tp_head');
+  const findAddonFn = nativeFunction(lib, 'tp_find_addon');
+  const spoolDirFn = nativeFunction(lib, 'tp_spool_dir');
+  const putFn = nativeFunction(lib, 'tp_spool_put');
+  const hostFn = nativeFunction(lib, 'tp_host');
+  const strerror = nativeFunction(lib, 'tp_strerror');
   const stage = new Int32Array(1);
   const fsError = (errno: number, path: string, dest?: string): NodeJS.ErrnoException =>
     nodeFsError(errno, STAGES[stage[0] as number] ?? 'open', path, (e) => strerror(e) as string, dest);
@@ -70,7 +80,7 @@ function bind(lib: any): NativeFiles {
       if (nul(path)) return undefined; // the caller's JS path refuses it
       const buf = Buffer.alloc(length);
       const n = headFn(path, buf, length, stage) as number;
-      return n < 0 || n === NOT_REGULAR ? undefined : buf.subarray(0, n);
+      return n < 0 || n === TP.SPOOL_NOT_REGULAR ? undefined : buf.subarray(0, n);
     },
     findAddon(start, name, places) {
       const root = Buffer.alloc(ADDON_ROOT_BYTES);

@@ -14,7 +14,7 @@ import type { Identity } from './process-id.js';
 import { READ_BUFFER_BYTES, type ReadOutcome, sharedBuffer } from './read.js';
 import type { ProcStat } from './stat.js';
 import { type PackedWalk, WALK_RECORD, type WalkEnviron } from './table.js';
-import { TAG_ENTRY_PATTERN, TAG_PREFIX } from './tag.js';
+import { TAG_ENTRY_PATTERN, TAG_HEX_DIGITS, TAG_PREFIX } from './tag.js';
 
 /** The native reads; each throws what the JS path throws (an Error with `code`: EMFILE…). */
 export interface NativeProc {
@@ -148,14 +148,177 @@ export type NativeHold =
   | { kind: 'gone' }
   | { kind: 'no-pidfd'; errno: number };
 
-const STAGES = ['scandir', 'open', 'read', 'scandir'];
-const KINDS: ReadonlyArray<'ok' | 'gone' | 'denied'> = ['ok', 'gone', 'denied'];
-const SNAPSHOT_RECORD_HEAD = 66; // tp_stat's record: 8 float64 + a uint16 comm length (native/scan.c)
-const WS_TEXT = 1; // tp_walk's sizes (native/scan.c WS_*)
-const WS_ENV = 2;
-const WS_NOTABLE = 3;
-const WS_INDEX = 4;
-const WS_FILE = 5;
+/**
+ * native/tether.h's constants this binding reads, by their names there without `TP_` (those the
+ * JS path shares are its own constants). test/proc/native-contract.test.ts fails when one
+ * differs from the header, and when one of the JS path's (`PF_KTHREAD`…) does.
+ */
+export const TP = {
+  READ_BUFFER_BYTES,
+  TAG_PREFIX,
+  TAG_HEX_DIGITS,
+  KIND_OK: 0,
+  KIND_GONE: 1,
+  KIND_DENIED: 2,
+  INFO_ERRNO: 0,
+  INFO_STAGE: 1,
+  INFO_PID: 2,
+  INFO_TID: 3,
+  INFO_FILE: 4,
+  INFO_MORE: 5,
+  INFO_LENGTH: 6,
+  STAGE_ROOT: 0,
+  STAGE_OPEN: 1,
+  STAGE_READ: 2,
+  STAGE_TASKS: 3,
+  FILE_STAT: 0,
+  FILE_STATUS: 1,
+  FILE_CMDLINE: 2,
+  FILE_ENVIRON: 3,
+  NO_ROOM: -2,
+  STAT_COMM_LENGTH_AT: 64,
+  STAT_RECORD_HEAD: 66,
+  ENV_KIND_AT: 0,
+  ENV_OVERSIZED_AT: 1,
+  ENV_BYTES_AT: 2,
+  ENV_COUNT_AT: 10,
+  ENV_HEAD: 14,
+  DETAILS_UID: 0,
+  DETAILS_KIND: 1,
+  DETAILS_CMDLINE_LENGTH: 2,
+  DETAILS_TRUNCATED: 3,
+  DETAILS_LENGTH: 4,
+  CMDLINE_KIND: 0,
+  CMDLINE_AT: 1,
+  CMDLINE_LENGTH: 2,
+  CMDLINE_TRUNCATED: 3,
+  CMDLINE_RECORD: 4,
+  EVIDENCE_IDENTITY: 0,
+  EVIDENCE_CARRIER: 1,
+  EVIDENCE_PARENT: 2,
+  HOLD_FD: 0,
+  HOLD_ERRNO: 1,
+  HOLD_UID: 2,
+  HOLD_KIND: 3,
+  HOLD_TEXT_AT: 4,
+  HOLD_CMDLINE_LENGTH: 5,
+  HOLD_TRUNCATED: 6,
+  HOLD_PPID: 7,
+  HOLD_SENT: 8,
+  HOLD_RECORD: 10,
+  HOLD_GONE: -2,
+  HOLD_NO_PIDFD: -3,
+  NOT_SENT: 2,
+  PREHOLD_ENV_FULL: 1,
+  PREHOLD_TEXT_FULL: 2,
+  PREHOLD_FAILED: 3,
+  PREHOLD_FAILED_AFTER_SIGNAL: 4,
+  // TP_W_*: src/proc/table.ts reads the walk's records (the test reads its W_* from its source).
+  WALK_RECORD,
+  WS_RECORDS: 0,
+  WS_TEXT: 1,
+  WS_ENV: 2,
+  WS_NOTABLE: 3,
+  WS_INDEX: 4,
+  WS_FILE: 5,
+  WS_LENGTH: 6,
+  // native/spool.c's (src/proc/native-files.ts)
+  SPOOL_STAGE_OPEN: 1,
+  SPOOL_STAGE_WRITE: 2,
+  SPOOL_STAGE_LINK: 3,
+  SPOOL_STAGE_RENAME: 4,
+  SPOOL_STAGE_READ: 5,
+  SPOOL_STAGE_LSTAT: 6,
+  SPOOL_STAGE_MKDIR: 7,
+  SPOOL_NOT_REGULAR: -100_000,
+} as const;
+
+/**
+ * The tp_* functions of native/tether.h in koffi's words, each `[result, ...parameters]`: a C
+ * string is `const char *`, any other pointer `void *` (a TypedArray or Buffer, passed in place
+ * and written there). test/proc/native-contract.test.ts derives the same table from the header.
+ */
+export const NATIVE_FUNCTIONS = {
+  tp_open_root: ['int', 'const char *'],
+  tp_walk: [
+    'long',
+    'const char *',
+    'int',
+    'void *',
+    'double',
+    'void *',
+    'void *',
+    'int',
+    'void *',
+    'void *',
+    'void *',
+  ],
+  tp_walk_take: ['long', 'void *', 'void *', 'void *', 'void *', 'void *', 'void *', 'void *'],
+  tp_stat: ['long', 'const char *', 'int', 'int', 'void *', 'void *', 'long', 'void *'],
+  tp_environ: [
+    'long',
+    'const char *',
+    'int',
+    'void *',
+    'void *',
+    'int',
+    'double',
+    'void *',
+    'void *',
+    'long',
+    'void *',
+  ],
+  tp_details: ['int', 'const char *', 'int', 'int', 'long', 'void *', 'void *', 'void *'],
+  tp_cmdlines: ['long', 'const char *', 'int', 'void *', 'int', 'long', 'void *', 'void *', 'long', 'void *'],
+  // biome-ignore format: one row per function
+  tp_hold_batch: ['long', 'const char *', 'int', 'void *', 'void *', 'void *', 'void *', 'void *', 'int', 'void *', 'long', 'void *', 'void *', 'void *', 'long', 'void *'],
+  // biome-ignore format: one row per function
+  tp_prehold: ['long', 'const char *', 'int', 'void *', 'void *', 'void *', 'int', 'void *', 'long', 'void *', 'void *', 'void *', 'long', 'void *', 'long', 'int', 'void *', 'void *'],
+  tp_poll1: ['int', 'int'],
+  tp_poll_many: ['int', 'void *', 'int', 'void *', 'void *'],
+  tp_send_held: ['int', 'int', 'int'],
+  tp_strerror: ['const char *', 'int'],
+  tp_head: ['long', 'const char *', 'void *', 'long', 'void *'],
+  tp_find_addon: ['int', 'const char *', 'const char *', 'void *', 'int', 'void *', 'long'],
+  tp_spool_dir: ['int', 'const char *', 'void *'],
+  tp_spool_put: ['int', 'const char *', 'const char *', 'void *', 'long', 'int', 'void *'],
+  tp_host: ['int', 'void *', 'void *', 'long', 'void *'],
+} as const;
+
+/** A tp_* function of the table, called through koffi. */
+// biome-ignore lint/suspicious/noExplicitAny: koffi converts each argument by the table's type.
+export type NativeFunction = (...args: any[]) => unknown;
+
+/** `name` of the loaded library, declared to koffi by its row of NATIVE_FUNCTIONS. */
+// biome-ignore lint/suspicious/noExplicitAny: a koffi library handle.
+export function nativeFunction(lib: any, name: keyof typeof NATIVE_FUNCTIONS): NativeFunction {
+  const [result, ...parameters] = NATIVE_FUNCTIONS[name];
+  return lib.func(name, result, parameters);
+}
+
+// Node's syscall name for a failed stage; the kinds of a read; the file info[INFO_FILE] names.
+const STAGES: Record<number, string> = {
+  [TP.STAGE_ROOT]: 'scandir',
+  [TP.STAGE_OPEN]: 'open',
+  [TP.STAGE_READ]: 'read',
+  [TP.STAGE_TASKS]: 'scandir',
+};
+const KINDS: Record<number, 'ok' | 'gone' | 'denied'> = {
+  [TP.KIND_OK]: 'ok',
+  [TP.KIND_GONE]: 'gone',
+  [TP.KIND_DENIED]: 'denied',
+};
+const FILES: Record<number, string> = {
+  [TP.FILE_STAT]: 'stat',
+  [TP.FILE_STATUS]: 'status',
+  [TP.FILE_CMDLINE]: 'cmdline',
+  [TP.FILE_ENVIRON]: 'environ',
+};
+const EVIDENCE = {
+  identity: TP.EVIDENCE_IDENTITY,
+  carrier: TP.EVIDENCE_CARRIER,
+  parent: TP.EVIDENCE_PARENT,
+} as const;
 
 let cached: NativeProc | null | undefined;
 // biome-ignore lint/suspicious/noExplicitAny: a koffi library handle.
@@ -178,7 +341,7 @@ export function nativeProc(): NativeProc | null {
   }
   try {
     const lib = c.koffi.load(path);
-    cached = bind(lib);
+    cached = new NativeReads(lib);
     library = lib;
   } catch (error) {
     if (!/EMFILE|ENFILE|too many open files/i.test((error as Error).message) && !libcFailedForFds())
@@ -250,381 +413,437 @@ function libraryPath(): string | undefined {
   return undefined;
 }
 
-// biome-ignore lint/suspicious/noExplicitAny: a koffi library handle.
-function bind(lib: any): NativeProc {
-  const walkFn = lib.func(
-    'long tp_walk(const char *, int, void *, double, void *, void *, int, void *, void *, void *)',
-  );
-  const walkTakeFn = lib.func('long tp_walk_take(void *, void *, void *, void *, void *, void *, void *)');
-  const statFn = lib.func('long tp_stat(const char *, int, int, void *, void *, long, void *)');
-  const environFn = lib.func(
-    'long tp_environ(const char *, int, void *, void *, int, double, void *, void *, long, void *)',
-  );
-  const detailsFn = lib.func('int tp_details(const char *, int, int, long, void *, void *, void *)');
-  const holdBatchFn = lib.func(
-    'long tp_hold_batch(const char *, int, void *, void *, void *, void *, void *, int, void *, long, void *, void *, void *, long, void *)',
-  );
-  const preholdFn = lib.func(
-    'long tp_prehold(const char *, int, void *, void *, void *, int, void *, long, void *, void *, void *, long, void *, long, int, void *, void *)',
-  );
-  const cmdlinesFn = lib.func(
-    'long tp_cmdlines(const char *, int, void *, int, long, void *, void *, long, void *)',
-  );
-  const poll1 = lib.func('int tp_poll1(int)');
-  const pollManyFn = lib.func('int tp_poll_many(void *, int, void *, void *)');
-  const sendHeldFn = lib.func('int tp_send_held(int, int)');
-  const strerror = lib.func('const char *tp_strerror(int)');
-  const openRoot = lib.func('int tp_open_root(const char *)');
+type ScanFunctions = Record<
+  | 'tp_open_root'
+  | 'tp_walk'
+  | 'tp_walk_take'
+  | 'tp_stat'
+  | 'tp_environ'
+  | 'tp_details'
+  | 'tp_cmdlines'
+  | 'tp_hold_batch'
+  | 'tp_prehold'
+  | 'tp_poll1'
+  | 'tp_poll_many'
+  | 'tp_send_held'
+  | 'tp_strerror',
+  NativeFunction
+>;
+
+// The reads of native/scan.c, with the buffers they share: each grows (doubling) with a batch,
+// never per file, and every file is read through the JS path's shared buffer.
+class NativeReads implements NativeProc {
+  private readonly fn: ScanFunctions;
   // /proc opened once (O_DIRECTORY) and kept: every file is then opened relative to it. Only
   // /proc: another root (a test's fake procfs) may be replaced at its path, so it is opened at
   // each call. A failed open (EMFILE) is tried again next time; meanwhile each call opens it.
-  let procFd = -1;
-  const rootFd = (procRoot: string): number => {
+  private procFd = -1;
+  private readonly onePid = new Int32Array(1);
+  private readonly oneFlag = new Uint8Array(1);
+  private readonly info = new Int32Array(TP.INFO_LENGTH);
+  private readonly sizes = new Int32Array(TP.WS_LENGTH);
+  private readonly detailsOut = new Float64Array(TP.DETAILS_LENGTH);
+  // One stat record, or a batch of environ records. (A walk's records are its own arrays: its
+  // table reads them for as long as it lives.)
+  private out = Buffer.from(new ArrayBuffer(256 * 1024));
+  private f64 = new Float64Array(this.out.buffer);
+  // The cmdlines of one hold batch.
+  private text = Buffer.from(new ArrayBuffer(64 * 1024));
+  private readonly buf = sharedBuffer();
+  // The 32 hex digits of a session entry (`TETHER_SESSION_<hex>=1`), as bytes; the last one kept.
+  private lastEntry = '';
+  private readonly hexBytes = Buffer.alloc(TP.TAG_HEX_DIGITS);
+
+  // biome-ignore lint/suspicious/noExplicitAny: a koffi library handle.
+  constructor(lib: any) {
+    const fn: Partial<ScanFunctions> = {};
+    for (const name of SCAN_FUNCTIONS) fn[name] = nativeFunction(lib, name);
+    this.fn = fn as ScanFunctions;
+    if (this.buf.length !== READ_BUFFER_BYTES) throw new Error('the shared read buffer is not 64 KiB');
+  }
+
+  private rootFd(procRoot: string): number {
     if (procRoot !== '/proc') return -1;
-    if (procFd < 0) {
-      const fd = openRoot(procRoot) as number;
-      if (fd >= 0) procFd = fd;
+    if (this.procFd < 0) {
+      const fd = this.fn.tp_open_root(procRoot) as number;
+      if (fd >= 0) this.procFd = fd;
     }
-    return procFd;
-  };
-  const onePid = new Int32Array(1);
-  const oneFlag = new Uint8Array(1);
-  const info = new Int32Array(6);
-  const sizes = new Int32Array(6); // tp_walk's WS_*
-  const details = new Float64Array(4);
-  // One stat record, or a batch of environ records: grows (doubling) with the batch, never per
-  // file. (A walk's records are its own arrays: its table reads them for as long as it lives.)
-  let out = Buffer.from(new ArrayBuffer(256 * 1024));
-  let f64 = new Float64Array(out.buffer);
-  const grow = () => {
-    out = Buffer.from(new ArrayBuffer(out.length * 2));
-    f64 = new Float64Array(out.buffer);
-  };
-  // The cmdlines of one hold batch: grows (doubling) with the batch, never per file.
-  let text = Buffer.from(new ArrayBuffer(64 * 1024));
-  const buf = sharedBuffer();
-  if (buf.length !== READ_BUFFER_BYTES) throw new Error('the shared read buffer is not 64 KiB');
+    return this.procFd;
+  }
+
+  private grow(): void {
+    this.out = Buffer.from(new ArrayBuffer(this.out.length * 2));
+    this.f64 = new Float64Array(this.out.buffer);
+  }
+
+  // Room for one cmdline of `limit` bytes (and one more) in `text`.
+  private textFor(limit: number): void {
+    if (this.text.length < limit + 1) this.text = Buffer.from(new ArrayBuffer(2 * (limit + 1)));
+  }
 
   // The JS path's error for the same failure: `EMFILE: too many open files, open '/proc/1/stat'`.
-  const failure = (procRoot: string, file: string): Error => {
-    const [errno = 0, stage = 0, pid = 0, tid = 0] = info;
+  private failure(procRoot: string, file: string): Error {
+    const info = this.info;
+    const errno = info[TP.INFO_ERRNO] ?? 0;
+    const stage = info[TP.INFO_STAGE] ?? 0;
+    const pid = info[TP.INFO_PID] ?? 0;
+    const tid = info[TP.INFO_TID] ?? 0;
     const path =
-      stage === 0
+      stage === TP.STAGE_ROOT
         ? procRoot
         : tid > 0
           ? `${procRoot}/${pid}/task/${tid}/${file}`
           : `${procRoot}/${pid}/${file}`;
-    return fsError(errno, STAGES[stage] ?? 'open', path, (e) => strerror(e) as string);
-  };
+    return fsError(errno, STAGES[stage] ?? 'open', path, (e) => this.fn.tp_strerror(e) as string);
+  }
 
-  const statAt = (at: number): ProcStat => {
-    const i = at / 8;
-    const commLength = out.readUInt16LE(at + 64);
-    return {
-      pid: f64[i] as number,
-      comm: out.toString('latin1', at + SNAPSHOT_RECORD_HEAD, at + SNAPSHOT_RECORD_HEAD + commLength),
-      state: String.fromCharCode(f64[i + 7] as number),
-      ppid: f64[i + 1] as number,
-      pgid: f64[i + 2] as number,
-      sid: f64[i + 3] as number,
-      flags: f64[i + 4] as number,
-      threads: f64[i + 5] as number,
-      startTime: f64[i + 6] as number,
-    };
-  };
-  // The uid and cmdline a details or hold call left in `details` (cmdline bytes: in `buf`).
-  const detailsRead = (): { uid: number | undefined; cmdline: ReadOutcome } => {
-    const uid = details[0] as number;
-    const kind = KINDS[details[1] as number];
-    const cmdline: ReadOutcome =
-      kind === 'ok'
-        ? { kind, length: details[2] as number, truncated: details[3] === 1 }
-        : kind === 'gone'
-          ? { kind }
-          : { kind: 'denied', code: 'EACCES' };
-    return { uid: uid < 0 ? undefined : uid, cmdline };
-  };
-  // The 32 hex digits of a session entry (`TETHER_SESSION_<hex>=1`), as bytes; the last one kept.
-  let lastEntry = '';
-  const hexBytes = Buffer.alloc(32);
-  const entryHex = (entry: string): Buffer | undefined => {
-    if (entry !== lastEntry) {
+  // The failure of a call whose info[INFO_FILE] names the file (`otherwise` when it names none).
+  private fileFailure(procRoot: string, otherwise: string): Error {
+    return this.failure(procRoot, FILES[this.info[TP.INFO_FILE] as number] ?? otherwise);
+  }
+
+  private entryHex(entry: string): Buffer | undefined {
+    if (entry !== this.lastEntry) {
       if (!TAG_ENTRY_PATTERN.test(entry)) return undefined;
-      hexBytes.write(entry.slice(TAG_PREFIX.length, TAG_PREFIX.length + 32), 'latin1');
-      lastEntry = entry;
+      const at = TAG_PREFIX.length;
+      this.hexBytes.write(entry.slice(at, at + TP.TAG_HEX_DIGITS), 'latin1');
+      this.lastEntry = entry;
     }
-    return hexBytes;
-  };
+    return this.hexBytes;
+  }
 
-  return {
-    walk(procRoot, environ) {
-      let skipPids: Int32Array | null = null;
-      let skipStarts: Float64Array | null = null;
-      const skip = environ?.skip ?? [];
-      if (skip.length > 0) {
-        const sorted = [...skip].sort((a, b) => a.pid - b.pid);
-        skipPids = Int32Array.from(sorted, (s) => s.pid);
-        skipStarts = Float64Array.from(sorted, (s) => s.startTime);
+  walk(procRoot: string, environ?: WalkEnviron): PackedWalk {
+    let skipPids: Int32Array | null = null;
+    let skipStarts: Float64Array | null = null;
+    const skip = environ?.skip ?? [];
+    if (skip.length > 0) {
+      const sorted = [...skip].sort((a, b) => a.pid - b.pid);
+      skipPids = Int32Array.from(sorted, (s) => s.pid);
+      skipStarts = Float64Array.from(sorted, (s) => s.startTime);
+    }
+    const hex = environ ? (this.entryHex(environ.entry) ?? null) : null;
+    const from = environ ? environ.from : -1;
+    const { sizes, info } = this;
+    const root = this.rootFd(procRoot);
+    const n = this.fn.tp_walk(
+      procRoot,
+      root,
+      this.buf,
+      from,
+      skipPids,
+      skipStarts,
+      skip.length,
+      hex,
+      sizes,
+      info,
+    );
+    if ((n as number) < 0)
+      throw this.failure(procRoot, sizes[TP.WS_FILE] === TP.FILE_ENVIRON ? 'environ' : 'stat');
+    const count = n as number;
+    const walk: PackedWalk = {
+      count,
+      rec: new Float64Array(WALK_RECORD * count),
+      text: Buffer.allocUnsafe(sizes[TP.WS_TEXT] as number),
+      env: Buffer.allocUnsafe(sizes[TP.WS_ENV] as number),
+      notable: new Int32Array(sizes[TP.WS_NOTABLE] as number),
+      index: new Int32Array(sizes[TP.WS_INDEX] as number),
+      firstChild: new Int32Array(count),
+      nextSibling: new Int32Array(count),
+    };
+    if (environ) walk.environ = environ;
+    const w = walk;
+    this.fn.tp_walk_take(w.rec, w.text, w.env, w.notable, w.index, w.firstChild, w.nextSibling);
+    return walk;
+  }
+
+  stat(procRoot: string, pid: number): ProcStat | undefined {
+    const { out, info } = this;
+    const n = this.fn.tp_stat(
+      procRoot,
+      this.rootFd(procRoot),
+      pid,
+      this.buf,
+      out,
+      out.length,
+      info,
+    ) as number;
+    if (n < 0) throw this.failure(procRoot, 'stat');
+    if (n === 0) return undefined;
+    const f64 = this.f64;
+    const commLength = out.readUInt16LE(TP.STAT_COMM_LENGTH_AT);
+    const head = TP.STAT_RECORD_HEAD;
+    return {
+      pid: f64[0] as number,
+      comm: out.toString('latin1', head, head + commLength),
+      state: String.fromCharCode(f64[7] as number),
+      ppid: f64[1] as number,
+      pgid: f64[2] as number,
+      sid: f64[3] as number,
+      flags: f64[4] as number,
+      threads: f64[5] as number,
+      startTime: f64[6] as number,
+    };
+  }
+
+  environ(
+    procRoot: string,
+    pids: readonly number[],
+    leaderExited: readonly boolean[],
+    budgetMs: number,
+  ): EnvironRead[] {
+    const reads: EnvironRead[] = [];
+    for (let done = 0; done < pids.length; ) {
+      const rest = pids.length - done;
+      const p = rest === 1 ? this.onePid : new Int32Array(rest);
+      const z = rest === 1 ? this.oneFlag : new Uint8Array(rest);
+      for (let i = 0; i < rest; i++) {
+        p[i] = pids[done + i] as number;
+        z[i] = leaderExited[done + i] ? 1 : 0;
       }
-      const hex = environ ? (entryHex(environ.entry) ?? null) : null;
-      const from = environ ? environ.from : -1;
-      const n = walkFn(
+      const { out, info } = this;
+      const root = this.rootFd(procRoot);
+      const n = this.fn.tp_environ(procRoot, root, p, z, rest, budgetMs, this.buf, out, out.length, info);
+      if (n === TP.NO_ROOM) {
+        this.grow();
+        continue;
+      }
+      if ((n as number) < 0) throw this.failure(procRoot, 'environ');
+      const count = info[TP.INFO_FILE] as number; // tp_environ: the pids done
+      envRecords(out, count, reads);
+      done += count;
+    }
+    return reads;
+  }
+
+  details(procRoot: string, pid: number, limit: number): { uid: number | undefined; cmdline: ReadOutcome } {
+    const d = this.detailsOut;
+    if (
+      (this.fn.tp_details(procRoot, this.rootFd(procRoot), pid, limit, this.buf, d, this.info) as number) < 0
+    )
+      throw this.fileFailure(procRoot, 'cmdline');
+    const uid = d[TP.DETAILS_UID] as number;
+    const cmdline = outcome(d[TP.DETAILS_KIND], d[TP.DETAILS_CMDLINE_LENGTH], d[TP.DETAILS_TRUNCATED]);
+    return { uid: uid < 0 ? undefined : uid, cmdline };
+  }
+
+  cmdlines(
+    procRoot: string,
+    pids: readonly number[],
+    limit: number,
+  ): { cmdline: ReadOutcome; text: Buffer }[] {
+    const n = pids.length;
+    const results: { cmdline: ReadOutcome; text: Buffer }[] = [];
+    if (n === 0) return results;
+    const p = Int32Array.from(pids);
+    const width = TP.CMDLINE_RECORD;
+    const rec = new Float64Array(width * n);
+    this.textFor(limit);
+    for (let done = 0; done < n; ) {
+      const rest = n - done;
+      const { text, info } = this;
+      const root = this.rootFd(procRoot);
+      const recs = rec.subarray(width * done);
+      const got = this.fn.tp_cmdlines(
         procRoot,
-        rootFd(procRoot),
-        buf,
-        from,
-        skipPids,
-        skipStarts,
-        skip.length,
-        hex,
-        sizes,
+        root,
+        p.subarray(done),
+        rest,
+        limit,
+        recs,
+        text,
+        text.length,
         info,
       );
-      if (n < 0) throw failure(procRoot, sizes[WS_FILE] === 3 ? 'environ' : 'stat');
-      const walk: PackedWalk = {
-        count: n,
-        rec: new Float64Array(WALK_RECORD * n),
-        text: Buffer.allocUnsafe(sizes[WS_TEXT] as number),
-        env: Buffer.allocUnsafe(sizes[WS_ENV] as number),
-        notable: new Int32Array(sizes[WS_NOTABLE] as number),
-        index: new Int32Array(sizes[WS_INDEX] as number),
-        firstChild: new Int32Array(n),
-        nextSibling: new Int32Array(n),
-      };
-      if (environ) walk.environ = environ;
-      walkTakeFn(walk.rec, walk.text, walk.env, walk.notable, walk.index, walk.firstChild, walk.nextSibling);
-      return walk;
-    },
-    stat(procRoot, pid) {
-      const n = statFn(procRoot, rootFd(procRoot), pid, buf, out, out.length, info);
-      if (n < 0) throw failure(procRoot, 'stat');
-      return n === 0 ? undefined : statAt(0);
-    },
-    environ(procRoot, pids, leaderExited, budgetMs) {
-      const reads: EnvironRead[] = [];
-      for (let done = 0; done < pids.length; ) {
-        const rest = pids.length - done;
-        const p = rest === 1 ? onePid : new Int32Array(rest);
-        const z = rest === 1 ? oneFlag : new Uint8Array(rest);
-        for (let i = 0; i < rest; i++) {
-          p[i] = pids[done + i] as number;
-          z[i] = leaderExited[done + i] ? 1 : 0;
-        }
-        const n = environFn(procRoot, rootFd(procRoot), p, z, rest, budgetMs, buf, out, out.length, info);
-        if (n === -2) {
-          grow();
-          continue;
-        }
-        if (n < 0) throw failure(procRoot, 'environ');
-        const count = info[4] as number;
-        envRecords(out, count, reads);
-        done += count;
+      if ((got as number) < 0) throw this.failure(procRoot, 'cmdline');
+      const chunk = textChunk(text, rec, width, TP.CMDLINE_AT, done, got as number);
+      for (let i = done; i < done + (got as number); i++) {
+        const r = width * i;
+        const cmdline = outcome(
+          rec[r + TP.CMDLINE_KIND],
+          rec[r + TP.CMDLINE_LENGTH],
+          rec[r + TP.CMDLINE_TRUNCATED],
+        );
+        results.push({ cmdline, text: chunk.subarray(rec[r + TP.CMDLINE_AT] as number) });
       }
-      return reads;
-    },
-    details(procRoot, pid, limit) {
-      if (detailsFn(procRoot, rootFd(procRoot), pid, limit, buf, details, info) < 0) {
-        throw failure(procRoot, DETAIL_FILES[info[4] as number] ?? 'cmdline');
+      done += got as number;
+      if ((got as number) < rest) this.text = Buffer.from(new ArrayBuffer(text.length * 2));
+    }
+    return results;
+  }
+
+  holdAll(procRoot: string, requests: readonly HoldRequest[], limit: number): NativeHold[] {
+    const n = requests.length;
+    const results: NativeHold[] = [];
+    if (n === 0) return results;
+    const pids = new Int32Array(n);
+    const starts = new Float64Array(n);
+    const kinds = new Uint8Array(n);
+    const via = new Int32Array(n);
+    const exited = new Uint8Array(n);
+    // One session entry per scan: a request of another is held as `gone` (its environ never
+    // held this scan's entry) — the batch takes one.
+    let entry: string | undefined;
+    for (let i = 0; i < n; i++) {
+      const { id, evidence } = requests[i] as HoldRequest;
+      pids[i] = id.pid;
+      starts[i] = id.startTime;
+      kinds[i] = EVIDENCE[evidence.kind];
+      if (evidence.kind === 'parent') via[i] = evidence.ppid;
+      if (evidence.kind === 'carrier') {
+        if (entry !== undefined && entry !== evidence.entry) throw new RangeError('one entry per hold batch');
+        entry = evidence.entry;
+        exited[i] = evidence.leaderExited ? 1 : 0;
       }
-      return detailsRead();
-    },
-    cmdlines(procRoot, pids, limit) {
-      const n = pids.length;
-      const results: { cmdline: ReadOutcome; text: Buffer }[] = [];
-      if (n === 0) return results;
-      const p = Int32Array.from(pids);
-      const rec = new Float64Array(CMDLINE_RECORD * n);
-      if (text.length < limit + 1) text = Buffer.from(new ArrayBuffer(2 * (limit + 1)));
-      for (let done = 0; done < n; ) {
-        const rest = n - done;
-        const got = cmdlinesFn(
-          procRoot,
-          rootFd(procRoot),
-          p.subarray(done),
-          rest,
-          limit,
-          rec.subarray(CMDLINE_RECORD * done),
-          text,
-          text.length,
-          info,
-        ) as number;
-        if (got < 0) throw failure(procRoot, 'cmdline');
-        // This call's cmdlines, copied out of `text` (reused by the next call).
-        const used = endOfText(rec, CMDLINE_RECORD, 1, done, got);
-        const chunk = used === 0 ? EMPTY : Buffer.from(text.subarray(0, used));
+    }
+    const hex = entry === undefined ? null : (this.entryHex(entry) ?? null);
+    const width = TP.HOLD_RECORD;
+    const rec = new Float64Array(width * n);
+    this.textFor(limit);
+    for (let done = 0; done < n; ) {
+      const rest = n - done;
+      const { text, info } = this;
+      const got = this.fn.tp_hold_batch(
+        procRoot,
+        this.rootFd(procRoot),
+        pids.subarray(done),
+        starts.subarray(done),
+        kinds.subarray(done),
+        via.subarray(done),
+        exited.subarray(done),
+        rest,
+        hex,
+        limit,
+        this.buf,
+        rec.subarray(width * done),
+        text,
+        text.length,
+        info,
+      ) as number;
+      if (got < 0) {
+        for (const r of results) if (r.kind === 'held') closeFd(r.fd);
+        throw this.fileFailure(procRoot, 'stat');
+      }
+      const chunk = textChunk(text, rec, width, TP.HOLD_TEXT_AT, done, got);
+      for (let i = done; i < done + got; i++) results.push(holdAt(rec, i, chunk));
+      done += got;
+      if (got < rest) this.text = Buffer.from(new ArrayBuffer(text.length * 2));
+    }
+    return results;
+  }
+
+  prehold(
+    procRoot: string,
+    candidates: readonly ProcStat[],
+    entry: string,
+    limit: number,
+    signal?: PreSignal,
+  ): PreHeld[] {
+    const n = candidates.length;
+    const results: PreHeld[] = [];
+    if (n === 0) return results;
+    const pids = new Int32Array(n);
+    const starts = new Float64Array(n);
+    const exited = new Uint8Array(n);
+    const may = signal ? new Uint8Array(n) : null;
+    for (let i = 0; i < n; i++) {
+      const stat = candidates[i] as ProcStat;
+      pids[i] = stat.pid;
+      starts[i] = stat.startTime;
+      exited[i] = stat.state === 'Z' ? 1 : 0; // a zombie leader: read through a live thread
+      if (may && signal?.may[i]) may[i] = 1;
+    }
+    const sig = signal?.number ?? 0;
+    const hex = this.entryHex(entry) ?? null;
+    const width = TP.HOLD_RECORD;
+    const rec = new Float64Array(width * n);
+    this.textFor(limit);
+    const reads: EnvironRead[] = [];
+    for (let done = 0; done < n; ) {
+      const rest = n - done;
+      const { text, out, info } = this;
+      const got = this.fn.tp_prehold(
+        procRoot,
+        this.rootFd(procRoot),
+        pids.subarray(done),
+        starts.subarray(done),
+        exited.subarray(done),
+        rest,
+        hex,
+        limit,
+        this.buf,
+        rec.subarray(width * done),
+        text,
+        text.length,
+        out,
+        out.length,
+        sig,
+        may?.subarray(done) ?? null,
+        info,
+      ) as number;
+      const stopped = info[TP.INFO_MORE];
+      const failed = got < 0 || stopped === TP.PREHOLD_FAILED_AFTER_SIGNAL;
+      const error = failed ? this.fileFailure(procRoot, 'stat') : undefined;
+      if (got > 0) {
+        envRecords(out, got, reads);
+        const chunk = textChunk(text, rec, width, TP.HOLD_TEXT_AT, done, got);
         for (let i = done; i < done + got; i++) {
-          const r = CMDLINE_RECORD * i;
-          const kind = KINDS[rec[r] as number];
-          const cmdline: ReadOutcome =
-            kind === 'ok'
-              ? { kind, length: rec[r + 2] as number, truncated: rec[r + 3] === 1 }
-              : kind === 'gone'
-                ? { kind }
-                : { kind: 'denied', code: 'EACCES' };
-          results.push({ cmdline, text: chunk.subarray(rec[r + 1] as number) });
-        }
-        done += got;
-        if (got < rest) text = Buffer.from(new ArrayBuffer(text.length * 2));
-      }
-      return results;
-    },
-    holdAll(procRoot, requests, limit) {
-      const n = requests.length;
-      const results: NativeHold[] = [];
-      if (n === 0) return results;
-      const pids = new Int32Array(n);
-      const starts = new Float64Array(n);
-      const kinds = new Uint8Array(n);
-      const via = new Int32Array(n);
-      const exited = new Uint8Array(n);
-      // One session entry per scan: a request of another is held as `gone` (its environ never
-      // held this scan's entry) — the batch takes one.
-      let entry: string | undefined;
-      for (let i = 0; i < n; i++) {
-        const { id, evidence } = requests[i] as HoldRequest;
-        pids[i] = id.pid;
-        starts[i] = id.startTime;
-        kinds[i] = EVIDENCE[evidence.kind];
-        if (evidence.kind === 'parent') via[i] = evidence.ppid;
-        if (evidence.kind === 'carrier') {
-          if (entry !== undefined && entry !== evidence.entry)
-            throw new RangeError('one entry per hold batch');
-          entry = evidence.entry;
-          exited[i] = evidence.leaderExited ? 1 : 0;
+          const r: PreHeld = {
+            read: reads[i] as EnvironRead,
+            hold: holdAt(rec, i, chunk),
+            ppid: rec[width * i + TP.HOLD_PPID] as number,
+          };
+          const sent = rec[width * i + TP.HOLD_SENT] as number;
+          if (sent !== TP.NOT_SENT) r.sent = sent;
+          results.push(r);
         }
       }
-      const hex = entry === undefined ? null : (entryHex(entry) ?? null);
-      const rec = new Float64Array(HOLD_RECORD * n);
-      if (text.length < limit + 1) text = Buffer.from(new ArrayBuffer(2 * (limit + 1)));
-      for (let done = 0; done < n; ) {
-        const rest = n - done;
-        const got = holdBatchFn(
-          procRoot,
-          rootFd(procRoot),
-          pids.subarray(done),
-          starts.subarray(done),
-          kinds.subarray(done),
-          via.subarray(done),
-          exited.subarray(done),
-          rest,
-          hex,
-          limit,
-          buf,
-          rec.subarray(HOLD_RECORD * done),
-          text,
-          text.length,
-          info,
-        ) as number;
-        if (got < 0) {
-          for (const r of results) if (r.kind === 'held') closeFd(r.fd);
-          throw failure(procRoot, DETAIL_FILES[info[4] as number] ?? 'stat');
-        }
-        // This call's cmdlines, copied out of `text` (reused by the next call).
-        const used = endOfText(rec, HOLD_RECORD, 4, done, got);
-        const chunk = used === 0 ? EMPTY : Buffer.from(text.subarray(0, used));
-        for (let i = done; i < done + got; i++) results.push(holdAt(rec, i, chunk));
-        done += got;
-        if (got < rest) text = Buffer.from(new ArrayBuffer(text.length * 2));
+      if (error) {
+        // What was signalled is the caller's to report: its holds are handed over, open.
+        if (results.some((r) => r.sent !== undefined)) throw new PreHoldFailure(results, error);
+        for (const r of results) if (r.hold.kind === 'held') closeFd(r.hold.fd);
+        throw error;
       }
-      return results;
-    },
-    prehold(procRoot, candidates, entry, limit, signal) {
-      const n = candidates.length;
-      const results: PreHeld[] = [];
-      if (n === 0) return results;
-      const pids = new Int32Array(n);
-      const starts = new Float64Array(n);
-      const exited = new Uint8Array(n);
-      const may = signal ? new Uint8Array(n) : null;
-      for (let i = 0; i < n; i++) {
-        const stat = candidates[i] as ProcStat;
-        pids[i] = stat.pid;
-        starts[i] = stat.startTime;
-        exited[i] = stat.state === 'Z' ? 1 : 0; // a zombie leader: read through a live thread
-        if (may && signal?.may[i]) may[i] = 1;
-      }
-      const sig = signal?.number ?? 0;
-      const hex = entryHex(entry) ?? null;
-      const rec = new Float64Array(HOLD_RECORD * n);
-      if (text.length < limit + 1) text = Buffer.from(new ArrayBuffer(2 * (limit + 1)));
-      const reads: EnvironRead[] = [];
-      for (let done = 0; done < n; ) {
-        const rest = n - done;
-        const got = preholdFn(
-          procRoot,
-          rootFd(procRoot),
-          pids.subarray(done),
-          starts.subarray(done),
-          exited.subarray(done),
-          rest,
-          hex,
-          limit,
-          buf,
-          rec.subarray(HOLD_RECORD * done),
-          text,
-          text.length,
-          out,
-          out.length,
-          sig,
-          may?.subarray(done) ?? null,
-          info,
-        ) as number;
-        const failed = got < 0 || info[5] === PREHOLD_FAILED_AFTER_SIGNAL;
-        const error = failed ? failure(procRoot, DETAIL_FILES[info[4] as number] ?? 'stat') : undefined;
-        if (got > 0) {
-          envRecords(out, got, reads);
-          const used = endOfText(rec, HOLD_RECORD, 4, done, got);
-          const chunk = used === 0 ? EMPTY : Buffer.from(text.subarray(0, used));
-          for (let i = done; i < done + got; i++) {
-            const r: PreHeld = {
-              read: reads[i] as EnvironRead,
-              hold: holdAt(rec, i, chunk),
-              ppid: rec[HOLD_RECORD * i + 7] as number,
-            };
-            const sent = rec[HOLD_RECORD * i + 8] as number;
-            if (sent !== NOT_SENT) r.sent = sent;
-            results.push(r);
-          }
-        }
-        if (error) {
-          // What was signalled is the caller's to report: its holds are handed over, open.
-          if (results.some((r) => r.sent !== undefined)) throw new PreHoldFailure(results, error);
-          for (const r of results) if (r.hold.kind === 'held') closeFd(r.hold.fd);
-          throw error;
-        }
-        done += got;
-        if (got < rest && info[5] === 1) grow();
-        else if (got < rest) text = Buffer.from(new ArrayBuffer(text.length * 2));
-      }
-      return results;
-    },
-    poll1(fd) {
-      return poll1(fd) as number;
-    },
-    pollMany(fds) {
-      const n = fds.length;
-      const p = Int32Array.from(fds);
-      const revents = new Int32Array(n);
-      if (n === 0) return revents;
-      return (pollManyFn(p, n, revents, Buffer.allocUnsafe(8 * n)) as number) < 0 ? null : revents;
-    },
-    sendHeld(fd, signal) {
-      return sendHeldFn(fd, signal) as number;
-    },
-  };
+      done += got;
+      if (got < rest && stopped === TP.PREHOLD_ENV_FULL) this.grow();
+      else if (got < rest) this.text = Buffer.from(new ArrayBuffer(text.length * 2));
+    }
+    return results;
+  }
+
+  poll1(fd: number): number {
+    return this.fn.tp_poll1(fd) as number;
+  }
+
+  pollMany(fds: readonly number[]): Int32Array | null {
+    const n = fds.length;
+    const p = Int32Array.from(fds);
+    const revents = new Int32Array(n);
+    if (n === 0) return revents;
+    return (this.fn.tp_poll_many(p, n, revents, Buffer.allocUnsafe(8 * n)) as number) < 0 ? null : revents;
+  }
+
+  sendHeld(fd: number, signal: number): number {
+    return this.fn.tp_send_held(fd, signal) as number;
+  }
 }
 
-// tp_hold_batch's evidence kinds, record and results (native/scan.c), and the files its
-// info[4] names.
-const EVIDENCE = { identity: 0, carrier: 1, parent: 2 } as const;
-const HOLD_RECORD = 10;
-const NOT_SENT = 2; // tp_prehold's rec[8] when no signal was sent
-const PREHOLD_FAILED_AFTER_SIGNAL = 4; // tp_prehold's info[5]: a read failed after a signal
-const CMDLINE_RECORD = 4; // tp_cmdlines' record: kind, offset, length, truncated
-const HOLD_GONE = -2;
-const HOLD_NO_PIDFD = -3;
+const SCAN_FUNCTIONS: readonly (keyof ScanFunctions)[] = [
+  'tp_open_root',
+  'tp_walk',
+  'tp_walk_take',
+  'tp_stat',
+  'tp_environ',
+  'tp_details',
+  'tp_cmdlines',
+  'tp_hold_batch',
+  'tp_prehold',
+  'tp_poll1',
+  'tp_poll_many',
+  'tp_send_held',
+  'tp_strerror',
+];
+
 const HELD_GONE: NativeHold = { kind: 'gone' };
-const DETAIL_FILES = ['stat', 'status', 'cmdline', 'environ'];
 const EMPTY = Buffer.alloc(0);
 
 function closeFd(fd: number): void {
@@ -635,52 +854,68 @@ function closeFd(fd: number): void {
   }
 }
 
+// A cmdline's outcome from a record's kind, length and truncated flag.
+function outcome(
+  kind: number | undefined,
+  length: number | undefined,
+  truncated: number | undefined,
+): ReadOutcome {
+  const k = KINDS[kind as number];
+  if (k === 'ok') return { kind: k, length: length as number, truncated: truncated === 1 };
+  return k === 'gone' ? { kind: 'gone' } : { kind: 'denied', code: 'EACCES' };
+}
+
 // Member i's hold from its record (its cmdline bytes in `text`, at the record's offset).
 function holdAt(rec: Float64Array, i: number, text: Buffer): NativeHold {
-  const r = HOLD_RECORD * i;
-  const fd = rec[r] as number;
-  if (fd === HOLD_GONE) return HELD_GONE;
-  if (fd === HOLD_NO_PIDFD) return { kind: 'no-pidfd', errno: rec[r + 1] as number };
-  const uid = rec[r + 2] as number;
-  const kind = KINDS[rec[r + 3] as number];
-  const at = rec[r + 4] as number;
-  const cmdline: ReadOutcome =
-    kind === 'ok'
-      ? { kind, length: rec[r + 5] as number, truncated: rec[r + 6] === 1 }
-      : kind === 'gone'
-        ? { kind }
-        : { kind: 'denied', code: 'EACCES' };
+  const r = TP.HOLD_RECORD * i;
+  const fd = rec[r + TP.HOLD_FD] as number;
+  if (fd === TP.HOLD_GONE) return HELD_GONE;
+  if (fd === TP.HOLD_NO_PIDFD) return { kind: 'no-pidfd', errno: rec[r + TP.HOLD_ERRNO] as number };
+  const uid = rec[r + TP.HOLD_UID] as number;
+  const cmdline = outcome(rec[r + TP.HOLD_KIND], rec[r + TP.HOLD_CMDLINE_LENGTH], rec[r + TP.HOLD_TRUNCATED]);
+  const at = rec[r + TP.HOLD_TEXT_AT] as number;
   return { kind: 'held', fd, uid: uid < 0 ? undefined : uid, cmdline, text: text.subarray(at) };
 }
 
-// The end of the cmdline bytes records [from, from + count) left in `text`: each record is
-// `width` doubles, its text's offset at `at` and its length at `at + 1`.
-function endOfText(rec: Float64Array, width: number, at: number, from: number, count: number): number {
+// The cmdline bytes of records [from, from + count) copied out of `text` (reused by the next
+// call): each record is `width` doubles, its text's offset at `at` and its length at `at + 1`.
+function textChunk(
+  text: Buffer,
+  rec: Float64Array,
+  width: number,
+  at: number,
+  from: number,
+  count: number,
+): Buffer {
   let end = 0;
   for (let i = from; i < from + count; i++) {
     const r = width * i + at;
     end = Math.max(end, (rec[r] as number) + (rec[r + 1] as number));
   }
-  return end;
+  return end === 0 ? EMPTY : Buffer.from(text.subarray(0, end));
 }
 
 const GONE: EnvironRead = { kind: 'gone' };
 const DENIED: EnvironRead = { kind: 'denied' };
 
-// `count` environ records of tp_environ / tp_prehold (native/scan.c) from out[0…], onto `reads`.
+// `count` environ records of tp_environ / tp_prehold (native/tether.h TP_ENV_*) from out[0…],
+// onto `reads`.
 function envRecords(out: Buffer, count: number, reads: EnvironRead[]): void {
+  const hexDigits = TP.TAG_HEX_DIGITS;
   let at = 0;
   for (let i = 0; i < count; i++) {
-    const kind = KINDS[out[at] as number];
-    const entryCount = out.readUInt32LE(at + 10);
+    const kind = KINDS[out[at + TP.ENV_KIND_AT] as number];
+    const entryCount = out.readUInt32LE(at + TP.ENV_COUNT_AT);
+    const first = at + TP.ENV_HEAD;
     if (kind === 'ok') {
       const entries: string[] = [];
       for (let e = 0; e < entryCount; e++) {
-        const hex = out.toString('latin1', at + 14 + 32 * e, at + 46 + 32 * e);
+        const hex = out.toString('latin1', first + hexDigits * e, first + hexDigits * (e + 1));
         entries.push(`${TAG_PREFIX}${hex}=1`);
       }
-      reads.push({ kind, entries, bytes: out.readDoubleLE(at + 2), oversized: out[at + 1] === 1 });
+      const bytes = out.readDoubleLE(at + TP.ENV_BYTES_AT);
+      reads.push({ kind, entries, bytes, oversized: out[at + TP.ENV_OVERSIZED_AT] === 1 });
     } else reads.push(kind === 'gone' ? GONE : DENIED);
-    at += 14 + 32 * entryCount;
+    at = first + hexDigits * entryCount;
   }
 }
