@@ -1,7 +1,7 @@
 // tether script sweep|wrap|write: prints a sandbox program, for callers in other languages
 // (docs/sandbox.md says how to call each and read its output).
 import { TetherError } from '../errors.js';
-import { type ProgramName, program } from '../sandbox/index.js';
+import { type ProgramName, program } from '../sandbox/programs.js';
 
 const NAMES: ProgramName[] = ['sweep', 'wrap', 'write'];
 

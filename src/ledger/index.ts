@@ -1,5 +1,5 @@
 // `tether/ledger`: the durable record of sessions, its stores and their conformance suite
-// (docs/ledger.md). The public surface is this file's list, recorded in etc/ledger.api.md (lint
+// (docs/ledger.md). The public surface is this file's list, recorded in etc/tether-ledger.api.md (lint
 // fails when it changes without that report): the ledger, the store interface and the two
 // stores, the conformance suite, the record types, the transition rules and the supervisor's
 // verdict. The stores' settings, error mappers, the channel key and the supervisor's identity are

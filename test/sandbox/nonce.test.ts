@@ -7,6 +7,7 @@ import { join } from 'node:path';
 import { PassThrough } from 'node:stream';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTag, sandbox } from '../../src/index.js';
+import { SCRIPT_ARG_MAX } from '../../src/sandbox/exec.js';
 import { missing } from '../support/tools.js';
 import { aliveOnHost, type Container, SHELLS, startContainer, taggedOnHost } from './container.js';
 
@@ -95,7 +96,7 @@ describe('the completion nonce', () => {
         expect(
           BIG_FORGER.length,
           'premise broken: the script is not large enough for script mode',
-        ).toBeGreaterThan(sandbox.SCRIPT_ARG_MAX);
+        ).toBeGreaterThan(SCRIPT_ARG_MAX);
         const tag = createTag();
         const stderr = new PassThrough();
         let said = '';

@@ -5,11 +5,11 @@ import {
   CompletionStripper,
   completionLine,
   createNonce,
-  parseSweepOutput,
   StartStripper,
   startLine,
   stripCompletion,
-} from '../../src/sandbox/index.js';
+} from '../../src/sandbox/completion.js';
+import { parseSweepOutput } from '../../src/sandbox/sweep-output.js';
 import { below, prng } from './prng.js';
 
 const NONCE = createNonce();
