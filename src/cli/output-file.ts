@@ -1,6 +1,7 @@
 // The files a caller names for tether to write (`tether run --report-file`, `--events`): opened
-// once, before the payload runs, without following a symbolic link (O_NOFOLLOW) and without
-// waiting for a FIFO's reader (O_NONBLOCK); then written through that one descriptor, so a path
+// once, before the payload runs, as an untrusted file (src/proc/untrusted-file.ts: without
+// following a symbolic link, O_NOFOLLOW, without waiting for a FIFO's reader, O_NONBLOCK, and
+// never becoming tether's controlling terminal, O_NOCTTY); then written through that one descriptor, so a path
 // swapped for a link meanwhile is never opened. The directories above it are walked one at a time
 // through descriptors, and a link among them that another user could have planted in a sticky,
 // world-writable directory is refused (the kernel's fs.protected_symlinks rule, applied whatever
@@ -21,6 +22,7 @@ import {
   writeSync,
 } from 'node:fs';
 import { TetherError } from '../errors.js';
+import { openUntrustedFile, type UntrustedOpen, type UntrustedRefusal } from '../proc/untrusted-file.js';
 
 /** How long a write waits for a FIFO's or a pipe's reader that reads nothing, ms. */
 export const STALL_MS = 10_000;
@@ -75,51 +77,44 @@ export function openOutputFile(
     if (why) throw refuse(why);
     return outputFile(path, held, 'descriptor', false, stallMs);
   }
-  const { O_WRONLY, O_CREAT, O_NOFOLLOW, O_NONBLOCK, O_APPEND } = constants;
-  let fd: number;
+  let opened: UntrustedOpen | UntrustedRefusal;
   try {
     const { dir, name } = walkToParent(path, refuse);
     const at = `/proc/self/fd/${dir}/${name}`;
     try {
-      fd = openSync(
-        at,
-        O_WRONLY | O_CREAT | O_NOFOLLOW | O_NONBLOCK | (mode === 'append' ? O_APPEND : 0),
-        0o666,
-      );
-    } catch (error) {
-      throw shownAs(error, at, path);
+      // Not truncated here: `replace` truncates at each write, once the payload has something to say.
+      opened = openUntrustedFile(at, {
+        access: 'write',
+        create: 0o666,
+        append: mode === 'append',
+        kinds: ['file', 'fifo', 'character device'],
+        maxLinks: 1,
+      });
     } finally {
       closeSync(dir);
     }
+    if (!opened.ok && opened.refused === 'open') throw shownAs(opened.error, at, path);
   } catch (error) {
     if (error instanceof TetherError) throw error;
     throw refuse(openFailure(path, error), error);
   }
-  let stat: Stats;
-  try {
-    stat = fstatSync(fd);
-  } catch (error) {
-    closeSync(fd);
-    throw refuse(`cannot be read back (${errnoOf(error)})`, error);
+  if (!opened.ok) {
+    switch (opened.refused) {
+      case 'open': // thrown above
+      case 'read':
+        throw refuse(`cannot be read back (${opened.code})`, opened.error);
+      case 'links':
+        throw refuse(
+          `a file with ${opened.stat.nlink} hard links (tether writes only a file that has no other name)`,
+        );
+      default:
+        throw refuse(
+          `${describe(opened.stat)} (expected a regular file, a FIFO with its reader, or a character device)`,
+        );
+    }
   }
-  const kind = stat.isFile()
-    ? 'file'
-    : stat.isFIFO()
-      ? 'fifo'
-      : stat.isCharacterDevice()
-        ? 'device'
-        : undefined;
-  const wrong =
-    kind === undefined
-      ? `${describe(stat)} (expected a regular file, a FIFO with its reader, or a character device)`
-      : kind === 'file' && stat.nlink > 1
-        ? `a file with ${stat.nlink} hard links (tether writes only a file that has no other name)`
-        : undefined;
-  if (wrong) {
-    closeSync(fd);
-    throw refuse(wrong);
-  }
-  return outputFile(path, fd, kind as OutputKind, mode === 'replace', stallMs);
+  const kind: OutputKind = opened.kind === 'file' ? 'file' : opened.kind === 'fifo' ? 'fifo' : 'device';
+  return outputFile(path, opened.fd, kind, mode === 'replace', stallMs);
 }
 
 /**

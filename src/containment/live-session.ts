@@ -32,15 +32,12 @@
 // of the tag it sees (`firstMembers`, `signBefore`; docs/containment.md, "Live sessions").
 import {
   closeSync,
-  constants,
-  fstatSync,
   lstatSync,
   mkdirSync,
   openSync,
   readdirSync,
   readFileSync,
   readlinkSync,
-  readSync,
   realpathSync,
   renameSync,
   statSync,
@@ -55,6 +52,7 @@ import { CLOCK_TICKS_PER_SECOND } from '../proc/identity.js';
 import type { Snapshot } from '../proc/snapshot.js';
 import { type ProcStat, parseStatBuffer } from '../proc/stat.js';
 import { TAG_NAME_PATTERN, TAG_PREFIX } from '../proc/tag.js';
+import { readUntrustedFile } from '../proc/untrusted-file.js';
 import { HELPER_COMM, looksLikeHelper } from './helper.js';
 
 /** The variable naming the live-session registrations directory (absolute), before the defaults. */
@@ -302,26 +300,11 @@ function parseRegistration(dir: string, name: string): SessionRegistration | und
   };
 }
 
-// A regular file's text and owner, at most REGISTRATION_MAX_BYTES; undefined for anything else.
+// A regular file's text and owner, at most REGISTRATION_MAX_BYTES, read as an untrusted file
+// (src/proc/untrusted-file.ts); undefined for anything else.
 function readSmallFile(path: string): { text: string; uid: number } | undefined {
-  let fd: number;
-  try {
-    fd = openSync(path, constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK);
-  } catch {
-    return undefined;
-  }
-  try {
-    const st = fstatSync(fd);
-    if (!st.isFile() || st.size > REGISTRATION_MAX_BYTES) return undefined;
-    const buf = Buffer.alloc(REGISTRATION_MAX_BYTES + 1);
-    const n = readSync(fd, buf, 0, buf.length, 0);
-    if (n > REGISTRATION_MAX_BYTES) return undefined;
-    return { text: buf.toString('latin1', 0, n), uid: st.uid };
-  } catch {
-    return undefined;
-  } finally {
-    closeSync(fd);
-  }
+  const read = readUntrustedFile(path, { maxBytes: REGISTRATION_MAX_BYTES });
+  return read.ok ? { text: read.bytes.toString('latin1'), uid: read.stat.uid } : undefined;
 }
 
 /**

@@ -1,11 +1,12 @@
 // The guard's input files (docs/guard.md, "Inputs"): the allow file and the registrations file
 // are read every tick, and a tick must never wait on them. A FIFO blocks an open(2) for reading
-// until a writer comes and a read until it writes; /dev/zero never ends. So each is opened with
-// O_NONBLOCK (a FIFO's open returns at once), fstat'ed on that very fd, refused unless it is a
-// regular file of at most `INPUT_MAX_BYTES`, and read with a deadline: a read that does not
-// finish in time (a hung FUSE or NFS mount) is given up and the tick goes on without it.
-import { constants, type Stats, statSync } from 'node:fs';
-import { type FileHandle, open } from 'node:fs/promises';
+// until a writer comes and a read until it writes; /dev/zero never ends. So each is read as an
+// untrusted file (src/proc/untrusted-file.ts: opened O_NONBLOCK, a FIFO's open returning at once,
+// fstat'ed on that very fd, refused unless it is a regular file of at most `INPUT_MAX_BYTES`), and
+// with a deadline: a read that does not finish in time (a hung FUSE or NFS mount) is given up and
+// the tick goes on without it.
+import { type Stats, statSync } from 'node:fs';
+import { readUntrustedFileAsync } from '../proc/untrusted-file.js';
 
 /** The largest allow or registrations file read, bytes (1 MiB). */
 export const INPUT_MAX_BYTES = 1024 * 1024;
@@ -49,40 +50,23 @@ export async function readInputFile(
   }
 }
 
+// The read itself, as an untrusted file (src/proc/untrusted-file.ts) through libuv's thread pool,
+// a symbolic link followed: the operator names these files (a Kubernetes ConfigMap's file is a
+// link), and only root, or whoever runs the guard, writes where they are.
 async function readBounded(path: string, maxBytes: number): Promise<InputRead> {
-  let handle: FileHandle;
-  try {
-    handle = await open(path, constants.O_RDONLY | constants.O_NONBLOCK | constants.O_NOCTTY);
-  } catch (error) {
-    const code = (error as NodeJS.ErrnoException).code;
-    if (code === 'ENOENT') return { kind: 'missing' };
-    return { kind: 'refused', why: `cannot open it (${code ?? (error as Error).message})` };
-  }
-  try {
-    const st = await handle.stat();
-    if (!st.isFile()) return { kind: 'refused', why: `${kindOf(st)}, not a regular file` };
-    if (st.size > maxBytes) return { kind: 'refused', why: tooBig(st.size, maxBytes) };
-    // Sized by fstat, grown (to at most one byte past the cap) for a file that grows while it is
-    // read: one that passes the cap is refused, not followed.
-    let buffer = Buffer.alloc(Math.min(st.size, maxBytes) + 1);
-    let length = 0;
-    for (;;) {
-      if (length === buffer.length) {
-        const grown = Buffer.alloc(Math.min(buffer.length * 2, maxBytes + 1));
-        buffer.copy(grown);
-        buffer = grown;
-      }
-      const { bytesRead } = await handle.read(buffer, length, buffer.length - length, length);
-      if (bytesRead === 0) break;
-      length += bytesRead;
-      if (length > maxBytes) return { kind: 'refused', why: tooBig(length, maxBytes) };
-    }
-    return { kind: 'ok', text: buffer.subarray(0, length).toString('utf8') };
-  } catch (error) {
-    const code = (error as NodeJS.ErrnoException).code;
-    return { kind: 'refused', why: `cannot read it (${code ?? (error as Error).message})` };
-  } finally {
-    await handle.close().catch(() => undefined);
+  const read = await readUntrustedFileAsync(path, { follow: true, maxBytes });
+  if (read.ok) return { kind: 'ok', text: read.bytes.toString('utf8') };
+  switch (read.refused) {
+    case 'open':
+      return read.code === 'ENOENT'
+        ? { kind: 'missing' }
+        : { kind: 'refused', why: `cannot open it (${read.code})` };
+    case 'read':
+      return { kind: 'refused', why: `cannot read it (${read.code})` };
+    case 'size':
+      return { kind: 'refused', why: tooBig(read.size, maxBytes) };
+    default:
+      return { kind: 'refused', why: `${kindOf(read.stat)}, not a regular file` };
   }
 }
 

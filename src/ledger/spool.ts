@@ -16,14 +16,11 @@
 // loses nothing.
 import {
   closeSync,
-  constants,
-  fstatSync,
   linkSync,
   lstatSync,
   mkdirSync,
   openSync,
   readdirSync,
-  readFileSync,
   renameSync,
   unlinkSync,
   writeSync,
@@ -31,6 +28,7 @@ import {
 import { join } from 'node:path';
 import { type Identity, isAlive, selfIdentity } from '../proc/identity.js';
 import { nativeFiles } from '../proc/native-files.js';
+import { readUntrustedFile } from '../proc/untrusted-file.js';
 import { COLUMNS, parseRow, type SessionRow, toRow } from './rows.js';
 import { checkLedgerFile, checkSqliteAddon, errText, spoolDirOf } from './sqlite-file.js';
 import { ledgerUnavailable } from './store-errors.js';
@@ -447,34 +445,30 @@ function moveAside(from: string, to: string, fail: (what: string, err: unknown) 
   }
 }
 
-// A claimed file's text; `problem` when it is no file tether wrote (a directory, a FIFO or a
-// socket — opened without blocking —, a symlink — never followed —, or over
-// MAX_SPOOL_FILE_BYTES); `error` for an errno that says the spool cannot be read (EACCES, EIO).
+// A claimed file's text, read as an untrusted file (src/proc/untrusted-file.ts); `problem` when
+// it is no file tether wrote (a directory, a FIFO or a socket — opened without blocking —, a
+// symlink — never followed —, or over MAX_SPOOL_FILE_BYTES, by its size or by what a read finds);
+// `error` for an errno that says the spool cannot be read (EACCES, EIO).
 function readSpooled(path: string): { text?: string; problem: string; error?: unknown } {
-  let fd: number;
-  try {
-    fd = openSync(path, constants.O_RDONLY | constants.O_NONBLOCK | constants.O_NOFOLLOW);
-  } catch (err) {
-    const code = (err as NodeJS.ErrnoException).code;
-    if (code === 'ELOOP') return { problem: 'is a symbolic link, not a file tether wrote' };
-    if (code === 'ENXIO') return { problem: 'is a socket, not a file tether wrote' };
-    if (code === 'EISDIR') return { problem: 'is a directory' };
-    return { problem: '', error: err };
-  }
-  try {
-    const st = fstatSync(fd);
-    if (!st.isFile()) return { problem: 'is not a regular file' };
-    if (st.size > MAX_SPOOL_FILE_BYTES)
+  const read = readUntrustedFile(path, { maxBytes: MAX_SPOOL_FILE_BYTES });
+  if (read.ok) return { text: read.bytes.toString('utf8'), problem: '' };
+  switch (read.refused) {
+    case 'open':
+      if (read.code === 'ELOOP') return { problem: 'is a symbolic link, not a file tether wrote' };
+      if (read.code === 'ENXIO') return { problem: 'is a socket, not a file tether wrote' };
+      if (read.code === 'EISDIR') return { problem: 'is a directory' };
+      return { problem: '', error: read.error };
+    case 'read':
+      if (read.code === 'EISDIR') return { problem: 'is a directory' };
+      return { problem: '', error: read.error };
+    case 'size':
       return {
-        problem: `is ${st.size} bytes, more than the ${MAX_SPOOL_FILE_BYTES} a spooled record may hold`,
+        problem: read.grew
+          ? `grew past the ${MAX_SPOOL_FILE_BYTES} bytes a spooled record may hold while it was read`
+          : `is ${read.size} bytes, more than the ${MAX_SPOOL_FILE_BYTES} a spooled record may hold`,
       };
-    return { text: readFileSync(fd, 'utf8'), problem: '' };
-  } catch (err) {
-    const code = (err as NodeJS.ErrnoException).code;
-    if (code === 'EISDIR') return { problem: 'is a directory' };
-    return { problem: '', error: err };
-  } finally {
-    closeSync(fd);
+    default:
+      return { problem: 'is not a regular file' };
   }
 }
 

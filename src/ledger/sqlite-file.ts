@@ -4,9 +4,7 @@
 // better-sqlite3: `tether run` checks its ledger through this file alone.
 import {
   closeSync,
-  constants,
   existsSync,
-  fstatSync,
   lstatSync,
   mkdirSync,
   openSync,
@@ -19,6 +17,7 @@ import {
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { nativeFiles } from '../proc/native-files.js';
+import { openUntrustedFile } from '../proc/untrusted-file.js';
 import { ledgerCorrupt, ledgerLocked, ledgerUnavailable } from './store-errors.js';
 
 /**
@@ -303,17 +302,12 @@ export function checkLedgerFile(path: string, makeDirectory = true): void {
   checkHeader(path, header.subarray(0, length));
 }
 
-// The common case's open: an fd of the existing regular file `path` (O_RDWR | O_NOFOLLOW |
-// O_NONBLOCK), or undefined for anything else.
+// The common case's open: an fd of the existing regular file `path`, opened read-write as an
+// untrusted file (src/proc/untrusted-file.ts: O_NOFOLLOW | O_NONBLOCK), or undefined for
+// anything else (not there, not a regular file, not writable: the full path says which).
 function openExistingFile(path: string): number | undefined {
-  try {
-    const fd = openSync(path, constants.O_RDWR | constants.O_NOFOLLOW | constants.O_NONBLOCK);
-    if (fstatSync(fd).isFile()) return fd;
-    closeSync(fd);
-  } catch {
-    // not there, not a regular file, not writable: the full path says which
-  }
-  return undefined;
+  const opened = openUntrustedFile(path, { access: 'read-write' });
+  return opened.ok ? opened.fd : undefined;
 }
 
 // The header's verdict: SQLite's magic string, a schema not newer than ours, not another
