@@ -465,12 +465,19 @@ static int environ_one(int dfd, int pid, int leader_exited, int64_t budget_ns, u
  * readEnviron for pids[0, n) (environ_one each: leader_exited[i] for pids[i], each with a time
  * budget of `budget_ms` milliseconds: ENVIRON_TIME_BUDGET_MS but for a test). Records into
  * out: u8 kind, u8 oversized, f64 bytes, u32 entry count, count × 32 hex digits. Returns the
- * bytes written with info[4] = pids done (fewer than n when out is full: call again for the
+ * bytes written with info[TP_INFO_FILE] = pids done (fewer than n when out is full: call again for the
  * rest; -2 when not even one fits), or -1 (info).
  */
-long tp_environ(const char *root, int rootfd, const int32_t *pids, const uint8_t *leader_exited, int n,
-                double budget_ms, uint8_t *buf, uint8_t *out, long cap, int32_t *info) {
-  info[TP_INFO_FILE] = TP_FILE_STAT;
+long tp_environ(const struct tp_proc *p, const struct tp_environ_args *a) {
+  const char *root = p->root;
+  int rootfd = p->rootfd, n = a->n;
+  uint8_t *buf = p->buf, *out = a->out;
+  int32_t *info = p->info;
+  const int32_t *pids = a->pids;
+  const uint8_t *leader_exited = a->leader_exited;
+  long cap = a->cap;
+  double budget_ms = a->budget_ms;
+  info[TP_INFO_FILE] = 0; // the pids done
   int own;
   int dfd = root_of(root, rootfd, &own);
   if (dfd < 0) {
@@ -479,7 +486,7 @@ long tp_environ(const char *root, int rootfd, const int32_t *pids, const uint8_t
   }
   if (n > 0 && cap < TP_ENV_HEAD) {
     root_done(dfd, own);
-    return -2;
+    return TP_NO_ROOM;
   }
   struct env_out o = {out, cap, 0, 0, 0, 0, NULL, 0};
   int i;
@@ -507,12 +514,12 @@ long tp_environ(const char *root, int rootfd, const int32_t *pids, const uint8_t
   }
   root_done(dfd, own);
   info[TP_INFO_FILE] = i;
-  if (i == 0 && n > 0) return -2;
+  if (i == 0 && n > 0) return TP_NO_ROOM;
   return o.at;
 }
 
 // The real uid from the `Uid:` line of the first 4 KiB of <pid>/status into *uid (-1 when gone,
-// denied or without one). Returns 0, or -1 (info; info[4] = 1: the status file).
+// denied or without one). Returns 0, or -1 (info; info[TP_INFO_FILE] = TP_FILE_STATUS).
 static int status_uid(int dfd, int pid, uint8_t *buf, double *uid, int32_t *info) {
   char path[64];
   long len;
@@ -541,7 +548,7 @@ static int status_uid(int dfd, int pid, uint8_t *buf, double *uid, int32_t *info
 }
 
 // <pid>/cmdline, at most `limit` bytes, into buf[0, out[2]) (out[1]: KIND_*, out[3]: truncated).
-// Returns 0, or -1 (info; info[4] = 2: the cmdline file).
+// Returns 0, or -1 (info; info[TP_INFO_FILE] = TP_FILE_CMDLINE).
 static int cmdline_into(int dfd, int pid, long limit, uint8_t *buf, double *out, int32_t *info) {
   char path[64];
   long len;
@@ -568,7 +575,7 @@ static int cmdline_into(int dfd, int pid, long limit, uint8_t *buf, double *out,
  * The details of one found process (src/proc/details.ts): the real uid from the `Uid:` line of
  * the first 4 KiB of status (out[0]; -1 when gone, denied or without one), then cmdline, at
  * most `cmdline_limit` bytes, left in buf[0, out[2]) (out[1]: KIND_*, out[3]: truncated).
- * Returns 0, or -1 (info; info[4] names the file: 1 status, 2 cmdline).
+ * Returns 0, or -1 (info; info[TP_INFO_FILE] names the file: TP_FILE_*).
  */
 int tp_details(const char *root, int rootfd, int pid, long cmdline_limit, uint8_t *buf, double *out,
                int32_t *info) {
@@ -596,10 +603,16 @@ int tp_details(const char *root, int rootfd, int pid, long cmdline_limit, uint8_
  * denied: EACCES/EPERM), [1] its offset in `text`, [2] its length, [3] truncated (the file holds
  * more than `limit` bytes). Pid i is started only while limit + 1 bytes are left, so the call may stop early: returns the
  * pids done (call again for the rest with a larger `text`; 0 only when cap < limit + 1), or -1
- * (info: the read that failed, info[5] the pid's index).
+ * (info: the read that failed, info[TP_INFO_MORE] the pid's index).
  */
-long tp_cmdlines(const char *root, int rootfd, const int32_t *pids, int n, long limit, double *rec, uint8_t *text,
-                 long cap, int32_t *info) {
+long tp_cmdlines(const struct tp_proc *p, const struct tp_cmdlines_args *a) {
+  const char *root = p->root;
+  int rootfd = p->rootfd, n = a->n;
+  int32_t *info = p->info;
+  const int32_t *pids = a->pids;
+  long limit = a->limit, cap = a->text_cap;
+  double *rec = a->rec;
+  uint8_t *text = a->text;
   info[TP_INFO_MORE] = 0;
   int own;
   int dfd = root_of(root, rootfd, &own);
@@ -781,8 +794,8 @@ static void grow_fd_table(int fd) {
 // ioctl(PIDFD_GET_INFO) — from status' `Uid:` on a kernel without it — in *uid (-1 unknown), and
 // cmdline, at most `cmdline_limit` bytes, read into `text` (at least cmdline_limit + 1 bytes):
 // cmd[0] KIND_*, cmd[1] its length, cmd[2] truncated.
-// Returns the pidfd (>= 0, the caller's to close), TP_HOLD_GONE, TP_HOLD_NO_PIDFD (info[0] = the
-// errno of pidfd_open: EMFILE…), or HOLD_FAILED (info; info[4] names the file; the fd closed).
+// Returns the pidfd (>= 0, the caller's to close), TP_HOLD_GONE, TP_HOLD_NO_PIDFD (info[TP_INFO_ERRNO] the
+// errno of pidfd_open: EMFILE…), or HOLD_FAILED (info; info[TP_INFO_FILE] names the file; the fd closed).
 //
 // With `env` (tp_prehold: a candidate carrier, TP_EVIDENCE_CARRIER), the environ read after the
 // open is the one that decides membership: every session entry of it is collected into env->o
@@ -795,9 +808,30 @@ struct env_read {
   double bytes, ppid;
 };
 
-static int hold_one(int dfd, int pid, double start_time, int evidence, int via, int leader_exited,
-                    const uint8_t *entry_hex, long cmdline_limit, uint8_t *buf, uint8_t *text, double *uid,
-                    double *cmd, int32_t *info, struct env_read *env) {
+// One member to hold: its pid and start time, the evidence re-read once its pidfd is open
+// (TP_EVIDENCE_*; `via`: the parent of TP_EVIDENCE_PARENT), whether its leader has exited.
+struct member {
+  int pid;
+  double start_time;
+  int evidence, via, leader_exited;
+};
+
+// What every hold of one call shares: the root's fd, the session entry (TP_TAG_HEX_DIGITS hex
+// digits, or NULL), the cmdline cap, the read buffer and `info`.
+struct hold_call {
+  int dfd;
+  const uint8_t *entry_hex;
+  long cmdline_limit;
+  uint8_t *buf;
+  int32_t *info;
+};
+
+static int hold_one(const struct hold_call *c, const struct member *m, uint8_t *text, double *uid, double *cmd,
+                    struct env_read *env) {
+  int dfd = c->dfd, pid = m->pid, evidence = m->evidence, leader_exited = m->leader_exited;
+  const uint8_t *entry_hex = c->entry_hex;
+  uint8_t *buf = c->buf;
+  int32_t *info = c->info;
   *uid = -1;
   cmd[0] = TP_KIND_GONE;
   cmd[1] = 0;
@@ -833,10 +867,10 @@ static int hold_one(int dfd, int pid, double start_time, int evidence, int via, 
     goto done;
   }
   struct stat_line s;
-  if (k != TP_KIND_OK || !parse_stat(buf, len, &s) || s.fields[F_START] != start_time ||
+  if (k != TP_KIND_OK || !parse_stat(buf, len, &s) || s.fields[F_START] != m->start_time ||
       !alive_stat(dfd, pid, s.state))
     goto done;
-  if (evidence == TP_EVIDENCE_PARENT && s.fields[F_PPID] != (double)via) goto done;
+  if (evidence == TP_EVIDENCE_PARENT && s.fields[F_PPID] != (double)m->via) goto done;
   if (env != NULL) {
     env->ppid = s.fields[F_PPID];
     long first = env->o->at;
@@ -873,7 +907,7 @@ static int hold_one(int dfd, int pid, double start_time, int evidence, int via, 
     goto done;
   }
   snprintf(path, sizeof path, "%d/cmdline", pid);
-  k = read_cmdline(dfd, path, text, cmdline_limit, &len, &truncated, &err, &stage);
+  k = read_cmdline(dfd, path, text, c->cmdline_limit, &len, &truncated, &err, &stage);
   if (k < 0) {
     fail(info, err, stage, pid, 0);
     info[TP_INFO_FILE] = TP_FILE_CMDLINE;
@@ -901,13 +935,17 @@ done:
  * [5] its length; [6] truncated. The cmdlines go to text[0, cap), one after another: member i is
  * started only while cmdline_limit + 1 bytes are left, so the call may stop early.
  * Returns the members done (call again with the rest and a larger `text`; 0 only when `cap` is
- * smaller than cmdline_limit + 1), or -1 (info: the read that failed, info[5] the member's
+ * smaller than cmdline_limit + 1), or -1 (info: the read that failed, info[TP_INFO_MORE] the member's
  * index; the fds this call opened are closed, none is returned).
  */
-long tp_hold_batch(const char *root, int rootfd, const int32_t *pids, const double *start_times,
-                   const uint8_t *evidence, const int32_t *via, const uint8_t *leader_exited, int n,
-                   const uint8_t *entry_hex, long cmdline_limit, uint8_t *buf, double *rec, uint8_t *text,
-                   long cap, int32_t *info) {
+long tp_hold_batch(const struct tp_proc *p, const struct tp_hold_args *a) {
+  const char *root = p->root;
+  int rootfd = p->rootfd, n = a->n;
+  uint8_t *buf = p->buf, *text = a->text;
+  int32_t *info = p->info;
+  const int32_t *pids = a->pids;
+  long cmdline_limit = a->cmdline_limit, cap = a->text_cap;
+  double *rec = a->rec;
   info[TP_INFO_MORE] = 0;
   int own;
   int dfd = root_of(root, rootfd, &own);
@@ -917,12 +955,13 @@ long tp_hold_batch(const char *root, int rootfd, const int32_t *pids, const doub
     return -1;
   }
   long at = 0;
+  struct hold_call call = {dfd, a->entry_hex, cmdline_limit, buf, info};
   int i;
   for (i = 0; i < n && at + cmdline_limit + 1 <= cap; i++) {
     double *r = rec + (long)TP_HOLD_RECORD * i;
     double cmd[3];
-    int fd = hold_one(dfd, pids[i], start_times[i], evidence[i], via[i], leader_exited[i], entry_hex,
-                      cmdline_limit, buf, text + at, &r[TP_HOLD_UID], cmd, info, NULL);
+    struct member m = {pids[i], a->start_times[i], a->evidence[i], a->via[i], a->leader_exited[i]};
+    int fd = hold_one(&call, &m, text + at, &r[TP_HOLD_UID], cmd, NULL);
     if (fd == HOLD_FAILED) {
       for (int j = 0; j < i; j++) {
         int held = (int)rec[(long)TP_HOLD_RECORD * j + TP_HOLD_FD];
@@ -957,16 +996,20 @@ long tp_hold_batch(const char *root, int rootfd, const int32_t *pids, const doub
  * may_signal[i] set is sent `sig` through its pidfd right after its details were read
  * (tp_send_held: its exit polled, then pidfd_send_signal), its result in rec[8] (else TP_NOT_SENT):
  * so that its teardown starts while the batch goes on, as the floor's does. Returns the
- * candidates done (fewer than n when env (info[5] = 1) or text (info[5] = 2) has no room: call
- * again for the rest with a larger one), or -1 (info; info[5] = 3; the fds this call opened are
+ * candidates done (fewer than n when env (TP_PREHOLD_ENV_FULL) or text (TP_PREHOLD_TEXT_FULL) has no room: call
+ * again for the rest with a larger one), or -1 (info; TP_PREHOLD_FAILED; the fds this call opened are
  * closed) — but when a read fails after this call sent a signal: the candidates done before it
- * (info[5] = 4, the failure in info; their fds open), so that the caller can still say what it
+ * (TP_PREHOLD_FAILED_AFTER_SIGNAL, the failure in info; their fds open), so that the caller can still say what it
  * signalled.
  */
-long tp_prehold(const char *root, int rootfd, const int32_t *pids, const double *start_times,
-                const uint8_t *leader_exited, int n, const uint8_t *entry_hex, long cmdline_limit, uint8_t *buf,
-                double *rec, uint8_t *text, long text_cap, uint8_t *env, long env_cap, int sig,
-                const uint8_t *may_signal, int32_t *info) {
+long tp_prehold(const struct tp_proc *p, const struct tp_prehold_args *a) {
+  const char *root = p->root;
+  int rootfd = p->rootfd, n = a->n;
+  uint8_t *buf = p->buf, *text = a->text, *env = a->env;
+  int32_t *info = p->info;
+  const int32_t *pids = a->pids;
+  long cmdline_limit = a->cmdline_limit, text_cap = a->text_cap, env_cap = a->env_cap;
+  double *rec = a->rec;
   info[TP_INFO_MORE] = 0;
   int signalled = 0;
   int own;
@@ -979,6 +1022,7 @@ long tp_prehold(const char *root, int rootfd, const int32_t *pids, const double 
   }
   struct env_out o = {env, env_cap, 0, 0, 0, 0, NULL, 0};
   long at = 0;
+  struct hold_call call = {dfd, a->entry_hex, cmdline_limit, buf, info};
   int i;
   for (i = 0; i < n; i++) {
     if (at + cmdline_limit + 1 > text_cap) {
@@ -997,8 +1041,8 @@ long tp_prehold(const char *root, int rootfd, const int32_t *pids, const double 
     double *r = rec + (long)TP_HOLD_RECORD * i;
     double cmd[3];
     struct env_read e = {&o, 0, TP_KIND_GONE, 0, 0, -1};
-    int fd = hold_one(dfd, pids[i], start_times[i], TP_EVIDENCE_CARRIER, 0, leader_exited[i], entry_hex,
-                      cmdline_limit, buf, text + at, &r[TP_HOLD_UID], cmd, info, &e);
+    struct member m = {pids[i], a->start_times[i], TP_EVIDENCE_CARRIER, 0, a->leader_exited[i]};
+    int fd = hold_one(&call, &m, text + at, &r[TP_HOLD_UID], cmd, &e);
     if (fd == HOLD_FAILED) {
       root_done(dfd, own);
       if (signalled) {
@@ -1037,8 +1081,8 @@ long tp_prehold(const char *root, int rootfd, const int32_t *pids, const double 
     r[TP_HOLD_TRUNCATED] = cmd[2];
     r[TP_HOLD_PPID] = e.ppid;
     r[TP_HOLD_SENT] = TP_NOT_SENT;
-    if (fd >= 0 && sig > 0 && may_signal != NULL && may_signal[i]) {
-      r[TP_HOLD_SENT] = tp_send_held(fd, sig);
+    if (fd >= 0 && a->sig > 0 && a->may_signal != NULL && a->may_signal[i]) {
+      r[TP_HOLD_SENT] = tp_send_held(fd, a->sig);
       signalled = 1;
     }
     at += (long)cmd[1];
@@ -1170,8 +1214,12 @@ static int walk_environ(int dfd, int pid, uint8_t state, const uint8_t *entry_he
  * entry, is oversized or denied) and the pid index's slots.
  * Returns the records, or -1 (info: errno, stage, pid, tid; sizes[TP_WS_FILE]: 0 stat, 3 environ).
  */
-long tp_walk(const char *root, int rootfd, uint8_t *buf, double env_from, const int32_t *skip_pids,
-             const double *skip_starts, int skip_n, const uint8_t *entry_hex, int32_t *sizes, int32_t *info) {
+long tp_walk(const struct tp_proc *p, const struct tp_walk_args *a, int32_t *sizes) {
+  const char *root = p->root;
+  int rootfd = p->rootfd;
+  uint8_t *buf = p->buf;
+  int32_t *info = p->info;
+  double env_from = a->env_from;
   struct walk_state *w = &walk_tls;
   walk_drop();
   sizes[TP_WS_FILE] = 0;
@@ -1233,9 +1281,9 @@ long tp_walk(const char *root, int rootfd, uint8_t *buf, double env_from, const 
     int pid = (int)s.pid;
     if (env_from < 0 || pid <= 1 || s.fields[F_START] < env_from) continue;
     int notable = 1; // skipped: the caller decides about it
-    if (!skipped(pid, s.fields[F_START], skip_pids, skip_starts, skip_n)) {
+    if (!skipped(pid, s.fields[F_START], a->skip_pids, a->skip_starts, a->skip_n)) {
       if (!alive_stat(dfd, pid, s.state)) continue;
-      if (walk_environ(dfd, pid, s.state, entry_hex, buf, r, sizes, info) < 0) {
+      if (walk_environ(dfd, pid, s.state, a->entry_hex, buf, r, sizes, info) < 0) {
         failed = 1;
         break;
       }

@@ -105,28 +105,104 @@ enum {
 };
 enum { TP_WS_RECORDS = 0, TP_WS_TEXT, TP_WS_ENV, TP_WS_NOTABLE, TP_WS_INDEX, TP_WS_FILE, TP_WS_LENGTH };
 
-// ---- native/scan.c ----------------------------------------------------------------------------
+// ---- native/scan.c: the arguments of a batch call, grouped ---------------------------------
+// A call that reads a batch of processes takes where it reads (`struct tp_proc`) and its own
+// arguments (`struct tp_*_args`), each by pointer: koffi builds them from JS objects (one
+// conversion per call: a batch call is made once a scan). The calls made once per process
+// (tp_stat, tp_details, tp_poll1, tp_send_held) keep their few arguments positional.
+
+// Where a call reads and what it says when it fails: the /proc root (`root`, and `rootfd`, an
+// O_DIRECTORY fd of it from tp_open_root that the caller keeps, or -1: opened at each call),
+// the caller's read buffer (`buf`, TP_READ_BUFFER_BYTES: every file is read through it) and
+// `info` (int32_t[TP_INFO_LENGTH]).
+struct tp_proc {
+  const char *root;
+  int rootfd;
+  uint8_t *buf;
+  int32_t *info;
+};
+
+// tp_walk: with `env_from` >= 0, the environ of each process started at or after it (clock
+// ticks) but the `skip_n` skipped (skip_pids sorted, skip_starts their start times, -1: any
+// process at that pid), each checked for `entry_hex` (TP_TAG_HEX_DIGITS hex digits, or NULL).
+struct tp_walk_args {
+  double env_from;
+  const int32_t *skip_pids;
+  const double *skip_starts;
+  int skip_n;
+  const uint8_t *entry_hex;
+};
+
+// tp_environ: pids[0, n) (leader_exited[i]: read through a live thread), each within `budget_ms`;
+// the environ records into out[0, cap).
+struct tp_environ_args {
+  const int32_t *pids;
+  const uint8_t *leader_exited;
+  int n;
+  double budget_ms;
+  uint8_t *out;
+  long cap;
+};
+
+// tp_cmdlines: pids[0, n), at most `limit` bytes each; records (TP_CMDLINE_RECORD doubles each)
+// into `rec`, the bytes into text[0, text_cap).
+struct tp_cmdlines_args {
+  const int32_t *pids;
+  int n;
+  long limit;
+  double *rec;
+  uint8_t *text;
+  long text_cap;
+};
+
+// tp_hold_batch: member i is pids[i] with start_times[i], evidence[i] (TP_EVIDENCE_*), via[i]
+// (its parent, for TP_EVIDENCE_PARENT), leader_exited[i]; a carrier's entry is `entry_hex` (NULL:
+// none holds). Records (TP_HOLD_RECORD doubles each) into `rec`, cmdlines of at most
+// `cmdline_limit` bytes into text[0, text_cap).
+struct tp_hold_args {
+  const int32_t *pids;
+  const double *start_times;
+  const uint8_t *evidence;
+  const int32_t *via;
+  const uint8_t *leader_exited;
+  int n;
+  const uint8_t *entry_hex;
+  long cmdline_limit;
+  double *rec;
+  uint8_t *text;
+  long text_cap;
+};
+
+// tp_prehold: candidate i is pids[i] with start_times[i], leader_exited[i]; the rest as
+// tp_hold_args, and the environ records into env[0, env_cap). With `sig` > 0, a carrier held
+// whose may_signal[i] is set is sent `sig` through its pidfd.
+struct tp_prehold_args {
+  const int32_t *pids;
+  const double *start_times;
+  const uint8_t *leader_exited;
+  int n;
+  const uint8_t *entry_hex;
+  long cmdline_limit;
+  double *rec;
+  uint8_t *text;
+  long text_cap;
+  uint8_t *env;
+  long env_cap;
+  int sig;
+  const uint8_t *may_signal;
+};
 
 int tp_open_root(const char *root);
-long tp_walk(const char *root, int rootfd, uint8_t *buf, double env_from, const int32_t *skip_pids,
-             const double *skip_starts, int skip_n, const uint8_t *entry_hex, int32_t *sizes, int32_t *info);
+long tp_walk(const struct tp_proc *p, const struct tp_walk_args *a, int32_t *sizes);
 long tp_walk_take(double *rec, uint8_t *text, uint8_t *env, int32_t *notable, int32_t *index,
                   int32_t *first_child, int32_t *next_sibling);
 long tp_stat(const char *root, int rootfd, int pid, uint8_t *buf, uint8_t *out, long cap, int32_t *info);
-long tp_environ(const char *root, int rootfd, const int32_t *pids, const uint8_t *leader_exited, int n,
-                double budget_ms, uint8_t *buf, uint8_t *out, long cap, int32_t *info);
+long tp_environ(const struct tp_proc *p, const struct tp_environ_args *a);
 int tp_details(const char *root, int rootfd, int pid, long cmdline_limit, uint8_t *buf, double *out,
                int32_t *info);
-long tp_cmdlines(const char *root, int rootfd, const int32_t *pids, int n, long limit, double *rec, uint8_t *text,
-                 long cap, int32_t *info);
-long tp_hold_batch(const char *root, int rootfd, const int32_t *pids, const double *start_times,
-                   const uint8_t *evidence, const int32_t *via, const uint8_t *leader_exited, int n,
-                   const uint8_t *entry_hex, long cmdline_limit, uint8_t *buf, double *rec, uint8_t *text,
-                   long cap, int32_t *info);
-long tp_prehold(const char *root, int rootfd, const int32_t *pids, const double *start_times,
-                const uint8_t *leader_exited, int n, const uint8_t *entry_hex, long cmdline_limit, uint8_t *buf,
-                double *rec, uint8_t *text, long text_cap, uint8_t *env, long env_cap, int sig,
-                const uint8_t *may_signal, int32_t *info);
+long tp_cmdlines(const struct tp_proc *p, const struct tp_cmdlines_args *a);
+long tp_hold_batch(const struct tp_proc *p, const struct tp_hold_args *a);
+long tp_prehold(const struct tp_proc *p, const struct tp_prehold_args *a);
 int tp_poll1(int fd);
 int tp_poll_many(const int32_t *fds, int n, int32_t *revents, struct pollfd *scratch);
 int tp_send_held(int fd, int sig);

@@ -234,46 +234,85 @@ export const TP = {
 } as const;
 
 /**
+ * The structs of native/tether.h in koffi's words, member by member, in order (types as in
+ * NATIVE_FUNCTIONS). koffi builds one from a JS object at each call that takes it.
+ */
+export const NATIVE_STRUCTS = {
+  tp_proc: [
+    ['root', 'const char *'],
+    ['rootfd', 'int'],
+    ['buf', 'void *'],
+    ['info', 'void *'],
+  ],
+  tp_walk_args: [
+    ['env_from', 'double'],
+    ['skip_pids', 'void *'],
+    ['skip_starts', 'void *'],
+    ['skip_n', 'int'],
+    ['entry_hex', 'void *'],
+  ],
+  tp_environ_args: [
+    ['pids', 'void *'],
+    ['leader_exited', 'void *'],
+    ['n', 'int'],
+    ['budget_ms', 'double'],
+    ['out', 'void *'],
+    ['cap', 'long'],
+  ],
+  tp_cmdlines_args: [
+    ['pids', 'void *'],
+    ['n', 'int'],
+    ['limit', 'long'],
+    ['rec', 'void *'],
+    ['text', 'void *'],
+    ['text_cap', 'long'],
+  ],
+  tp_hold_args: [
+    ['pids', 'void *'],
+    ['start_times', 'void *'],
+    ['evidence', 'void *'],
+    ['via', 'void *'],
+    ['leader_exited', 'void *'],
+    ['n', 'int'],
+    ['entry_hex', 'void *'],
+    ['cmdline_limit', 'long'],
+    ['rec', 'void *'],
+    ['text', 'void *'],
+    ['text_cap', 'long'],
+  ],
+  tp_prehold_args: [
+    ['pids', 'void *'],
+    ['start_times', 'void *'],
+    ['leader_exited', 'void *'],
+    ['n', 'int'],
+    ['entry_hex', 'void *'],
+    ['cmdline_limit', 'long'],
+    ['rec', 'void *'],
+    ['text', 'void *'],
+    ['text_cap', 'long'],
+    ['env', 'void *'],
+    ['env_cap', 'long'],
+    ['sig', 'int'],
+    ['may_signal', 'void *'],
+  ],
+} as const;
+
+/**
  * The tp_* functions of native/tether.h in koffi's words, each `[result, ...parameters]`: a C
- * string is `const char *`, any other pointer `void *` (a TypedArray or Buffer, passed in place
- * and written there). test/proc/native-contract.test.ts derives the same table from the header.
+ * string is `const char *`, a struct of NATIVE_STRUCTS is `<name> *`, any other pointer `void *`
+ * (a TypedArray or Buffer, passed in place and written there). test/proc/native-contract.test.ts
+ * derives the same table from the header.
  */
 export const NATIVE_FUNCTIONS = {
   tp_open_root: ['int', 'const char *'],
-  tp_walk: [
-    'long',
-    'const char *',
-    'int',
-    'void *',
-    'double',
-    'void *',
-    'void *',
-    'int',
-    'void *',
-    'void *',
-    'void *',
-  ],
+  tp_walk: ['long', 'tp_proc *', 'tp_walk_args *', 'void *'],
   tp_walk_take: ['long', 'void *', 'void *', 'void *', 'void *', 'void *', 'void *', 'void *'],
   tp_stat: ['long', 'const char *', 'int', 'int', 'void *', 'void *', 'long', 'void *'],
-  tp_environ: [
-    'long',
-    'const char *',
-    'int',
-    'void *',
-    'void *',
-    'int',
-    'double',
-    'void *',
-    'void *',
-    'long',
-    'void *',
-  ],
+  tp_environ: ['long', 'tp_proc *', 'tp_environ_args *'],
   tp_details: ['int', 'const char *', 'int', 'int', 'long', 'void *', 'void *', 'void *'],
-  tp_cmdlines: ['long', 'const char *', 'int', 'void *', 'int', 'long', 'void *', 'void *', 'long', 'void *'],
-  // biome-ignore format: one row per function
-  tp_hold_batch: ['long', 'const char *', 'int', 'void *', 'void *', 'void *', 'void *', 'void *', 'int', 'void *', 'long', 'void *', 'void *', 'void *', 'long', 'void *'],
-  // biome-ignore format: one row per function
-  tp_prehold: ['long', 'const char *', 'int', 'void *', 'void *', 'void *', 'int', 'void *', 'long', 'void *', 'void *', 'void *', 'long', 'void *', 'long', 'int', 'void *', 'void *'],
+  tp_cmdlines: ['long', 'tp_proc *', 'tp_cmdlines_args *'],
+  tp_hold_batch: ['long', 'tp_proc *', 'tp_hold_args *'],
+  tp_prehold: ['long', 'tp_proc *', 'tp_prehold_args *'],
   tp_poll1: ['int', 'int'],
   tp_poll_many: ['int', 'void *', 'int', 'void *', 'void *'],
   tp_send_held: ['int', 'int', 'int'],
@@ -289,9 +328,20 @@ export const NATIVE_FUNCTIONS = {
 // biome-ignore lint/suspicious/noExplicitAny: koffi converts each argument by the table's type.
 export type NativeFunction = (...args: any[]) => unknown;
 
-/** `name` of the loaded library, declared to koffi by its row of NATIVE_FUNCTIONS. */
+let structsDeclared = false;
+
+/**
+ * `name` of the loaded library, declared to koffi by its row of NATIVE_FUNCTIONS (the structs of
+ * NATIVE_STRUCTS declared first, once: koffi's type names are global).
+ */
 // biome-ignore lint/suspicious/noExplicitAny: a koffi library handle.
 export function nativeFunction(lib: any, name: keyof typeof NATIVE_FUNCTIONS): NativeFunction {
+  if (!structsDeclared) {
+    const koffi = libc()?.koffi;
+    for (const [struct, members] of Object.entries(NATIVE_STRUCTS))
+      koffi.struct(struct, Object.fromEntries(members));
+    structsDeclared = true;
+  }
   const [result, ...parameters] = NATIVE_FUNCTIONS[name];
   return lib.func(name, result, parameters);
 }
@@ -471,6 +521,11 @@ class NativeReads implements NativeProc {
     return this.procFd;
   }
 
+  // Where a batch call reads (native/tether.h `struct tp_proc`).
+  private proc(procRoot: string) {
+    return { root: procRoot, rootfd: this.rootFd(procRoot), buf: this.buf, info: this.info };
+  }
+
   private grow(): void {
     this.out = Buffer.from(new ArrayBuffer(this.out.length * 2));
     this.f64 = new Float64Array(this.out.buffer);
@@ -523,19 +578,17 @@ class NativeReads implements NativeProc {
     }
     const hex = environ ? (this.entryHex(environ.entry) ?? null) : null;
     const from = environ ? environ.from : -1;
-    const { sizes, info } = this;
-    const root = this.rootFd(procRoot);
+    const sizes = this.sizes;
     const n = this.fn.tp_walk(
-      procRoot,
-      root,
-      this.buf,
-      from,
-      skipPids,
-      skipStarts,
-      skip.length,
-      hex,
+      this.proc(procRoot),
+      {
+        env_from: from,
+        skip_pids: skipPids,
+        skip_starts: skipStarts,
+        skip_n: skip.length,
+        entry_hex: hex,
+      },
       sizes,
-      info,
     );
     if ((n as number) < 0)
       throw this.failure(procRoot, sizes[TP.WS_FILE] === TP.FILE_ENVIRON ? 'environ' : 'stat');
@@ -601,8 +654,14 @@ class NativeReads implements NativeProc {
         z[i] = leaderExited[done + i] ? 1 : 0;
       }
       const { out, info } = this;
-      const root = this.rootFd(procRoot);
-      const n = this.fn.tp_environ(procRoot, root, p, z, rest, budgetMs, this.buf, out, out.length, info);
+      const n = this.fn.tp_environ(this.proc(procRoot), {
+        pids: p,
+        leader_exited: z,
+        n: rest,
+        budget_ms: budgetMs,
+        out,
+        cap: out.length,
+      });
       if (n === TP.NO_ROOM) {
         this.grow();
         continue;
@@ -640,20 +699,15 @@ class NativeReads implements NativeProc {
     this.textFor(limit);
     for (let done = 0; done < n; ) {
       const rest = n - done;
-      const { text, info } = this;
-      const root = this.rootFd(procRoot);
-      const recs = rec.subarray(width * done);
-      const got = this.fn.tp_cmdlines(
-        procRoot,
-        root,
-        p.subarray(done),
-        rest,
+      const text = this.text;
+      const got = this.fn.tp_cmdlines(this.proc(procRoot), {
+        pids: p.subarray(done),
+        n: rest,
         limit,
-        recs,
+        rec: rec.subarray(width * done),
         text,
-        text.length,
-        info,
-      );
+        text_cap: text.length,
+      });
       if ((got as number) < 0) throw this.failure(procRoot, 'cmdline');
       const chunk = textChunk(text, rec, width, TP.CMDLINE_AT, done, got as number);
       for (let i = done; i < done + (got as number); i++) {
@@ -701,24 +755,20 @@ class NativeReads implements NativeProc {
     this.textFor(limit);
     for (let done = 0; done < n; ) {
       const rest = n - done;
-      const { text, info } = this;
-      const got = this.fn.tp_hold_batch(
-        procRoot,
-        this.rootFd(procRoot),
-        pids.subarray(done),
-        starts.subarray(done),
-        kinds.subarray(done),
-        via.subarray(done),
-        exited.subarray(done),
-        rest,
-        hex,
-        limit,
-        this.buf,
-        rec.subarray(width * done),
+      const text = this.text;
+      const got = this.fn.tp_hold_batch(this.proc(procRoot), {
+        pids: pids.subarray(done),
+        start_times: starts.subarray(done),
+        evidence: kinds.subarray(done),
+        via: via.subarray(done),
+        leader_exited: exited.subarray(done),
+        n: rest,
+        entry_hex: hex,
+        cmdline_limit: limit,
+        rec: rec.subarray(width * done),
         text,
-        text.length,
-        info,
-      ) as number;
+        text_cap: text.length,
+      }) as number;
       if (got < 0) {
         for (const r of results) if (r.kind === 'held') closeFd(r.fd);
         throw this.fileFailure(procRoot, 'stat');
@@ -761,25 +811,21 @@ class NativeReads implements NativeProc {
     for (let done = 0; done < n; ) {
       const rest = n - done;
       const { text, out, info } = this;
-      const got = this.fn.tp_prehold(
-        procRoot,
-        this.rootFd(procRoot),
-        pids.subarray(done),
-        starts.subarray(done),
-        exited.subarray(done),
-        rest,
-        hex,
-        limit,
-        this.buf,
-        rec.subarray(width * done),
+      const got = this.fn.tp_prehold(this.proc(procRoot), {
+        pids: pids.subarray(done),
+        start_times: starts.subarray(done),
+        leader_exited: exited.subarray(done),
+        n: rest,
+        entry_hex: hex,
+        cmdline_limit: limit,
+        rec: rec.subarray(width * done),
         text,
-        text.length,
-        out,
-        out.length,
+        text_cap: text.length,
+        env: out,
+        env_cap: out.length,
         sig,
-        may?.subarray(done) ?? null,
-        info,
-      ) as number;
+        may_signal: may?.subarray(done) ?? null,
+      }) as number;
       const stopped = info[TP.INFO_MORE];
       const failed = got < 0 || stopped === TP.PREHOLD_FAILED_AFTER_SIGNAL;
       const error = failed ? this.fileFailure(procRoot, 'stat') : undefined;

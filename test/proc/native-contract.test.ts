@@ -9,7 +9,7 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { ENVIRON_BYTE_BUDGET, ENVIRON_TIME_BUDGET_MS } from '../../src/proc/environ.js';
-import { NATIVE_FUNCTIONS, TP } from '../../src/proc/native.js';
+import { NATIVE_FUNCTIONS, NATIVE_STRUCTS, TP } from '../../src/proc/native.js';
 import { READ_BUFFER_BYTES } from '../../src/proc/read.js';
 import { PF_KTHREAD } from '../../src/proc/stat.js';
 import { WALK_RECORD } from '../../src/proc/table.js';
@@ -82,6 +82,25 @@ function declarationsOf(text: string): Map<string, string[]> {
   return found;
 }
 
+/** The `struct tp_* { … };` of the header, each member `[name, koffi type]` in order. */
+function structsOf(text: string): Map<string, string[][]> {
+  const found = new Map<string, string[][]>();
+  for (const m of withoutComments(text).matchAll(/struct (tp_\w+) \{([^}]*)\};/g)) {
+    const members = (m[2] as string)
+      .split(';')
+      .map((line) => line.trim())
+      .filter(Boolean)
+      .flatMap((line) => {
+        const [, type, names] = /^(.*?[\s*])(\w+(?:\s*,\s*\w+)*)$/.exec(line) ?? [];
+        if (type === undefined || names === undefined)
+          throw new Error(`premise broken: member "${line}" not read`);
+        return names.split(',').map((name) => [name.trim(), koffiType(type.trim().replace(/\s*\*$/, ' *'))]);
+      });
+    found.set(m[1] as string, members);
+  }
+  return found;
+}
+
 const header = read('native/tether.h');
 const constants = constantsOf(header, 'TP_');
 
@@ -117,6 +136,17 @@ describe('native/tether.h against its binding', () => {
     );
     const table = Object.fromEntries(Object.entries(NATIVE_FUNCTIONS).map(([name, row]) => [name, [...row]]));
     expect(table, 'src/proc/native.ts NATIVE_FUNCTIONS differs from native/tether.h').toEqual(
+      Object.fromEntries(declared),
+    );
+  });
+
+  it('lays out each struct as the koffi table does, member by member', () => {
+    const declared = structsOf(header);
+    expect(declared.size, 'premise broken: no struct read from native/tether.h').toBeGreaterThan(3);
+    const table = Object.fromEntries(
+      Object.entries(NATIVE_STRUCTS).map(([name, members]) => [name, members.map((m) => [...m])]),
+    );
+    expect(table, 'src/proc/native.ts NATIVE_STRUCTS differs from native/tether.h').toEqual(
       Object.fromEntries(declared),
     );
   });
