@@ -21,6 +21,18 @@
 // --pidns: the payload runs as the child of an init in a new PID namespace with its own /proc
 // (CLONE_NEWPID | CLONE_NEWNS); when the helper releases or kills that init, the kernel kills
 // everything left in the namespace.
+//
+// --name PATH: the file the sandbox's wrapper pinned and ran through /proc/PID/fd/N (so that a
+// file renamed over PATH meanwhile is not what runs); shown in ps and the report, never opened.
+//
+// --wrap (first; the sandbox's completion wrapper wrap.sh, docs/sandbox.md, "The helper
+// holds the nonce"): the helper proves the command's end itself, so that no process of the
+// session's uid can read or forge the proof. Non-dumpable (prctl(2) PR_SET_DUMPABLE 0) before
+// it reads anything; then it waits for `checked` on the control pipe — the shell hashed the inode
+// this process was exec'd from after the exec, when the kernel refuses every write to it
+// (ETXTBSY) — refuses a tracer that attached before the prctl, reads the nonce line from stdin
+// (never argv or the environment) and prints `tether-start NONCE helper`; once the payload is
+// reaped, `tether-end NONCE exit STATUS` on the same stream, the completion line tether reads.
 #define _GNU_SOURCE
 #include <dirent.h>
 #include <errno.h>
@@ -54,6 +66,11 @@ static pid_t supervisor, payload = -1, ns_init = -1;
 static int payload_pidfd = -1;
 static int sfd = -1; // the signalfd every catchable signal arrives on
 static int payload_reaped;
+
+// Wrap mode (--wrap): the helper holds the completion nonce and writes the completion lines.
+static int wrap;
+static int out_fd = -1; // the stream's stdout, kept for the end line; -1 once it is written
+static char nonce[33];  // 32 hex digits, then NUL; zeroed once the end line is written
 
 // ---- small utilities -------------------------------------------------------------------------
 
@@ -280,9 +297,119 @@ static int write_file(const char *dir, const char *name, const char *text) {
   return err;
 }
 
+// ---- wrap mode: the completion lines ---------------------------------------------------------
+
+// Reads one line from fd a byte at a time (nothing after its newline is consumed), EINTR asked
+// again. Its length without the newline, NUL-terminated in buf (the newline's place); -1 on EOF or
+// a read error before the newline; -2 for a line longer than size - 1 bytes.
+static int read_line(int fd, char *buf, size_t size) {
+  size_t used = 0;
+  for (;;) {
+    ssize_t n = read(fd, buf + used, 1);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return -1;
+    if (buf[used] == '\n') break;
+    if (++used == size) return -2;
+  }
+  buf[used] = '\0';
+  return (int)used;
+}
+
+// 1 when a process traces this one (TracerPid in /proc/self/status is not 0), or when that
+// cannot be read (errno kept: a tracer cannot be ruled out); 0 when none does. Asked once
+// non-dumpable: a tracer that attached between the exec and the prctl is still attached, none
+// can attach after it.
+static int traced(void) {
+  char buf[4096];
+  int fd = open("/proc/self/status", O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return 1;
+  ssize_t n = read(fd, buf, sizeof buf - 1);
+  int err = errno;
+  close(fd);
+  errno = n < 0 ? err : EINVAL;
+  if (n <= 0) return 1;
+  buf[n] = '\0';
+  const char *at = strstr(buf, "\nTracerPid:");
+  if (!at) return 1;
+  errno = EPERM;
+  return atol(at + strlen("\nTracerPid:")) != 0;
+}
+
+// Writes one completion line on the stream as one write(2) (atomic on a pipe), retried every
+// 50 ms, up to 60 s, while a stdout the command left non-blocking is full (EAGAIN). 0, or -1
+// with errno (EPIPE: the stream is gone).
+static int put_line(const char *text) {
+  size_t len = strlen(text);
+  for (int tries = 0; len > 0 && tries < 1200;) {
+    ssize_t n = write(out_fd, text, len);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && errno != EAGAIN) return -1;
+    if (n > 0) {
+      text += n; // a socket may take part of it
+      len -= (size_t)n;
+      continue;
+    }
+    tries++;
+    sleep_ms(SCAN_INTERVAL_MS);
+  }
+  if (len > 0) errno = EAGAIN;
+  return len > 0 ? -1 : 0;
+}
+
+// Before the payload starts, in wrap mode: waits for the shell's `checked` on the control pipe
+// (it hashed the inode this process runs, after the exec: the bytes are the pushed helper's),
+// refuses a tracer, then reads the nonce line from stdin — the stream's first line, NONCE (32 hex
+// digits) — and prints `tether-start NONCE helper`. 0, or -1 (said as `error WHAT ERRNO`; no
+// line printed, nothing run): `checked` (another line, or EOF: the shell refused the bytes),
+// `traced`, `nonce` (none, or malformed: stderr says so as the wrapper does), `stdout`.
+static int wrap_begin(void) {
+  char line[16];
+  if (read_line(CONTROL_FD, line, sizeof line) != 7 || memcmp(line, "checked", 7) != 0) {
+    say("error checked 0\n");
+    return -1;
+  }
+  if (traced()) {
+    say("error traced %d\n", errno);
+    return -1;
+  }
+  if (read_line(0, nonce, sizeof nonce) != 32 || strspn(nonce, "0123456789abcdef") != 32) {
+    explicit_bzero(nonce, sizeof nonce);
+    fprintf(stderr, "tether-wrap: no nonce on stdin (is the exec channel's stdin attached? docker exec needs -i)\n");
+    say("error nonce %d\n", EINVAL);
+    return -1;
+  }
+  char start[64];
+  snprintf(start, sizeof start, "tether-start %s helper\n", nonce);
+  int failed = (out_fd = fcntl(1, F_DUPFD_CLOEXEC, 10)) < 0 || put_line(start) < 0;
+  explicit_bzero(start, sizeof start);
+  if (failed) say("error stdout %d\n", errno);
+  return failed ? -1 : 0;
+}
+
+// Once the payload is reaped, in wrap mode: `tether-end NONCE exit STATUS` (128+N for a signal N)
+// right after everything it wrote, the nonce then zeroed and the stream's copy closed. The helper
+// is dumpable again from here: nothing secret is left, and the sweep (without CAP_SYS_PTRACE) can
+// read its environ once the wrapper, its parent, is gone. A line that cannot be written (the
+// stream is gone, or full for 60 s) is lost: an unknown end, which tether sweeps.
+static void wrap_end(int status) {
+  if (out_fd < 0) return;
+  int code = WIFSIGNALED(status) ? 128 + WTERMSIG(status) : WEXITSTATUS(status);
+  char end[80];
+  snprintf(end, sizeof end, "tether-end %s exit %d\n", nonce, code);
+  if (put_line(end) < 0) warn_once("end-line", errno);
+  explicit_bzero(end, sizeof end);
+  explicit_bzero(nonce, sizeof nonce);
+  close(out_fd);
+  out_fd = -1;
+  prctl(PR_SET_DUMPABLE, 1);
+}
+
 // ---- reaping -------------------------------------------------------------------------------
 
+// The payload's end on the status pipe; in wrap mode its end line first, so that the shell, which
+// exits on this status, never ends the stream before the line is in it.
 static void report_exit(int status) {
+  wrap_end(status);
   if (WIFSIGNALED(status))
     say("exit signal %d\n", WTERMSIG(status));
   else
@@ -707,20 +834,14 @@ static int find_payload(unsigned long long *start, int err_fd) {
 // line.
 static int await_go(void) {
   char line[8];
-  size_t used = 0;
-  while (used < sizeof line) {
-    ssize_t n = read(CONTROL_FD, line + used, 1);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return 1;
-    if (line[used] == '\n') return used == 2 && !memcmp(line, "go", 2) ? 0 : -1;
-    used++;
-  }
-  return -1;
+  int n = read_line(CONTROL_FD, line, sizeof line);
+  if (n == -1) return 1;
+  return n == 2 && !memcmp(line, "go", 2) ? 0 : -1;
 }
 
 static void usage(void) {
   fprintf(stderr,
-          "usage: tether-helper [--grace MS] [--kill-after MS] [--cgroup DIR] [--pidns] -- CMD [ARG...]\n"
+          "usage: tether-helper [--wrap] [--name PATH] [--grace MS] [--kill-after MS] [--cgroup DIR] [--pidns] -- CMD [ARG...]\n"
           "  run by tether with a status pipe on fd 3 and a control pipe on fd 4\n");
   exit(125);
 }
@@ -845,36 +966,12 @@ static int on_control(void) {
   return 0;
 }
 
-int main(int argc, char **argv) {
-  int i = 1;
-  for (; i < argc && strcmp(argv[i], "--") != 0; i++) {
-    if (!strcmp(argv[i], "--grace") && i + 1 < argc)
-      grace_ms = atol(argv[++i]);
-    else if (!strcmp(argv[i], "--kill-after") && i + 1 < argc)
-      kill_after_ms = atol(argv[++i]);
-    else if (!strcmp(argv[i], "--cgroup") && i + 1 < argc)
-      cgroup_dir = argv[++i];
-    else if (!strcmp(argv[i], "--pidns"))
-      pidns = 1;
-    else
-      usage();
-  }
-  if (i + 1 >= argc || fcntl(STATUS_FD, F_GETFD) < 0 || fcntl(CONTROL_FD, F_GETFD) < 0) usage();
-  char **cmd = argv + i + 1;
-  supervisor = getppid();
-  fcntl(STATUS_FD, F_SETFD, FD_CLOEXEC);
-  fcntl(CONTROL_FD, F_SETFD, FD_CLOEXEC);
-  fcntl(ANSWER_FD, F_SETFD, FD_CLOEXEC); // optional: EBADF when the supervisor asks nothing
-  signal(SIGPIPE, SIG_IGN);
-
-  // The helper's own identity, when it can read it (no fd left, no /proc: the supervisor then
-  // reads it itself from its child's pid).
-  unsigned long long own_start = 0;
-  if (read_stat(getpid(), NULL, NULL, &own_start) == 0) say("helper %d %llu\n", getpid(), own_start);
+// Steps 1 and 2: the subreaper mark and the signalfd. -1 when either failed (said).
+static int become_subreaper(void) {
   // 1. Subreaper: every orphan of the payload's subtree is reparented here, not to PID 1.
   if (prctl(PR_SET_CHILD_SUBREAPER, 1) < 0) {
     say("error subreaper %d\n", errno);
-    return 125;
+    return -1;
   }
   // 2. Every signal that can be caught arrives on a signalfd: SIGCHLD to reap, the rest to
   // forward (when the supervisor sent them) or to drop. So no signal stops or ends the helper
@@ -888,8 +985,21 @@ int main(int argc, char **argv) {
   sfd = signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);
   if (sfd < 0) {
     say("error signalfd %d\n", errno);
-    return 125;
+    return -1;
   }
+  return 0;
+}
+
+// The pipes between the helper and its child once the child is forked: the go byte's writer,
+// the child's failure report's reader, and (--pidns) init's status reader.
+struct child_pipes {
+  int go, err, init_status;
+};
+
+// Steps 3 to 6: the cgroup, the child (the payload, or with --pidns the namespace's init, which
+// starts it), out of the caller's group, the stdio handed over, `started`. 0, or -1 when the
+// payload cannot be started (said as `error WHAT ERRNO`; the child, if any, never execs).
+static int start_payload(char **cmd, struct child_pipes *out) {
   // 3. The session's cgroup, opened before the fork: the child is born in it (clone3) or joins
   // it before exec. (Without the directory's fd — EMFILE — the child joins by cgroup.procs.)
   int procs_fd = -1, cgroup_fd = -1;
@@ -898,38 +1008,30 @@ int main(int argc, char **argv) {
     snprintf(path, sizeof path, "%s/cgroup.procs", cgroup_dir);
     if ((procs_fd = open(path, O_WRONLY | O_CLOEXEC)) < 0) {
       say("error cgroup %d\n", errno);
-      return 125;
+      return -1;
     }
     cgroup_fd = open(cgroup_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   }
   int err_pipe[2], go_pipe[2] = {-1, -1}, init_status[2] = {-1, -1}, hold[2] = {-1, -1};
-  if (pipe2(err_pipe, O_CLOEXEC) < 0) {
-    say("error pipe %d\n", errno);
-    return 125;
-  }
   // 4. Start the payload (--pidns: start the namespace's init, which starts the payload).
-  if (pipe2(go_pipe, O_CLOEXEC) < 0) {
+  if (pipe2(err_pipe, O_CLOEXEC) < 0 || pipe2(go_pipe, O_CLOEXEC) < 0 ||
+      (pidns && (pipe2(init_status, O_CLOEXEC) < 0 || pipe2(hold, O_CLOEXEC) < 0))) {
     say("error pipe %d\n", errno);
-    return 125;
+    return -1;
   }
-  if (pidns) {
-    if (pipe2(init_status, O_CLOEXEC) < 0 || pipe2(hold, O_CLOEXEC) < 0) {
-      say("error pipe %d\n", errno);
-      return 125;
-    }
-    if (unshare(CLONE_NEWPID) < 0) {
-      say("error unshare %d\n", errno);
-      return 125;
-    }
+  if (pidns && unshare(CLONE_NEWPID) < 0) {
+    say("error unshare %d\n", errno);
+    return -1;
   }
   int joined = 0;
   pid_t child = pidns ? fork() : fork_into(cgroup_fd, &joined);
   if (child < 0) {
     say("error fork %d\n", errno);
-    return 125;
+    return -1;
   }
   if (child == 0) {
     close(go_pipe[1]);
+    if (wrap) close(out_fd); // the payload has the stream as its own stdout
     if (!pidns) exec_payload(cmd, joined ? -1 : procs_fd, err_pipe[1], go_pipe[0]);
     close(init_status[0]);
     close(hold[1]);
@@ -942,70 +1044,72 @@ int main(int argc, char **argv) {
   // 5. Out of the caller's process group, before `started`: from the supervisor's `go` on, a
   // kill of that group leaves the helper alive to end the session.
   leave_callers_group();
-  // 6. Hand the payload's stdio over: from here the helper holds none of it.
+  // 6. Hand the payload's stdio over: from here the helper holds none of it (in wrap mode, a
+  // copy of stdout for the end line only, closed once that is written).
   int null = open("/dev/null", O_RDWR | O_CLOEXEC);
   for (int fd = 0; fd < 3; fd++) dup2(null, fd);
   close(null);
-
-  unsigned long long start = 0;
   close(go_pipe[0]);
-  if (pidns) {
-    close(init_status[1]);
-    close(hold[0]);
-    ns_init = child;
-    unsigned long long init_start = 0;
-    if (read_stat(ns_init, NULL, NULL, &init_start) < 0) {
-      say("error stat %d\n", errno);
-      kill(ns_init, SIGKILL); // our own unreaped child
-      reap();
-      return 125;
-    }
-    say("init %d %llu\n", ns_init, init_start);
-    if (find_payload(&start, err_pipe[0]) < 0) {
-      // init could not set up the namespace (its /proc mount refused: a masked /proc).
-      int failed[2] = {0, 0};
-      (void)!read(err_pipe[0], failed, sizeof failed);
-      say("error namespace %d\n", failed[1]);
-      kill(ns_init, SIGKILL);
-      reap();
-      return 125;
-    }
-    move_init_to_own_group();
-    say("started %d %llu\n", payload, start);
-  } else {
+  *out = (struct child_pipes){.go = go_pipe[1], .err = err_pipe[0], .init_status = init_status[0]};
+  unsigned long long start = 0;
+  if (!pidns) {
     payload = child;
     // Our unreaped child: its stat is readable unless /proc is not (or no fd is left).
     if (read_stat(payload, NULL, NULL, &start) < 0) {
       say("error stat %d\n", errno);
       close(go_pipe[1]); // the child reads EOF and exits 125 without exec
       reap();
-      return 125;
+      return -1;
     }
     say("started %d %llu\n", payload, start);
-  }
-  // The supervisor opens the payload's pidfd now; nothing is reaped until it says go.
-  int go = await_go();
-  if (go != 0) {
-    close(go_pipe[1]); // the payload sees EOF and exits 125 without exec
-    dead_mans_switch(go == 1);
     return 0;
   }
+  close(init_status[1]);
+  close(hold[0]);
+  ns_init = child;
+  unsigned long long init_start = 0;
+  if (read_stat(ns_init, NULL, NULL, &init_start) < 0) {
+    say("error stat %d\n", errno);
+    kill(ns_init, SIGKILL); // our own unreaped child
+    reap();
+    return -1;
+  }
+  say("init %d %llu\n", ns_init, init_start);
+  if (find_payload(&start, err_pipe[0]) < 0) {
+    // init could not set up the namespace (its /proc mount refused: a masked /proc).
+    int failed[2] = {0, 0};
+    (void)!read(err_pipe[0], failed, sizeof failed);
+    say("error namespace %d\n", failed[1]);
+    kill(ns_init, SIGKILL);
+    reap();
+    return -1;
+  }
+  move_init_to_own_group();
+  say("started %d %llu\n", payload, start);
+  return 0;
+}
+
+// After the supervisor's `go`: the go byte to the child, then the child's exec failure, if any.
+static void let_payload_go(struct child_pipes *p) {
   // EPIPE: the child is gone already (killed before its go); its reap reports how it ended.
-  (void)write_all(go_pipe[1], "g", 1);
-  close(go_pipe[1]);
+  (void)write_all(p->go, "g", 1);
+  close(p->go);
   int msg[2];
   ssize_t got;
-  while ((got = read(err_pipe[0], msg, sizeof msg)) < 0 && errno == EINTR) {
+  while ((got = read(p->err, msg, sizeof msg)) < 0 && errno == EINTR) {
   }
   if (got == sizeof msg) {
     say("exec-failed %s %d\n", msg[0] == 1 ? "cgroup" : msg[0] == 3 ? "namespace" : "exec", msg[1]);
   }
-  close(err_pipe[0]);
+  close(p->err);
   // Without the payload's pidfd (EMFILE; ENOSYS before Linux 5.3) forward() uses kill(2).
   if (payload > 0) payload_pidfd = pidfd_open_(payload);
-  init_status_fd = init_status[0];
+  init_status_fd = p->init_status;
+}
 
-  // 7. The loop: reap, forward, report, answer, until the supervisor releases us or goes away.
+// 7. The loop: reap, forward, report, answer, until the supervisor releases us (0) or goes
+// away (the dead man's switch, then 0).
+static int supervise(void) {
   struct pollfd fds[3] = {{.fd = sfd, .events = POLLIN},
                           {.fd = CONTROL_FD, .events = POLLIN},
                           {.fd = init_status_fd, .events = POLLIN}};
@@ -1022,4 +1126,62 @@ int main(int argc, char **argv) {
   }
   dead_mans_switch(1);
   return 0;
+}
+
+// The options before `--`; returns CMD. Usage (exit 125) on anything else or a missing pipe.
+static char **parse_args(int argc, char **argv) {
+  int i = 1;
+  for (; i < argc && strcmp(argv[i], "--") != 0; i++) {
+    if (!strcmp(argv[i], "--grace") && i + 1 < argc)
+      grace_ms = atol(argv[++i]);
+    else if (!strcmp(argv[i], "--kill-after") && i + 1 < argc)
+      kill_after_ms = atol(argv[++i]);
+    else if (!strcmp(argv[i], "--cgroup") && i + 1 < argc)
+      cgroup_dir = argv[++i];
+    else if (!strcmp(argv[i], "--pidns"))
+      pidns = 1;
+    else if (!strcmp(argv[i], "--wrap") && i == 1)
+      wrap = 1;
+    else if (!strcmp(argv[i], "--name") && i + 1 < argc)
+      i++; // the file the shell pinned and ran as /proc/PID/fd/N: for ps and the report only
+    else
+      usage();
+  }
+  if (i + 1 >= argc || fcntl(STATUS_FD, F_GETFD) < 0 || fcntl(CONTROL_FD, F_GETFD) < 0) usage();
+  return argv + i + 1;
+}
+
+int main(int argc, char **argv) {
+  // Wrap mode will hold the completion nonce: non-dumpable before it reads anything, so that no
+  // process of its uid without CAP_SYS_PTRACE can read its memory or attach to it from here on.
+  int dumpable_err = argc > 1 && !strcmp(argv[1], "--wrap") && prctl(PR_SET_DUMPABLE, 0) < 0 ? errno : 0;
+  char **cmd = parse_args(argc, argv);
+  supervisor = getppid();
+  fcntl(STATUS_FD, F_SETFD, FD_CLOEXEC);
+  fcntl(CONTROL_FD, F_SETFD, FD_CLOEXEC);
+  fcntl(ANSWER_FD, F_SETFD, FD_CLOEXEC); // optional: EBADF when the supervisor asks nothing
+  signal(SIGPIPE, SIG_IGN);
+
+  // The helper's own identity, when it can read it (no fd left, no /proc: the supervisor then
+  // reads it itself from its child's pid). In wrap mode always, START 0 when unread: the shell
+  // waits for this line to know the exec is done.
+  unsigned long long own_start = 0;
+  if (read_stat(getpid(), NULL, NULL, &own_start) == 0 || wrap) say("helper %d %llu\n", getpid(), own_start);
+  if (dumpable_err) {
+    say("error dumpable %d\n", dumpable_err);
+    return 125;
+  }
+  if (become_subreaper() < 0) return 125;
+  if (wrap && wrap_begin() < 0) return 125;
+  struct child_pipes pipes;
+  if (start_payload(cmd, &pipes) < 0) return 125;
+  // The supervisor opens the payload's pidfd now; nothing is reaped until it says go.
+  int go = await_go();
+  if (go != 0) {
+    close(pipes.go); // the payload sees EOF and exits 125 without exec
+    dead_mans_switch(go == 1);
+    return 0;
+  }
+  let_payload_go(&pipes);
+  return supervise();
 }

@@ -117,31 +117,47 @@ export function startLine(nonce: string): string {
 }
 
 /**
- * Removes the wrapper's start announcement (`tether-start NONCE\n`, the first one) from a
- * stdout stream as it passes, holding back only a tail that could be its start; `announced`
- * once it was seen. Put before a `CompletionStripper`: what it passes on is the command's own
- * stdout and the completion line.
+ * The start announcement of the helper that holds the nonce (native/helper.c `--wrap`): the end
+ * line that follows is the helper's, which no process of the session's uid can read or trace.
+ */
+export function helperStartLine(nonce: string): string {
+  return `tether-start ${nonce} helper\n`;
+}
+
+/**
+ * Removes the start announcement (the first one: `tether-start NONCE\n` from the wrapper shell,
+ * or `tether-start NONCE helper\n` from the helper) from a stdout stream as it passes, holding
+ * back only a tail that could be its start; `announced` once it was seen, `byHelper` when it was
+ * the helper's. Put before a `CompletionStripper`: what it passes on is the command's own stdout
+ * and the completion line.
  */
 export class StartStripper {
-  private readonly line: Buffer;
+  private readonly lines: Buffer[];
   private pending: Buffer = Buffer.alloc(0);
   announced = false;
+  byHelper = false;
 
   constructor(nonce: string) {
-    this.line = Buffer.from(startLine(nonce));
+    this.lines = [Buffer.from(startLine(nonce)), Buffer.from(helperStartLine(nonce))];
   }
 
   push(chunk: Buffer): Buffer {
     if (this.announced) return chunk;
     const buf = this.pending.length ? Buffer.concat([this.pending, chunk]) : chunk;
-    const at = buf.indexOf(this.line);
-    if (at >= 0) {
+    // The first announcement wins, whichever it is.
+    const found = this.lines
+      .map((line, i) => ({ at: buf.indexOf(line), line, i }))
+      .filter((f) => f.at >= 0)
+      .sort((a, b) => a.at - b.at)[0];
+    if (found) {
       this.announced = true;
+      this.byHelper = found.i === 1;
       this.pending = Buffer.alloc(0);
-      return Buffer.concat([buf.subarray(0, at), buf.subarray(at + this.line.length)]);
+      return Buffer.concat([buf.subarray(0, found.at), buf.subarray(found.at + found.line.length)]);
     }
-    let keep = Math.min(this.line.length - 1, buf.length);
-    while (keep > 0 && !buf.subarray(buf.length - keep).equals(this.line.subarray(0, keep))) keep--;
+    let keep = Math.min(this.longest - 1, buf.length);
+    while (keep > 0 && !this.lines.some((l) => l.subarray(0, keep).equals(buf.subarray(buf.length - keep))))
+      keep--;
     this.pending = Buffer.from(buf.subarray(buf.length - keep));
     return buf.subarray(0, buf.length - keep);
   }
@@ -150,5 +166,9 @@ export class StartStripper {
     const rest = this.pending;
     this.pending = Buffer.alloc(0);
     return rest;
+  }
+
+  private get longest(): number {
+    return Math.max(...this.lines.map((l) => l.length));
   }
 }

@@ -112,7 +112,8 @@ function provenEnd(end: CallEnd, status: number): SandboxExecResult<string | Buf
     streamHeld: byUs,
     cancelled: reason === 'abort',
     stoppedBy: end.stoppedBy,
-    blindSpots: [END_LINE_BLIND_SPOT],
+    // The helper's end line rests on no shell: only the helper, non-dumpable, held the nonce.
+    blindSpots: output.announcedByHelper ? [] : [END_LINE_BLIND_SPOT],
   };
   if (output.overflowed) result.maxBufferExceeded = output.overflowed;
   if (output.outputError) result.outputError = output.outputError;

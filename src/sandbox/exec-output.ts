@@ -80,6 +80,11 @@ export class CallOutput implements Activity {
     return this.start.announced;
   }
 
+  /** The announcement was the helper's (`tether-start NONCE helper`): it holds the nonce, not a shell. */
+  get announcedByHelper(): boolean {
+    return this.start.byHelper;
+  }
+
   // What both strippers still hold, at the stream's end.
   private flush(): Buffer {
     const rest = this.stripper.push(this.start.end());

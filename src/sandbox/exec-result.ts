@@ -46,9 +46,10 @@ export interface SandboxExecResult<T extends string | Buffer = string> extends C
   ledgerError?: Error;
   report?: SweepReport;
   /**
-   * What this result rests on that tether cannot check, in sentences: always
-   * END_LINE_BLIND_SPOT (the line is the wrapper's word only while no process of the
-   * session's uid reads or traces the wrapper); `report.blindSpots` says the sweep's.
+   * What this result rests on that tether cannot check, in sentences: END_LINE_BLIND_SPOT (the
+   * line is the wrapper's word only while no process of the session's uid reads or traces the
+   * wrapper) unless the helper held the nonce and wrote the line (docs/sandbox.md, "The helper
+   * holds the nonce"); `report.blindSpots` says the sweep's.
    */
   blindSpots: string[];
 }

@@ -39,7 +39,10 @@ export function pushForSession(channel: ExecChannel, shell: string[]): Promise<H
 export function reportUnder(report: SweepReport, push: HelperPush | undefined): SweepReport {
   if (push === undefined) return report;
   if ('unavailable' in push) return { ...report, notes: [...report.notes, push.unavailable] };
-  const isHelper = (cmdline: string) => cmdline === push.path || cmdline.startsWith(`${push.path} `);
+  // Run from its pinned inode (wrap.sh): `/proc/PID/fd/9 [--wrap] --name PATH -- …`.
+  const pinned = new RegExp(`^/proc/\\d+/fd/9 (--wrap )?--name ${escapeRegExp(push.path)} -- `);
+  const isHelper = (cmdline: string) =>
+    cmdline === push.path || cmdline.startsWith(`${push.path} `) || pinned.test(cmdline);
   const helpers = report.stopped.filter((p) => isHelper(p.cmdline));
   const how = push.pushed ? 'pushed by this session' : 'reused';
   const notes = [
@@ -54,4 +57,8 @@ export function reportUnder(report: SweepReport, push: HelperPush | undefined): 
     blindSpots: (report.blindSpots ?? []).map((s) => (s === ENV_TAG_BLIND_SPOT ? HELPER_BLIND_SPOT : s)),
     notes,
   };
+}
+
+function escapeRegExp(text: string): string {
+  return text.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
 }

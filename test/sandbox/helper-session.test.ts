@@ -10,6 +10,7 @@ import { readlinkSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTag, sandbox } from '../../src/index.js';
+import { commandChannel } from '../../src/sandbox/channel.js';
 import { HELPER_BLIND_SPOT } from '../../src/sandbox/session-helper.js';
 import { ENV_TAG_BLIND_SPOT, type SweepReport } from '../../src/sweep/report.js';
 import { ROOT } from '../support/paths.js';
@@ -112,7 +113,10 @@ function underHelper(report: SweepReport | undefined): void {
   expect(report?.blindSpots).not.toContain(ENV_TAG_BLIND_SPOT);
   expect(report?.notes.join('\n')).toContain('the commands ran under the helper /tmp/.tether/helper-');
   // The helper is the session's machinery, not one of its leftovers.
-  expect(report?.stopped.filter((p) => p.cmdline.startsWith('/tmp/.tether/helper-'))).toEqual([]);
+  const helpers = report?.stopped.filter(
+    (p) => p.cmdline.startsWith('/tmp/.tether/helper-') || /^\/proc\/\d+\/fd\/9 /.test(p.cmdline),
+  );
+  expect(helpers).toEqual([]);
 }
 
 describe('sandbox.run under the pushed helper', () => {
@@ -142,8 +146,9 @@ describe('sandbox.run under the pushed helper', () => {
       const seen = await watch;
       // Premise: reparented to the helper, not to the container's init.
       const parent = cmdlineOf(ppidOf(seen.pid));
+      // (run from its pinned inode, which the wrapper hashed: /proc/WRAPPER/fd/9)
       expect(parent, 'the double fork is not the helper’s child').toMatch(
-        /^\/tmp\/\.tether\/helper-[0-9a-f]{64} -- /,
+        /^\/proc\/\d+\/fd\/9 --wrap --name \/tmp\/\.tether\/helper-[0-9a-f]{64} -- /,
       );
       const r = await call;
       expect([r.exitCode, r.ok]).toEqual([0, true]);
@@ -221,6 +226,60 @@ describe('sandbox.run under the pushed helper', () => {
       const seen = await watch;
       expect(error.code, error.message).toBe('TIMED_OUT');
       await expectGone(seen, 'a timeout');
+      underHelper(error.report);
+    } finally {
+      killOwn(await watch.catch(() => undefined));
+      await cleanup(tag.name);
+    }
+  });
+});
+
+// Root without CAP_SYS_PTRACE, as Docker's and Kubernetes' default capability sets leave it: the
+// helper, non-dumpable while it holds the nonce, cannot be read (its environ) by the sweep shell
+// then. It is found as the wrapper's child while the command runs, and it is dumpable again once
+// its end line is written (native/helper.c, wrap_end).
+describe('sandbox.run under the pushed helper, without CAP_SYS_PTRACE', () => {
+  const dropped = () =>
+    commandChannel([
+      ...box.prefix,
+      'setpriv',
+      '--bounding-set',
+      '-sys_ptrace',
+      '--inh-caps',
+      '-sys_ptrace',
+      '--',
+    ]);
+
+  it('a clean exit: the env-cleared double fork is gone', async () => {
+    const tag = createTag();
+    const s = next++;
+    const watch = doubleForked(s);
+    try {
+      const r = await sandbox.run(dropped(), doubleFork(s, 'sleep 0.5'), { tag, sweep: SWEEP, helper: true });
+      const seen = await watch;
+      expect([r.exitCode, r.ok, r.blindSpots]).toEqual([0, true, []]);
+      await expectGone(seen, 'a clean exit without CAP_SYS_PTRACE');
+      underHelper(r.report);
+    } finally {
+      killOwn(await watch.catch(() => undefined));
+      await cleanup(tag.name);
+    }
+  });
+
+  it("the caller's abort while the command runs: the env-cleared double fork is gone", async () => {
+    const tag = createTag();
+    const s = next++;
+    const watch = doubleForked(s);
+    try {
+      const abort = new AbortController();
+      const call = sandbox
+        .run(dropped(), doubleFork(s, 'sleep 60'), { tag, sweep: SWEEP, helper: true, signal: abort.signal })
+        .catch((e: Error) => e);
+      const seen = await watch;
+      abort.abort();
+      const error = (await call) as Error & { code?: string; report?: SweepReport };
+      expect(error.code, error.message).toBe('CANCELLED');
+      await expectGone(seen, 'an abort without CAP_SYS_PTRACE');
       underHelper(error.report);
     } finally {
       killOwn(await watch.catch(() => undefined));

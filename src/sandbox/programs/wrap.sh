@@ -26,6 +26,18 @@
 # tag, and every process the command orphans is reparented to it. It outlives this program and
 # holds them until a sweep's TERM reaches it (then it ends its subtree itself). A helper that
 # cannot start the command: the command runs as without it, and stderr says so.
+# The helper is checked at exec, not before: its file is opened on fd 9 (the inode is pinned),
+# hashed there against the sha256 its name gives (PATH ends in helper-<sha256>), and run as
+# /proc/$$/fd/9 — a file renamed over PATH meanwhile is not what runs; one that does not hash
+# to its name is never run (the command then runs without the helper, stderr says so).
+# In `run` mode under the helper this program never holds the nonce (docs/sandbox.md, "The
+# helper holds the nonce"): the helper — non-dumpable, so that no process of the session's uid
+# without CAP_SYS_PTRACE can read or trace it — reads the nonce line itself and prints
+#   tether-start NONCE helper<newline>   and, after the command,   tether-end NONCE exit STATUS<newline>
+# It reads it only once this program has hashed fd 9 again after the helper's exec, when the
+# kernel refuses every write to a file being executed (ETXTBSY): the bytes that run are the ones
+# hashed. Until it says `checked` to the helper this program may still fall back to proving the
+# end itself; after, never (the nonce is the helper's).
 
 # Job control would put the command in a group of its own and errexit would end the wrapper
 # before its line; either may come from the environment. So may nounset and tracing.
@@ -36,7 +48,7 @@ set +m 2>/dev/null
 EXIT_REFUSED=125
 # A variable of that name in the environment is exported: assigning to it would hand the
 # nonce to the command. Unset first, the variables then made are the shell's own.
-unset nonce text first token helper fifo started hword
+unset nonce text first token helper fifo started hword sum hpid how flag
 helper=
 if [ "$1" = --helper ]; then
   helper=$2
@@ -44,32 +56,6 @@ if [ "$1" = --helper ]; then
 fi
 mode=$1
 shift
-# `read` takes one byte at a time from a pipe, so the command's stdin starts right after it.
-IFS= read -r first
-nonce=${first%% *}
-token=
-[ "$nonce" = "$first" ] || token=${first#* }
-case $nonce in
-  *[!0-9a-f]* | '')
-    echo "tether-wrap: no nonce on stdin (is the exec channel's stdin attached? docker exec needs -i)" >&2
-    exit $EXIT_REFUSED ;;
-esac
-if [ ${#nonce} -ne 32 ]; then
-  echo "tether-wrap: a malformed nonce on stdin" >&2
-  exit $EXIT_REFUSED
-fi
-first=
-# The temp dir's name: its own 32 hex digits, never the nonce (the name shows in the command's
-# fd links, in listings, in the argv of mkdir and rm).
-if [ "$mode" = script ]; then
-  case $token in
-    *[!0-9a-f]* | '') token=x ;;
-  esac
-  if [ ${#token} -ne 32 ]; then
-    echo "tether-wrap: a malformed temp dir token on stdin (script mode)" >&2
-    exit $EXIT_REFUSED
-  fi
-fi
 nl='
 '
 
@@ -109,14 +95,173 @@ line() {
   say "tether-end $nonce $*$nl"
 }
 
+# take_nonce: this program's own proof (no helper, or the helper refused before it was given the
+# nonce). `read` takes one byte at a time from a pipe, so the command's stdin starts right after it.
+take_nonce() {
+  IFS= read -r first <&3
+  nonce=${first%% *}
+  token=
+  [ "$nonce" = "$first" ] || token=${first#* }
+  case $nonce in
+    *[!0-9a-f]* | '')
+      echo "tether-wrap: no nonce on stdin (is the exec channel's stdin attached? docker exec needs -i)" >&2
+      exit $EXIT_REFUSED ;;
+  esac
+  if [ ${#nonce} -ne 32 ]; then
+    echo "tether-wrap: a malformed nonce on stdin" >&2
+    exit $EXIT_REFUSED
+  fi
+  first=
+  # The temp dir's name: its own 32 hex digits, never the nonce (the name shows in the command's
+  # fd links, in listings, in the argv of mkdir and rm).
+  if [ "$mode" = script ]; then
+    case $token in
+      *[!0-9a-f]* | '') token=x ;;
+    esac
+    if [ ${#token} -ne 32 ]; then
+      echo "tether-wrap: a malformed temp dir token on stdin (script mode)" >&2
+      exit $EXIT_REFUSED
+    fi
+  fi
+}
+
+# The command leads its own POSIX session where setsid exists, so that its own `kill 0` reaches
+# its processes and not the wrapper. Started asynchronously, it is not a group leader: setsid
+# then needs no fork, and $! is the command itself.
+runner=
+command -v setsid >/dev/null 2>&1 && runner=setsid
+
+# hashes_to_name: the open file on fd 9 hashes to the sha256 the helper's name gives
+# (helper-<sha256>). sha256sum reads the inode through /proc/$$/fd/9, not the path.
+hashes_to_name() {
+  sum=$(sha256sum "/proc/$$/fd/9" 2>/dev/null)
+  sum=${sum%% *}
+  [ -n "$sum" ] && [ "$sum" = "${helper##*/helper-}" ]
+}
+
+# pin_helper: opens the helper's file on fd 9 and hashes that open file. From here the inode on
+# fd 9 is what runs (as /proc/$$/fd/9), whatever is renamed over the path. False, said on stderr,
+# when it cannot be opened or does not hash to its name: it is never run.
+pin_helper() {
+  if ! { command exec 9<"$helper"; } 2>/dev/null; then
+    echo "tether-wrap: the helper $helper cannot be opened: the command runs on the env tag alone" >&2
+    return 1
+  fi
+  hashes_to_name && return 0
+  exec 9<&-
+  echo "tether-wrap: the helper $helper does not hash to its name (${sum:-no sha256sum}): refused, never run; the command runs on the env tag alone" >&2
+  return 1
+}
+
+# start_helper wrap|plain CMD…: the helper starts `$runner CMD…` as its payload (its child; the
+# helper's wire protocol is docs/containment.md's), run from the pinned inode. Its status pipe
+# (fd 3) and control pipe (fd 4) are FIFOs in the helper's own directory (0700, this uid's),
+# removed once the helper has said its first line (both are open then: removed sooner, `4<>`
+# would create a plain file). `plain`: `go` waits in the control FIFO before the helper starts;
+# `wrap`: `checked` and `go` are written after the second hash. The helper opens that FIFO
+# read-write, so it never reads EOF there: it never runs its dead man's switch for this
+# program's end, which is not the session's — a sweep's TERM is (docs/sandbox.md). False when
+# the FIFOs cannot be made.
+start_helper() {
+  how=$1
+  shift
+  fifo=${helper%/*}/wrap.$$
+  rm -f "$fifo.c" "$fifo.s" 2>/dev/null
+  if ! mkfifo -m 600 "$fifo.c" "$fifo.s" 2>/dev/null; then
+    rm -f "$fifo.c" "$fifo.s" 2>/dev/null
+    echo "tether-wrap: no FIFO for the helper in ${helper%/*}: the command runs on the env tag alone" >&2
+    return 1
+  fi
+  # Held open until the helper has opened it too: a FIFO no one holds loses what waits in it.
+  exec 8<>"$fifo.c"
+  flag=
+  if [ "$how" = wrap ]; then flag=--wrap; else put "go$nl" >&8; fi
+  # fd 3 is the command's stdin until `<&3`, then the status FIFO (opened first: this program's
+  # open below waits for it, and a helper that fails later closes it: EOF, never a hang).
+  "/proc/$$/fd/9" $flag --name "$helper" -- $runner "$@" <&3 3>"$fifo.s" 4<>"$fifo.c" 8<&- 9<&- &
+  hpid=$!
+  exec 7<"$fifo.s"
+}
+
+# next_status: reads one status line of the helper into hword, a, b (again after a handled
+# signal). False at EOF: the helper is gone.
+next_status() {
+  while :; do
+    caught=
+    hword=
+    IFS=' ' read -r hword a b rest <&7 && return 0
+    [ -n "$caught" ] || return 1
+  done
+}
+
+# await_helper: reads the helper's status lines until the payload's exit (sets status) or EOF
+# (the helper is gone: status stays empty). `started` once it said so: past it, the command may
+# have run.
+await_helper() {
+  while next_status; do
+    case $hword in
+      helper | started)
+        # The helper has both FIFOs open: our hold and their names are no longer needed.
+        exec 8>&-
+        rm -f "$fifo.c" "$fifo.s"
+        [ "$hword" = started ] && started=1 ;;
+      exit)
+        case $a in
+          code) status=$b ;;
+          signal) status=$((128 + b)) ;;
+          *) status=125 ;;
+        esac
+        break ;;
+    esac
+  done
+  exec 7<&- 8>&-
+  rm -f "$fifo.c" "$fifo.s"
+}
+
+# wrap_under_helper CMD…: `run` mode under the helper, which holds the nonce and prints both
+# lines; this program exits with the command's status. Returns only while the helper has not
+# been given the nonce (`checked` unsent): it could not be pinned, started or checked — the
+# caller then proves the end itself. The helper's first line (`helper PID START`) says it has
+# been exec'd: from then on the kernel refuses writes to its file, so the second hash is of
+# the bytes that run. A mismatch there means the file was written between the first hash and
+# the exec: that process is KILLed (our child).
+wrap_under_helper() {
+  pin_helper || return 0
+  start_helper wrap "$@" || { exec 9<&-; return 0; }
+  if ! next_status || [ "$hword" != helper ] || ! hashes_to_name; then
+    kill -KILL "$hpid" 2>/dev/null
+    exec 7<&- 8>&- 9<&-
+    rm -f "$fifo.c" "$fifo.s"
+    echo "tether-wrap: the helper $helper did not start, or does not hash to its name after its exec (${sum:-no sha256sum}): the command runs on the env tag alone" >&2
+    return 0
+  fi
+  exec 9<&-
+  rm -f "$fifo.c" "$fifo.s"
+  put "checked${nl}go$nl" >&8
+  exec 8>&-
+  # The nonce is the helper's from here: no fallback.
+  status=
+  started=
+  await_helper
+  exec 3<&-
+  if [ -z "$status" ]; then
+    echo "tether-wrap: the helper $helper ended without the command's status" >&2
+    exit $EXIT_REFUSED
+  fi
+  exit "$status"
+}
+
+# An asynchronous command's stdin is /dev/null when job control is off: keep ours on fd 3 (the
+# helper's or take_nonce's nonce line first, then the command's stdin).
+exec 3<&0
+[ -n "$helper" ] && [ "$mode" = run ] && wrap_under_helper "$@"
+
 # The start announcement, before the command (or its script) is taken in: tether tells a client
 # that failed before it (no such container, its own usage error) from a stream cut later.
 # Unsaid (stdout gone), the command is not run: a client that then fails is read as never started.
+take_nonce
 say "tether-start $nonce$nl" || exit 1
 
-# An asynchronous command's stdin is /dev/null when job control is off: keep ours (past the
-# nonce line) on fd 3.
-exec 3<&0
 dir=
 if [ "$mode" = script ]; then
   size=$1
@@ -138,68 +283,12 @@ if [ "$mode" = script ]; then
   exec 3<"$dir/script"
 fi
 
-# The command leads its own POSIX session where setsid exists, so that its own `kill 0` reaches
-# its processes and not the wrapper. Started asynchronously, it is not a group leader: setsid
-# then needs no fork, and $! is the command itself.
-runner=
-command -v setsid >/dev/null 2>&1 && runner=setsid
-
-# start_helper CMD…: the helper starts `$runner CMD…` as its payload (its child; the helper's
-# wire protocol is docs/containment.md's). Its status pipe (fd 3) and control pipe (fd 4) are
-# FIFOs in the helper's own directory (0700, this uid's), removed once the helper has said its
-# first line (both are open then: removed sooner, `4<>` would create a plain file). `go` waits in the
-# control FIFO before the helper starts; the helper opens that FIFO read-write, so it never reads
-# EOF there: it never runs its dead man's switch for this program's end, which is not the
-# session's — a sweep's TERM is (docs/sandbox.md). False when the FIFOs cannot be made.
-start_helper() {
-  fifo=${helper%/*}/wrap.$$
-  rm -f "$fifo.c" "$fifo.s" 2>/dev/null
-  if ! mkfifo -m 600 "$fifo.c" "$fifo.s" 2>/dev/null; then
-    rm -f "$fifo.c" "$fifo.s" 2>/dev/null
-    return 1
-  fi
-  # Held open until the helper has opened it too: a FIFO no one holds loses what waits in it.
-  exec 8<>"$fifo.c"
-  put "go$nl" >&8
-  # fd 3 is the command's stdin until `<&3`, then the status FIFO (opened first: this program's
-  # open below waits for it, and a helper that fails later closes it: EOF, never a hang).
-  "$helper" -- $runner "$@" <&3 3>"$fifo.s" 4<>"$fifo.c" 8<&- &
-  exec 7<"$fifo.s"
-}
-
-# await_helper: reads the helper's status lines until the payload's exit (sets status) or EOF
-# (the helper is gone: status stays empty). `started` once it said so: past it, the command may
-# have run.
-await_helper() {
-  while :; do
-    caught=
-    hword=
-    if IFS=' ' read -r hword a b rest <&7; then
-      case $hword in
-        helper | started)
-          # The helper has both FIFOs open: our hold and their names are no longer needed.
-          exec 8>&-
-          rm -f "$fifo.c" "$fifo.s"
-          [ "$hword" = started ] && started=1 ;;
-        exit)
-          case $a in
-            code) status=$b ;;
-            signal) status=$((128 + b)) ;;
-            *) status=125 ;;
-          esac
-          break ;;
-      esac
-    elif [ -z "$caught" ]; then
-      break
-    fi
-  done
-  exec 7<&- 8>&-
-  rm -f "$fifo.c" "$fifo.s"
-}
-
+# Script mode under the helper: the helper is the command's subreaper, and this program proves
+# the end (the helper does not store scripts): the result says the proof rests on this shell.
 status=
 started=
-if [ -n "$helper" ] && start_helper "$@"; then
+if [ -n "$helper" ] && [ "$mode" = script ] && pin_helper && start_helper plain "$@"; then
+  exec 9<&-
   await_helper
   if [ -z "$status" ] && [ -n "$started" ]; then
     # The helper is gone without the payload's status (killed): the command may still run. No
@@ -209,9 +298,8 @@ if [ -n "$helper" ] && start_helper "$@"; then
     exit $EXIT_REFUSED
   fi
   [ -n "$status" ] || echo "tether-wrap: the helper $helper did not start the command: it runs on the env tag alone" >&2
-elif [ -n "$helper" ]; then
-  echo "tether-wrap: no FIFO for the helper in ${helper%/*}: the command runs on the env tag alone" >&2
 fi
+exec 9<&-
 
 if [ -z "$status" ]; then
   $runner "$@" <&3 3<&- &

@@ -1,0 +1,200 @@
+// Proofs a session member cannot forge (docs/sandbox.md, "The helper holds the nonce"). Under the
+// pushed helper the completion nonce lives only in the helper, which is non-dumpable before it
+// reads it: a command of the session's uid that reads every ancestor's memory (/proc/P/mem) or
+// ptraces every ancestor (PTRACE_SEIZE, PTRACE_PEEKDATA) finds no nonce, and its forged
+// `tether-end … exit 0` lines are its own output — the result is the real status. The container
+// runs its commands as root without CAP_SYS_PTRACE, as Docker's and Kubernetes' default capability
+// sets do (setpriv drops it from the bounding set). A helper file swapped between pushHelper's
+// check and the exec is never run: its side effect (a marker file) never appears, the command runs
+// on the shell fallback, and the result says its end line rests on the shell.
+import { execFileSync } from 'node:child_process';
+import { existsSync, renameSync, rmSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createTag, sandbox } from '../../src/index.js';
+import { commandChannel, type ExecChannel } from '../../src/sandbox/channel.js';
+import { type HelperPushed, pushHelper } from '../../src/sandbox/helper-push.js';
+import { END_LINE_BLIND_SPOT } from '../../src/sandbox/sweep-output.js';
+import { missing, tool } from '../support/tools.js';
+import { type Container, startContainer, taggedOnHost } from './container.js';
+
+const noPython = missing('python3');
+// The interpreter itself, not a version manager's shim (shells.test.ts says why).
+const PYTHON = noPython
+  ? ''
+  : execFileSync(tool('python3').path as string, ['-c', 'import sys; print(sys.executable)'], {
+      encoding: 'utf8',
+    }).trim();
+
+let box: Container;
+// Root in the container, without CAP_SYS_PTRACE: Docker's default.
+let channel: ExecChannel;
+beforeAll(async () => {
+  box = await startContainer(300);
+  execFileSync(
+    'nsenter',
+    ['-t', String(box.init), '-m', 'mount', '-t', 'tmpfs', '-o', 'mode=1777,size=16m', 'tether-fg', '/tmp'],
+    { timeout: 10_000 },
+  );
+  channel = commandChannel([
+    ...box.prefix,
+    'setpriv',
+    '--bounding-set',
+    '-sys_ptrace',
+    '--inh-caps',
+    '-sys_ptrace',
+    '--',
+  ]);
+});
+afterAll(async () => {
+  await box?.stop();
+});
+
+const SWEEP = { graceMs: 1000, killAfterMs: 1000 };
+
+// The ancestors of the forger, its parent first, up to the container's init (exclusive).
+const ANCESTORS = `
+import os, re, sys
+def ancestors():
+    pid = os.getppid()
+    while pid > 1:
+        yield pid
+        try:
+            with open(f'/proc/{pid}/stat') as f: st = f.read()
+        except OSError:
+            return
+        pid = int(st[st.rindex(')') + 2:].split()[1])
+def regions(pid):
+    with open(f'/proc/{pid}/maps') as m:
+        for line in m.read().splitlines():
+            addr, perms = line.split()[:2]
+            if perms.startswith('rw'):
+                lo, hi = (int(x, 16) for x in addr.split('-'))
+                yield lo, hi
+def forge(tokens, seen):
+    out = b''.join(b'tether-end ' + t + b' exit 0\\n' for t in sorted(tokens))
+    sys.stdout.buffer.write(out); sys.stdout.flush()
+    sys.stderr.write('ancestors ' + ' '.join(seen) + ' candidates %d\\n' % len(tokens))
+    sys.exit(1)
+`;
+
+// Reads the writable memory of every ancestor through /proc/P/mem; every 32-hex-digit token found
+// becomes a forged `exit 0` line; then it exits 1. stderr: `ancestors PID:read|PID:ERRNO…`.
+const MEM_FORGER = `${ANCESTORS}
+tokens, seen = set(), []
+for pid in ancestors():
+    try:
+        mem = open(f'/proc/{pid}/mem', 'rb', 0)
+    except OSError as e:
+        seen.append(f'{pid}:{e.errno}'); continue
+    for lo, hi in regions(pid):
+        try:
+            mem.seek(lo); tokens.update(re.findall(rb'[0-9a-f]{32}', mem.read(hi - lo)))
+        except OSError:
+            pass
+    seen.append(f'{pid}:read')
+forge(tokens, seen)
+`;
+
+// The same through ptrace: PTRACE_SEIZE and PTRACE_INTERRUPT each ancestor, read its writable
+// memory a word at a time (PTRACE_PEEKDATA), detach.
+const PTRACE_FORGER = `${ANCESTORS}
+import ctypes
+libc = ctypes.CDLL(None, use_errno=True)
+libc.ptrace.restype = ctypes.c_long
+libc.ptrace.argtypes = [ctypes.c_long, ctypes.c_long, ctypes.c_void_p, ctypes.c_void_p]
+PEEKDATA, DETACH, SEIZE, INTERRUPT = 2, 17, 0x4206, 0x4207
+tokens, seen = set(), []
+for pid in ancestors():
+    if libc.ptrace(SEIZE, pid, None, None) != 0:
+        seen.append(f'{pid}:{ctypes.get_errno()}'); continue
+    libc.ptrace(INTERRUPT, pid, None, None)
+    os.waitpid(pid, 0x40000000)
+    for lo, hi in regions(pid):
+        words = []
+        for addr in range(lo, hi, 8):
+            ctypes.set_errno(0)
+            w = libc.ptrace(PEEKDATA, pid, addr, None)
+            if w == -1 and ctypes.get_errno():
+                break
+            words.append((w & 0xffffffffffffffff).to_bytes(8, 'little'))
+        tokens.update(re.findall(rb'[0-9a-f]{32}', b''.join(words)))
+    libc.ptrace(DETACH, pid, None, None)
+    seen.append(f'{pid}:read')
+forge(tokens, seen)
+`;
+
+async function cleanup(tag: string): Promise<void> {
+  if (taggedOnHost(tag).length) await sandbox.sweep(channel, tag, SWEEP);
+}
+
+describe.skipIf(noPython !== '')(
+  `a command that forges its end line, under the helper${noPython ? ` (skipped: ${noPython})` : ''}`,
+  () => {
+    for (const [name, forger] of [
+      ['reads every ancestor’s memory (/proc/P/mem)', MEM_FORGER],
+      ['ptraces every ancestor (PTRACE_SEIZE, PEEKDATA)', PTRACE_FORGER],
+    ] as const) {
+      it(`${name}: refused, the result is the real status`, async () => {
+        const tag = createTag();
+        try {
+          const r = await sandbox.run(channel, [PYTHON, '-c', forger], {
+            tag,
+            sweep: SWEEP,
+            helper: true,
+            reject: false,
+          });
+          const said = r.stderr.trim();
+          // Premise: the forger could read an ancestor of its uid (the wrapper shell) — it had the
+          // means, and found no nonce there — and the command ran under the helper.
+          expect(said, 'premise broken: the forger read no ancestor at all').toMatch(/ancestors .*\d+:read/);
+          // Its parent, the helper, refused it: EACCES for /proc/P/mem, EPERM for ptrace.
+          expect(said, 'the helper (the forger’s parent) was readable').toMatch(/^ancestors \d+:(13|1) /);
+          expect(r.report.notes.join('\n')).toContain('the commands ran under the helper');
+          expect(
+            [r.exitCode, r.ok],
+            `the forged line was taken for the end (forger said: ${said}; stdout ${String(r.stdout).length} bytes)`,
+          ).toEqual([1, false]);
+          // The forged lines are the command's own output, passed on.
+          expect(String(r.stdout)).toContain('tether-end ');
+          expect(r.blindSpots).not.toContain(END_LINE_BLIND_SPOT);
+        } finally {
+          await cleanup(tag.name);
+        }
+      });
+    }
+  },
+);
+
+describe('a helper file swapped between pushHelper’s check and the exec', () => {
+  // The file in the container as the host sees it.
+  const onHost = (path: string) => join('/proc', String(box.init), 'root', path);
+
+  for (const how of ['renamed over the path', 'rewritten in place'] as const) {
+    it(`${how}: never run; the command runs on the shell, and the result says so`, async () => {
+      const pushed = (await pushHelper(channel, { shell: ['sh'] })) as HelperPushed;
+      expect(pushed.path, `premise broken: no helper pushed: ${JSON.stringify(pushed)}`).toBeDefined();
+      const marker = `/tmp/swapped-${process.pid}-${how.length}`;
+      const evil = `#!/bin/sh\n: >${marker}\nshift 2\nexec "$@"\n`;
+      try {
+        if (how === 'renamed over the path') {
+          writeFileSync(onHost(`${pushed.path}.evil`), evil, { mode: 0o700 });
+          renameSync(onHost(`${pushed.path}.evil`), onHost(pushed.path));
+        } else {
+          writeFileSync(onHost(pushed.path), evil);
+        }
+        const r = await sandbox.exec(channel, ['sh', '-c', 'echo ran; exit 4'], {
+          helper: pushed.path,
+          reject: false,
+        });
+        expect(existsSync(onHost(marker)), 'the swapped helper ran (its marker file exists)').toBe(false);
+        expect([r.exitCode, r.stdout]).toEqual([4, 'ran\n']);
+        expect(r.stderr).toContain('does not hash to');
+        expect(r.blindSpots).toContain(END_LINE_BLIND_SPOT);
+      } finally {
+        rmSync(onHost(marker), { force: true });
+        rmSync(onHost(pushed.path), { force: true }); // the next push writes the real one again
+      }
+    });
+  }
+});
