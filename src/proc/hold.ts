@@ -12,7 +12,6 @@ import {
   type NativeHold,
   nativeProc,
   type PreHeld,
-  PreHoldFailure,
   type PreSignal,
 } from './native.js';
 import type { ProcStat } from './stat.js';
@@ -58,15 +57,17 @@ export interface PreHeldProcess {
 }
 
 /**
- * A prehold that failed after it had signalled (`preholdNative`): the candidates read before
- * the failure (`held`: their pidfds open, the caller's), the error in `cause`.
+ * The one failure of a prehold (`preholdNative`) that is not a plain read error: a read failed
+ * after the call had signalled a carrier. `held`: the candidates read before the failure (their
+ * pidfds open, the caller's, so that it can still say what it signalled); `cause`: the read's
+ * error (an Error with `code`: EMFILE…).
  */
-export class PreHeldFailure extends Error {
+export class PreholdFailure extends Error {
   constructor(
     readonly held: PreHeldProcess[],
-    cause: unknown,
+    cause: Error,
   ) {
-    super((cause as Error).message, { cause });
+    super(cause.message, { cause });
   }
 }
 
@@ -78,7 +79,7 @@ export class PreHeldFailure extends Error {
  * environ is read once, and from the held process. With `signal`, each carrier held whose
  * `may[i]` is set is sent `signal.number` through its pidfd as soon as its details are read
  * (`sent`), while the call goes on. Null when the native library is not loaded. Throws what the
- * reads throw (EMFILE…), every pidfd of the call closed — but `PreHeldFailure` once a signal
+ * reads throw (EMFILE…), every pidfd of the call closed — but `PreholdFailure` once a signal
  * was sent.
  */
 export function preholdNative(
@@ -89,13 +90,10 @@ export function preholdNative(
 ): PreHeldProcess[] | null {
   const native = nativeProc();
   if (!native) return null;
-  try {
-    return native.prehold(procRoot, candidates, entry, CMDLINE_CAP_BYTES + 1, signal).map(preHeldProcess);
-  } catch (error) {
-    if (error instanceof PreHoldFailure)
-      throw new PreHeldFailure(error.held.map(preHeldProcess), error.cause);
-    throw error;
-  }
+  const { held, failure } = native.prehold(procRoot, candidates, entry, CMDLINE_CAP_BYTES + 1, signal);
+  const read = held.map(preHeldProcess);
+  if (failure) throw new PreholdFailure(read, failure);
+  return read;
 }
 
 function preHeldProcess(r: PreHeld): PreHeldProcess {

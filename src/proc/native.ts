@@ -70,8 +70,8 @@ export interface NativeProc {
    * its re-read stat showed (-1 unread). With `signal`, a carrier held whose `may[i]` is set is
    * sent `signal.number` through its pidfd right after its details were read (`sent`: the
    * result, as `sendHeld`'s). Throws what a read throws, every fd of the call closed — but once
-   * a signal was sent: an error whose `held` holds the results before the failure (their fds
-   * open, the caller's: `PreHoldFailure`).
+   * a signal was sent, the read's error is returned as `failure` beside the results before it
+   * (`held`: their fds open, the caller's; ./hold.ts throws them as `PreholdFailure`).
    */
   prehold(
     procRoot: string,
@@ -79,7 +79,7 @@ export interface NativeProc {
     entry: string,
     limit: number,
     signal?: PreSignal,
-  ): PreHeld[];
+  ): { held: PreHeld[]; failure?: Error };
   /** poll(2) of `fd` for POLLIN, timeout 0: its revents, or -errno. */
   poll1(fd: number): number;
   /**
@@ -124,19 +124,6 @@ export interface PreHeld {
 export interface PreSignal {
   number: number;
   may: readonly boolean[];
-}
-
-/**
- * The error of a prehold that failed after it had signalled: the results before the failure
- * (`held`: their fds open, the caller's), and what failed (`cause`).
- */
-export class PreHoldFailure extends Error {
-  constructor(
-    readonly held: PreHeld[],
-    cause: Error,
-  ) {
-    super(cause.message, { cause });
-  }
 }
 
 /**
@@ -787,10 +774,10 @@ class NativeReads implements NativeProc {
     entry: string,
     limit: number,
     signal?: PreSignal,
-  ): PreHeld[] {
+  ): { held: PreHeld[]; failure?: Error } {
     const n = candidates.length;
     const results: PreHeld[] = [];
-    if (n === 0) return results;
+    if (n === 0) return { held: results };
     const pids = new Int32Array(n);
     const starts = new Float64Array(n);
     const exited = new Uint8Array(n);
@@ -845,7 +832,7 @@ class NativeReads implements NativeProc {
       }
       if (error) {
         // What was signalled is the caller's to report: its holds are handed over, open.
-        if (results.some((r) => r.sent !== undefined)) throw new PreHoldFailure(results, error);
+        if (results.some((r) => r.sent !== undefined)) return { held: results, failure: error };
         for (const r of results) if (r.hold.kind === 'held') closeFd(r.hold.fd);
         throw error;
       }
@@ -853,7 +840,7 @@ class NativeReads implements NativeProc {
       if (got < rest && stopped === TP.PREHOLD_ENV_FULL) this.grow();
       else if (got < rest) this.text = Buffer.from(new ArrayBuffer(text.length * 2));
     }
-    return results;
+    return { held: results };
   }
 
   poll1(fd: number): number {

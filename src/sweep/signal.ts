@@ -17,8 +17,8 @@ import {
   evidenceHolds,
   type HoldRequest,
   holdAllNative,
-  PreHeldFailure,
   type PreHeldProcess,
+  PreholdFailure,
   preholdNative,
   sameProcessAs as sameProcess,
 } from '../proc/hold.js';
@@ -341,7 +341,7 @@ function pidfdSignaller(f: Ffi): Signaller {
       try {
         native = preholdNative(procRoot, candidates, entry, signal && { number, may: signal.may });
       } catch (error) {
-        if (error instanceof PreHeldFailure)
+        if (error instanceof PreholdFailure)
           throw new CandidatesSignalledError(error.held.map(held), error.cause);
         throw error;
       }
