@@ -6,7 +6,7 @@
 // /proc — the double fork's host pid and start time, found by its unique cmdline in the
 // container's PID namespace.
 import { execFileSync, spawn } from 'node:child_process';
-import { readlinkSync } from 'node:fs';
+import { readlinkSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTag, sandbox } from '../../src/index.js';
@@ -234,59 +234,73 @@ describe('sandbox.run under the pushed helper', () => {
   });
 });
 
-// Root without CAP_SYS_PTRACE, as Docker's and Kubernetes' default capability sets leave it: the
-// helper, non-dumpable while it holds the nonce, cannot be read (its environ) by the sweep shell
-// then. It is found as the wrapper's child while the command runs, and it is dumpable again once
-// its end line is written (native/helper.c, wrap_end).
-describe('sandbox.run under the pushed helper, without CAP_SYS_PTRACE', () => {
-  const dropped = () =>
-    commandChannel([
-      ...box.prefix,
-      'setpriv',
-      '--bounding-set',
-      '-sys_ptrace',
-      '--inh-caps',
-      '-sys_ptrace',
-      '--',
-    ]);
+// The helper is non-dumpable while it holds the nonce (native/helper.c, --wrap): for a process of
+// its uid without CAP_SYS_PTRACE its memory is closed, and so, for a uid other than root, is its
+// environ (its /proc files then belong to root) — the sweep cannot find it as a carrier. It is
+// found as the wrapper's child while the command runs, and it is dumpable again once its end
+// line is written. Two users, as a container's commands run: root without CAP_SYS_PTRACE
+// (Docker's and Kubernetes' default capability sets) and uid 65534; the second pushes its own
+// helper (the directory must be its own), so each starts without /tmp/.tether.
+for (const [who, user] of [
+  [
+    'root without CAP_SYS_PTRACE',
+    ['setpriv', '--bounding-set', '-sys_ptrace', '--inh-caps', '-sys_ptrace', '--'],
+  ],
+  ['uid 65534', ['setpriv', '--reuid', '65534', '--regid', '65534', '--clear-groups', '--']],
+] as const) {
+  describe(`sandbox.run under the pushed helper, as ${who}`, () => {
+    const dropped = () => commandChannel([...box.prefix, ...user]);
+    const noHelperDir = () =>
+      rmSync(join('/proc', String(box.init), 'root/tmp/.tether'), { recursive: true, force: true });
+    beforeAll(noHelperDir);
+    afterAll(noHelperDir);
+    it('a clean exit: the env-cleared double fork is gone', async () => {
+      const tag = createTag();
+      const s = next++;
+      const watch = doubleForked(s);
+      try {
+        const r = await sandbox.run(dropped(), doubleFork(s, 'sleep 0.5'), {
+          tag,
+          sweep: SWEEP,
+          helper: true,
+        });
+        const seen = await watch;
+        expect([r.exitCode, r.ok, r.blindSpots]).toEqual([0, true, []]);
+        await expectGone(seen, `a clean exit as ${who}`);
+        underHelper(r.report);
+      } finally {
+        killOwn(await watch.catch(() => undefined));
+        await cleanup(tag.name);
+      }
+    });
 
-  it('a clean exit: the env-cleared double fork is gone', async () => {
-    const tag = createTag();
-    const s = next++;
-    const watch = doubleForked(s);
-    try {
-      const r = await sandbox.run(dropped(), doubleFork(s, 'sleep 0.5'), { tag, sweep: SWEEP, helper: true });
-      const seen = await watch;
-      expect([r.exitCode, r.ok, r.blindSpots]).toEqual([0, true, []]);
-      await expectGone(seen, 'a clean exit without CAP_SYS_PTRACE');
-      underHelper(r.report);
-    } finally {
-      killOwn(await watch.catch(() => undefined));
-      await cleanup(tag.name);
-    }
+    it("the caller's abort while the command runs: the env-cleared double fork is gone", async () => {
+      const tag = createTag();
+      const s = next++;
+      const watch = doubleForked(s);
+      try {
+        const abort = new AbortController();
+        const call = sandbox
+          .run(dropped(), doubleFork(s, 'sleep 60'), {
+            tag,
+            sweep: SWEEP,
+            helper: true,
+            signal: abort.signal,
+          })
+          .catch((e: Error) => e);
+        const seen = await watch;
+        abort.abort();
+        const error = (await call) as Error & { code?: string; report?: SweepReport };
+        expect(error.code, error.message).toBe('CANCELLED');
+        await expectGone(seen, `an abort as ${who}`);
+        underHelper(error.report);
+      } finally {
+        killOwn(await watch.catch(() => undefined));
+        await cleanup(tag.name);
+      }
+    });
   });
-
-  it("the caller's abort while the command runs: the env-cleared double fork is gone", async () => {
-    const tag = createTag();
-    const s = next++;
-    const watch = doubleForked(s);
-    try {
-      const abort = new AbortController();
-      const call = sandbox
-        .run(dropped(), doubleFork(s, 'sleep 60'), { tag, sweep: SWEEP, helper: true, signal: abort.signal })
-        .catch((e: Error) => e);
-      const seen = await watch;
-      abort.abort();
-      const error = (await call) as Error & { code?: string; report?: SweepReport };
-      expect(error.code, error.message).toBe('CANCELLED');
-      await expectGone(seen, 'an abort without CAP_SYS_PTRACE');
-      underHelper(error.report);
-    } finally {
-      killOwn(await watch.catch(() => undefined));
-      await cleanup(tag.name);
-    }
-  });
-});
+}
 
 const TETHER = join(ROOT, 'bin/tether.cjs');
 
