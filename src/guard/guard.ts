@@ -8,7 +8,6 @@ import { type Registration, registrationsPath, stateDir } from '../containment/g
 import { readSessionRegistrations, sessionsDir } from '../containment/live-session.js';
 import {
   CGROUP_MIN_AGE_MS,
-  type RemovedCgroup,
   removeUnclaimedCgroups,
   sessionCgroupsBelow,
 } from '../containment/stale-cgroups.js';
@@ -18,9 +17,8 @@ import { readCmdline, readCmdlines } from '../proc/details.js';
 import { CLOCK_TICKS_PER_SECOND, type Identity, identityKey, ticksNow } from '../proc/identity.js';
 import { createTag } from '../proc/tag.js';
 import { sweep } from '../sweep/loop.js';
-import type { ProcessRecord, SweepWarning } from '../sweep/report.js';
+import type { ProcessRecord } from '../sweep/report.js';
 import { sharedSnapshot } from '../sweep/shared-walk.js';
-import type { Signaller } from '../sweep/signal.js';
 import {
   type AllowContext,
   ancestorsIn,
@@ -28,178 +26,32 @@ import {
   findLiveSessions,
   keysOf,
   RULES,
-  type RuleName,
   verdicts,
 } from './allowlist.js';
 import { hostReason } from './host.js';
-import { findInitService, type InitService } from './init-service.js';
+import { findInitService } from './init-service.js';
 import { checkInputFile } from './input-file.js';
+import {
+  DEFAULT_GUARD_INTERVAL_MS,
+  DEFAULT_MIN_AGE_MS,
+  DEFAULT_STARTUP_DELAY_MS,
+  type GuardOptions,
+} from './options.js';
 import { compilePattern, type Pattern, type Problem, readAllowFile } from './patterns.js';
 import { readRegistrations } from './registrations.js';
 import { listTargets, resolveTarget, type TargetSource } from './targets.js';
+import { forLog, logLine } from './tick-log.js';
+import { type GuardCounters, type GuardProcess, type TickResult, zeroSpared } from './tick-result.js';
 
-/** Default pause between ticks, ms. */
-export const DEFAULT_GUARD_INTERVAL_MS = 30_000;
-/** Default wait before the first tick of `startGuard`, ms. */
-export const DEFAULT_STARTUP_DELAY_MS = 90_000;
-/** Default minimum age below which a process is spared, ms. */
-export const DEFAULT_MIN_AGE_MS = 10_000;
-/** Bytes of a cmdline kept in a log line and a tick's result. */
-export const LOG_CMDLINE_BYTES = 200;
-
-/** Options of `createGuard` / `startGuard`. Durations in milliseconds. */
-export interface GuardOptions {
-  /**
-   * The target cgroup v2 directory (absolute, or relative to the v2 mount); `null`: the PID
-   * namespace, whatever cgroup there is. Default: the guard's own cgroup, or the PID namespace
-   * without a usable cgroup v2.
-   */
-  cgroup?: string | null;
-  /** An allow file: one glob a line, re-read every tick. */
-  allowFile?: string;
-  /** Globs over the cmdline joined with spaces. */
-  allowPatterns?: string[];
-  /** A process younger than this is spared. Default 10000. */
-  minAgeMs?: number;
-  /**
-   * An empty session cgroup under a cgroup target, whose tag no session claims, is removed once
-   * this old (by its ctime or mtime, the later). Default CGROUP_MIN_AGE_MS (60000), as recover.
-   */
-  cgroupMinAgeMs?: number;
-  /** TERM phase budget. Default 5000. */
-  graceMs?: number;
-  /** KILL phase budget. Default 3000. */
-  killAfterMs?: number;
-  /** Stop nothing: list what would be stopped. */
-  dryRun?: boolean;
-  /** Where registrations live. Default `stateDir()` (TETHER_GUARD_STATE, else /run/tether). */
-  stateDir?: string;
-  /**
-   * Watch this machine even when the target is the whole of it (the initial PID namespace, or
-   * the cgroup v2 hierarchy's root: docs/guard.md, "On a host"). Default false: refused.
-   */
-  host?: boolean;
-  /**
-   * Where sessions register while they run (src/containment/live-session.ts): evidence for
-   * the `live-session` rule. Default `sessionsDir()` (TETHER_SESSIONS_DIR, XDG_RUNTIME_DIR,
-   * /run/tether/sessions).
-   */
-  sessionsDir?: string;
-  /** Pause between ticks (`startGuard`). Default 30000. */
-  intervalMs?: number;
-  /** Wait before the first tick (`startGuard`). Default 90000. */
-  startupDelayMs?: number;
-  /** Stops `startGuard`'s loop. */
-  signal?: AbortSignal;
-  /** Receives each tick's result. A listener that throws is caught (the guard goes on). */
-  onTick?: (result: TickResult) => void;
-  /** Receives each log line (without its newline). Default: written to stderr. */
-  log?: (line: string) => void;
-  /**
-   * Identities spared with their descendants (rule `protected`): guard-as-init's main service,
-   * `--protect PID` (a service the `init-service` rule cannot see).
-   */
-  protect?: Identity[];
-  /** Whether the guard's own descendants are spared. Default true; false for guard-as-init. */
-  spareDescendants?: boolean;
-  /** Where procfs is mounted. Default `/proc` (it must be this PID namespace's). */
-  procRoot?: string;
-  /** Identity-check mechanism of the sweep (tests force `start-time-recheck`). */
-  signaller?: Signaller;
-}
-
-/**
- * A warning of a tick: the sweep's (NO_PIDFD, SCAN_FAILED…: docs/report.md), `INPUT_REFUSED`
- * (the allow file or the registrations file could not be read this tick: a FIFO, a device, over
- * 1 MiB, late; the message says what applied instead), or `INIT_SERVICE_AMBIGUOUS` (PID 1 is an
- * init whose service its argv cannot tell: every child of PID 1 is spared; the message names
- * why and their pids, as `init.ambiguity` does), or `LIVE_SESSION_WEAK_BOUND` (a live session
- * was judged on its oldest member's start alone: its tag carries no begin, an older tether drew
- * it; docs/containment.md, "Live sessions"). The last two are logged when their message changes,
- * and are in every tick's result while they hold.
- */
-export interface GuardWarning {
-  code: SweepWarning['code'] | 'INPUT_REFUSED' | 'INIT_SERVICE_AMBIGUOUS' | 'LIVE_SESSION_WEAK_BOUND';
-  message: string;
-}
-
-/** A process the guard stopped, would stop, or could not stop. `startTime` in clock ticks since boot. */
-export interface GuardProcess {
-  pid: number;
-  startTime: number;
-  ppid: number;
-  comm: string;
-  /** At most 200 bytes of the cmdline, URL credentials (`scheme://user:pass@`) redacted. */
-  cmdline: string;
-  /** Why it was not allowed. */
-  reason: string;
-  /** Signals sent, in order. */
-  signals: string[];
-  /** The signal that ended it (`exited`: gone before any signal); null while alive. */
-  endedBy: ProcessRecord['endedBy'];
-}
-
-/** One tick's result (one JSON document of `tether guard --json`). */
-export interface TickResult {
-  /** 1 for the first tick. */
-  tick: number;
-  /** ISO-8601 wall-clock time the tick began. */
-  startedAt: string;
-  durationMs: number;
-  dryRun: boolean;
-  target: {
-    kind: TargetSource['kind'];
-    /** The cgroup directory, for a cgroup target. */
-    cgroup?: string;
-    /** Why the PID namespace was watched instead of a cgroup. */
-    note?: string;
-    /** Members seen in the walk. */
-    processes: number;
-    /** `cgroup.procs` lines that read 0 (another PID namespace's): never signalled. */
-    hidden: number;
-  };
-  /** Target processes spared, by the rule that spared them (or their ancestor). */
-  spared: Record<RuleName, number>;
-  /**
-   * PID 1 when it is an init that runs a service (tini, dumb-init…: rule `init-service`), with
-   * the evidence and the services spared; null when it is none the rule knows.
-   */
-  init: InitService | null;
-  /** Stopped: gone by the end of the tick (`endedBy` says by which signal). */
-  stopped: GuardProcess[];
-  /** Still alive after the KILL phase (`denied`, or in uninterruptible sleep). */
-  survived: GuardProcess[];
-  /** With `dryRun`: what would have been stopped. */
-  wouldStop: GuardProcess[];
-  /**
-   * Empty session cgroups (`tether-<hex>`) under a cgroup target that no session claims, older
-   * than `cgroupMinAgeMs`: removed (`would-remove` in a dry run). Empty for a PID-namespace target.
-   */
-  cgroups: RemovedCgroup[];
-  /** Allow-file lines, allow patterns and registration lines that could not be used. */
-  problems: Problem[];
-  /** The sweep's warnings (NO_PIDFD, SCAN_FAILED…: docs/report.md) and INPUT_REFUSED. */
-  warnings: GuardWarning[];
-  /** False when the tick could not finish (the sweep's `complete`, or no process table). */
-  complete: boolean;
-}
-
-/** What a guard has done since it was made. */
-export interface GuardCounters {
-  ticks: number;
-  stopped: number;
-  wouldStop: number;
-  survived: number;
-  /** Empty session cgroups removed (or, in a dry run, that would be), summed over the ticks. */
-  cgroups: number;
-  /** Target processes spared, by rule, summed over the ticks. */
-  spared: Record<RuleName, number>;
-  /** Duration of the last tick and of every tick together, ms. */
-  lastTickMs: number;
-  totalTickMs: number;
-  /** Problems reported, summed over the ticks. */
-  problems: number;
-}
+// The guard's options and its tick's result have homes of their own; the package's entry point
+// and the CLI take them from here.
+export {
+  DEFAULT_GUARD_INTERVAL_MS,
+  DEFAULT_MIN_AGE_MS,
+  DEFAULT_STARTUP_DELAY_MS,
+  type GuardOptions,
+} from './options.js';
+export type { GuardCounters, GuardProcess, GuardWarning, TickResult } from './tick-result.js';
 
 /** A guard: its tick, its counters, and `stop()` (no tick starts after it). */
 export interface Guard {
@@ -213,9 +65,6 @@ export interface Guard {
   /** Stops the guard: resolves when the tick under way, if any, has ended. */
   stop(): Promise<void>;
 }
-
-const zeroSpared = (): Record<RuleName, number> =>
-  Object.fromEntries(RULES.map((r) => [r, 0])) as Record<RuleName, number>;
 
 /**
  * The target of `options`, checked as a guard starts: resolves it (`resolveTarget`), refuses
@@ -636,24 +485,4 @@ function pause(ms: number, signal: AbortSignal): Promise<void> {
     }
     signal.addEventListener('abort', done, { once: true });
   });
-}
-
-/**
- * A cmdline for a log line: URL credentials (`scheme://user:pass@host`, `scheme://token@host`)
- * replaced by `***`, then cut at 200 bytes (UTF-8), a cut one ending in `…`.
- */
-export function forLog(cmdline: string): string {
-  const redacted = cmdline.replace(/\b([a-zA-Z][a-zA-Z0-9+.-]*:\/\/)[^\s/@]+@/g, '$1***@');
-  const bytes = Buffer.from(redacted, 'utf8');
-  if (bytes.length <= LOG_CMDLINE_BYTES) return redacted;
-  // Cut on a character boundary: drop continuation bytes (10xxxxxx) at the cut.
-  let end = LOG_CMDLINE_BYTES;
-  while (end > 0 && ((bytes[end] ?? 0) & 0xc0) === 0x80) end -= 1;
-  return `${bytes.subarray(0, end).toString('utf8')}\u2026`;
-}
-
-/** One log line: `tether guard: stopped pid=… start=… comm=… signal=… reason=… cmdline=…`. */
-export function logLine(what: string, p: GuardProcess): string {
-  const signal = p.endedBy ?? (p.signals.at(-1) || 'none');
-  return `tether guard: ${what} pid=${p.pid} start=${p.startTime} comm=${JSON.stringify(p.comm)} signal=${signal} reason=${JSON.stringify(p.reason)} cmdline=${JSON.stringify(p.cmdline)}`;
 }

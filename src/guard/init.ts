@@ -13,7 +13,7 @@ import { createTag } from '../proc/tag.js';
 import { endFromWatch, watchExit } from '../proc/wait-status.js';
 import { sweep } from '../sweep/loop.js';
 import type { SweepReport } from '../sweep/report.js';
-import { DEFAULT_GUARD_INTERVAL_MS, DEFAULT_MIN_AGE_MS, DEFAULT_STARTUP_DELAY_MS } from './guard.js';
+import { DEFAULT_GUARD_INTERVAL_MS, DEFAULT_MIN_AGE_MS, DEFAULT_STARTUP_DELAY_MS } from './options.js';
 import { type InitTickContext, stopOrphans } from './orphans.js';
 import { becomeSubreaper, type Reaped, Reaper, type SubreaperState } from './reap.js';
 

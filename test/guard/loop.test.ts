@@ -5,8 +5,9 @@ import { execFile, execFileSync } from 'node:child_process';
 import { mkdirSync, rmdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { forLog, startGuard, type TickResult } from '../../src/guard/guard.js';
+import { startGuard, type TickResult } from '../../src/guard/guard.js';
 import { serveMetrics } from '../../src/guard/metrics.js';
+import { forLog } from '../../src/guard/tick-log.js';
 import { isAlive, readStat } from '../support/proc.js';
 import { canRun, cgroupMount, TETHER, until } from './support.js';
 
