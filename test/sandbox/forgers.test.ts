@@ -26,6 +26,7 @@ const PYTHON = noPython
       encoding: 'utf8',
     }).trim();
 
+const DROP_PTRACE = ['--bounding-set', '-sys_ptrace', '--inh-caps', '-sys_ptrace'];
 let box: Container;
 // Root in the container, without CAP_SYS_PTRACE: Docker's default.
 let channel: ExecChannel;
@@ -36,15 +37,7 @@ beforeAll(async () => {
     ['-t', String(box.init), '-m', 'mount', '-t', 'tmpfs', '-o', 'mode=1777,size=16m', 'tether-fg', '/tmp'],
     { timeout: 10_000 },
   );
-  channel = commandChannel([
-    ...box.prefix,
-    'setpriv',
-    '--bounding-set',
-    '-sys_ptrace',
-    '--inh-caps',
-    '-sys_ptrace',
-    '--',
-  ]);
+  channel = commandChannel([...box.prefix, 'setpriv', ...DROP_PTRACE, '--']);
 });
 afterAll(async () => {
   await box?.stop();
@@ -128,43 +121,65 @@ async function cleanup(tag: string): Promise<void> {
   if (taggedOnHost(tag).length) await sandbox.sweep(channel, tag, SWEEP);
 }
 
-describe.skipIf(noPython !== '')(
-  `a command that forges its end line, under the helper${noPython ? ` (skipped: ${noPython})` : ''}`,
-  () => {
-    for (const [name, forger] of [
-      ['reads every ancestor’s memory (/proc/P/mem)', MEM_FORGER],
-      ['ptraces every ancestor (PTRACE_SEIZE, PEEKDATA)', PTRACE_FORGER],
-    ] as const) {
-      it(`${name}: refused, the result is the real status`, async () => {
-        const tag = createTag();
-        try {
-          const r = await sandbox.run(channel, [PYTHON, '-c', forger], {
-            tag,
-            sweep: SWEEP,
-            helper: true,
-            reject: false,
-          });
-          const said = r.stderr.trim();
-          // Premise: the forger could read an ancestor of its uid (the wrapper shell) — it had the
-          // means, and found no nonce there — and the command ran under the helper.
-          expect(said, 'premise broken: the forger read no ancestor at all').toMatch(/ancestors .*\d+:read/);
-          // Its parent, the helper, refused it: EACCES for /proc/P/mem, EPERM for ptrace.
-          expect(said, 'the helper (the forger’s parent) was readable').toMatch(/^ancestors \d+:(13|1) /);
-          expect(r.report.notes.join('\n')).toContain('the commands ran under the helper');
-          expect(
-            [r.exitCode, r.ok],
-            `the forged line was taken for the end (forger said: ${said}; stdout ${String(r.stdout).length} bytes)`,
-          ).toEqual([1, false]);
-          // The forged lines are the command's own output, passed on.
-          expect(String(r.stdout)).toContain('tether-end ');
-          expect(r.blindSpots).not.toContain(END_LINE_BLIND_SPOT);
-        } finally {
-          await cleanup(tag.name);
-        }
-      });
-    }
+// Two users, as a container's commands run: root without CAP_SYS_PTRACE and uid 65534 (with the
+// system's python3, which that uid can run; its own helper directory, so none is there before).
+const SYSTEM_PYTHON = existsSync('/usr/bin/python3') ? '/usr/bin/python3' : '';
+const USERS = [
+  { who: 'root without CAP_SYS_PTRACE', python: () => PYTHON, user: [] as string[], skip: noPython },
+  {
+    who: 'uid 65534',
+    python: () => SYSTEM_PYTHON,
+    user: ['--reuid', '65534', '--regid', '65534', '--clear-groups'],
+    skip: SYSTEM_PYTHON ? '' : 'no /usr/bin/python3 (apt-get install python3)',
   },
-);
+];
+
+for (const { who, python, user, skip } of USERS) {
+  describe.skipIf(skip !== '')(
+    `a command that forges its end line, under the helper, as ${who}${skip ? ` (skipped: ${skip})` : ''}`,
+    () => {
+      const as = () => commandChannel([...box.prefix, 'setpriv', ...DROP_PTRACE, ...user, '--']);
+      const noHelperDir = () =>
+        rmSync(join('/proc', String(box.init), 'root/tmp/.tether'), { recursive: true, force: true });
+      beforeAll(noHelperDir);
+      afterAll(noHelperDir);
+      for (const [name, forger] of [
+        ['reads every ancestor’s memory (/proc/P/mem)', MEM_FORGER],
+        ['ptraces every ancestor (PTRACE_SEIZE, PEEKDATA)', PTRACE_FORGER],
+      ] as const) {
+        it(`${name}: refused, the result is the real status`, async () => {
+          const tag = createTag();
+          try {
+            const r = await sandbox.run(as(), [python(), '-c', forger], {
+              tag,
+              sweep: SWEEP,
+              helper: true,
+              reject: false,
+            });
+            const said = r.stderr.trim();
+            // Premise: the forger could read an ancestor of its uid (the wrapper shell) — it had
+            // the means, and found no nonce there — and the command ran under the helper.
+            expect(said, 'premise broken: the forger read no ancestor at all').toMatch(
+              /ancestors .*\d+:read/,
+            );
+            // Its parent, the helper, refused it: EACCES for /proc/P/mem, EPERM for ptrace.
+            expect(said, 'the helper (the forger’s parent) was readable').toMatch(/^ancestors \d+:(13|1) /);
+            expect(r.report.notes.join('\n')).toContain('the commands ran under the helper');
+            expect(
+              [r.exitCode, r.ok],
+              `the forged line was taken for the end (forger said: ${said}; stdout ${String(r.stdout).length} bytes)`,
+            ).toEqual([1, false]);
+            // The forged lines are the command's own output, passed on.
+            expect(String(r.stdout)).toContain('tether-end ');
+            expect(r.blindSpots).not.toContain(END_LINE_BLIND_SPOT);
+          } finally {
+            await cleanup(tag.name);
+          }
+        });
+      }
+    },
+  );
+}
 
 describe('a helper file swapped between pushHelper’s check and the exec', () => {
   // The file in the container as the host sees it.
