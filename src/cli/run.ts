@@ -6,14 +6,11 @@
 import { constants } from 'node:os';
 import { type Containment, parseContainment } from '../containment/select.js';
 import { TetherError } from '../errors.js';
-import { signalName } from '../libc.js';
 import { parseDuration } from '../options.js';
-import type { StopReason } from '../session/record.js';
 import { type ExitResult, Session } from '../session/session.js';
-import { commandGroupOf, signalCommandGroup } from '../sweep/command-group.js';
+import { commandGroupOf } from '../sweep/command-group.js';
 import { compileKeep, type KeepRule } from '../sweep/keep.js';
 import type { SweepReport } from '../sweep/report.js';
-import { createSignaller } from '../sweep/signal.js';
 import { EVENTS_VERSION, type EventLog, type ExitedEvent, openEventLog } from './events.js';
 import {
   EXIT_CANNOT_EXECUTE,
@@ -29,7 +26,8 @@ import { type OutputFile, openOutputFile } from './output-file.js';
 import { type PhaseFlags, phaseBudgets } from './phases.js';
 import { progressLine } from './progress.js';
 import { renderReport } from './render.js';
-import { beginRecording, isLedgerError, openRunLedger, refuseLedger } from './run-ledger.js';
+import { beginRecording, isLedgerError, openRunLedger, type RunLedger, refuseLedger } from './run-ledger.js';
+import { RunStops } from './run-stops.js';
 import { ENDING_SIGNALS, type ParsedSignal, parseSignal, passedSignals } from './signals.js';
 
 /** Parsed options of `tether run`, as commander gives them (durations and signal as typed). */
@@ -180,39 +178,9 @@ async function runSession(
   // written by `spawn` while the helper starts (docs/ledger.md, "Recording").
   const recording = ledger ? await beginRecording(ledger, s, [plan.command, ...plan.args]) : undefined;
   if (ledger && !recording) return EXIT_LEDGER_FAILED;
-  // A signal that arrives while the payload starts is held, then handled as any other (below):
-  // with no listener yet, Node's default action for INT, TERM, HUP or QUIT would end tether with
-  // the payload running, leaving its end to the helper's dead man's switch (seen under load: a
-  // SIGINT sent as soon as the payload wrote a line, before the listeners below were added).
-  const caught = [...ENDING_SIGNALS, ...passedSignals()];
-  const early: NodeJS.Signals[] = [];
-  const hold = (signal: NodeJS.Signals) => early.push(signal);
-  for (const signal of caught) process.on(signal, hold);
-  let proc: ReturnType<typeof s.spawn>;
-  try {
-    proc = s.spawn(plan.command, plan.args, { stdio: 'inherit' });
-  } catch (error) {
-    for (const signal of caught) process.off(signal, hold);
-    // Nothing started. The session ends (a begin already written gets its end: `failed`).
-    await s.end();
-    await recording?.close();
-    if (!ledger || !isLedgerError(error)) throw error;
-    refuseLedger(ledger.location, error);
-    return EXIT_LEDGER_FAILED;
-  }
-  // Why the payload was stopped, for the ledger: a signal to tether is a cancel, the timeout a
-  // deadline (docs/ledger.md, "Recording"); undefined when it ended by itself.
-  let stopReason: StopReason | undefined;
-  // When the first stop signal reached the payload (performance.now() ms): the session's one
-  // grace counts from then, so the sweep after a -k kill starts at its KILL phase for what had
-  // that grace, instead of a second TERM phase from scratch (1 + 5 + 5 s over a TERM-ignoring
-  // payload before; docs/cli.md#tether-run). A second ending signal sets it a whole grace back:
-  // the grace is spent.
-  let stoppedAt: number | undefined;
-  const endSession = () => {
-    const options = stoppedAt === undefined ? {} : { graceStartedAt: stoppedAt };
-    return stopReason ? s.cancel(stopReason, options) : s.end(options);
-  };
+  const started = await startPayload(plan, s, recording);
+  if (typeof started === 'number') return started;
+  const { proc, caught, early, hold } = started;
   events?.write({
     type: 'started',
     version: EVENTS_VERSION,
@@ -222,134 +190,77 @@ async function runSession(
     timeoutMs: plan.timeoutMs || null,
     signal: plan.signal.name,
   });
-
-  // What the payload starts in its process group gets the first stop signal too, as timeout(1)'s
-  // kill(0, sig) gives it: the payload keeps tether's group, so never the group itself — each
-  // descendant of the payload or its helper in that group, identity-checked. Before, `sh -c
-  // 'sleep 30'` ignored a forwarded SIGINT while its sleep ran: 137 after -k, not 130 at once.
-  const group =
-    proc.pid === undefined
-      ? undefined
-      : commandGroupOf(
-          '/proc',
-          proc.pid,
-          proc.child.pid !== proc.pid ? proc.child.pid : undefined,
-          {
-            entry: s.tagVariable.entry,
-            notBefore: s.startTicks,
-          },
-          compileKeep(plan.keep),
-        );
-  const signaller = createSignaller();
-  const signalGroup = (signal: number | NodeJS.Signals) => {
-    if (!group) return;
-    // Node has not reaped the helper while it reports no exit: its pid is still its own.
-    const helperRunning = proc.child.exitCode === null && proc.child.signalCode === null;
-    try {
-      signalCommandGroup(group, signal, signaller, helperRunning);
-    } catch {
-      // No process table (NoProcError): the sweep says so in its report, and ends the rest.
-    }
-  };
-
-  // Stopping, as timeout(1) does: the first signal (the timeout's, or an ending one forwarded)
-  // goes to the payload first, so that its handler runs before any other signal, then to what
-  // it started in its process group; SIGKILL follows -k/--kill-after later if it is still
-  // running, and the session ends with it. Its exit ends the session sooner (the ordinary sweep
-  // of what it left).
-  let killTimer: NodeJS.Timeout | undefined;
-  // While the command's own -k runs: what it waits for, on stderr (src/cli/progress.ts).
-  let waitTicker: NodeJS.Timeout | undefined;
-  const stop = (signal: number | NodeJS.Signals): boolean => {
-    const delivered = proc.kill(signal);
-    if (delivered && killTimer === undefined) {
-      const sentAt = performance.now();
-      stoppedAt = sentAt;
-      signalGroup(signal);
-      const name = typeof signal === 'number' ? (signalName(signal) ?? `signal ${signal}`) : signal;
-      const what = `${plan.command} (pid ${proc.pid})`;
-      waitTicker = setInterval(() => {
-        const since = performance.now() - sentAt;
-        progress.command(what, name, since, Math.max(0, plan.graceMs - since));
-      }, 250);
-      waitTicker.unref();
-      killTimer = setTimeout(() => {
-        clearInterval(waitTicker);
-        const killed = proc.kill('SIGKILL');
-        events?.write({ type: 'kill', signal: 'SIGKILL', afterMs: plan.graceMs, delivered: killed });
-        void endSession();
-      }, plan.graceMs);
-    }
-    return delivered;
-  };
-
-  // The timeout counts (status 124) only when its signal reached the payload: one that had
-  // already ended keeps its own status.
-  let timedOut = false;
-  let timer: NodeJS.Timeout | undefined;
-  if (plan.timeoutMs > 0)
-    timer = setTimeout(() => {
-      timer = undefined;
-      stopReason ??= 'timeout';
-      timedOut = stop(plan.signal.number);
-      events?.write({
-        type: 'timeout',
-        afterMs: plan.timeoutMs,
-        signal: plan.signal.name,
-        delivered: timedOut,
-      });
-    }, plan.timeoutMs);
-
-  // A signal to tether goes to the payload. INT/TERM/HUP/QUIT stop it (above; the timeout no
-  // longer applies), and a second one is "now": the grace counts as spent, so the sweep that
-  // starts at once sends its SIGTERM and goes on to SIGKILL without waiting (before, it waited
-  // out the rest of the grace: 5.1 s over a TERM-ignoring payload however many signals came);
-  // the others are the payload's alone. They also hurry the ledger: a Postgres that stopped answering then
-  // holds the end's writes for 2 s, not a statement's 10 s deadline (docs/ledger.md, "The stores").
-  const ending = new Set<string>(ENDING_SIGNALS);
-  let endingSignals = 0;
-  const forward = (signal: NodeJS.Signals) => {
-    const ends = ending.has(signal);
-    if (!ends) {
-      const delivered = proc.kill(signal); // not inside events?.write(…): it would be skipped
-      events?.write({ type: 'signal', signal, delivered, ends });
-      return;
-    }
-    recording?.hurry();
-    clearTimeout(timer);
-    stopReason ??= 'abort';
-    endingSignals++;
-    const delivered = endingSignals === 1 ? stop(signal) : proc.kill(signal);
-    events?.write({ type: 'signal', signal, delivered, ends });
-    if (endingSignals > 1) {
-      stoppedAt = performance.now() - plan.graceMs;
-      clearInterval(waitTicker);
-    }
-    if (endingSignals > 1 || !delivered) void endSession();
-  };
+  const group = proc.pid === undefined ? undefined : payloadGroup(plan, s, proc);
+  const { command, graceMs, timeoutMs, signal } = plan;
+  const stops = new RunStops({
+    command,
+    graceMs,
+    timeoutMs,
+    signal,
+    session: s,
+    proc,
+    group,
+    events,
+    progress,
+    recording,
+  });
+  stops.armTimeout();
   for (const signal of caught) {
-    process.on(signal, forward);
+    process.on(signal, stops.forward);
     process.off(signal, hold);
   }
-  for (const signal of early.splice(0)) forward(signal);
+  for (const signal of early.splice(0)) stops.forward(signal);
   try {
     const exit = await proc.exited;
-    clearTimeout(timer);
-    clearTimeout(killTimer);
-    clearInterval(waitTicker);
+    stops.settle();
     progress.clear();
     events?.write({ type: 'exited', ...exitFields(exit) });
-    const report = await endSession();
+    const report = await stops.endSession();
     await recording?.close();
     progress.clear();
     events?.write({ type: 'swept', report });
     printReport(plan, report, ledger?.location, reportFile);
-    const status = exitStatus(plan, exit, timedOut);
-    events?.write({ type: 'end', status, timedOut });
+    const status = exitStatus(plan, exit, stops.timedOut);
+    events?.write({ type: 'end', status, timedOut: stops.timedOut });
     return status;
   } finally {
-    for (const signal of caught) process.off(signal, forward);
+    for (const signal of caught) process.off(signal, stops.forward);
   }
+}
+
+/**
+ * Starts the payload with every signal tether handles held: one that arrives while it starts is
+ * kept in `early` and handled as any other once the payload runs; with no listener yet, Node's
+ * default action for INT, TERM, HUP or QUIT would end tether with the payload running, leaving its
+ * end to the helper's dead man's switch (seen under load: a SIGINT sent as soon as the payload
+ * wrote a line, before the listeners were added). A start that throws ends the session (a begin
+ * already written gets its end: `failed`) and resolves the exit status (125 for the ledger's
+ * refusal), or rethrows.
+ */
+async function startPayload(plan: RunPlan, s: Session, recording: RunLedger | undefined) {
+  const caught = [...ENDING_SIGNALS, ...passedSignals()];
+  const early: NodeJS.Signals[] = [];
+  const hold = (signal: NodeJS.Signals) => early.push(signal);
+  for (const signal of caught) process.on(signal, hold);
+  try {
+    const proc = s.spawn(plan.command, plan.args, { stdio: 'inherit' });
+    return { proc, caught, early, hold };
+  } catch (error) {
+    for (const signal of caught) process.off(signal, hold);
+    await s.end();
+    await recording?.close();
+    if (!recording || !isLedgerError(error)) throw error;
+    refuseLedger(recording.ledger.location, error);
+    return EXIT_LEDGER_FAILED;
+  }
+}
+
+// The payload's process group as its start found it: the payload, its helper, and the keep rules
+// (src/sweep/command-group.ts).
+function payloadGroup(plan: RunPlan, s: Session, proc: ReturnType<Session['spawn']>) {
+  const helper = proc.child.pid !== proc.pid ? proc.child.pid : undefined;
+  const bound = { entry: s.tagVariable.entry, notBefore: s.startTicks };
+  return commandGroupOf('/proc', proc.pid as number, helper, bound, compileKeep(plan.keep));
 }
 
 // The `exited` event's fields: how the payload ended, or why it could not start.

@@ -102,128 +102,158 @@ export interface FanOut<T> extends PromiseLike<FanOutResult<T>> {
  * accepts) before any branch starts. Leaves no timer and no listener on `signal` once settled.
  */
 export function fanOut<T>(branches: readonly Branch<T>[], options: FanOutOptions = {}): FanOut<T> {
-  const { policy, graceMs, timeoutMs } = checkFanOut(branches, options);
-  const { signal, onEvent } = options;
-  const n = branches.length;
-  const outcomes: BranchOutcome<T>[] = branches.map((_, index) => ({ index, status: 'pending' }));
-  const controller = new AbortController();
-  const beforeCancel = new Set<number>(); // branches that failed before any cancel: their own failures
-  let cancel: { cause: CancelCause; reason: unknown } | undefined;
-  let pending = n;
-  let done = false;
-  let graceTimer: NodeJS.Timeout | undefined;
-  let deadline: NodeJS.Timeout | undefined;
-  let settle!: { resolve: (r: FanOutResult<T>) => void; reject: (e: unknown) => void };
-  const promise = new Promise<FanOutResult<T>>((resolve, reject) => {
-    settle = { resolve, reject };
-  });
+  const run = new FanOutRun(branches, checkFanOut(branches, options), options);
+  run.start();
+  const { promise } = run;
+  return {
+    promise,
+    stop: (reason?: unknown) => run.startCancel('stop', reason),
+    // biome-ignore lint/suspicious/noThenProperty: a FanOut is awaitable, like a Subprocess.
+    then: (onFulfilled, onRejected) => promise.then(onFulfilled, onRejected),
+  };
+}
 
-  const emit = (event: FanOutEvent) => {
+/** One fan-out's state: the branches' outcomes, the cancel and its grace, the settling. */
+class FanOutRun<T> {
+  readonly promise: Promise<FanOutResult<T>>;
+  private readonly n: number;
+  private readonly outcomes: BranchOutcome<T>[];
+  private readonly controller = new AbortController();
+  /** Branches that failed before any cancel: their own failures. */
+  private readonly beforeCancel = new Set<number>();
+  private cancel: { cause: CancelCause; reason: unknown } | undefined;
+  private pending: number;
+  private done = false;
+  private graceTimer: NodeJS.Timeout | undefined;
+  private deadline: NodeJS.Timeout | undefined;
+  private settle!: { resolve: (r: FanOutResult<T>) => void; reject: (e: unknown) => void };
+  private readonly onParentAbort = () => this.startCancel('signal', this.signal?.reason);
+  private readonly signal: AbortSignal | undefined;
+  private readonly onEvent: FanOutOptions['onEvent'];
+
+  constructor(
+    private readonly branches: readonly Branch<T>[],
+    private readonly checked: ReturnType<typeof checkFanOut>,
+    options: FanOutOptions,
+  ) {
+    // Read once, as the call gave them: a caller's later change to `options` changes nothing.
+    this.signal = options.signal;
+    this.onEvent = options.onEvent;
+    this.n = branches.length;
+    this.pending = this.n;
+    this.outcomes = branches.map((_, index) => ({ index, status: 'pending' }));
+    this.promise = new Promise<FanOutResult<T>>((resolve, reject) => {
+      this.settle = { resolve, reject };
+    });
+  }
+
+  /** Starts every branch — none under a caller's signal that is already aborted. */
+  start(): void {
+    const { signal } = this;
+    const { timeoutMs } = this.checked;
+    if (signal?.aborted) {
+      this.cancel = { cause: 'signal', reason: signal.reason };
+      const reason = abortReason('signal', signal.reason);
+      for (let i = 0; i < this.n; i++) this.outcomes[i] = { index: i, status: 'rejected', reason };
+      this.pending = 0;
+      this.finish();
+      return;
+    }
+    signal?.addEventListener('abort', this.onParentAbort, { once: true });
+    if (timeoutMs !== undefined)
+      this.deadline = setTimeout(() => this.startCancel('timeout', timeoutMs), timeoutMs);
+    this.branches.forEach((branch, i) => {
+      // The start and the adoption both inside one executor: a branch that throws, or returns a
+      // promise whose `constructor` or `then` getter throws, is a rejected branch (never a
+      // synchronous throw after its siblings started). A fresh native promise: nothing of the
+      // branch's value is called here but its `then`, by the resolve function.
+      new Promise<T>((resolve) => resolve(branch(this.controller.signal))).then(
+        (value) => this.onSettled(i, { index: i, status: 'fulfilled', value }),
+        (reason: unknown) => this.onSettled(i, { index: i, status: 'rejected', reason }),
+      );
+    });
+    if (this.n === 0) this.finish();
+  }
+
+  /** Every cancellation, whatever its cause: abort all branches once, then the grace. */
+  startCancel(cause: CancelCause, reason: unknown): void {
+    if (this.cancel || this.done) return;
+    const { graceMs } = this.checked;
+    this.cancel = { cause, reason };
+    clearTimeout(this.deadline);
+    this.signal?.removeEventListener('abort', this.onParentAbort);
+    this.emit({ type: 'fanout_cancel', cause, reason, graceMs, pending: this.pendingIndexes() });
+    this.controller.abort(abortReason(cause, reason));
+    if (this.pending === 0) this.finish();
+    else this.graceTimer = setTimeout(() => this.abandonPending(), graceMs);
+  }
+
+  private emit(event: FanOutEvent): void {
     try {
-      onEvent?.(event);
+      this.onEvent?.(event);
     } catch {
       // A listener cannot stop a fan-out.
     }
-  };
-  const onParentAbort = () => startCancel('signal', signal?.reason);
-
-  // Every cancellation, whatever its cause: abort all branches once, then the grace.
-  function startCancel(cause: CancelCause, reason: unknown) {
-    if (cancel || done) return;
-    cancel = { cause, reason };
-    clearTimeout(deadline);
-    signal?.removeEventListener('abort', onParentAbort);
-    emit({ type: 'fanout_cancel', cause, reason, graceMs, pending: pendingIndexes() });
-    controller.abort(abortReason(cause, reason));
-    if (pending === 0) finish();
-    else graceTimer = setTimeout(abandonPending, graceMs);
   }
 
   // The grace is over: what is still pending may still be doing its work.
-  function abandonPending() {
-    for (const i of pendingIndexes()) {
+  private abandonPending(): void {
+    const { graceMs } = this.checked;
+    for (const i of this.pendingIndexes()) {
       const undecided = new TetherError(
         'BRANCH_UNDECIDED',
         `branch ${i} was still pending ${graceMs} ms after its abort`,
       );
       const error = new TetherError(
         'AMBIGUOUS_EFFECT',
-        `branch ${i} is undecided: it did not settle within the ${graceMs} ms grace of the cancel (${cancel?.cause}), and may still be running`,
+        `branch ${i} is undecided: it did not settle within the ${graceMs} ms grace of the cancel (${this.cancel?.cause}), and may still be running`,
         { cause: undecided },
       );
-      outcomes[i] = { index: i, status: 'abandoned', reason: error };
-      emit({ type: 'branch_abandoned', index: i, error });
+      this.outcomes[i] = { index: i, status: 'abandoned', reason: error };
+      this.emit({ type: 'branch_abandoned', index: i, error });
     }
-    finish();
+    this.finish();
   }
 
-  function onSettled(i: number, outcome: BranchOutcome<T>) {
-    if (done) return; // settled after an abandon: the fan-out already said it is undecided
-    outcomes[i] = outcome;
-    pending -= 1;
+  private onSettled(i: number, outcome: BranchOutcome<T>): void {
+    if (this.done) return; // settled after an abandon: the fan-out already said it is undecided
+    this.outcomes[i] = outcome;
+    this.pending -= 1;
     if (outcome.status === 'rejected') {
-      emit({ type: 'branch_settled', index: i, status: 'rejected', error: outcome.reason });
-      if (!cancel) beforeCancel.add(i);
-      if (isAmbiguousEffect(outcome.reason)) startCancel('ambiguous', outcome.reason);
-      else if (policy === 'fail-fast') startCancel('sibling', outcome.reason);
+      this.emit({ type: 'branch_settled', index: i, status: 'rejected', error: outcome.reason });
+      if (!this.cancel) this.beforeCancel.add(i);
+      if (isAmbiguousEffect(outcome.reason)) this.startCancel('ambiguous', outcome.reason);
+      else if (this.checked.policy === 'fail-fast') this.startCancel('sibling', outcome.reason);
     } else {
-      emit({ type: 'branch_settled', index: i, status: 'fulfilled' });
+      this.emit({ type: 'branch_settled', index: i, status: 'fulfilled' });
     }
-    if (pending === 0 && !done) finish();
+    if (this.pending === 0 && !this.done) this.finish();
   }
 
-  function finish() {
-    if (done) return;
-    done = true;
-    clearTimeout(graceTimer);
-    clearTimeout(deadline);
-    signal?.removeEventListener('abort', onParentAbort);
-    const verdict = decide(policy, outcomes, beforeCancel, cancel);
+  private finish(): void {
+    if (this.done) return;
+    this.done = true;
+    clearTimeout(this.graceTimer);
+    clearTimeout(this.deadline);
+    this.signal?.removeEventListener('abort', this.onParentAbort);
+    const { policy } = this.checked;
+    const { outcomes, n } = this;
+    const verdict = decide(policy, outcomes, this.beforeCancel, this.cancel);
     if (verdict === undefined) {
-      settle.resolve({
+      this.settle.resolve({
         results: outcomes.map((o) => (o.status === 'fulfilled' ? o.value : undefined)),
         errors: outcomes.map((o) => ('reason' in o ? o.reason : undefined)),
         outcomes,
       });
     } else {
       const message = `${policy} fan-out of ${n} branch${n === 1 ? '' : 'es'}: ${verdict.message}`;
-      settle.reject(new FanOutError(verdict.code, message, verdict.cause, outcomes, cancel?.cause));
+      this.settle.reject(new FanOutError(verdict.code, message, verdict.cause, outcomes, this.cancel?.cause));
     }
   }
 
-  function pendingIndexes(): number[] {
-    return outcomes.filter((o) => o.status === 'pending').map((o) => o.index);
+  private pendingIndexes(): number[] {
+    return this.outcomes.filter((o) => o.status === 'pending').map((o) => o.index);
   }
-
-  if (signal?.aborted) {
-    // Nothing starts under a signal that is already aborted.
-    cancel = { cause: 'signal', reason: signal.reason };
-    const reason = abortReason('signal', signal.reason);
-    for (let i = 0; i < n; i++) outcomes[i] = { index: i, status: 'rejected', reason };
-    pending = 0;
-    finish();
-  } else {
-    signal?.addEventListener('abort', onParentAbort, { once: true });
-    if (timeoutMs !== undefined) deadline = setTimeout(() => startCancel('timeout', timeoutMs), timeoutMs);
-    branches.forEach((branch, i) => {
-      // The start and the adoption both inside one executor: a branch that throws, or returns a
-      // promise whose `constructor` or `then` getter throws, is a rejected branch (never a
-      // synchronous throw after its siblings started). A fresh native promise: nothing of the
-      // branch's value is called here but its `then`, by the resolve function.
-      new Promise<T>((resolve) => resolve(branch(controller.signal))).then(
-        (value) => onSettled(i, { index: i, status: 'fulfilled', value }),
-        (reason: unknown) => onSettled(i, { index: i, status: 'rejected', reason }),
-      );
-    });
-    if (n === 0) finish();
-  }
-
-  return {
-    promise,
-    stop: (reason?: unknown) => startCancel('stop', reason),
-    // biome-ignore lint/suspicious/noThenProperty: a FanOut is awaitable, like a Subprocess.
-    then: (onFulfilled, onRejected) => promise.then(onFulfilled, onRejected),
-  };
 }
 
 // The reason the branches' signal carries: TIMED_OUT or CANCELLED for a deadline or the caller
