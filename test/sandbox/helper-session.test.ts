@@ -12,6 +12,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTag, sandbox } from '../../src/index.js';
 import { commandChannel } from '../../src/sandbox/channel.js';
 import { HELPER_BLIND_SPOT } from '../../src/sandbox/session-helper.js';
+import { END_LINE_BLIND_SPOT } from '../../src/sandbox/sweep-output.js';
 import { ENV_TAG_BLIND_SPOT, type SweepReport } from '../../src/sweep/report.js';
 import { ROOT } from '../support/paths.js';
 import { cmdlineOf, pids, ppidOf, readStat } from '../support/proc.js';
@@ -152,6 +153,8 @@ describe('sandbox.run under the pushed helper', () => {
       );
       const r = await call;
       expect([r.exitCode, r.ok]).toEqual([0, true]);
+      // The end line is the helper's: it rests on no shell.
+      expect(r.blindSpots).toEqual([]);
       await expectGone(seen, 'a clean exit');
       expect(r.report.stopped.map((p) => p.cmdline)).toContain(`sleep ${s}`);
       underHelper(r.report);
@@ -176,6 +179,34 @@ describe('sandbox.run under the pushed helper', () => {
       const seen = await watch;
       expect([r.exitCode, r.failed]).toEqual([3, true]);
       await expectGone(seen, 'a failure');
+      underHelper(r.report);
+    } finally {
+      killOwn(await watch.catch(() => undefined));
+      await cleanup(tag.name);
+    }
+  });
+
+  it('a script over 100 KB: the helper is its subreaper, the wrapper shell proves its end and the result says so', async () => {
+    const tag = createTag();
+    const s = next++;
+    const watch = doubleForked(s);
+    try {
+      const script = `env -i /bin/sh -c 'setsid sleep ${s} </dev/null >/dev/null 2>&1 &'\nsleep 0.5\necho done\nexit 5\n#${'x'.repeat(110 * 1024)}\n`;
+      const call = sandbox.run(box.channel, ['sh'], {
+        tag,
+        sweep: SWEEP,
+        helper: true,
+        reject: false,
+        script,
+      });
+      const seen = await watch;
+      // Premise, while the script runs: reparented to the helper (run from its pinned inode).
+      const parent = cmdlineOf(ppidOf(seen.pid));
+      expect(parent, 'the double fork is not the helper’s child').toMatch(/^\/proc\/\d+\/fd\/9 --name /);
+      const r = await call;
+      expect([r.exitCode, r.stdout]).toEqual([5, 'done\n']);
+      expect(r.blindSpots).toContain(END_LINE_BLIND_SPOT);
+      await expectGone(seen, 'a script under the helper');
       underHelper(r.report);
     } finally {
       killOwn(await watch.catch(() => undefined));
