@@ -1,6 +1,6 @@
 // The guard's log lines: one per process stopped, would be stopped or not stopped, its cmdline
-// cut and its URL credentials redacted.
-import type { GuardProcess } from './tick-result.js';
+// cut and its URL credentials redacted; a tick's problems and warnings.
+import type { GuardProcess, TickResult } from './tick-result.js';
 
 /** Bytes of a cmdline kept in a log line and a tick's result. */
 export const LOG_CMDLINE_BYTES = 200;
@@ -23,4 +23,25 @@ export function forLog(cmdline: string): string {
 export function logLine(what: string, p: GuardProcess): string {
   const signal = p.endedBy ?? (p.signals.at(-1) || 'none');
   return `tether guard: ${what} pid=${p.pid} start=${p.startTime} comm=${JSON.stringify(p.comm)} signal=${signal} reason=${JSON.stringify(p.reason)} cmdline=${JSON.stringify(p.cmdline)}`;
+}
+
+/**
+ * A tick's logger: each problem and warning of a result as one line to `log`, except a warning
+ * that repeats the last tick's `INIT_SERVICE_AMBIGUOUS` or `LIVE_SESSION_WEAK_BOUND` word for
+ * word (said again only when it changes; each tick's result still holds it).
+ */
+export function tickLogger(log: (line: string) => void): (result: TickResult) => void {
+  let lastAmbiguity: string | undefined;
+  let lastWeak: string | undefined;
+  return (result) => {
+    for (const p of result.problems)
+      log(`tether guard: ${p.source}${p.line ? `:${p.line}` : ''}: ${p.message}`);
+    for (const w of result.warnings) {
+      if (w.code === 'INIT_SERVICE_AMBIGUOUS' && w.message === lastAmbiguity) continue;
+      if (w.code === 'LIVE_SESSION_WEAK_BOUND' && w.message === lastWeak) continue;
+      log(`tether guard: warning ${w.code}: ${w.message}`);
+    }
+    lastAmbiguity = result.init?.ambiguity;
+    lastWeak = result.warnings.find((w) => w.code === 'LIVE_SESSION_WEAK_BOUND')?.message;
+  };
 }

@@ -103,3 +103,61 @@ export interface GuardCounters {
 // No process spared yet, by rule.
 export const zeroSpared = (): Record<RuleName, number> =>
   Object.fromEntries(RULES.map((r) => [r, 0])) as Record<RuleName, number>;
+
+/** A tick's result before it runs: tick number `tick`, nothing spared or stopped, `problems` first. */
+export function emptyTickResult(
+  tick: number,
+  dryRun: boolean,
+  target: TargetSource,
+  problems: readonly Problem[],
+): TickResult {
+  return {
+    tick,
+    startedAt: new Date().toISOString(),
+    durationMs: 0,
+    dryRun,
+    target: {
+      kind: target.kind,
+      ...(target.kind === 'cgroup' ? { cgroup: target.path } : { note: target.note }),
+      processes: 0,
+      hidden: 0,
+    },
+    spared: zeroSpared(),
+    init: null,
+    stopped: [],
+    survived: [],
+    wouldStop: [],
+    cgroups: [],
+    problems: [...problems],
+    warnings: [],
+    complete: true,
+  };
+}
+
+/** Counters of a guard that has run no tick. */
+export function zeroCounters(): GuardCounters {
+  return {
+    ticks: 0,
+    stopped: 0,
+    wouldStop: 0,
+    survived: 0,
+    cgroups: 0,
+    spared: zeroSpared(),
+    lastTickMs: 0,
+    totalTickMs: 0,
+    problems: 0,
+  };
+}
+
+/** Adds the tick `result` to `counters`. */
+export function countTick(counters: GuardCounters, result: TickResult): void {
+  counters.ticks += 1;
+  counters.stopped += result.stopped.length;
+  counters.wouldStop += result.wouldStop.length;
+  counters.survived += result.survived.length;
+  counters.cgroups += result.cgroups.length;
+  counters.problems += result.problems.length;
+  for (const r of RULES) counters.spared[r] += result.spared[r];
+  counters.lastTickMs = result.durationMs;
+  counters.totalTickMs += result.durationMs;
+}
