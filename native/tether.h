@@ -1,11 +1,13 @@
 // The contract between the native library (native/scan.c, native/spool.c) and its binding
-// (src/proc/native.ts, src/proc/native-files.ts): every constant and every tp_* function the
-// TypeScript side uses, written once. scan.c includes it, so the compiler holds the C side to it;
-// test/proc/native-contract.test.ts reads it and fails when the koffi table (NATIVE_FUNCTIONS),
-// a record layout or a constant of the JS path differs (docs/decisions.md D22).
+// (src/proc/native.ts, src/proc/native-files.ts): every constant, record layout, struct and tp_*
+// function the TypeScript side uses, written once. scan.c includes it and scripts/build-native.mjs
+// forces it into spool.c, so the compiler holds the C side to it; test/proc/native-contract.test.ts
+// reads it and fails when the koffi tables (NATIVE_FUNCTIONS, NATIVE_STRUCTS), a constant of the
+// binding (TP) or one of the JS path differs (docs/decisions.md D22).
 //
 // The test reads `#define TP_*` lines (a number, an arithmetic of numbers, or a string),
-// `enum { TP_* }` lists and the tp_* declarations below; keep them in those shapes.
+// `enum { TP_* }` lists, `struct tp_* { … };` (one member per line) and the tp_* declarations
+// below; keep them in those shapes.
 #ifndef TETHER_H
 #define TETHER_H
 
