@@ -265,135 +265,191 @@ function evidenceOf(ctx: ScanContext, m: Member): Evidence {
 
 /**
  * Scans once, on `snapshot` (default: a fresh one; sweeps ending together share one per round).
- * Throws `NoProcError` when the process table cannot be read.
+ * Throws `NoProcError` when the process table cannot be read. In order: the earlier finds that
+ * are still the same process, the carriers of the tag (their environ read only where it can
+ * matter), the layers' finds (a helper's descendants, the cgroup's pids), and the new members
+ * held together.
  */
 export function scanSession(
   ctx: ScanContext,
   snapshot: Snapshot = takeSnapshot(ctx.procRoot, walkEnvironFor(ctx)),
 ): ScanResult {
-  const members = new Map<number, Member>();
-  const unreadable: ScanResult['unreadable'] = [];
-  // Checked after the walk, as earlier finds are: a held root whose pidfd has not reported its
-  // exit now was alive, at that pid, when the walk read it. Without a hold: start time alone.
-  const liveRoots = ctx.roots
-    .filter((r) => !(r.hold && hasExited(r.hold)))
-    .map((r) => r.identity)
-    .filter((r) => snapshot.processes.get(r.pid)?.startTime === r.startTime);
-  const rootPids = new Set(liveRoots.map((r) => r.pid));
-  const eligible = (stat: ProcStat) =>
-    stat.pid > 1 && !ctx.excluded.has(stat.pid) && !rootPids.has(stat.pid) && isAliveStat(ctx.procRoot, stat);
+  const scan = new SessionScan(ctx, snapshot);
+  scan.addEarlierFinds();
+  scan.addCarriers();
+  const populated = scan.addLayerFinds();
+  scan.holdFresh();
+  return scan.result(populated);
+}
 
-  // The members found for the first time: held together once the walk is done — but for the
-  // carriers already held as their environ was read (`readCandidates`).
-  const fresh: Member[] = [];
-  let preHeld = new Map<number, HeldCandidate>();
-  // A pre-held carrier met first as a descendant of `parent` keeps its hold when the stat read
-  // through it showed that parent: the evidence a descendant is held on, read from it — or when
-  // it was signalled through it as it was held (its own environ made it a member: a new hold
-  // would signal it twice).
-  const preHold = (pid: number, parent?: number): Hold | undefined => {
-    const c = preHeld.get(pid);
+/** One scan's state: the members found so far, the unreadable, and what is still to hold. */
+class SessionScan {
+  private readonly members = new Map<number, Member>();
+  private readonly unreadable: ScanResult['unreadable'] = [];
+  /**
+   * Checked after the walk, as earlier finds are: a held root whose pidfd has not reported its
+   * exit now was alive, at that pid, when the walk read it. Without a hold: start time alone.
+   */
+  private readonly liveRoots: Identity[];
+  private readonly rootPids: Set<number>;
+  /**
+   * The members found for the first time: held together once the walk is done — but for the
+   * carriers already held as their environ was read (`readCandidates`).
+   */
+  private readonly fresh: Member[] = [];
+  private preHeld = new Map<number, HeldCandidate>();
+
+  constructor(
+    private readonly ctx: ScanContext,
+    private readonly snapshot: Snapshot,
+  ) {
+    this.liveRoots = ctx.roots
+      .filter((r) => !(r.hold && hasExited(r.hold)))
+      .map((r) => r.identity)
+      .filter((r) => snapshot.processes.get(r.pid)?.startTime === r.startTime);
+    this.rootPids = new Set(this.liveRoots.map((r) => r.pid));
+  }
+
+  private eligible(stat: ProcStat): boolean {
+    const { ctx } = this;
+    return (
+      stat.pid > 1 &&
+      !ctx.excluded.has(stat.pid) &&
+      !this.rootPids.has(stat.pid) &&
+      isAliveStat(ctx.procRoot, stat)
+    );
+  }
+
+  /**
+   * A pre-held carrier met first as a descendant of `parent` keeps its hold when the stat read
+   * through it showed that parent: the evidence a descendant is held on, read from it — or when
+   * it was signalled through it as it was held (its own environ made it a member: a new hold
+   * would signal it twice).
+   */
+  private preHold(pid: number, parent?: number): Hold | undefined {
+    const c = this.preHeld.get(pid);
     if (!c) return undefined;
     if (parent !== undefined && !c.hold?.sent && (c.ppid !== parent || c.hold?.fd === -1)) return undefined;
-    preHeld.delete(pid);
+    this.preHeld.delete(pid);
     return c.hold;
-  };
-  // Adds a find and, by parent, everything under it; those are labelled `below` (the layer).
-  const addWithDescendants = (first: Member, below: FoundBy = 'descendant') => {
+  }
+
+  /** Adds a find and, by parent, everything under it; those are labelled `below` (the layer). */
+  private addWithDescendants(first: Member, below: FoundBy = 'descendant'): void {
+    const { ctx, members, snapshot } = this;
     const queue = [first];
     for (let m = queue.pop(); m !== undefined; m = queue.pop()) {
       if (members.has(m.identity.pid)) continue;
       members.set(m.identity.pid, m);
-      if (ctx.hold && m.hold === undefined) fresh.push(m);
+      if (ctx.hold && m.hold === undefined) this.fresh.push(m);
       else if (m.hold?.why !== 'gone') ctx.known.set(identityKey(m.identity), m);
       for (const child of snapshot.children.get(m.identity.pid) ?? []) {
         const stat = snapshot.processes.get(child);
-        if (stat === undefined || members.has(child) || !eligible(stat)) continue;
+        if (stat === undefined || members.has(child) || !this.eligible(stat)) continue;
         const identity = { pid: child, startTime: stat.startTime };
         const earlier = ctx.known.get(identityKey(identity));
         const found: Member = earlier
           ? { ...earlier, stat }
           : { identity, stat, foundBy: below, via: m.identity.pid };
         if (!earlier) {
-          const hold = preHold(child, m.identity.pid);
+          const hold = this.preHold(child, m.identity.pid);
           if (hold) found.hold = hold;
         }
         queue.push(found);
       }
     }
-  };
+  }
 
-  // Earlier finds that are still the same process. Checked after the walk: a held process
-  // whose pidfd has not reported its exit now was alive, at that pid, when the walk read it.
-  // One that has exited is dropped for good — its pid may already name another process, even
-  // one started in the same clock tick (the same start time). Without a pidfd: start time.
-  // (Their pidfds polled together: one poll(2) call.)
-  const earlierFinds = [...ctx.known];
-  const exited = haveExited(earlierFinds.flatMap(([, m]) => (m.hold ? [m.hold] : [])));
-  let polled = 0;
-  for (const [key, earlier] of earlierFinds) {
-    if (earlier.hold && exited[polled++]) {
-      ctx.known.delete(key);
-      continue;
-    }
-    const stat = snapshot.processes.get(earlier.identity.pid);
-    if (stat && stat.startTime === earlier.identity.startTime && eligible(stat)) {
-      addWithDescendants({ ...earlier, stat });
+  /**
+   * Earlier finds that are still the same process. Checked after the walk: a held process whose
+   * pidfd has not reported its exit now was alive, at that pid, when the walk read it. One that
+   * has exited is dropped for good — its pid may already name another process, even one started
+   * in the same clock tick (the same start time). Without a pidfd: start time. (Their pidfds
+   * polled together: one poll(2) call.)
+   */
+  addEarlierFinds(): void {
+    const { ctx, snapshot } = this;
+    const earlierFinds = [...ctx.known];
+    const exited = haveExited(earlierFinds.flatMap(([, m]) => (m.hold ? [m.hold] : [])));
+    let polled = 0;
+    for (const [key, earlier] of earlierFinds) {
+      if (earlier.hold && exited[polled++]) {
+        ctx.known.delete(key);
+        continue;
+      }
+      const stat = snapshot.processes.get(earlier.identity.pid);
+      if (stat && stat.startTime === earlier.identity.startTime && this.eligible(stat)) {
+        this.addWithDescendants({ ...earlier, stat });
+      }
     }
   }
 
-  // Carriers: read environ only where it can matter.
-  const candidates = ctx.tagless
-    ? []
-    : candidatesOf(ctx, snapshot, (s) => !members.has(s.pid) && eligible(s));
-  preHeld = readCandidates(ctx, snapshot, candidates);
-  for (const stat of candidates) {
-    // A candidate may have been added since as a carrier's descendant.
-    if (members.has(stat.pid)) continue;
-    const verdict = environVerdict(snapshot, stat, ctx.entry);
-    if (verdict === 'carrier') {
-      const carrier: Member = {
-        identity: { pid: stat.pid, startTime: stat.startTime },
-        stat,
-        foundBy: 'carrier',
-      };
-      const hold = preHold(stat.pid);
-      if (hold) carrier.hold = hold;
-      addWithDescendants(carrier);
-    } else if (verdict === 'oversized') {
-      unreadable.push({ stat, reason: 'oversized' });
-    } else if (verdict === 'denied' && readUid(ctx.procRoot, stat.pid) === ctx.uid) {
-      unreadable.push({ stat, reason: 'denied' });
+  /** Carriers: environ read only where it can matter. */
+  addCarriers(): void {
+    const { ctx, snapshot, members, unreadable } = this;
+    const candidates = ctx.tagless
+      ? []
+      : candidatesOf(ctx, snapshot, (s) => !members.has(s.pid) && this.eligible(s));
+    this.preHeld = readCandidates(ctx, snapshot, candidates);
+    for (const stat of candidates) {
+      // A candidate may have been added since as a carrier's descendant.
+      if (members.has(stat.pid)) continue;
+      const verdict = environVerdict(snapshot, stat, ctx.entry);
+      if (verdict === 'carrier') {
+        const carrier: Member = {
+          identity: { pid: stat.pid, startTime: stat.startTime },
+          stat,
+          foundBy: 'carrier',
+        };
+        const hold = this.preHold(stat.pid);
+        if (hold) carrier.hold = hold;
+        this.addWithDescendants(carrier);
+      } else if (verdict === 'oversized') {
+        unreadable.push({ stat, reason: 'oversized' });
+      } else if (verdict === 'denied' && readUid(ctx.procRoot, stat.pid) === ctx.uid) {
+        unreadable.push({ stat, reason: 'denied' });
+      }
     }
+    // A pre-held carrier met as a descendant through another parent than its stat showed is held
+    // on that parent like any new descendant (its pidfd here closed).
+    for (const c of this.preHeld.values()) if (c.hold) releaseHold(c.hold);
+    this.preHeld.clear();
   }
-  // A pre-held carrier met as a descendant through another parent than its stat showed is held
-  // on that parent like any new descendant (its pidfd here closed).
-  for (const c of preHeld.values()) if (c.hold) releaseHold(c.hold);
-  preHeld.clear();
-  // Subreaper layer: whatever the env tag missed under a helper (a cleared or overwritten
-  // environ, an `env -i` orphan) is still its descendant.
-  const layerFind = (pid: number, foundBy: FoundBy, via?: number) => {
-    const stat = snapshot.processes.get(pid);
-    if (stat === undefined || members.has(pid) || !eligible(stat)) return;
+
+  /**
+   * The layers' finds: under a helper (subreaper), whatever the env tag missed (a cleared or
+   * overwritten environ, an `env -i` orphan) is still its descendant; the cgroup's pids, read
+   * after the walk — a pid listed now but absent from the snapshot is found next round, one whose
+   * pid was reused since the walk fails the identity check at its signal. Returns the cgroup's
+   * `populated` (undefined without a cgroup).
+   */
+  addLayerFinds(): boolean | undefined {
+    const { ctx, snapshot } = this;
+    for (const root of this.liveRoots) {
+      for (const child of snapshot.children.get(root.pid) ?? []) this.layerFind(child, 'subreaper', root.pid);
+    }
+    if (ctx.cgroup === undefined) return undefined;
+    for (const pid of cgroupPids(ctx.cgroup)) this.layerFind(pid, 'cgroup');
+    return cgroupPopulated(ctx.cgroup);
+  }
+
+  private layerFind(pid: number, foundBy: FoundBy, via?: number): void {
+    const stat = this.snapshot.processes.get(pid);
+    if (stat === undefined || this.members.has(pid) || !this.eligible(stat)) return;
     // (An earlier find still alive was added above: this one is new.)
     const member: Member = { identity: { pid, startTime: stat.startTime }, stat, foundBy };
     if (via !== undefined) member.via = via;
-    addWithDescendants(member, foundBy);
-  };
-  for (const root of liveRoots) {
-    for (const child of snapshot.children.get(root.pid) ?? []) layerFind(child, 'subreaper', root.pid);
+    this.addWithDescendants(member, foundBy);
   }
-  // cgroup layer, read after the walk: a pid listed now but absent from the snapshot is found
-  // next round; one whose pid was reused since the walk fails the identity check at its signal.
-  let populated: boolean | undefined;
-  if (ctx.cgroup !== undefined) {
-    for (const pid of cgroupPids(ctx.cgroup)) layerFind(pid, 'cgroup');
-    populated = cgroupPopulated(ctx.cgroup);
-  }
-  // The new members held, in the order they were found (one native call for all of them). One
-  // gone before it could be held is still a member — counted as seen: the session still runs —
-  // but never known: its pid may already name another process.
-  if (ctx.hold && fresh.length > 0) {
+
+  /**
+   * The new members held, in the order they were found (one native call for all of them). One
+   * gone before it could be held is still a member — counted as seen: the session still runs —
+   * but never known: its pid may already name another process.
+   */
+  holdFresh(): void {
+    const { ctx, fresh } = this;
+    if (!ctx.hold || fresh.length === 0) return;
     const holds = ctx.hold(fresh.map((m) => ({ id: m.identity, evidence: evidenceOf(ctx, m) })));
     for (let i = 0; i < fresh.length; i++) {
       const m = fresh[i] as Member;
@@ -401,11 +457,15 @@ export function scanSession(
       if (m.hold.why !== 'gone') ctx.known.set(identityKey(m.identity), m);
     }
   }
-  // An unreadable process later found as a descendant is a member, not unreadable.
-  return {
-    snapshot,
-    members: [...members.values()],
-    unreadable: unreadable.filter((u) => !members.has(u.stat.pid)),
-    populated,
-  };
+
+  /** An unreadable process later found as a descendant is a member, not unreadable. */
+  result(populated: boolean | undefined): ScanResult {
+    const { members } = this;
+    return {
+      snapshot: this.snapshot,
+      members: [...members.values()],
+      unreadable: this.unreadable.filter((u) => !members.has(u.stat.pid)),
+      populated,
+    };
+  }
 }
