@@ -202,8 +202,10 @@ describe('sandbox.run under the pushed helper', () => {
       const seen = await watch;
       // Premise, while the script runs: reparented to the helper (run from its pinned inode).
       const parent = cmdlineOf(ppidOf(seen.pid));
-      expect(parent, 'the double fork is not the helper’s child').toMatch(/^\/proc\/\d+\/fd\/9 --name /);
       const r = await call;
+      expect(parent, `the double fork is not the helper’s child (stderr: ${r.stderr})`).toMatch(
+        /^\/proc\/\d+\/fd\/9 --name /,
+      );
       expect([r.exitCode, r.stdout]).toEqual([5, 'done\n']);
       expect(r.blindSpots).toContain(END_LINE_BLIND_SPOT);
       await expectGone(seen, 'a script under the helper');

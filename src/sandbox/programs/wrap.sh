@@ -288,7 +288,7 @@ fi
 status=
 started=
 if [ -n "$helper" ] && [ "$mode" = script ] && pin_helper && start_helper plain "$@"; then
-  exec 9<&-
+  # fd 9 stays open until the helper has said a line: its exec reads /proc/$$/fd/9.
   await_helper
   if [ -z "$status" ] && [ -n "$started" ]; then
     # The helper is gone without the payload's status (killed): the command may still run. No
