@@ -16,7 +16,8 @@ import { END_LINE_BLIND_SPOT } from '../../src/sandbox/sweep-output.js';
 import { ENV_TAG_BLIND_SPOT, type SweepReport } from '../../src/sweep/report.js';
 import { ROOT } from '../support/paths.js';
 import { cmdlineOf, pids, ppidOf, readStat } from '../support/proc.js';
-import { aliveOnHost, type Container, sleep, startContainer, taggedOnHost } from './container.js';
+import { missing } from '../support/tools.js';
+import { aliveOnHost, type Container, SHELLS, sleep, startContainer, taggedOnHost } from './container.js';
 
 let box: Container;
 beforeAll(async () => {
@@ -334,6 +335,33 @@ for (const [who, user] of [
     });
   });
 }
+
+// The wrapper's helper mode under each shell it runs in: pinned, hashed twice, the helper's lines.
+describe('the helper holds the nonce, under each shell', () => {
+  for (const [name, shell] of SHELLS) {
+    const noShell = missing(shell[0] as string);
+    it.skipIf(noShell !== '')(
+      `${name}: stdin after the nonce, the status and the end line are the helper's${noShell ? ` (skipped: ${noShell})` : ''}`,
+      async () => {
+        const tag = createTag();
+        try {
+          const r = await sandbox.run(box.channel, ['sh', '-c', 'cat; printf tail; exit 3'], {
+            tag,
+            shell,
+            sweep: SWEEP,
+            helper: true,
+            reject: false,
+            input: 'from stdin\n',
+          });
+          expect([r.exitCode, r.stdout, r.blindSpots], r.stderr).toEqual([3, 'from stdin\ntail', []]);
+          underHelper(r.report);
+        } finally {
+          await cleanup(tag.name);
+        }
+      },
+    );
+  }
+});
 
 const TETHER = join(ROOT, 'bin/tether.cjs');
 
