@@ -119,7 +119,87 @@ export function startInit(options: InitOptions): InitHandle {
   const reaper = new Reaper(procRoot, options.onReaped);
   if (!reaper.usable) log('cannot reap zombies (koffi cannot load): they stay until this init ends');
   const init = { pid: process.pid, startTime: readStat(procRoot, process.pid)?.startTime ?? 0 };
+  const command = startCommand(options, procRoot, reaper, log);
+  const { main } = command;
 
+  // 1. forward.
+  for (const signal of FORWARDED_SIGNALS) process.on(signal, command.forward);
+  // 2. reap.
+  const stopReaping = reapEvery(reaper);
+  // 3. tick: never two at once; the next is timed from the end of the last.
+  const onTick =
+    options.onTick ??
+    ((ctx: InitTickContext) =>
+      stopOrphans(ctx, { minAgeMs: o.minAgeMs, graceMs: o.graceMs, killAfterMs: o.killAfterMs, procRoot }));
+  const ticks = new Ticks(
+    onTick,
+    () => ({ init, main: command.live() ? main : undefined }),
+    o.intervalMs,
+    log,
+    options.onTickDone,
+  );
+  if (main !== undefined) ticks.start(o.startupDelayMs);
+
+  const done = (async (): Promise<InitResult> => {
+    const { code, signal, signalNumber, spawnError } = await command.exited;
+    if (main) reaper.unspare(main.pid); // libuv has reaped it
+    await ticks.stop();
+    // The command is gone: everything still below the init is swept (the init is the root:
+    // never signalled, each of its descendants is), its zombies reaped as they come.
+    const finalSweep = await sweep({
+      tag: createTag(),
+      roots: [{ identity: init }],
+      notBefore: ticksNow(procRoot),
+      procRoot,
+      graceMs: o.graceMs,
+      killAfterMs: o.killAfterMs,
+      layers: ['subreaper'],
+    });
+    stopReaping();
+    reaper.pass();
+    for (const s of FORWARDED_SIGNALS) process.off(s, command.forward);
+    const result: InitResult = {
+      status: statusOf(code, signal, signalNumber, spawnError),
+      code,
+      signal,
+      subreaper,
+      reaped: reaper.count,
+      ticks: ticks.count,
+      lastTick: ticks.last,
+      finalSweep,
+    };
+    if (spawnError !== undefined) result.spawnError = spawnError;
+    if (signalNumber !== undefined) result.signalNumber = signalNumber;
+    return result;
+  })();
+  return { main, init, done };
+}
+
+// The main command as the init's child: its identity, its end, and the two things the loop does
+// with it.
+interface MainCommand {
+  /** Its identity; undefined when it did not start. */
+  main: Identity | undefined;
+  /** Its end as the kernel reported it, or why it did not start (`spawnError`: ENOENT, EACCES…). */
+  exited: Promise<{
+    code: number | null;
+    signal: NodeJS.Signals | null;
+    signalNumber?: number;
+    spawnError?: string;
+  }>;
+  /** Hands `signal` on to it while it runs. */
+  forward: (signal: NodeJS.Signals) => void;
+  /** Whether it still runs, as /proc says (a zombie libuv has not reaped yet has ended). */
+  live: () => boolean;
+}
+
+// Starts `options.command` (no shell, PATH lookup) with stdio inherited, spared by the reaper.
+function startCommand(
+  options: InitOptions,
+  procRoot: string,
+  reaper: Reaper,
+  log: (line: string) => void,
+): MainCommand {
   const child = spawn(options.command, [...(options.args ?? [])], {
     stdio: 'inherit',
     env: options.env,
@@ -136,17 +216,11 @@ export function startInit(options: InitOptions): InitHandle {
     reaper.spare(child.pid);
     main = { pid: child.pid, startTime: readStat(procRoot, child.pid)?.startTime ?? 0 };
   }
-  let spawnError: string | undefined;
-  const exited = new Promise<{
-    code: number | null;
-    signal: NodeJS.Signals | null;
-    signalNumber?: number;
-  }>((resolve) => {
+  const exited: MainCommand['exited'] = new Promise((resolve) => {
     child.on('error', (error: NodeJS.ErrnoException) => {
       if (child.pid !== undefined) return log(`cannot signal the command: ${error.message}`);
-      spawnError = error.code ?? 'ERROR';
       log(`cannot start ${options.command}: ${error.message}`);
-      resolve({ code: null, signal: null });
+      resolve({ code: null, signal: null, spawnError: error.code ?? 'ERROR' });
     });
     // 'exit', not 'close': an orphan holding the command's stdout must not delay the end.
     child.once('exit', (code, signal) => {
@@ -155,28 +229,33 @@ export function startInit(options: InitOptions): InitHandle {
     });
   });
   const running = () => child.exitCode === null && child.signalCode === null;
-  // Ended as the kernel says: a zombie not yet reaped by libuv has already handed its children
-  // to us, and a tick then would take them for orphans (they are what the end sweep reports).
-  // Until libuv reaps it the pid names the command alone.
-  const mainLive = () => {
-    if (!main || !running()) return false;
-    const stat = readStat(procRoot, main.pid);
-    return (
-      stat !== undefined &&
-      stat.state !== 'Z' &&
-      stat.state !== 'X' &&
-      (main.startTime === 0 || stat.startTime === main.startTime)
-    );
+  return {
+    main,
+    exited,
+    // child.kill() goes through libuv's handle, which is closed in the same call that reaped the
+    // command: it never reaches a pid reused after the command.
+    forward: (signal) => {
+      if (running()) child.kill(signal);
+    },
+    // Ended as the kernel says: a zombie not yet reaped by libuv has already handed its children
+    // to us, and a tick then would take them for orphans (they are what the end sweep reports).
+    // Until libuv reaps it the pid names the command alone.
+    live: () => {
+      if (!main || !running()) return false;
+      const stat = readStat(procRoot, main.pid);
+      return (
+        stat !== undefined &&
+        stat.state !== 'Z' &&
+        stat.state !== 'X' &&
+        (main.startTime === 0 || stat.startTime === main.startTime)
+      );
+    },
   };
+}
 
-  // 1. forward. child.kill() goes through libuv's handle, which is closed in the same call that
-  // reaped the command: it never reaches a pid reused after the command.
-  const forward = (signal: NodeJS.Signals) => {
-    if (running()) child.kill(signal);
-  };
-  for (const signal of FORWARDED_SIGNALS) process.on(signal, forward);
-
-  // 2. reap: one pass per turn of the event loop however many SIGCHLDs came, and every second.
+// The reaping: one pass per turn of the event loop however many SIGCHLDs came, and every
+// REAP_EVERY_MS. Returns the function that ends it.
+function reapEvery(reaper: Reaper): () => void {
   let passQueued = false;
   const queuePass = () => {
     if (passQueued) return;
@@ -188,55 +267,10 @@ export function startInit(options: InitOptions): InitHandle {
   };
   process.on('SIGCHLD', queuePass);
   const reapTimer = setInterval(queuePass, REAP_EVERY_MS);
-
-  // 3. tick: never two at once; the next is timed from the end of the last.
-  const onTick =
-    options.onTick ??
-    ((ctx: InitTickContext) =>
-      stopOrphans(ctx, { minAgeMs: o.minAgeMs, graceMs: o.graceMs, killAfterMs: o.killAfterMs, procRoot }));
-  const ticks = new Ticks(
-    onTick,
-    () => ({ init, main: mainLive() ? main : undefined }),
-    o.intervalMs,
-    log,
-    options.onTickDone,
-  );
-  if (main !== undefined) ticks.start(o.startupDelayMs);
-
-  const done = (async (): Promise<InitResult> => {
-    const { code, signal, signalNumber } = await exited;
-    if (main) reaper.unspare(main.pid); // libuv has reaped it
-    await ticks.stop();
-    // The command is gone: everything still below the init is swept (the init is the root:
-    // never signalled, each of its descendants is), its zombies reaped as they come.
-    const finalSweep = await sweep({
-      tag: createTag(),
-      roots: [{ identity: init }],
-      notBefore: ticksNow(procRoot),
-      procRoot,
-      graceMs: o.graceMs,
-      killAfterMs: o.killAfterMs,
-      layers: ['subreaper'],
-    });
+  return () => {
     clearInterval(reapTimer);
     process.off('SIGCHLD', queuePass);
-    reaper.pass();
-    for (const s of FORWARDED_SIGNALS) process.off(s, forward);
-    const result: InitResult = {
-      status: statusOf(code, signal, signalNumber, spawnError),
-      code,
-      signal,
-      subreaper,
-      reaped: reaper.count,
-      ticks: ticks.count,
-      lastTick: ticks.last,
-      finalSweep,
-    };
-    if (spawnError !== undefined) result.spawnError = spawnError;
-    if (signalNumber !== undefined) result.signalNumber = signalNumber;
-    return result;
-  })();
-  return { main, init, done };
+  };
 }
 
 // The tick's timer: never two ticks at once, the next timed from the end of the last; a tick
