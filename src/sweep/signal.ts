@@ -281,32 +281,7 @@ function pidfdSignaller(f: Ffi): Signaller {
       checkPid(id);
       if (evidence !== undefined && nativeProc())
         return self.holdAll(procRoot, [{ id, evidence }])[0] as Hold;
-      const fd = f.pidfdOpen(id.pid);
-      if (fd < 0) {
-        const errno = f.errno();
-        if (errno === ESRCH) return { identity: id, fd: -1, why: 'gone' };
-        // EMFILE/ENFILE (the fd limit) or another failure: this one process falls back to the
-        // start-time re-check at each use (no check now: with no fd left, no stat read either);
-        // the caller warns.
-        return { identity: id, fd: -1, why: errnoName(errno) };
-      }
-      // The fd was opened before these reads: if the start time still matches now, the process
-      // existed throughout and the fd names it; the evidence read now is the held process's,
-      // and the details too, once the fd says it has not exited since.
-      let keep = false;
-      try {
-        const gone: Hold = { identity: id, fd: -1, why: 'gone' };
-        if (!sameProcess(procRoot, id)) return gone;
-        const h: Hold = { identity: id, fd };
-        if (evidence !== undefined) {
-          if (!evidenceHolds(procRoot, id, evidence) || hasExited(h)) return gone;
-          h.details = readDetails(procRoot, id.pid);
-        }
-        keep = true;
-        return h;
-      } finally {
-        if (!keep) f.close(fd);
-      }
+      return holdThroughPidfd(f, procRoot, id, evidence);
     },
     holdAll(procRoot, requests) {
       for (const { id } of requests) checkPid(id);
@@ -322,30 +297,7 @@ function pidfdSignaller(f: Ffi): Signaller {
     },
     holdCandidates(procRoot, entry, candidates, signal) {
       for (const stat of candidates) checkPid(stat);
-      const number = signal ? constants.signals[signal.signal] : 0;
-      const held = (c: PreHeldProcess, i: number): HeldCandidate => {
-        const stat = candidates[i] as ProcStat;
-        const identity = { pid: stat.pid, startTime: stat.startTime };
-        const carrier = c.read.kind === 'ok' && c.read.entries.includes(entry);
-        const h = c.hold;
-        const hold: Hold | undefined =
-          h.kind === 'held'
-            ? { identity, fd: h.fd, details: h.details }
-            : carrier && h.kind === 'gone'
-              ? { identity, fd: -1, why: 'gone' }
-              : undefined;
-        if (hold && c.sent !== undefined) hold.sent = { signal: number, result: c.sent };
-        return hold ? { read: c.read, hold, ppid: c.ppid } : { read: c.read, ppid: c.ppid };
-      };
-      let native: PreHeldProcess[] | null;
-      try {
-        native = preholdNative(procRoot, candidates, entry, signal && { number, may: signal.may });
-      } catch (error) {
-        if (error instanceof PreholdFailure)
-          throw new CandidatesSignalledError(error.held.map(held), error.cause);
-        throw error;
-      }
-      return native ? native.map(held) : null;
+      return holdCandidatesNative(procRoot, entry, candidates, signal);
     },
     sendHeld(procRoot, hold, signal) {
       checkPid(hold.identity);
@@ -383,6 +335,71 @@ function pidfdSignaller(f: Ffi): Signaller {
     },
   };
   return self;
+}
+
+// One hold through pidfd_open(2), without the native scan: the fd opened, then the identity and
+// the evidence re-read.
+function holdThroughPidfd(f: Ffi, procRoot: string, id: Identity, evidence: Evidence | undefined): Hold {
+  const fd = f.pidfdOpen(id.pid);
+  if (fd < 0) {
+    const errno = f.errno();
+    if (errno === ESRCH) return { identity: id, fd: -1, why: 'gone' };
+    // EMFILE/ENFILE (the fd limit) or another failure: this one process falls back to the
+    // start-time re-check at each use (no check now: with no fd left, no stat read either);
+    // the caller warns.
+    return { identity: id, fd: -1, why: errnoName(errno) };
+  }
+  // The fd was opened before these reads: if the start time still matches now, the process
+  // existed throughout and the fd names it; the evidence read now is the held process's,
+  // and the details too, once the fd says it has not exited since.
+  let keep = false;
+  try {
+    const gone: Hold = { identity: id, fd: -1, why: 'gone' };
+    if (!sameProcess(procRoot, id)) return gone;
+    const h: Hold = { identity: id, fd };
+    if (evidence !== undefined) {
+      if (!evidenceHolds(procRoot, id, evidence) || hasExited(h)) return gone;
+      h.details = readDetails(procRoot, id.pid);
+    }
+    keep = true;
+    return h;
+  } finally {
+    if (!keep) f.close(fd);
+  }
+}
+
+// `Signaller.holdCandidates` through the native scan: each candidate's environ read and, when it
+// carries `entry`, held (and signalled, with `signal`) in one call; null without the native scan.
+function holdCandidatesNative(
+  procRoot: string,
+  entry: string,
+  candidates: readonly ProcStat[],
+  signal: CandidateSignal | undefined,
+): HeldCandidate[] | null {
+  const number = signal ? constants.signals[signal.signal] : 0;
+  const held = (c: PreHeldProcess, i: number): HeldCandidate => {
+    const stat = candidates[i] as ProcStat;
+    const identity = { pid: stat.pid, startTime: stat.startTime };
+    const carrier = c.read.kind === 'ok' && c.read.entries.includes(entry);
+    const h = c.hold;
+    const hold: Hold | undefined =
+      h.kind === 'held'
+        ? { identity, fd: h.fd, details: h.details }
+        : carrier && h.kind === 'gone'
+          ? { identity, fd: -1, why: 'gone' }
+          : undefined;
+    if (hold && c.sent !== undefined) hold.sent = { signal: number, result: c.sent };
+    return hold ? { read: c.read, hold, ppid: c.ppid } : { read: c.read, ppid: c.ppid };
+  };
+  let native: PreHeldProcess[] | null;
+  try {
+    native = preholdNative(procRoot, candidates, entry, signal && { number, may: signal.may });
+  } catch (error) {
+    if (error instanceof PreholdFailure)
+      throw new CandidatesSignalledError(error.held.map(held), error.cause);
+    throw error;
+  }
+  return native ? native.map(held) : null;
 }
 
 // `hold` per request, in order; when one throws, the holds already taken are released first.
