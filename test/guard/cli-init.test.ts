@@ -8,7 +8,7 @@ import { existsSync, mkdirSync, rmdirSync, writeFileSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterEach, describe, expect, it } from 'vitest';
-import { canRun, cgroupMount, until } from './support.js';
+import { canRun, cgroupMount, inPidNamespace, until } from './support.js';
 
 const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
 const TETHER = join(ROOT, 'bin/tether.cjs');
@@ -46,19 +46,9 @@ function runInNamespace(
     cgroups.push(cg);
   }
   return new Promise((done, fail) => {
-    const child = spawn(
-      'sh',
-      [
-        '-c',
-        'echo $$ > "$CG/cgroup.procs" || exit 97; exec unshare --pid --fork --kill-child --mount-proc "$@"',
-        'sh',
-        ...init,
-        process.execPath,
-        TETHER,
-        ...args,
-      ],
-      { stdio: ['ignore', 'ignore', 'pipe'], env: { ...process.env, CG: cg } },
-    );
+    const child = spawn(...inPidNamespace([...init, process.execPath, TETHER, ...args], cg), {
+      stdio: ['ignore', 'ignore', 'pipe'],
+    });
     let stderr = '';
     child.stderr.on('data', (d) => (stderr += d));
     const timer = setTimeout(() => {

@@ -11,7 +11,7 @@ import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import type { TickResult } from '../../src/guard/guard.js';
 import { environOf, isAlive, type ProcessId, pids, readStat } from '../support/proc.js';
-import { allGone, canRun, cgroupMount, TETHER, until } from './support.js';
+import { allGone, canRun, cgroupMount, inPidNamespace, TETHER, until } from './support.js';
 
 function tether(
   args: string[],
@@ -47,27 +47,17 @@ async function inRootCgroupNamespace(
     "$NODE" "$TETHER" guard "$@" > "$OUT/stdout" 2> "$OUT/stderr"
     echo $? > "$OUT/rc.tmp" && mv "$OUT/rc.tmp" "$OUT/rc"
     exec sleep 1000`;
-  const ns = spawn(
-    'sh',
-    [
-      '-c',
-      'echo $$ > "$MOUNT/cgroup.procs" || exit 97; exec unshare --pid --fork --kill-child --mount-proc sh -c "$0" sh "$@"',
-      script,
-      ...args,
-    ],
-    {
-      stdio: 'ignore',
-      env: {
-        ...process.env,
-        MOUNT: cgroupMount(),
-        OUT: out,
-        RUN: run,
-        NODE: process.execPath,
-        TETHER,
-        TETHER_GUARD_STATE: join(out, 'state'),
-      },
+  const ns = spawn(...inPidNamespace(['sh', '-c', script, 'sh', ...args], cgroupMount()), {
+    stdio: 'ignore',
+    env: {
+      ...process.env,
+      OUT: out,
+      RUN: run,
+      NODE: process.execPath,
+      TETHER,
+      TETHER_GUARD_STATE: join(out, 'state'),
     },
-  );
+  });
   namespaces.push(ns);
   const orphan = await until(() => {
     const found = marked(`orphan.${run}`);

@@ -24,6 +24,7 @@ import {
   readStat,
   type Stat,
 } from '../support/proc.js';
+import { inPidNamespace } from './support.js';
 
 const RUNNER = join(FIXTURES, 'node/guard-init.mjs');
 const TICKS_PER_SECOND = 100;
@@ -141,9 +142,7 @@ async function startRun(script: string, options: Record<string, number>, namespa
   const pidfile = join(dir, 'pids');
   const runner = [RUNNER, join(dir, 'result.json'), '--', 'sh', '-c', script, 'sh', pidfile];
   // --kill-child: if unshare is killed (the cleanup), the kernel kills the init, and with it the namespace.
-  const [file, args] = namespace
-    ? ['unshare', ['--pid', '--fork', '--mount-proc', '--kill-child', process.execPath, ...runner]]
-    : [process.execPath, runner];
+  const [file, args] = namespace ? inPidNamespace([process.execPath, ...runner]) : [process.execPath, runner];
   const env: NodeJS.ProcessEnv = { ...process.env, GUARD_INIT_OPTIONS: JSON.stringify(options) };
   if (!namespace) env[createTag().name] = '1'; // outside a namespace of ours: the suite guard sees leftovers
   const unshare = spawn(file, args as string[], { stdio: ['ignore', 'pipe', 'pipe'], env });

@@ -32,6 +32,19 @@ export function cgroupMount(): string | undefined {
 
 export const canRun = process.getuid?.() === 0 && cgroupMount() !== undefined;
 
+/**
+ * The command (file and argv) that runs `argv` as PID 1 of a new PID namespace with its own
+ * /proc (`unshare --pid --fork --kill-child --mount-proc`): SIGKILL to the process spawned ends
+ * the namespace with it. With `cgroup`, a cgroup v2 directory, that process joins it first, so the
+ * namespace's init and all it starts are in it (a container's init is in the container's cgroup).
+ */
+export function inPidNamespace(argv: readonly string[], cgroup?: string): [string, string[]] {
+  const unshare = ['unshare', '--pid', '--fork', '--kill-child', '--mount-proc'];
+  if (cgroup === undefined) return [unshare[0] as string, [...unshare.slice(1), ...argv]];
+  const join = 'echo $$ > "$1/cgroup.procs" || exit 97; shift; exec "$@"';
+  return ['sh', ['-c', join, 'sh', cgroup, ...unshare, ...argv]];
+}
+
 export interface Scenario {
   run: string;
   out: string;
@@ -77,24 +90,20 @@ export async function startScenario(
   const out = mkdtempSync(join(tmpdir(), 'tether-guard-'));
   const cgroup = join(cgroupMount() as string, `tether-guard-test-${run}`);
   mkdirSync(cgroup);
-  const init = spawn(
-    'unshare',
-    ['--pid', '--fork', '--kill-child', '--mount-proc', ...initArgv, 'sh', '-c', PRELUDE + dedent(script)],
-    {
-      stdio: ['ignore', 'ignore', 'pipe'],
-      env: {
-        ...process.env,
-        CG: cgroup,
-        OUT: out,
-        RUN: run,
-        NODE: process.execPath,
-        TETHER,
-        DIST,
-        MOUNT: cgroupMount(),
-        TETHER_GUARD_STATE: join(out, 'state'),
-      },
+  const init = spawn(...inPidNamespace([...initArgv, 'sh', '-c', PRELUDE + dedent(script)]), {
+    stdio: ['ignore', 'ignore', 'pipe'],
+    env: {
+      ...process.env,
+      CG: cgroup,
+      OUT: out,
+      RUN: run,
+      NODE: process.execPath,
+      TETHER,
+      DIST,
+      MOUNT: cgroupMount(),
+      TETHER_GUARD_STATE: join(out, 'state'),
     },
-  );
+  });
   let initErr = '';
   init.stderr?.on('data', (d) => (initErr += d));
   const s: Scenario = {
