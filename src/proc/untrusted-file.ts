@@ -171,8 +171,8 @@ export async function readUntrustedFileAsync(
   }
 }
 
-/** What `stat` is (a kind no other matches, such as a whiteout, reads as `file`: `judge` never sees one). */
-export function kindOf(stat: Stats): FileKind {
+// What `stat` is, among the seven kinds of file Linux has (the fallback is never reached there).
+function kindOf(stat: Stats): FileKind {
   if (stat.isFile()) return 'file';
   if (stat.isDirectory()) return 'directory';
   if (stat.isFIFO()) return 'fifo';
