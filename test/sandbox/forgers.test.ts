@@ -8,7 +8,7 @@
 // check and the exec is never run: its side effect (a marker file) never appears, the command runs
 // on the shell fallback, and the result says its end line rests on the shell.
 import { execFileSync } from 'node:child_process';
-import { existsSync, renameSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTag, sandbox } from '../../src/index.js';
@@ -212,4 +212,51 @@ describe('a helper file swapped between pushHelper’s check and the exec', () =
       }
     });
   }
+
+  // The write between the wrapper's first hash and the exec cannot be timed from here: a
+  // sha256sum first on PATH that answers the truth on its first call and a wrong hash on its
+  // second plays it — the second hash, after the exec, then sees other bytes than the first.
+  it('other bytes at the second hash, after the exec: the helper is KILLed before it has the nonce, the command runs on the shell', async () => {
+    const pushed = (await pushHelper(channel, { shell: ['sh'] })) as HelperPushed;
+    expect(pushed.path, `premise broken: no helper pushed: ${JSON.stringify(pushed)}`).toBeDefined();
+    const bin = `/tmp/fakebin-${process.pid}`;
+    rmSync(onHost(bin), { recursive: true, force: true });
+    mkdirSync(onHost(bin));
+    const real = execFileSync('sh', ['-c', 'command -v sha256sum'], { encoding: 'utf8' }).trim();
+    writeFileSync(
+      onHost(`${bin}/sha256sum`),
+      `#!/bin/sh\nif [ -e ${bin}/once ]; then echo "${'0'.repeat(64)}  $1"; else : >${bin}/once; exec ${real} "$@"; fi\n`,
+      { mode: 0o755 },
+    );
+    const second = commandChannel([
+      ...box.prefix,
+      'setpriv',
+      ...DROP_PTRACE,
+      '--',
+      'env',
+      `PATH=${bin}:/usr/bin:/bin`,
+    ]);
+    try {
+      const r = await sandbox.exec(second, ['sh', '-c', 'echo ran; exit 4'], {
+        helper: pushed.path,
+        reject: false,
+      });
+      expect([r.exitCode, r.stdout]).toEqual([4, 'ran\n']);
+      expect(r.stderr).toContain('does not hash to its name after its exec');
+      expect(r.blindSpots).toContain(END_LINE_BLIND_SPOT);
+      // Premise: the wrapper did hash twice.
+      expect(existsSync(onHost(`${bin}/once`)), 'premise broken: sha256sum never ran').toBe(true);
+      // The helper it started is gone: KILLed before its `checked`, it ran nothing.
+      const helpers = execFileSync('nsenter', ['-t', String(box.init), '-a', 'ps', '-eo', 'args'], {
+        encoding: 'utf8',
+      })
+        .split('\n')
+        .filter(
+          (line) => line.startsWith('/proc/') && line.includes(pushed.path) && line.includes('echo ran'),
+        );
+      expect(helpers, 'the helper with other bytes still runs').toEqual([]);
+    } finally {
+      rmSync(onHost(bin), { recursive: true, force: true });
+    }
+  });
 });
