@@ -161,7 +161,7 @@ const plain = new Session({ containment: ['env-tag'] });
 plain.spawn('sleep', [${JSON.stringify(plainMark)}], { stdio: 'ignore' });
 const helped = new Session({ containment: ['env-tag', 'subreaper'] });
 helped.spawn('sleep', [${JSON.stringify(helpedMark)}], { stdio: 'ignore' });
-writeFileSync(${JSON.stringify(out)}, JSON.stringify([plain.tag.name, helped.tag.name]));
+writeFileSync(${JSON.stringify(out)}, JSON.stringify([plain.tag, helped.tag]));
 process.on('SIGTERM', async () => { await Promise.all([plain.end(), helped.end()]); process.exit(0); });
 setInterval(() => {}, 1000);
 `,
