@@ -25,7 +25,7 @@ export interface ReportSource {
   readonly tracked: ReadonlyMap<string, { record: ProcessRecord; alive: boolean; denied: boolean }>;
   /** The session's own spawns: swept like the rest, never listed as stopped. */
   readonly spawnKeys: ReadonlySet<string>;
-  readonly kept: ReadonlyMap<string, { record: KeptRecord; alive: boolean }>;
+  readonly kept: { records(): KeptRecord[] };
   readonly unreadable: ReadonlyMap<string, UnreadableRecord>;
   readonly phases: PhaseRecord[];
   readonly warnings: SweepWarning[];
@@ -77,7 +77,7 @@ export function buildReport(run: ReportSource): SweepReport {
     proof,
     stopped,
     survivors,
-    kept: [...run.kept.values()].filter((k) => k.alive).map((k) => k.record),
+    kept: run.kept.records(),
     unreadable: [...run.unreadable.values()],
     warnings: run.warnings,
     phases: run.phases,

@@ -2,8 +2,7 @@
 // (walk the table, find the session's members) and `signalNew` (signal what has not had this
 // phase's signal, note what is gone). Its report is built in src/sweep/build-report.ts.
 import { readlinkSync } from 'node:fs';
-import { dirname } from 'node:path';
-import { cgroupPids, cgroupPopulated, killCgroup, moveToCgroup } from '../proc/cgroup.js';
+import { cgroupPids, killCgroup } from '../proc/cgroup.js';
 import { readDetails } from '../proc/details.js';
 import { type Identity, identityKey, readStat } from '../proc/identity.js';
 import { isFdExhaustion } from '../proc/read.js';
@@ -13,9 +12,8 @@ import type { ProcStat } from '../proc/stat.js';
 import type { SessionTag } from '../proc/tag.js';
 import { buildReport } from './build-report.js';
 import type { TetherEvent } from './events.js';
-import { type CompiledKeep, compileKeep, keepRuleFor } from './keep.js';
+import { KeptServices } from './kept-services.js';
 import type {
-  KeptRecord,
   PhaseEnd,
   PhaseRecord,
   ProcessRecord,
@@ -60,13 +58,6 @@ export interface Tracked {
   denied: boolean;
 }
 
-/** A process kept as a declared service: its record, and whether the last scan saw it. */
-export interface KeptTrack {
-  record: KeptRecord;
-  hold?: Hold;
-  alive: boolean;
-}
-
 /**
  * The state of one sweep: what has been found, signalled and seen gone, the warnings and notes
  * it will report, and the holds (pidfds) it keeps. The loop (src/sweep/loop.ts) drives it a
@@ -80,12 +71,8 @@ export class SweepRun {
   readonly warnings: SweepWarning[] = [];
   readonly phases: PhaseRecord[] = [];
   readonly spawnKeys: Set<string>;
-  /** The `keep` rules, checked (`INVALID_OPTION` from the constructor). */
-  readonly keepRules: CompiledKeep[];
-  /** Members set aside as declared services, by identity key: never signalled (`setAside`). */
-  readonly kept = new Map<string, KeptTrack>();
-  /** A kept process could not be moved out of the session cgroup: no cgroup.kill, no `populated` proof. */
-  keptInCgroup = false;
+  /** The declared services: the `keep` rules, the processes they set aside (src/sweep/kept-services.ts). */
+  readonly kept: KeptServices;
   readonly ctx: ScanContext;
   readonly signaller: Signaller;
   /** The holds (pidfds) this sweep took on the members it found: released as they exit, and at its end. */
@@ -128,7 +115,13 @@ export class SweepRun {
   ) {
     this.signaller = opts.signaller ?? createSignaller();
     this.spawnKeys = new Set((opts.spawns ?? []).map(identityKey));
-    this.keepRules = compileKeep(opts.keep);
+    const procRoot = opts.procRoot ?? '/proc';
+    this.kept = new KeptServices(opts.keep, {
+      procRoot,
+      unkeepable: (key) => this.tracked.has(key) || this.spawnKeys.has(key),
+      recordOf: (m, details) => recordOf(m, details ?? takeDetails(procRoot, m)),
+      warn: (code, message) => this.warn(code, message),
+    });
     this.ctx = {
       procRoot: opts.procRoot ?? '/proc',
       entry: tag.entry,
@@ -209,7 +202,7 @@ export class SweepRun {
     childless: readonly boolean[],
   ): CandidateSignal | undefined {
     const signal = this.phaseSignal;
-    if (signal === undefined || this.keepRules.length > 0 || this.opts.collectPorts) return undefined;
+    if (signal === undefined || this.kept.rules.length > 0 || this.opts.collectPorts) return undefined;
     const may = candidates.map((stat, i) => {
       if (!childless[i] || stat.state === 'T' || stat.state === 't') return false;
       const t = this.tracked.get(identityKey({ pid: stat.pid, startTime: stat.startTime }));
@@ -340,116 +333,10 @@ export class SweepRun {
     });
   }
 
-  /** True when the last scan saw a kept process. */
-  keptAlive(): boolean {
-    for (const k of this.kept.values()) if (k.alive) return true;
-    return false;
-  }
-
-  /**
-   * Takes the declared services out of a scan's members (docs/sweep.md, "Kept processes"): a
-   * member whose cmdline matches a `keep` rule when it is first seen, and every descendant of a
-   * kept process (by parent, in this snapshot), is kept — never signalled, not counted as seen —
-   * and leaves the session cgroup (`moveKeptOut`). A member first seen unkept stays unkept (it may
-   * have had its signal); a session's own spawn is never kept.
-   */
+  /** Takes the declared services out of a scan's members (`KeptServices.setAside`). */
   setAside(scan: ScanResult): void {
-    if (this.keepRules.length === 0) return;
-    for (const k of this.kept.values()) k.alive = false;
-    const members = new Map(scan.members.map((m) => [m.identity.pid, m]));
-    const decided = new Map<number, KeptTrack | null>();
-    const now = Date.now();
-    const decide = (m: Member): KeptTrack | null => {
-      const pid = m.identity.pid;
-      const done = decided.get(pid);
-      if (done !== undefined) return done;
-      decided.set(pid, null); // (a ppid loop cannot happen; this ends one anyway)
-      const key = identityKey(m.identity);
-      let k: KeptTrack | null = this.kept.get(key) ?? null;
-      if (!k && !this.tracked.has(key) && !this.spawnKeys.has(key)) {
-        const parent = members.get(m.stat.ppid);
-        const above = parent ? decide(parent) : null;
-        k = above ? this.keepWith(m, above) : this.keepIfMatching(m, now);
-      }
-      decided.set(pid, k);
-      return k;
-    };
-    const rest: Member[] = [];
-    for (const m of scan.members) {
-      const k = decide(m);
-      if (k) k.alive = true;
-      else rest.push(m);
-    }
-    scan.members = rest;
-    this.moveKeptOut(scan);
-  }
-
-  // A new member whose cmdline matches a rule: kept, with the details read from its hold.
-  private keepIfMatching(m: Member, now: number): KeptTrack | null {
-    const details = m.hold?.details ?? readDetails(this.ctx.procRoot, m.identity.pid);
-    const rule = keepRuleFor(this.keepRules, details.cmdline ?? '');
-    if (!rule) {
-      // Left for `track`, which takes the details from the hold.
-      return null;
-    }
-    if (m.hold) m.hold.details = undefined;
-    return this.addKept(recordOf(m, details), m, {
-      match: rule.match,
-      owner: rule.owner,
-      expiresAt: now + rule.ttlMs,
-    });
-  }
-
-  // A new member under a kept process: part of the service, kept on its ancestor's rule and expiry.
-  private keepWith(m: Member, above: KeptTrack): KeptTrack {
-    const { match, owner, expiresAt } = above.record;
-    return this.addKept(recordOf(m, takeDetails(this.ctx.procRoot, m)), m, {
-      match,
-      owner,
-      expiresAt,
-      keptWith: above.record.keptWith ?? above.record.pid,
-    });
-  }
-
-  private addKept(
-    base: ProcessRecord,
-    m: Member,
-    rule: Pick<KeptRecord, 'match' | 'owner' | 'expiresAt' | 'keptWith'>,
-  ): KeptTrack {
-    const record: KeptRecord = { ...base, ...rule };
-    const k: KeptTrack = { record, alive: true };
-    if (m.hold) k.hold = m.hold;
-    this.kept.set(identityKey(m.identity), k);
-    return k;
-  }
-
-  /**
-   * Moves each kept process still in the session cgroup (or below it) to the cgroup's parent:
-   * there `cgroup.kill` cannot reach it, `populated 0` can prove the rest gone, and the session
-   * cgroup can be removed. One whose pidfd reports its exit is not moved (its pid may name another
-   * process). A move that fails leaves it there: `KEPT_IN_CGROUP`, and no cgroup.kill or
-   * `populated` proof for this sweep.
-   */
-  private moveKeptOut(scan: ScanResult): void {
     const cgroup = this.opts.cgroup;
-    if (!cgroup || this.cgroupShared || !this.keptAlive()) return;
-    const inside = new Set(cgroupPids(cgroup.path));
-    let moved = false;
-    for (const k of this.kept.values()) {
-      if (!k.alive || !inside.has(k.record.pid)) continue;
-      if (k.hold && k.hold.fd >= 0 && hasExited(k.hold)) continue;
-      const done = moveToCgroup(dirname(cgroup.path), k.record.pid);
-      if (done === true) moved = true;
-      else if (done !== 'ESRCH' && !this.keptInCgroup) {
-        this.keptInCgroup = true;
-        this.warn(
-          'KEPT_IN_CGROUP',
-          `kept process ${k.record.pid} could not be moved out of ${cgroup.path} (${done}): no cgroup.kill and no populated proof for this sweep, and the cgroup stays while it runs`,
-        );
-      }
-    }
-    // The walk read `populated` before the moves.
-    if (moved) scan.populated = cgroupPopulated(cgroup.path);
+    this.kept.setAside(scan, cgroup && !this.cgroupShared ? cgroup.path : undefined);
   }
 
   /**
@@ -693,7 +580,7 @@ export class SweepRun {
   private killCgroupWhole(): void {
     const cgroup = this.opts.cgroup;
     if (!cgroup?.canKill || this.cgroupShared) return;
-    if (this.keptInCgroup) {
+    if (this.kept.inCgroup) {
       const note = `cgroup: ${cgroup.path} not killed as a whole: a kept process is still in it`;
       if (!this.notes.includes(note)) this.notes.push(note);
       return;
@@ -754,12 +641,12 @@ export class SweepRun {
    * word is unsettled (`end`).
    */
   weighKernelEvidence(scan: ScanResult): void {
-    const populated = this.cgroupShared || this.keptInCgroup ? undefined : scan.populated;
+    const populated = this.cgroupShared || this.kept.inCgroup ? undefined : scan.populated;
     if (populated === true) {
       this.seen = 1;
       return;
     }
-    const answer = this.opts.helpersChildless?.(this.keptIdentities()) ?? { kind: 'cannot-tell' };
+    const answer = this.opts.helpersChildless?.(this.kept.identities()) ?? { kind: 'cannot-tell' };
     if (answer.kind === 'child') {
       this.seen = 1;
       return;
@@ -770,14 +657,6 @@ export class SweepRun {
       this.silence = answer;
       if (answer.alive) this.seen = 1;
     } else if (answer.kind === 'childless' && proves) this.kernelProof = 'helper-childless';
-  }
-
-  /** The kept processes the last scan saw, by identity: not counted in a helper's answer. */
-  private keptIdentities(): Identity[] {
-    const ids: Identity[] = [];
-    for (const k of this.kept.values())
-      if (k.alive) ids.push({ pid: k.record.pid, startTime: k.record.startTime });
-    return ids;
   }
 
   /** A helper (or init) stopped by SIGSTOP reaps and reports nothing: it gets SIGCONT. */
