@@ -57,6 +57,7 @@
 #define CONTROL_FD 4
 #define ANSWER_FD 5
 #define SCAN_INTERVAL_MS 50
+#define CHECKED_WAIT_MS 60000 // wrap mode: the longest wait for the shell's `checked`
 
 static long grace_ms = 5000, kill_after_ms = 3000;
 static const char *cgroup_dir;
@@ -360,12 +361,18 @@ static int put_line(const char *text) {
 // (it hashed the inode this process runs, after the exec: the bytes are the pushed helper's),
 // refuses a tracer, then reads the nonce line from stdin — the stream's first line, NONCE (32 hex
 // digits) — and prints `tether-start NONCE helper`. 0, or -1 (said as `error WHAT ERRNO`; no
-// line printed, nothing run): `checked` (another line, or EOF: the shell refused the bytes),
-// `traced`, `nonce` (none, or malformed: stderr says so as the wrapper does), `stdout`.
+// line printed, nothing run): `checked` (another line, none within CHECKED_WAIT_MS — the shell
+// was killed: the helper never reads EOF on a FIFO it holds itself — or a poll error),
+// `traced`, `nonce` (none, or malformed: stderr says so as the wrapper does), `stdout`. Called
+// before the signals are taken over: until the payload exists a TERM simply ends the helper.
 static int wrap_begin(void) {
   char line[16];
-  if (read_line(CONTROL_FD, line, sizeof line) != 7 || memcmp(line, "checked", 7) != 0) {
-    say("error checked 0\n");
+  struct pollfd control = {.fd = CONTROL_FD, .events = POLLIN};
+  int ready;
+  while ((ready = poll(&control, 1, CHECKED_WAIT_MS)) < 0 && errno == EINTR) {
+  }
+  if (ready <= 0 || read_line(CONTROL_FD, line, sizeof line) != 7 || memcmp(line, "checked", 7) != 0) {
+    say("error checked %d\n", ready < 0 ? errno : 0);
     return -1;
   }
   if (traced()) {
@@ -1162,6 +1169,13 @@ int main(int argc, char **argv) {
   fcntl(ANSWER_FD, F_SETFD, FD_CLOEXEC); // optional: EBADF when the supervisor asks nothing
   signal(SIGPIPE, SIG_IGN);
 
+  // Wrap mode: the one setup step that fails where it cannot work (EINVAL under qemu-user, or
+  // before Linux 3.4) comes before the first line, so that the shell, which has not given the
+  // nonce away yet, sees an `error` line instead of `helper` and proves the end itself.
+  if (wrap && !dumpable_err && prctl(PR_SET_CHILD_SUBREAPER, 1) < 0) {
+    say("error subreaper %d\n", errno);
+    return 125;
+  }
   // The helper's own identity, when it can read it (no fd left, no /proc: the supervisor then
   // reads it itself from its child's pid). In wrap mode always, START 0 when unread: the shell
   // waits for this line to know the exec is done.
@@ -1171,8 +1185,8 @@ int main(int argc, char **argv) {
     say("error dumpable %d\n", dumpable_err);
     return 125;
   }
-  if (become_subreaper() < 0) return 125;
   if (wrap && wrap_begin() < 0) return 125;
+  if (become_subreaper() < 0) return 125;
   struct child_pipes pipes;
   if (start_payload(cmd, &pipes) < 0) return 125;
   // The supervisor opens the payload's pidfd now; nothing is reaped until it says go.

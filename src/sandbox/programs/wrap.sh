@@ -48,7 +48,7 @@ set +m 2>/dev/null
 EXIT_REFUSED=125
 # A variable of that name in the environment is exported: assigning to it would hand the
 # nonce to the command. Unset first, the variables then made are the shell's own.
-unset nonce text first token helper fifo started hword sum hpid how flag
+unset nonce text first token helper fifo started hword sum hpid how flag why
 helper=
 if [ "$1" = --helper ]; then
   helper=$2
@@ -228,11 +228,17 @@ await_helper() {
 wrap_under_helper() {
   pin_helper || return 0
   start_helper wrap "$@" || { exec 9<&-; return 0; }
-  if ! next_status || [ "$hword" != helper ] || ! hashes_to_name; then
+  why=
+  if ! next_status || [ "$hword" != helper ]; then
+    why="did not start (${hword:-no status line}${a:+ $a}${b:+ $b})"
+  elif ! hashes_to_name; then
+    why="does not hash to its name after its exec (${sum:-no sha256sum})"
+  fi
+  if [ -n "$why" ]; then
     kill -KILL "$hpid" 2>/dev/null
     exec 7<&- 8>&- 9<&-
     rm -f "$fifo.c" "$fifo.s"
-    echo "tether-wrap: the helper $helper did not start, or does not hash to its name after its exec (${sum:-no sha256sum}): the command runs on the env tag alone" >&2
+    echo "tether-wrap: the helper $helper $why: the command runs on the env tag alone" >&2
     return 0
   fi
   exec 9<&-

@@ -1,0 +1,97 @@
+// The helper's wrap mode on its own (native/helper.c --wrap; docs/containment.md, "The helper's
+// wire protocol"): this test is the wrapper shell — it holds the status and control pipes and
+// feeds stdin. Nothing is read from stdin before `checked`; the nonce line is taken byte-exact and
+// the payload's stdin starts right after it; the lines are `tether-start NONCE helper` and, after
+// the payload, `tether-end NONCE exit STATUS`, before the `exit` status line. A malformed nonce
+// runs nothing; a TERM while it waits for `checked` ends it.
+import { type ChildProcess, spawn } from 'node:child_process';
+import { existsSync } from 'node:fs';
+import type { Readable, Writable } from 'node:stream';
+import { afterEach, describe, expect, it } from 'vitest';
+import { prebuiltCandidates } from '../../src/containment/prebuilt.js';
+import { createNonce } from '../../src/sandbox/completion.js';
+
+const HELPER = prebuiltCandidates(process.arch).find((p) => existsSync(p));
+
+const started: ChildProcess[] = [];
+afterEach(() => {
+  for (const c of started.splice(0)) if (c.exitCode === null && c.signalCode === null) c.kill('SIGKILL');
+});
+
+// The helper in wrap mode with fds 0-4 as pipes; `out` and `status` collect what it wrote.
+function wrap(argv: string[]) {
+  const child = spawn(HELPER as string, ['--wrap', '--name', 'test-helper', '--', ...argv], {
+    stdio: ['pipe', 'pipe', 'pipe', 'pipe', 'pipe'],
+  });
+  started.push(child);
+  // A helper that exits with bytes unread resets its sockets: not this test's failure.
+  for (const stream of child.stdio) stream?.on('error', () => {});
+  const got = { out: '', status: '', err: '' };
+  child.stdout?.on('data', (d) => (got.out += d));
+  child.stderr?.on('data', (d) => (got.err += d));
+  (child.stdio[3] as Readable).on('data', (d) => (got.status += d));
+  const control = child.stdio[4] as Writable;
+  const exited = new Promise<{ code: number | null; signal: string | null }>((r) =>
+    child.on('exit', (code, signal) => r({ code, signal })),
+  );
+  return { child, got, control, exited };
+}
+
+async function until(what: string, ok: () => boolean, ms = 5000): Promise<void> {
+  const end = Date.now() + ms;
+  while (!ok()) {
+    if (Date.now() > end) throw new Error(`gave up waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 10));
+  }
+}
+
+describe.skipIf(!HELPER)(
+  `the helper's wrap mode${HELPER ? '' : ' (skipped: no helper built: npm run build)'}`,
+  () => {
+    it('reads nothing before checked; then the nonce, its lines around the payload, its status last', async () => {
+      const nonce = createNonce();
+      const h = wrap(['sh', '-c', 'cat; printf tail; exit 7']);
+      h.child.stdin?.write(`${nonce}\nthe command's stdin\n`);
+      await until('the helper line', () => h.got.status.startsWith('helper '));
+      await new Promise((r) => setTimeout(r, 200));
+      expect(h.got.out, 'the helper printed before checked').toBe('');
+      h.control.write('checked\ngo\n');
+      h.child.stdin?.end();
+      await until('the exit line', () => h.got.status.includes('exit code'));
+      expect(h.got.out).toBe(
+        `tether-start ${nonce} helper\nthe command's stdin\ntailtether-end ${nonce} exit 7\n`,
+      );
+      expect(h.got.status).toMatch(/^helper \d+ \d+\nstarted \d+ \d+\nexit code 7\n$/);
+      h.control.write('release\n');
+      expect(await h.exited).toEqual({ code: 0, signal: null });
+    });
+
+    it('a malformed nonce: error nonce, a message on stderr, exit 125, nothing run and no line', async () => {
+      const h = wrap(['sh', '-c', 'echo ran']);
+      h.child.stdin?.end('not-a-nonce\n');
+      h.control.write('checked\ngo\n');
+      expect(await h.exited).toEqual({ code: 125, signal: null });
+      expect(h.got.out).toBe('');
+      expect(h.got.status).toMatch(/error nonce 22\n$/);
+      expect(h.got.err).toContain('no nonce on stdin');
+    });
+
+    it('a TERM while it waits for checked ends it: it holds no payload yet', async () => {
+      const h = wrap(['sh', '-c', 'echo ran']);
+      h.child.stdin?.write(`${createNonce()}\n`);
+      await until('the helper line', () => h.got.status.startsWith('helper '));
+      h.child.kill('SIGTERM');
+      expect(await h.exited).toEqual({ code: null, signal: 'SIGTERM' });
+      expect(h.got.out).toBe('');
+    });
+
+    it('another first line on the control pipe: error checked, exit 125, the nonce left unread', async () => {
+      const h = wrap(['sh', '-c', 'echo ran']);
+      h.child.stdin?.write(`${createNonce()}\n`);
+      h.control.write('go\n');
+      expect(await h.exited).toEqual({ code: 125, signal: null });
+      expect(h.got.status).toMatch(/error checked 0\n$/);
+      expect(h.got.out).toBe('');
+    });
+  },
+);
