@@ -8,22 +8,11 @@
 // allow-all or kill-all. The guard's reading side (bounded, with a deadline) stays in src/guard/.
 
 import { randomBytes } from 'node:crypto';
-import {
-  closeSync,
-  constants,
-  fstatSync,
-  mkdirSync,
-  openSync,
-  readFileSync,
-  readSync,
-  renameSync,
-  rmSync,
-  statSync,
-  writeFileSync,
-} from 'node:fs';
+import { mkdirSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { TetherError } from '../errors.js';
 import type { Identity } from '../proc/identity.js';
+import { readUntrustedFile, type UntrustedRefusal } from '../proc/untrusted-file.js';
 
 /** One registration: the process (pid + start time in clock ticks) and its expiry (epoch ms). */
 export interface Registration extends Identity {
@@ -126,8 +115,9 @@ export function writeRegistrations(
 
 /**
  * Reads the registrations of `dir` synchronously, for a writer that cannot wait (a session's end
- * runs in its `exit` hook too): opened with O_NONBLOCK (a FIFO's open returns at once), fstat'ed
- * on that fd and read only when it is a regular file of at most `REGISTRATIONS_MAX_BYTES`. There
+ * runs in its `exit` hook too), by `readUntrustedFile` (src/proc/untrusted-file.ts): opened with
+ * O_NONBLOCK (a FIFO's open returns at once) and a symbolic link followed, fstat'ed on that fd and
+ * read only when it is a regular file of at most `REGISTRATIONS_MAX_BYTES`. There
  * is no deadline (a synchronous read cannot be given up): the state directory is a local tmpfs
  * (`/run`) unless `TETHER_GUARD_STATE` says otherwise. `missing` (ENOENT) holds none; `refused`
  * says why. Never throws.
@@ -139,46 +129,25 @@ export function readRegistrationsSync(dir: string): {
   why?: string;
 } {
   const path = registrationsPath(dir);
-  let fd: number;
-  try {
-    fd = openSync(path, constants.O_RDONLY | constants.O_NONBLOCK | constants.O_NOCTTY);
-  } catch (error) {
-    const code = (error as NodeJS.ErrnoException).code;
-    if (code === 'ENOENT') return { entries: [], problems: [], read: 'missing' };
-    return {
-      entries: [],
-      problems: [],
-      read: 'refused',
-      why: `cannot open it (${code ?? (error as Error).message})`,
-    };
-  }
-  try {
-    const st = fstatSync(fd);
-    if (!st.isFile()) return { entries: [], problems: [], read: 'refused', why: 'not a regular file' };
-    const buffer = Buffer.alloc(REGISTRATIONS_MAX_BYTES + 1);
-    let length = 0;
-    for (let n = 1; n > 0 && length < buffer.length; length += n) {
-      n = readSync(fd, buffer, length, buffer.length - length, length);
-    }
-    if (length > REGISTRATIONS_MAX_BYTES) {
-      return {
-        entries: [],
-        problems: [],
-        read: 'refused',
-        why: `over the ${REGISTRATIONS_MAX_BYTES}-byte cap`,
-      };
-    }
-    return { ...parseRegistrations(buffer.subarray(0, length).toString('utf8'), path), read: 'ok' };
-  } catch (error) {
-    const code = (error as NodeJS.ErrnoException).code;
-    return {
-      entries: [],
-      problems: [],
-      read: 'refused',
-      why: `cannot read it (${code ?? (error as Error).message})`,
-    };
-  } finally {
-    closeSync(fd);
+  // Followed when a symbolic link: the operator names the state directory and what is in it.
+  const file = readUntrustedFile(path, { follow: true, maxBytes: REGISTRATIONS_MAX_BYTES });
+  if (file.ok) return { ...parseRegistrations(file.bytes.toString('utf8'), path), read: 'ok' };
+  if (file.refused === 'open' && file.code === 'ENOENT')
+    return { entries: [], problems: [], read: 'missing' };
+  return { entries: [], problems: [], read: 'refused', why: refusedBecause(file) };
+}
+
+// Why the registrations file was not read, in the words a refusal has always had here.
+function refusedBecause(file: UntrustedRefusal): string {
+  switch (file.refused) {
+    case 'open':
+      return `cannot open it (${file.code})`;
+    case 'read':
+      return `cannot read it (${file.code})`;
+    case 'size':
+      return `over the ${REGISTRATIONS_MAX_BYTES}-byte cap`;
+    default:
+      return 'not a regular file';
   }
 }
 
