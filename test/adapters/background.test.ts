@@ -6,16 +6,9 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { agentRule, listeningPorts, lostBackgroundWork } from '../../src/adapters/background.js';
 import { session } from '../../src/index.js';
 import { FIXTURES, ROOT } from '../support/paths.js';
-import {
-  cmdlineOf,
-  environOf,
-  hasEntry,
-  identityOf,
-  isAlive,
-  type ProcessId,
-  pids,
-} from '../support/proc.js';
-import { cleanup, tempDir, waitFor } from '../support/zoo.js';
+import { isAlive } from '../support/proc.js';
+import { running } from '../support/tagged.js';
+import { cleanup, tempDir } from '../support/zoo.js';
 import { connectOutcome, serverIn } from './support.js';
 
 afterEach(() => cleanup());
@@ -106,12 +99,12 @@ describe('lostBackgroundWork', () => {
     await s.spawn('sh', ['-c', 'setsid -f sh -c "sleep 600; :" "$1" >/dev/null 2>&1', 'outer', payload], {
       stdio: 'ignore',
     });
-    let pid = 0;
-    await waitFor('the sleeper shell with the payload in its argv', () => {
-      pid = pids().find((p) => cmdlineOf(p).startsWith('sh -c sleep 600; : x')) ?? 0;
-      return pid > 0;
-    });
-    const id = identityOf(pid) as ProcessId;
+    const id = await running(
+      (cmdline) => cmdline.startsWith('sh -c sleep 600; : x'),
+      'the sleeper shell with the payload in its argv',
+      { timeoutMs: 10_000 },
+    );
+    const pid = id.pid;
     const report = await s.end();
     expect(isAlive(id), `pid ${pid} outlived the sweep`).toBe(false);
     const text = lostBackgroundWork(report);
@@ -147,14 +140,11 @@ describe('agentRule', () => {
     const s = session(FAST);
     await s.spawn('sh', ['-c', script], { stdio: 'ignore' });
     // The sleeper, found by ground truth: `sleep 300` carrying this session's variable.
-    let sleeper: ProcessId | undefined;
-    await waitFor(`sleep 300 started with ${how}`, () => {
-      const pid = pids().find((p) => cmdlineOf(p) === 'sleep 300' && hasEntry(environOf(p), `${s.tag}=1`));
-      sleeper = pid === undefined ? undefined : identityOf(pid);
-      return sleeper !== undefined;
+    const found = await running('sleep 300', `sleep 300 started with ${how}`, {
+      tag: s.tag,
+      timeoutMs: 10_000,
     });
     const report = await s.end();
-    const found = sleeper as ProcessId;
     expect(isAlive(found), `sleep 300 (${how}, pid ${found.pid}) outlived the session`).toBe(false);
     expect(report.stopped.map((p) => p.pid)).toContain(found.pid);
   });

@@ -6,7 +6,7 @@
 // leftover is gone. The same forgeries keep no expired kept process alive. A live session's real
 // supervisor, older than the row, still spares it (live-tag.test.ts). Ground truth is /proc
 // (pid + start time).
-import { execFileSync, spawn as spawnChild } from 'node:child_process';
+import { spawn as spawnChild } from 'node:child_process';
 import { existsSync, readdirSync, readFileSync, readlinkSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, beforeAll, describe, expect, it } from 'vitest';
@@ -14,17 +14,10 @@ import { sessionsDir } from '../../src/containment/live-session.js';
 import { Ledger } from '../../src/ledger/index.js';
 import { createTag, tagBegin, tagsIn } from '../../src/proc/tag.js';
 import { recover } from '../../src/recover/index.js';
+import { buildFakeHelper } from '../support/fake-helper.js';
 import { ROOT } from '../support/paths.js';
-import {
-  cmdlineOf,
-  environOf,
-  hasEntry,
-  identityOf,
-  isAlive,
-  type ProcessId,
-  pids,
-  readStat,
-} from '../support/proc.js';
+import { environOf, hasEntry, identityOf, isAlive, type ProcessId, readStat } from '../support/proc.js';
+import { byCmdline, carriersOf, recordCarriers, running, startTagged } from '../support/tagged.js';
 import { cleanup, describeProcess, started, tempDir, waitFor } from '../support/zoo.js';
 import { recoverCli } from './support.js';
 
@@ -34,11 +27,7 @@ let fake = '';
 
 // A pause() program named tether-helper: comm `tether-helper`, argv `--grace …` as it is given.
 beforeAll(() => {
-  const dir = tempDir();
-  fake = join(dir, 'tether-helper');
-  execFileSync('cc', ['-x', 'c', '-o', fake, '-'], {
-    input: '#include <unistd.h>\nint main(void) { for (;;) pause(); }\n',
-  });
+  fake = buildFakeHelper();
 });
 
 // The tags and ledgers of the runs this file orphaned: whatever a failed test left of them is
@@ -47,12 +36,11 @@ const orphaned: { tag: string; ledgerPath: string; marks: string[] }[] = [];
 
 afterEach(async () => {
   for (const o of orphaned.splice(0)) {
-    if (o.tag) for (const id of carriersOf(o.tag)) started.push(id);
-    for (const pid of pids())
-      if (o.marks.some((m) => cmdlineOf(pid) === m)) {
-        const id = identityOf(pid);
-        if (id) started.push(id);
-      }
+    if (o.tag) recordCarriers(o.tag);
+    for (const mark of o.marks) {
+      const id = byCmdline(mark);
+      if (id) started.push(id);
+    }
     cleanup();
     const ledger = await Ledger.open(o.ledgerPath);
     try {
@@ -65,17 +53,6 @@ afterEach(async () => {
   for (const l of opened.splice(0)) await l.close();
 });
 
-/** Live processes whose environ carries `tag`, by identity. */
-function carriersOf(tag: string): ProcessId[] {
-  const found: ProcessId[] = [];
-  for (const pid of pids()) {
-    const stat = readStat(pid);
-    if (!stat || stat.state === 'Z' || !hasEntry(environOf(pid), `${tag}=1`)) continue;
-    found.push({ pid, startTime: stat.startTime });
-  }
-  return found;
-}
-
 /** Whether `pid` has `path` open (one of its /proc/<pid>/fd links reads it). */
 function holdsOpen(pid: number, path: string): boolean {
   return readdirSync(`/proc/${pid}/fd`).some((fd) => {
@@ -85,16 +62,6 @@ function holdsOpen(pid: number, path: string): boolean {
       return false;
     }
   });
-}
-
-/** The live process whose cmdline is `cmdline`, recorded for cleanup. */
-async function running(cmdline: string): Promise<ProcessId> {
-  const find = () => pids().find((p) => cmdlineOf(p) === cmdline && readStat(p)?.state !== 'Z');
-  await waitFor(`"${cmdline}" to run`, () => find() !== undefined, 30_000);
-  const id = identityOf(find() as number);
-  if (!id) throw new Error(`premise broken: "${cmdline}" is gone`);
-  started.push(id);
-  return id;
 }
 
 // Shell text that sets T to the session's tag: the one entry of its environ this test's own
@@ -265,19 +232,18 @@ describe('an expired kept process whose session is made to look alive by a forge
       // The row first (its supervisor, this process, is alive: only the kept entry's expiry acts).
       await ledger.begin({ tag, command: ['x'], location: { kind: 'local' } });
       await new Promise((r) => setTimeout(r, 100)); // past the row's margin
-      const env = { ...process.env, T: tag, FAKE: fake, [tag]: '1' };
       const script =
         i === 0
           ? `env -u "$T" sh -c 'env "$1=1" "$0" --grace 5000 --kill-after 1000 -- x & exec sleep 631.${n}' "$FAKE" "$T" </dev/null >/dev/null 2>&1 & exec sleep 632.${n}`
           : `env -u "$T" T="$T" sh -c '${REGISTER_SELF.replaceAll("'", "'\\''")}' x 633.${n} </dev/null >/dev/null 2>&1 & exec sleep 634.${n}`;
-      spawnChild('sh', ['-c', script], { stdio: 'ignore', env });
+      startTagged(tag, script, { FAKE: fake });
       const victim = await running(`sleep ${i === 0 ? 632 : 634}.${n}`);
       const forger = await running(`sleep ${i === 0 ? 631 : 633}.${n}`);
       if (i === 0)
         await waitFor('the forged helper to run', () =>
           carriersOf(tag).some((id) => readStat(id.pid)?.ppid === forger.pid),
         );
-      for (const id of carriersOf(tag)) if (!started.some((s) => s.pid === id.pid)) started.push(id);
+      recordCarriers(tag);
       victims.push(victim);
       await ledger.recordKept(tag, [
         {
@@ -304,14 +270,9 @@ describe('an expired kept process whose session is made to look alive by a forge
     const n = process.pid;
     const tag = createTag().name;
     expect(tagBegin(tag), 'premise: a drawn tag carries its begin').toBeDefined();
-    const env = { ...process.env, T: tag, [tag]: '1' };
-    spawnChild(
-      'sh',
-      [
-        '-c',
-        `env -u "$T" T="$T" sh -c '${REGISTER_SELF.replaceAll("'", "'\\''")}' x 641.${n} </dev/null >/dev/null 2>&1 & exec sleep 642.${n}`,
-      ],
-      { stdio: 'ignore', env },
+    startTagged(
+      tag,
+      `env -u "$T" T="$T" sh -c '${REGISTER_SELF.replaceAll("'", "'\\''")}' x 641.${n} </dev/null >/dev/null 2>&1 & exec sleep 642.${n}`,
     );
     const holder = await running(`sleep 641.${n}`);
     const victim = await running(`sleep 642.${n}`);

@@ -16,16 +16,8 @@ import { createTag } from '../../src/proc/tag.js';
 import { recover } from '../../src/recover/index.js';
 import { startContainer } from '../sandbox/container.js';
 import { ROOT } from '../support/paths.js';
-import {
-  cmdlineOf,
-  environOf,
-  hasEntry,
-  identityOf,
-  isAlive,
-  type ProcessId,
-  pids,
-  readStat,
-} from '../support/proc.js';
+import { cmdlineOf, identityOf, isAlive, type ProcessId, readStat } from '../support/proc.js';
+import { carriersOf, running } from '../support/tagged.js';
 import { cleanup, describeProcess, started, tempDir, waitFor } from '../support/zoo.js';
 import { beginOrphaned, recoverCli } from './support.js';
 
@@ -59,32 +51,11 @@ async function ledgerAt(path = join(tempDir(), 'ledger.db')): Promise<{ ledger: 
   return { ledger, path };
 }
 
-/** Live processes whose environ carries `tag` (`NAME`), by identity. */
-function carriersOf(tag: string): ProcessId[] {
-  const found: ProcessId[] = [];
-  for (const pid of pids()) {
-    const stat = readStat(pid);
-    if (!stat || stat.state === 'Z' || !hasEntry(environOf(pid), `${tag}=1`)) continue;
-    found.push({ pid, startTime: stat.startTime });
-  }
-  return found;
-}
-
 /** The helper of session `tag`: a `tether-helper` carrying it. */
 function helperOf(tag: string): ProcessId {
   const helper = carriersOf(tag).find((id) => readStat(id.pid)?.comm === 'tether-helper');
   if (!helper) throw new Error(`premise broken: no helper carries ${tag}`);
   return helper;
-}
-
-/** The identity of the live process whose cmdline is `cmdline`, once it runs. */
-async function running(cmdline: string, what: string): Promise<ProcessId> {
-  const find = () => pids().find((p) => cmdlineOf(p) === cmdline && readStat(p)?.state !== 'Z');
-  await waitFor(what, () => find() !== undefined, 30_000);
-  const id = identityOf(find() as number);
-  if (!id) throw new Error(`premise broken: ${what} is gone`);
-  started.push(id);
-  return id;
 }
 
 /** The tag a `tether run --events FILE` wrote on its first line. */
