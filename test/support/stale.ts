@@ -55,7 +55,7 @@ export function recordLibraryBuild(beganMs: number): void {
 
 /** Compares sources to outputs; reads mtimes only (a few ms on this tree). */
 export function staleBuilds(): StaleBuilds {
-  // Every fixture includes at most fixture.h beside it: a newer header makes them all stale.
+  // A fixture includes the headers beside it (fixture.h, hopper.h): a newer one makes them all stale.
   const header = Math.max(0, ...filesUnder(C_FIXTURES, (n) => n.endsWith('.h')).map((h) => mtime(h) ?? 0));
   const fixtures = filesUnder(C_FIXTURES, (n) => n.endsWith('.c'))
     .map((source) => ({ source, out: join(BUILD, `zoo-${relative(C_FIXTURES, source).slice(0, -2)}`) }))
