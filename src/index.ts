@@ -55,7 +55,7 @@ export * as sandbox from './sandbox/index.js';
 export type { Encoding } from './session/collect.js';
 export type { SignalName } from './session/kill.js';
 export type { CommandOptions, SessionOptions } from './session/options.js';
-export { CommandError, type CommandResult } from './session/result.js';
+export { CommandError, type CommandResult, type StopReason } from './session/result.js';
 export { type ExitResult, Session, type SessionProcess, session } from './session/session.js';
 export {
   type Result,

@@ -96,7 +96,7 @@ export class RunStops {
     }
     recording?.hurry();
     clearTimeout(this.timer);
-    this.stopReason ??= 'abort';
+    this.stopReason ??= 'cancel';
     this.endingSignals++;
     const delivered = this.endingSignals === 1 ? this.stop(signal) : proc.kill(signal);
     events?.write({ type: 'signal', signal, delivered, ends });

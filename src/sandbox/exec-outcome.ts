@@ -110,7 +110,7 @@ function provenEnd(end: CallEnd, status: number): SandboxExecResult<string | Buf
     clientStatus: byUs ? null : exit.status,
     clientSignal: byUs ? null : exit.signal,
     streamHeld: byUs,
-    cancelled: reason === 'abort',
+    cancelled: reason === 'cancel',
     stoppedBy: end.stoppedBy,
     // The helper's end line rests on no shell: only the helper, non-dumpable, held the nonce.
     blindSpots: output.announcedByHelper ? [] : [END_LINE_BLIND_SPOT],

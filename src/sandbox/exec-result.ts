@@ -12,7 +12,11 @@ import type { StopReason } from './exec-stops.js';
  * client's own end.
  */
 export interface SandboxExecResult<T extends string | Buffer = string> extends CommandResult<T> {
-  /** `exitCode` 0 and `clientStatus` 0: the only success. */
+  /**
+   * `exitCode` 0 and `clientStatus` 0: the only success.
+   * @deprecated Read `failed` (true where this is false, and for a call tether stopped), as
+   * every result says it; still set, and written in JSON, until the next minor release.
+   */
   ok: boolean;
   /** The command's status as the wrapper's shell saw it (128+N for a signal N). */
   exitCode: number;
@@ -30,7 +34,11 @@ export interface SandboxExecResult<T extends string | Buffer = string> extends C
   stdout: T;
   stderr: T;
   tag: string;
-  /** True when `signal` aborted the call (`stoppedBy: 'cancel'`). */
+  /**
+   * True when `signal` aborted the call (`stoppedBy: 'cancel'`).
+   * @deprecated Read `isCanceled`, as every result says it; still set, and written in JSON,
+   * until the next minor release.
+   */
   cancelled: boolean;
   /** Which collected stream passed `maxBuffer` (the call was then stopped: `stoppedBy: 'max-buffer'`). */
   maxBufferExceeded?: 'stdout' | 'stderr';

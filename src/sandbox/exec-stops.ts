@@ -2,7 +2,7 @@
 // silence — and the race between a stop and the client's exit (docs/sandbox.md, "Stops").
 import { MAX_TIMER_MS } from '../options.js';
 import type { SessionTag } from '../proc/tag.js';
-import type { EndReason } from '../session/result.js';
+import type { EndReason, StopReason as PublicStopReason } from '../session/result.js';
 import type { SweepReport } from '../sweep/report.js';
 import type { ClientExit, ExecChannel, ExecClient } from './channel.js';
 import type { Activity } from './exec-output.js';
@@ -13,13 +13,13 @@ import { type SandboxSweepOptions, sweep } from './sweep.js';
  * Why a call was stopped before its client exited: a cancel, a failed output stream, silence,
  * a collected stream past `maxBuffer`.
  */
-export type StopReason = 'cancel' | 'output-error' | 'silence' | 'max-buffer';
+export type StopReason = Exclude<PublicStopReason, 'timeout'>;
 
 /** `stoppedBy`'s public words in the one internal vocabulary (src/session/result.ts `EndReason`). */
 const END_REASON: Record<StopReason, EndReason | undefined> = {
-  cancel: 'abort',
+  cancel: 'cancel',
   silence: 'timeout',
-  'max-buffer': 'maxBuffer',
+  'max-buffer': 'max-buffer',
   'output-error': undefined,
 };
 

@@ -133,10 +133,10 @@ export class SandboxSession {
   /** A command's client failed before its wrapper started, with this status, as the sweep's did. */
   private clientFailedWith: number | undefined;
   private ending: Promise<SweepReport> | undefined;
-  private reason: 'timeout' | 'abort' | undefined;
+  private reason: 'timeout' | 'cancel' | undefined;
   private timer: NodeJS.Timeout | undefined;
   private registration: Registered | undefined;
-  private readonly onAbort = () => this.stop('abort');
+  private readonly onAbort = () => this.stop('cancel');
   private readonly ledger: Ledger | undefined;
   /** The lease's renewal on a shared store, while the session runs. */
   private heartbeat: NodeJS.Timeout | undefined;
@@ -188,9 +188,20 @@ export class SandboxSession {
     return this.ending !== undefined;
   }
 
-  /** Why the session ended before the caller's `end()`: `'timeout'`, `'abort'`, or undefined. */
-  get endReason(): 'timeout' | 'abort' | undefined {
+  /**
+   * Why the session ended before the caller's `end()`: `'timeout'`, `'cancel'` (its `signal`), or
+   * undefined — the words of `StopReason`, as `sandbox.exec`'s `stoppedBy`.
+   */
+  get stoppedBy(): 'timeout' | 'cancel' | undefined {
     return this.reason;
+  }
+
+  /**
+   * @deprecated Read `stoppedBy` (`'cancel'` where this says `'abort'`); removed in the next minor
+   * release.
+   */
+  get endReason(): 'timeout' | 'abort' | undefined {
+    return this.reason === 'cancel' ? 'abort' : this.reason;
   }
 
   /**
@@ -289,7 +300,7 @@ export class SandboxSession {
   }
 
   // The abort or the timeout: the first wins, the session ends.
-  private stop(reason: 'timeout' | 'abort'): void {
+  private stop(reason: 'timeout' | 'cancel'): void {
     if (this.ending) return;
     this.reason = reason;
     void this.end();
@@ -401,7 +412,7 @@ export class SandboxSession {
     };
     const state = unswept
       ? 'ambiguous'
-      : this.reason === 'abort'
+      : this.reason === 'cancel'
         ? 'cancelled'
         : report?.ok && this.ends.every((e) => e.ok)
           ? 'succeeded'
@@ -433,7 +444,7 @@ export class SandboxSession {
   private marked<T extends string | Buffer>(result: SandboxExitResult<T>): SandboxExitResult<T> {
     if (!this.reason || !this.ending) return result;
     const timedOut = result.timedOut || this.reason === 'timeout';
-    const isCanceled = result.isCanceled || this.reason === 'abort';
+    const isCanceled = result.isCanceled || this.reason === 'cancel';
     return { ...result, failed: true, timedOut, isCanceled, cancelled: isCanceled };
   }
 
@@ -569,13 +580,13 @@ export async function run<O extends SandboxRunOptions = {}>(
   if (exit.error) throw exit.error;
   if (!result.failed) return result;
   const reason: EndReason | undefined = result.maxBufferExceeded
-    ? 'maxBuffer'
+    ? 'max-buffer'
     : result.timedOut
       ? 'timeout'
       : result.isCanceled
-        ? 'abort'
+        ? 'cancel'
         : undefined;
-  const bySilence = result.timedOut && s.endReason !== 'timeout';
+  const bySilence = result.timedOut && s.stoppedBy !== 'timeout';
   throw failureOf(result, reason, {
     timeoutMs: bySilence ? (command.silenceMs ?? SILENCE_MS) : (timeout ?? 0),
     ...(bySilence ? { what: 'the silence bound: no output for that long' } : {}),

@@ -30,7 +30,7 @@ export function armStops(
     reason ??= why;
     end(why);
   };
-  const onAbort = () => stop('abort');
+  const onAbort = () => stop('cancel');
   const armed: AbortSignal[] = [];
   const clear = () => {
     clearTimeout(timer);

@@ -14,8 +14,8 @@ export interface CommandEnd {
   error?: TetherError;
 }
 
-/** Why the session was ended before its commands had: a caller's abort, or a deadline. */
-export type StopReason = Extract<EndReason, 'abort' | 'timeout'>;
+/** Why the session was ended before its commands had: a caller's cancel, or a deadline. */
+export type StopReason = Extract<EndReason, 'cancel' | 'timeout'>;
 
 /** What the record's end is: a state the ledger accepts after `running`, and its outcome. */
 export interface RecordedEnd {
@@ -65,7 +65,7 @@ export function sessionEnd(
       }),
     );
   }
-  if (stop === 'abort' || stop === 'ended-early')
+  if (stop === 'cancel' || stop === 'ended-early')
     return ended(
       'cancelled',
       new TetherError('CANCELLED', `session ${tag} was cancelled (its end is proven)`, { tag, ...status }),

@@ -28,13 +28,22 @@ export interface CommandResult<T extends string | Buffer = string> {
 }
 
 /**
- * Why tether ended a command before it exited on its own, if it did: the one internal word for
- * it. Each surface keeps its own public words, mapped here once: a session's record says `abort`
- * and `timeout` (src/session/record.ts `StopReason`), `sandbox.exec`'s `stoppedBy` says `cancel`,
- * `silence`, `max-buffer`, `output-error` (src/sandbox/exec-stops.ts, `endReasonOf` there; a
- * failed output stream is the call's failure, not an end of tether's: none).
+ * Why tether stopped a command or a session before it ended by itself: one word per cause,
+ * wherever one is said — `Session.cancel(reason)`, a sandbox session's `stoppedBy`,
+ * `sandbox.exec`'s `stoppedBy`. `timeout`: a deadline passed; `cancel`: the caller's signal,
+ * `stop()` or `cancel()`; `max-buffer`: a collected stream passed `maxBuffer`; `output-error`:
+ * the caller's own output stream failed (EPIPE…); `silence`: the sandbox call's output went
+ * quiet past its bound.
  */
-export type EndReason = 'timeout' | 'abort' | 'maxBuffer';
+export type StopReason = 'timeout' | 'cancel' | 'max-buffer' | 'output-error' | 'silence';
+
+/**
+ * Why tether ended a command before it exited on its own, if it did, as the result's fields
+ * (`timedOut`, `isCanceled`, `MAX_BUFFER`) read it: `sandbox.exec`'s stops map to it once
+ * (src/sandbox/exec-stops.ts `endReasonOf`: silence is a deadline; a failed output stream is the
+ * call's failure, not an end of tether's: none).
+ */
+export type EndReason = Extract<StopReason, 'timeout' | 'cancel' | 'max-buffer'>;
 
 /**
  * The fields every command result has, built in one place for `session.spawn()`, `spawn()` and
@@ -58,7 +67,7 @@ export function commandFields<T extends string | Buffer>(
     stderr: streams.stderr,
     failed: failed || stop !== undefined,
     timedOut: stop === 'timeout',
-    isCanceled: stop === 'abort',
+    isCanceled: stop === 'cancel',
     durationMs,
     tag: name.tag,
   };
@@ -77,7 +86,7 @@ export interface FailureContext {
 // The error code of a failed result, first match wins: a bound passed, a deadline, an abort,
 // then the command's own failure.
 function codeOf(result: CommandResult<string | Buffer>, reason: EndReason | undefined): TetherErrorCode {
-  if (reason === 'maxBuffer') return 'MAX_BUFFER';
+  if (reason === 'max-buffer') return 'MAX_BUFFER';
   if (result.timedOut) return 'TIMED_OUT';
   if (result.isCanceled) return 'CANCELLED';
   return 'COMMAND_FAILED';

@@ -252,12 +252,18 @@ export class Session {
   }
 
   /**
-   * Ends the session as a caller's cancel (`abort`) or a deadline (`timeout`): as `end()`, and
-   * its record's end is `cancelled` (`failed` with `TIMED_OUT` for a deadline) when the sweep
-   * proves it, `ambiguous` when it does not.
+   * Ends the session as a caller's cancel (`'cancel'`) or a deadline (`'timeout'`): as `end()`,
+   * and its record's end is `cancelled` (`failed` with `TIMED_OUT` for a deadline) when the sweep
+   * proves it, `ambiguous` when it does not. `'abort'` is the deprecated word for `'cancel'`
+   * (read as it; removed in the next minor release). Any other reason throws `INVALID_OPTION`.
    */
-  cancel(reason: StopReason = 'abort', options: EndOptions = {}): Promise<SweepReport> {
-    if (!this.ending) this.recorder?.stopped(reason);
+  cancel(reason: StopReason | 'abort' = 'cancel', options: EndOptions = {}): Promise<SweepReport> {
+    if (reason !== 'cancel' && reason !== 'timeout' && reason !== 'abort')
+      throw new TetherError(
+        'INVALID_OPTION',
+        `invalid reason: ${JSON.stringify(reason)}; expected 'cancel' or 'timeout'`,
+      );
+    if (!this.ending) this.recorder?.stopped(reason === 'abort' ? 'cancel' : reason);
     return this.end(options);
   }
 

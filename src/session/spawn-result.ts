@@ -62,7 +62,7 @@ export async function settle(
   const { error, ...exit } = exited;
   // What ended the command, as of its end: a dispose during the sweep does not rewrite it (an
   // output that could not be decoded counts as past its bound).
-  const why = stops.reason() ?? (exit.maxBufferExceeded ? 'maxBuffer' : undefined);
+  const why = stops.reason() ?? (exit.maxBufferExceeded ? 'max-buffer' : undefined);
   const report = await s.end();
   const name = { command: plan.commandLine, tag: exit.tag };
   const fields = commandFields(name, exit, exit, exit.durationMs, exit.failed, why);

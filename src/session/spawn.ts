@@ -114,7 +114,7 @@ export function spawn<O extends SpawnOptions = {}>(
   // The command's status can no longer be known, and nothing reaps its subtree: end it now.
   void helperLost(proc)?.then(() => void s.end());
   // A buffer past `maxBuffer` ends the session: the sweep stops the command and what it started.
-  void outputOverflow(proc)?.then(() => stops.stop('maxBuffer'));
+  void outputOverflow(proc)?.then(() => stops.stop('max-buffer'));
   const result = settle(s, proc, stops, plan, all) as Promise<Result<SpawnOutputOf<O>>>;
   // A caller that only disposes, or only reads `child`, is not crashed by a rejection it never
   // asked for (an unhandled rejection); awaiting `result` or the handle still gets it.
@@ -128,8 +128,8 @@ export function spawn<O extends SpawnOptions = {}>(
 function stopsOf(s: Session, proc: SessionProcess<string | Buffer>, plan: SpawnPlan, o: SpawnOptions): Stops {
   try {
     return armStops(o.timeout, [o.signal, o.cancelSignal], (why) => {
-      if (why !== 'maxBuffer' && plan.killSignal !== undefined) proc.kill(plan.killSignal);
-      void (why === 'maxBuffer' ? s.end() : s.cancel(why));
+      if (why !== 'max-buffer' && plan.killSignal !== undefined) proc.kill(plan.killSignal);
+      void (why === 'max-buffer' ? s.end() : s.cancel(why));
     });
   } catch (error) {
     // The command runs, and the caller gets no handle to end it (a signal whose `aborted` or
@@ -189,7 +189,7 @@ function handle<T extends SpawnOutput>(
     catch: (onRejected) => result.catch(onRejected),
     finally: (onFinally) => result.finally(onFinally),
     async [Symbol.asyncDispose]() {
-      stops.stop('abort');
+      stops.stop('cancel');
       await result.catch(() => undefined);
     },
   };

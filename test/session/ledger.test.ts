@@ -206,11 +206,11 @@ describe('sessionEnd', () => {
   it.each([
     ['a proven end, exit 0', report(true), [exit0], undefined, 'succeeded', null],
     ['a proven end, exit 3', report(true), [exit3], undefined, 'failed', 'COMMAND_FAILED'],
-    ['an abort, end proven', report(true), [exit3], 'abort', 'cancelled', 'CANCELLED'],
+    ['a cancel, end proven', report(true), [exit3], 'cancel', 'cancelled', 'CANCELLED'],
     ['end() while running, proven', report(true), [], 'ended-early', 'cancelled', 'CANCELLED'],
     ['a deadline, end proven', report(true), [exit3], 'timeout', 'failed', 'TIMED_OUT'],
-    ['an abort with a survivor', report(false, 1), [exit3], 'abort', 'ambiguous', 'AMBIGUOUS_EFFECT'],
-    ['an abort, sweep incomplete', report(false), [exit3], 'abort', 'ambiguous', 'AMBIGUOUS_EFFECT'],
+    ['a cancel with a survivor', report(false, 1), [exit3], 'cancel', 'ambiguous', 'AMBIGUOUS_EFFECT'],
+    ['a cancel, sweep incomplete', report(false), [exit3], 'cancel', 'ambiguous', 'AMBIGUOUS_EFFECT'],
     ['exit 0 with a survivor', report(false, 1), [exit0], undefined, 'ambiguous', 'AMBIGUOUS_EFFECT'],
   ] as const)('%s → %s', (_, r, commands, stop, state, code) => {
     const end = sessionEnd(r, commands, stop, tag);
