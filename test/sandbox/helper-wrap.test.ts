@@ -3,26 +3,53 @@
 // feeds stdin. Nothing is read from stdin before `checked`; the nonce line is taken byte-exact and
 // the payload's stdin starts right after it; the lines are `tether-start NONCE helper` and, after
 // the payload, `tether-end NONCE exit STATUS`, before the `exit` status line. A malformed nonce
-// runs nothing; a TERM while it waits for `checked` ends it.
-import { type ChildProcess, spawn } from 'node:child_process';
+// runs nothing; a TERM while it waits for `checked` ends it; a helper traced from its exec on
+// (the tracer attached before its prctl could stop it) refuses to read the nonce.
+import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import type { Readable, Writable } from 'node:stream';
 import { afterEach, describe, expect, it } from 'vitest';
 import { prebuiltCandidates } from '../../src/containment/prebuilt.js';
 import { createNonce } from '../../src/sandbox/completion.js';
+import { missing, tool } from '../support/tools.js';
 
 const HELPER = prebuiltCandidates(process.arch).find((p) => existsSync(p));
+const noPython = missing('python3');
+// The interpreter itself, not a version manager's shim (shells.test.ts says why).
+const PYTHON = noPython
+  ? ''
+  : execFileSync(tool('python3').path as string, ['-c', 'import sys; print(sys.executable)'], {
+      encoding: 'utf8',
+    }).trim();
+
+// Runs argv[1:] traced from its exec on (PTRACE_TRACEME), continuing it at each stop with the
+// signal that stopped it (the exec's SIGTRAP dropped); exits with its status.
+const TRACED = `
+import ctypes, os, sys
+libc = ctypes.CDLL(None, use_errno=True)
+pid = os.fork()
+if pid == 0:
+    libc.ptrace(0, 0, None, None)
+    os.execv(sys.argv[1], sys.argv[1:])
+while True:
+    _, status = os.waitpid(pid, 0)
+    if os.WIFEXITED(status): sys.exit(os.WEXITSTATUS(status))
+    if os.WIFSIGNALED(status): sys.exit(128 + os.WTERMSIG(status))
+    sig = os.WSTOPSIG(status)
+    libc.ptrace(7, pid, None, 0 if sig == 5 else sig)
+`;
 
 const started: ChildProcess[] = [];
 afterEach(() => {
   for (const c of started.splice(0)) if (c.exitCode === null && c.signalCode === null) c.kill('SIGKILL');
 });
 
-// The helper in wrap mode with fds 0-4 as pipes; `out` and `status` collect what it wrote.
-function wrap(argv: string[]) {
-  const child = spawn(HELPER as string, ['--wrap', '--name', 'test-helper', '--', ...argv], {
-    stdio: ['pipe', 'pipe', 'pipe', 'pipe', 'pipe'],
-  });
+// The helper in wrap mode with fds 0-4 as pipes (`traced`: under TRACED); `out` and `status`
+// collect what it wrote.
+function wrap(argv: string[], traced = false) {
+  const helper = [HELPER as string, '--wrap', '--name', 'test-helper', '--', ...argv];
+  const [file, ...args] = traced ? [PYTHON, '-c', TRACED, ...helper] : helper;
+  const child = spawn(file as string, args, { stdio: ['pipe', 'pipe', 'pipe', 'pipe', 'pipe'] });
   started.push(child);
   // A helper that exits with bytes unread resets its sockets: not this test's failure.
   for (const stream of child.stdio) stream?.on('error', () => {});
@@ -93,5 +120,17 @@ describe.skipIf(!HELPER)(
       expect(h.got.status).toMatch(/error checked 0\n$/);
       expect(h.got.out).toBe('');
     });
+
+    it.skipIf(noPython !== '')(
+      `traced since its exec: error traced, exit 125, the nonce unread and nothing run${noPython ? ` (skipped: ${noPython})` : ''}`,
+      async () => {
+        const h = wrap(['sh', '-c', 'echo ran'], true);
+        h.child.stdin?.write(`${createNonce()}\n`);
+        h.control.write('checked\ngo\n');
+        expect(await h.exited).toEqual({ code: 125, signal: null });
+        expect(h.got.status).toMatch(/^helper \d+ \d+\nerror traced 1\n$/);
+        expect(h.got.out).toBe('');
+      },
+    );
   },
 );
