@@ -3,34 +3,20 @@
 // SIGHUP to the CLI, and its exec client dying. Each time a setsid'd leftover and a
 // double-forked one are started in the container; ground truth is the host's /proc: their
 // pid + start time gone.
-import { type ChildProcess, spawn } from 'node:child_process';
-import { join } from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { ChildProcess } from 'node:child_process';
+import { describe, expect, it } from 'vitest';
 import { createTag, sandbox } from '../../src/index.js';
 import type { SweepReport } from '../../src/sweep/report.js';
-import { ROOT } from '../support/paths.js';
 import { childrenOf, cmdlineOf, identityOf, isAlive, type ProcessId } from '../support/proc.js';
+import { suiteResource } from '../support/suite-resource.js';
+import { tetherToEnd } from '../support/tether-child.js';
 import { missing, tool } from '../support/tools.js';
-import {
-  aliveOnHost,
-  type BusyboxContainer,
-  sleep,
-  startBusyboxContainer,
-  taggedOnHost,
-} from './container.js';
+import { aliveOnHost, sleep, startBusyboxContainer, taggedOnHost } from './container.js';
 
 // A machine without busybox skips this file, named (test/support/tools.ts probed it).
 const noBusybox = missing('busybox');
-let box: BusyboxContainer;
-beforeAll(async () => {
-  if (noBusybox) return;
-  box = await startBusyboxContainer(tool('busybox').path as string, 300);
-});
-afterAll(async () => {
-  await box?.stop();
-});
+const box = suiteResource(() => startBusyboxContainer(tool('busybox').path as string, 300), noBusybox !== '');
 
-const TETHER = join(ROOT, 'bin/tether.cjs');
 const SWEEP = { graceMs: 1000, killAfterMs: 1000 };
 const PHASES = ['-k', '1s', '--kill-budget', '1s'];
 
@@ -75,52 +61,22 @@ function expectAllGone(tag: string, seen: Seen[], report: SweepReport | undefine
 // `tether sandbox run --via <the busybox container> --tag TAG --json … -- CMD`: its status, its
 // output and its end as JSON; `onReady(child)` once its stdout holds `ready`. Bounded: SIGKILLed
 // after 60 s (the status is then null).
-function tetherRun(
+async function tetherRun(
   tag: string,
   command: string[],
   onReady?: (child: ChildProcess) => void,
 ): Promise<{ status: number | null; stdout: string; stderr: string; end: Record<string, unknown> }> {
-  return new Promise((resolve) => {
-    const child = spawn(
-      process.execPath,
-      [
-        TETHER,
-        'sandbox',
-        'run',
-        '--via',
-        box.prefix.join(' '),
-        '--tag',
-        tag,
-        ...PHASES,
-        '--json',
-        '--',
-        ...command,
-      ],
-      { stdio: ['ignore', 'pipe', 'pipe'] },
-    );
-    let stdout = '';
-    let stderr = '';
-    let ready = false;
-    child.stdout?.on('data', (d) => {
-      stdout += d;
-      if (!ready && stdout.includes('ready')) {
-        ready = true;
-        onReady?.(child);
-      }
-    });
-    child.stderr?.on('data', (d) => (stderr += d));
-    const timer = setTimeout(() => child.kill('SIGKILL'), 60_000);
-    child.on('close', (status) => {
-      clearTimeout(timer);
-      let end: Record<string, unknown> = {};
-      try {
-        end = JSON.parse(stderr.trim().split('\n').at(-1) as string);
-      } catch {
-        // no JSON end: the assertions on status name stderr
-      }
-      resolve({ status, stdout, stderr, end });
-    });
-  });
+  const r = await tetherToEnd(
+    ['sandbox', 'run', '--via', box.prefix.join(' '), '--tag', tag, ...PHASES, '--json', '--', ...command],
+    { onReady, killAfterMs: 60_000 },
+  );
+  let end: Record<string, unknown> = {};
+  try {
+    end = JSON.parse(r.stderr.trim().split('\n').at(-1) as string);
+  } catch {
+    // no JSON end: the assertions on status name stderr
+  }
+  return { ...r, end };
 }
 
 // The exec client tether started for the command: its child `nsenter …`, by pid + start time.

@@ -1,19 +1,18 @@
 // A second container whose root holds busybox alone: the programs must get by with its applets
 // (no coreutils, no GNU grep). Channel: nsenter into its namespaces and its root.
-import { spawn } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { createTag, sandbox } from '../../src/index.js';
 import { Ledger } from '../../src/ledger/index.js';
 import { recoverCli } from '../recover/support.js';
-import { ROOT } from '../support/paths.js';
 import { childrenOf, cmdlineOf, identityOf, isAlive, type ProcessId } from '../support/proc.js';
+import { suiteResource } from '../support/suite-resource.js';
+import { startTether } from '../support/tether-child.js';
 import { missing, tool } from '../support/tools.js';
 import {
   aliveOnHost,
-  type BusyboxContainer,
   dropRegistrations,
   lossyChannel,
   sleep,
@@ -24,14 +23,7 @@ import {
 // A machine without busybox skips this file, named (globalSetup probed it: test/support/tools.ts);
 // a static busybox (busybox-static) and a dynamic one both make the root.
 const noBusybox = missing('busybox');
-let box: BusyboxContainer;
-beforeAll(async () => {
-  if (noBusybox) return;
-  box = await startBusyboxContainer(tool('busybox').path as string, 120);
-});
-afterAll(async () => {
-  await box?.stop();
-});
+const box = suiteResource(() => startBusyboxContainer(tool('busybox').path as string, 120), noBusybox !== '');
 
 const SWEEP = { graceMs: 1000, killAfterMs: 1000 };
 
@@ -98,28 +90,24 @@ describe.skipIf(noBusybox !== '')(
       const dir = mkdtempSync(join(tmpdir(), 'tether-busybox-ledger-'));
       const path = join(dir, 'ledger.db');
       const tag = createTag();
-      const supervisor = spawn(
-        process.execPath,
-        [
-          join(ROOT, 'bin/tether.cjs'),
-          'sandbox',
-          'run',
-          '--via',
-          box.prefix.join(' '),
-          '--tag',
-          tag.name,
-          '--ledger',
-          path,
-          '--',
-          'sh',
-          '-c',
-          'setsid sleep 87 </dev/null >/dev/null 2>&1 & (sleep 88 </dev/null >/dev/null 2>&1 &); echo ready; sleep 89',
-        ],
-        { stdio: ['ignore', 'pipe', 'pipe'] },
-      );
-      let stderr = '';
-      supervisor.stderr?.on('data', (d) => (stderr += d));
-      const gone = new Promise((r) => supervisor.once('exit', r));
+      const {
+        child: supervisor,
+        output,
+        exited: gone,
+      } = startTether([
+        'sandbox',
+        'run',
+        '--via',
+        box.prefix.join(' '),
+        '--tag',
+        tag.name,
+        '--ledger',
+        path,
+        '--',
+        'sh',
+        '-c',
+        'setsid sleep 87 </dev/null >/dev/null 2>&1 & (sleep 88 </dev/null >/dev/null 2>&1 &); echo ready; sleep 89',
+      ]);
       let client: ProcessId | undefined;
       try {
         // The command and both leftovers run in the container (generous: a busy machine).
@@ -129,9 +117,10 @@ describe.skipIf(noBusybox !== '')(
           seen = taggedOnHost(tag.name).filter((p) => want.includes(p.cmdline));
           if (seen.length === 3) break;
         }
-        expect(seen.map((p) => p.cmdline).sort(), `premise broken: the session never ran; ${stderr}`).toEqual(
-          want,
-        );
+        expect(
+          seen.map((p) => p.cmdline).sort(),
+          `premise broken: the session never ran; ${output.stderr}`,
+        ).toEqual(want);
         // Its exec client: the nsenter tether started (its own process group and POSIX session).
         const nsenter = childrenOf(supervisor.pid as number).find((c) =>
           cmdlineOf(c.pid).startsWith('nsenter '),

@@ -1,22 +1,10 @@
 // What a sandbox call says when the channel, the sweep or the caller fails it.
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { createTag, sandbox } from '../../src/index.js';
-import {
-  aliveOnHost,
-  type Container,
-  lossyChannel,
-  sleep,
-  startContainer,
-  taggedOnHost,
-} from './container.js';
+import { suiteResource } from '../support/suite-resource.js';
+import { aliveOnHost, lossyChannel, sleep, startContainer, taggedOnHost } from './container.js';
 
-let box: Container;
-beforeAll(async () => {
-  box = await startContainer(300);
-});
-afterAll(async () => {
-  await box?.stop();
-});
+const box = suiteResource(() => startContainer(300));
 
 const SWEEP = { graceMs: 1000, killAfterMs: 1000 };
 // A pid that names no process: nsenter cannot open its namespaces, as a pod already gone.

@@ -17,6 +17,7 @@ import { Ledger } from '../../src/ledger/index.js';
 import { ROOT } from '../support/paths.js';
 import { postgresSkip, startPostgres } from '../support/postgres.js';
 import { childrenOf, cmdlineOf, identityOf, isAlive, type ProcessId } from '../support/proc.js';
+import { startTether } from '../support/tether-child.js';
 import { type Container, dropRegistrations, sleep, startContainer, taggedOnHost } from './container.js';
 
 const run = promisify(execFile);
@@ -158,10 +159,12 @@ describe.skipIf(noPostgres !== '')(
       const via = [process.execPath, join(dir, 'client.mjs'), join(dir, 'exec.sock')].join(' ');
       const premise = await sandbox.exec(sandbox.commandChannel(via.split(' ')), ['echo', 'through']);
       expect(premise.stdout, 'premise broken: the daemon channel').toBe('through\n');
-      const supervisor = spawn(
-        process.execPath,
+      const {
+        child: supervisor,
+        output,
+        exited: gone,
+      } = startTether(
         [
-          TETHER,
           'sandbox',
           'run',
           '--via',
@@ -175,11 +178,8 @@ describe.skipIf(noPostgres !== '')(
           '-c',
           'setsid sleep 77 </dev/null >/dev/null 2>&1 & (sleep 78 </dev/null >/dev/null 2>&1 &); echo ready; sleep 79',
         ],
-        { stdio: ['ignore', 'ignore', 'pipe'] },
+        { stdout: 'ignore' },
       );
-      let stderr = '';
-      supervisor.stderr?.on('data', (d) => (stderr += d));
-      const gone = new Promise((r) => supervisor.once('exit', r));
       let client: ProcessId | undefined;
       const ledger = await Ledger.open(url);
       try {
@@ -189,9 +189,10 @@ describe.skipIf(noPostgres !== '')(
           seen = taggedOnHost(tag.name).filter((p) => want.includes(p.cmdline));
           if (seen.length === 3) break;
         }
-        expect(seen.map((p) => p.cmdline).sort(), `premise broken: the session never ran; ${stderr}`).toEqual(
-          want,
-        );
+        expect(
+          seen.map((p) => p.cmdline).sort(),
+          `premise broken: the session never ran; ${output.stderr}`,
+        ).toEqual(want);
         const c = childrenOf(supervisor.pid as number).find((p) => cmdlineOf(p.pid).includes('client.mjs'));
         client = c && identityOf(c.pid);
         expect(client, 'premise broken: no exec client under tether').toBeDefined();

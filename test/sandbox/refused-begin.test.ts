@@ -2,27 +2,24 @@
 // container, as a ledger that cannot be opened stops `tether run` with 125 before its command:
 // no command started, no sweep run for nothing, an error naming the ledger. The channel is a
 // script that logs every exec before it enters the container: the log is the ground truth.
-import { spawn } from 'node:child_process';
 import { chmodSync, existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTag, sandbox } from '../../src/index.js';
 import { Ledger } from '../../src/ledger/index.js';
-import { ROOT } from '../support/paths.js';
-import { type Container, startContainer, taggedOnHost } from './container.js';
+import { suiteResource } from '../support/suite-resource.js';
+import { tetherToEnd } from '../support/tether-child.js';
+import { startContainer, taggedOnHost } from './container.js';
 
-const TETHER = join(ROOT, 'bin/tether.cjs');
 const SWEEP = { graceMs: 1000, killAfterMs: 1000 };
 
-let box: Container;
+const box = suiteResource(() => startContainer(120));
 let dir: string;
-beforeAll(async () => {
-  box = await startContainer(120);
+beforeAll(() => {
   dir = mkdtempSync(join(tmpdir(), 'tether-refused-begin-'));
 });
-afterAll(async () => {
-  await box?.stop();
+afterAll(() => {
   if (dir) rmSync(dir, { recursive: true, force: true });
 });
 
@@ -106,32 +103,10 @@ describe('a recorded sandbox session whose begin the ledger refuses', () => {
     const tag = createTag();
     const ledger = await ledgerWithTag('cli', tag.name);
     await ledger.close();
-    const r = await new Promise<{ status: number | null; stderr: string }>((resolve) => {
-      const child = spawn(
-        process.execPath,
-        [
-          TETHER,
-          'sandbox',
-          'run',
-          '--via',
-          via,
-          '--tag',
-          tag.name,
-          '--ledger',
-          ledger.location,
-          '--',
-          ...LEFTOVER,
-        ],
-        { stdio: ['ignore', 'ignore', 'pipe'] },
-      );
-      let stderr = '';
-      child.stderr.on('data', (d) => (stderr += d));
-      const timer = setTimeout(() => child.kill('SIGKILL'), 60_000);
-      child.on('close', (status) => {
-        clearTimeout(timer);
-        resolve({ status, stderr });
-      });
-    });
+    const r = await tetherToEnd(
+      ['sandbox', 'run', '--via', via, '--tag', tag.name, '--ledger', ledger.location, '--', ...LEFTOVER],
+      { stdout: 'ignore', killAfterMs: 60_000 },
+    );
     expect(r.status, r.stderr).toBe(125);
     expect(execs(), 'tether reached the container after the begin was refused').toEqual([]);
     expect(r.stderr).toContain(`cannot record the session ${tag.name} in the ledger ${ledger.location}`);

@@ -2,7 +2,7 @@
 // double-forked one, started inside the container, are gone after every end of the session — a
 // clean exit, a failure, the caller's abort, a timeout, the exec client dying — and the report
 // names them. Ground truth: the host's /proc (pid + start time gone).
-import { spawn } from 'node:child_process';
+import { type ChildProcess, spawn } from 'node:child_process';
 import {
   chmodSync,
   mkdtempSync,
@@ -22,24 +22,19 @@ import type { SweepReport } from '../../src/sweep/report.js';
 import { recoverCli } from '../recover/support.js';
 import { ROOT } from '../support/paths.js';
 import { postgresSkip, startPostgres } from '../support/postgres.js';
+import { suiteResource } from '../support/suite-resource.js';
+import { tetherToEnd } from '../support/tether-child.js';
 import { missing, tool } from '../support/tools.js';
 import {
   aliveOnHost,
-  busyboxRoot,
-  type Container,
   lossyChannel,
   sleep,
+  startBusyboxContainer,
   startContainer,
   taggedOnHost,
 } from './container.js';
 
-let box: Container;
-beforeAll(async () => {
-  box = await startContainer(300);
-});
-afterAll(async () => {
-  await box?.stop();
-});
+const box = suiteResource(() => startContainer(300));
 
 const SWEEP = { graceMs: 1000, killAfterMs: 1000 };
 
@@ -328,32 +323,12 @@ describe('sandbox.run', () => {
   });
 });
 
-const TETHER = join(ROOT, 'bin/tether.cjs');
-
 // `tether ARGS…`, its output, and its status; `onReady` once its stdout holds `ready`.
 function tether(
   args: string[],
-  onReady?: (child: ReturnType<typeof spawn>) => void,
+  onReady?: (child: ChildProcess) => void,
 ): Promise<{ status: number | null; stdout: string; stderr: string }> {
-  return new Promise((resolve) => {
-    const child = spawn(process.execPath, [TETHER, ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
-    let stdout = '';
-    let stderr = '';
-    let ready = false;
-    child.stdout?.on('data', (d) => {
-      stdout += d;
-      if (!ready && stdout.includes('ready')) {
-        ready = true;
-        onReady?.(child);
-      }
-    });
-    child.stderr?.on('data', (d) => (stderr += d));
-    const timer = setTimeout(() => child.kill('SIGKILL'), 40_000);
-    child.on('close', (status) => {
-      clearTimeout(timer);
-      resolve({ status, stdout, stderr });
-    });
-  });
+  return tetherToEnd(args, { onReady, killAfterMs: 40_000 });
 }
 
 describe('tether sandbox run', () => {
@@ -773,16 +748,7 @@ const noBusybox = missing('busybox');
 describe.skipIf(noBusybox !== '')(
   `in a busybox-only container${noBusybox ? ` (skipped: ${noBusybox})` : ''}`,
   () => {
-    let bb: Container;
-    let root: string;
-    beforeAll(async () => {
-      root = busyboxRoot(tool('busybox').path as string);
-      bb = await startContainer(120, root);
-    });
-    afterAll(async () => {
-      await bb?.stop();
-      if (root) rmSync(root, { recursive: true, force: true });
-    });
+    const bb = suiteResource(() => startBusyboxContainer(tool('busybox').path as string, 120));
 
     it('a clean exit and an abort each leave nothing behind', async () => {
       const tag = createTag();
@@ -810,7 +776,7 @@ describe.skipIf(noBusybox !== '')(
     });
 
     it('without setsid in the root: plain background and double-forked leftovers gone after an exit and a timeout', async () => {
-      unlinkSync(join(root, 'bin/setsid')); // this root's own applet link: the wrapper then runs without it
+      unlinkSync(join(bb.root, 'bin/setsid')); // this root's own applet link: the wrapper then runs without it
       const tag = createTag();
       const tag2 = createTag();
       const plain = (n: number, tail: string) => [
