@@ -52,6 +52,7 @@ export function guardRegistry(): { registry: Registry; observe: (r: TickResult) 
   const ticks = counter('tether_guard_ticks_total', 'Ticks run');
   const stopped = counter('tether_guard_stopped_total', 'Processes stopped');
   const wouldStop = counter('tether_guard_would_stop_total', 'Processes a dry run would have stopped');
+  // Named before the result's field became `survivors`; kept, as dashboards query it by name.
   const survived = counter('tether_guard_survived_total', 'Processes still alive after the KILL phase');
   const cgroups = counter(
     'tether_guard_cgroups_removed_total',
@@ -73,7 +74,7 @@ export function guardRegistry(): { registry: Registry; observe: (r: TickResult) 
     ticks.inc();
     stopped.inc(r.stopped.length);
     wouldStop.inc(r.wouldStop.length);
-    survived.inc(r.survived.length);
+    survived.inc(r.survivors.length);
     cgroups.inc(r.cgroups.filter((c) => c.outcome === 'removed').length);
     problems.inc(r.problems.length);
     for (const rule of RULES) if (r.spared[rule] > 0) spared.inc({ rule }, r.spared[rule]);

@@ -14,7 +14,7 @@ import type { GuardProcess, TickResult } from './tick-result.js';
 
 /**
  * Stops `decision.toStop` (nothing in a dry run: `result.wouldStop` lists them) and fills
- * `result.stopped`, `survived`, the sweep's warnings and `complete`. `tag` names the guard's
+ * `result.stopped`, `survivors`, the sweep's warnings and `complete`. `tag` names the guard's
  * sweeps in their events and reports. Must be called in the task `decide` ran in (no await
  * between): the sweep's first round takes the decision's walk.
  */
@@ -78,7 +78,7 @@ export async function stopChosen(
   }
   for (const r of report.survivors) {
     const p = described(r);
-    result.survived.push(p);
+    result.survivors.push(p);
     settings.log(logLine(`could not stop (${r.reason})`, p));
   }
 }

@@ -66,7 +66,13 @@ export interface TickResult {
   init: InitService | null;
   /** Stopped: gone by the end of the tick (`endedBy` says by which signal). */
   stopped: GuardProcess[];
-  /** Still alive after the KILL phase (`denied`, or in uninterruptible sleep). */
+  /** Still alive after the KILL phase (`denied`, or in uninterruptible sleep), as in a sweep's report. */
+  survivors: GuardProcess[];
+  /**
+   * The same array as `survivors`.
+   * @deprecated Read `survivors`, as a sweep's report says it; still set, and written in JSON,
+   * until the next minor release.
+   */
   survived: GuardProcess[];
   /** With `dryRun`: what would have been stopped. */
   wouldStop: GuardProcess[];
@@ -88,6 +94,13 @@ export interface GuardCounters {
   ticks: number;
   stopped: number;
   wouldStop: number;
+  /** Processes still alive after the KILL phase, summed over the ticks. */
+  survivors: number;
+  /**
+   * The same count as `survivors`.
+   * @deprecated Read `survivors`, as a sweep's report says it; still counted, and written in
+   * JSON, until the next minor release.
+   */
   survived: number;
   /** Empty session cgroups removed (or, in a dry run, that would be), summed over the ticks. */
   cgroups: number;
@@ -111,6 +124,8 @@ export function emptyTickResult(
   target: TargetSource,
   problems: readonly Problem[],
 ): TickResult {
+  // One array under both names: what the tick adds to `survivors` is in `survived` too.
+  const survivors: GuardProcess[] = [];
   return {
     tick,
     startedAt: new Date().toISOString(),
@@ -125,7 +140,8 @@ export function emptyTickResult(
     spared: zeroSpared(),
     init: null,
     stopped: [],
-    survived: [],
+    survivors,
+    survived: survivors,
     wouldStop: [],
     cgroups: [],
     problems: [...problems],
@@ -140,6 +156,7 @@ export function zeroCounters(): GuardCounters {
     ticks: 0,
     stopped: 0,
     wouldStop: 0,
+    survivors: 0,
     survived: 0,
     cgroups: 0,
     spared: zeroSpared(),
@@ -154,7 +171,8 @@ export function countTick(counters: GuardCounters, result: TickResult): void {
   counters.ticks += 1;
   counters.stopped += result.stopped.length;
   counters.wouldStop += result.wouldStop.length;
-  counters.survived += result.survived.length;
+  counters.survivors += result.survivors.length;
+  counters.survived = counters.survivors;
   counters.cgroups += result.cgroups.length;
   counters.problems += result.problems.length;
   for (const r of RULES) counters.spared[r] += result.spared[r];
