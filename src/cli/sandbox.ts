@@ -246,8 +246,11 @@ export async function sandboxExecCommand(
       notes.push(`the exec client was silent for ${flags.silence}: the call was stopped`);
     json = {
       tag: r.tag,
+      failed: r.failed,
+      // Deprecated (read `failed`): written until the next minor release.
       ok: r.ok,
       exitCode: r.exitCode,
+      isCanceled: r.isCanceled,
       clientStatus: r.clientStatus,
       clientSignal: r.clientSignal,
       streamHeld: r.streamHeld,
@@ -349,26 +352,7 @@ export async function sandboxRunCommand(
       notes.push('stdout was closed by its reader (EPIPE): the command was stopped and its session swept');
       process.exitCode = EXIT_OUTPUT_CLOSED;
     }
-    if (flags.json) {
-      const error = r.error ? { code: r.error.code, message: r.error.message } : undefined;
-      process.stderr.write(
-        `${JSON.stringify({ tag: r.tag, ok: r.ok, exitCode: r.exitCode, status: process.exitCode, timedOut: r.timedOut, isCanceled: r.isCanceled, clientStatus: r.clientStatus, clientSignal: r.clientSignal, streamHeld: r.streamHeld, stoppedBy: r.stoppedBy, blindSpots: r.blindSpots, ...(error ? { error } : {}), report: r.report, notes })}\n`,
-      );
-    } else {
-      if (r.error) process.stderr.write(`tether: ${r.error.message}\n`);
-      for (const note of notes) process.stderr.write(`tether: ${note}\n`);
-      if (
-        r.report.stopped.length ||
-        r.report.survivors.length ||
-        r.report.warnings.length ||
-        !r.report.complete
-      )
-        process.stderr.write(`${renderReport(r.report).join('\n')}\n`);
-      // "recorded" only when every write landed (a failed one is a LEDGER_WRITE_FAILED warning above).
-      if (ledger && !r.report.warnings.some((w) => w.code === 'LEDGER_WRITE_FAILED'))
-        process.stderr.write(`tether: recorded in ${ledger.location}: tether show ${tag.name}\n`);
-      process.stderr.write(`tether: session --tag ${tag.name}\n`);
-    }
+    printRunResult(r, notes, flags.json === true, ledger);
   } catch (error) {
     // The ledger's own errors (a tag already recorded is INVALID_TAG: ours was parsed above).
     const code = (error as TetherError).code;
@@ -379,22 +363,8 @@ export async function sandboxRunCommand(
       return;
     }
     if (!(error instanceof SandboxError)) throw error;
-    // The --via client could not start (nothing ran), or the session's sweep could not run or was
-    // cut (what it started may still run).
     if (error.report) writeReportFile(reportFile, error.report);
-    if (flags.json) process.stderr.write(errorJson(error, tag.name));
-    else {
-      process.stderr.write(`tether: ${error.message}\n`);
-      if (error.report) process.stderr.write(`${renderReport(error.report).join('\n')}\n`);
-      process.stderr.write(`tether: session --tag ${tag.name}\n`);
-    }
-    // 122 when the --via client could not start (nothing ran); 121 when the session could not be swept.
-    process.exitCode =
-      error.code === 'INVALID_OPTION'
-        ? EXIT_USAGE
-        : error.code === 'CHANNEL_UNREACHABLE' && !(error.cause instanceof TetherError)
-          ? EXIT_CLIENT_NOT_STARTED
-          : EXIT_AMBIGUOUS_EFFECT;
+    process.exitCode = printRunFailure(error, flags.json === true, tag.name);
   } finally {
     call.detach();
     stdin?.unpipe();
@@ -402,6 +372,49 @@ export async function sandboxRunCommand(
     reportFile?.close();
     await ledger?.close().catch(() => {});
   }
+}
+
+// `sandbox run`'s result on stderr: one JSON line with --json (`failed` and `isCanceled`, and the
+// deprecated `ok` for one more release), else its error, notes, the report when it has something
+// to say, where it is recorded, and the tag.
+function printRunResult(
+  r: SandboxRunResult,
+  notes: string[],
+  json: boolean,
+  ledger: Ledger | undefined,
+): void {
+  if (json) {
+    const error = r.error ? { code: r.error.code, message: r.error.message } : undefined;
+    process.stderr.write(
+      `${JSON.stringify({ tag: r.tag, failed: r.failed, ok: r.ok, exitCode: r.exitCode, status: process.exitCode, timedOut: r.timedOut, isCanceled: r.isCanceled, clientStatus: r.clientStatus, clientSignal: r.clientSignal, streamHeld: r.streamHeld, stoppedBy: r.stoppedBy, blindSpots: r.blindSpots, ...(error ? { error } : {}), report: r.report, notes })}\n`,
+    );
+    return;
+  }
+  if (r.error) process.stderr.write(`tether: ${r.error.message}\n`);
+  for (const note of notes) process.stderr.write(`tether: ${note}\n`);
+  const { report } = r;
+  if (report.stopped.length || report.survivors.length || report.warnings.length || !report.complete)
+    process.stderr.write(`${renderReport(report).join('\n')}\n`);
+  // "recorded" only when every write landed (a failed one is a LEDGER_WRITE_FAILED warning above).
+  if (ledger && !report.warnings.some((w) => w.code === 'LEDGER_WRITE_FAILED'))
+    process.stderr.write(`tether: recorded in ${ledger.location}: tether show ${r.tag}\n`);
+  process.stderr.write(`tether: session --tag ${r.tag}\n`);
+}
+
+// `sandbox run`'s SandboxError on stderr, and its status: the --via client could not start
+// (nothing ran: 122), or the session's sweep could not run or was cut (what it started may still
+// run: 121); a bad option 2.
+function printRunFailure(error: SandboxError, json: boolean, tag: string): number {
+  if (json) process.stderr.write(errorJson(error, tag));
+  else {
+    process.stderr.write(`tether: ${error.message}\n`);
+    if (error.report) process.stderr.write(`${renderReport(error.report).join('\n')}\n`);
+    process.stderr.write(`tether: session --tag ${tag}\n`);
+  }
+  if (error.code === 'INVALID_OPTION') return EXIT_USAGE;
+  return error.code === 'CHANNEL_UNREACHABLE' && !(error.cause instanceof TetherError)
+    ? EXIT_CLIENT_NOT_STARTED
+    : EXIT_AMBIGUOUS_EFFECT;
 }
 
 // `sandbox exec --sweep`: sandbox.run's result, its unproven end thrown as exec throws it.
