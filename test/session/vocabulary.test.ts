@@ -22,7 +22,9 @@ describe('the stop-reason vocabulary', () => {
     expect(id, 'premise: the command started').toBeDefined();
     const report = await s.cancel('abort');
     expect(report.complete).toBe(true);
-    expect(isAlive(id as NonNullable<typeof id>), 'the cancelled session left its command running').toBe(false);
+    expect(isAlive(id as NonNullable<typeof id>), 'the cancelled session left its command running').toBe(
+      false,
+    );
   });
 
   it("a sandbox session stopped by its signal says stoppedBy 'cancel'; endReason, deprecated, still says 'abort'", async () => {
