@@ -7,7 +7,8 @@
 // and the JS path stays for a machine without this library.
 //
 // Every function returns 0 or more on success, or -errno with `*stage` saying which call failed
-// (STAGE_*), which the caller turns into the error Node would have thrown for that call.
+// (tether.h TP_SPOOL_STAGE_*), which the caller turns into the error Node would have thrown for
+// that call.
 //
 // Built with native/scan.c into one shared library by scripts/build-native.mjs.
 #define _GNU_SOURCE
@@ -19,35 +20,37 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-enum { STAGE_OPEN = 1, STAGE_WRITE, STAGE_LINK, STAGE_RENAME, STAGE_READ, STAGE_LSTAT, STAGE_MKDIR };
-#define NOT_REGULAR (-100000) // tp_head: the path names something other than a regular file
+// The stages and results src/proc/native-files.ts reads (TP_SPOOL_*), and the tp_* declarations
+// these definitions are held to.
+#include "tether.h"
 
 /**
  * The first `n` bytes of the file at `path` into `buf`, as checkLedgerFile's common case reads
- * them: opened O_RDWR | O_NOFOLLOW | O_NONBLOCK (writable, not a symlink, a FIFO never blocks),
- * fstat(2) to see a regular file, pread(2) at offset 0. Returns the bytes read (fewer than `n`:
- * the file is shorter), NOT_REGULAR, or -errno.
+ * them: opened O_RDWR | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY (writable, not a symlink, a FIFO never
+ * blocks, a terminal never made this process's controlling one), fstat(2) to see a regular file,
+ * pread(2) at offset 0. Returns the bytes read (fewer than `n`: the file is shorter),
+ * TP_SPOOL_NOT_REGULAR, or -errno.
  */
 long tp_head(const char *path, uint8_t *buf, long n, int32_t *stage) {
-  int fd = open(path, O_RDWR | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+  int fd = open(path, O_RDWR | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
   if (fd < 0) {
-    *stage = STAGE_OPEN;
+    *stage = TP_SPOOL_STAGE_OPEN;
     return -errno;
   }
   struct stat st;
   long result;
   if (fstat(fd, &st) < 0) {
-    *stage = STAGE_OPEN;
+    *stage = TP_SPOOL_STAGE_OPEN;
     result = -errno;
   } else if (!S_ISREG(st.st_mode)) {
-    result = NOT_REGULAR;
+    result = TP_SPOOL_NOT_REGULAR;
   } else {
     result = 0;
     while (result < n) {
       ssize_t got = pread(fd, buf + result, (size_t)(n - result), result);
       if (got < 0 && errno == EINTR) continue;
       if (got < 0) {
-        *stage = STAGE_READ;
+        *stage = TP_SPOOL_STAGE_READ;
         result = -errno;
         break;
       }
@@ -110,21 +113,22 @@ int tp_find_addon(const char *start, const char *pkg, const char *places, int co
 /**
  * makeSpoolDir's calls (src/ledger/spool.ts): lstat(2) of `dir`; when absent, mkdir(2) mode
  * 0700 (EEXIST: made meanwhile) and lstat again. Returns 1 when `dir` is a directory (not a
- * symlink to one), 0 when something else is there, or -errno (STAGE_LSTAT, STAGE_MKDIR).
+ * symlink to one), 0 when something else is there, or -errno (TP_SPOOL_STAGE_LSTAT,
+ * TP_SPOOL_STAGE_MKDIR).
  */
 int tp_spool_dir(const char *dir, int32_t *stage) {
   struct stat st;
   if (lstat(dir, &st) < 0) {
     if (errno != ENOENT) {
-      *stage = STAGE_LSTAT;
+      *stage = TP_SPOOL_STAGE_LSTAT;
       return -errno;
     }
     if (mkdir(dir, 0700) < 0 && errno != EEXIST) {
-      *stage = STAGE_MKDIR;
+      *stage = TP_SPOOL_STAGE_MKDIR;
       return -errno;
     }
     if (lstat(dir, &st) < 0) {
-      *stage = STAGE_LSTAT;
+      *stage = TP_SPOOL_STAGE_LSTAT;
       return -errno;
     }
   }
@@ -137,12 +141,13 @@ int tp_spool_dir(const char *dir, int32_t *stage) {
  * mode 0600; a short write is continued until every byte is written or a write fails), closed,
  * then `how` 0: linked to `name` (EEXIST: the name is taken) and `tmp` removed; `how` 1: renamed
  * over `name`. On any failure `tmp` is removed: no partial record is left under a spool name.
- * Returns 0, or -errno (STAGE_OPEN, STAGE_WRITE, STAGE_LINK, STAGE_RENAME).
+ * Returns 0, or -errno (TP_SPOOL_STAGE_OPEN, TP_SPOOL_STAGE_WRITE, TP_SPOOL_STAGE_LINK,
+ * TP_SPOOL_STAGE_RENAME).
  */
 int tp_spool_put(const char *tmp, const char *name, const uint8_t *data, long len, int how, int32_t *stage) {
   int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
   if (fd < 0) {
-    *stage = STAGE_OPEN;
+    *stage = TP_SPOOL_STAGE_OPEN;
     return -errno;
   }
   for (long off = 0; off < len;) {
@@ -152,7 +157,7 @@ int tp_spool_put(const char *tmp, const char *name, const uint8_t *data, long le
       int e = n < 0 ? errno : ENOSPC;
       close(fd);
       unlink(tmp);
-      *stage = STAGE_WRITE;
+      *stage = TP_SPOOL_STAGE_WRITE;
       return -e;
     }
     off += n;
@@ -160,19 +165,19 @@ int tp_spool_put(const char *tmp, const char *name, const uint8_t *data, long le
   if (close(fd) < 0 && errno != EINTR) {
     int e = errno;
     unlink(tmp);
-    *stage = STAGE_WRITE;
+    *stage = TP_SPOOL_STAGE_WRITE;
     return -e;
   }
   if (how == 0) {
     int r = link(tmp, name) < 0 ? -errno : 0;
     unlink(tmp);
-    if (r < 0) *stage = STAGE_LINK;
+    if (r < 0) *stage = TP_SPOOL_STAGE_LINK;
     return r;
   }
   if (rename(tmp, name) < 0) {
     int e = errno;
     unlink(tmp);
-    *stage = STAGE_RENAME;
+    *stage = TP_SPOOL_STAGE_RENAME;
     return -e;
   }
   return 0;

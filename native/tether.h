@@ -1,7 +1,7 @@
 // The contract between the native library (native/scan.c, native/spool.c) and its binding
 // (src/proc/native.ts, src/proc/native-files.ts): every constant, record layout, struct and tp_*
-// function the TypeScript side uses, written once. scan.c includes it and scripts/build-native.mjs
-// forces it into spool.c, so the compiler holds the C side to it; test/proc/native-contract.test.ts
+// function the TypeScript side uses, written once. scan.c and spool.c include it, so the compiler
+// holds the C side to it; test/proc/native-contract.test.ts
 // reads it and fails when the koffi tables (NATIVE_FUNCTIONS, NATIVE_STRUCTS), a constant of the
 // binding (TP) or one of the JS path differs (docs/decisions.md D22).
 //
@@ -210,7 +210,7 @@ int tp_poll_many(const int32_t *fds, int n, int32_t *revents, struct pollfd *scr
 int tp_send_held(int fd, int sig);
 const char *tp_strerror(int err);
 
-// ---- native/spool.c (its own STAGE_* and NOT_REGULAR are checked against these by the test) ---
+// ---- native/spool.c (the stages a failed call names, and tp_head's other answer) --------------
 
 enum {
   TP_SPOOL_STAGE_OPEN = 1,
