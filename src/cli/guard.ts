@@ -257,7 +257,7 @@ export async function guardCommand(command: string[], flags: GuardFlags): Promis
       const guard = createGuard({ ...options, onTick });
       const r = await guard.tick();
       await guard.stop();
-      if (!r.complete || r.survived.length > 0) process.exitCode = EXIT_SWEEP_FAILED;
+      if (!r.complete || r.survivors.length > 0) process.exitCode = EXIT_SWEEP_FAILED;
       return;
     }
     const stop = new AbortController();
@@ -343,7 +343,7 @@ export function summary(r: TickResult): string {
     .map(([rule, n]) => `${rule} ${n}`)
     .join(', ');
   const acted = r.dryRun ? `${r.wouldStop.length} would be stopped` : `${r.stopped.length} stopped`;
-  const survived = r.survived.length > 0 ? `, ${r.survived.length} survived` : '';
+  const survived = r.survivors.length > 0 ? `, ${r.survivors.length} survived` : '';
   const cgroups =
     r.cgroups.length > 0
       ? `, ${r.cgroups.length} empty session cgroup${r.cgroups.length === 1 ? '' : 's'} ${r.dryRun ? 'would be ' : ''}removed`

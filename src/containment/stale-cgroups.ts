@@ -2,7 +2,7 @@
 // claims, older than a session needs to write its first row. What a supervisor killed between
 // making its cgroup and its first write leaves behind (a few in a hundred supervisors SIGKILLed
 // at random moments). Removed by `tether recover` (src/recover/cgroups.ts: under
-// `<cgroup2 mount>/tether`, the ledger's open rows claiming too) and by a guard tick (src/guard/guard.ts: under its target), each with its own
+// `<cgroup2 mount>/tether`, the ledger's open rows claiming too) and by a guard tick (src/guard/tick.ts: under its target), each with its own
 // evidence of who claims a tag; the rule and the removal are here, once. Only rmdir(2): a cgroup
 // that holds anything fails EBUSY and stays; nothing is ever signalled for this.
 import { join } from 'node:path';
