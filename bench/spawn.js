@@ -29,8 +29,21 @@ const ARGS = ['-c', 'echo hi'];
 const run = promisify(execFile);
 const BEFORE = process.env.BENCH_SPAWN_BEFORE;
 const before = BEFORE ? await import(join(BEFORE, 'dist/index.js')) : undefined;
-/** The phases of the session contender, per round: spawn → exit, exit → end()'s report. */
-const phases = { toExit: [], toEnd: [] };
+/** The phases of the session contenders, per build and round: spawn → exit, exit → end()'s report. */
+const phases = { this: { toExit: [], toEnd: [] }, ...(before ? { before: { toExit: [], toEnd: [] } } : {}) };
+
+// A session whose command is `sh -c 'echo hi'`, timed by phase into `into`.
+const sessionContender = (make, into) => async () => {
+  const s = make();
+  const t0 = performance.now();
+  const end = await s.spawn('sh', ARGS).exited;
+  const t1 = performance.now();
+  const report = await s.end();
+  into.toExit.push(t1 - t0);
+  into.toEnd.push(performance.now() - t1);
+  if (end.exitCode !== 0 || end.stdout !== 'hi\n' || !report.complete || report.stopped.length)
+    throw new Error(`session: unexpected ${JSON.stringify({ exitCode: end.exitCode, stdout: end.stdout })}`);
+};
 
 const contenders = {
   execFile: async () => {
@@ -40,25 +53,15 @@ const contenders = {
   'spawn (default)': async () => check('spawn (default)', await spawn('sh', ARGS)),
   "spawn (containment ['env-tag'])": async () =>
     check("spawn (containment ['env-tag'])", await spawn('sh', ARGS, { containment: ['env-tag'] })),
-  'session().spawn, then end()': async () => {
-    const s = session();
-    const t0 = performance.now();
-    const end = await s.spawn('sh', ARGS).exited;
-    const t1 = performance.now();
-    const report = await s.end();
-    phases.toExit.push(t1 - t0);
-    phases.toEnd.push(performance.now() - t1);
-    if (end.exitCode !== 0 || end.stdout !== 'hi\n' || !report.complete || report.stopped.length)
-      throw new Error(
-        `session: unexpected ${JSON.stringify({ exitCode: end.exitCode, stdout: end.stdout })}`,
-      );
-  },
+  'session().spawn, then end()': sessionContender(session, phases.this),
 };
-if (before)
+if (before) {
   contenders[`spawn (default), ${BEFORE}`] = async () => {
     const r = await before.spawn('sh', ARGS);
     check('before', { ...r, stdout: r.stdout.replace(/\n$/, '') });
   };
+  contenders[`session().spawn, then end(), ${BEFORE}`] = sessionContender(before.session, phases.before);
+}
 
 function check(name, r) {
   if (
@@ -104,12 +107,16 @@ async function main() {
     rows,
     samples,
   };
-  for (const k of Object.keys(phases)) phases[k].splice(0, WARMUP);
-  const phaseRows = Object.entries(phases).map(([k, v]) => ({
-    phase: k,
-    p50: quantile(v, 0.5),
-    p90: quantile(v, 0.9),
-  }));
+  const phaseRows = Object.entries(phases).flatMap(([build, byPhase]) =>
+    Object.entries(byPhase).map(([k, v]) => {
+      v.splice(0, WARMUP);
+      return {
+        phase: `${build === 'this' ? '' : 'before: '}${k}`,
+        p50: quantile(v, 0.5),
+        p90: quantile(v, 0.9),
+      };
+    }),
+  );
   res.phases = phaseRows;
   mkdirSync(join(ROOT, 'build'), { recursive: true });
   writeFileSync(join(ROOT, 'build/bench-spawn.json'), `${JSON.stringify(res, null, 2)}\n`);

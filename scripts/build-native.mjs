@@ -31,9 +31,10 @@ if (unknown !== undefined || (outFlag >= 0 && !args[outFlag + 1])) {
 }
 const nativeDir = outFlag >= 0 ? args[outFlag + 1] : join(root, 'dist/native');
 const sources = ['native/scan.c', 'native/spool.c'].map((f) => join(root, f));
-// The contract both sides share (src/proc/native.ts's koffi table is checked against it). Forced
-// into every source (-include), so that spool.c's definitions are held to its declarations as
-// scan.c's are; _GNU_SOURCE defined empty, as the sources define it, before any system header.
+// The contract both sides share (src/proc/native.ts's koffi table is checked against it). Both
+// sources include it; it is also forced in first (-include), so that a source that forgot the
+// include is still held to its declarations; _GNU_SOURCE defined empty, as the sources define it,
+// before any system header.
 const header = join(root, 'native/tether.h');
 const arches = args.includes('--host') ? [process.arch] : Object.keys(CROSS);
 const run = promisify(execFile);

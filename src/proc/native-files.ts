@@ -11,7 +11,7 @@ import { nativeFunction, nativeLibrary, fsError as nodeFsError, TP } from './nat
 export interface NativeFiles {
   /**
    * The first `length` bytes of the regular file `path` (fewer: the file is shorter), read as
-   * checkLedgerFile's first open reads them (O_RDWR | O_NOFOLLOW | O_NONBLOCK, fstat, pread at
+   * checkLedgerFile's first open reads them (O_RDWR | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY, fstat, pread at
    * 0); undefined when `path` names something else or the open or read fails (the caller's
    * slower path then says why).
    */
