@@ -4,6 +4,7 @@
 import type { Readable, Writable } from 'node:stream';
 import type { ExecClient } from './channel.js';
 import { type Completion, CompletionStripper, StartStripper } from './completion.js';
+import { WrapperLines } from './helper-use.js';
 import { OUTPUT_CAP_MS, within } from './run.js';
 
 /** The caller's streams; a missing one is collected instead. */
@@ -33,6 +34,8 @@ export class CallOutput implements Activity {
   endedAfterLine = false;
   /** The collected stream that passed `maxBuffer`: what came after it was dropped. */
   overflowed: 'stdout' | 'stderr' | undefined;
+  /** The wrapper's own lines on stderr (`tether-wrap: …`), streamed or not: why it fell back. */
+  readonly wrapperSaid = new WrapperLines();
   private readonly collected = { out: 0, err: 0 };
   private readonly stripper: CompletionStripper;
   private readonly start: StartStripper;
@@ -60,7 +63,14 @@ export class CallOutput implements Activity {
         (c) => this.onStdout(c),
         () => this.toOut(this.flush()),
       ),
-      this.follow(client.stderr, (c) => this.deliver(to.stderr, client.stderr, this.err, c)),
+      this.follow(
+        client.stderr,
+        (c) => {
+          this.wrapperSaid.push(c);
+          this.deliver(to.stderr, client.stderr, this.err, c);
+        },
+        () => this.wrapperSaid.end(),
+      ),
     ]);
   }
 
@@ -83,6 +93,11 @@ export class CallOutput implements Activity {
   /** The announcement was the helper's (`tether-start NONCE helper`): it holds the nonce, not a shell. */
   get announcedByHelper(): boolean {
     return this.start.byHelper;
+  }
+
+  /** The start line as it came: whether, and whose. */
+  get started(): { announced: boolean; byHelper: boolean } {
+    return { announced: this.start.announced, byHelper: this.start.byHelper };
   }
 
   // What both strippers still hold, at the stream's end.

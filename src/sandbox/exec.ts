@@ -28,6 +28,7 @@ import { CallOutput } from './exec-output.js';
 import { beginSandboxRecord } from './exec-record.js';
 import type { SandboxExecResult } from './exec-result.js';
 import { CallStops } from './exec-stops.js';
+import { type HelperUse, helperUseOf } from './helper-use.js';
 import { program } from './programs.js';
 import { checkShell, type SandboxSweepOptions } from './sweep.js';
 
@@ -122,12 +123,26 @@ export async function exec<O extends SandboxExecOptions = {}>(
   return (await record.settle(run(channel, argv, options, plan))) as SandboxExecResult<OutputOf<O>>;
 }
 
+// `exec` for a session's command (session.ts, not exported from the package): with `helper`,
+// `seen` is told how the command ran — under the helper or fallen back, and why — once its output
+// has settled, before the outcome is decided (an unknown end too, whose start line came).
+export async function execUnder<O extends SandboxExecOptions>(
+  channel: ExecChannel,
+  argv: string[],
+  options: O,
+  seen: (use: HelperUse) => void,
+): Promise<SandboxExecResult<OutputOf<O>>> {
+  const plan = prepare(argv, options);
+  return (await run(channel, argv, options, plan, seen)) as SandboxExecResult<OutputOf<O>>;
+}
+
 // The call itself, from the wrapper's start to the decided outcome.
 async function run(
   channel: ExecChannel,
   argv: string[],
   options: SandboxExecOptions,
   plan: CallPlan,
+  seen?: (use: HelperUse) => void,
 ): Promise<SandboxExecResult> {
   const started = performance.now();
   // This process supervises the tag while the call runs: its registration is what tells
@@ -147,6 +162,8 @@ async function run(
     stops.arm(plan.silenceMs, output, options.signal); // the silence bound, the caller's cancel
     const { exit, stopped } = await stops.race(client); // the client's exit, or a stop's sweep first
     const completion = await output.settle(); // the rest of the output, 2 s at most; the line
+    if (options.helper !== undefined)
+      seen?.(helperUseOf(output.started, plan.scriptMode, output.wrapperSaid.lines));
     const { signal } = options;
     return (await decide({
       channel,

@@ -5,7 +5,8 @@
 // report says which it was: the helper and where, or why not (the env tag alone).
 import { ENV_TAG_BLIND_SPOT, type SweepReport } from '../sweep/report.js';
 import type { ExecChannel } from './channel.js';
-import { type HelperPush, pushHelper } from './helper-push.js';
+import { type HelperPush, type HelperPushed, pushHelper } from './helper-push.js';
+import type { HelperUse } from './helper-use.js';
 
 /**
  * The longest a session waits for its helper's push, ms: a channel that never reaches the target
@@ -32,11 +33,17 @@ export function pushForSession(channel: ExecChannel, shell: string[]): Promise<H
 
 /**
  * The session's report as its helper made it: under a helper, the helper itself is the session's
- * machinery, not a leftover (taken out of `stopped`, a note says it ended), and the env tag's blind
- * spot narrows to `HELPER_BLIND_SPOT`; without one, a note says why. A helper that survived stays
- * a survivor.
+ * machinery, not a leftover (taken out of `stopped`, a note says it ended). The notes say which
+ * commands ran under it and which fell back to the shell, with the wrapper's words (`uses`, in
+ * the order the commands settled); the env tag's blind spot narrows to `HELPER_BLIND_SPOT` only
+ * when at least one command proved it ran under the helper. Without one, a note says why. A helper
+ * that survived stays a survivor.
  */
-export function reportUnder(report: SweepReport, push: HelperPush | undefined): SweepReport {
+export function reportUnder(
+  report: SweepReport,
+  push: HelperPush | undefined,
+  uses: readonly { command: readonly string[]; use: HelperUse }[] = [],
+): SweepReport {
   if (push === undefined) return report;
   if ('unavailable' in push) return { ...report, notes: [...report.notes, push.unavailable] };
   // Run from its pinned inode (wrap.sh): `/proc/PID/fd/9 [--wrap] --name PATH -- …`.
@@ -44,19 +51,53 @@ export function reportUnder(report: SweepReport, push: HelperPush | undefined): 
   const isHelper = (cmdline: string) =>
     cmdline === push.path || cmdline.startsWith(`${push.path} `) || pinned.test(cmdline);
   const helpers = report.stopped.filter((p) => isHelper(p.cmdline));
-  const how = push.pushed ? 'pushed by this session' : 'reused';
-  const notes = [
-    ...report.notes,
-    `the commands ran under the helper ${push.path} (${how}; a subreaper: what they orphaned was found as its descendants)`,
-  ];
+  const under = uses.filter((u) => u.use.under === 'helper' || u.use.under === 'subreaper');
+  const notes = [...report.notes, ...usesNotes(push, uses)];
   if (helpers.length)
     notes.push(`the session's helper ended with it: ${helpers.map((p) => `pid ${p.pid}`).join(', ')}`);
+  const narrowed = uses.length === 0 || under.length > 0;
   return {
     ...report,
     stopped: report.stopped.filter((p) => !isHelper(p.cmdline)),
-    blindSpots: (report.blindSpots ?? []).map((s) => (s === ENV_TAG_BLIND_SPOT ? HELPER_BLIND_SPOT : s)),
+    blindSpots: (report.blindSpots ?? []).map((s) =>
+      s === ENV_TAG_BLIND_SPOT && narrowed ? HELPER_BLIND_SPOT : s,
+    ),
     notes,
   };
+}
+
+// The notes on how the commands ran: one for those under the helper (all of them: the note of a
+// session that never fell back), one per command that fell back (the wrapper's words) or whose
+// start line never came.
+function usesNotes(
+  push: HelperPushed,
+  uses: readonly { command: readonly string[]; use: HelperUse }[],
+): string[] {
+  const how = push.pushed ? 'pushed by this session' : 'reused';
+  const what = `${push.path} (${how}; a subreaper: what they orphaned was found as its descendants)`;
+  const under = uses.filter((u) => u.use.under === 'helper' || u.use.under === 'subreaper');
+  if (under.length === uses.length) return [`the commands ran under the helper ${what}`];
+  const notes = [
+    under.length
+      ? `${under.length} of ${uses.length} commands ran under the helper ${what}: ${under.map((u) => named(u.command)).join(', ')}`
+      : `no command ran under the helper ${push.path} (${how})`,
+  ];
+  for (const { command, use } of uses) {
+    if (use.under === 'shell')
+      notes.push(
+        `the command ${named(command)} fell back to the shell, on the env tag alone (an env-cleared process it orphaned is not found); the wrapper said: ${use.why}`,
+      );
+    else if (use.under === 'unknown')
+      notes.push(
+        `the command ${named(command)}: its start line never came, so whether it ran under the helper is not known`,
+      );
+  }
+  return notes;
+}
+
+// A command as the notes name it: its argv joined, cut at 80 characters, quoted.
+function named(command: readonly string[]): string {
+  return JSON.stringify(command.join(' ').slice(0, 80));
 }
 
 function escapeRegExp(text: string): string {

@@ -21,9 +21,10 @@ import { commandFields, type EndReason, failureOf } from '../session/result.js';
 import type { SweepReport, SweepWarning } from '../sweep/report.js';
 import type { ExecChannel } from './channel.js';
 import { ClientNotStartedError, ExecStatusUnknownError, SandboxError } from './errors.js';
-import { exec, type SandboxExecOptions, SILENCE_MS } from './exec.js';
+import { execUnder, type SandboxExecOptions, SILENCE_MS } from './exec.js';
 import type { SandboxExecResult } from './exec-result.js';
 import type { HelperPush } from './helper-push.js';
+import type { HelperUse } from './helper-use.js';
 import { OUTPUT_CAP_MS, within } from './run.js';
 import { pushForSession, reportUnder } from './session-helper.js';
 import { checkShell, type SandboxSweepOptions, sweep } from './sweep.js';
@@ -151,6 +152,8 @@ export class SandboxSession {
   /** The helper's push, once, before the first command (with `helper`). */
   private pushing: Promise<HelperPush> | undefined;
   private helperPush: HelperPush | undefined;
+  /** How each command that asked for the helper ran, in the order they were told: the report's notes. */
+  private readonly uses: { command: string[]; use: HelperUse }[] = [];
 
   /** Throws `INVALID_OPTION` (`INVALID_TAG` for a bad tag) before anything starts. */
   constructor(channel: ExecChannel, options: SandboxSessionOptions = {}) {
@@ -233,15 +236,20 @@ export class SandboxSession {
             'SESSION_ENDED',
             `session ${this.tag} ended before ${JSON.stringify(command[0])} started`,
           );
-        return exec(this.channel, command, {
-          ...options,
-          ...(helper ? { helper } : {}),
-          tag: this.tagVariable,
-          shell: this.shell,
-          sweep: this.sweepOptions,
-          signal: this.stops.signal,
-          reject: false,
-        });
+        return execUnder(
+          this.channel,
+          command,
+          {
+            ...options,
+            ...(helper ? { helper } : {}),
+            tag: this.tagVariable,
+            shell: this.shell,
+            sweep: this.sweepOptions,
+            signal: this.stops.signal,
+            reject: false,
+          },
+          (use) => this.uses.push({ command, use }),
+        );
       });
     const empty = (options.encoding === 'buffer' ? Buffer.alloc(0) : '') as OutputOf<O>;
     const exited = call.then(
@@ -350,7 +358,7 @@ export class SandboxSession {
       await this.settleRow(error.report, error);
       throw error;
     }
-    const merged = reportUnder(this.merged(report as SweepReport), this.helperPush);
+    const merged = reportUnder(this.merged(report as SweepReport), this.helperPush, this.uses);
     await this.settleRow(merged);
     return merged;
   }

@@ -1,0 +1,87 @@
+// Whether one command of a session ran under the pushed helper, and if not, why — as the call's
+// own output says it (docs/sandbox.md, "An agent session under the pushed helper"). The fact
+// comes from the start line, which carries the nonce: `tether-start NONCE helper` is the helper's
+// (run mode). The reason comes from the wrapper's own words on stderr (`tether-wrap: …`), which it
+// writes before the command starts, so they come first on that pipe; a command can write such a
+// line too, so a reason is only ever read where the start line already proved the fallback, or in
+// script mode, where the wrapper's stderr is the only witness (a command can then make its call
+// read as fallen back, never the reverse: the wrapper's line precedes it).
+
+/**
+ * How one command ran, for the session's report: `helper` (the helper wrote the start and end
+ * lines); `subreaper` (a script over 100 KB: the helper was its subreaper, the end line the
+ * shell's); `shell` (it fell back to the wrapper on the env tag alone; `why` is the wrapper's
+ * line); `unknown` (no start line came: nothing was said).
+ */
+export type HelperUse =
+  | { under: 'helper' }
+  | { under: 'subreaper' }
+  | { under: 'shell'; why: string }
+  | { under: 'unknown' };
+
+/** The wrapper's lines kept from one call's stderr: enough to say why, never the whole stream. */
+const KEPT_LINES = 4;
+/** Bytes of one kept line; a longer one is cut (a path, a hash and a sentence fit). */
+const LINE_MAX = 600;
+const PREFIX = 'tether-wrap: ';
+
+// The wrapper's lines (`tether-wrap: …`) at the start of a line of stderr, as the stream passes:
+// at most KEPT_LINES of them, each cut at LINE_MAX bytes.
+export class WrapperLines {
+  readonly lines: string[] = [];
+  private current = '';
+  private atLineStart = true;
+  private inLine = false;
+
+  push(chunk: Buffer): void {
+    if (this.lines.length >= KEPT_LINES) return;
+    let from = 0;
+    while (from < chunk.length && this.lines.length < KEPT_LINES) {
+      const nl = chunk.indexOf(10, from);
+      const piece = chunk.subarray(from, nl < 0 ? chunk.length : nl).toString('latin1');
+      if (this.atLineStart) {
+        this.inLine = true;
+        this.current = '';
+      }
+      if (this.inLine) this.current = (this.current + piece).slice(0, LINE_MAX);
+      // A line that cannot be the wrapper's is not followed further.
+      if (this.inLine && !(this.current.startsWith(PREFIX) || PREFIX.startsWith(this.current)))
+        this.inLine = false;
+      if (nl < 0) {
+        this.atLineStart = false;
+        return;
+      }
+      if (this.inLine && this.current.startsWith(PREFIX)) this.lines.push(this.current);
+      this.atLineStart = true;
+      this.inLine = false;
+      from = nl + 1;
+    }
+  }
+
+  /** A last line without its newline, at the stream's end. */
+  end(): void {
+    if (this.inLine && this.current.startsWith(PREFIX) && this.lines.length < KEPT_LINES)
+      this.lines.push(this.current);
+    this.inLine = false;
+  }
+}
+
+/**
+ * How a call that asked for the helper ran: `announced`/`byHelper` from its start line,
+ * `scriptMode` for a script over 100 KB, `said` the wrapper's lines from its stderr.
+ */
+export function helperUseOf(
+  start: { announced: boolean; byHelper: boolean },
+  scriptMode: boolean,
+  said: readonly string[],
+): HelperUse {
+  if (!start.announced) return { under: 'unknown' };
+  if (start.byHelper) return { under: 'helper' };
+  // The wrapper's fallbacks all end "… the command runs (or: it runs) on the env tag alone".
+  const fellBack = said.find((line) => line.includes('on the env tag alone'));
+  if (scriptMode) return fellBack ? { under: 'shell', why: fellBack } : { under: 'subreaper' };
+  return {
+    under: 'shell',
+    why: fellBack ?? said[0] ?? 'the wrapper proved the end itself and said nothing on stderr',
+  };
+}
