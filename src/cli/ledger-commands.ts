@@ -24,6 +24,7 @@ import {
   removeStaleCgroups,
 } from '../recover/index.js';
 import { splitWords } from '../sandbox/words.js';
+import { stillKept } from '../sweep/keep.js';
 import { EXIT_NO_SUCH_SESSION, EXIT_UNSETTLED } from './exit-codes.js';
 import { type PhaseFlags, phaseBudgets, phaseOptions } from './phases.js';
 import { clip, renderReport } from './render.js';
@@ -351,7 +352,7 @@ export function renderRecords(records: SessionRecord[], now = Date.now()): strin
     r.kept.length
       ? r.kept
           .map((k) =>
-            k.expiresAt > now
+            stillKept(k, now)
               ? `pid ${k.pid} (${k.owner}, ${age(k.expiresAt - now)} left)`
               : `pid ${k.pid} (${k.owner}, expired ${age(now - k.expiresAt)} ago: tether recover ends it)`,
           )

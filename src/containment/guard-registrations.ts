@@ -13,6 +13,7 @@ import { join } from 'node:path';
 import { TetherError } from '../errors.js';
 import type { Identity } from '../proc/identity.js';
 import { readUntrustedFile, type UntrustedRefusal } from '../proc/untrusted-file.js';
+import { keptAt } from '../sweep/keep.js';
 
 /** One registration: the process (pid + start time in clock ticks) and its expiry (epoch ms). */
 export interface Registration extends Identity {
@@ -105,7 +106,7 @@ export function writeRegistrations(
   const path = registrationsPath(dir);
   const key = (r: Identity) => `${r.pid}:${r.startTime}`;
   const fresh = new Set(added.map(key));
-  const kept = old.filter((r) => r.expiresAt > now && !fresh.has(key(r)));
+  const kept = keptAt(old, now).filter((r) => !fresh.has(key(r)));
   const body = [...kept, ...added].map((r) => `${r.pid} ${r.startTime} ${r.expiresAt}\n`).join('');
   const tmp = `${path}.${process.pid}.${now}.tmp`;
   writeFileSync(tmp, HEADER + body, { mode: 0o600, flag: 'wx' });

@@ -5,6 +5,7 @@ import { readSessionRegistrations } from '../containment/live-session.js';
 import { readCmdline, readCmdlines } from '../proc/details.js';
 import { CLOCK_TICKS_PER_SECOND, type Identity, identityKey, ticksNow } from '../proc/identity.js';
 import type { Snapshot } from '../proc/snapshot.js';
+import { keptAt } from '../sweep/keep.js';
 import { sharedSnapshot } from '../sweep/shared-walk.js';
 import {
   type AllowContext,
@@ -113,7 +114,7 @@ function allowContext(
     initServices: keysOf(init?.services ?? []),
     target: new Set(targets),
     sessions: findLiveSessions(snapshot, cmdline, readSessionRegistrations(settings.sessionsDir)),
-    registered: keysOf(inputs.entries.filter((r) => r.expiresAt > now)),
+    registered: keysOf(keptAt(inputs.entries, now)),
     patterns: inputs.patterns,
     nowTicks: ticksNow(settings.procRoot),
     minAgeTicks: Math.ceil((settings.minAgeMs / 1000) * CLOCK_TICKS_PER_SECOND),

@@ -8,6 +8,7 @@ import type { KeptProcess, SessionRecord } from '../ledger/types.js';
 import { readEnviron } from '../proc/environ.js';
 import { identityKey, isAlive, readStat } from '../proc/identity.js';
 import { type Snapshot, takeSnapshot } from '../proc/snapshot.js';
+import { expiredAt, keptAt } from '../sweep/keep.js';
 import { sweep } from '../sweep/loop.js';
 import type { SweepReport } from '../sweep/report.js';
 import { type LiveTags, liveSign, sessionBound } from './supervised.js';
@@ -53,7 +54,7 @@ interface KeptSettings {
 export async function endExpiredKept(records: SessionRecord[], settings: KeptSettings): Promise<KeptEnd[]> {
   const out: KeptEnd[] = [];
   for (const record of records) {
-    const expired = record.kept.filter((k) => k.expiresAt <= settings.now);
+    const expired = expiredAt(record.kept, settings.now);
     if (expired.length === 0) continue;
     const entry = (
       k: KeptProcess,
@@ -114,10 +115,7 @@ export async function endExpiredKept(records: SessionRecord[], settings: KeptSet
       members: alive.map((k) => ({ pid: k.pid, startTime: k.startTime })),
       // Kept processes whose TTL has not passed, and what they started, are not reached
       // through an expired one's descendants.
-      spare: keptSubtrees(
-        record.kept.filter((k) => k.expiresAt > settings.now),
-        settings.procRoot,
-      ),
+      spare: keptSubtrees(keptAt(record.kept, settings.now), settings.procRoot),
       layers: ['kept'],
     });
     const survivors = new Set(report.survivors.map((p) => identityKey(p)));

@@ -3,6 +3,7 @@ import { removeCgroup, runsInside } from '../containment/cgroup.js';
 import { TetherError } from '../errors.js';
 import type { SessionState } from '../ledger/types.js';
 import { commandChannel, SandboxError, sweep as sandboxSweep } from '../sandbox/index.js';
+import { keptAt } from '../sweep/keep.js';
 import { sweep } from '../sweep/loop.js';
 import type { SweepReport } from '../sweep/report.js';
 import { keptSubtrees } from './kept.js';
@@ -39,10 +40,7 @@ export async function sweepSession(plan: Plan, settings: SweepSettings): Promise
   if (plan.kind === 'sandbox') return sweepThroughChannel(plan.channel, tag, settings);
   // Locally: the tag's carriers and their descendants, the leftover cgroup's processes, and
   // never a kept process whose TTL has not passed (it and what it started are spared).
-  const spare = keptSubtrees(
-    plan.record.kept.filter((k) => k.expiresAt > settings.now),
-    settings.procRoot,
-  );
+  const spare = keptSubtrees(keptAt(plan.record.kept, settings.now), settings.procRoot);
   // cgroup.kill would end a kept process with the rest: with one left to run, the cgroup's
   // processes are not taken as a whole.
   const cgroup = spare.length === 0 ? plan.cgroup : undefined;

@@ -7,6 +7,7 @@ import { cgroupPids } from '../proc/cgroup.js';
 import { readCmdline } from '../proc/details.js';
 import { readEnviron } from '../proc/environ.js';
 import { takeSnapshot } from '../proc/snapshot.js';
+import { keptAt } from '../sweep/keep.js';
 import { keptSubtrees } from './kept.js';
 import type { Plan } from './plan.js';
 
@@ -31,11 +32,7 @@ export function wouldStop(
 ): WouldStop[] {
   const tag = plan.record.tag;
   const snapshot = takeSnapshot(procRoot);
-  const kept = keptSubtrees(
-    plan.record.kept.filter((k) => k.expiresAt > now),
-    procRoot,
-    snapshot,
-  );
+  const kept = keptSubtrees(keptAt(plan.record.kept, now), procRoot, snapshot);
   const spare = new Set(kept);
   // The caller and its ancestors: a recover run inside the session is not its leftover.
   for (let pid = process.pid; pid > 1 && !spare.has(pid); pid = snapshot.processes.get(pid)?.ppid ?? 0)

@@ -6,6 +6,7 @@
 // rule spares the process and its descendants until the keep expires, and the next tick after
 // that stops it like any orphan. Written whether or not a guard runs: nothing tells.
 import { addRegistrationsSync, stateDir } from '../containment/guard-registrations.js';
+import { keptAt } from '../sweep/keep.js';
 import type { SweepReport } from '../sweep/report.js';
 
 /**
@@ -19,7 +20,7 @@ export function registerKept(
   env: NodeJS.ProcessEnv = process.env,
   now = Date.now(),
 ): SweepReport {
-  const kept = report.kept.filter((k) => k.expiresAt > now);
+  const kept = keptAt(report.kept, now);
   if (kept.length === 0) return report;
   const dir = stateDir(env);
   try {

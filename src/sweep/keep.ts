@@ -91,6 +91,25 @@ export function keepRuleFor(rules: readonly CompiledKeep[], cmdline: string): Co
 }
 
 /**
+ * The one expiry rule of a kept process (a `keep` rule's record, a guard registration): its
+ * declaration holds while `now` (ms since the epoch) is before `expiresAt`, and has expired from
+ * `expiresAt` on. The sweep, the guard, `tether recover` and the CLI all read it here.
+ */
+export function stillKept(k: { expiresAt: number }, now: number): boolean {
+  return k.expiresAt > now;
+}
+
+/** The entries of `kept` whose declaration still holds at `now` (`stillKept`), in order. */
+export function keptAt<T extends { expiresAt: number }>(kept: readonly T[], now: number): T[] {
+  return kept.filter((k) => stillKept(k, now));
+}
+
+/** The entries of `kept` whose declaration has expired at `now`, in order. */
+export function expiredAt<T extends { expiresAt: number }>(kept: readonly T[], now: number): T[] {
+  return kept.filter((k) => !stillKept(k, now));
+}
+
+/**
  * Compiles a glob into a linear-time test of a whole string: the glob is cut at each `*` (not
  * escaped, not in a bracket) into runs of one-character tokens — a literal, `\x`, `?`, `[…]` —
  * each compiled by picomatch; the first run must match the start, the last the end, and each

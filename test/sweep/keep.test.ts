@@ -1,6 +1,6 @@
 // The keep glob (src/sweep/keep.ts): matched against the whole cmdline, in linear time.
 import { describe, expect, it } from 'vitest';
-import { compileGlob, compileKeep } from '../../src/sweep/keep.js';
+import { compileGlob, compileKeep, expiredAt, keptAt, stillKept } from '../../src/sweep/keep.js';
 
 const cases: [glob: string, cmdline: string, matches: boolean][] = [
   ['redis-server *', 'redis-server *:6379', true],
@@ -48,5 +48,22 @@ describe('keep globs', () => {
         }),
       );
     }
+  });
+});
+
+describe('the expiry rule of a kept process', () => {
+  it('holds before expiresAt and has expired from expiresAt on, the same for every reader', () => {
+    const now = 1_000_000;
+    expect(stillKept({ expiresAt: now + 1 }, now)).toBe(true);
+    expect(stillKept({ expiresAt: now }, now)).toBe(false);
+    expect(stillKept({ expiresAt: now - 1 }, now)).toBe(false);
+    const kept = [
+      { pid: 2, expiresAt: now + 5 },
+      { pid: 3, expiresAt: now },
+      { pid: 4, expiresAt: now - 5 },
+      { pid: 5, expiresAt: now + 1 },
+    ];
+    expect(keptAt(kept, now).map((k) => k.pid)).toEqual([2, 5]);
+    expect(expiredAt(kept, now).map((k) => k.pid)).toEqual([3, 4]);
   });
 });
