@@ -34,8 +34,8 @@ import { mkdirSync, readFileSync, rmdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { setTimeout as delay } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
-import { findCgroup2Mount } from '../dist/containment/cgroup.js';
 import { createGuard } from '../dist/index.js';
+import { findCgroup2Mount } from '../dist/proc/cgroup.js';
 import { takeSnapshot } from '../dist/proc/snapshot.js';
 import { createTag } from '../dist/proc/tag.js';
 import {

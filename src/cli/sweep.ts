@@ -1,6 +1,6 @@
 // tether sweep --tag NAME [-k/--kill-after 5s] [--kill-budget 3s] [--json]: sweep one tag now — its
 // carriers, their descendants, and its session cgroup if one is left.
-import { findSessionCgroup, removeCgroup, runsInside } from '../containment/cgroup.js';
+import { findSessionCgroup, removeCgroup, runsInside } from '../proc/cgroup.js';
 import { parseTag } from '../proc/tag.js';
 import { sweep } from '../sweep/loop.js';
 import { EXIT_SWEEP_FAILED } from './exit-codes.js';

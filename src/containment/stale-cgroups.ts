@@ -6,13 +6,13 @@
 // evidence of who claims a tag; the rule and the removal are here, once. Only rmdir(2): a cgroup
 // that holds anything fails EBUSY and stays; nothing is ever signalled for this.
 import { join } from 'node:path';
-import { subdirs } from '../proc/cgroup.js';
 import {
   isSessionCgroupName,
   removeEmptyCgroup,
   type SessionCgroupEntry,
   sessionCgroupEntry,
-} from './cgroup.js';
+  subdirs,
+} from '../proc/cgroup.js';
 
 /**
  * How old (ms, by the directory's ctime or mtime, the later) an empty session cgroup must be

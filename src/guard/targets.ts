@@ -4,9 +4,8 @@
 // PID namespace (the process table of its procfs).
 import { statSync } from 'node:fs';
 import { isAbsolute, join } from 'node:path';
-import { findCgroup2Mount, ownCgroup } from '../containment/cgroup.js';
 import { TetherError } from '../errors.js';
-import { cgroupPids } from '../proc/cgroup.js';
+import { cgroupPids, findCgroup2Mount, ownCgroup } from '../proc/cgroup.js';
 import type { Snapshot } from '../proc/snapshot.js';
 
 /**

@@ -3,8 +3,9 @@
 // session, no running (or parked) row in the ledger recovered, and that is older than a session
 // needs to write its first row. The rule and the removal (rmdir(2) alone, nothing signalled) are
 // src/containment/stale-cgroups.ts', shared with the guard; what claims a tag is recover's here.
-import { listSessionCgroups } from '../containment/cgroup.js';
+
 import { type RemovedCgroup, removeUnclaimedCgroups } from '../containment/stale-cgroups.js';
+import { listSessionCgroups } from '../proc/cgroup.js';
 import { type LiveTags, readLiveTags } from './supervised.js';
 
 /** Options of `removeStaleCgroups`. Durations in milliseconds. */

@@ -2,12 +2,16 @@
 // kept processes spared), through its recorded exec channel, or not at all from here (parked).
 import { realpathSync } from 'node:fs';
 import { basename, dirname, join } from 'node:path';
-import { cgroup2Mount, cgroupName, findSessionCgroup } from '../containment/cgroup.js';
 import { channelMacVerifies } from '../ledger/channel-key.js';
 import { machineId } from '../ledger/supervisor.js';
 import type { SessionRecord } from '../ledger/types.js';
-import type { SessionCgroup } from '../proc/cgroup.js';
-import { pathExists } from '../proc/cgroup.js';
+import {
+  cgroup2Mount,
+  cgroupName,
+  findSessionCgroup,
+  pathExists,
+  type SessionCgroup,
+} from '../proc/cgroup.js';
 
 /**
  * What recover trusts a recorded sandbox channel by (docs/ledger.md, "Trust"): its MAC, made by
@@ -151,7 +155,7 @@ export function planOf(record: SessionRecord, settings: PlanSettings = {}): Plan
 /**
  * The session's cgroup if one is left. A path its reports recorded is taken only when it is
  * this tag's session cgroup: realpath'd, named `tether-<the tag's hex>` and directly under
- * `<cgroup2 mount>/tether` (src/containment/cgroup.ts). A record is no proof of what a path
+ * `<cgroup2 mount>/tether` (src/proc/cgroup.ts). A record is no proof of what a path
  * holds — a forged or stale one could name any cgroup, whose processes would all be killed —
  * so any other path is ignored (said in `notes`), and the cgroup is looked for by its name.
  */

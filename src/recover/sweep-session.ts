@@ -1,7 +1,8 @@
 // One orphaned session swept where it runs, and the state that sweep proves.
-import { removeCgroup, runsInside } from '../containment/cgroup.js';
+
 import { TetherError } from '../errors.js';
 import type { SessionState } from '../ledger/types.js';
+import { removeCgroup, runsInside } from '../proc/cgroup.js';
 import { commandChannel, SandboxError, sweep as sandboxSweep } from '../sandbox/index.js';
 import { keptAt } from '../sweep/keep.js';
 import { sweep } from '../sweep/loop.js';

@@ -2,9 +2,8 @@
 // could not run (no process table). Each helper's dead man's switch (src/containment/helper.ts)
 // ends its subtree when its control pipe closes; the cgroup is removed once empty.
 import { existsSync } from 'node:fs';
-import { removeCgroup } from '../containment/cgroup.js';
 import type { HelperPool } from '../containment/helper-pool.js';
-import { killCgroup, type SessionCgroup } from '../proc/cgroup.js';
+import { killCgroup, removeCgroup, type SessionCgroup } from '../proc/cgroup.js';
 import type { SweepReport } from '../sweep/report.js';
 import type { Member } from '../sweep/scan.js';
 import { type Hold, releaseHold } from '../sweep/signal.js';

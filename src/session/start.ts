@@ -3,7 +3,6 @@
 // with `auto`, the helper cannot be used here — then directly, said by a `NO_HELPER` warning.
 // How a started command ends is src/session/command-end.ts's.
 import { ChildProcess, type StdioOptions, spawn as spawnChild } from 'node:child_process';
-import { createSessionCgroup, removeCgroup } from '../containment/cgroup.js';
 import {
   type Helper,
   HelperStartError,
@@ -15,7 +14,7 @@ import { HelperPool } from '../containment/helper-pool.js';
 import type { ContainmentPlan } from '../containment/select.js';
 import { TetherError } from '../errors.js';
 import { errnoName } from '../libc.js';
-import type { SessionCgroup } from '../proc/cgroup.js';
+import { createSessionCgroup, removeCgroup, type SessionCgroup } from '../proc/cgroup.js';
 import type { SessionTag } from '../proc/tag.js';
 import { type ExitWatch, watchExit } from '../proc/wait-status.js';
 import type { SweepWarning } from '../sweep/report.js';

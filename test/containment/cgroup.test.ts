@@ -1,4 +1,4 @@
-// The cgroup layer's readers and the session cgroup's creation (src/containment/cgroup.ts), on
+// The cgroup layer's readers and the session cgroup's creation (src/proc/cgroup.ts), on
 // captured text and real files.
 import { mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -10,7 +10,7 @@ import {
   createSessionCgroup,
   findSessionCgroup,
   ownCgroup,
-} from '../../src/containment/cgroup.js';
+} from '../../src/proc/cgroup.js';
 
 // A directory that stands in for /proc: self/mountinfo and self/cgroup with the given text.
 function fakeProc(mountinfo: string, cgroup = '0::/\n'): string {

@@ -16,8 +16,8 @@ import { type ChildProcess, spawn } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmdirSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { findCgroup2Mount } from '../../src/containment/cgroup.js';
 import type { TickResult } from '../../src/guard/guard.js';
+import { findCgroup2Mount } from '../../src/proc/cgroup.js';
 import { ROOT } from '../support/paths.js';
 import { environOf, isAlive, type ProcessId, pids, readStat } from '../support/proc.js';
 

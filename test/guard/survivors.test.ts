@@ -7,8 +7,8 @@
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { cgroup2Mount } from '../../src/containment/cgroup.js';
 import type { GuardCounters, TickResult } from '../../src/guard/guard.js';
+import { cgroup2Mount } from '../../src/proc/cgroup.js';
 import { createTag } from '../../src/proc/tag.js';
 import { removeMadeCgroups } from '../support/cgroups.js';
 import { tether } from '../support/cli.js';

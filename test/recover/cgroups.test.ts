@@ -9,8 +9,8 @@ import { existsSync, mkdirSync, readFileSync, statSync, writeFileSync } from 'no
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { afterEach, describe, expect, it } from 'vitest';
-import { cgroup2Mount, cgroupName } from '../../src/containment/cgroup.js';
 import { Ledger } from '../../src/ledger/index.js';
+import { cgroup2Mount, cgroupName } from '../../src/proc/cgroup.js';
 import { createTag } from '../../src/proc/tag.js';
 import { removeMadeCgroups } from '../support/cgroups.js';
 import { ROOT } from '../support/paths.js';

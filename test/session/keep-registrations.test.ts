@@ -10,7 +10,7 @@ import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { cgroup2Mount } from '../../src/containment/cgroup.js';
+import { cgroup2Mount } from '../../src/proc/cgroup.js';
 import { createTag } from '../../src/proc/tag.js';
 import { registerKept } from '../../src/session/keep-registrations.js';
 import type { SweepReport } from '../../src/sweep/report.js';

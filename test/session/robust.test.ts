@@ -7,9 +7,9 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as delay } from 'node:timers/promises';
 import { afterEach, describe, expect, it } from 'vitest';
-import { createSessionCgroup } from '../../src/containment/cgroup.js';
 import { HELPER_START_TIMEOUT_MS, helperPath } from '../../src/containment/helper.js';
 import { type Identity, type SweepReport, session, spawn } from '../../src/index.js';
+import { createSessionCgroup } from '../../src/proc/cgroup.js';
 import { liveSessionCount } from '../../src/session/session.js';
 import { ROOT } from '../support/paths.js';
 import { identityOf, isAlive } from '../support/proc.js';
@@ -369,7 +369,7 @@ describe('notes tell the truth', () => {
     writeFileSync(
       script,
       `mount --bind ${mount} ${mount} && mount -o remount,bind,ro ${mount} || exit 99
-exec ${process.execPath} --input-type=module -e "const { createSessionCgroup } = await import('${join(ROOT, 'dist/containment/cgroup.js')}'); console.log(JSON.stringify(createSessionCgroup('TETHER_SESSION_${'ab'.repeat(16)}')))"`,
+exec ${process.execPath} --input-type=module -e "const { createSessionCgroup } = await import('${join(ROOT, 'dist/proc/cgroup.js')}'); console.log(JSON.stringify(createSessionCgroup('TETHER_SESSION_${'ab'.repeat(16)}')))"`,
     );
     const out = execFileSync('unshare', ['--mount', '--propagation', 'private', 'sh', script], {
       encoding: 'utf8',

@@ -6,8 +6,8 @@ import { mkdirSync, mkdtempSync, rmdirSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { cgroup2Mount } from '../../src/containment/cgroup.js';
 import { session } from '../../src/index.js';
+import { cgroup2Mount } from '../../src/proc/cgroup.js';
 import { TAG_PREFIX } from '../../src/proc/tag.js';
 import { ourSessionCgroups, watchRegistrations } from '../support/leak-guard.js';
 

@@ -4,7 +4,7 @@
 // still exist.
 import { type FSWatcher, readdirSync, watch } from 'node:fs';
 import { join } from 'node:path';
-import { cgroup2Mount } from '../../src/containment/cgroup.js';
+import { cgroup2Mount } from '../../src/proc/cgroup.js';
 
 // The session cgroups (`tether-<hex>` under `<cgroup2 mount>/tether`, nested ones included) whose
 // hex is one of `ours`: a session of this run whose cgroup nothing removed. Another tether

@@ -4,7 +4,7 @@
 // only, with cgroup v2 mounted (the mount read from /proc/self/mountinfo).
 import { existsSync, mkdirSync, readFileSync, rmdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { findCgroup2Mount } from '../../src/containment/cgroup.js';
+import { findCgroup2Mount } from '../../src/proc/cgroup.js';
 
 function mount(): string | undefined {
   const found = findCgroup2Mount();
