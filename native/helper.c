@@ -31,8 +31,10 @@
 // it reads anything; then it waits for `checked` on the control pipe — the shell hashed the inode
 // this process was exec'd from after the exec, when the kernel refuses every write to it
 // (ETXTBSY) — refuses a tracer that attached before the prctl, reads the nonce line from stdin
-// (never argv or the environment) and prints `tether-start NONCE helper`; once the payload is
-// reaped, `tether-end NONCE exit STATUS` on the same stream, the completion line tether reads.
+// (never argv or the environment) and prints `tether-start NONCE helper PID START` (its own
+// identity, which the session's sweep asks the kernel about: docs/sandbox.md, "The helper's
+// proof"); once the payload is reaped, `tether-end NONCE exit STATUS` on the same stream, the
+// completion line tether reads.
 #define _GNU_SOURCE
 #include <dirent.h>
 #include <errno.h>
@@ -360,12 +362,13 @@ static int put_line(const char *text) {
 // Before the payload starts, in wrap mode: waits for the shell's `checked` on the control pipe
 // (it hashed the inode this process runs, after the exec: the bytes are the pushed helper's),
 // refuses a tracer, then reads the nonce line from stdin — the stream's first line, NONCE (32 hex
-// digits) — and prints `tether-start NONCE helper`. 0, or -1 (said as `error WHAT ERRNO`; no
+// digits) — and prints `tether-start NONCE helper PID START` (START 0 when its stat was not
+// read). 0, or -1 (said as `error WHAT ERRNO`; no
 // line printed, nothing run): `checked` (another line, none within CHECKED_WAIT_MS — the shell
 // was killed: the helper never reads EOF on a FIFO it holds itself — or a poll error),
 // `traced`, `nonce` (none, or malformed: stderr says so as the wrapper does), `stdout`. Called
 // before the signals are taken over: until the payload exists a TERM simply ends the helper.
-static int wrap_begin(void) {
+static int wrap_begin(unsigned long long own_start) {
   char line[16];
   struct pollfd control = {.fd = CONTROL_FD, .events = POLLIN};
   int ready;
@@ -385,8 +388,8 @@ static int wrap_begin(void) {
     say("error nonce %d\n", EINVAL);
     return -1;
   }
-  char start[64];
-  snprintf(start, sizeof start, "tether-start %s helper\n", nonce);
+  char start[96];
+  snprintf(start, sizeof start, "tether-start %s helper %d %llu\n", nonce, (int)getpid(), own_start);
   int failed = (out_fd = fcntl(1, F_DUPFD_CLOEXEC, 10)) < 0 || put_line(start) < 0;
   explicit_bzero(start, sizeof start);
   if (failed) say("error stdout %d\n", errno);
@@ -1185,7 +1188,7 @@ int main(int argc, char **argv) {
     say("error dumpable %d\n", dumpable_err);
     return 125;
   }
-  if (wrap && wrap_begin() < 0) return 125;
+  if (wrap && wrap_begin(own_start) < 0) return 125;
   if (become_subreaper() < 0) return 125;
   struct child_pipes pipes;
   if (start_payload(cmd, &pipes) < 0) return 125;

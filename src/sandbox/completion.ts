@@ -119,45 +119,68 @@ export function startLine(nonce: string): string {
 /**
  * The start announcement of the helper that holds the nonce (native/helper.c `--wrap`): the end
  * line that follows is the helper's, which no process of the session's uid can read or trace.
+ * With its identity (`PID START`, its pid and start time in the target, clock ticks since boot),
+ * as the helper prints it; without, the form of a helper that could not give one.
  */
-export function helperStartLine(nonce: string): string {
-  return `tether-start ${nonce} helper\n`;
+export function helperStartLine(nonce: string, identity?: { pid: number; startTime: number }): string {
+  return identity
+    ? `tether-start ${nonce} helper ${identity.pid} ${identity.startTime}\n`
+    : `tether-start ${nonce} helper\n`;
 }
+
+// What may follow `tether-start NONCE`: the shell's `\n`, or the helper's ` helper\n` or
+// ` helper PID START\n` (longest: 10 + 20 digits).
+const START_TAIL = /^(?: helper(?: (\d{1,10}) (\d{1,20}))?)?$/;
+const MAX_START_TAIL = 40;
 
 /**
  * Removes the start announcement (the first one: `tether-start NONCE\n` from the wrapper shell,
- * or `tether-start NONCE helper\n` from the helper) from a stdout stream as it passes, holding
- * back only a tail that could be its start; `announced` once it was seen, `byHelper` when it was
- * the helper's. Put before a `CompletionStripper`: what it passes on is the command's own stdout
- * and the completion line.
+ * or `tether-start NONCE helper PID START\n` from the helper) from a stdout stream as it passes,
+ * holding back only a tail that could be its start; `announced` once it was seen, `byHelper` when
+ * it was the helper's, `helper` its identity when it gave one (a START of 0: none read). Put before
+ * a `CompletionStripper`: what it passes on is the command's own stdout and the completion line.
  */
 export class StartStripper {
-  private readonly lines: Buffer[];
+  private readonly marker: Buffer;
   private pending: Buffer = Buffer.alloc(0);
   announced = false;
   byHelper = false;
+  helper: { pid: number; startTime: number } | undefined;
 
   constructor(nonce: string) {
-    this.lines = [Buffer.from(startLine(nonce)), Buffer.from(helperStartLine(nonce))];
+    this.marker = Buffer.from(`tether-start ${nonce}`);
   }
 
   push(chunk: Buffer): Buffer {
     if (this.announced) return chunk;
     const buf = this.pending.length ? Buffer.concat([this.pending, chunk]) : chunk;
-    // The first announcement wins, whichever it is.
-    const found = this.lines
-      .map((line, i) => ({ at: buf.indexOf(line), line, i }))
-      .filter((f) => f.at >= 0)
-      .sort((a, b) => a.at - b.at)[0];
-    if (found) {
-      this.announced = true;
-      this.byHelper = found.i === 1;
-      this.pending = Buffer.alloc(0);
-      return Buffer.concat([buf.subarray(0, found.at), buf.subarray(found.at + found.line.length)]);
+    // The first announcement wins; a look-alike (another tail) is the command's own bytes.
+    for (let from = 0; ; ) {
+      const at = buf.indexOf(this.marker, from);
+      if (at < 0) break;
+      const tailStart = at + this.marker.length;
+      const nl = buf.indexOf(0x0a, tailStart);
+      const tail = buf.subarray(tailStart, nl < 0 ? buf.length : nl).toString('latin1');
+      if (nl < 0 && tail.length <= MAX_START_TAIL && couldStart(tail)) {
+        // The line may still be arriving: hold it back from the marker on.
+        this.pending = Buffer.from(buf.subarray(at));
+        return buf.subarray(0, at);
+      }
+      const m = nl < 0 ? null : START_TAIL.exec(tail);
+      if (m) {
+        this.announced = true;
+        this.byHelper = tail.length > 0;
+        const pid = Number(m[1]);
+        const startTime = Number(m[2]);
+        if (m[1] !== undefined && pid > 1 && startTime > 0) this.helper = { pid, startTime };
+        this.pending = Buffer.alloc(0);
+        return Buffer.concat([buf.subarray(0, at), buf.subarray(nl + 1)]);
+      }
+      from = at + 1;
     }
-    let keep = Math.min(this.longest - 1, buf.length);
-    while (keep > 0 && !this.lines.some((l) => l.subarray(0, keep).equals(buf.subarray(buf.length - keep))))
-      keep--;
+    // Keep the longest suffix that is a prefix of the marker.
+    let keep = Math.min(this.marker.length - 1, buf.length);
+    while (keep > 0 && !buf.subarray(buf.length - keep).equals(this.marker.subarray(0, keep))) keep--;
     this.pending = Buffer.from(buf.subarray(buf.length - keep));
     return buf.subarray(0, buf.length - keep);
   }
@@ -167,8 +190,12 @@ export class StartStripper {
     this.pending = Buffer.alloc(0);
     return rest;
   }
+}
 
-  private get longest(): number {
-    return Math.max(...this.lines.map((l) => l.length));
-  }
+// A tail that the rest of a start line could still complete: a prefix of ` helper`, or
+// ` helper ` followed by the beginning of `PID START`.
+function couldStart(tail: string): boolean {
+  const word = ' helper';
+  if (tail.length <= word.length) return word.startsWith(tail);
+  return /^ helper (?:\d{1,10}(?: \d{0,20})?)?$/.test(tail);
 }

@@ -4,7 +4,7 @@
 import type { Readable, Writable } from 'node:stream';
 import type { ExecClient } from './channel.js';
 import { type Completion, CompletionStripper, StartStripper } from './completion.js';
-import { WrapperLines } from './helper-use.js';
+import { type StartSeen, WrapperLines } from './helper-use.js';
 import { OUTPUT_CAP_MS, within } from './run.js';
 
 /** The caller's streams; a missing one is collected instead. */
@@ -95,9 +95,10 @@ export class CallOutput implements Activity {
     return this.start.byHelper;
   }
 
-  /** The start line as it came: whether, and whose. */
-  get started(): { announced: boolean; byHelper: boolean } {
-    return { announced: this.start.announced, byHelper: this.start.byHelper };
+  /** The start line as it came: whether, whose, and the helper's identity when it gave one. */
+  get started(): StartSeen {
+    const { announced, byHelper, helper } = this.start;
+    return { announced, byHelper, ...(helper ? { helper } : {}) };
   }
 
   // What both strippers still hold, at the stream's end.

@@ -7,14 +7,28 @@
 // script mode, where the wrapper's stderr is the only witness (a command can then make its call
 // read as fallen back, never the reverse: the wrapper's line precedes it).
 
+/** A process in the target: its pid and start time (clock ticks since the target's boot). */
+export interface TargetIdentity {
+  pid: number;
+  startTime: number;
+}
+
+/** The start line as it came: whether, whose, and the identity the helper gave in it. */
+export interface StartSeen {
+  announced: boolean;
+  byHelper: boolean;
+  helper?: TargetIdentity;
+}
+
 /**
  * How one command ran, for the session's report: `helper` (the helper wrote the start and end
- * lines); `subreaper` (a script over 100 KB: the helper was its subreaper, the end line the
+ * lines; `identity` as its start line gave it, which the session's sweep asks the kernel about);
+ * `subreaper` (a script over 100 KB: the helper was its subreaper, the end line the
  * shell's); `shell` (it fell back to the wrapper on the env tag alone; `why` is the wrapper's
  * line); `unknown` (no start line came: nothing was said).
  */
 export type HelperUse =
-  | { under: 'helper' }
+  | { under: 'helper'; identity?: TargetIdentity }
   | { under: 'subreaper' }
   | { under: 'shell'; why: string }
   | { under: 'unknown' };
@@ -70,13 +84,9 @@ export class WrapperLines {
  * How a call that asked for the helper ran: `announced`/`byHelper` from its start line,
  * `scriptMode` for a script over 100 KB, `said` the wrapper's lines from its stderr.
  */
-export function helperUseOf(
-  start: { announced: boolean; byHelper: boolean },
-  scriptMode: boolean,
-  said: readonly string[],
-): HelperUse {
+export function helperUseOf(start: StartSeen, scriptMode: boolean, said: readonly string[]): HelperUse {
   if (!start.announced) return { under: 'unknown' };
-  if (start.byHelper) return { under: 'helper' };
+  if (start.byHelper) return start.helper ? { under: 'helper', identity: start.helper } : { under: 'helper' };
   // The wrapper's fallbacks all end "… the command runs (or: it runs) on the env tag alone".
   const fellBack = said.find((line) => line.includes('on the env tag alone'));
   if (scriptMode) return fellBack ? { under: 'shell', why: fellBack } : { under: 'subreaper' };

@@ -24,10 +24,10 @@ import { ClientNotStartedError, ExecStatusUnknownError, SandboxError } from './e
 import { execUnder, type SandboxExecOptions, SILENCE_MS } from './exec.js';
 import type { SandboxExecResult } from './exec-result.js';
 import type { HelperPush } from './helper-push.js';
-import type { HelperUse } from './helper-use.js';
+import type { HelperUse, TargetIdentity } from './helper-use.js';
 import { OUTPUT_CAP_MS, within } from './run.js';
 import { pushForSession, reportUnder } from './session-helper.js';
-import { checkShell, type SandboxSweepOptions, sweep } from './sweep.js';
+import { checkShell, type SandboxSweepOptions, sweepUnder } from './sweep.js';
 
 /** Options of `sandbox.session`. Durations in milliseconds. */
 export interface SandboxSessionOptions {
@@ -154,6 +154,8 @@ export class SandboxSession {
   private helperPush: HelperPush | undefined;
   /** How each command that asked for the helper ran, in the order they were told: the report's notes. */
   private readonly uses: { command: string[]; use: HelperUse }[] = [];
+  /** How many commands were spawned: the helpers' proof needs every one of them in `uses`. */
+  private spawned = 0;
 
   /** Throws `INVALID_OPTION` (`INVALID_TAG` for a bad tag) before anything starts. */
   constructor(channel: ExecChannel, options: SandboxSessionOptions = {}) {
@@ -224,6 +226,7 @@ export class SandboxSession {
       );
     checkArgv(argv);
     this.register();
+    this.spawned += 1;
     const started = performance.now();
     const command = [...argv];
     // With a ledger, the session's row is written before its first command starts (awaited: a
@@ -341,11 +344,16 @@ export class SandboxSession {
         this.ends.length > 0 && this.ends.every((e) => e.error instanceof ClientNotStartedError)
           ? this.clientFailedWith
           : undefined;
-      report = await sweep(this.channel, this.tagVariable, {
-        ...this.sweepOptions,
-        ...(budget ? { signal: budget } : {}),
-        ...(failed === undefined ? {} : { clientFailedWith: failed }),
-      });
+      report = await sweepUnder(
+        this.channel,
+        this.tagVariable,
+        {
+          ...this.sweepOptions,
+          ...(budget ? { signal: budget } : {}),
+          ...(failed === undefined ? {} : { clientFailedWith: failed }),
+        },
+        this.provingHelpers(),
+      );
     } catch (error) {
       failure = error;
     }
@@ -361,6 +369,20 @@ export class SandboxSession {
     const merged = reportUnder(this.merged(report as SweepReport), this.helperPush, this.uses);
     await this.settleRow(merged);
     return merged;
+  }
+
+  // The helpers whose word may end the session's sweep early (docs/sandbox.md, "The helper's
+  // proof"): only when every command spawned has ended and ran under a helper that gave its
+  // identity in its start line — a command on the shell, or one still running, could have left
+  // a process outside every helper's subtree, which only two empty scans can rule out.
+  private provingHelpers(): TargetIdentity[] {
+    if (this.uses.length === 0 || this.uses.length !== this.spawned) return [];
+    const identities: TargetIdentity[] = [];
+    for (const { use } of this.uses) {
+      if (use.under !== 'helper' || !use.identity) return [];
+      identities.push(use.identity);
+    }
+    return identities;
   }
 
   // The helper's path in the target, pushed once before the first command (with `helper`), or

@@ -40,7 +40,13 @@ export interface ParsedSweep {
 
 const NUM = /^\d{1,20}$/;
 const WARNING_CODES = new Set(['NO_PROC', 'SCAN_FAILED', 'UNSETTLED', 'COARSE_SLEEP']);
-const PHASE_ENDS = new Set(['two-empty-scans', 'budget', 'verified-empty', 'scan-failed']);
+const PHASE_ENDS = new Set([
+  'two-empty-scans',
+  'helper-childless',
+  'budget',
+  'verified-empty',
+  'scan-failed',
+]);
 const SIGNALS: Record<string, string> = { TERM: 'SIGTERM', KILL: 'SIGKILL', CONT: 'SIGCONT' };
 /** The output format's version, in its header: 2 since the nonce (1 had none). */
 export const SWEEP_OUTPUT_VERSION = 2;
@@ -301,7 +307,10 @@ function buildReport(
     notes: [],
     cgroup: null,
     signalling: 'start-time-recheck',
-    proof: complete && (last === 'two-empty-scans' || last === 'verified-empty') ? last : 'none',
+    proof:
+      complete && (last === 'two-empty-scans' || last === 'helper-childless' || last === 'verified-empty')
+        ? last
+        : 'none',
     stopped,
     survivors,
     kept: [], // no `keep` in the sandbox sweep (docs/sandbox.md)

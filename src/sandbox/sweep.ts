@@ -6,6 +6,7 @@ import type { SweepReport } from '../sweep/report.js';
 import type { ExecChannel } from './channel.js';
 import { createNonce } from './completion.js';
 import { ClientNotStartedError, nameProcesses, SandboxError } from './errors.js';
+import type { TargetIdentity } from './helper-use.js';
 import { program } from './programs.js';
 import { pause, type RunOutcome, runOnce } from './run.js';
 import { type ParsedSweep, parseSweepOutput } from './sweep-output.js';
@@ -45,13 +46,15 @@ export interface SandboxSweepOptions {
 }
 
 /**
- * The program's argv: `SHELL -c PROGRAM tether-sweep TAG GRACE KILL INTERVAL`. Its stdin must
- * begin with the nonce line (`NONCE\n`, 32 hex digits): never in argv, which any process of the
- * target can read.
+ * The program's argv: `SHELL -c PROGRAM tether-sweep TAG GRACE KILL INTERVAL [PID:START…]`, the
+ * last words the session's helpers as their start lines gave them (docs/sandbox.md, "The
+ * helper's proof"). Its stdin must begin with the nonce line (`NONCE\n`, 32 hex digits): never in
+ * argv, which any process of the target can read.
  */
 export function sweepArgv(
   tag: SessionTag,
   o: Required<Pick<SandboxSweepOptions, 'graceMs' | 'killAfterMs' | 'intervalMs' | 'shell'>>,
+  helpers: readonly TargetIdentity[] = [],
 ): string[] {
   return [
     ...o.shell,
@@ -62,6 +65,7 @@ export function sweepArgv(
     String(Math.round(o.graceMs)),
     String(Math.round(o.killAfterMs)),
     String(Math.round(o.intervalMs)),
+    ...helpers.map((h) => `${h.pid}:${h.startTime}`),
   ];
 }
 
@@ -79,18 +83,34 @@ export function sweepArgv(
  * one per attempt) goes as the first line of the program's stdin; only a `done` line holding it
  * and counting the lines before it proves the run (docs/sandbox.md#sweep-output).
  */
-export async function sweep(
+export function sweep(
   channel: ExecChannel,
   tag: SessionTag | string,
   options: SandboxSweepOptions = {},
 ): Promise<SweepReport> {
+  return sweepUnder(channel, tag, options, []);
+}
+
+// `sweep` for a session whose every command ran under a helper that gave its identity (session.ts,
+// not exported from the package): the program may end a phase at once on the kernel's word that
+// those helpers have no child left (`helper-childless`, docs/sandbox.md "The helper's proof").
+export async function sweepUnder(
+  channel: ExecChannel,
+  tag: SessionTag | string,
+  options: SandboxSweepOptions,
+  helpers: readonly TargetIdentity[],
+): Promise<SweepReport> {
   const t = typeof tag === 'string' ? parseTag(tag) : tag;
-  const argv = sweepArgv(t, {
-    graceMs: checkMs('graceMs', options.graceMs ?? DEFAULT_GRACE_MS),
-    killAfterMs: checkMs('killAfterMs', options.killAfterMs ?? DEFAULT_KILL_AFTER_MS),
-    intervalMs: checkMs('intervalMs', options.intervalMs ?? DEFAULT_SCAN_INTERVAL_MS, 1),
-    shell: checkShell(options.shell),
-  });
+  const argv = sweepArgv(
+    t,
+    {
+      graceMs: checkMs('graceMs', options.graceMs ?? DEFAULT_GRACE_MS),
+      killAfterMs: checkMs('killAfterMs', options.killAfterMs ?? DEFAULT_KILL_AFTER_MS),
+      intervalMs: checkMs('intervalMs', options.intervalMs ?? DEFAULT_SCAN_INTERVAL_MS, 1),
+      shell: checkShell(options.shell),
+    },
+    helpers,
+  );
   const start = performance.now();
   let deadline = start + checkMs('budgetMs', options.budgetMs ?? SWEEP_BUDGET_MS);
   const cancelBudget = checkMs('cancelBudgetMs', options.cancelBudgetMs ?? CANCEL_BUDGET_MS);

@@ -1,7 +1,8 @@
 // The helper's wrap mode on its own (native/helper.c --wrap; docs/containment.md, "The helper's
 // wire protocol"): this test is the wrapper shell — it holds the status and control pipes and
 // feeds stdin. Nothing is read from stdin before `checked`; the nonce line is taken byte-exact and
-// the payload's stdin starts right after it; the lines are `tether-start NONCE helper` and, after
+// the payload's stdin starts right after it; the lines are `tether-start NONCE helper PID START`
+// (the helper's own identity, as its status line `helper PID START` says it) and, after
 // the payload, `tether-end NONCE exit STATUS`, before the `exit` status line. A malformed nonce
 // runs nothing; a TERM while it waits for `checked` ends it; a helper traced from its exec on
 // (the tracer attached before its prctl could stop it) refuses to read the nonce.
@@ -85,10 +86,12 @@ describe.skipIf(!HELPER)(
       h.control.write('checked\ngo\n');
       h.child.stdin?.end();
       await until('the exit line', () => h.got.status.includes('exit code'));
+      const [, pid, start] = /^helper (\d+) (\d+)\n/.exec(h.got.status) ?? [];
       expect(h.got.out).toBe(
-        `tether-start ${nonce} helper\nthe command's stdin\ntailtether-end ${nonce} exit 7\n`,
+        `tether-start ${nonce} helper ${pid} ${start}\nthe command's stdin\ntailtether-end ${nonce} exit 7\n`,
       );
-      expect(h.got.status).toMatch(/^helper \d+ \d+\nstarted \d+ \d+\nexit code 7\n$/);
+      expect(Number(pid), 'the start line names another process than the helper').toBe(h.child.pid);
+      expect(h.got.status).toMatch(/^helper \d+ [1-9]\d*\nstarted \d+ \d+\nexit code 7\n$/);
       h.control.write('release\n');
       expect(await h.exited).toEqual({ code: 0, signal: null });
     });

@@ -1,11 +1,14 @@
 # tether sweep program (decisions.md D12; docs/sandbox.md#the-sweep-program).
 # The local sweep (src/sweep/loop.ts) in POSIX sh, run inside a container through ONE exec:
-#   sh -c "$PROGRAM" tether-sweep TAG GRACE_MS KILL_AFTER_MS INTERVAL_MS      (stdin: NONCE\n)
+#   sh -c "$PROGRAM" tether-sweep TAG GRACE_MS KILL_AFTER_MS INTERVAL_MS [PID:START…]   (stdin: NONCE\n)
 # Each round: take a snapshot of /proc; the session is the carriers of TAG=1 (read with
 # `grep -z`, or `tr` where grep cannot read NUL records), the earlier finds still alive with the
 # same identity (pid + start time, field 22 of stat) and every descendant of either. TERM once
 # to each, SIGCONT after the TERM of a stopped one, a scan every INTERVAL_MS until two scans in a
 # row see nothing or GRACE_MS is over; then KILL the same way for up to KILL_AFTER_MS.
+# PID:START… name the session's helpers, as their start lines gave them to tether: a scan that
+# finds none but them, each childless by the kernel's children lists, ends the phase at once
+# (`helper-childless`) once they are gone (docs/sandbox.md, "The helper's proof").
 # Never signalled: a pid <= 1 (the container's init), a process group (no negative pid ever
 # reaches kill), this program, its ancestors and its own children.
 # Output: one record per line (docs/sandbox.md#sweep-output); the last line,
@@ -49,6 +52,15 @@ case $hex in *[!0-9a-f]*) usage "tag $tag" ;; esac
 for n in "$grace" "$kill_after" "$interval"; do
   case $n in '' | *[!0-9]*) usage "duration $n" ;; esac
 done
+# The session's helpers: " PID:START …", digits only, a pid above 1.
+helpers=
+if [ $# -gt 4 ]; then
+  shift 4
+  for h in "$@"; do
+    case $h in *[!0-9:]* | :* | *: | *:*:* | [01]:*) usage "helper $h" ;; *:*) ;; *) usage "helper $h" ;; esac
+    helpers="$helpers $h"
+  done
+fi
 entry=$tag=1
 # The nonce, before anything is looked at: without one no answer could be told from a forgery,
 # so nothing is signalled (`docker exec` without -i gives an empty stdin).
@@ -104,6 +116,53 @@ read_stat() {
   st_state=$1 st_ppid=$2 st_threads=${18} st_start=${20}
   # A zombie with no live thread is dead: it cannot act on a signal.
   [ "$st_state" != Z ] || [ "${st_threads:-0}" -gt 1 ]
+}
+
+# helpers_childless: the kernel's word that the session holds nothing but its helpers. Each helper
+# tether named still runs with the identity its start line gave (tether read it through the
+# stream, after the nonce no session member has) and was found in this scan; none has a child —
+# the children lists of its threads (/proc/PID/task/TID/children) are empty, and a subreaper holds
+# every orphan of its subtree, so nothing of that subtree is left; and the scan found no member
+# but them. Read before this round's signals. False when no helper was named or a list cannot be
+# read (a kernel without it): the phase then ends on two empty scans as before.
+helpers_childless() {
+  [ -n "$helpers" ] || return 1
+  for m in $members; do
+    case "$helpers " in *" ${m%:*} "*) ;; *) return 1 ;; esac
+  done
+  for h in $helpers; do
+    case $members in *" $h:"*) ;; *) return 1 ;; esac
+    for c in "/proc/${h%:*}/task/"*/children; do
+      [ -r "$c" ] || return 1
+      kids=
+      read -r kids 2>/dev/null <"$c"
+      [ -z "$kids" ] || return 1
+    done
+    # Still the same process once its lists were read (a pid reused meanwhile has no such start).
+    read_stat "${h%:*}" && [ "$st_start" = "${h#*:}" ] || return 1
+  done
+}
+
+# helpers_gone: the childless helpers, signalled this round or before (a TERM runs their dead
+# man's switch, which finds no child and exits at once), are gone — looked at every 5 ms, 40
+# times at most. Then nothing the scan found is alive. False when one still runs (denied, slow):
+# the rounds go on.
+helpers_gone() {
+  tries=0
+  while :; do
+    left=
+    for h in $helpers; do
+      read_stat "${h%:*}" && [ "$st_start" = "${h#*:}" ] && left=1
+    done
+    if [ -z "$left" ]; then
+      alive=0
+      alive_ids=' '
+      return 0
+    fi
+    tries=$((tries + 1))
+    [ $tries -lt 40 ] || return 1
+    sleep 0.005 2>/dev/null || return 1
+  done
 }
 
 # send SIG PID: the only place a signal is sent. Digits only and > 1: never a group (a negative
@@ -267,9 +326,12 @@ deliver() {
   alive_ids="$alive_ids$2:$3 "
 }
 
-# round SIG: scan, then signal every member not yet sent SIG. False when the scan failed.
+# round SIG: scan, then signal every member not yet sent SIG; `proven` when the helpers' word
+# said the scan's members are childless helpers only. False when the scan failed.
 round() {
   scan || return 1
+  proven=
+  helpers_childless && proven=1
   alive=0
   alive_ids=' '
   for m in $members; do
@@ -323,6 +385,11 @@ for sig in TERM KILL; do
       complete=0
       say "warning SCAN_FAILED the process table could not be read"
       phase_done $sig "$started" $rounds scan-failed
+      finish
+    fi
+    # The helpers' word: nothing but them was left, and they are gone now.
+    if [ -n "$proven" ] && helpers_gone; then
+      phase_done $sig "$started" $rounds helper-childless
       finish
     fi
     # Empty only if the snapshot saw no member at all: one that was there and gone by its
