@@ -8,7 +8,7 @@
 //   - the bare client: `nsenter -t INIT -a true`, spawned as the channel spawns every exec;
 //   - the bare client running `sh -c true`: the floor of anything the target's shell runs;
 //   - `sandbox.exec(channel, ['true'])`;
-//   - `sandbox.run(channel, ['true'])`, with its end sweep;
+//   - `sandbox.run(channel, ['true'], { helper: false })`, with its end sweep (the env tag alone);
 //   - `sandbox.run(channel, ['true'], { helper: true })`, the helper already pushed (its check
 //     reuses it); the push itself (the first call on a fresh /tmp) is measured apart, K times,
 //     each on a fresh tmpfs stacked over /tmp;
@@ -225,7 +225,8 @@ async function measure(channel, box) {
     bare: () => bare(channel),
     'bare, sh -c true': () => bare(channel, ['sh', '-c', 'true']),
     'sandbox.exec': async () => checkExec('sandbox.exec', await sandbox.exec(channel, ['true'])),
-    'sandbox.run': async () => checkRun('sandbox.run', await sandbox.run(channel, ['true'])),
+    'sandbox.run': async () =>
+      checkRun('sandbox.run', await sandbox.run(channel, ['true'], { helper: false })),
   };
   if (helper) {
     contenders['sandbox.run helper (reused)'] = async () =>

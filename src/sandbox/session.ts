@@ -56,9 +56,11 @@ export interface SandboxSessionOptions {
   /**
    * Runs every command under the subreaper helper, pushed into the target once before the first
    * command (`pushHelper`, docs/sandbox.md "An agent session under the pushed helper"): what a
-   * command orphans, an `env -i` double fork included, is the helper's descendant and is swept.
-   * Where it cannot be had the session runs on the env tag alone and its report's notes say why.
-   * Default false; `sandbox.run` and `tether sandbox run` set it.
+   * command orphans, an `env -i` double fork included, is the helper's descendant and is swept;
+   * the helper, not a shell, holds the nonce and writes the end line; its word ends the session's
+   * sweep early. Where it cannot be had the session runs on the env tag alone and its report's
+   * notes say why. Default true (docs/sandbox.md, "The library's default"); false: the env tag
+   * alone, nothing written into the target.
    */
   helper?: boolean;
 }
@@ -177,7 +179,12 @@ export class SandboxSession {
     this.timeoutMs = checkMs('timeout', options.timeout ?? 0);
     this.signal = options.signal;
     this.ledger = options.ledger;
-    this.underHelper = options.helper === true;
+    if (options.helper !== undefined && typeof options.helper !== 'boolean')
+      throw new TetherError(
+        'INVALID_OPTION',
+        `invalid helper: ${String(options.helper).slice(0, 60)} (expected true or false)`,
+      );
+    this.underHelper = options.helper !== false;
     if (this.ledger && (!Array.isArray(channel.argv) || channel.argv.length === 0))
       throw new TetherError(
         'INVALID_OPTION',

@@ -303,3 +303,16 @@ export function lossyChannel(inner: ExecChannel, cut: Cut): ExecChannel & { cutA
     },
   };
 }
+
+/**
+ * `lossyChannel` for the command's exec only (the wrapper's: its argv holds `tether-wrap`): the
+ * helper's push before it and the sweeps after it go through `inner` untouched.
+ */
+export function lossyWrapper(inner: ExecChannel, cut: Cut): ExecChannel & { cutAt: () => number | null } {
+  const lossy = lossyChannel(inner, cut);
+  return {
+    describe: lossy.describe,
+    cutAt: lossy.cutAt,
+    exec: (argv) => (argv.includes('tether-wrap') ? lossy.exec(argv) : inner.exec(argv)),
+  };
+}

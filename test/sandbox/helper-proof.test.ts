@@ -3,7 +3,7 @@
 // a scan that finds nothing but those helpers, each childless by /proc/PID/task/TID/children —
 // instead of two empty scans 50 ms apart. Never an early end with a live member: a leftover below
 // the helper, and a tagged process outside every helper's subtree, are still found and stopped.
-// Ground truth: the host's /proc (pid and start time).
+// Ground truth: the host's /proc (pid and start time). The library's default is the helper.
 import { execFileSync } from 'node:child_process';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTag, sandbox } from '../../src/index.js';
@@ -131,6 +131,35 @@ describe('the helper’s proof ends the session’s sweep', () => {
     } finally {
       await cleanup(tag.name);
     }
+  });
+});
+
+describe('the library’s default', () => {
+  it('sandbox.run without `helper` runs its command under the helper, and ends on its word', async () => {
+    const tag = createTag();
+    try {
+      const r = await sandbox.run(box.channel, ['true'], { tag, sweep: SWEEP });
+      // The end line is the helper's: it rests on no shell.
+      expect([r.exitCode, r.blindSpots]).toEqual([0, []]);
+      expect(r.report.notes.join('\n')).toContain('the commands ran under the helper /tmp/.tether/helper-');
+      expect(r.report.proof).toBe('helper-childless');
+    } finally {
+      await cleanup(tag.name);
+    }
+  });
+
+  it('`helper: false` is the env tag alone; anything else than a boolean is refused before anything starts', async () => {
+    const tag = createTag();
+    try {
+      const r = await sandbox.run(box.channel, ['true'], { tag, sweep: SWEEP, helper: false });
+      expect(r.report.notes.join('\n')).not.toContain('helper');
+      expect(r.report.proof).toBe('two-empty-scans');
+    } finally {
+      await cleanup(tag.name);
+    }
+    expect(() => sandbox.session(box.channel, { helper: 'yes' as unknown as boolean })).toThrow(
+      expect.objectContaining({ code: 'INVALID_OPTION' }),
+    );
   });
 });
 

@@ -27,7 +27,7 @@ import { tetherToEnd } from '../support/tether-child.js';
 import { missing, tool } from '../support/tools.js';
 import {
   aliveOnHost,
-  lossyChannel,
+  lossyWrapper,
   sleep,
   startBusyboxContainer,
   startContainer,
@@ -107,8 +107,11 @@ describe('sandbox.session', () => {
       const seen = await leftovers(tag.name, 81);
       const report = await s.end();
       expect([report.ok, report.complete]).toEqual([true, true]);
-      // What the env tag cannot see is said, so the report never reads as "nothing left running".
-      expect(report.blindSpots?.join('\n')).toContain('env-cleared processes are invisible to the env tag');
+      // What the sweep cannot see is said, so the report never reads as "nothing left running":
+      // under the helper (the default), env-cleared processes are found below it only.
+      expect(report.blindSpots?.join('\n')).toContain(
+        "env-cleared processes are found below the session's helper only",
+      );
       expectAllGone(tag.name, seen, report, 81);
       expect(s.end()).toBe(s.end()); // idempotent
       expect(() => s.spawn(['true'])).toThrow(expect.objectContaining({ code: 'SESSION_ENDED' }));
@@ -292,8 +295,9 @@ describe('sandbox.run', () => {
   it('the exec client dying: the unknown end is swept, then the session; both leftovers named', async () => {
     const tag = createTag();
     try {
-      // Lost once the leftovers had a second to exec their sleeps (else the sweep may find them as sh).
-      const cut = lossyChannel(box.channel, { after: 'go\n' });
+      // Lost once the leftovers had a second to exec their sleeps (else the sweep may find them as
+      // sh). The command's exec only: the helper's push before it goes through.
+      const cut = lossyWrapper(box.channel, { after: 'go\n' });
       const watch = leftovers(tag.name, 92);
       const r = await sandbox.run(cut, leaving(92, 'sleep 1; echo go; sleep 60'), {
         tag,
@@ -308,7 +312,7 @@ describe('sandbox.run', () => {
       const tag2 = createTag();
       const watch2 = leftovers(tag2.name, 92);
       const error = await sandbox
-        .run(lossyChannel(box.channel, { after: 'go\n' }), leaving(92, 'sleep 1; echo go; sleep 60'), {
+        .run(lossyWrapper(box.channel, { after: 'go\n' }), leaving(92, 'sleep 1; echo go; sleep 60'), {
           tag: tag2,
           sweep: SWEEP,
         })
