@@ -8,7 +8,8 @@ import { execFileSync } from 'node:child_process';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTag, sandbox } from '../../src/index.js';
 import type { SweepReport } from '../../src/sweep/report.js';
-import { aliveOnHost, type Container, sleep, startContainer, taggedOnHost } from './container.js';
+import { missing } from '../support/tools.js';
+import { aliveOnHost, type Container, SHELLS, sleep, startContainer, taggedOnHost } from './container.js';
 
 let box: Container;
 beforeAll(async () => {
@@ -132,6 +133,33 @@ describe('the helper’s proof ends the session’s sweep', () => {
       await cleanup(tag.name);
     }
   });
+});
+
+// The sweep program's new words (helpers_childless, helpers_gone) under each shell it runs in.
+describe('the helpers’ proof under each shell', () => {
+  for (const [name, shell] of SHELLS) {
+    const noShell = missing(shell[0] as string);
+    it.skipIf(noShell !== '')(
+      `${name}: a clean end proven by the helper; a leftover below it still stopped${noShell ? ` (skipped: ${noShell})` : ''}`,
+      async () => {
+        const tag = createTag();
+        try {
+          const clean = await sandbox.run(box.channel, ['true'], { tag, shell, sweep: SWEEP });
+          expect(clean.report.proof, `phases: ${phasesOf(clean.report)}`).toBe('helper-childless');
+          const left = await sandbox.run(
+            box.channel,
+            ['sh', '-c', 'env -i /bin/sh -c "setsid sleep 7303 </dev/null >/dev/null 2>&1 &"; sleep 0.2'],
+            { tag, shell, sweep: SWEEP },
+          );
+          expect(left.report.stopped.map((p) => p.cmdline)).toContain('sleep 7303');
+          expect(left.report.proof, 'an early end with a live member').not.toBe('helper-childless');
+          expect(taggedOnHost(tag.name)).toEqual([]);
+        } finally {
+          await cleanup(tag.name);
+        }
+      },
+    );
+  }
 });
 
 describe('the library’s default', () => {
