@@ -54,15 +54,22 @@ export class RunStops {
   private killTimer: NodeJS.Timeout | undefined;
   /** While the command's own -k runs: what it waits for, on stderr (src/cli/progress.ts). */
   private waitTicker: NodeJS.Timeout | undefined;
+  /** Ending signals so far; a timeout that reached the payload counts as the first. */
   private endingSignals = 0;
+  /** Aborted at a second ending signal: the end's sweep spends the rest of its grace (`SweepOptions.hurry`). */
+  private readonly hurry = new AbortController();
   private readonly ending = new Set<string>(ENDING_SIGNALS);
   private readonly signaller = createSignaller();
 
   constructor(private readonly c: RunStopsContext) {}
 
-  /** Ends the session: a cancel with its reason once the payload was stopped, else an end. */
+  /**
+   * Ends the session: a cancel with its reason once the payload was stopped, else an end. The
+   * first call starts the sweep (later ones return it); `hurry` reaches it either way.
+   */
   endSession(): Promise<SweepReport> {
-    const options = this.stoppedAt === undefined ? {} : { graceStartedAt: this.stoppedAt };
+    const hurry = this.hurry.signal;
+    const options = this.stoppedAt === undefined ? { hurry } : { graceStartedAt: this.stoppedAt, hurry };
     return this.stopReason ? this.c.session.cancel(this.stopReason, options) : this.c.session.end(options);
   }
 
@@ -74,6 +81,7 @@ export class RunStops {
       this.timer = undefined;
       this.stopReason ??= 'timeout';
       this.timedOut = this.stop(signal.number);
+      if (this.timedOut) this.endingSignals++;
       events?.write({ type: 'timeout', afterMs: timeoutMs, signal: signal.name, delivered: this.timedOut });
     }, timeoutMs);
   }
@@ -103,6 +111,9 @@ export class RunStops {
     if (this.endingSignals > 1) {
       this.stoppedAt = performance.now() - graceMs;
       clearInterval(this.waitTicker);
+      // The end's sweep may have begun already (the payload had exited, or its kill timer
+      // fired): its grace is spent from now too.
+      this.hurry.abort();
     }
     if (this.endingSignals > 1 || !delivered) void this.endSession();
   };

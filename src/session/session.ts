@@ -228,7 +228,9 @@ export class Session {
    * themselves included, if still running) and resolves to the report. Idempotent: later
    * calls return the same promise. Never rejects for what the sweep could not do. With
    * `graceStartedAt` (`performance.now()` ms of the caller's own stop signal to a command), the
-   * sweep's TERM phase counts from then: one grace for the command and what it left.
+   * sweep's TERM phase counts from then: one grace for the command and what it left. With
+   * `hurry`, an abort of it (before or while the sweep runs: the first call's options are the
+   * sweep's) spends the rest of that grace: the next round goes on to KILL.
    */
   end(options: EndOptions = {}): Promise<SweepReport> {
     if (!this.ending) {

@@ -12,8 +12,11 @@ import type { SpawnHolds } from './holds.js';
 import type { SessionOptions } from './options.js';
 import type { Starter } from './start.js';
 
-/** What a caller tells the session's end: when its own stop signal went out (`SweepOptions`). */
-export type EndOptions = Pick<SweepOptions, 'graceStartedAt'>;
+/**
+ * What a caller tells the session's end (`SweepOptions`): when its own stop signal went out, and
+ * a signal that, aborted, spends the rest of the grace (a second Ctrl-C).
+ */
+export type EndOptions = Pick<SweepOptions, 'graceStartedAt' | 'hurry'>;
 
 /** The parts of a session its end reads. */
 export interface SessionParts {

@@ -93,10 +93,10 @@ function decide(run: SweepRun, phase: Phase, alive: number): PhaseEnd | 'out-of-
     // It freed fds (run.ts failRound): the round again — not counted as empty — within the
     // phase's budget.
     run.retry = false;
-    return performance.now() - phase.startedAt >= phase.budgetMs ? 'out-of-time' : 'again';
+    return outOfTime(run, phase) ? 'out-of-time' : 'again';
   }
   if (alive === FAILED) return 'scan-failed';
-  run.progress({
+  run.notices.progress({
     signal: phase.signal,
     waiting: alive,
     spawns: run.aliveSpawns(),
@@ -110,8 +110,14 @@ function decide(run: SweepRun, phase: Phase, alive: number): PhaseEnd | 'out-of-
   // mid-exec (no readable environ) is still a descendant of the helper and in the cgroup.
   if (run.seen === 0 && run.kernelProof) return run.kernelProof;
   if (phase.empty >= 2) return 'two-empty-scans';
-  if (performance.now() - phase.startedAt >= phase.budgetMs) return 'out-of-time';
+  if (outOfTime(run, phase)) return 'out-of-time';
   return 'again';
+}
+
+// The phase's budget is spent, or (TERM only) the caller hurried the sweep (`SweepOptions.hurry`).
+function outOfTime(run: SweepRun, phase: Phase): boolean {
+  if (phase.signal === 'SIGTERM' && run.opts.hurry?.aborted) return true;
+  return performance.now() - phase.startedAt >= phase.budgetMs;
 }
 
 // The options checked, in this order: the tag (`INVALID_TAG`), then each duration (`INVALID_OPTION`).

@@ -11,8 +11,8 @@ import { SocketTables } from '../proc/sockets.js';
 import type { ProcStat } from '../proc/stat.js';
 import type { SessionTag } from '../proc/tag.js';
 import { buildReport } from './build-report.js';
-import type { TetherEvent } from './events.js';
 import { KeptServices } from './kept-services.js';
+import { SweepNotices } from './notices.js';
 import type {
   PhaseEnd,
   PhaseRecord,
@@ -35,7 +35,7 @@ import {
   releaseHold,
   type Signaller,
 } from './signal.js';
-import type { PhaseSignal, SweepOptions, SweepProgress } from './sweep-options.js';
+import type { PhaseSignal, SweepOptions } from './sweep-options.js';
 
 /**
  * A phase under way: its signal, when it began (performance.now() ms), its budget (ms), its
@@ -68,7 +68,10 @@ export class SweepRun {
   readonly startedAt = new Date().toISOString();
   readonly tracked = new Map<string, Tracked>();
   readonly unreadable = new Map<string, UnreadableRecord>();
-  readonly warnings: SweepWarning[] = [];
+  /** The warnings, events and progress the sweep says (src/sweep/notices.ts). */
+  readonly notices: SweepNotices;
+  /** The report's warnings (`notices.warnings`). */
+  readonly warnings: SweepWarning[];
   readonly phases: PhaseRecord[] = [];
   readonly spawnKeys: Set<string>;
   /** The declared services: the `keep` rules, the processes they set aside (src/sweep/kept-services.ts). */
@@ -93,7 +96,6 @@ export class SweepRun {
   kernelProof: 'populated-0' | 'helper-childless' | undefined;
   /** The last scan found nothing and a helper did not answer: no end it reaches is proven. */
   silence: { why: string; alive: boolean } | undefined;
-  absorbed = 0;
   readonly notes: string[] = [];
   /**
    * The sweeping process (or an ancestor) is itself in the cgroup — `tether sweep --tag` run
@@ -113,6 +115,8 @@ export class SweepRun {
     /** Rounds take a shared walk when it is fresh enough (async sweeps: sharedSnapshot) or their own (sync). */
     readonly shareSnapshots: boolean,
   ) {
+    this.notices = new SweepNotices(tag.name, opts);
+    this.warnings = this.notices.warnings;
     this.signaller = opts.signaller ?? createSignaller();
     this.spawnKeys = new Set((opts.spawns ?? []).map(identityKey));
     const procRoot = opts.procRoot ?? '/proc';
@@ -120,7 +124,7 @@ export class SweepRun {
       procRoot,
       unkeepable: (key) => this.tracked.has(key) || this.spawnKeys.has(key),
       recordOf: (m, details) => recordOf(m, details ?? takeDetails(procRoot, m)),
-      warn: (code, message) => this.warn(code, message),
+      warn: (code, message) => this.notices.warn(code, message),
     });
     this.ctx = {
       procRoot: opts.procRoot ?? '/proc',
@@ -135,9 +139,9 @@ export class SweepRun {
       holdCandidates: (candidates, childless) => this.holdCandidates(candidates, childless),
       tagless: opts.members !== undefined,
     };
-    this.absorbWarnings();
+    this.notices.absorbWarnings();
     if (this.signaller.mechanism !== 'pidfd') {
-      this.warn(
+      this.notices.warn(
         'NO_PIDFD',
         'pidfd_open is unavailable: identities are re-checked by start time before each signal (a narrow pid-reuse race remains)',
       );
@@ -154,7 +158,7 @@ export class SweepRun {
       if (h.fd >= 0) this.holds.push(h);
       else if (h.why !== 'gone' && h.why !== 'no-pidfd' && !this.warnedHold) {
         this.warnedHold = true;
-        this.warn(
+        this.notices.warn(
           'NO_PIDFD',
           `pidfd_open failed for pid ${h.identity.pid} (${h.why}): such a process is re-checked by start time before each signal (a narrow pid-reuse race remains)`,
         );
@@ -234,49 +238,6 @@ export class SweepRun {
     if (all) for (const [key, m] of this.ctx.known) if (m.hold?.why === 'closed') this.ctx.known.delete(key);
   }
 
-  /** Takes the caller's warnings not yet taken (a helper lost while the sweep ran, too). */
-  absorbWarnings(): void {
-    const given = this.opts.warnings ?? [];
-    for (; this.absorbed < given.length; this.absorbed++) {
-      // The caller's own object: a message it completes later (an errno Node reports on the
-      // next tick) shows in the report.
-      const w = given[this.absorbed] as SweepWarning;
-      this.warnings.push(w);
-      this.emit({ type: 'warning', tag: this.tag.name, code: w.code, message: w.message });
-    }
-  }
-
-  warn(code: SweepWarning['code'], message: string): void {
-    this.warnings.push({ code, message });
-    this.emit({ type: 'warning', tag: this.tag.name, code, message });
-  }
-
-  /** Hands an event to `onEvent`; a listener that throws gets a `LISTENER_FAILED` warning. */
-  emit(event: TetherEvent): void {
-    const error = callListener(this.opts.onEvent, event);
-    if (error !== undefined) this.listenerFailed('onEvent', error);
-  }
-
-  /** Hands a round's progress to `onProgress`; one that throws gets a `LISTENER_FAILED` warning. */
-  progress(progress: SweepProgress): void {
-    const error = callListener(this.opts.onProgress, progress);
-    if (error !== undefined) this.listenerFailed('onProgress', error);
-  }
-
-  private readonly failedListeners = new Set<string>();
-
-  // Once per listener: its later throws are as caught, not repeated in the report. Pushed, not
-  // emitted: the event listener may be the one that throws.
-  private listenerFailed(name: 'onEvent' | 'onProgress', error: unknown): void {
-    if (this.failedListeners.has(name)) return;
-    this.failedListeners.add(name);
-    const why = error instanceof Error ? error.message : String(error);
-    this.warnings.push({
-      code: 'LISTENER_FAILED',
-      message: `the ${name} listener threw (${why}): the sweep went on without it`,
-    });
-  }
-
   /** Excludes the supervisor and its ancestors. False when the process table cannot be read. */
   begin(): boolean {
     try {
@@ -285,7 +246,7 @@ export class SweepRun {
         // A procfs of another PID namespace: its pids are not ours to signal, and nothing read
         // there can be checked from here. Saying "nothing found" would be a lie.
         this.complete = false;
-        this.warn(
+        this.notices.warn(
           'PROC_NAMESPACE',
           `${this.ctx.procRoot} belongs to another PID namespace (it names this process ${self}, the kernel ${process.pid}): the sweep did not run; mount a procfs of this namespace`,
         );
@@ -345,7 +306,7 @@ export class SweepRun {
    */
   unsettled(): void {
     this.complete = false;
-    this.warn(
+    this.notices.warn(
       'UNSETTLED',
       this.silence
         ? `${this.silence.why}: nothing proves the session's processes gone (a helper's silence is never "no child"), and some may still run`
@@ -356,13 +317,13 @@ export class SweepRun {
   fail(error: unknown): false {
     this.complete = false;
     if (error instanceof NoProcError) {
-      this.warn(
+      this.notices.warn(
         'NO_PROC',
         `the sweep cannot run: ${error.message}; processes of ${this.tag.name} were not looked for`,
       );
     } else {
       const why = (error as Error).message;
-      this.warn(
+      this.notices.warn(
         'SCAN_FAILED',
         isFdExhaustion(error) ? `the sweep stopped: no fd left (${why})` : `the sweep stopped: ${why}`,
       );
@@ -482,7 +443,7 @@ export class SweepRun {
     if (killed === true) {
       this.notes.push(`cgroup: the scan failed, so ${cgroup.path} was killed as a whole (cgroup.kill)`);
     } else {
-      this.warn(
+      this.notices.warn(
         'CGROUP_KILL_FAILED',
         `cgroup.kill of ${cgroup.path} failed (${killed}): its processes may still run`,
       );
@@ -586,8 +547,8 @@ export class SweepRun {
       return;
     }
     const killed = killCgroup(cgroup.path);
-    if (killed !== true && !this.warnings.some((w) => w.code === 'CGROUP_KILL_FAILED')) {
-      this.warn(
+    if (killed !== true && !this.notices.has('CGROUP_KILL_FAILED')) {
+      this.notices.warn(
         'CGROUP_KILL_FAILED',
         `cgroup.kill of ${cgroup.path} failed (${killed}): only the per-process signals were sent`,
       );
@@ -731,14 +692,14 @@ export class SweepRun {
 
   report(): SweepReport {
     this.releaseHolds(true);
-    this.absorbWarnings();
+    this.notices.absorbWarnings();
     // A helper lost with no cgroup: its orphans went to another reaper, out of every layer's
     // reach but the env tag's — the sweep cannot say it found everything.
-    if (this.warnings.some((w) => w.code === 'HELPER_LOST') && !this.opts.cgroup) this.complete = false;
+    if (this.notices.has('HELPER_LOST') && !this.opts.cgroup) this.complete = false;
     const report = buildReport(this);
     const { stopped, survivors, unreadable, kept } = report;
     if (stopped.length || survivors.length || unreadable.length || kept.length) {
-      this.emit({
+      this.notices.emit({
         type: 'delegate_background',
         phase: 'abandoned',
         tag: this.tag.name,
@@ -774,16 +735,6 @@ function lastPhaseSignal(signals: string[]): 'SIGTERM' | 'SIGKILL' | undefined {
     if (s === 'SIGTERM' || s === 'SIGKILL') return s;
   }
   return undefined;
-}
-
-// Calls a caller's listener; returns what it threw (a listener's exception must not stop a sweep).
-function callListener<T>(listener: ((value: T) => void) | undefined, value: T): unknown {
-  try {
-    listener?.(value);
-    return undefined;
-  } catch (error) {
-    return error ?? new Error(String(error));
-  }
 }
 
 // A member's uid and cmdline: read when it was held, from the held process (signal.ts), and

@@ -24,6 +24,13 @@ export interface SweepOptions {
    * grace counts from the sweep's first TERM.
    */
   graceStartedAt?: number;
+  /**
+   * Aborted (before or during the sweep): the TERM phase's grace is spent from then on — the
+   * round under way still sends TERM to what it finds, and the next goes on to KILL. `tether run`
+   * aborts it at a second ending signal (Ctrl-C twice), also when the sweep had already begun
+   * because the command had exited.
+   */
+  hurry?: AbortSignal;
   /** KILL phase budget. Default 3000. */
   killAfterMs?: number;
   /** Pause between scans. Default 50. */
