@@ -12,7 +12,7 @@ import type { Readable, Writable } from 'node:stream';
 import { type Registered, registerSession } from '../containment/live-session.js';
 import { TetherError } from '../errors.js';
 import type { Ledger } from '../ledger/ledger.js';
-import { checkMs } from '../options.js';
+import { checkMs, DEFAULT_GRACE_MS, DEFAULT_KILL_AFTER_MS } from '../options.js';
 import { createTag, parseTag, type SessionTag } from '../proc/tag.js';
 import {
   checkOutputOptions,
@@ -225,7 +225,8 @@ function prepare(argv: string[], options: SandboxExecOptions): CallPlan {
   const silenceMs = checkMs('silenceMs', options.silenceMs ?? SILENCE_MS);
   // A container without `sh` has no other shell than the command's for its sweep.
   const sweepOptions = { shell, ...options.sweep };
-  const under = typeof options.helper === 'string' ? ['--helper', options.helper] : [];
+  const under =
+    typeof options.helper === 'string' ? ['--helper', options.helper, ...helperSwitch(sweepOptions)] : [];
   const wrapper = ['env', tag.entry, ...shell, '-c', program('wrap'), 'tether-wrap', ...under];
   const input = typeof options.input === 'string' ? Buffer.from(options.input) : options.input;
   const plan = { tag, silenceMs, sweepOptions, nonce: createNonce(), input, scriptMode: false };
@@ -236,6 +237,18 @@ function prepare(argv: string[], options: SandboxExecOptions): CallPlan {
   }
   const argvScript = [...wrapper, 'script', String(script.length), ...argv, '-s'];
   return { ...plan, argv: argvScript, input: script, scriptMode: true };
+}
+
+// The helper's own dead man's switch, as `--switch GRACE KILL` (ms) for the wrapper to give it:
+// TERMed by the session's sweep, the helper ends its subtree itself, and with its fixed 5 s it
+// KILLed a TERM-ignoring leftover while a longer grace of the sweep's was still running (12 s
+// asked, 5.6 s taken, the report saying SIGTERM ended it). Its grace is the sweep's grace and
+// kill-after together, so that its KILL never comes before the sweep's own: the helper only
+// acts for a sweep that is gone.
+function helperSwitch(sweep: Omit<SandboxSweepOptions, 'signal'>): string[] {
+  const graceMs = Math.round(checkMs('graceMs', sweep.graceMs ?? DEFAULT_GRACE_MS));
+  const killAfterMs = Math.round(checkMs('killAfterMs', sweep.killAfterMs ?? DEFAULT_KILL_AFTER_MS));
+  return ['--switch', String(graceMs + killAfterMs), String(killAfterMs)];
 }
 
 // The command and what feeds its stdin: INVALID_OPTION before anything starts.

@@ -46,8 +46,10 @@ export function reportUnder(
 ): SweepReport {
   if (push === undefined) return report;
   if ('unavailable' in push) return { ...report, notes: [...report.notes, push.unavailable] };
-  // Run from its pinned inode (wrap.sh): `/proc/PID/fd/9 [--wrap] --name PATH -- …`.
-  const pinned = new RegExp(`^/proc/\\d+/fd/9 (--wrap )?--name ${escapeRegExp(push.path)} -- `);
+  // Run from its pinned inode (wrap.sh): `/proc/PID/fd/9 [--wrap] --name PATH --grace MS --kill-after MS -- …`.
+  const pinned = new RegExp(
+    `^/proc/\\d+/fd/9 (--wrap )?--name ${escapeRegExp(push.path)} (--grace \\d+ --kill-after \\d+ )?-- `,
+  );
   const isHelper = (cmdline: string) =>
     cmdline === push.path || cmdline.startsWith(`${push.path} `) || pinned.test(cmdline);
   const helpers = report.stopped.filter((p) => isHelper(p.cmdline));

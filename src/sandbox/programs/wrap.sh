@@ -48,11 +48,22 @@ set +m 2>/dev/null
 EXIT_REFUSED=125
 # A variable of that name in the environment is exported: assigning to it would hand the
 # nonce to the command. Unset first, the variables then made are the shell's own.
-unset nonce text first token helper fifo started hword sum hpid how flag why
+unset nonce text first token helper fifo started hword sum hpid how flag why hgrace hkill
 helper=
+hgrace=5000
+hkill=3000
 if [ "$1" = --helper ]; then
   helper=$2
   shift 2
+  # `--switch GRACE KILL` (ms): the helper's own dead man's switch, which the session's sweep
+  # must never be cut short by (exec.ts, helperSwitch).
+  if [ "$1" = --switch ]; then
+    case $2$3 in
+      *[!0-9]* | '') ;;
+      *) hgrace=$2 hkill=$3 ;;
+    esac
+    shift 3
+  fi
 fi
 mode=$1
 shift
@@ -178,7 +189,7 @@ start_helper() {
   if [ "$how" = wrap ]; then flag=--wrap; else put "go$nl" >&8; fi
   # fd 3 is the command's stdin until `<&3`, then the status FIFO (opened first: this program's
   # open below waits for it, and a helper that fails later closes it: EOF, never a hang).
-  "/proc/$$/fd/9" $flag --name "$helper" -- $runner "$@" <&3 3>"$fifo.s" 4<>"$fifo.c" 8<&- 9<&- &
+  "/proc/$$/fd/9" $flag --name "$helper" --grace "$hgrace" --kill-after "$hkill" -- $runner "$@" <&3 3>"$fifo.s" 4<>"$fifo.c" 8<&- 9<&- &
   hpid=$!
   exec 7<"$fifo.s"
 }
