@@ -2,6 +2,7 @@
 // read → decide (transitions.ts) → compare-and-set, retried when another writer got there first;
 // a refused end resolves with the record as it stands and never throws.
 import { TetherError } from '../errors.js';
+import { TAG_NAME_PATTERN } from '../proc/tag.js';
 import type { SweepReport } from '../sweep/report.js';
 import { channelKeyPath, channelMac, ensureChannelKey, readChannelKey } from './channel-key.js';
 import { SpoolStore } from './spool.js';
@@ -128,7 +129,8 @@ export class Ledger {
 
   /**
    * Records a new `running` session supervised by this process. Rejects with INVALID_TAG when
-   * the tag is already in the ledger (a tag names one session, never two).
+   * the tag is not a tag's name (`TETHER_SESSION_<32 hex>`) or is already in the ledger (a tag
+   * names one session, never two).
    */
   async begin(options: BeginOptions): Promise<SessionRecord> {
     const record = this.newRecord(options);
@@ -160,6 +162,7 @@ export class Ledger {
   }
 
   private newRecord(options: BeginOptions): SessionRecord {
+    checkTagName(options?.tag);
     const now = this.clock();
     const supervisor = options.supervisor ?? currentSupervisor();
     return {
@@ -202,6 +205,7 @@ export class Ledger {
    * compare-and-sets in a row.
    */
   async settle(tag: string, proposed: SessionEnd, options: SettleOptions = {}): Promise<Settled> {
+    checkTagName(tag);
     return this.update(tag, (current) => {
       if (decide(current.state, proposed) === 'refuse') return null;
       return {
@@ -225,6 +229,7 @@ export class Ledger {
 
   /** An operator's or caller's cancel, end proven. Refused once `ambiguous` (or another final state). */
   async cancel(tag: string, report?: SweepReport, outcome?: SessionOutcome): Promise<SessionRecord> {
+    checkTagName(tag);
     const options: SettleOptions = {};
     if (report) options.report = report;
     if (outcome) options.outcome = outcome;
@@ -233,22 +238,26 @@ export class Ledger {
 
   /** An end that could not be proven: replaces `cancelled` or `failed`; final. */
   async markAmbiguous(tag: string, outcome: SessionOutcome, report?: SweepReport): Promise<SessionRecord> {
+    checkTagName(tag);
     return (await this.settle(tag, 'ambiguous', report ? { outcome, report } : { outcome })).record;
   }
 
   /** Appends a sweep report, whatever the state (a report is evidence, not an end). */
   async recordSweep(tag: string, report: SweepReport): Promise<SessionRecord> {
+    checkTagName(tag);
     return (await this.update(tag, (current) => ({ ...current, reports: [...current.reports, report] })))
       .record;
   }
 
   /** Replaces the session's declared long-lived processes. */
   async recordKept(tag: string, kept: KeptProcess[]): Promise<SessionRecord> {
+    checkTagName(tag);
     return (await this.update(tag, (current) => ({ ...current, kept: [...kept] }))).record;
   }
 
   /** Renews the lease to now + `leaseMs` while the session is `running`; otherwise changes nothing. */
   async heartbeat(tag: string, leaseMs: number): Promise<SessionRecord> {
+    checkTagName(tag);
     return (
       await this.update(tag, (current) =>
         current.state === 'running' ? { ...current, leaseUntil: this.clock() + leaseMs } : null,
@@ -257,6 +266,7 @@ export class Ledger {
   }
 
   async get(tag: string): Promise<SessionRecord | null> {
+    checkTagName(tag, 'read');
     return this.store.get(tag);
   }
 
@@ -271,6 +281,7 @@ export class Ledger {
    * hold (nothing vouches for it).
    */
   async canRetry(tag: string): Promise<boolean> {
+    checkTagName(tag, 'read');
     const record = await this.store.get(tag);
     return record !== null && retryAllowed(record.state);
   }
@@ -301,4 +312,23 @@ export class Ledger {
       { tag },
     );
   }
+}
+
+/**
+ * A ledger keys its records by the tag's name, a string `TETHER_SESSION_<32 hex>`; a write with
+ * anything else is INVALID_TAG, before the store sees it (a store would write it as a row that
+ * `tether recover` cannot read, or fail on it with its own error). A read takes any string (a
+ * row already corrupt is read as LEDGER_CORRUPT, naming it) but nothing else. `createTag()`'s
+ * `{ name, entry }` is refused with a hint: pass its `name`.
+ */
+function checkTagName(tag: unknown, use: 'write' | 'read' = 'write'): asserts tag is string {
+  if (typeof tag === 'string' && (use === 'read' || TAG_NAME_PATTERN.test(tag))) return;
+  const hint =
+    typeof tag === 'object' && tag !== null && 'name' in tag
+      ? ": a tag's { name, entry } (createTag()) was passed — pass its name"
+      : '';
+  throw new TetherError(
+    'INVALID_TAG',
+    `invalid tag ${typeof tag === 'string' ? JSON.stringify(tag) : typeof tag}: expected the tag's name, TETHER_SESSION_ and 32 lowercase hex digits${hint}`,
+  );
 }

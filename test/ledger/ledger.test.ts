@@ -89,6 +89,25 @@ describe('Ledger', () => {
     expect(await l.canRetry(createTag().name)).toBe(false);
   });
 
+  it('refuses what is not a tag name INVALID_TAG before the store sees it, and writes no row', async () => {
+    const l = await fresh();
+    const location = { kind: 'local' } as const;
+    for (const tag of ['nope', 42, undefined, createTag(), `${createTag().name}x`]) {
+      await expect(
+        l.begin({ tag: tag as never, command: ['y'], location }),
+        `begin with ${JSON.stringify(tag)}`,
+      ).rejects.toMatchObject({ code: 'INVALID_TAG' });
+      expect(() => l.beginSync({ tag: tag as never, command: ['y'], location })).toThrow(/invalid tag/);
+    }
+    await expect(l.begin({ tag: createTag() as never, command: ['y'], location })).rejects.toThrow(
+      /pass its name/,
+    );
+    await expect(l.get(createTag() as never)).rejects.toMatchObject({ code: 'INVALID_TAG' });
+    expect(await l.get('nope'), 'a read takes any string: nothing is recorded under it').toBeNull();
+    await expect(l.heartbeat(42 as never, 1000)).rejects.toMatchObject({ code: 'INVALID_TAG' });
+    expect(await l.list()).toEqual([]);
+  });
+
   it('settle on an unknown tag names the tag and the ledger', async () => {
     const l = await fresh();
     const tag = createTag().name;

@@ -184,6 +184,11 @@ describe("a record naming a live session's tag", () => {
     await waitFor('the live session to run its command', () => payload() !== undefined, 20_000);
     const victim = identityOf(payload() as number) as ProcessId;
     started.push(victim);
+    // The command can run before tether run has written its first event (seen under load).
+    await waitFor(
+      `a tag in ${events}`,
+      () => existsSync(events) && readFileSync(events, 'utf8').includes('\n'),
+    );
     const tag = JSON.parse(readFileSync(events, 'utf8').split('\n')[0] as string).tag as string;
     // A forged (or stale) row: B's tag under a supervisor that is gone, in this namespace.
     const { ledger } = await ledgerAt();
