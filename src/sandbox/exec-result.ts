@@ -1,8 +1,7 @@
 // The result of a sandbox exec with a proven end: its own file, so that the modules that build
 // it (exec-outcome.ts) and record it (exec-record.ts) need not import the exec that runs them.
-import type { CommandResult } from '../session/result.js';
+import type { CommandResult, StopReason } from '../session/result.js';
 import type { SweepReport } from '../sweep/report.js';
-import type { StopReason } from './exec-stops.js';
 
 /**
  * A proven end (the completion line arrived): the result shape of `spawn()` (`command`,
@@ -43,7 +42,7 @@ export interface SandboxExecResult<T extends string | Buffer = string> extends C
   /** Which collected stream passed `maxBuffer` (the call was then stopped: `stoppedBy: 'max-buffer'`). */
   maxBufferExceeded?: 'stdout' | 'stderr';
   /** Why the call was stopped before the client exited, or null; `report` is then that stop's sweep. */
-  stoppedBy: StopReason | null;
+  stoppedBy: Exclude<StopReason, 'timeout'> | null;
   /** The error of the caller's `stdout`/`stderr` stream that stopped the call (EPIPE…). */
   outputError?: Error;
   /**

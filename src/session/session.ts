@@ -26,9 +26,9 @@ import {
   type SessionOptions,
 } from './options.js';
 import { outputClosed, releaseOutput } from './output.js';
-import { SessionRecorder, type StopReason } from './record.js';
+import { SessionRecorder } from './record.js';
 import { FdReserve } from './reserve.js';
-import { commandLine, type ExitResult, exitResult } from './result.js';
+import { commandLine, type ExitResult, exitResult, type StopReason } from './result.js';
 import { type Started, Starter } from './start.js';
 import {
   type EndOptions,
@@ -259,7 +259,10 @@ export class Session {
    * proves it, `ambiguous` when it does not. `'abort'` is the deprecated word for `'cancel'`
    * (read as it; removed in the next minor release). Any other reason throws `INVALID_OPTION`.
    */
-  cancel(reason: StopReason | 'abort' = 'cancel', options: EndOptions = {}): Promise<SweepReport> {
+  cancel(
+    reason: Extract<StopReason, 'cancel' | 'timeout'> | 'abort' = 'cancel',
+    options: EndOptions = {},
+  ): Promise<SweepReport> {
     if (reason !== 'cancel' && reason !== 'timeout' && reason !== 'abort')
       throw new TetherError(
         'INVALID_OPTION',
