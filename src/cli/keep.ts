@@ -12,9 +12,15 @@ const KEEP_FORM =
  * The rules of each `--keep GLOB=TTL`, the TTL after the last `=` (a glob may hold `=`:
  * `*--port=6379*=2h`), all owned by `owner` (default: `user@host`). The TTL is required: a
  * service kept past its session says for how long. Throws `INVALID_OPTION` naming `--keep` and the
- * accepted form; a bad glob is the session's `INVALID_OPTION` (`keep[i].match`).
+ * accepted form, or `--keep-owner` when it is empty (with or without `--keep`); a bad glob is the
+ * session's `INVALID_OPTION` (`keep[i].match`).
  */
 export function parseKeepFlags(values: readonly string[], owner: string = defaultOwner()): KeepRule[] {
+  if (owner.trim() === '')
+    throw new TetherError(
+      'INVALID_OPTION',
+      `invalid --keep-owner ${JSON.stringify(owner)}: expected a name for who answers for the kept services (default: user@host, here ${defaultOwner()})`,
+    );
   return values.map((value) => {
     const at = value.lastIndexOf('=');
     if (at <= 0 || at === value.length - 1)

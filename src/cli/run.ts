@@ -3,7 +3,9 @@
 //   -- CMD [ARGS…]
 // timeout(1)'s conventions (docs/cli.md#tether-run): 124 when the timeout fired, 125 for tether's
 // own failure, 126/127 when CMD cannot start, 128+N when signal N ended it.
+import { statSync } from 'node:fs';
 import { constants } from 'node:os';
+import { resolve } from 'node:path';
 import { type Containment, parseContainment } from '../containment/select.js';
 import { TetherError } from '../errors.js';
 import { parseDuration } from '../options.js';
@@ -93,6 +95,15 @@ export function runPlan(argv: string[], flags: RunFlags): RunPlan {
     throw new TetherError(
       'INVALID_OPTION',
       'invalid --keep with --containment pid-namespace: the kernel kills every process of a PID namespace when its init ends, so nothing could be kept (drop one of them)',
+    );
+  if (
+    flags.reportFile !== undefined &&
+    flags.events !== undefined &&
+    sameFile(flags.reportFile, flags.events)
+  )
+    throw new TetherError(
+      'INVALID_OPTION',
+      `invalid --report-file ${JSON.stringify(flags.reportFile)} with --events ${JSON.stringify(flags.events)}: they name the same file, and the report would replace the events (give each its own file)`,
     );
   const [command, ...args] = argv as [string, ...string[]];
   if (!command)
@@ -261,6 +272,19 @@ function payloadGroup(plan: RunPlan, s: Session, proc: ReturnType<Session['spawn
   const helper = proc.child.pid !== proc.pid ? proc.child.pid : undefined;
   const bound = { entry: s.tagVariable.entry, notBefore: s.startTicks };
   return commandGroupOf('/proc', proc.pid as number, helper, bound, compileKeep(plan.keep));
+}
+
+// Whether two paths name one file: the same path, or (both there) the same device and inode — a
+// link to it, or another spelling of it.
+function sameFile(a: string, b: string): boolean {
+  if (resolve(a) === resolve(b)) return true;
+  try {
+    const x = statSync(a);
+    const y = statSync(b);
+    return x.dev === y.dev && x.ino === y.ino;
+  } catch {
+    return false; // one is not there yet: two names for a file not made yet are two files
+  }
 }
 
 // The `exited` event's fields: how the payload ended, or why it could not start.

@@ -101,6 +101,34 @@ describe('tether run --report-file and --events', () => {
     );
   });
 
+  it.each([
+    ['the same path', (dir: string) => [join(dir, 'out'), join(dir, 'out')]],
+    ['another spelling of it', (dir: string) => [join(dir, 'out'), `${dir}/./x/../out`]],
+    [
+      'a symbolic link to it, both there',
+      (dir: string) => {
+        writeFileSync(join(dir, 'out'), '');
+        symlinkSync(join(dir, 'out'), join(dir, 'link'));
+        return [join(dir, 'link'), join(dir, 'out')];
+      },
+    ],
+  ])('refuses --report-file and --events naming one file (%s) before the payload runs', async (_, paths) => {
+    const dir = tempDir();
+    const [report, events] = paths(dir) as [string, string];
+    const ran = await tether([
+      'run',
+      '--no-ledger',
+      '--report-file',
+      report,
+      '--events',
+      events,
+      ...marks(dir),
+    ]);
+    expect(ran.code, ran.stderr).toBe(125);
+    expect(ran.stderr).toMatch(/they name the same file/);
+    expect(existsSync(join(dir, 'ran'))).toBe(false);
+  });
+
   it('refuses a --report-file with another hard link, and leaves its bytes', async () => {
     const dir = tempDir();
     const victim = join(dir, 'precious');

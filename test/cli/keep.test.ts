@@ -114,4 +114,16 @@ describe('tether run --keep', () => {
     expect(ran.stderr).toMatch(message);
     expect(() => readFileSync(join(dir, 'ran'))).toThrow();
   });
+
+  it.each([[['--keep', 'redis-server *=1h', '--keep-owner', '']], [['--keep-owner', ' ']]])(
+    "refuses an empty --keep-owner by its flag's name before the command runs (%j)",
+    async (flags) => {
+      const dir = mkdtempSync(join(tmpdir(), 'tether-keep-'));
+      const ran = await tether(['run', ...flags, '--', 'sh', '-c', `touch ${join(dir, 'ran')}`]);
+      expect(ran.code).toBe(125);
+      expect(ran.stderr).toMatch(/invalid --keep-owner "\s*": expected a name/);
+      expect(ran.stderr).not.toMatch(/keep\[0\]/);
+      expect(() => readFileSync(join(dir, 'ran'))).toThrow();
+    },
+  );
 });
