@@ -29,6 +29,7 @@ import { beginSandboxRecord } from './exec-record.js';
 import type { SandboxExecResult } from './exec-result.js';
 import { CallStops } from './exec-stops.js';
 import { type HelperUse, helperUseOf } from './helper-use.js';
+import { checkSandboxKeys, SANDBOX_EXEC_KEYS } from './known-options.js';
 import { program } from './programs.js';
 import { checkShell, type SandboxSweepOptions } from './sweep.js';
 
@@ -109,7 +110,8 @@ export interface SandboxExecOptions extends OutputOptions {
  * line never arrived and the sweep settled the session; `SandboxError` `AMBIGUOUS_EFFECT` when
  * it could not (`cause`: `SWEEP_CUT` / `CHANNEL_UNREACHABLE`, or `report` with survivors);
  * `INPUT_CUT` when a large script arrived cut (nothing ran); `CHANNEL_UNREACHABLE` when the
- * exec client itself could not start (nothing left this machine); `INVALID_OPTION` on bad input.
+ * exec client itself could not start (nothing left this machine); `INVALID_OPTION` on bad input,
+ * an unknown key too (a typo names the nearest key).
  */
 // biome-ignore lint/complexity/noBannedTypes: no options, the default encoding.
 export async function exec<O extends SandboxExecOptions = {}>(
@@ -253,6 +255,7 @@ function helperSwitch(sweep: Omit<SandboxSweepOptions, 'signal'>): string[] {
 
 // The command and what feeds its stdin: INVALID_OPTION before anything starts.
 function checkCommand(argv: string[], options: SandboxExecOptions): void {
+  checkSandboxKeys(options, SANDBOX_EXEC_KEYS);
   checkOutputOptions(options);
   if (options.reject !== undefined && typeof options.reject !== 'boolean')
     throw new TetherError(

@@ -25,6 +25,12 @@ import { execUnder, type SandboxExecOptions, SILENCE_MS } from './exec.js';
 import type { SandboxExecResult } from './exec-result.js';
 import type { HelperPush } from './helper-push.js';
 import type { HelperUse, TargetIdentity } from './helper-use.js';
+import {
+  checkSandboxKeys,
+  SANDBOX_COMMAND_KEYS,
+  SANDBOX_RUN_KEYS,
+  SANDBOX_SESSION_KEYS,
+} from './known-options.js';
 import { OUTPUT_CAP_MS, within } from './run.js';
 import { pushForSession, reportUnder } from './session-helper.js';
 import { checkShell, type SandboxSweepOptions, sweepUnder } from './sweep.js';
@@ -166,6 +172,7 @@ export class SandboxSession {
         'INVALID_OPTION',
         'invalid channel: expected an ExecChannel ({ describe, exec(argv) })',
       );
+    checkSandboxKeys(options, SANDBOX_SESSION_KEYS);
     this.channel = channel;
     this.tagVariable =
       options.tag === undefined
@@ -219,7 +226,7 @@ export class SandboxSession {
   /**
    * Runs `argv` in the target under the session's tag (`sandbox.exec`, never rejecting). Throws
    * `SESSION_ENDED` once `end()` has begun, `INVALID_OPTION` for an argv that is not a non-empty
-   * array of strings; any other refusal is the result's `error`.
+   * array of strings or an unknown option key; any other refusal is the result's `error`.
    */
   // biome-ignore lint/complexity/noBannedTypes: no options, the default encoding.
   spawn<O extends SandboxCommandOptions = {}>(
@@ -232,6 +239,7 @@ export class SandboxSession {
         `session ${this.tag} has ended: cannot spawn ${JSON.stringify(String(argv?.[0]))}`,
       );
     checkArgv(argv);
+    checkSandboxKeys(options, SANDBOX_COMMAND_KEYS);
     this.register();
     this.spawned += 1;
     const started = performance.now();
@@ -558,7 +566,8 @@ export class SandboxSession {
 
 /**
  * Opens a session in the target of `channel` (`sandbox.session`): `spawn(argv, options)` runs
- * commands under its tag, `end()` sweeps it. Throws `INVALID_OPTION` / `INVALID_TAG` on bad options.
+ * commands under its tag, `end()` sweeps it. Throws `INVALID_OPTION` / `INVALID_TAG` on bad options
+ * (an unknown key too, naming the nearest known one).
  */
 export function session(channel: ExecChannel, options: SandboxSessionOptions = {}): SandboxSession {
   return new SandboxSession(channel, options);
@@ -580,6 +589,7 @@ export async function run<O extends SandboxRunOptions = {}>(
   argv: string[],
   options: O = {} as O,
 ): Promise<SandboxRunResult<OutputOf<O>>> {
+  checkSandboxKeys(options, SANDBOX_RUN_KEYS); // before the session: a `timout` must not run with no deadline
   const { tag, shell, signal, timeout, sweep: sweepOptions, reject, ledger, helper, ...command } = options;
   if (reject !== undefined && typeof reject !== 'boolean')
     throw new TetherError(

@@ -7,6 +7,7 @@ import type { ExecChannel } from './channel.js';
 import { createNonce } from './completion.js';
 import { ClientNotStartedError, nameProcesses, SandboxError } from './errors.js';
 import type { TargetIdentity } from './helper-use.js';
+import { checkSandboxKeys, SANDBOX_SWEEP_KEYS } from './known-options.js';
 import { program } from './programs.js';
 import { pause, type RunOutcome, runOnce } from './run.js';
 import { type ParsedSweep, parseSweepOutput } from './sweep-output.js';
@@ -79,7 +80,7 @@ export function sweepArgv(
  * partial, `unsettled` what it signalled) — also when its `done` line came but the client was
  * killed by a signal or exited ≠ 0 (the answer is then unproven: `stopped` empty, its claims in
  * `unsettled`); `CHANNEL_UNREACHABLE`, not retried, when the program found no nonce on its stdin
- * (a channel without stdin); `INVALID_TAG` / `INVALID_OPTION` on bad input. The nonce (a fresh
+ * (a channel without stdin); `INVALID_TAG` / `INVALID_OPTION` on bad input (an unknown key too). The nonce (a fresh
  * one per attempt) goes as the first line of the program's stdin; only a `done` line holding it
  * and counting the lines before it proves the run (docs/sandbox.md#sweep-output).
  */
@@ -88,6 +89,11 @@ export function sweep(
   tag: SessionTag | string,
   options: SandboxSweepOptions = {},
 ): Promise<SweepReport> {
+  try {
+    checkSandboxKeys(options, SANDBOX_SWEEP_KEYS);
+  } catch (error) {
+    return Promise.reject(error);
+  }
   return sweepUnder(channel, tag, options, []);
 }
 
