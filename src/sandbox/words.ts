@@ -39,7 +39,7 @@ export function splitWords(option: string, text: string): string[] {
   if (words.length === 0) {
     throw new TetherError(
       'INVALID_OPTION',
-      `invalid ${option} ${JSON.stringify(text)}: expected a command prefix such as 'docker exec -i ID'`,
+      `invalid ${option} ${JSON.stringify(text)}: expected ${option === '--shell' ? "the target's shell as words, such as 'sh' or 'busybox sh'" : "a command prefix such as 'docker exec -i ID'"}`,
     );
   }
   return words;
