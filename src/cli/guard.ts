@@ -231,6 +231,14 @@ function protectedIdentity(name: string, text: string): Identity {
   return id;
 }
 
+// The library calls its option `cgroup`; the user of the CLI typed `--cgroup`.
+function withFlagName(error: unknown): unknown {
+  const prefix = 'invalid cgroup ';
+  if (!(error instanceof TetherError) || error.code !== 'INVALID_OPTION' || !error.message.startsWith(prefix))
+    return error;
+  return new TetherError('INVALID_OPTION', `invalid --cgroup ${error.message.slice(prefix.length)}`);
+}
+
 /** `tether guard`: one tick (`--once`), or the loop until SIGTERM / SIGINT. */
 export async function guardCommand(command: string[], flags: GuardFlags): Promise<void> {
   const { once, json, metrics: metricsAt, ...options } = guardOptions(flags);
@@ -241,7 +249,11 @@ export async function guardCommand(command: string[], flags: GuardFlags): Promis
     );
   }
   // The target and the input files are checked before anything starts: refused, nothing runs.
-  checkGuard(options);
+  try {
+    checkGuard(options);
+  } catch (error) {
+    throw withFlagName(error);
+  }
   const metrics = metricsAt ? await startMetrics(metricsAt) : undefined;
   const onTick = (r: TickResult) => {
     metrics?.observe(r);

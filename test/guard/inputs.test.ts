@@ -176,6 +176,15 @@ describe.skipIf(!canRun)('the guard’s input files', () => {
   });
 });
 
+describe('tether guard --cgroup', () => {
+  it('refuses a path that is no cgroup v2 directory by its flag, --cgroup, before anything runs (125)', async () => {
+    const missing = join(mkdtempSync(join(tmpdir(), 'tether-guard-cgroup-')), 'no-such-cgroup');
+    const ran = await tether(['guard', '--once', '--dry-run', '--cgroup', missing]);
+    expect(ran.code, ran.stderr).toBe(125);
+    expect(ran.stderr).toContain(`invalid --cgroup ${JSON.stringify(missing)}: not a cgroup v2 directory`);
+  });
+});
+
 describe('readInputFile', () => {
   it('reads a regular file up to 1 MiB; refuses a FIFO, a device and a bigger file without blocking; says missing', async () => {
     const d = mkdtempSync(join(tmpdir(), 'tether-input-'));
