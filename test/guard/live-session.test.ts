@@ -14,6 +14,7 @@ import { join } from 'node:path';
 import { afterEach, beforeAll, describe, expect, it } from 'vitest';
 import type { TickResult } from '../../src/guard/guard.js';
 import { createTag, TAG_PREFIX, tagBegin } from '../../src/proc/tag.js';
+import { buildFakeHelper } from '../support/fake-helper.js';
 import {
   cmdlineOf,
   environOf,
@@ -21,10 +22,10 @@ import {
   identityOf,
   isAlive,
   type ProcessId,
-  pids,
   ppidOf,
   readStat,
 } from '../support/proc.js';
+import { byCmdline } from '../support/tagged.js';
 import { tempDir } from '../support/zoo.js';
 import { allGone, canRun, type Scenario, startScenario, TETHER, until } from './support.js';
 
@@ -80,17 +81,8 @@ beforeAll(() => {
   if (!canRun) return;
   forgeScript = join(tempDir(), 'forge-then-member.sh');
   writeFileSync(forgeScript, FORGE_THEN_MEMBER);
-  fake = join(tempDir(), 'tether-helper');
-  execFileSync('cc', ['-x', 'c', '-o', fake, '-'], {
-    input: '#include <unistd.h>\nint main(void) { for (;;) pause(); }\n',
-  });
+  fake = buildFakeHelper();
 });
-
-// The live process of this machine whose cmdline is exactly `cmdline`.
-function byCmdline(cmdline: string): ProcessId | undefined {
-  const pid = pids().find((p) => cmdlineOf(p) === cmdline && readStat(p)?.state !== 'Z');
-  return pid === undefined ? undefined : identityOf(pid);
-}
 
 // A tag as an older tether drew it: 32 random hex digits, which carry no begin.
 function olderTag(): string {
