@@ -17,7 +17,13 @@ import { checkMs } from '../options.js';
 import { createTag, parseTag, type SessionTag } from '../proc/tag.js';
 import type { OutputOf } from '../session/collect.js';
 import { LEASE_MS } from '../session/record.js';
-import { commandFields, type EndReason, failureOf } from '../session/result.js';
+import {
+  type CommandError,
+  commandFields,
+  type EndReason,
+  failureOf,
+  type StopReason,
+} from '../session/result.js';
 import type { SweepReport, SweepWarning } from '../sweep/report.js';
 import type { ExecChannel } from './channel.js';
 import { ClientNotStartedError, ExecStatusUnknownError, SandboxError } from './errors.js';
@@ -82,11 +88,18 @@ export type SandboxCommandOptions = Omit<
  * `error` set when its end is not proven — `EXEC_STATUS_UNKNOWN` (the line never arrived; its
  * sweep ran), `AMBIGUOUS_EFFECT`, `CHANNEL_UNREACHABLE` (the client could not start: nothing
  * ran), `INPUT_CUT`, `INVALID_OPTION`; `report` is then that error's. `timedOut` / `isCanceled`
- * when the session's timeout / abort ended it (then `failed`).
+ * when the session's timeout / abort ended it (then `failed`, and `stoppedBy` `'timeout'` /
+ * `'cancel'`).
  */
 export interface SandboxExitResult<T extends string | Buffer = string>
-  extends Omit<SandboxExecResult<T>, 'exitCode'> {
+  extends Omit<SandboxExecResult<T>, 'exitCode' | 'stoppedBy'> {
   exitCode: number | null;
+  /**
+   * Why the command was stopped before its client exited, or null: `'timeout'` / `'cancel'` when
+   * the session's timeout / abort ended it, else as `sandbox.exec`'s (`'silence'`,
+   * `'max-buffer'`, `'output-error'`). The first reason wins.
+   */
+  stoppedBy: StopReason | null;
   /** Why the end is not proven, when it is not. */
   error?: TetherError;
 }
@@ -490,7 +503,11 @@ export class SandboxSession {
     if (!this.reason || !this.ending) return result;
     const timedOut = result.timedOut || this.reason === 'timeout';
     const isCanceled = result.isCanceled || this.reason === 'cancel';
-    return { ...result, failed: true, timedOut, isCanceled, cancelled: isCanceled };
+    // The session's end stopped it through the call's own stop (a cancel, as exec says it), or
+    // its sweep ended the command before that stop fired (null): either way the session's reason.
+    const stoppedBy =
+      result.stoppedBy === null || result.stoppedBy === 'cancel' ? this.reason : result.stoppedBy;
+    return { ...result, failed: true, timedOut, isCanceled, cancelled: isCanceled, stoppedBy };
   }
 
   // The session's sweep and the commands' own, as one report: everything stopped, named once.
@@ -578,7 +595,7 @@ export function session(channel: ExecChannel, options: SandboxSessionOptions = {
  * (`sandbox.run`): resolves once the command ended and the sweep answered, with the command's
  * result fields and `report` (the session's sweep: what it stopped). Rejects with `CommandError`
  * (`COMMAND_FAILED`, `TIMED_OUT` for `timeout` or the silence bound, `CANCELLED` for `signal`,
- * `MAX_BUFFER`) for a failed proven end, with the command's `EXEC_STATUS_UNKNOWN` /
+ * `MAX_BUFFER`, carrying the result's `stoppedBy`) for a failed proven end, with the command's `EXEC_STATUS_UNKNOWN` /
  * `AMBIGUOUS_EFFECT` / `CHANNEL_UNREACHABLE` / `INPUT_CUT` for an unproven one — unless
  * `reject: false` — and always with `SandboxError` `SWEEP_CUT` / `CHANNEL_UNREACHABLE` when
  * the session's sweep could not run.
@@ -634,16 +651,28 @@ export async function run<O extends SandboxRunOptions = {}>(
         ? 'cancel'
         : undefined;
   const bySilence = result.timedOut && s.stoppedBy !== 'timeout';
-  throw failureOf(result, reason, {
-    timeoutMs: bySilence ? (command.silenceMs ?? SILENCE_MS) : (timeout ?? 0),
-    ...(bySilence ? { what: 'the silence bound: no output for that long' } : {}),
-    ...(result.maxBufferExceeded ? { overflowed: result.maxBufferExceeded } : {}),
-    ...(!result.timedOut && !result.isCanceled && result.exitCode === 0
-      ? {
-          what: `Command exited with 0 but the exec client did not (status ${result.clientStatus}, signal ${result.clientSignal})`,
-        }
-      : {}),
-  });
+  throw withStop(
+    result,
+    failureOf(result, reason, {
+      timeoutMs: bySilence ? (command.silenceMs ?? SILENCE_MS) : (timeout ?? 0),
+      ...(bySilence ? { what: 'the silence bound: no output for that long' } : {}),
+      ...(result.maxBufferExceeded ? { overflowed: result.maxBufferExceeded } : {}),
+      ...(!result.timedOut && !result.isCanceled && result.exitCode === 0
+        ? {
+            what: `Command exited with 0 but the exec client did not (status ${result.clientStatus}, signal ${result.clientSignal})`,
+          }
+        : {}),
+    }),
+  );
+}
+
+// The CommandError of a failed run carrying the result's `stoppedBy` (`'timeout'` for TIMED_OUT by
+// the session's deadline, `'cancel'` for CANCELLED, …), as the result does.
+function withStop<E extends CommandError<string | Buffer>>(
+  result: { stoppedBy: StopReason | null },
+  error: E,
+): E & { stoppedBy: StopReason | null } {
+  return Object.assign(error, { stoppedBy: result.stoppedBy });
 }
 
 // The ledger's refusal of the begin, naming the session and the ledger (its own code, or
