@@ -29,12 +29,20 @@ export interface Problem {
 const PROBE = '\u0001tether-guard-probe\u0001 --no/such=thing';
 
 /**
- * Compiles one glob. Returns the pattern, or why it is refused: not a glob `compileGlob`
- * accepts (an unclosed `[` or `(`, a lone trailing `\`: its message), or one that matches every
- * cmdline (an allow-all is refused, not applied).
+ * Compiles one glob. Returns the pattern, or why it is refused: empty (or blanks only), not a
+ * glob `compileGlob` accepts (an unclosed `[` or `(`, a lone trailing `\`: its message), or one
+ * that matches every cmdline (an allow-all is refused, not applied).
  */
 export function compilePattern(glob: string, source: string, line?: number): Pattern | Problem {
   const at = line === undefined ? {} : { line };
+  // An empty glob matches only an empty command line: a process that erased its argv, never
+  // one an operator means to spare.
+  if (glob.trim() === '')
+    return {
+      source,
+      ...at,
+      message: `empty pattern ${JSON.stringify(glob)}: it would spare only a process whose command line is empty (one that erased it): refused`,
+    };
   let test: (s: string) => boolean;
   try {
     test = compileGlob(glob, 'pattern');

@@ -36,4 +36,12 @@ describe('guard allow patterns', () => {
       message: expect.stringContaining('matches every command line'),
     });
   });
+
+  it('refuses an empty pattern, which would spare only a process that erased its command line', () => {
+    for (const glob of ['', '  '])
+      expect(compilePattern(glob, '--allow-pattern')).toMatchObject({
+        source: '--allow-pattern',
+        message: expect.stringContaining('empty pattern'),
+      });
+  });
 });
