@@ -3,7 +3,7 @@
 // runs as the helper's payload, so what it orphans — an `env -i` double fork included — is the
 // helper's descendant, found by the session's sweep below the helper, which carries the tag. The
 // report says which it was: the helper and where, or why not (the env tag alone).
-import { ENV_TAG_BLIND_SPOT, type SweepReport } from '../sweep/report.js';
+import { ENV_TAG_BLIND_SPOT, type ProcessRecord, type SweepReport } from '../sweep/report.js';
 import type { ExecChannel } from './channel.js';
 import { type HelperPush, type HelperPushed, pushHelper } from './helper-push.js';
 import type { HelperUse } from './helper-use.js';
@@ -32,12 +32,15 @@ export function pushForSession(channel: ExecChannel, shell: string[]): Promise<H
 }
 
 /**
- * The session's report as its helper made it: under a helper, the helper itself is the session's
- * machinery, not a leftover (taken out of `stopped`, a note says it ended). The notes say which
- * commands ran under it and which fell back to the shell, with the wrapper's words (`uses`, in
- * the order the commands settled); the env tag's blind spot narrows to `HELPER_BLIND_SPOT` only
- * when at least one command proved it ran under the helper. Without one, a note says why. A helper
- * that survived stays a survivor.
+ * The session's report as its helper made it: under a helper, the helper itself and the
+ * completion wrapper that started it are the session's machinery, not leftovers: taken out of
+ * `stopped`, a note says each ended. They are told by what a session member cannot forge — a
+ * helper by the identity (pid, start time) its authenticated start line gave (`uses`), the
+ * wrapper as that helper's parent (`machinery`) — never by a cmdline, which a leftover can set to
+ * anything. The notes say which commands ran under it and which fell back to the shell, with the
+ * wrapper's words (`uses`, in the order the commands settled); the env tag's blind spot narrows
+ * to `HELPER_BLIND_SPOT` only when at least one command proved it ran under the helper. Without
+ * one, a note says why. A helper that survived stays a survivor.
  */
 export function reportUnder(
   report: SweepReport,
@@ -46,26 +49,62 @@ export function reportUnder(
 ): SweepReport {
   if (push === undefined) return report;
   if ('unavailable' in push) return { ...report, notes: [...report.notes, push.unavailable] };
-  // Run from its pinned inode (wrap.sh): `/proc/PID/fd/9 [--wrap] --name PATH --grace MS --kill-after MS -- …`.
-  const pinned = new RegExp(
-    `^/proc/\\d+/fd/9 (--wrap )?--name ${escapeRegExp(push.path)} (--grace \\d+ --kill-after \\d+ )?-- `,
-  );
-  const isHelper = (cmdline: string) =>
-    cmdline === push.path || cmdline.startsWith(`${push.path} `) || pinned.test(cmdline);
-  const helpers = report.stopped.filter((p) => isHelper(p.cmdline));
+  const { helpers, wrappers } = machinery(report.stopped, uses, push.path);
   const under = uses.filter((u) => u.use.under === 'helper' || u.use.under === 'subreaper');
   const notes = [...report.notes, ...usesNotes(push, uses)];
   if (helpers.length)
     notes.push(`the session's helper ended with it: ${helpers.map((p) => `pid ${p.pid}`).join(', ')}`);
+  if (wrappers.length)
+    notes.push(
+      `tether's completion wrapper ended with it: ${wrappers.map((p) => `pid ${p.pid}`).join(', ')}`,
+    );
+  const ours = new Set([...helpers, ...wrappers]);
   const narrowed = uses.length === 0 || under.length > 0;
   return {
     ...report,
-    stopped: report.stopped.filter((p) => !isHelper(p.cmdline)),
+    stopped: report.stopped.filter((p) => !ours.has(p)),
     blindSpots: (report.blindSpots ?? []).map((s) =>
       s === ENV_TAG_BLIND_SPOT && narrowed ? HELPER_BLIND_SPOT : s,
     ),
     notes,
   };
+}
+
+/**
+ * The session's machinery among `stopped`: each helper whose start line gave its identity, found
+ * by that identity, and its parent, the completion wrapper that started it — the process the
+ * helper's record names as its ppid, the last of that pid to start no later than the helper (a
+ * pid is one process at a time, and the wrapper was alive when it forked the helper). A helper
+ * whose wrapper had already exited has been reparented, to no session member: no wrapper then.
+ * A script over 100 KB (`subreaper`) has no start line of the helper's: its helper, run from the
+ * pinned inode as `/proc/N/fd/9 --name PATH …` (wrap.sh), is told by that cmdline, as the end of
+ * that call rests on the wrapper shell's word already (its result's blind spot).
+ */
+export function machinery(
+  stopped: readonly ProcessRecord[],
+  uses: readonly { use: HelperUse }[],
+  path: string,
+): { helpers: ProcessRecord[]; wrappers: ProcessRecord[] } {
+  const announced = new Set(
+    uses.flatMap(({ use }) =>
+      use.under === 'helper' && use.identity ? [`${use.identity.pid}:${use.identity.startTime}`] : [],
+    ),
+  );
+  const plain = `/fd/9 --name ${path} `;
+  const scripts = uses.some(({ use }) => use.under === 'subreaper');
+  const helpers = stopped.filter(
+    (p) =>
+      announced.has(`${p.pid}:${p.startTime}`) ||
+      (scripts && /^\/proc\/\d+$/.test(p.cmdline.split('/fd/9 ')[0] ?? '') && p.cmdline.includes(plain)),
+  );
+  const wrappers: ProcessRecord[] = [];
+  for (const helper of helpers) {
+    const parent = stopped
+      .filter((p) => p.pid === helper.ppid && p.startTime <= helper.startTime && !helpers.includes(p))
+      .sort((a, b) => b.startTime - a.startTime)[0];
+    if (parent && !wrappers.includes(parent)) wrappers.push(parent);
+  }
+  return { helpers, wrappers };
 }
 
 // The notes on how the commands ran: one for those under the helper (all of them: the note of a
@@ -100,8 +139,4 @@ function usesNotes(
 // A command as the notes name it: its argv joined, cut at 80 characters, quoted.
 function named(command: readonly string[]): string {
   return JSON.stringify(command.join(' ').slice(0, 80));
-}
-
-function escapeRegExp(text: string): string {
-  return text.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
 }
