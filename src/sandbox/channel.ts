@@ -39,13 +39,25 @@ export interface ExecChannel {
  * A channel over a local command prefix: `exec(argv)` runs `PREFIX… argv…` with piped stdio, in
  * a process group and POSIX session of its own (`detached`: no controlling terminal).
  * `['docker', 'exec', '-i', ID]`, `['kubectl', 'exec', '-i', POD, '-c', C, '--']`,
- * `['nsenter', '-t', PID, '-a']`. Throws `INVALID_OPTION` for an empty prefix.
+ * `['nsenter', '-t', PID, '-a']`. Throws `INVALID_OPTION` for a prefix that is not a non-empty
+ * array of strings (a string too: give its words as an array).
  */
 export function commandChannel(prefix: string[]): ExecChannel {
-  if (prefix.length === 0 || prefix.some((part) => typeof part !== 'string') || !prefix[0]) {
+  // Not an array (a string: `commandChannel('docker exec -i ID')`) is refused as an empty one
+  // is, naming the shape: read as a list, a string's characters would be the words.
+  if (
+    !Array.isArray(prefix) ||
+    prefix.length === 0 ||
+    prefix.some((part) => typeof part !== 'string') ||
+    !prefix[0]
+  ) {
+    const given =
+      typeof prefix === 'string'
+        ? `the string ${JSON.stringify(prefix)}`
+        : (JSON.stringify(prefix) ?? String(prefix));
     throw new TetherError(
       'INVALID_OPTION',
-      `invalid exec channel prefix ${JSON.stringify(prefix)}: expected a command and its arguments, such as ["docker", "exec", "-i", "ID"]`,
+      `invalid exec channel prefix ${given}: expected an array of strings, a command and its arguments, such as ["docker", "exec", "-i", "ID"]`,
     );
   }
   const [command, ...args] = prefix as [string, ...string[]];
