@@ -57,7 +57,7 @@ export const SWEEP_OUTPUT_VERSION = 2;
  * can print the line itself (docs/sandbox.md, "What escapes this").
  */
 export const END_LINE_BLIND_SPOT =
-  "the end line rests on the session's uid not reading or tracing the wrapper: a process of the command allowed to ptrace it (the same uid where ptrace is not restricted, kernel.yama.ptrace_scope 0 or no Yama; or root) can read the nonce from its memory (/proc/<pid>/mem) and print the line itself, and ok and exitCode are then its word";
+  "the end line rests on the session's uid not reading or tracing the wrapper: a process of the command allowed to ptrace it (the same uid where ptrace is not restricted, kernel.yama.ptrace_scope 0 or no Yama; or root) can read the nonce from its memory (/proc/<pid>/mem) and print the line itself, and failed and exitCode are then its word";
 
 /**
  * What the sandbox sweep's answer rests on, said in every report it makes: the sweep shell
