@@ -73,3 +73,60 @@ export function parseDuration(name: string, text: string, forms: DurationForms =
   }
   return ms;
 }
+
+/**
+ * Throws `TetherError` `INVALID_OPTION` for the first own enumerable key of `options` that is not
+ * in `known`, naming it: with `hints[key]` when the key is one a peer library takes and tether
+ * does not (said, with what to do instead), else with the nearest known key when it looks like a
+ * typo (`did you mean …?`). A key accepted and ignored would run without what the caller asked
+ * (a `timout` runs with no deadline at all).
+ */
+export function refuseUnknownKeys(
+  options: object,
+  known: readonly string[],
+  hints: Readonly<Record<string, string>> = {},
+): void {
+  for (const key of Object.keys(options)) {
+    if (known.includes(key)) continue;
+    const instead = Object.hasOwn(hints, key) ? hints[key] : undefined;
+    if (instead !== undefined)
+      throw new TetherError('INVALID_OPTION', `execa's \`${key}\` is not supported by tether (${instead})`);
+    const near = nearest(key, known);
+    throw new TetherError(
+      'INVALID_OPTION',
+      `unknown option \`${clipKey(key)}\`${near === undefined ? '' : ` (did you mean \`${near}\`?)`}`,
+    );
+  }
+}
+
+/**
+ * The known key closest to `key` by edit distance (case ignored), if close enough to be a typo:
+ * at most 2 edits, and fewer than the key has characters.
+ */
+export function nearest(key: string, known: readonly string[]): string | undefined {
+  let best: string | undefined;
+  let bestDistance = Number.POSITIVE_INFINITY;
+  for (const candidate of known) {
+    const d = editDistance(key.toLowerCase(), candidate.toLowerCase());
+    if (d < bestDistance) [best, bestDistance] = [candidate, d];
+  }
+  return bestDistance <= 2 && bestDistance < key.length ? best : undefined;
+}
+
+/** Levenshtein distance: insertions, deletions and substitutions, one row at a time. */
+export function editDistance(a: string, b: string): number {
+  let row = Array.from({ length: b.length + 1 }, (_, j) => j);
+  for (let i = 1; i <= a.length; i++) {
+    const next = [i];
+    for (let j = 1; j <= b.length; j++) {
+      const cost = a[i - 1] === b[j - 1] ? 0 : 1;
+      next[j] = Math.min((row[j] ?? 0) + 1, (next[j - 1] ?? 0) + 1, (row[j - 1] ?? 0) + cost);
+    }
+    row = next;
+  }
+  return row[b.length] ?? 0;
+}
+
+function clipKey(key: string): string {
+  return key.length > 60 ? `${key.slice(0, 60)}…` : key;
+}

@@ -2,7 +2,9 @@
 // implement says so (and what to do instead), a typo names the nearest key tether knows. A key
 // accepted and ignored would run the command without what the caller asked (a `timout` runs
 // with no deadline at all).
-import { TetherError } from '../errors.js';
+import { refuseUnknownKeys } from '../options.js';
+
+export { editDistance, nearest } from '../options.js';
 
 /** The keys of a session's options (`session()`, `new Session()`: SessionOptions). */
 export const SESSION_KEYS = [
@@ -70,50 +72,11 @@ const EXECA_UNSUPPORTED: Readonly<Record<string, string>> = {
 /**
  * Throws `TetherError` `INVALID_OPTION` for the first key of `options` that is not in `known`:
  * naming it, and saying so for an execa option tether does not implement, or naming the nearest
- * known key for a typo. Every own enumerable string key counts, whatever its value.
+ * known key for a typo (`refuseUnknownKeys`, src/options.ts). Every own enumerable string key
+ * counts, whatever its value.
  */
 export function checkKnownKeys(options: object, known: readonly string[] = SPAWN_KEYS): void {
-  for (const key of Object.keys(options)) {
-    if (known.includes(key)) continue;
-    const instead = EXECA_UNSUPPORTED[key];
-    if (instead !== undefined)
-      throw new TetherError('INVALID_OPTION', `execa's \`${key}\` is not supported by tether (${instead})`);
-    const near = nearest(key, known);
-    throw new TetherError(
-      'INVALID_OPTION',
-      `unknown option \`${clipKey(key)}\`${near === undefined ? '' : ` (did you mean \`${near}\`?)`}`,
-    );
-  }
-}
-
-// The known key closest to `key` by edit distance (case ignored), if close enough to be a typo:
-// at most 2 edits, and fewer than the key has characters.
-export function nearest(key: string, known: readonly string[]): string | undefined {
-  let best: string | undefined;
-  let bestDistance = Number.POSITIVE_INFINITY;
-  for (const candidate of known) {
-    const d = editDistance(key.toLowerCase(), candidate.toLowerCase());
-    if (d < bestDistance) [best, bestDistance] = [candidate, d];
-  }
-  return bestDistance <= 2 && bestDistance < key.length ? best : undefined;
-}
-
-// Levenshtein distance: insertions, deletions and substitutions, one row at a time.
-export function editDistance(a: string, b: string): number {
-  let row = Array.from({ length: b.length + 1 }, (_, j) => j);
-  for (let i = 1; i <= a.length; i++) {
-    const next = [i];
-    for (let j = 1; j <= b.length; j++) {
-      const cost = a[i - 1] === b[j - 1] ? 0 : 1;
-      next[j] = Math.min((row[j] ?? 0) + 1, (next[j - 1] ?? 0) + 1, (row[j - 1] ?? 0) + cost);
-    }
-    row = next;
-  }
-  return row[b.length] ?? 0;
-}
-
-function clipKey(key: string): string {
-  return key.length > 60 ? `${key.slice(0, 60)}…` : key;
+  refuseUnknownKeys(options, known, EXECA_UNSUPPORTED);
 }
 
 /** The entries of `options` whose key is in `keys` (the session's or the command's share). */

@@ -7,12 +7,19 @@
 //   4. wait:                the scan interval (50 ms), then the next round.
 // The KILL phase runs only when TERM did not end the session, and looks once more before it
 // names a survivor. The run's state is src/sweep/run.ts; a round's walk, src/sweep/scan.ts.
-import { checkMs, DEFAULT_GRACE_MS, DEFAULT_KILL_AFTER_MS, DEFAULT_SCAN_INTERVAL_MS } from '../options.js';
+import { TetherError } from '../errors.js';
+import {
+  checkMs,
+  DEFAULT_GRACE_MS,
+  DEFAULT_KILL_AFTER_MS,
+  DEFAULT_SCAN_INTERVAL_MS,
+  refuseUnknownKeys,
+} from '../options.js';
 import { parseTag } from '../proc/tag.js';
 import type { PhaseEnd, SweepReport } from './report.js';
 import { type Phase, SweepRun } from './run.js';
 import { gridDelay } from './shared-walk.js';
-import type { PhaseSignal, SweepOptions } from './sweep-options.js';
+import { type PhaseSignal, SWEEP_KEYS, type SweepOptions } from './sweep-options.js';
 
 const PHASES: readonly PhaseSignal[] = ['SIGTERM', 'SIGKILL'];
 
@@ -120,8 +127,12 @@ function outOfTime(run: SweepRun, phase: Phase): boolean {
   return performance.now() - phase.startedAt >= phase.budgetMs;
 }
 
-// The options checked, in this order: the tag (`INVALID_TAG`), then each duration (`INVALID_OPTION`).
+// The options checked, in this order: an unknown key (`INVALID_OPTION`, by name), the tag
+// (`INVALID_TAG`), then each duration (`INVALID_OPTION`).
 function readOptions(opts: SweepOptions) {
+  if (typeof opts !== 'object' || opts === null)
+    throw new TetherError('INVALID_OPTION', 'invalid options: expected an object { tag, … } (SweepOptions)');
+  refuseUnknownKeys(opts, SWEEP_KEYS);
   const tag = typeof opts.tag === 'string' ? parseTag(opts.tag) : opts.tag;
   const graceMs = checkMs('graceMs', opts.graceMs ?? DEFAULT_GRACE_MS);
   // The part of the grace the caller's own signal already gave (never more than the grace).

@@ -106,6 +106,41 @@ export interface SweepOptions {
   keep?: readonly KeepRule[];
 }
 
+/** Every key `sweep()` and `sweepSync()` take; any other is refused by name (`INVALID_OPTION`). */
+export const SWEEP_KEYS = [
+  'tag',
+  'procRoot',
+  'graceMs',
+  'graceStartedAt',
+  'hurry',
+  'killAfterMs',
+  'intervalMs',
+  'notBefore',
+  'known',
+  'spawns',
+  'layers',
+  'notes',
+  'blindSpots',
+  'warnings',
+  'roots',
+  'cgroup',
+  'kernelProof',
+  'helpersChildless',
+  'onEvent',
+  'onProgress',
+  'signaller',
+  'outsideCgroup',
+  'members',
+  'spare',
+  'collectPorts',
+  'keep',
+] as const satisfies readonly (keyof SweepOptions)[];
+
+// Every key of SweepOptions is listed above: a key added there and not here is a compile error
+// naming it.
+type UnlistedSweepKey = Exclude<keyof SweepOptions, (typeof SWEEP_KEYS)[number]>;
+export const SWEEP_KEYS_COMPLETE: [UnlistedSweepKey] extends [never] ? true : UnlistedSweepKey = true;
+
 /**
  * What the helpers say of their subtrees (`SweepOptions.helpersChildless`): `childless` (none has
  * a child but kept ones: every subtree is gone), `child` (one still has another child: the
