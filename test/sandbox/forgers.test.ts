@@ -181,6 +181,47 @@ for (const { who, python, user, skip } of USERS) {
   );
 }
 
+// The wrapper shell reads the helper's status lines from a FIFO that any process of its uid can
+// open (/proc/W/fd/7). bash and mksh evaluate a variable's text inside $((…)): a status line
+// `exit signal a[$(sh</tmp/x)]-128` ran /tmp/x in the wrapper — outside the helper's subtree, so
+// what it started escaped the helper's proof — and made the wrapper exit 0. Found by a break
+// attempt; the wrapper now reads only digits there.
+describe('a status line written into the wrapper’s FIFO by the command', () => {
+  for (const shell of [['bash', '--posix'], ['mksh']]) {
+    it(`is data, never code, under ${shell.join(' ')}: the injected command never runs`, async () => {
+      if (missing(shell[0] as string)) return;
+      const tag = createTag();
+      const marker = `/tmp/injected.${process.pid}.${shell[0]}`;
+      const hostMarker = join('/proc', String(box.init), 'root', marker);
+      rmSync(hostMarker, { force: true });
+      writeFileSync(join('/proc', String(box.init), 'root/tmp/inject.sh'), `echo ran > ${marker}\n`);
+      // Finds the wrapper (the helper's parent: the helper is the ancestor run with --wrap) and
+      // writes the forged status line into its status FIFO.
+      const payload = `p=$PPID; H=; while [ "$p" -gt 1 ]; do case $(tr '\\0' ' ' </proc/$p/cmdline) in *' --wrap '*) H=$p; break;; esac; p=$(cut -d' ' -f4 /proc/$p/stat); done
+[ -n "$H" ] || { echo no-helper >&2; exit 9; }
+W=$(cut -d' ' -f4 /proc/$H/stat)
+printf '%s\\n' 'exit signal a[$(sh</tmp/inject.sh)]-128' > /proc/$W/fd/7
+sleep 0.3; exit 0`;
+      try {
+        const r = await sandbox.run(channel, ['sh', '-c', payload], {
+          tag,
+          shell,
+          sweep: SWEEP,
+          helper: true,
+          reject: false,
+        });
+        expect(r.stderr, 'premise: the command ran under the helper and found its wrapper').not.toContain(
+          'no-helper',
+        );
+        expect(existsSync(hostMarker), 'the status line ran a command in the wrapper').toBe(false);
+      } finally {
+        rmSync(hostMarker, { force: true });
+        await cleanup(tag.name);
+      }
+    });
+  }
+});
+
 describe('a helper file swapped between pushHelper’s check and the exec', () => {
   // The file in the container as the host sees it.
   const onHost = (path: string) => join('/proc', String(box.init), 'root', path);

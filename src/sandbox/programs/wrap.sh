@@ -217,6 +217,12 @@ await_helper() {
         rm -f "$fifo.c" "$fifo.s"
         [ "$hword" = started ] && started=1 ;;
       exit)
+        # The FIFO is open to any process of this uid (/proc/$$/fd/7): what it says is data, never
+        # code. bash and mksh evaluate a variable's text inside $((…)) as an expression — a
+        # `b` of `a[$(cmd)]` ran cmd here, outside the helper — so only 1 to 3 digits are read.
+        case $b in
+          '' | *[!0-9]* | ????*) a=unknown ;;
+        esac
         case $a in
           code) status=$b ;;
           signal) status=$((128 + b)) ;;
