@@ -13,15 +13,23 @@ const cache = new Map<ProgramName, string>();
 // From src/sandbox/ the files are ./programs/; from dist/sandbox/ they are ../../src/sandbox/programs/.
 const LOCATIONS = ['./programs/', '../../src/sandbox/programs/'];
 
-/** The text of one program. Throws when the package lost its .sh files (a packaging bug). */
+/**
+ * The text of one program, after the prelude every program starts with (`safe-path.sh`: the
+ * directories of PATH this uid cannot write, for the tools the programs run). Throws when the
+ * package lost its .sh files (a packaging bug).
+ */
 export function program(name: ProgramName): string {
   const cached = cache.get(name);
   if (cached !== undefined) return cached;
+  const text = `${read('safe-path')}\n${read(name)}`;
+  cache.set(name, text);
+  return text;
+}
+
+function read(name: string): string {
   for (const dir of LOCATIONS) {
     try {
-      const text = readFileSync(new URL(`${dir}${name}.sh`, import.meta.url), 'utf8');
-      cache.set(name, text);
-      return text;
+      return readFileSync(new URL(`${dir}${name}.sh`, import.meta.url), 'utf8');
     } catch {
       // try the next location
     }

@@ -222,6 +222,51 @@ sleep 0.3; exit 0`;
   }
 });
 
+// The programs run grep, sha256sum and the rest by name. A directory the exec user can write, ahead
+// of the system's on PATH, let a session member put its own grep there: the sweep found nothing
+// and a leftover ran on (found by a break attempt). The programs now take their tools only from
+// the directories of PATH their uid cannot write (src/sandbox/programs/safe-path.sh).
+describe('a grep of the command’s own, ahead on a PATH its uid can write', () => {
+  it('does not blind the sweep: the tagged leftover is stopped and gone (uid 65534)', async () => {
+    const ubin = join('/proc', String(box.init), 'root/tmp/ubin');
+    mkdirSync(ubin, { recursive: true });
+    writeFileSync(
+      join(ubin, 'grep'),
+      '#!/bin/sh\nfor a do case $a in *TETHER_SESSION_*) exit 1 ;; esac; done\nexec /bin/grep "$@"\n',
+      { mode: 0o755 },
+    );
+    execFileSync('chown', ['-R', '65534:65534', ubin]);
+    const user = ['--reuid', '65534', '--regid', '65534', '--clear-groups'];
+    const as65534 = commandChannel([
+      ...box.prefix,
+      'setpriv',
+      ...DROP_PTRACE,
+      ...user,
+      '--',
+      'env',
+      'PATH=/tmp/ubin:/usr/bin:/bin',
+    ]);
+    const tag = createTag();
+    const mark = `300.${process.pid % 100000}`;
+    try {
+      const r = await sandbox.run(
+        as65534,
+        ['sh', '-c', `test -x /tmp/ubin/grep || exit 9; sh -c 'sleep ${mark}' >/dev/null 2>&1 & echo up`],
+        { tag, sweep: SWEEP, helper: false, reject: false },
+      );
+      expect(r.exitCode, `premise: the command ran and saw the fake grep (${r.stderr})`).toBe(0);
+      expect(
+        r.report.stopped.map((p) => p.cmdline),
+        'the sweep found the leftover through the fake grep',
+      ).toContain(`sleep ${mark}`);
+      expect(taggedOnHost(tag.name), 'a tagged process outlived the session').toEqual([]);
+    } finally {
+      await cleanup(tag.name);
+      rmSync(ubin, { recursive: true, force: true });
+    }
+  });
+});
+
 describe('a helper file swapped between pushHelper’s check and the exec', () => {
   // The file in the container as the host sees it.
   const onHost = (path: string) => join('/proc', String(box.init), 'root', path);

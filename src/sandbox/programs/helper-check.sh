@@ -20,6 +20,8 @@
 # read this program's cmdline and write to its stdout.
 set +e +u +x +v +a
 set +m 2>/dev/null
+# Its tools (sha256sum above all) from directories this uid cannot write (safe-path.sh).
+PATH=$tether_safe_path
 
 unset nonce
 IFS= read -r nonce

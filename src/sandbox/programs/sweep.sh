@@ -24,6 +24,8 @@
 # stream (SIGPIPE, SIGHUP) must not stop a sweep half-way.
 set +e +u +x +v +a
 trap '' PIPE HUP
+# Its tools from directories this uid cannot write (the prelude: safe-path.sh).
+PATH=$tether_safe_path
 # An inherited variable of one of these names is exported: assigning to it would hand the
 # nonce (or the count) to grep, tr and sleep, whose environ any process here can read.
 unset nonce first lines

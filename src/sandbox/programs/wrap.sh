@@ -145,7 +145,8 @@ command -v setsid >/dev/null 2>&1 && runner=setsid
 # hashes_to_name: the open file on fd 9 hashes to the sha256 the helper's name gives
 # (helper-<sha256>). sha256sum reads the inode through /proc/$$/fd/9, not the path.
 hashes_to_name() {
-  sum=$(sha256sum "/proc/$$/fd/9" 2>/dev/null)
+  # sha256sum from the directories this uid cannot write (safe-path.sh); the command keeps its PATH.
+  sum=$(PATH=$tether_safe_path; sha256sum "/proc/$$/fd/9" 2>/dev/null)
   sum=${sum%% *}
   [ -n "$sum" ] && [ "$sum" = "${helper##*/helper-}" ]
 }

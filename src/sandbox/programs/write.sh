@@ -11,6 +11,8 @@
 # Allexport would export the nonce to the commands this program runs (cat, chmod, mv).
 set +e +u +x +v +a
 set +m 2>/dev/null
+# Its tools from directories this uid cannot write (safe-path.sh).
+PATH=$tether_safe_path
 
 unset nonce
 path=$1 size=$2 mode=$3
