@@ -14,14 +14,15 @@ const cache = new Map<ProgramName, string>();
 const LOCATIONS = ['./programs/', '../../src/sandbox/programs/'];
 
 /**
- * The text of one program, after the prelude every program starts with (`safe-path.sh`: the
- * directories of PATH this uid cannot write, for the tools the programs run). Throws when the
- * package lost its .sh files (a packaging bug).
+ * The text of one program, after the prelude every program starts with (`prelude.sh`: `put` and
+ * `nl`, which the programs write their lines with, and the directories of PATH this uid cannot
+ * write, for the tools the programs run). Throws when the package lost its .sh files (a
+ * packaging bug).
  */
 export function program(name: ProgramName): string {
   const cached = cache.get(name);
   if (cached !== undefined) return cached;
-  const text = `${read('safe-path')}\n${read(name)}`;
+  const text = `${read('prelude')}\n${read(name)}`;
   cache.set(name, text);
   return text;
 }

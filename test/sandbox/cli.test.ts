@@ -346,8 +346,8 @@ describe('tether sandbox sweep', () => {
 });
 
 describe('tether script', () => {
-  it('prints each program as it is sent: the prelude (safe-path.sh), then the program as it is in the source', async () => {
-    const prelude = readFileSync(join(ROOT, 'src/sandbox/programs/safe-path.sh'), 'utf8');
+  it('prints each program as it is sent: the prelude (prelude.sh), then the program as it is in the source', async () => {
+    const prelude = readFileSync(join(ROOT, 'src/sandbox/programs/prelude.sh'), 'utf8');
     for (const name of ['sweep', 'wrap', 'write']) {
       const r = await tether(['script', name]);
       expect(r.stdout).toBe(

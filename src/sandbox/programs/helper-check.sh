@@ -20,7 +20,7 @@
 # read this program's cmdline and write to its stdout.
 set +e +u +x +v +a
 set +m 2>/dev/null
-# Its tools (sha256sum above all) from directories this uid cannot write (safe-path.sh).
+# Its tools (sha256sum above all) from directories this uid cannot write (prelude.sh).
 PATH=$tether_safe_path
 
 unset nonce
@@ -32,18 +32,7 @@ if [ ${#nonce} -ne 32 ]; then
   echo "tether-helper: no nonce on stdin (is the exec channel's stdin attached? docker exec needs -i)" >&2
   exit 3
 fi
-# put TEXT: a builtin prints it (see write.sh): no external command's argv holds the nonce.
-case $(command -v printf) in
-  printf) put() { printf '%s' "$1"; } ;;
-  *)
-    if [ "$(command -v print)" = print ]; then
-      put() { print -rn -- "$1"; }
-    else
-      put() { printf '%s' "$1"; }
-    fi ;;
-esac
-nl='
-'
+# put and nl: the prelude's (prelude.sh).
 say() { put "tether-helper $nonce $*$nl"; }
 # finish WORD ARGS…: the answer, then the proof that the check ran to its end.
 finish() {

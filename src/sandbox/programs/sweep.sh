@@ -24,25 +24,16 @@
 # stream (SIGPIPE, SIGHUP) must not stop a sweep half-way.
 set +e +u +x +v +a
 trap '' PIPE HUP
-# Its tools from directories this uid cannot write (the prelude: safe-path.sh).
+# Its tools from directories this uid cannot write (the prelude: prelude.sh).
 PATH=$tether_safe_path
 # An inherited variable of one of these names is exported: assigning to it would hand the
 # nonce (or the count) to grep, tr and sleep, whose environ any process here can read.
 unset nonce first lines
 
-# say TEXT: one record, written by a builtin so that no external command's argv holds a line
-# (the last one holds the nonce): `printf` in dash, bash and busybox, `print` in mksh (Debian's
-# has no `printf` builtin). `lines` counts the records from the header on.
+# say TEXT: one record, written by the prelude's `put` (a builtin: no external command's argv
+# holds a line, and the last one holds the nonce). `lines` counts the records from the header on.
 lines=0
-case $(command -v printf) in
-  printf) say() { printf '%s\n' "$*"; lines=$((lines + 1)); } ;;
-  *)
-    if [ "$(command -v print)" = print ]; then
-      say() { print -r -- "$*"; lines=$((lines + 1)); }
-    else
-      say() { printf '%s\n' "$*"; lines=$((lines + 1)); }
-    fi ;;
-esac
+say() { put "$*$nl"; lines=$((lines + 1)); }
 
 # ---- arguments ---------------------------------------------------------------------------
 tag=$1 grace=$2 kill_after=$3 interval=$4

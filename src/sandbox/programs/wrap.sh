@@ -67,27 +67,13 @@ if [ "$1" = --helper ]; then
 fi
 mode=$1
 shift
-nl='
-'
 
 # The wrapper outlives HUP, INT and TERM: it waits on for the command and still prints its line.
 # (Handled, not ignored: an ignored signal would be inherited ignored by the command.)
 caught=
 trap 'caught=1' HUP INT TERM
 
-# put TEXT: writes TEXT with a builtin, so that no external command's argv holds the nonce:
-# `printf` where it is one (dash, bash, busybox), else mksh's `print` (Debian's mksh has no
-# `printf` builtin); only a shell with neither runs an external `printf`. Both report a write
-# that failed (EAGAIN) with a non-zero status.
-case $(command -v printf) in
-  printf) put() { printf '%s' "$1"; } ;;
-  *)
-    if [ "$(command -v print)" = print ]; then
-      put() { print -rn -- "$1"; }
-    else
-      put() { printf '%s' "$1"; }
-    fi ;;
-esac
+# put TEXT: the prelude's (prelude.sh): a builtin writes it, so no external argv holds the nonce.
 
 # say TEXT: writes TEXT, retried while a stdout the command left non-blocking is full
 # (EAGAIN). One put of one string: one write(2), atomic on a pipe.
@@ -145,7 +131,7 @@ command -v setsid >/dev/null 2>&1 && runner=setsid
 # hashes_to_name: the open file on fd 9 hashes to the sha256 the helper's name gives
 # (helper-<sha256>). sha256sum reads the inode through /proc/$$/fd/9, not the path.
 hashes_to_name() {
-  # sha256sum from the directories this uid cannot write (safe-path.sh); the command keeps its PATH.
+  # sha256sum from the directories this uid cannot write (prelude.sh); the command keeps its PATH.
   sum=$(PATH=$tether_safe_path; sha256sum "/proc/$$/fd/9" 2>/dev/null)
   sum=${sum%% *}
   [ -n "$sum" ] && [ "$sum" = "${helper##*/helper-}" ]

@@ -11,7 +11,7 @@
 # Allexport would export the nonce to the commands this program runs (cat, chmod, mv).
 set +e +u +x +v +a
 set +m 2>/dev/null
-# Its tools from directories this uid cannot write (safe-path.sh).
+# Its tools from directories this uid cannot write (prelude.sh).
 PATH=$tether_safe_path
 
 unset nonce
@@ -25,20 +25,7 @@ if [ ${#nonce} -ne 32 ]; then
   echo "tether-write: no nonce on stdin (is the exec channel's stdin attached? docker exec needs -i)" >&2
   exit 3
 fi
-# put TEXT: writes TEXT with a builtin, so that no external command's argv holds the nonce:
-# `printf` where it is one (dash, bash, busybox), else mksh's `print` (Debian's mksh has no
-# `printf` builtin); only a shell with neither runs an external `printf`.
-case $(command -v printf) in
-  printf) put() { printf '%s' "$1"; } ;;
-  *)
-    if [ "$(command -v print)" = print ]; then
-      put() { print -rn -- "$1"; }
-    else
-      put() { printf '%s' "$1"; }
-    fi ;;
-esac
-nl='
-'
+# put and nl: the prelude's (prelude.sh).
 say() { put "tether-write $nonce $*$nl"; }
 
 if [ -d "$path" ]; then
