@@ -3,7 +3,9 @@
 // sessions and a real sandbox channel (`env`: the commands run on this machine).
 import { describe, expect, it } from 'vitest';
 import { sandbox, session, TetherError } from '../../src/index.js';
+import { createTag } from '../../src/proc/tag.js';
 import { identityOf, isAlive } from '../support/proc.js';
+import { running } from '../support/tagged.js';
 
 describe('the stop-reason vocabulary', () => {
   it("session.cancel refuses a reason it does not take by name, and reads the deprecated 'abort' as 'cancel'", async () => {
@@ -30,9 +32,9 @@ describe('the stop-reason vocabulary', () => {
   it("a sandbox session stopped by its signal says stoppedBy 'cancel'; endReason, deprecated, still says 'abort'", async () => {
     const controller = new AbortController();
     const s = sandbox.session(sandbox.commandChannel(['env']), { signal: controller.signal });
-    const running = s.spawn(['sleep', '30.4302']);
+    const command = s.spawn(['sleep', '30.4302']);
     controller.abort();
-    const result = await running;
+    const result = await command;
     await s.end();
     expect(s.stoppedBy).toBe('cancel');
     expect(s.endReason).toBe('abort');
@@ -42,11 +44,15 @@ describe('the stop-reason vocabulary', () => {
 
   it("sandbox.exec stopped by its signal: stoppedBy 'cancel', isCanceled, and the deprecated cancelled and ok beside them", async () => {
     const controller = new AbortController();
+    const tag = createTag();
     const call = sandbox.exec(sandbox.commandChannel(['env']), ['sleep', '30.4303'], {
+      tag,
       signal: controller.signal,
       reject: false,
     });
-    setTimeout(() => controller.abort(), 300);
+    // Aborted once the command runs (waited for, not timed: a loaded machine starts it late).
+    await running('sleep 30.4303', 'the command to run', { tag: tag.name });
+    controller.abort();
     const r = await call;
     expect(r.stoppedBy).toBe('cancel');
     expect(r.isCanceled).toBe(true);
