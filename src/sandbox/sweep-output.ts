@@ -39,6 +39,9 @@ export interface ParsedSweep {
 }
 
 const NUM = /^\d{1,20}$/;
+// A control byte (C0 or DEL): never in a text record the program wrote.
+// biome-ignore lint/suspicious/noControlCharactersInRegex: control bytes are what it finds
+const CONTROL = /[\x00-\x1f\x7f]/;
 const WARNING_CODES = new Set(['NO_PROC', 'SCAN_FAILED', 'UNSETTLED', 'COARSE_SLEEP']);
 const PHASE_ENDS = new Set([
   'two-empty-scans',
@@ -191,11 +194,13 @@ function foundRecord(state: Lines, f: string[]): boolean {
   return true;
 }
 
-// `comm PID START TEXT` / `cmdline PID START TEXT`: the rest of the line.
+// `comm PID START TEXT` / `cmdline PID START TEXT`: the rest of the line, which holds no control
+// byte — the program writes a NUL of cmdline as a space and every other one as `?`
+// (src/sandbox/programs/sweep.sh, `printable` and `track`): a line holding one is not the program's.
 function textRecord(state: Lines, f: string[], kind: string): boolean {
   const e = entryOf(state, f);
-  if (!e) return false;
   const text = f.slice(2).join(' ');
+  if (!e || CONTROL.test(text)) return false;
   if (kind === 'comm') e.record.comm = text;
   else e.record.cmdline = text.trimEnd();
   return true;

@@ -98,14 +98,35 @@ pause() {
 }
 
 # ---- one process ------------------------------------------------------------------------
+# ctl: every control byte but NUL (1-31 and 127), for a bracket expression. printable TEXT sets
+# `clean` to TEXT with each of them replaced by `?`: a process's name goes into one record, and a
+# newline in it would make two (docs/sandbox.md#sweep-output). Should a shell's pattern not
+# replace one, it stays and the parser refuses the line: an unproven sweep, never a forged record.
+ctl=$(printf '\001\002\003\004\005\006\007\010\011\012\013\014\015\016\017\020\021\022\023\024\025\026\027\030\031\032\033\034\035\036\037\177.')
+ctl=${ctl%.}
+[ ${#ctl} -eq 32 ] || ctl=$nl
+printable() {
+  clean=$1
+  while :; do
+    case $clean in *[$ctl]*) ;; *) return ;; esac
+    was=$clean
+    clean=${clean%%[$ctl]*}?${clean#*[$ctl]}
+    [ "$clean" != "$was" ] || return
+  done
+}
+
 # read_stat PID: sets st_state st_ppid st_threads st_start st_comm; false when gone.
-# comm may hold spaces and parentheses: the fields are read after the LAST ')'.
+# The whole file, every line of it: comm (prctl(PR_SET_NAME), /proc/self/comm) may hold
+# newlines, spaces and parentheses, so the fields are read after the LAST ')' of the file — a
+# name such as `x) S 77 ` followed by a newline is text of comm, never a parent or a state.
 read_stat() {
-  st_line=
-  IFS= read -r st_line 2>/dev/null <"/proc/$1/stat" || [ -n "$st_line" ] || return 1
+  st_line= st_part=
+  while IFS= read -r st_part; do st_line=$st_line$st_part$nl; st_part=; done 2>/dev/null <"/proc/$1/stat"
+  st_line=$st_line$st_part
+  [ -n "$st_line" ] || return 1
   st_comm=${st_line#*\(}
   st_comm=${st_comm%\)*}
-  set -- ${st_line##*\) }
+  set -- ${st_line##*\)}
   st_state=$1 st_ppid=$2 st_threads=${18} st_start=${20}
   # A zombie with no live thread is dead: it cannot act on a signal.
   [ "$st_state" != Z ] || [ "${st_threads:-0}" -gt 1 ]
@@ -237,8 +258,10 @@ track() {
   tracked="$tracked$1:$2 "
   uid_of "$1"
   say "found $1 $2 $3 $uid $4 $5"
-  say "comm $1 $2 $st_comm_of"
-  cmd=$(tr '\000\n' '  ' 2>/dev/null <"/proc/$1/cmdline")
+  printable "$st_comm_of"
+  say "comm $1 $2 $clean"
+  # NUL (between arguments) as a space; every other control byte as `?`, as in comm.
+  cmd=$(tr '\000\001-\037\177' ' ????????????????????????????????' 2>/dev/null <"/proc/$1/cmdline")
   say "cmdline $1 $2 $cmd"
 }
 
