@@ -1161,7 +1161,117 @@ static char **parse_args(int argc, char **argv) {
   return argv + i + 1;
 }
 
+// ---- await mode: the wrapper's last step ----------------------------------------------------
+
+// --await HPID (first; wrap.sh, docs/sandbox.md "No dumpable wrapper"): the completion wrapper
+// shell execs this, from the inode it pinned and hashed, once its child the helper (HPID, in wrap
+// mode) has been exec'd and hashed again. The shell was the one session process outside the
+// helper's subtree: dumpable, a process of its uid could trace it (where Yama allows) and make it
+// start what no helper holds. This process takes its place — the same pid, so the exec channel's
+// stream stays open until the command's end — and is non-dumpable before it does anything. Then it
+// refuses a tracer that attached before the prctl (the helper is KILLed: it has not been given the
+// nonce, nothing ran), writes `checked` and `go` to the helper's control FIFO (fd AWAIT_CONTROL_FD),
+// and reads its status FIFO (fd AWAIT_STATUS_FD) until the payload's `exit` line; it exits with the
+// command's status (128+N for a signal N), the end line already in the stream (the helper writes
+// it first). A helper that stops (SIGSTOP from a process of the session's uid) is continued: a
+// stopped helper would hold the call. EOF without `exit`: the helper is gone without the command's
+// status, which stderr says; 125, an unknown end that tether sweeps. HUP, INT and TERM are not
+// its to act on (the shell's traps waited on too): the helper and its payload get their own.
+#define AWAIT_STATUS_FD 5
+#define AWAIT_CONTROL_FD 6
+
+// The status the shell would exit with for one `exit` line's words, or -1 when it is not one.
+static int exit_status_of(const char *line) {
+  char how[8];
+  int n, end = 0;
+  if (sscanf(line, "exit %7s %d%n", how, &n, &end) != 2 || line[end] != '\0' || n < 0 || n > 255) return -1;
+  if (!strcmp(how, "code")) return n;
+  if (!strcmp(how, "signal")) return n > 127 ? 125 : 128 + n;
+  return -1;
+}
+
+// Continues the helper when it is stopped; 1 once it has exited (reaped here), else 0.
+static int helper_stopped_or_gone(pid_t helper) {
+  int status;
+  pid_t got = waitpid(helper, &status, WNOHANG | WUNTRACED);
+  if (got == helper && WIFSTOPPED(status)) kill(helper, SIGCONT);
+  return got == helper && (WIFEXITED(status) || WIFSIGNALED(status));
+}
+
+static int await_helper(int argc, char **argv) {
+  int dumpable_err = prctl(PR_SET_DUMPABLE, 0) < 0 ? errno : 0;
+  long hpid = argc > 2 ? atol(argv[2]) : 0;
+  const char *name = argc > 3 ? argv[3] : "the helper";
+  if (hpid <= 1 || fcntl(AWAIT_STATUS_FD, F_GETFD) < 0 || fcntl(AWAIT_CONTROL_FD, F_GETFD) < 0) {
+    fprintf(stderr, "usage: tether-helper --await HPID [NAME] (status FIFO on fd 5, control FIFO on fd 6)\n");
+    return 125;
+  }
+  pid_t helper = (pid_t)hpid;
+  signal(SIGPIPE, SIG_IGN);
+  // Nothing of the stream's stdin is ours (the helper reads the nonce, the payload the rest): not
+  // fd 0, not the shell's copy on fd 3; nor the pinned inode on fd 9 (the helper runs it).
+  int null = open("/dev/null", O_RDONLY | O_CLOEXEC);
+  if (null >= 0) dup2(null, 0), close(null);
+  close(3);
+  close(7);
+  close(8);
+  close(9);
+  if (dumpable_err || traced()) {
+    kill(helper, SIGKILL);
+    fprintf(stderr, "tether-wrap: the wrapper could not make itself untraceable (%s): the command was not run\n",
+            dumpable_err ? "prctl" : "a tracer was attached");
+    return 125;
+  }
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGCHLD);
+  sigaddset(&set, SIGHUP);
+  sigaddset(&set, SIGINT);
+  sigaddset(&set, SIGTERM);
+  sigprocmask(SIG_BLOCK, &set, NULL);
+  int chld = signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);
+  if (write_all(AWAIT_CONTROL_FD, "checked\ngo\n", 11) < 0) {
+    kill(helper, SIGKILL);
+    fprintf(stderr, "tether-wrap: %s could not be told to start (%s): the command was not run\n", name, strerror(errno));
+    return 125;
+  }
+  close(AWAIT_CONTROL_FD);
+  char buf[512];
+  size_t used = 0;
+  struct pollfd fds[2] = {{.fd = AWAIT_STATUS_FD, .events = POLLIN}, {.fd = chld, .events = POLLIN}};
+  for (;;) {
+    // Without the signalfd (EMFILE) the helper's state is looked at every 50 ms instead.
+    int ready = poll(fds, chld >= 0 ? 2 : 1, chld >= 0 ? -1 : SCAN_INTERVAL_MS);
+    if (ready < 0 && errno != EINTR) break;
+    if (chld >= 0 && fds[1].revents) {
+      struct signalfd_siginfo si;
+      while (read(chld, &si, sizeof si) == sizeof si) {
+      }
+    }
+    helper_stopped_or_gone(helper);
+    if (!fds[0].revents) continue;
+    ssize_t n = read(AWAIT_STATUS_FD, buf + used, sizeof buf - 1 - used);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    used += (size_t)n;
+    buf[used] = '\0';
+    char *line = buf, *nl;
+    while ((nl = strchr(line, '\n'))) {
+      *nl = '\0';
+      int status = exit_status_of(line);
+      if (status >= 0) return status;
+      line = nl + 1;
+    }
+    used = strlen(line);
+    memmove(buf, line, used + 1);
+    if (used == sizeof buf - 1) used = 0; // not a status line of the helper's: dropped
+  }
+  fprintf(stderr, "tether-wrap: the helper %s ended without the command's status\n", name);
+  return 125;
+}
+
 int main(int argc, char **argv) {
+  if (argc > 1 && !strcmp(argv[1], "--await")) return await_helper(argc, argv);
   // Wrap mode will hold the completion nonce: non-dumpable before it reads anything, so that no
   // process of its uid without CAP_SYS_PTRACE can read its memory or attach to it from here on.
   int dumpable_err = argc > 1 && !strcmp(argv[1], "--wrap") && prctl(PR_SET_DUMPABLE, 0) < 0 ? errno : 0;

@@ -16,7 +16,10 @@ afterEach(async () => {
   for (const tag of tags.splice(0)) if (taggedOnHost(tag).length) await sandbox.sweep(channel, tag, FAST);
 });
 
-const isWrapper = (cmdline: string) => cmdline.includes('tether completion wrapper');
+// The wrapper shell, or (under the helper, once the command runs) the helper's --await mode it
+// became (wrap.sh).
+const isWrapper = (cmdline: string) =>
+  cmdline.includes('tether completion wrapper') || /\/fd\/9 --await \d+ /.test(cmdline);
 
 describe("a sandbox session's machinery is not among what it stopped", () => {
   it('a command still running at the end: the command is stopped; the wrapper and the helper are notes', async () => {

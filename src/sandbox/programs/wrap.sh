@@ -36,8 +36,11 @@
 #   tether-start NONCE helper<newline>   and, after the command,   tether-end NONCE exit STATUS<newline>
 # It reads it only once this program has hashed fd 9 again after the helper's exec, when the
 # kernel refuses every write to a file being executed (ETXTBSY): the bytes that run are the ones
-# hashed. Until it says `checked` to the helper this program may still fall back to proving the
-# end itself; after, never (the nonce is the helper's).
+# hashed. Until then this program may still fall back to proving the end itself. Then it execs
+# the helper's --await mode from fd 9 (the same pid: the stream stays open until the command's
+# end), which is non-dumpable before it says `checked` to the helper: from the command's start on,
+# no session process outside the helper's subtree can be traced or read (docs/sandbox.md, "No
+# dumpable wrapper").
 
 # Job control would put the command in a group of its own and errexit would end the wrapper
 # before its line; either may come from the environment. So may nounset and tracing.
@@ -223,9 +226,9 @@ await_helper() {
 }
 
 # wrap_under_helper CMD…: `run` mode under the helper, which holds the nonce and prints both
-# lines; this program exits with the command's status. Returns only while the helper has not
-# been given the nonce (`checked` unsent): it could not be pinned, started or checked — the
-# caller then proves the end itself. The helper's first line (`helper PID START`) says it has
+# lines; this program becomes the helper's --await mode, which exits with the command's status.
+# Returns only while the helper has not been given the nonce (`checked` unsent): it could not be
+# pinned, started or checked — the caller then proves the end itself. The helper's first line (`helper PID START`) says it has
 # been exec'd: from then on the kernel refuses writes to its file, so the second hash is of
 # the bytes that run. A mismatch there means the file was written between the first hash and
 # the exec: that process is KILLed (our child).
@@ -245,20 +248,16 @@ wrap_under_helper() {
     echo "tether-wrap: the helper $helper $why: the command runs on the env tag alone" >&2
     return 0
   fi
-  exec 9<&-
   rm -f "$fifo.c" "$fifo.s"
-  put "checked${nl}go$nl" >&8
-  exec 8>&-
-  # The nonce is the helper's from here: no fallback.
-  status=
-  started=
-  await_helper
-  exec 3<&-
-  if [ -z "$status" ]; then
-    echo "tether-wrap: the helper $helper ended without the command's status" >&2
-    exit $EXIT_REFUSED
-  fi
-  exit "$status"
+  # This shell is the one session process outside the helper's subtree, and dumpable: a process
+  # of its uid could trace it and make it start what no helper holds. So its last step is the
+  # helper itself, from the same pinned inode (which the helper runs: no write can reach it now),
+  # in --await mode — non-dumpable first, it says `checked` and `go` on the control FIFO and exits
+  # with the command's status from the status FIFO (helper.c, "await mode"). The nonce is the
+  # helper's from here: no fallback. A shell's exec that fails exits (127): the helper, never
+  # told `checked`, never reads the nonce and runs nothing. The FIFOs go as fds 5 and 6, given on
+  # the command itself: mksh opens the files of `exec N<` close-on-exec.
+  exec "/proc/$$/fd/9" --await "$hpid" "$helper" 5<&7 6>&8
 }
 
 # An asynchronous command's stdin is /dev/null when job control is off: keep ours on fd 3 (the
