@@ -18,6 +18,12 @@ import { writeFile } from './write-file.js';
 
 /** Where the helper goes in the container by default: `/tmp/.tether/helper-<sha256 hex>`. */
 export const HELPER_DIR = '/tmp/.tether';
+/**
+ * Where it goes when `HELPER_DIR` cannot hold it — another uid made it first, or it is a link —
+ * and no `dir` was given: this prefix and the exec user's uid (`id -u` in the target),
+ * `/tmp/.tether-<uid>`, checked the same way.
+ */
+export const HELPER_DIR_PER_UID = `${HELPER_DIR}-`;
 /** The longest a push may take (check, write, check), ms. */
 export const PUSH_TIMEOUT_MS = 60_000;
 
@@ -25,7 +31,11 @@ export const PUSH_TIMEOUT_MS = 60_000;
 export interface PushHelperOptions {
   /** The target's POSIX shell, as argv. Default `['sh']`. */
   shell?: string[];
-  /** The directory in the target, made 0700. Default `HELPER_DIR`. */
+  /**
+   * The directory in the target, made 0700, used as given: one that another uid made or that is
+   * a link is `unsafe-dir`. Default `HELPER_DIR`, which gives way to `/tmp/.tether-<uid>`
+   * (`HELPER_DIR_PER_UID`) when it cannot hold the helper.
+   */
   dir?: string;
   /** The whole push's bound, ms. Default `PUSH_TIMEOUT_MS`. */
   timeoutMs?: number;
@@ -37,15 +47,21 @@ export type HelperUnavailableCode =
   | 'read-only' // the file system that would hold it is mounted read-only
   | 'noexec' // … mounted noexec
   | 'no-sha256sum' // nothing in the target can check the file
-  | 'unsafe-dir' // the directory is a link or another user's
-  | 'unwritable' // the directory cannot be made or written
+  | 'unsafe-dir' // the directory is a link or another user's (the default's: its per-uid one too)
+  | 'unwritable' // the directory cannot be made or written (the default's: its per-uid one too)
   | 'not-written' // the write failed, or the file checked after it is not the helper
   | 'unchecked'; // the check did not run to its end (channel down, cut, timed out)
 
 /** The helper is in place, checked in the target. */
 export interface HelperPushed {
-  /** Its path in the target. */
+  /** Its path in the target: `dir`'s `helper-<sha256>`. */
   path: string;
+  /**
+   * Present when `HELPER_DIR` gave way to the per-uid directory: which and why, a note for the
+   * session's report, e.g. `the helper is in /tmp/.tether-0, this uid's own: /tmp/.tether
+   * belongs to another user`.
+   */
+  note?: string;
   /** Its sha256, hex. */
   sha256: string;
   /** `uname -m` in the target. */
@@ -71,21 +87,34 @@ export type HelperPush = HelperPushed | HelperUnavailable;
  * Makes the prebuilt helper for the target's architecture present at `DIR/helper-<sha256>` in
  * the target: a file there is reused only when its sha256, computed in the target, is the
  * helper's; anything else there is replaced (written to a temp name beside it, renamed over it:
- * `writeFile`, with its size receipt), made executable and checked again. One exec when the
- * helper is already there, three when it is pushed. Never rejects for the target's sake:
+ * `writeFile`, with its size receipt), made executable and checked again. DIR is `dir`, or
+ * without it `HELPER_DIR` — or, when that is another uid's or a link (anyone can make it: /tmp is
+ * world-writable), `/tmp/.tether-<uid>`, which the result's `note` says, and why. One exec when
+ * the helper is already there, three when it is pushed. Never rejects for the target's sake:
  * resolves `HelperUnavailable` with a `code` (a bad `shell` or `dir` still throws `INVALID_OPTION`).
  */
 export async function pushHelper(channel: ExecChannel, options: PushHelperOptions = {}): Promise<HelperPush> {
   const shell = checkShell(options.shell);
   const dir = checkDir(options.dir);
+  const given = options.dir === undefined ? undefined : dir;
   const deadline = performance.now() + (options.timeoutMs ?? PUSH_TIMEOUT_MS);
   const helpers = prebuiltHelpers();
-  const first = await check(channel, shell, dir, helpers, deadline);
-  if (first.word !== 'absent' && first.word !== 'mismatch') return outcome(first, helpers, channel, false);
+  const first = await check(
+    channel,
+    shell,
+    dir,
+    given === undefined ? HELPER_DIR_PER_UID : undefined,
+    helpers,
+    deadline,
+  );
+  const at = first.fallback ?? dir;
+  const where = first.fallback && `the helper is in ${first.fallback}, this uid's own: ${first.because}`;
+  if (first.word !== 'absent' && first.word !== 'mismatch')
+    return outcome(first, helpers, channel, false, where, given);
   const helper = helpers.byMachine.get(first.machine);
-  if (!helper) return outcome({ ...first, word: 'none' }, helpers, channel, false);
+  if (!helper) return outcome({ ...first, word: 'none' }, helpers, channel, false, where, given);
   try {
-    await writeFile(channel, `${dir}/helper-${helper.sha256}`, helper.bytes, 0o700, {
+    await writeFile(channel, `${at}/helper-${helper.sha256}`, helper.bytes, 0o700, {
       shell,
       timeoutMs: Math.max(1, deadline - performance.now()),
     });
@@ -97,8 +126,10 @@ export async function pushHelper(channel: ExecChannel, options: PushHelperOption
       first.machine,
     );
   }
-  const second = await check(channel, shell, dir, helpers, deadline);
-  if (second.word === 'match') return outcome(second, helpers, channel, true, first.word === 'mismatch');
+  // The directory the first check settled on, as given: the second never moves elsewhere.
+  const second = await check(channel, shell, at, undefined, helpers, deadline);
+  if (second.word === 'match')
+    return outcome(second, helpers, channel, true, where, given, first.word === 'mismatch');
   const said =
     second.word === 'unchecked'
       ? second.args[0]
@@ -178,25 +209,32 @@ function prebuiltFor(arch: string): Prebuilt | string {
   return why;
 }
 
-/** What one run of the check program said: its answer's word and arguments, or `unchecked`. */
+/**
+ * What one run of the check program said: its answer's word and arguments, or `unchecked`; with
+ * `fallback`, the per-uid directory it used and why the first was not (`because`).
+ */
 interface Checked {
   word: string;
   args: string[];
   machine: string;
+  fallback?: string;
+  because?: string;
 }
 
 // One run of helper-check.sh: the machine → sha256 pairs of every prebuilt helper, so that the
-// target's `uname -m` picks its own in the same exec. Its answer counts only when it carries this
-// run's nonce, ends with `done`, and the client exited 0.
+// target's `uname -m` picks its own in the same exec; with `perUid` (a prefix), a `dir` that
+// cannot hold it gives way to that prefix and the uid. Its answer counts only when it carries
+// this run's nonce, ends with `done`, and the client exited 0; a fallback only to `perUid<digits>`.
 async function check(
   channel: ExecChannel,
   shell: string[],
   dir: string,
+  perUid: string | undefined,
   helpers: Prebuilts,
   deadline: number,
 ): Promise<Checked> {
   const pairs = [...helpers.byMachine].flatMap(([machine, h]) => [machine, h.sha256]);
-  const argv = [...shell, '-c', program('helper-check'), 'tether-helper-check', dir, ...pairs];
+  const argv = [...shell, '-c', program('helper-check'), 'tether-helper-check', dir, perUid ?? '-', ...pairs];
   const nonce = createNonce();
   const run = await runOnce(channel, argv, { input: Buffer.from(`${nonce}\n`), deadline: () => deadline });
   const said = run.stdout
@@ -205,24 +243,35 @@ async function check(
     .filter((line) => line.startsWith(`tether-helper ${nonce} `))
     .map((line) => line.split(' ').slice(2));
   const machine = said.find((words) => words[0] === 'arch')?.[1] ?? '';
-  const answer = said.find((words) => words[0] !== 'arch' && words[0] !== 'done');
+  const moved = said.find((words) => words[0] === 'fallback');
+  const answer = said.find((words) => !['arch', 'fallback', 'done'].includes(words[0] as string));
   if (answer && said.at(-1)?.[0] === 'done' && run.exit.status === 0) {
-    return { word: answer[0] as string, args: answer.slice(1), machine };
+    const checked = { word: answer[0] as string, args: answer.slice(1), machine };
+    if (!moved) return checked;
+    const [, fallback = '', ...because] = moved;
+    if (perUid !== undefined && fallback.startsWith(perUid) && /^\d+$/.test(fallback.slice(perUid.length)))
+      return { ...checked, fallback, because: because.join(' ') };
+    return { word: 'unchecked', args: [`the check said ${JSON.stringify(moved.join(' '))}`], machine };
   }
   const how = run.timedOut ? 'timed out' : describeExit(run.exit, run.stderr);
   return { word: 'unchecked', args: [`the check did not run to its end (${how})`], machine };
 }
 
 // The check's answer as the result: the helper in place, or why it cannot be had.
+// `note`: where the helper is and why, when not in the dir the caller asked for (or the default);
+// `given`: the caller's dir option, which a refusal names.
 function outcome(
   checked: Checked,
   helpers: Prebuilts,
   channel: ExecChannel,
   pushed: boolean,
+  note: string | undefined,
+  given: string | undefined,
   replaced = false,
 ): HelperPush {
   const { word, args, machine } = checked;
   const at = args.join(' ');
+  const option = given === undefined ? '' : `the dir option ${given}: `;
   switch (word) {
     case 'match':
       return {
@@ -231,6 +280,7 @@ function outcome(
         machine,
         pushed,
         replaced,
+        ...(note === undefined ? {} : { note }),
       };
     case 'none':
       return unavailable(
@@ -247,9 +297,9 @@ function outcome(
     case 'no-sha256sum':
       return unavailable(channel, 'no-sha256sum', 'it has no sha256sum to check the file with', machine);
     case 'unsafe-dir':
-      return unavailable(channel, 'unsafe-dir', `${at}: a file there cannot be trusted`, machine);
+      return unavailable(channel, 'unsafe-dir', `${option}${at}: a file there cannot be trusted`, machine);
     case 'unwritable':
-      return unavailable(channel, 'unwritable', `${at} cannot be made or written`, machine);
+      return unavailable(channel, 'unwritable', `${option}${at}`, machine);
     case 'directory':
       return unavailable(channel, 'unwritable', `a directory is at ${at}`, machine);
     case 'unchecked':

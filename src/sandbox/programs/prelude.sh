@@ -1,5 +1,6 @@
 # tether's prelude, before each sandbox program (src/sandbox/programs.ts): `put` and `nl`, which
-# every program writes its lines with, and tether_safe_path, the directories of PATH this uid
+# every program writes its lines with, `read_nonce`, which the helper check and the writer take
+# their nonce with, and tether_safe_path, the directories of PATH this uid
 # cannot write, in PATH's order. The programs run their tools (grep,
 # tr, cut, sha256sum, sleep…) by name: from a directory a session member can write (a
 # ~/.local/bin or a user-owned /usr/local/bin ahead of the system's), its own grep would blind
@@ -33,3 +34,18 @@ case $(command -v printf) in
 esac
 nl='
 '
+
+# read_nonce WHO: the nonce line from stdin into `nonce`: 32 hex digits, or WHO says on stderr
+# that there is none and the program exits 3. `read` takes one byte at a time from a pipe: what
+# follows the line (the writer's bytes) stays on stdin.
+read_nonce() {
+  unset nonce
+  IFS= read -r nonce
+  case $nonce in
+    *[!0-9a-f]* | '') nonce=x ;;
+  esac
+  if [ ${#nonce} -ne 32 ]; then
+    echo "$1: no nonce on stdin (is the exec channel's stdin attached? docker exec needs -i)" >&2
+    exit 3
+  fi
+}

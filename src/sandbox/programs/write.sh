@@ -14,18 +14,9 @@ set +m 2>/dev/null
 # Its tools from directories this uid cannot write (prelude.sh).
 PATH=$tether_safe_path
 
-unset nonce
 path=$1 size=$2 mode=$3
-# `read` takes one byte at a time from a pipe: the bytes start right after the nonce line.
-IFS= read -r nonce
-case $nonce in
-  *[!0-9a-f]* | '') nonce=x ;;
-esac
-if [ ${#nonce} -ne 32 ]; then
-  echo "tether-write: no nonce on stdin (is the exec channel's stdin attached? docker exec needs -i)" >&2
-  exit 3
-fi
-# put and nl: the prelude's (prelude.sh).
+# read_nonce, put and nl: the prelude's (prelude.sh). The bytes start right after the nonce line.
+read_nonce tether-write
 say() { put "tether-write $nonce $*$nl"; }
 
 if [ -d "$path" ]; then
