@@ -388,8 +388,9 @@ static int wrap_begin(unsigned long long own_start) {
     say("error nonce %d\n", EINVAL);
     return -1;
   }
-  char start[96];
-  snprintf(start, sizeof start, "tether-start %s helper %d %llu\n", nonce, (int)getpid(), own_start);
+  char start[112];
+  snprintf(start, sizeof start, "tether-start %s helper %d %llu%s\n", nonce, (int)getpid(), own_start,
+           cgroup_dir ? " cgroup" : "");
   int failed = (out_fd = fcntl(1, F_DUPFD_CLOEXEC, 10)) < 0 || put_line(start) < 0;
   explicit_bzero(start, sizeof start);
   if (failed) say("error stdout %d\n", errno);
@@ -672,7 +673,12 @@ static void dead_mans_switch(int whole_session) {
   // pid cannot name another process, and the kernel ends the rest of the namespace with it.
   if (ns_init > 0) kill(ns_init, SIGKILL);
   reap();
-  if (whole_session && cgroup_dir) remove_cgroup(cgroup_dir);
+  if (whole_session && cgroup_dir) {
+    remove_cgroup(cgroup_dir);
+    // Wrap mode: removed once. A later wrapper of the same pid may make one of the same name,
+    // which is not this helper's to remove (remove_own_cgroup at exit).
+    if (wrap) cgroup_dir = NULL;
+  }
 }
 
 // ---- starting the payload -------------------------------------------------------------------
@@ -904,8 +910,10 @@ static int on_signals(void) {
     if (si.ssi_code != SI_USER && si.ssi_code != SI_QUEUE) continue;
     // SIGTERM from anyone but our supervisor (an outer session's sweep, a user's kill):
     // end the whole subtree as the supervisor's sweep would, then exit.
+    // In wrap mode the cgroup (--cgroup) is this helper's own, made for its payload by the
+    // wrapper: it is killed, waited for and removed with the subtree.
     if (si.ssi_signo == SIGTERM && (pid_t)si.ssi_pid != supervisor) {
-      dead_mans_switch(0);
+      dead_mans_switch(wrap);
       return 1;
     }
     // The supervisor's kill() goes to the payload. Another process's signal sent to a
@@ -1161,6 +1169,12 @@ static char **parse_args(int argc, char **argv) {
   return argv + i + 1;
 }
 
+// Wrap mode, at exit: rmdir(2) of the helper's own cgroup, which succeeds only once it is empty
+// (EBUSY otherwise: what is left in it stays for the session's sweep).
+static void remove_own_cgroup(void) {
+  if (cgroup_dir) (void)rmdir(cgroup_dir);
+}
+
 // ---- await mode: the wrapper's last step ----------------------------------------------------
 
 // --await HPID (first; wrap.sh, docs/sandbox.md "No dumpable wrapper"): the completion wrapper
@@ -1236,7 +1250,7 @@ static int await_helper(int argc, char **argv) {
     return 125;
   }
   close(AWAIT_CONTROL_FD);
-  char buf[512];
+  char buf[512], said[96] = "";
   size_t used = 0;
   struct pollfd fds[2] = {{.fd = AWAIT_STATUS_FD, .events = POLLIN}, {.fd = chld, .events = POLLIN}};
   for (;;) {
@@ -1260,13 +1274,16 @@ static int await_helper(int argc, char **argv) {
       *nl = '\0';
       int status = exit_status_of(line);
       if (status >= 0) return status;
+      // The helper's last failure, for the message if no `exit` line follows.
+      if (!strncmp(line, "error ", 6) || !strncmp(line, "exec-failed ", 12) || !strncmp(line, "exit lost", 9))
+        snprintf(said, sizeof said, " (it said: %s)", line);
       line = nl + 1;
     }
     used = strlen(line);
     memmove(buf, line, used + 1);
     if (used == sizeof buf - 1) used = 0; // not a status line of the helper's: dropped
   }
-  fprintf(stderr, "tether-wrap: the helper %s ended without the command's status\n", name);
+  fprintf(stderr, "tether-wrap: the helper %s ended without the command's status%s\n", name, said);
   return 125;
 }
 
@@ -1297,6 +1314,20 @@ int main(int argc, char **argv) {
   if (dumpable_err) {
     say("error dumpable %d\n", dumpable_err);
     return 125;
+  }
+  // Wrap mode's cgroup is this helper's own (the wrapper made it for the payload): removed on
+  // every way out, when empty — a helper that never started the payload leaves no cgroup behind.
+  if (wrap && cgroup_dir) {
+    // One that cannot be joined (gone, or no longer writable) is not announced: the payload
+    // then runs without it, as where none could be made.
+    char procs[4096];
+    snprintf(procs, sizeof procs, "%s/cgroup.procs", cgroup_dir);
+    if (access(procs, W_OK) == 0)
+      atexit(remove_own_cgroup);
+    else {
+      say("warn cgroup %d\n", errno);
+      cgroup_dir = NULL;
+    }
   }
   if (wrap && wrap_begin(own_start) < 0) return 125;
   if (become_subreaper() < 0) return 125;

@@ -120,18 +120,24 @@ export function startLine(nonce: string): string {
  * The start announcement of the helper that holds the nonce (native/helper.c `--wrap`): the end
  * line that follows is the helper's, which no process of the session's uid can read or trace.
  * With its identity (`PID START`, its pid and start time in the target, clock ticks since boot),
- * as the helper prints it; without, the form of a helper that could not give one.
+ * as the helper prints it; without, the form of a helper that could not give one. `cgroup`: the
+ * command runs in a cgroup of its own, which the wrapper made (docs/sandbox.md, "A cgroup in the
+ * container").
  */
-export function helperStartLine(nonce: string, identity?: { pid: number; startTime: number }): string {
+export function helperStartLine(
+  nonce: string,
+  identity?: { pid: number; startTime: number },
+  cgroup = false,
+): string {
   return identity
-    ? `tether-start ${nonce} helper ${identity.pid} ${identity.startTime}\n`
+    ? `tether-start ${nonce} helper ${identity.pid} ${identity.startTime}${cgroup ? ' cgroup' : ''}\n`
     : `tether-start ${nonce} helper\n`;
 }
 
-// What may follow `tether-start NONCE`: the shell's `\n`, or the helper's ` helper\n` or
-// ` helper PID START\n` (longest: 10 + 20 digits).
-const START_TAIL = /^(?: helper(?: (\d{1,10}) (\d{1,20}))?)?$/;
-const MAX_START_TAIL = 40;
+// What may follow `tether-start NONCE`: the shell's `\n`, or the helper's ` helper\n`,
+// ` helper PID START\n` or ` helper PID START cgroup\n` (longest: 10 + 20 digits and the word).
+const START_TAIL = /^(?: helper(?: (\d{1,10}) (\d{1,20})( cgroup)?)?)?$/;
+const MAX_START_TAIL = 47;
 
 /**
  * Removes the start announcement (the first one: `tether-start NONCE\n` from the wrapper shell,
@@ -146,6 +152,8 @@ export class StartStripper {
   announced = false;
   byHelper = false;
   helper: { pid: number; startTime: number } | undefined;
+  /** The helper said the command runs in a cgroup of its own. */
+  cgroup = false;
 
   constructor(nonce: string) {
     this.marker = Buffer.from(`tether-start ${nonce}`);
@@ -173,6 +181,7 @@ export class StartStripper {
         const pid = Number(m[1]);
         const startTime = Number(m[2]);
         if (m[1] !== undefined && pid > 1 && startTime > 0) this.helper = { pid, startTime };
+        this.cgroup = m[3] !== undefined;
         this.pending = Buffer.alloc(0);
         return Buffer.concat([buf.subarray(0, at), buf.subarray(nl + 1)]);
       }
@@ -193,9 +202,10 @@ export class StartStripper {
 }
 
 // A tail that the rest of a start line could still complete: a prefix of ` helper`, or
-// ` helper ` followed by the beginning of `PID START`.
+// ` helper ` followed by the beginning of `PID START`, or of `PID START cgroup`.
 function couldStart(tail: string): boolean {
   const word = ' helper';
   if (tail.length <= word.length) return word.startsWith(tail);
-  return /^ helper (?:\d{1,10}(?: \d{0,20})?)?$/.test(tail);
+  const m = /^ helper (?:\d{1,10}(?: \d{0,20}(?: ([a-z]{0,6}))?)?)?$/.exec(tail);
+  return m !== null && (m[1] === undefined || 'cgroup'.startsWith(m[1]));
 }

@@ -150,7 +150,7 @@ describe('sandbox.run under the pushed helper', () => {
       const parent = cmdlineOf(ppidOf(seen.pid));
       // (run from its pinned inode, which the wrapper hashed: /proc/WRAPPER/fd/9)
       expect(parent, 'the double fork is not the helper’s child').toMatch(
-        /^\/proc\/\d+\/fd\/9 --wrap --name \/tmp\/\.tether\/helper-[0-9a-f]{64} --grace \d+ --kill-after \d+ -- /,
+        /^\/proc\/\d+\/fd\/9 --wrap --name \/tmp\/\.tether\/helper-[0-9a-f]{64} --grace \d+ --kill-after \d+ (?:--cgroup \S+\/tether-helper\.\d+\.\d+ )?-- /,
       );
       const r = await call;
       expect([r.exitCode, r.ok]).toEqual([0, true]);

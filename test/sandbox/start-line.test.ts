@@ -10,7 +10,13 @@ function strip(nonce: string, text: string, at: number) {
   const s = new StartStripper(nonce);
   const bytes = Buffer.from(text);
   const out = Buffer.concat([s.push(bytes.subarray(0, at)), s.push(bytes.subarray(at)), s.end()]);
-  return { out: out.toString(), announced: s.announced, byHelper: s.byHelper, helper: s.helper };
+  return {
+    out: out.toString(),
+    announced: s.announced,
+    byHelper: s.byHelper,
+    helper: s.helper,
+    ...(s.cgroup ? { cgroup: true } : {}),
+  };
 }
 
 describe('the start announcement', () => {
@@ -22,15 +28,18 @@ describe('the start announcement', () => {
     ['the wrapper shell', startLine(nonce), false, undefined],
     ['the helper without its identity', helperStartLine(nonce), true, undefined],
     ['the helper with its identity', helperStartLine(nonce, identity), true, identity],
+    ['the helper with its identity and a cgroup', helperStartLine(nonce, identity, true), true, identity],
   ] as const) {
     it(`${who}'s, cut at every byte: removed, and told apart`, () => {
       const text = line + body;
+      const cgroup = line.endsWith(' cgroup\n') ? { cgroup: true } : {};
       for (let at = 0; at <= text.length; at++) {
         expect(strip(nonce, text, at), `cut at ${at}`).toEqual({
           out: body,
           announced: true,
           byHelper,
           helper,
+          ...cgroup,
         });
       }
     });
@@ -43,6 +52,9 @@ describe('the start announcement', () => {
       ' helper 1 2 3',
       ' helpers',
       ` helper 1 ${'9'.repeat(21)}`,
+      ' helper 1 2 cgroups',
+      ' helper 1 2 cg',
+      ' helper cgroup',
     ]) {
       const text = `tether-start ${nonce}${tail}\nx`;
       for (let at = 0; at <= text.length; at++)

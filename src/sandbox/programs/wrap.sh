@@ -51,7 +51,7 @@ set +m 2>/dev/null
 EXIT_REFUSED=125
 # A variable of that name in the environment is exported: assigning to it would hand the
 # nonce to the command. Unset first, the variables then made are the shell's own.
-unset nonce text first token helper fifo started hword sum hpid how flag why hgrace hkill
+unset nonce text first token helper fifo started hword sum hpid how flag why hgrace hkill cgdir cgpath cgline cgroot cgmount cgrest cgprefix cgrel cgstart
 helper=
 hgrace=5000
 hkill=3000
@@ -154,6 +154,54 @@ pin_helper() {
   return 1
 }
 
+# helper_cgroup: sets cgdir to a cgroup made for the helper's payload, below this program's own
+# cgroup, where the container's cgroup v2 can be written (docs/sandbox.md, "A cgroup in the
+# container"); empty otherwise — read-only (Docker's and Kubernetes' default), no cgroup2 mount,
+# a v1-only host — and the command runs under the helper without one. This program's cgroup is
+# `0::PATH` in /proc/$$/cgroup; the mount whose filesystem is cgroup2 and whose root is a prefix
+# of PATH (fields 4 and 5 of /proc/$$/mountinfo; one with an escaped space in its path is
+# skipped) gives its directory. The name holds this program's pid and start time: a wrapper's
+# own, made with mkdir, which fails on a name that exists.
+# start_time_of STAT-FIELDS-FROM-3…: sets cgstart to field 22 (the 20th given).
+start_time_of() {
+  [ $# -ge 20 ] || return 0
+  shift 19
+  cgstart=$1
+}
+
+helper_cgroup() {
+  cgdir=
+  cgpath=
+  while IFS= read -r cgline; do
+    case $cgline in 0::/*) cgpath=${cgline#0::} ;; esac
+  done <"/proc/$$/cgroup" 2>/dev/null
+  # (A path with a blank is not followed: it would be split as an argument.)
+  case $cgpath in '' | *' '* | *'	'*) return 0 ;; esac
+  while read -r _ _ _ cgroot cgmount cgrest; do
+    case " $cgrest " in *" - cgroup2 "*) ;; *) continue ;; esac
+    case $cgroot$cgmount in *\\*) continue ;; esac
+    # PATH below the mount's root: the rest, empty or from a slash on. (No `case` pattern with an
+    # empty quoted prefix: bash matches nothing then.)
+    cgprefix=${cgroot%/}
+    cgrel=${cgpath#"$cgprefix"}
+    [ -z "$cgprefix" ] || [ "$cgrel" != "$cgpath" ] || continue
+    case $cgrel in '' | /*) ;; *) continue ;; esac
+    cgdir=${cgmount%/}$cgrel
+    break
+  done <"/proc/$$/mountinfo" 2>/dev/null
+  [ -n "$cgdir" ] || return 0
+  # This program's start time (field 22 of its stat, after the last `)`) beside its pid: a name no
+  # other process's wrapper had, in this namespace or another sharing the cgroup tree.
+  cgstart=
+  IFS= read -r cgline <"/proc/$$/stat" 2>/dev/null && start_time_of ${cgline##*) }
+  case $cgstart in '' | *[!0-9]*) cgdir= ; return 0 ;; esac
+  cgdir=${cgdir%/}/tether-helper.$$.$cgstart
+  if ! mkdir "$cgdir" 2>/dev/null || ! [ -w "$cgdir/cgroup.procs" ]; then
+    rmdir "$cgdir" 2>/dev/null
+    cgdir=
+  fi
+}
+
 # start_helper wrap|plain CMD…: the helper starts `$runner CMD…` as its payload (its child; the
 # helper's wire protocol is docs/containment.md's), run from the pinned inode. Its status pipe
 # (fd 3) and control pipe (fd 4) are FIFOs in the helper's own directory (0700, this uid's),
@@ -176,10 +224,17 @@ start_helper() {
   # Held open until the helper has opened it too: a FIFO no one holds loses what waits in it.
   exec 8<>"$fifo.c"
   flag=
-  if [ "$how" = wrap ]; then flag=--wrap; else put "go$nl" >&8; fi
+  # The cgroup in `run` mode only, whose helper removes it with its subtree (helper.c).
+  cgdir=
+  if [ "$how" = wrap ]; then
+    flag=--wrap
+    helper_cgroup
+  else
+    put "go$nl" >&8
+  fi
   # fd 3 is the command's stdin until `<&3`, then the status FIFO (opened first: this program's
   # open below waits for it, and a helper that fails later closes it: EOF, never a hang).
-  "/proc/$$/fd/9" $flag --name "$helper" --grace "$hgrace" --kill-after "$hkill" -- $runner "$@" <&3 3>"$fifo.s" 4<>"$fifo.c" 8<&- 9<&- &
+  "/proc/$$/fd/9" $flag --name "$helper" --grace "$hgrace" --kill-after "$hkill" ${cgdir:+--cgroup "$cgdir"} -- $runner "$@" <&3 3>"$fifo.s" 4<>"$fifo.c" 8<&- 9<&- &
   hpid=$!
   exec 7<"$fifo.s"
 }
@@ -243,6 +298,8 @@ wrap_under_helper() {
   fi
   if [ -n "$why" ]; then
     kill -KILL "$hpid" 2>/dev/null
+    wait "$hpid" 2>/dev/null
+    [ -z "$cgdir" ] || rmdir "$cgdir" 2>/dev/null
     exec 7<&- 8>&- 9<&-
     rm -f "$fifo.c" "$fifo.s"
     echo "tether-wrap: the helper $helper $why: the command runs on the env tag alone" >&2

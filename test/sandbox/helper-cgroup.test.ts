@@ -1,0 +1,132 @@
+// A cgroup in the container (docs/sandbox.md, "A cgroup in the container"): where the container's
+// cgroup v2 can be written, the wrapper makes a cgroup for each command below its own, the helper
+// starts the command in it and, TERMed by the session's sweep, ends and removes it with its
+// subtree; the helper's start line says so. Where it cannot be written (a read-only mount, as
+// Docker and Kubernetes mount it), the command runs under the helper without one. Ground truth:
+// the host's /proc (the leftover's cgroup, its pid and start time gone) and the cgroup's
+// directory on the host.
+import { execFileSync } from 'node:child_process';
+import { existsSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createTag, sandbox } from '../../src/index.js';
+import { cmdlineOf, identityOf, pids } from '../support/proc.js';
+import { aliveOnHost, type Container, sleep, startContainer, taggedOnHost } from './container.js';
+
+const SWEEP = { graceMs: 1000, killAfterMs: 1000 };
+let next = 7_500 + (process.pid % 400);
+
+// The cgroup2 mount the container sees (it shares the host's cgroup namespace): its mount point and
+// whether the container's root may write it. Empty when there is none.
+function cgroup2Of(box: Container): { mount: string; writable: boolean } | undefined {
+  const info = readFileSync(`/proc/${box.init}/mountinfo`, 'utf8');
+  for (const line of info.split('\n')) {
+    const [before, after] = line.split(' - ');
+    if (!after?.startsWith('cgroup2 ')) continue;
+    const fields = (before ?? '').split(' ');
+    return { mount: fields[4] ?? '', writable: (fields[5] ?? '').split(',').includes('rw') };
+  }
+  return undefined;
+}
+
+// The leftover's cgroup path (the `0::` line of /proc/PID/cgroup, as the host sees it).
+function cgroupOf(pid: number): string {
+  const line = readFileSync(`/proc/${pid}/cgroup`, 'utf8')
+    .split('\n')
+    .find((l) => l.startsWith('0::'));
+  return line?.slice(3) ?? '';
+}
+
+// The env-cleared double fork `sleep S` the command leaves, found by its unique cmdline.
+async function leftover(s: number): Promise<{ pid: number; startTime: number }> {
+  for (let i = 0; i < 200; i++) {
+    const pid = pids().find((p) => cmdlineOf(p) === `sleep ${s}`);
+    const id = pid === undefined ? undefined : identityOf(pid);
+    if (id) return id;
+    await sleep(10);
+  }
+  throw new Error(`premise broken: the double fork sleep ${s} never appeared`);
+}
+
+const command = (s: number) => [
+  'sh',
+  '-c',
+  `grep '^0::' /proc/self/cgroup; env -i /bin/sh -c 'setsid sleep ${s} </dev/null >/dev/null 2>&1 &'; sleep 0.4`,
+];
+
+describe('a cgroup in the container, where its cgroup v2 can be written', () => {
+  let box: Container;
+  let premise = '';
+  beforeAll(async () => {
+    box = await startContainer(120);
+    const cg = cgroup2Of(box);
+    if (!cg) premise = 'no cgroup2 mount in the container (a v1-only host)';
+    else if (!cg.writable) premise = `the cgroup2 mount ${cg.mount} is read-only here`;
+  });
+  afterAll(async () => {
+    await box?.stop();
+  });
+
+  it('the command and what it leaves run in a cgroup of their own, ended and removed with the session', async (ctx) => {
+    if (premise) ctx.skip(premise);
+    const tag = createTag();
+    const s = next++;
+    try {
+      const call = sandbox.run(box.channel, command(s), { tag, sweep: SWEEP, helper: true });
+      const seen = await leftover(s);
+      const path = cgroupOf(seen.pid);
+      const r = await call;
+      const mount = cgroup2Of(box)?.mount ?? '';
+      expect(r.stdout, 'the command did not run in a cgroup the wrapper made').toMatch(
+        /^0::\S*\/tether-helper\.\d+\.\d+\n$/,
+      );
+      // The leftover, double-forked with a cleared environment, is in the command's cgroup.
+      expect(`0::${path}\n`).toBe(r.stdout);
+      expect(r.report.notes.join('\n')).toContain('the commands ran under the helper');
+      // Ground truth: gone, and its cgroup removed.
+      for (let i = 0; i < 50 && aliveOnHost(seen); i++) await sleep(20);
+      expect(aliveOnHost(seen), 'the leftover outlived the session').toBe(false);
+      expect(existsSync(join(mount, path)), `the cgroup ${path} was left behind`).toBe(false);
+      expect(taggedOnHost(tag.name)).toEqual([]);
+    } finally {
+      if (taggedOnHost(tag.name).length) await sandbox.sweep(box.channel, tag.name, SWEEP);
+    }
+  });
+});
+
+describe('a read-only cgroup v2 in the container (Docker’s and Kubernetes’ default)', () => {
+  let box: Container;
+  let premise = '';
+  beforeAll(async () => {
+    box = await startContainer(120);
+    const cg = cgroup2Of(box);
+    if (!cg) premise = 'no cgroup2 mount in the container (a v1-only host)';
+    // Remounted in the container's own mount namespace (unshare makes its propagation private):
+    // the host's mount is untouched.
+    else
+      execFileSync('nsenter', ['-t', String(box.init), '-m', 'mount', '-o', 'remount,bind,ro', cg.mount], {
+        timeout: 10_000,
+      });
+  });
+  afterAll(async () => {
+    await box?.stop();
+  });
+
+  it('the command runs under the helper without a cgroup, and what it leaves is still ended', async (ctx) => {
+    if (premise) ctx.skip(premise);
+    expect(cgroup2Of(box)?.writable, 'premise broken: the mount is still writable').toBe(false);
+    const tag = createTag();
+    const s = next++;
+    try {
+      const call = sandbox.run(box.channel, command(s), { tag, sweep: SWEEP, helper: true });
+      const seen = await leftover(s);
+      const r = await call;
+      expect(r.stdout).not.toContain('tether-helper.');
+      expect(r.report.notes.join('\n')).toContain('the commands ran under the helper');
+      for (let i = 0; i < 50 && aliveOnHost(seen); i++) await sleep(20);
+      expect(aliveOnHost(seen), 'the leftover outlived the session').toBe(false);
+    } finally {
+      if (taggedOnHost(tag.name).length) await sandbox.sweep(box.channel, tag.name, SWEEP);
+    }
+  });
+});
