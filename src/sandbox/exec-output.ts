@@ -4,7 +4,7 @@
 import type { Readable, Writable } from 'node:stream';
 import type { ExecClient } from './channel.js';
 import { type Completion, CompletionStripper, StartStripper } from './completion.js';
-import { type StartSeen, WrapperLines } from './helper-use.js';
+import { type StartSeen, type TargetIdentity, WrapperLines } from './helper-use.js';
 import { OUTPUT_CAP_MS, within } from './run.js';
 
 /** The caller's streams; a missing one is collected instead. */
@@ -42,7 +42,9 @@ export class CallOutput implements Activity {
   private readonly closed: Promise<unknown>;
   private readonly targets: Writable[];
   private lineTimer: NodeJS.Timeout | undefined;
+  private helperTold = false;
 
+  // `onHelper` is told the helper's identity once, as soon as its start line has come.
   constructor(
     private readonly client: ExecClient,
     nonce: string,
@@ -52,6 +54,7 @@ export class CallOutput implements Activity {
       buffer: true,
       maxBuffer: Number.POSITIVE_INFINITY,
     },
+    private readonly onHelper?: (helper: TargetIdentity) => void,
   ) {
     this.stripper = new CompletionStripper(nonce);
     this.start = new StartStripper(nonce);
@@ -125,6 +128,10 @@ export class CallOutput implements Activity {
   // holding the stream open must not hold the call more than 2 s (docs/sandbox.md, "Library").
   private onStdout(chunk: Buffer): void {
     this.toOut(this.stripper.push(this.start.push(chunk)));
+    if (this.start.helper && !this.helperTold) {
+      this.helperTold = true;
+      this.onHelper?.(this.start.helper);
+    }
     if (this.stripper.completion && !this.lineTimer) {
       this.lineTimer = setTimeout(() => {
         this.endedAfterLine = true;

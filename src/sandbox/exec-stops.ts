@@ -6,8 +6,9 @@ import type { EndReason, StopReason as PublicStopReason } from '../session/resul
 import type { SweepReport } from '../sweep/report.js';
 import type { ClientExit, ExecChannel, ExecClient } from './channel.js';
 import type { Activity } from './exec-output.js';
+import type { TargetIdentity } from './helper-use.js';
 import { OUTPUT_CAP_MS, within } from './run.js';
-import { type SandboxSweepOptions, sweep } from './sweep.js';
+import { type SandboxSweepOptions, sweepUnder } from './sweep.js';
 
 /**
  * Why a call was stopped before its client exited: a cancel, a failed output stream, silence,
@@ -46,6 +47,12 @@ export class CallStops {
   private silenceTimer: NodeJS.Timeout | undefined;
   private signal: AbortSignal | undefined;
   private readonly onAbort = () => this.stop('cancel');
+  /**
+   * The helper's identity once the call's start line gave it (exec-output.ts, `started`): a
+   * member of every sweep this call runs, never its proof — the helper and the `--await` process
+   * are non-dumpable while the command runs, their environ unreadable to a uid other than root.
+   */
+  helper: () => TargetIdentity | undefined = () => undefined;
 
   constructor(
     private readonly channel: ExecChannel,
@@ -58,8 +65,18 @@ export class CallStops {
     if (this.stoppedBy || this.over) return;
     this.stoppedBy = reason;
     const options = { ...this.sweepOptions, signal: AbortSignal.abort() };
-    this.stopSweep = sweep(this.channel, this.tag, options).catch((e: Error) => e);
+    this.stopSweep = this.sweep(options);
     this.requested();
+  }
+
+  // The call's sweep (a stop's, an unknown end's): the session by its tag, and the helper by the
+  // identity its start line gave, when it came — with every descendant (docs/sandbox.md, "The
+  // helper's proof"). Its error, if it fails, as the value.
+  sweep(options: SandboxSweepOptions): Promise<SweepReport | Error> {
+    const helper = this.helper();
+    return sweepUnder(this.channel, this.tag, options, { members: helper ? [helper] : [] }).catch(
+      (e: Error) => e,
+    );
   }
 
   // Arms the silence bound (0: none) and the caller's cancel; `disarm` takes both back.

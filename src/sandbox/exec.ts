@@ -28,7 +28,7 @@ import { CallOutput } from './exec-output.js';
 import { beginSandboxRecord } from './exec-record.js';
 import type { SandboxExecResult } from './exec-result.js';
 import { CallStops } from './exec-stops.js';
-import { type HelperUse, helperUseOf } from './helper-use.js';
+import { type HelperUse, helperUseOf, type TargetIdentity } from './helper-use.js';
 import { checkSandboxKeys, SANDBOX_EXEC_KEYS } from './known-options.js';
 import { program } from './programs.js';
 import { checkShell, type SandboxSweepOptions } from './sweep.js';
@@ -127,15 +127,18 @@ export async function exec<O extends SandboxExecOptions = {}>(
 
 // `exec` for a session's command (session.ts, not exported from the package): with `helper`,
 // `seen` is told how the command ran — under the helper or fallen back, and why — once its output
-// has settled, before the outcome is decided (an unknown end too, whose start line came).
+// has settled, before the outcome is decided (an unknown end too, whose start line came);
+// `announced` is told the helper's identity as soon as its start line gives it, while the command
+// runs (the session's sweeps take it as a member).
 export async function execUnder<O extends SandboxExecOptions>(
   channel: ExecChannel,
   argv: string[],
   options: O,
   seen: (use: HelperUse) => void,
+  announced?: (helper: TargetIdentity) => void,
 ): Promise<SandboxExecResult<OutputOf<O>>> {
   const plan = prepare(argv, options);
-  return (await run(channel, argv, options, plan, seen)) as SandboxExecResult<OutputOf<O>>;
+  return (await run(channel, argv, options, plan, seen, announced)) as SandboxExecResult<OutputOf<O>>;
 }
 
 // The call itself, from the wrapper's start to the decided outcome.
@@ -145,6 +148,7 @@ async function run(
   options: SandboxExecOptions,
   plan: CallPlan,
   seen?: (use: HelperUse) => void,
+  announced?: (helper: TargetIdentity) => void,
 ): Promise<SandboxExecResult> {
   const started = performance.now();
   // This process supervises the tag while the call runs: its registration is what tells
@@ -158,15 +162,24 @@ async function run(
     buffer: options.buffer !== false,
     maxBuffer: effectiveMaxBuffer(options.maxBuffer ?? DEFAULT_MAX_BUFFER, options.encoding ?? 'utf8'),
   };
-  const output = new CallOutput(client, plan.nonce, options, (why) => stops.stop(why), collect);
+  const output = new CallOutput(client, plan.nonce, options, (why) => stops.stop(why), collect, announced);
+  // Every sweep of this call takes the helper its start line named as a member (exec-stops.ts).
+  stops.helper = () => output.started.helper;
   try {
     handOver(client.stdin, plan); // the nonce line, then the command's stdin
     stops.arm(plan.silenceMs, output, options.signal); // the silence bound, the caller's cancel
-    const { exit, stopped } = await stops.race(client); // the client's exit, or a stop's sweep first
+    const race = await stops.race(client); // the client's exit, or a stop's sweep first
+    const { exit } = race;
     const completion = await output.settle(); // the rest of the output, 2 s at most; the line
     if (options.helper !== undefined)
       seen?.(helperUseOf(output.started, plan.scriptMode, output.wrapperSaid.lines));
     const { signal } = options;
+    const sweepOptions = { ...plan.sweepOptions, ...(signal ? { signal } : {}) };
+    // An unknown end whose start line named the helper is swept here, the helper a member (decide's
+    // own sweep, for the others, knows the tag alone).
+    const stopped =
+      race.stopped ??
+      (completion === undefined && output.started.helper ? await stops.sweep(sweepOptions) : undefined);
     return (await decide({
       channel,
       argv,
@@ -181,7 +194,7 @@ async function run(
       stoppedBy: stops.stoppedBy,
       stopped,
       silenceMs: plan.silenceMs,
-      sweepOptions: { ...plan.sweepOptions, ...(signal ? { signal } : {}) },
+      sweepOptions,
     })) as SandboxExecResult;
   } finally {
     // On every path, a throw too: nothing of this call stays on the caller's signal or streams.

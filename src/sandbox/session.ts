@@ -177,6 +177,11 @@ export class SandboxSession {
   private readonly uses: { command: string[]; use: HelperUse }[] = [];
   /** How many commands were spawned: the helpers' proof needs every one of them in `uses`. */
   private spawned = 0;
+  /**
+   * Every helper identity a command's start line gave, as soon as it came (a command still
+   * running too): members of the session's sweep.
+   */
+  private readonly announced: TargetIdentity[] = [];
 
   /** Throws `INVALID_OPTION` (`INVALID_TAG` for a bad tag) before anything starts. */
   constructor(channel: ExecChannel, options: SandboxSessionOptions = {}) {
@@ -280,6 +285,7 @@ export class SandboxSession {
             reject: false,
           },
           (use) => this.uses.push({ command, use }),
+          (identity) => this.announced.push(identity),
         );
       });
     const empty = (options.encoding === 'buffer' ? Buffer.alloc(0) : '') as OutputOf<O>;
@@ -380,7 +386,7 @@ export class SandboxSession {
           ...(budget ? { signal: budget } : {}),
           ...(failed === undefined ? {} : { clientFailedWith: failed }),
         },
-        this.provingHelpers(),
+        { members: this.helperMembers(), proof: this.provingHelpers() },
       );
     } catch (error) {
       failure = error;
@@ -397,6 +403,18 @@ export class SandboxSession {
     const merged = reportUnder(this.merged(report as SweepReport), this.helperPush, this.uses);
     await this.settleRow(merged);
     return merged;
+  }
+
+  // Every helper a command's start line named, whether its command still runs or not: members of
+  // the session's sweep by that identity, with all their descendants (docs/sandbox.md, "The
+  // helper's proof") — for a uid other than root the helper and its `--await` parent are
+  // non-dumpable while the command runs, and the env tag cannot read them. Members only: the
+  // proof is `provingHelpers`'s.
+  private helperMembers(): TargetIdentity[] {
+    const told = this.uses.flatMap(({ use }) =>
+      use.under === 'helper' && use.identity ? [use.identity] : [],
+    );
+    return [...this.announced, ...told];
   }
 
   // The helpers whose word may end the session's sweep early (docs/sandbox.md, "The helper's

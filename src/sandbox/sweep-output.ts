@@ -50,6 +50,8 @@ const PHASE_ENDS = new Set([
   'verified-empty',
   'scan-failed',
 ]);
+// How the program finds a member: by the env tag, by the identity tether named, by parent.
+const FOUND_BY = new Set<string>(['carrier', 'given', 'descendant'] satisfies FoundBy[]);
 const SIGNALS: Record<string, string> = { TERM: 'SIGTERM', KILL: 'SIGKILL', CONT: 'SIGCONT' };
 /** The output format's version, in its header: 2 since the nonce (1 had none). */
 export const SWEEP_OUTPUT_VERSION = 2;
@@ -166,14 +168,15 @@ function readerRecord(state: Lines, f: string[]): boolean {
   return true;
 }
 
-// `found PID START PPID UID carrier|descendant VIA`: a member, first seen.
+// `found PID START PPID UID carrier|given|descendant VIA`: a member, first seen — `given` a helper
+// tether named by the identity its start line gave (sweep.sh's `member:PID:START`, `PID:START`).
 function foundRecord(state: Lines, f: string[]): boolean {
   const [pid, start, ppid, uid, foundBy, via] = f;
   if (
     f.length !== 6 ||
     ![pid, start, ppid].every((x) => NUM.test(x ?? '')) ||
     !(uid === '-' || NUM.test(uid ?? '')) ||
-    (foundBy !== 'carrier' && foundBy !== 'descendant') ||
+    !FOUND_BY.has(foundBy ?? '') ||
     !(via === '-' || NUM.test(via ?? ''))
   ) {
     return false;

@@ -47,16 +47,32 @@ export interface SandboxSweepOptions {
 }
 
 /**
- * The program's argv: `SHELL -c PROGRAM tether-sweep TAG GRACE KILL INTERVAL [PID:START…]`, the
- * last words the session's helpers as their start lines gave them (docs/sandbox.md, "The
- * helper's proof"). Its stdin must begin with the nonce line (`NONCE\n`, 32 hex digits): never in
+ * The session's helpers as one sweep takes them, each as its start line gave it (docs/sandbox.md,
+ * "The helper's proof"). `members`: found by that identity (pid and start time), with every
+ * descendant, whether or not their environ can be read. `proof`: those whose word may end a phase
+ * at once (`helper-childless`); each is a member too. An identity that is not a safe integer pid
+ * above 1 with a start time above 0 is left out.
+ */
+export interface SweepHelpers {
+  members?: readonly TargetIdentity[];
+  proof?: readonly TargetIdentity[];
+}
+
+/**
+ * The program's argv: `SHELL -c PROGRAM tether-sweep TAG GRACE KILL INTERVAL [WORD…]`, each WORD a
+ * helper of `helpers`: `PID:START` one that proves (and is a member), `member:PID:START` one that
+ * is a member only. Its stdin must begin with the nonce line (`NONCE\n`, 32 hex digits): never in
  * argv, which any process of the target can read.
  */
 export function sweepArgv(
   tag: SessionTag,
   o: Required<Pick<SandboxSweepOptions, 'graceMs' | 'killAfterMs' | 'intervalMs' | 'shell'>>,
-  helpers: readonly TargetIdentity[] = [],
+  helpers: SweepHelpers = {},
 ): string[] {
+  const id = (h: TargetIdentity) => `${h.pid}:${h.startTime}`;
+  const proof = new Set((helpers.proof ?? []).filter(wellFormed).map(id));
+  const members = new Set((helpers.members ?? []).filter(wellFormed).map(id));
+  for (const h of proof) members.delete(h);
   return [
     ...o.shell,
     '-c',
@@ -66,8 +82,14 @@ export function sweepArgv(
     String(Math.round(o.graceMs)),
     String(Math.round(o.killAfterMs)),
     String(Math.round(o.intervalMs)),
-    ...helpers.map((h) => `${h.pid}:${h.startTime}`),
+    ...[...members].map((h) => `member:${h}`),
+    ...proof,
   ];
+}
+
+// What the program takes as an identity (sweep.sh, `identity`): a pid above 1, a start above 0.
+function wellFormed(h: TargetIdentity): boolean {
+  return Number.isSafeInteger(h.pid) && h.pid > 1 && Number.isSafeInteger(h.startTime) && h.startTime > 0;
 }
 
 /**
@@ -94,17 +116,18 @@ export function sweep(
   } catch (error) {
     return Promise.reject(error);
   }
-  return sweepUnder(channel, tag, options, []);
+  return sweepUnder(channel, tag, options, {});
 }
 
-// `sweep` for a session whose every command ran under a helper that gave its identity (session.ts,
-// not exported from the package): the program may end a phase at once on the kernel's word that
-// those helpers have no child left (`helper-childless`, docs/sandbox.md "The helper's proof").
+// `sweep` for a session whose commands ran under helpers that gave their identity (session.ts,
+// exec.ts; not exported from the package): `helpers.members` are members by identity, and with
+// `helpers.proof` the program may end a phase at once on the kernel's word that those helpers
+// have no child left (`helper-childless`, docs/sandbox.md "The helper's proof").
 export async function sweepUnder(
   channel: ExecChannel,
   tag: SessionTag | string,
   options: SandboxSweepOptions,
-  helpers: readonly TargetIdentity[],
+  helpers: SweepHelpers,
 ): Promise<SweepReport> {
   const t = typeof tag === 'string' ? parseTag(tag) : tag;
   const argv = sweepArgv(

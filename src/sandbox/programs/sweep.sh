@@ -1,13 +1,16 @@
 # tether sweep program (decisions.md D12; docs/sandbox.md#the-sweep-program).
 # The local sweep (src/sweep/loop.ts) in POSIX sh, run inside a container through ONE exec:
-#   sh -c "$PROGRAM" tether-sweep TAG GRACE_MS KILL_AFTER_MS INTERVAL_MS [PID:START…]   (stdin: NONCE\n)
+#   sh -c "$PROGRAM" tether-sweep TAG GRACE_MS KILL_AFTER_MS INTERVAL_MS [[member:]PID:START…]   (stdin: NONCE\n)
 # Each round: take a snapshot of /proc; the session is the carriers of TAG=1 (read with
 # `grep -z`, or `tr` where grep cannot read NUL records), the earlier finds still alive with the
 # same identity (pid + start time, field 22 of stat) and every descendant of either. TERM once
 # to each, SIGCONT after the TERM of a stopped one, a scan every INTERVAL_MS until two scans in a
 # row see nothing or GRACE_MS is over; then KILL the same way for up to KILL_AFTER_MS.
-# PID:START… name the session's helpers, as their start lines gave them to tether: a scan that
-# finds none but them, each childless by the kernel's children lists, ends the phase at once
+# PID:START and member:PID:START name the session's helpers, as their start lines gave them to
+# tether: each is a member while a process of that pid has that start time (found `given`, with
+# every descendant), whether or not its environ can be read — a non-dumpable helper's cannot, for
+# a uid other than root. PID:START also gives the helper's word: a scan that finds none but those
+# helpers, each childless by the kernel's children lists, ends the phase at once
 # (`helper-childless`) once they are gone (docs/sandbox.md, "The helper's proof").
 # Never signalled: a pid <= 1 (the container's init), a process group (no negative pid ever
 # reaches kill), this program, its ancestors and its own children.
@@ -45,13 +48,22 @@ case $hex in *[!0-9a-f]*) usage "tag $tag" ;; esac
 for n in "$grace" "$kill_after" "$interval"; do
   case $n in '' | *[!0-9]*) usage "duration $n" ;; esac
 done
-# The session's helpers: " PID:START …", digits only, a pid above 1.
-helpers=
+# The session's helpers: `given` (" PID:START …", every one named) and `helpers` (those whose
+# word may end a phase: the words without `member:`). PID and START digits without a leading
+# zero, the pid above 1 and of at most 10 digits, START of at most 20.
+identity() {
+  case $1 in *[!0-9:]* | *:*:* | 0* | *:0*) return 1 ;; [2-9]:?* | [1-9]?*:?*) ;; *) return 1 ;; esac
+  id_pid=${1%%:*} id_start=${1#*:}
+  [ ${#id_pid} -le 10 ] && [ ${#id_start} -le 20 ]
+}
+helpers= given=' '
 if [ $# -gt 4 ]; then
   shift 4
   for h in "$@"; do
-    case $h in *[!0-9:]* | :* | *: | *:*:* | [01]:*) usage "helper $h" ;; *:*) ;; *) usage "helper $h" ;; esac
-    helpers="$helpers $h"
+    case $h in
+      member:*) identity "${h#member:}" || usage "helper $h"; given="$given${h#member:} " ;;
+      *) identity "$h" || usage "helper $h"; given="$given$h "; helpers="$helpers $h" ;;
+    esac
   done
 fi
 entry=$tag=1
@@ -253,7 +265,8 @@ snapshot() {
   [ -n "$table" ] || [ -d /proc/self ]
 }
 
-# track PID START PPID FOUNDBY VIA: first sight of a member; says so with its details.
+# track PID START PPID FOUNDBY VIA: first sight of a member (FOUNDBY carrier, given or
+# descendant); says so with its details.
 track() {
   tracked="$tracked$1:$2 "
   uid_of "$1"
@@ -265,7 +278,8 @@ track() {
   say "cmdline $1 $2 $cmd"
 }
 
-# scan: sets members (" PID:START:STATE ... ") and seen (how many).
+# scan: sets members (" PID:START:STATE ... ") and seen (how many): the earlier finds, the
+# carriers, the named helpers, and the descendants of any of them.
 scan() {
   snapshot || return 1
   scans=$((scans + 1))
@@ -295,6 +309,23 @@ EOF
 $table
 EOF
   done
+  # The helpers tether named, by identity: the process of that pid with that start time, found
+  # whether or not its environ can be read (a pid now another process's is not one).
+  if [ "$given" != ' ' ]; then
+    while read -r pid ppid start state; do
+      [ -n "$pid" ] || continue
+      case $given in *" $pid:$start "*) ;; *) continue ;; esac
+      case $ids in *" $pid "*) continue ;; esac
+      ids="$ids$pid "
+      members="$members$pid:$start:$state "
+      case $tracked in *" $pid:$start "*) ;; *)
+        read_stat "$pid" && st_comm_of=$st_comm || st_comm_of=
+        track "$pid" "$start" "$ppid" given - ;;
+      esac
+    done <<EOF
+$table
+EOF
+  fi
   # Descendants of any member, by parent, until a pass adds nothing.
   grew=1
   while [ $grew = 1 ]; do
