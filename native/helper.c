@@ -397,16 +397,27 @@ static int wrap_begin(unsigned long long own_start) {
   return failed ? -1 : 0;
 }
 
+static int has_children(void);
+static int cgroup_populated(void);
+
+// Wrap mode: the payload's end found the helper without a child, and its cgroup (if any) empty.
+static int ended_childless;
+
 // Once the payload is reaped, in wrap mode: `tether-end NONCE exit STATUS` (128+N for a signal N)
-// right after everything it wrote, the nonce then zeroed and the stream's copy closed. The helper
+// right after everything it wrote, the nonce then zeroed and the stream's copy closed. With
+// ` childless` after STATUS when the kernel says, right then, that the helper has no child — a
+// subreaper without children has no descendant: nothing the command started is left below it —
+// and its cgroup is not populated (docs/sandbox.md, "A childless end"); the helper then exits
+// (supervise), and what the line says is a sweep's answer no session member can forge. The helper
 // is dumpable again from here: nothing secret is left, and the sweep (without CAP_SYS_PTRACE) can
 // read its environ once the wrapper, its parent, is gone. A line that cannot be written (the
 // stream is gone, or full for 60 s) is lost: an unknown end, which tether sweeps.
 static void wrap_end(int status) {
   if (out_fd < 0) return;
   int code = WIFSIGNALED(status) ? 128 + WTERMSIG(status) : WEXITSTATUS(status);
-  char end[80];
-  snprintf(end, sizeof end, "tether-end %s exit %d\n", nonce, code);
+  ended_childless = has_children() == 0 && !cgroup_populated();
+  char end[96];
+  snprintf(end, sizeof end, "tether-end %s exit %d%s\n", nonce, code, ended_childless ? " childless" : "");
   if (put_line(end) < 0) warn_once("end-line", errno);
   explicit_bzero(end, sizeof end);
   explicit_bzero(nonce, sizeof nonce);
@@ -1133,6 +1144,7 @@ static int supervise(void) {
                           {.fd = init_status_fd, .events = POLLIN}};
   int degraded = 0;
   for (;;) {
+    if (ended_childless) return 0; // wrap mode: nothing is left to hold (wrap_end)
     if (poll_or_tick(fds, pidns ? 3 : 2, &degraded) < 0) warn_once("poll", errno);
     if (fds[0].revents && on_signals()) return 0;
     if (pidns && fds[2].revents && on_init_status()) fds[2].fd = -1;

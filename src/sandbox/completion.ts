@@ -1,5 +1,6 @@
 // The completion line (decisions.md D13): the wrapper prints, right after the command's stdout,
 //   "tether-end NONCE exit STATUS" + "\n"           (the command ended with STATUS)
+//   "tether-end NONCE exit STATUS childless" + "\n" (the helper's: and nothing is left below it)
 //   "tether-end NONCE refused RECEIVED SIZE" + "\n"  (a script arrived cut: nothing ran)
 // and tether removes exactly those bytes before anyone sees stdout. No newline comes before it:
 // the line is found wherever it starts (the nonce, which the command cannot read, makes it
@@ -7,9 +8,14 @@
 // command's output is never held back (a newline cannot begin the line).
 import { randomBytes } from 'node:crypto';
 
-/** What a completion line says. Sizes in bytes; `status` 0–255 as the wrapper's shell saw it. */
+/**
+ * What a completion line says. Sizes in bytes; `status` 0–255 as the wrapper's shell saw it.
+ * `childless`: the helper's word that, when it reaped the command, it had no child and its cgroup
+ * was empty — nothing the command started is left (native/helper.c `wrap_end`); only the helper
+ * writes it, and only a line after the helper's start line is the helper's.
+ */
 export type Completion =
-  | { kind: 'exit'; status: number }
+  | { kind: 'exit'; status: number; childless?: true }
   | { kind: 'refused'; received: number; expected: number };
 
 /** A fresh nonce: 128 random bits in hex. The line is recognised only with it. */
@@ -24,16 +30,17 @@ export function completionLine(nonce: string, status: number): string {
 
 // Longest tail after the marker: "refused " + two sizes of at most 20 digits + "\n".
 const MAX_TAIL = 64;
-const TAIL = /^(?:exit (\d{1,3})|refused (\d{1,20}) (\d{1,20}))$/;
+const TAIL = /^(?:exit (\d{1,3})( childless)?|refused (\d{1,20}) (\d{1,20}))$/;
 
 function parseTail(text: string): Completion | undefined {
   const m = TAIL.exec(text);
   if (!m) return undefined;
   if (m[1] !== undefined) {
     const status = Number(m[1]);
-    return status <= 255 ? { kind: 'exit', status } : undefined;
+    if (status > 255) return undefined;
+    return m[2] ? { kind: 'exit', status, childless: true } : { kind: 'exit', status };
   }
-  return { kind: 'refused', received: Number(m[2]), expected: Number(m[3]) };
+  return { kind: 'refused', received: Number(m[3]), expected: Number(m[4]) };
 }
 
 /**

@@ -172,7 +172,14 @@ async function run(
     const { exit } = race;
     const completion = await output.settle(); // the rest of the output, 2 s at most; the line
     if (options.helper !== undefined)
-      seen?.(helperUseOf(output.started, plan.scriptMode, output.wrapperSaid.lines));
+      seen?.(
+        helperUseOf(
+          output.started,
+          plan.scriptMode,
+          output.wrapperSaid.lines,
+          completion?.kind === 'exit' && completion.childless === true,
+        ),
+      );
     const { signal } = options;
     const sweepOptions = { ...plan.sweepOptions, ...(signal ? { signal } : {}) };
     // An unknown end whose start line named the helper is swept here, the helper a member (decide's

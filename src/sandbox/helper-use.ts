@@ -22,13 +22,14 @@ export interface StartSeen {
 
 /**
  * How one command ran, for the session's report: `helper` (the helper wrote the start and end
- * lines; `identity` as its start line gave it, which the session's sweep asks the kernel about);
+ * lines; `identity` as its start line gave it, which the session's sweep asks the kernel about;
+ * `childless` when its end line said nothing was left below it, childless-end.ts);
  * `subreaper` (a script over 100 KB: the helper was its subreaper, the end line the
  * shell's); `shell` (it fell back to the wrapper on the env tag alone; `why` is the wrapper's
  * line); `unknown` (no start line came: nothing was said).
  */
 export type HelperUse =
-  | { under: 'helper'; identity?: TargetIdentity }
+  | { under: 'helper'; identity?: TargetIdentity; childless?: true }
   | { under: 'subreaper' }
   | { under: 'shell'; why: string }
   | { under: 'unknown' };
@@ -82,11 +83,22 @@ export class WrapperLines {
 
 /**
  * How a call that asked for the helper ran: `announced`/`byHelper` from its start line,
- * `scriptMode` for a script over 100 KB, `said` the wrapper's lines from its stderr.
+ * `scriptMode` for a script over 100 KB, `said` the wrapper's lines from its stderr, `childless`
+ * what its end line said (read only after the helper's start line: the helper alone wrote it).
  */
-export function helperUseOf(start: StartSeen, scriptMode: boolean, said: readonly string[]): HelperUse {
+export function helperUseOf(
+  start: StartSeen,
+  scriptMode: boolean,
+  said: readonly string[],
+  childless = false,
+): HelperUse {
   if (!start.announced) return { under: 'unknown' };
-  if (start.byHelper) return start.helper ? { under: 'helper', identity: start.helper } : { under: 'helper' };
+  if (start.byHelper)
+    return {
+      under: 'helper',
+      ...(start.helper ? { identity: start.helper } : {}),
+      ...(childless ? { childless: true as const } : {}),
+    };
   // The wrapper's fallbacks all end "… the command runs (or: it runs) on the env tag alone".
   const fellBack = said.find((line) => line.includes('on the env tag alone'));
   if (scriptMode) return fellBack ? { under: 'shell', why: fellBack } : { under: 'subreaper' };

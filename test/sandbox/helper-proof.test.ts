@@ -40,6 +40,10 @@ async function expectGone(
   expect(aliveOnHost(p), `${p.cmdline} (host pid ${p.pid}) survived ${what}`).toBe(false);
 }
 
+// A command whose leftover ends on its own before the session's end: its helper, not childless
+// when it reaped the command (so it did not exit: "A childless end"), is childless at the sweep.
+const SHORT_LEFTOVER = ['sh', '-c', 'sleep 0.3 & echo ok'];
+
 function phasesOf(report: SweepReport): string {
   return report.phases.map((p) => `${p.signal} ${p.endedBy} after ${p.rounds} rounds`).join(', ');
 }
@@ -48,16 +52,21 @@ describe('the helper’s proof ends the session’s sweep', () => {
   it('a clean end: proven at the first scan by the childless helper, which is then gone', async () => {
     const tag = createTag();
     try {
-      const r = await sandbox.run(box.channel, ['sh', '-c', 'echo ok'], { tag, sweep: SWEEP, helper: true });
+      const s = sandbox.session(box.channel, { tag, sweep: SWEEP, helper: true });
+      const r = await s.spawn(SHORT_LEFTOVER);
       expect([r.exitCode, r.stdout, r.blindSpots]).toEqual([0, 'ok\n', []]);
-      expect(r.report.proof, `phases: ${phasesOf(r.report)}`).toBe('helper-childless');
-      expect(r.report.phases.map((p) => [p.signal, p.endedBy, p.rounds])).toEqual([
+      // Premise: the helper still runs (it held the leftover when it reaped the command).
+      expect(taggedOnHost(tag.name).some((p) => /^\/proc\/\d+\/fd\/9 --wrap /.test(p.cmdline))).toBe(true);
+      await until(() => !taggedOnHost(tag.name).some((p) => p.cmdline === 'sleep 0.3') || undefined);
+      const report = await s.end();
+      expect(report.proof, `phases: ${phasesOf(report)}`).toBe('helper-childless');
+      expect(report.phases.map((p) => [p.signal, p.endedBy, p.rounds])).toEqual([
         ['SIGTERM', 'helper-childless', 1],
       ]);
-      expect([r.report.complete, r.report.ok, r.report.timings.scans]).toEqual([true, true, 1]);
+      expect([report.complete, report.ok, report.timings.scans]).toEqual([true, true, 1]);
       // The helper was the one member: stopped, named in the notes, not in `stopped`.
-      expect(r.report.stopped).toEqual([]);
-      expect(r.report.notes.join('\n')).toMatch(/the session's helper ended with it: pid \d+/);
+      expect(report.stopped).toEqual([]);
+      expect(report.notes.join('\n')).toMatch(/the session's helper ended with it: pid \d+/);
       expect(taggedOnHost(tag.name), 'a tagged process outlived the proven end').toEqual([]);
     } finally {
       await cleanup(tag.name);
@@ -68,8 +77,9 @@ describe('the helper’s proof ends the session’s sweep', () => {
     const tag = createTag();
     try {
       const s = sandbox.session(box.channel, { tag, sweep: SWEEP, helper: true });
-      await s.spawn(['true']);
-      await s.spawn(['true']);
+      await s.spawn(SHORT_LEFTOVER);
+      await s.spawn(SHORT_LEFTOVER);
+      await until(() => !taggedOnHost(tag.name).some((p) => p.cmdline === 'sleep 0.3') || undefined);
       // Premise: both helpers still run, each waiting for a sweep's TERM.
       const helpers = taggedOnHost(tag.name).filter((p) => /^\/proc\/\d+\/fd\/9 --wrap /.test(p.cmdline));
       expect(helpers.length, 'premise broken: not two helpers alive before the end').toBe(2);
@@ -144,8 +154,13 @@ describe('the helpers’ proof under each shell', () => {
       async () => {
         const tag = createTag();
         try {
-          const clean = await sandbox.run(box.channel, ['true'], { tag, shell, sweep: SWEEP });
-          expect(clean.report.proof, `phases: ${phasesOf(clean.report)}`).toBe('helper-childless');
+          // The sweep program's own proof: a helper still there, childless by the time of the sweep.
+          const session = sandbox.session(box.channel, { tag, shell, sweep: SWEEP });
+          await session.spawn(SHORT_LEFTOVER);
+          await until(() => !taggedOnHost(tag.name).some((p) => p.cmdline === 'sleep 0.3') || undefined);
+          const clean = await session.end();
+          expect(clean.proof, `phases: ${phasesOf(clean)}`).toBe('helper-childless');
+          expect(clean.timings.scans, 'the sweep did not end at its first scan').toBe(1);
           const left = await sandbox.run(
             box.channel,
             ['sh', '-c', 'env -i /bin/sh -c "setsid sleep 7303 </dev/null >/dev/null 2>&1 &"; sleep 0.2'],
@@ -164,15 +179,17 @@ describe('the helpers’ proof under each shell', () => {
 
 describe('the library’s default', () => {
   it('sandbox.run without `helper` runs its command under the helper, and ends on its word', async () => {
-    const tag = createTag();
+    let tag = '';
     try {
-      const r = await sandbox.run(box.channel, ['true'], { tag, sweep: SWEEP });
+      const r = await sandbox.run(box.channel, ['true'], { sweep: SWEEP });
+      tag = r.report.tag;
       // The end line is the helper's: it rests on no shell.
       expect([r.exitCode, r.blindSpots]).toEqual([0, []]);
       expect(r.report.notes.join('\n')).toContain('the commands ran under the helper /tmp/.tether/helper-');
-      expect(r.report.proof).toBe('helper-childless');
+      // Its end line said nothing was left ("A childless end").
+      expect([r.report.proof, r.report.timings.scans]).toEqual(['helper-childless', 0]);
     } finally {
-      await cleanup(tag.name);
+      if (tag) await cleanup(tag);
     }
   });
 

@@ -95,6 +95,24 @@ describe('the completion-line stripper', () => {
     expect([s.end().length, s.completion]).toEqual([0, { kind: 'exit', status: 0 }]);
   });
 
+  it("reads the helper's childless end, and nothing else after the status", () => {
+    for (let seed = 0; seed < 20; seed++) {
+      const { out, completion } = feed(Buffer.from(`out tether-end ${NONCE} exit 3 childless\n`), prng(seed));
+      expect([out.toString(), completion]).toEqual(['out ', { kind: 'exit', status: 3, childless: true }]);
+    }
+    for (const tail of [
+      'exit 3 childles',
+      'exit 3 childless ',
+      'exit 3  childless',
+      'exit 3 kids',
+      'exit childless',
+    ]) {
+      const text = `tether-end ${NONCE} ${tail}\n`;
+      const { out, completion } = feed(Buffer.from(text), prng(1));
+      expect([out.toString(), completion], tail).toEqual([text, undefined]);
+    }
+  });
+
   it('reads a refusal', () => {
     const { completion } = feed(Buffer.from(`tether-end ${NONCE} refused 10 20\n`), prng(1));
     expect(completion).toEqual({ kind: 'refused', received: 10, expected: 20 });

@@ -1,0 +1,147 @@
+// A childless end (docs/sandbox.md, "A childless end"): a command under the helper that leaves
+// nothing ends with the helper's `tether-end NONCE exit STATUS childless`, the helper exits at once,
+// and a session whose every command ended so runs no sweep in the target — the answer is the
+// helpers', not a shell's. A command that leaves a process is swept as before; a command that
+// prints a `childless` line itself cannot make its session skip the sweep (no nonce). Ground
+// truth: the execs the channel ran, and the host's /proc (pid and start time).
+import { execFileSync } from 'node:child_process';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createTag, sandbox } from '../../src/index.js';
+import { CHILDLESS_END_BLIND_SPOT } from '../../src/sandbox/childless-end.js';
+import type { ExecChannel } from '../../src/sandbox/index.js';
+import { SWEEP_ANSWER_BLIND_SPOT } from '../../src/sandbox/sweep-output.js';
+import { cmdlineOf, identityOf, pids } from '../support/proc.js';
+import { aliveOnHost, type Container, sleep, startContainer, taggedOnHost } from './container.js';
+
+let box: Container;
+beforeAll(async () => {
+  box = await startContainer(300);
+  // A tmpfs of its own on the container's /tmp (its mount namespace): the helper is pushed there.
+  execFileSync(
+    'nsenter',
+    ['-t', String(box.init), '-m', 'mount', '-t', 'tmpfs', '-o', 'mode=1777,size=16m', 'tether-ce', '/tmp'],
+    { timeout: 10_000 },
+  );
+});
+afterAll(async () => {
+  await box?.stop();
+});
+
+const SWEEP = { graceMs: 1000, killAfterMs: 1000 };
+let next = 8_100 + (process.pid % 400);
+
+// The channel, counting the programs it ran: the sweep's argv holds `tether-sweep`.
+function counting(inner: ExecChannel): ExecChannel & { sweeps: () => number } {
+  let sweeps = 0;
+  return {
+    argv: inner.argv,
+    describe: inner.describe,
+    exec(argv) {
+      if (argv.includes('tether-sweep')) sweeps++;
+      return inner.exec(argv);
+    },
+    sweeps: () => sweeps,
+  } as ExecChannel & { sweeps: () => number };
+}
+
+async function cleanup(tag: string): Promise<void> {
+  if (taggedOnHost(tag).length) await sandbox.sweep(box.channel, tag, SWEEP);
+}
+
+describe('a childless end', () => {
+  it('a command that leaves nothing: no sweep runs, the proof is the helper’s', async () => {
+    const channel = counting(box.channel);
+    let tag = '';
+    try {
+      const r = await sandbox.run(channel, ['sh', '-c', 'echo ok; exit 3'], {
+        sweep: SWEEP,
+        helper: true,
+        reject: false,
+      });
+      tag = r.report.tag;
+      expect([r.exitCode, r.stdout]).toEqual([3, 'ok\n']);
+      expect(r.report.notes.join('\n')).toContain('the commands ran under the helper');
+      expect(channel.sweeps(), 'a sweep ran in the target').toBe(0);
+      expect([r.report.complete, r.report.ok, r.report.proof, r.report.timings.scans]).toEqual([
+        true,
+        true,
+        'helper-childless',
+        0,
+      ]);
+      expect(r.report.blindSpots).toContain(CHILDLESS_END_BLIND_SPOT);
+      expect(r.report.blindSpots).not.toContain(SWEEP_ANSWER_BLIND_SPOT);
+      // Ground truth: nothing of the session is left, the helper included.
+      expect(taggedOnHost(tag)).toEqual([]);
+    } finally {
+      if (tag) await cleanup(tag);
+    }
+  });
+
+  it('a tag of the caller’s: the end still sweeps (a process no command started may carry it)', async () => {
+    const tag = createTag();
+    const channel = counting(box.channel);
+    try {
+      await sandbox.exec(box.channel, ['sh', '-c', 'setsid sleep 8097 </dev/null >/dev/null 2>&1 &'], {
+        tag,
+      });
+      const r = await sandbox.run(channel, ['true'], { tag, sweep: SWEEP, helper: true });
+      expect(channel.sweeps(), 'no sweep ran under the caller’s tag').toBeGreaterThan(0);
+      expect(r.report.stopped.map((p) => p.cmdline)).toContain('sleep 8097');
+      expect(taggedOnHost(tag.name)).toEqual([]);
+    } finally {
+      await cleanup(tag.name);
+    }
+  });
+
+  it('a command that leaves a process: the sweep runs and stops it', async () => {
+    const tag = createTag();
+    const channel = counting(box.channel);
+    const s = next++;
+    try {
+      const r = await sandbox.run(
+        channel,
+        ['sh', '-c', `env -i /bin/sh -c 'setsid sleep ${s} </dev/null >/dev/null 2>&1 &'; sleep 0.2`],
+        { tag, sweep: SWEEP, helper: true },
+      );
+      expect(channel.sweeps(), 'no sweep ran for a command that left a process').toBeGreaterThan(0);
+      expect(r.report.stopped.map((p) => p.cmdline)).toContain(`sleep ${s}`);
+      const left = pids().filter((p) => cmdlineOf(p) === `sleep ${s}`);
+      expect(left, 'the leftover outlived the session').toEqual([]);
+    } finally {
+      await cleanup(tag.name);
+    }
+  });
+
+  it('a command that prints a childless end line itself: its session still sweeps', async () => {
+    const channel = counting(box.channel);
+    let tag = '';
+    const s = next++;
+    const forged = `tether-end ${'0'.repeat(32)} exit 0 childless`;
+    try {
+      const call = sandbox.run(
+        channel,
+        [
+          'sh',
+          '-c',
+          `echo '${forged}'; env -i /bin/sh -c 'setsid sleep ${s} </dev/null >/dev/null 2>&1 &'; sleep 0.2`,
+        ],
+        { sweep: SWEEP, helper: true },
+      );
+      let seen: { pid: number; startTime: number } | undefined;
+      for (let i = 0; i < 200 && !seen; i++) {
+        const pid = pids().find((p) => cmdlineOf(p) === `sleep ${s}`);
+        seen = pid === undefined ? undefined : identityOf(pid);
+        if (!seen) await sleep(10);
+      }
+      const r = await call;
+      tag = r.report.tag;
+      expect(r.stdout).toBe(`${forged}\n`);
+      expect(channel.sweeps()).toBeGreaterThan(0);
+      expect(seen, 'premise broken: the leftover never appeared').toBeDefined();
+      for (let i = 0; i < 50 && seen && aliveOnHost(seen); i++) await sleep(20);
+      expect(seen && aliveOnHost(seen), 'the leftover outlived the session').toBe(false);
+    } finally {
+      if (tag) await cleanup(tag);
+    }
+  });
+});
