@@ -22,6 +22,7 @@ function command(p: { cmdline: string; comm: string }): string {
   return clip(p.cmdline || `[${p.comm}]`, MAX_COMMAND);
 }
 
+// Every FoundBy named (no default): a layer added there and not here is a compile error.
 function foundBy(p: ProcessRecord): string {
   switch (p.foundBy) {
     case 'descendant':
@@ -30,7 +31,10 @@ function foundBy(p: ProcessRecord): string {
       return 'subreaper (helper)';
     case 'cgroup':
       return 'cgroup';
-    default:
+    // Named to the sweep by pid and start time: the guard's targets, a sandbox session's helpers.
+    case 'given':
+      return 'named by identity';
+    case 'carrier':
       return 'carrier (env tag)';
   }
 }

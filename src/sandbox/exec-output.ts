@@ -98,10 +98,13 @@ export class CallOutput implements Activity {
     return this.start.byHelper;
   }
 
-  /** The start line as it came: whether, whose, and the helper's identity when it gave one. */
+  /**
+   * The start line as it came: whether, whose, the helper's identity when it gave one, and
+   * `cgroup` when it said the command runs in a cgroup of its own.
+   */
   get started(): StartSeen {
-    const { announced, byHelper, helper } = this.start;
-    return { announced, byHelper, ...(helper ? { helper } : {}) };
+    const { announced, byHelper, helper, cgroup } = this.start;
+    return { announced, byHelper, ...(helper ? { helper } : {}), ...(cgroup ? { cgroup } : {}) };
   }
 
   // What both strippers still hold, at the stream's end.

@@ -13,23 +13,29 @@ export interface TargetIdentity {
   startTime: number;
 }
 
-/** The start line as it came: whether, whose, and the identity the helper gave in it. */
+/**
+ * The start line as it came: whether, whose, the identity the helper gave in it, and `cgroup`
+ * when it said the command runs in a cgroup of its own (`tether-start NONCE helper PID START
+ * cgroup`: docs/sandbox.md, "A cgroup in the container").
+ */
 export interface StartSeen {
   announced: boolean;
   byHelper: boolean;
   helper?: TargetIdentity;
+  cgroup?: boolean;
 }
 
 /**
  * How one command ran, for the session's report: `helper` (the helper wrote the start and end
  * lines; `identity` as its start line gave it, which the session's sweep asks the kernel about;
- * `childless` when its end line said nothing was left below it, childless-end.ts);
+ * `childless` when its end line said nothing was left below it, childless-end.ts; `cgroup` when
+ * its start line said the command ran in a cgroup of its own, which the wrapper made);
  * `subreaper` (a script over 100 KB: the helper was its subreaper, the end line the
  * shell's); `shell` (it fell back to the wrapper on the env tag alone; `why` is the wrapper's
  * line); `unknown` (no start line came: nothing was said).
  */
 export type HelperUse =
-  | { under: 'helper'; identity?: TargetIdentity; childless?: true }
+  | { under: 'helper'; identity?: TargetIdentity; childless?: true; cgroup?: true }
   | { under: 'subreaper' }
   | { under: 'shell'; why: string }
   | { under: 'unknown' };
@@ -82,7 +88,7 @@ export class WrapperLines {
 }
 
 /**
- * How a call that asked for the helper ran: `announced`/`byHelper` from its start line,
+ * How a call that asked for the helper ran: `announced`/`byHelper`/`cgroup` from its start line,
  * `scriptMode` for a script over 100 KB, `said` the wrapper's lines from its stderr, `childless`
  * what its end line said (read only after the helper's start line: the helper alone wrote it).
  */
@@ -98,6 +104,7 @@ export function helperUseOf(
       under: 'helper',
       ...(start.helper ? { identity: start.helper } : {}),
       ...(childless ? { childless: true as const } : {}),
+      ...(start.cgroup ? { cgroup: true as const } : {}),
     };
   // The wrapper's fallbacks all end "… the command runs (or: it runs) on the env tag alone".
   const fellBack = said.find((line) => line.includes('on the env tag alone'));

@@ -40,7 +40,11 @@ export function pushForSession(channel: ExecChannel, shell: string[]): Promise<H
  * anything. The notes say which commands ran under it and which fell back to the shell, with the
  * wrapper's words (`uses`, in the order the commands settled); the env tag's blind spot narrows
  * to `HELPER_BLIND_SPOT` only when at least one command proved it ran under the helper. Without
- * one, a note says why. A helper that survived stays a survivor.
+ * one, a note says why. A helper that survived stays a survivor. A helper pushed to the uid's own
+ * directory instead of the default one adds `HelperPushed.note` (where it is, and why). When
+ * every command's start line said it ran in a cgroup of its own (docs/sandbox.md, "A cgroup in
+ * the container"), `layers` gains `cgroup`; `cgroup` stays null: each command had its own, in the
+ * target, and none was the session's.
  */
 export function reportUnder(
   report: SweepReport,
@@ -51,7 +55,7 @@ export function reportUnder(
   if ('unavailable' in push) return { ...report, notes: [...report.notes, push.unavailable] };
   const { helpers, wrappers } = machinery(report.stopped, uses, push.path);
   const under = uses.filter((u) => u.use.under === 'helper' || u.use.under === 'subreaper');
-  const notes = [...report.notes, ...usesNotes(push, uses)];
+  const notes = [...report.notes, ...(push.note === undefined ? [] : [push.note]), ...usesNotes(push, uses)];
   if (helpers.length)
     notes.push(`the session's helper ended with it: ${helpers.map((p) => `pid ${p.pid}`).join(', ')}`);
   if (wrappers.length)
@@ -60,8 +64,10 @@ export function reportUnder(
     );
   const ours = new Set([...helpers, ...wrappers]);
   const narrowed = uses.length === 0 || under.length > 0;
+  const cgroups = uses.length > 0 && inCgroups(uses).length === uses.length;
   return {
     ...report,
+    layers: cgroups && !report.layers.includes('cgroup') ? [...report.layers, 'cgroup'] : report.layers,
     stopped: report.stopped.filter((p) => !ours.has(p)),
     blindSpots: (report.blindSpots ?? []).map((s) =>
       s === ENV_TAG_BLIND_SPOT && narrowed ? HELPER_BLIND_SPOT : s,
@@ -107,9 +113,14 @@ export function machinery(
   return { helpers, wrappers };
 }
 
+// The commands whose start line said they ran in a cgroup of their own.
+function inCgroups<T extends { use: HelperUse }>(uses: readonly T[]): T[] {
+  return uses.filter(({ use }) => use.under === 'helper' && use.cgroup === true);
+}
+
 // The notes on how the commands ran: one for those under the helper (all of them: the note of a
-// session that never fell back), one per command that fell back (the wrapper's words) or whose
-// start line never came.
+// session that never fell back), which says which of them ran in a cgroup of its own, one per
+// command that fell back (the wrapper's words) or whose start line never came.
 function usesNotes(
   push: HelperPushed,
   uses: readonly { command: readonly string[]; use: HelperUse }[],
@@ -117,10 +128,17 @@ function usesNotes(
   const how = push.pushed ? 'pushed by this session' : 'reused';
   const what = `${push.path} (${how}; a subreaper: what they orphaned was found as its descendants)`;
   const under = uses.filter((u) => u.use.under === 'helper' || u.use.under === 'subreaper');
-  if (under.length === uses.length) return [`the commands ran under the helper ${what}`];
+  const cgroups = inCgroups(under);
+  const own =
+    cgroups.length === 0
+      ? ''
+      : cgroups.length === under.length
+        ? ', each in a cgroup of its own'
+        : `; in a cgroup of its own: ${cgroups.map((u) => named(u.command)).join(', ')}`;
+  if (under.length === uses.length) return [`the commands ran under the helper ${what}${own}`];
   const notes = [
     under.length
-      ? `${under.length} of ${uses.length} commands ran under the helper ${what}: ${under.map((u) => named(u.command)).join(', ')}`
+      ? `${under.length} of ${uses.length} commands ran under the helper ${what}: ${under.map((u) => named(u.command)).join(', ')}${own}`
       : `no command ran under the helper ${push.path} (${how})`,
   ];
   for (const { command, use } of uses) {

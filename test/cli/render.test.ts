@@ -128,3 +128,23 @@ describe('renderReport', () => {
     });
   }
 });
+
+// How each find is named in the FOUND BY column: a process named to the sweep by pid and start
+// time (`given`: the guard's targets, a sandbox session's helpers) is no carrier of the env tag.
+describe('renderReport: FOUND BY', () => {
+  const found = (p: ProcessRecord): string => {
+    const line = renderReport(report({ stopped: [p] })).find((l) => new RegExp(`^\\s+${p.pid}\\s`).test(l));
+    return (line ?? '').split(/\s{2,}/)[2] ?? '';
+  };
+
+  it('names each layer as what found the process', () => {
+    expect(found(proc(50))).toBe('carrier (env tag)');
+    expect(found(proc(51, { foundBy: 'descendant', via: 50 }))).toBe('descendant of 50');
+    expect(found(proc(52, { foundBy: 'subreaper', via: 9 }))).toBe('subreaper (helper)');
+    expect(found(proc(53, { foundBy: 'cgroup' }))).toBe('cgroup');
+  });
+
+  it('a given find is named by identity, not as a carrier of the env tag', () => {
+    expect(found(proc(54, { foundBy: 'given' }))).toBe('named by identity');
+  });
+});

@@ -1,15 +1,19 @@
 // A cgroup in the container (docs/sandbox.md, "A cgroup in the container"): where the container's
 // cgroup v2 can be written, the wrapper makes a cgroup for each command below its own, the helper
 // starts the command in it and, TERMed by the session's sweep, ends and removes it with its
-// subtree; the helper's start line says so. Where it cannot be written (a read-only mount, as
-// Docker and Kubernetes mount it), the command runs under the helper without one. Ground truth:
-// the host's /proc (the leftover's cgroup, its pid and start time gone) and the cgroup's
+// subtree; the helper's start line says so, and so does the session's report (a note, the
+// `cgroup` layer). Where it cannot be written (a read-only mount, as Docker and Kubernetes mount
+// it), the command runs under the helper without one, and the report says no cgroup. Ground
+// truth: the host's /proc (the leftover's cgroup, its pid and start time gone) and the cgroup's
 // directory on the host.
 import { execFileSync } from 'node:child_process';
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTag, sandbox } from '../../src/index.js';
+import { helperUseOf } from '../../src/sandbox/helper-use.js';
+import { reportUnder } from '../../src/sandbox/session-helper.js';
+import type { SweepReport } from '../../src/sweep/report.js';
 import { cmdlineOf, identityOf, pids } from '../support/proc.js';
 import { aliveOnHost, type Container, sleep, startContainer, taggedOnHost } from './container.js';
 
@@ -82,7 +86,13 @@ describe('a cgroup in the container, where its cgroup v2 can be written', () => 
       );
       // The leftover, double-forked with a cleared environment, is in the command's cgroup.
       expect(`0::${path}\n`).toBe(r.stdout);
-      expect(r.report.notes.join('\n')).toContain('the commands ran under the helper');
+      // The report says so: its notes, and the cgroup among its layers (the session's own cgroup
+      // stays null: each command had one of its own).
+      expect(r.report.notes.join('\n')).toMatch(
+        /the commands ran under the helper \S+ \([^)]*a subreaper[^)]*\), each in a cgroup of its own/,
+      );
+      expect(r.report.layers).toContain('cgroup');
+      expect(r.report.cgroup).toBeNull();
       // Ground truth: gone, and its cgroup removed.
       for (let i = 0; i < 50 && aliveOnHost(seen); i++) await sleep(20);
       expect(aliveOnHost(seen), 'the leftover outlived the session').toBe(false);
@@ -123,10 +133,74 @@ describe('a read-only cgroup v2 in the container (Docker’s and Kubernetes’ d
       const r = await call;
       expect(r.stdout).not.toContain('tether-helper.');
       expect(r.report.notes.join('\n')).toContain('the commands ran under the helper');
+      // No cgroup said where none was made.
+      expect(r.report.notes.join('\n')).not.toContain('cgroup of its own');
+      expect(r.report.layers).not.toContain('cgroup');
       for (let i = 0; i < 50 && aliveOnHost(seen); i++) await sleep(20);
       expect(aliveOnHost(seen), 'the leftover outlived the session').toBe(false);
     } finally {
       if (taggedOnHost(tag.name).length) await sandbox.sweep(box.channel, tag.name, SWEEP);
     }
+  });
+});
+
+// The report's words when only some commands ran in a cgroup of their own (src/sandbox/session-helper.ts):
+// which did, and no `cgroup` layer, as that layer would say every command ran in one.
+describe('the report of a session whose commands did not all run in a cgroup', () => {
+  const report: SweepReport = {
+    version: 1,
+    tag: 'TETHER_SESSION_00000000000000000000000000000000',
+    complete: true,
+    ok: true,
+    layers: ['env-tag', 'sandbox'],
+    notes: [],
+    cgroup: null,
+    signalling: 'start-time-recheck',
+    proof: 'two-empty-scans',
+    stopped: [],
+    survivors: [],
+    kept: [],
+    unreadable: [],
+    warnings: [],
+    phases: [],
+    timings: { startedAt: new Date(0).toISOString(), durationMs: 0, scans: 2, scanMs: 0 },
+  };
+  const push = {
+    path: '/tmp/.tether/helper-x',
+    sha256: 'x',
+    machine: 'x86_64',
+    pushed: true,
+    replaced: false,
+  };
+  const helper = { pid: 40, startTime: 900 };
+  const inOne = helperUseOf({ announced: true, byHelper: true, helper, cgroup: true }, false, []);
+  const without = helperUseOf({ announced: true, byHelper: true, helper }, false, []);
+
+  it('the start line’s cgroup word is carried to the command’s use', () => {
+    expect(inOne).toEqual({ under: 'helper', identity: helper, cgroup: true });
+    expect(without).toEqual({ under: 'helper', identity: helper });
+  });
+
+  it('names the commands that ran in one; no cgroup layer', () => {
+    const r = reportUnder(report, push, [
+      { command: ['make', 'build'], use: inOne },
+      { command: ['make', 'test'], use: without },
+    ]);
+    expect(r.notes).toEqual([
+      'the commands ran under the helper /tmp/.tether/helper-x (pushed by this session; a subreaper: what they orphaned was found as its descendants); in a cgroup of its own: "make build"',
+    ]);
+    expect(r.layers).toEqual(['env-tag', 'sandbox']);
+  });
+
+  it('every command in one: the note says each, and the layers gain cgroup', () => {
+    const r = reportUnder(report, push, [
+      { command: ['make', 'build'], use: inOne },
+      { command: ['make', 'test'], use: inOne },
+    ]);
+    expect(r.notes).toEqual([
+      'the commands ran under the helper /tmp/.tether/helper-x (pushed by this session; a subreaper: what they orphaned was found as its descendants), each in a cgroup of its own',
+    ]);
+    expect(r.layers).toEqual(['env-tag', 'sandbox', 'cgroup']);
+    expect(r.cgroup).toBeNull();
   });
 });

@@ -2,7 +2,7 @@
 // docs/sandbox.md "The pushed helper"): /tmp is world-writable, so any user of the container can
 // make that name before the session's uid does. The push then goes to the uid's own
 // `/tmp/.tether-<uid>`, and the session still runs under the helper: an env-cleared double fork
-// is gone after `sandbox.run`. That per-uid name also made by another uid is `unsafe-dir`, both
+// is gone after `sandbox.run`, whose report's notes say where the helper is, and why. That per-uid name also made by another uid is `unsafe-dir`, both
 // paths named; a `dir` the caller gave is never replaced. The other uid is uid 65534, its
 // directories made inside the container (`setpriv`, as test/sandbox/forgers.test.ts runs it);
 // ground truth is read from the host, through /proc/<init>/root and the host's /proc.
@@ -171,6 +171,10 @@ describe.skipIf(!local)(
         expect([r.exitCode, r.ok]).toEqual([0, true]);
         expect(r.report.notes.join('\n')).toContain(
           `the commands ran under the helper /tmp/.tether-0/helper-${expected} (pushed by this session`,
+        );
+        // The report says where the helper is, and why not in /tmp/.tether (pushHelper's note).
+        expect(r.report.notes).toContain(
+          "the helper is in /tmp/.tether-0, this uid's own: /tmp/.tether belongs to another user",
         );
         for (let i = 0; i < 100 && aliveOnHost(seen); i++) await sleep(20);
         expect(aliveOnHost(seen), `the env-cleared double fork (host pid ${seen.pid}) survived`).toBe(false);
