@@ -247,8 +247,18 @@ function prepare(argv: string[], options: SandboxExecOptions): CallPlan {
   const silenceMs = checkMs('silenceMs', options.silenceMs ?? SILENCE_MS);
   // A container without `sh` has no other shell than the command's for its sweep.
   const sweepOptions = { shell, ...options.sweep };
+  // The tag's hex names the command's cgroup, where one can be made (wrap.sh, helper_cgroup): the
+  // session's sweep finds its cgroups by it.
   const under =
-    typeof options.helper === 'string' ? ['--helper', options.helper, ...helperSwitch(sweepOptions)] : [];
+    typeof options.helper === 'string'
+      ? [
+          '--helper',
+          options.helper,
+          '--tag',
+          tag.name.slice('TETHER_SESSION_'.length),
+          ...helperSwitch(sweepOptions),
+        ]
+      : [];
   const wrapper = ['env', tag.entry, ...shell, '-c', program('wrap'), 'tether-wrap', ...under];
   const input = typeof options.input === 'string' ? Buffer.from(options.input) : options.input;
   const plan = { tag, silenceMs, sweepOptions, nonce: createNonce(), input, scriptMode: false };

@@ -21,6 +21,15 @@ export const SESSION_PUSH_MS = 10_000;
 export const HELPER_BLIND_SPOT =
   "env-cleared processes are found below the session's helper only: a process started with a cleared environment (env -i) whose helper was killed (SIGKILL) before the sweep, or that a command ran without the helper (the wrapper said so on stderr), is not found, and runs on";
 
+/**
+ * What the env tag misses when every command ran under the helper in a cgroup of its own: the
+ * session's sweep finds what a killed helper held in its cgroup (docs/sandbox.md, "A cgroup in
+ * the container"); what moved itself out of the cgroup, where the uid can write the cgroup tree,
+ * is not.
+ */
+export const HELPER_CGROUP_BLIND_SPOT =
+  "env-cleared processes are found below the session's helpers and in their cgroups only: a process started with a cleared environment (env -i) that moved itself out of its command's cgroup (a uid that can write the cgroup tree) and whose helper was killed (SIGKILL) before the sweep is not found, and runs on";
+
 /** Pushes the helper for a session (never rejects: a push that fails is `unavailable`). */
 export function pushForSession(channel: ExecChannel, shell: string[]): Promise<HelperPush> {
   return pushHelper(channel, { shell, timeoutMs: SESSION_PUSH_MS }).catch(
@@ -43,8 +52,9 @@ export function pushForSession(channel: ExecChannel, shell: string[]): Promise<H
  * one, a note says why. A helper that survived stays a survivor. A helper pushed to the uid's own
  * directory instead of the default one adds `HelperPushed.note` (where it is, and why). When
  * every command's start line said it ran in a cgroup of its own (docs/sandbox.md, "A cgroup in
- * the container"), `layers` gains `cgroup`; `cgroup` stays null: each command had its own, in the
- * target, and none was the session's.
+ * the container"), `layers` gains `cgroup` and the blind spot narrows further, to
+ * `HELPER_CGROUP_BLIND_SPOT`; `cgroup` stays null: each command had its own, in the target, and
+ * none was the session's.
  */
 export function reportUnder(
   report: SweepReport,
@@ -70,7 +80,7 @@ export function reportUnder(
     layers: cgroups && !report.layers.includes('cgroup') ? [...report.layers, 'cgroup'] : report.layers,
     stopped: report.stopped.filter((p) => !ours.has(p)),
     blindSpots: (report.blindSpots ?? []).map((s) =>
-      s === ENV_TAG_BLIND_SPOT && narrowed ? HELPER_BLIND_SPOT : s,
+      s === ENV_TAG_BLIND_SPOT && narrowed ? (cgroups ? HELPER_CGROUP_BLIND_SPOT : HELPER_BLIND_SPOT) : s,
     ),
     notes,
   };

@@ -51,7 +51,7 @@ const PHASE_ENDS = new Set([
   'scan-failed',
 ]);
 // How the program finds a member: by the env tag, by the identity tether named, by parent.
-const FOUND_BY = new Set<string>(['carrier', 'given', 'descendant'] satisfies FoundBy[]);
+const FOUND_BY = new Set<string>(['carrier', 'given', 'cgroup', 'descendant'] satisfies FoundBy[]);
 const SIGNALS: Record<string, string> = { TERM: 'SIGTERM', KILL: 'SIGKILL', CONT: 'SIGCONT' };
 /** The output format's version, in its header: 2 since the nonce (1 had none). */
 export const SWEEP_OUTPUT_VERSION = 2;
@@ -168,7 +168,7 @@ function readerRecord(state: Lines, f: string[]): boolean {
   return true;
 }
 
-// `found PID START PPID UID carrier|given|descendant VIA`: a member, first seen — `given` a helper
+// `found PID START PPID UID carrier|given|cgroup|descendant VIA`: a member, first seen — `given` a helper
 // tether named by the identity its start line gave (sweep.sh's `member:PID:START`, `PID:START`).
 function foundRecord(state: Lines, f: string[]): boolean {
   const [pid, start, ppid, uid, foundBy, via] = f;

@@ -82,7 +82,7 @@ describe('a cgroup in the container, where its cgroup v2 can be written', () => 
       const r = await call;
       const mount = cgroup2Of(box)?.mount ?? '';
       expect(r.stdout, 'the command did not run in a cgroup the wrapper made').toMatch(
-        /^0::\S*\/tether-helper\.\d+\.\d+\n$/,
+        /^0::\S*\/tether-helper\.[0-9a-f]{32}\.\d+\.\d+\n$/,
       );
       // The leftover, double-forked with a cleared environment, is in the command's cgroup.
       expect(`0::${path}\n`).toBe(r.stdout);

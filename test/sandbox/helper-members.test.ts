@@ -358,7 +358,7 @@ describe('the helpers named as members: argv and records', () => {
     }
   });
 
-  it('parseSweepOutput reads `found … given -`; any other way of finding is malformed', () => {
+  it('parseSweepOutput reads `found … given -` (and `cgroup`); any other way of finding is malformed', () => {
     const answer = (by: string) =>
       [
         `tether-sweep 2 begin ${TAG}`,
@@ -377,7 +377,10 @@ describe('the helpers named as members: argv and records', () => {
     expect(given.report.stopped.map((p) => [p.pid, p.foundBy, p.uid, p.endedBy])).toEqual([
       [40, 'given', 65534, 'SIGTERM'],
     ]);
-    for (const by of ['helper', 'subreaper', 'cgroup', 'Given', '']) {
+    // A helper's cgroup's members (cgroup:DIR, test/sandbox/cgroup-members.test.ts).
+    const cgroup = parseSweepOutput(answer('cgroup'), TAG, NONCE);
+    expect(cgroup.report.stopped.map((p) => [p.pid, p.foundBy])).toEqual([[40, 'cgroup']]);
+    for (const by of ['helper', 'subreaper', 'Cgroup', 'Given', '']) {
       const p = parseSweepOutput(answer(by), TAG, NONCE);
       expect([by, p.finished, p.report.stopped]).toEqual([by, false, []]);
     }

@@ -9,7 +9,11 @@ import { PassThrough } from 'node:stream';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTag, sandbox } from '../../src/index.js';
 import { helperUseOf, WrapperLines } from '../../src/sandbox/helper-use.js';
-import { HELPER_BLIND_SPOT, reportUnder } from '../../src/sandbox/session-helper.js';
+import {
+  HELPER_BLIND_SPOT,
+  HELPER_CGROUP_BLIND_SPOT,
+  reportUnder,
+} from '../../src/sandbox/session-helper.js';
 import { END_LINE_BLIND_SPOT } from '../../src/sandbox/sweep-output.js';
 import { ENV_TAG_BLIND_SPOT, type SweepReport } from '../../src/sweep/report.js';
 import { type Container, startContainer, taggedOnHost } from './container.js';
@@ -73,7 +77,8 @@ describe('the session report under the helper', () => {
       expect(notes).toContain(
         `the command "sh -c echo two; echo own words >&2" fell back to the shell, on the env tag alone (an env-cleared process it orphaned is not found); the wrapper said: tether-wrap: the helper ${path} does not hash to its name (`,
       );
-      // One command ran under the helper: what it orphaned was found below it.
+      // One command ran under the helper: what it orphaned was found below it (one fell back: no
+      // narrowing to the cgroups).
       expect(report.blindSpots).toContain(HELPER_BLIND_SPOT);
       expect(taggedOnHost(tag.name)).toEqual([]);
     } finally {
@@ -155,6 +160,10 @@ describe('how a command ran, read from its output', () => {
     ]);
     const ran = reportUnder(report, push, [{ command: ['true'], use: { under: 'helper' } }]);
     expect(ran.blindSpots).toEqual([HELPER_BLIND_SPOT]);
+    const inCgroup = reportUnder(report, push, [
+      { command: ['true'], use: { under: 'helper', cgroup: true } },
+    ]);
+    expect(inCgroup.blindSpots).toEqual([HELPER_CGROUP_BLIND_SPOT]);
     expect(ran.notes).toEqual([
       'the commands ran under the helper /tmp/.tether/helper-x (reused; a subreaper: what they orphaned was found as its descendants)',
     ]);

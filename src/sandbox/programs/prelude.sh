@@ -1,6 +1,7 @@
 # tether's prelude, before each sandbox program (src/sandbox/programs.ts): `put` and `nl`, which
 # every program writes its lines with, `read_nonce`, which the helper check and the writer take
-# their nonce with, and tether_safe_path, the directories of PATH this uid
+# their nonce with, `own_cgroup`, where the wrapper and the sweep find the session's cgroups, and
+# tether_safe_path, the directories of PATH this uid
 # cannot write, in PATH's order. The programs run their tools (grep,
 # tr, cut, sha256sum, sleep…) by name: from a directory a session member can write (a
 # ~/.local/bin or a user-owned /usr/local/bin ahead of the system's), its own grep would blind
@@ -48,4 +49,33 @@ read_nonce() {
     echo "$1: no nonce on stdin (is the exec channel's stdin attached? docker exec needs -i)" >&2
     exit 3
   fi
+}
+
+# own_cgroup: sets own_cg to the directory of this program's cgroup v2 (`0::PATH` in
+# /proc/$$/cgroup, below the cgroup2 mount whose root is a prefix of PATH: fields 4 and 5 of
+# /proc/$$/mountinfo); false, own_cg empty, without one — no cgroup2 mount, a v1-only host, a
+# mount point with an escaped character, a PATH with a blank (it would be split as an argument).
+# The wrapper makes its command's cgroup there; the sweep looks there for the session's.
+own_cgroup() {
+  own_cg=
+  tether_cg=
+  while IFS= read -r tether_line; do
+    case $tether_line in 0::/*) tether_cg=${tether_line#0::} ;; esac
+  done <"/proc/$$/cgroup" 2>/dev/null
+  case $tether_cg in '' | *' '* | *'	'*) return 1 ;; esac
+  while read -r _ _ _ tether_root tether_mount tether_rest; do
+    case " $tether_rest " in *" - cgroup2 "*) ;; *) continue ;; esac
+    case $tether_root$tether_mount in *\\*) continue ;; esac
+    # PATH below the mount's root: the rest, empty or from a slash on. (No `case` pattern with an
+    # empty quoted prefix: bash matches nothing then.)
+    tether_prefix=${tether_root%/}
+    tether_rel=${tether_cg#"$tether_prefix"}
+    [ -z "$tether_prefix" ] || [ "$tether_rel" != "$tether_cg" ] || continue
+    case $tether_rel in '' | /*) ;; *) continue ;; esac
+    own_cg=${tether_mount%/}$tether_rel
+    own_cg=${own_cg%/}
+    [ -n "$own_cg" ]
+    return
+  done <"/proc/$$/mountinfo" 2>/dev/null
+  return 1
 }

@@ -12,6 +12,11 @@
 # a uid other than root. PID:START also gives the helper's word: a scan that finds none but those
 # helpers, each childless by the kernel's children lists, ends the phase at once
 # (`helper-childless`) once they are gone (docs/sandbox.md, "The helper's proof").
+# The session's cgroups — tether-helper.HEX.PID.START below this program's own cgroup, HEX the
+# tag's, made by the completion wrapper for each command under the helper where cgroup v2 can be
+# written — hold members too: every process in one (found `cgroup`, with every descendant), a
+# helper KILLed before the sweep leaving what it held there, env-cleared or not. At the end each
+# is removed once empty (docs/sandbox.md, "A cgroup in the container").
 # Never signalled: a pid <= 1 (the container's init), a process group (no negative pid ever
 # reaches kill), this program, its ancestors and its own children.
 # Output: one record per line (docs/sandbox.md#sweep-output); the last line,
@@ -85,6 +90,8 @@ say "tether-sweep 2 begin $tag"
 set +m 2>/dev/null
 # Our own children (grep, tr, sleep) must not carry the tag we look for.
 unset "$tag"
+# Where the session's cgroups are, if anywhere (the prelude's own_cgroup; session_cgroups).
+own_cgroup || own_cg=
 
 # ---- clock and pause ---------------------------------------------------------------------
 # /proc/uptime has centiseconds: the only sub-second clock POSIX sh can read without forking.
@@ -265,7 +272,19 @@ snapshot() {
   [ -n "$table" ] || [ -d /proc/self ]
 }
 
-# track PID START PPID FOUNDBY VIA: first sight of a member (FOUNDBY carrier, given or
+# session_cgroups: sets cgroups to the directories of the session's cgroups that exist now.
+cgroups=
+session_cgroups() {
+  cgroups=
+  [ -n "$own_cg" ] || return 0
+  for cg in "$own_cg"/tether-helper."$hex".*; do
+    case ${cg##*/tether-helper."$hex".} in [0-9]*.[0-9]*) ;; *) continue ;; esac
+    case ${cg##*/tether-helper."$hex".} in *[!0-9.]* | *.*.* | *.) continue ;; esac
+    [ -d "$cg" ] && cgroups="$cgroups $cg"
+  done
+}
+
+# track PID START PPID FOUNDBY VIA: first sight of a member (FOUNDBY carrier, given, cgroup or
 # descendant); says so with its details.
 track() {
   tracked="$tracked$1:$2 "
@@ -321,6 +340,29 @@ EOF
       case $tracked in *" $pid:$start "*) ;; *)
         read_stat "$pid" && st_comm_of=$st_comm || st_comm_of=
         track "$pid" "$start" "$ppid" given - ;;
+      esac
+    done <<EOF
+$table
+EOF
+  fi
+  # What the session's cgroups hold (their cgroup.procs), by pid: those of this tag, named by the
+  # wrapper (wrap.sh, helper_cgroup), a PID and START of digits after it — no other cgroup is
+  # read or removed.
+  session_cgroups
+  if [ -n "$cgroups" ]; then
+    cgpids=' '
+    for cg in $cgroups; do
+      while read -r pid; do cgpids="$cgpids$pid "; done 2>/dev/null <"$cg/cgroup.procs"
+    done
+    while read -r pid ppid start state; do
+      [ -n "$pid" ] || continue
+      case $cgpids in *" $pid "*) ;; *) continue ;; esac
+      case $ids in *" $pid "*) continue ;; esac
+      ids="$ids$pid "
+      members="$members$pid:$start:$state "
+      case $tracked in *" $pid:$start "*) ;; *)
+        read_stat "$pid" && st_comm_of=$st_comm || st_comm_of=
+        track "$pid" "$start" "$ppid" cgroup - ;;
       esac
     done <<EOF
 $table
@@ -403,6 +445,8 @@ finish() {
       *) say "end ${id%:*} ${id#*:} gone" ;;
     esac
   done
+  # The named cgroups, once empty: rmdir(2) removes none that still holds a process.
+  for cg in $cgroups; do rmdir "$cg" 2>/dev/null; done
   now_ms
   # The proof: the records before it, counted, and the nonce. Nothing may follow it.
   say "done $tag $scans $((now - t0)) $complete $lines $nonce"

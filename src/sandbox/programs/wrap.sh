@@ -51,13 +51,19 @@ set +m 2>/dev/null
 EXIT_REFUSED=125
 # A variable of that name in the environment is exported: assigning to it would hand the
 # nonce to the command. Unset first, the variables then made are the shell's own.
-unset nonce text first token helper fifo started hword sum hpid how flag why hgrace hkill cgdir cgpath cgline cgroot cgmount cgrest cgprefix cgrel cgstart
+unset nonce text first token helper fifo started hword sum hpid how flag why hgrace hkill cgdir cgline cgstart taghex
 helper=
 hgrace=5000
 hkill=3000
+taghex=
 if [ "$1" = --helper ]; then
   helper=$2
   shift 2
+  # `--tag HEX`: the session tag's 32 hex digits, which name the command's cgroup (helper_cgroup).
+  if [ "$1" = --tag ]; then
+    case $2 in *[!0-9a-f]* | '') ;; *) [ ${#2} -ne 32 ] || taghex=$2 ;; esac
+    shift 2
+  fi
   # `--switch GRACE KILL` (ms): the helper's own dead man's switch, which the session's sweep
   # must never be cut short by (exec.ts, helperSwitch).
   if [ "$1" = --switch ]; then
@@ -155,13 +161,12 @@ pin_helper() {
 }
 
 # helper_cgroup: sets cgdir to a cgroup made for the helper's payload, below this program's own
-# cgroup, where the container's cgroup v2 can be written (docs/sandbox.md, "A cgroup in the
-# container"); empty otherwise — read-only (Docker's and Kubernetes' default), no cgroup2 mount,
-# a v1-only host — and the command runs under the helper without one. This program's cgroup is
-# `0::PATH` in /proc/$$/cgroup; the mount whose filesystem is cgroup2 and whose root is a prefix
-# of PATH (fields 4 and 5 of /proc/$$/mountinfo; one with an escaped space in its path is
-# skipped) gives its directory. The name holds this program's pid and start time: a wrapper's
-# own, made with mkdir, which fails on a name that exists.
+# cgroup (the prelude's own_cgroup), where the container's cgroup v2 can be written
+# (docs/sandbox.md, "A cgroup in the container"); empty otherwise — read-only (Docker's and
+# Kubernetes' default), no cgroup2 mount, a v1-only host — and the command runs under the helper
+# without one. Its name, tether-helper.HEX.PID.START, holds the session's tag (HEX, `--tag`:
+# the sweep finds the session's cgroups by it) and this program's pid and start time: a name no
+# other wrapper had, made with mkdir, which fails on a name that exists. No tag: no cgroup.
 # start_time_of STAT-FIELDS-FROM-3…: sets cgstart to field 22 (the 20th given).
 start_time_of() {
   [ $# -ge 20 ] || return 0
@@ -171,31 +176,13 @@ start_time_of() {
 
 helper_cgroup() {
   cgdir=
-  cgpath=
-  while IFS= read -r cgline; do
-    case $cgline in 0::/*) cgpath=${cgline#0::} ;; esac
-  done <"/proc/$$/cgroup" 2>/dev/null
-  # (A path with a blank is not followed: it would be split as an argument.)
-  case $cgpath in '' | *' '* | *'	'*) return 0 ;; esac
-  while read -r _ _ _ cgroot cgmount cgrest; do
-    case " $cgrest " in *" - cgroup2 "*) ;; *) continue ;; esac
-    case $cgroot$cgmount in *\\*) continue ;; esac
-    # PATH below the mount's root: the rest, empty or from a slash on. (No `case` pattern with an
-    # empty quoted prefix: bash matches nothing then.)
-    cgprefix=${cgroot%/}
-    cgrel=${cgpath#"$cgprefix"}
-    [ -z "$cgprefix" ] || [ "$cgrel" != "$cgpath" ] || continue
-    case $cgrel in '' | /*) ;; *) continue ;; esac
-    cgdir=${cgmount%/}$cgrel
-    break
-  done <"/proc/$$/mountinfo" 2>/dev/null
-  [ -n "$cgdir" ] || return 0
-  # This program's start time (field 22 of its stat, after the last `)`) beside its pid: a name no
-  # other process's wrapper had, in this namespace or another sharing the cgroup tree.
+  [ -n "$taghex" ] || return 0
+  own_cgroup || return 0
+  # This program's start time (field 22 of its stat, after the last `)`) beside its pid.
   cgstart=
   IFS= read -r cgline <"/proc/$$/stat" 2>/dev/null && start_time_of ${cgline##*) }
-  case $cgstart in '' | *[!0-9]*) cgdir= ; return 0 ;; esac
-  cgdir=${cgdir%/}/tether-helper.$$.$cgstart
+  case $cgstart in '' | *[!0-9]*) return 0 ;; esac
+  cgdir=$own_cg/tether-helper.$taghex.$$.$cgstart
   if ! mkdir "$cgdir" 2>/dev/null || ! [ -w "$cgdir/cgroup.procs" ]; then
     rmdir "$cgdir" 2>/dev/null
     cgdir=
