@@ -436,6 +436,9 @@ static void report_exit(int status) {
     say("exit signal %d\n", WTERMSIG(status));
   else
     say("exit code %d\n", WEXITSTATUS(status));
+  // Wrap mode: the --await process, our parent, exits on that line; one a process of the uid
+  // stopped (SIGSTOP) would hold the exec's stream, and outlive the session, stopped.
+  if (wrap && supervisor > 1 && getppid() == supervisor) kill(supervisor, SIGCONT);
 }
 
 // ---- the kept set ----------------------------------------------------------------------------
@@ -981,6 +984,14 @@ static int on_control(void) {
   char *line = control, *nl;
   while ((nl = strchr(line, '\n'))) {
     *nl = '\0';
+    // Wrap mode takes none of these: the wrapper sends only `checked` and `go`, and its control
+    // FIFO can be opened by any process of the uid while its name exists — a `release` from one
+    // would end the helper without its dead man's switch, leaving what it held to the container's
+    // init (found by a break attempt).
+    if (wrap) {
+      line = nl + 1;
+      continue;
+    }
     if (!strcmp(line, "release")) return 1;
     unsigned long k;
     int pid;

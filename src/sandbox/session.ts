@@ -26,7 +26,6 @@ import {
 } from '../session/result.js';
 import type { SweepReport, SweepWarning } from '../sweep/report.js';
 import type { ExecChannel } from './channel.js';
-import { childlessEndReport, endedChildless } from './childless-end.js';
 import { ClientNotStartedError, ExecStatusUnknownError, SandboxError } from './errors.js';
 import { execUnder, type SandboxExecOptions, SILENCE_MS } from './exec.js';
 import type { SandboxExecResult } from './exec-result.js';
@@ -183,12 +182,6 @@ export class SandboxSession {
    * running too): members of the session's sweep.
    */
   private readonly announced: TargetIdentity[] = [];
-  /**
-   * The tag is the session's own, drawn here: no process outside the session was given it. A tag
-   * of the caller's may be carried by processes no command of this session started, which only a
-   * sweep finds ("A childless end").
-   */
-  private readonly ownTag: boolean;
 
   /** Throws `INVALID_OPTION` (`INVALID_TAG` for a bad tag) before anything starts. */
   constructor(channel: ExecChannel, options: SandboxSessionOptions = {}) {
@@ -206,7 +199,6 @@ export class SandboxSession {
           ? parseTag(options.tag)
           : options.tag;
     this.tag = this.tagVariable.name;
-    this.ownTag = options.tag === undefined;
     this.shell = checkShell(options.shell);
     this.sweepOptions = { shell: this.shell, ...options.sweep };
     this.timeoutMs = checkMs('timeout', options.timeout ?? 0);
@@ -386,21 +378,16 @@ export class SandboxSession {
         this.ends.length > 0 && this.ends.every((e) => e.error instanceof ClientNotStartedError)
           ? this.clientFailedWith
           : undefined;
-      // Every command ended under the helper, which said nothing was left below it, and the tag
-      // is the session's own: no sweep (docs/sandbox.md, "A childless end").
-      report =
-        this.ownTag && endedChildless(this.uses, this.spawned)
-          ? childlessEndReport(this.tag, new Date())
-          : await sweepUnder(
-              this.channel,
-              this.tagVariable,
-              {
-                ...this.sweepOptions,
-                ...(budget ? { signal: budget } : {}),
-                ...(failed === undefined ? {} : { clientFailedWith: failed }),
-              },
-              { members: this.helperMembers(), proof: this.provingHelpers() },
-            );
+      report = await sweepUnder(
+        this.channel,
+        this.tagVariable,
+        {
+          ...this.sweepOptions,
+          ...(budget ? { signal: budget } : {}),
+          ...(failed === undefined ? {} : { clientFailedWith: failed }),
+        },
+        { members: this.helperMembers(), ...this.provingHelpers() },
+      );
     } catch (error) {
       failure = error;
     }
@@ -434,17 +421,19 @@ export class SandboxSession {
   // proof"): only when every command spawned has ended and ran under a helper that gave its
   // identity in its start line — a command on the shell, or one still running, could have left
   // a process outside every helper's subtree, which only two empty scans can rule out. A helper
-  // whose end line said `childless` has exited with nothing below it ("A childless end"): it is
-  // not asked about (the sweep would not find it, and wait for two empty scans).
-  private provingHelpers(): TargetIdentity[] {
-    if (this.uses.length === 0 || this.uses.length !== this.spawned) return [];
-    const identities: TargetIdentity[] = [];
+  // whose end line said `childless` ("A childless end") is `ended`: expected gone — a word the
+  // sweep checks (still running, it is a member, and what it holds is found), never one that
+  // skips the sweep: a process of the uid that read the nonce on the wrapper's stdin can write it.
+  private provingHelpers(): { proof: TargetIdentity[]; ended: TargetIdentity[] } {
+    const none = { proof: [], ended: [] };
+    if (this.uses.length === 0 || this.uses.length !== this.spawned) return none;
+    const proof: TargetIdentity[] = [];
+    const ended: TargetIdentity[] = [];
     for (const { use } of this.uses) {
-      if (use.under === 'helper' && use.childless) continue;
-      if (use.under !== 'helper' || !use.identity) return [];
-      identities.push(use.identity);
+      if (use.under !== 'helper' || !use.identity) return none;
+      (use.childless ? ended : proof).push(use.identity);
     }
-    return identities;
+    return { proof, ended };
   }
 
   // The helper's path in the target, pushed once before the first command (with `helper`), or

@@ -56,6 +56,11 @@ export interface SandboxSweepOptions {
 export interface SweepHelpers {
   members?: readonly TargetIdentity[];
   proof?: readonly TargetIdentity[];
+  /**
+   * Helpers whose end line said `childless` (docs/sandbox.md, "A childless end"): members while
+   * they run; gone, with nothing else found, they end a phase as `helper-childless`.
+   */
+  ended?: readonly TargetIdentity[];
 }
 
 /**
@@ -72,7 +77,9 @@ export function sweepArgv(
   const id = (h: TargetIdentity) => `${h.pid}:${h.startTime}`;
   const proof = new Set((helpers.proof ?? []).filter(wellFormed).map(id));
   const members = new Set((helpers.members ?? []).filter(wellFormed).map(id));
-  for (const h of proof) members.delete(h);
+  const ended = new Set((helpers.ended ?? []).filter(wellFormed).map(id));
+  for (const h of proof) ended.delete(h);
+  for (const h of [...proof, ...ended]) members.delete(h);
   return [
     ...o.shell,
     '-c',
@@ -83,6 +90,7 @@ export function sweepArgv(
     String(Math.round(o.killAfterMs)),
     String(Math.round(o.intervalMs)),
     ...[...members].map((h) => `member:${h}`),
+    ...[...ended].map((h) => `ended:${h}`),
     ...proof,
   ];
 }

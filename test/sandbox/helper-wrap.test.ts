@@ -7,7 +7,7 @@
 // runs nothing; a TERM while it waits for `checked` ends it; a helper traced from its exec on
 // (the tracer attached before its prctl could stop it) refuses to read the nonce.
 import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
-import { existsSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import type { Readable, Writable } from 'node:stream';
 import { afterEach, describe, expect, it } from 'vitest';
 import { prebuiltCandidates } from '../../src/containment/prebuilt.js';
@@ -65,6 +65,15 @@ function wrap(argv: string[], traced = false) {
   return { child, got, control, exited };
 }
 
+// A pid left as a zombie (its parent, reparented, has not reaped it yet) has ended.
+function isZombie(pid: number): boolean {
+  try {
+    return readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]?.startsWith('Z') === true;
+  } catch {
+    return true;
+  }
+}
+
 async function until(what: string, ok: () => boolean, ms = 5000): Promise<void> {
   const end = Date.now() + ms;
   while (!ok()) {
@@ -94,6 +103,26 @@ describe.skipIf(!HELPER)(
       expect(h.got.status).toMatch(/^helper \d+ [1-9]\d*\nstarted \d+ \d+\nexit code 7\n$/);
       // Childless at the payload's end (its end line says so): it exits without a release.
       expect(await h.exited).toEqual({ code: 0, signal: null });
+    });
+
+    it('takes no `release` on its control pipe: a process of the uid could write one into the FIFO', async () => {
+      const nonce = createNonce();
+      const h = wrap(['sh', '-c', 'sleep 30.4417 & echo $!; exit 0']);
+      h.child.stdin?.end(`${nonce}\n`);
+      await until('the helper line', () => h.got.status.startsWith('helper '));
+      h.control.write('checked\ngo\n');
+      await until('the exit line', () => h.got.status.includes('exit code'));
+      const leftover = Number(/helper \d+ \d+\n(\d+)\n/.exec(h.got.out)?.[1]);
+      expect(leftover, `premise broken: no leftover pid in ${JSON.stringify(h.got.out)}`).toBeGreaterThan(1);
+      // Not childless (the sleep is its child now): it holds it, and a `release` changes nothing.
+      h.control.write('release\nkeep 1 1\n');
+      await new Promise((r) => setTimeout(r, 300));
+      expect(h.child.exitCode, 'the helper took the release and left its subtree').toBeNull();
+      expect(existsSync(`/proc/${leftover}`)).toBe(true);
+      // EOF on the control pipe (the wrapper gone for good): its dead man's switch ends the sleep.
+      h.control.end();
+      expect(await h.exited).toEqual({ code: 0, signal: null });
+      await until('the leftover gone', () => !existsSync(`/proc/${leftover}`) || isZombie(leftover));
     });
 
     it('a malformed nonce: error nonce, a message on stderr, exit 125, nothing run and no line', async () => {

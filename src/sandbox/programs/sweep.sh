@@ -1,11 +1,15 @@
 # tether sweep program (decisions.md D12; docs/sandbox.md#the-sweep-program).
 # The local sweep (src/sweep/loop.ts) in POSIX sh, run inside a container through ONE exec:
-#   sh -c "$PROGRAM" tether-sweep TAG GRACE_MS KILL_AFTER_MS INTERVAL_MS [[member:]PID:START…]   (stdin: NONCE\n)
+#   sh -c "$PROGRAM" tether-sweep TAG GRACE_MS KILL_AFTER_MS INTERVAL_MS [[member:|ended:]PID:START…]
+#   (stdin: NONCE\n)
 # Each round: take a snapshot of /proc; the session is the carriers of TAG=1 (read with
 # `grep -z`, or `tr` where grep cannot read NUL records), the earlier finds still alive with the
 # same identity (pid + start time, field 22 of stat) and every descendant of either. TERM once
 # to each, SIGCONT after the TERM of a stopped one, a scan every INTERVAL_MS until two scans in a
 # row see nothing or GRACE_MS is over; then KILL the same way for up to KILL_AFTER_MS.
+# ended:PID:START names a helper whose end line said `childless` (it exited then, with nothing
+# below it): a member while it runs, and a scan that finds it gone and nothing else (with the
+# PID:START helpers childless) ends the phase as `helper-childless` too.
 # PID:START and member:PID:START name the session's helpers, as their start lines gave them to
 # tether: each is a member while a process of that pid has that start time (found `given`, with
 # every descendant), whether or not its environ can be read — a non-dumpable helper's cannot, for
@@ -61,12 +65,13 @@ identity() {
   id_pid=${1%%:*} id_start=${1#*:}
   [ ${#id_pid} -le 10 ] && [ ${#id_start} -le 20 ]
 }
-helpers= given=' '
+helpers= given=' ' ended=
 if [ $# -gt 4 ]; then
   shift 4
   for h in "$@"; do
     case $h in
       member:*) identity "${h#member:}" || usage "helper $h"; given="$given${h#member:} " ;;
+      ended:*) identity "${h#ended:}" || usage "helper $h"; given="$given${h#ended:} " ended="$ended ${h#ended:}" ;;
       *) identity "$h" || usage "helper $h"; given="$given$h "; helpers="$helpers $h" ;;
     esac
   done
@@ -159,9 +164,14 @@ read_stat() {
 # but them. Read before this round's signals. False when no helper was named or a list cannot be
 # read (a kernel without it): the phase then ends on two empty scans as before.
 helpers_childless() {
-  [ -n "$helpers" ] || return 1
+  [ -n "$helpers$ended" ] || return 1
   for m in $members; do
     case "$helpers " in *" ${m%:*} "*) ;; *) return 1 ;; esac
+  done
+  # The helpers whose end line said `childless` (ended:PID:START) exited then: one still running
+  # with that identity is a member (given), and makes this false above.
+  for h in $ended; do
+    ! { read_stat "${h%:*}" && [ "$st_start" = "${h#*:}" ]; } || return 1
   done
   for h in $helpers; do
     case $members in *" $h:"*) ;; *) return 1 ;; esac
