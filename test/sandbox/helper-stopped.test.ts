@@ -4,9 +4,10 @@
 // `silenceMs`. The wrapper, now the helper's --await mode and the helper's parent, is told of the
 // stop (SIGCHLD) and continues it: the call ends with the command. Real processes on this machine
 // (the `env` channel); the timeout is the old code's failure, never a figure asserted on.
-import { afterEach, describe, expect, it } from 'vitest';
+import { execFileSync } from 'node:child_process';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { createTag, sandbox } from '../../src/index.js';
-import { taggedOnHost } from './container.js';
+import { type Container, sleep, startContainer, taggedOnHost } from './container.js';
 
 const channel = sandbox.commandChannel(['env']);
 const FAST = { graceMs: 500, killAfterMs: 1000 };
@@ -18,6 +19,9 @@ afterEach(async () => {
 // The payload is `setsid sh -c …`: setsid execs in place (not a group leader), so the shell's
 // parent is the helper.
 const STOP_THE_HELPER = 'kill -STOP "$PPID" && sleep 0.2 && exit 3';
+
+// The helper's parent is the wrapper, by then the helper's --await mode (wrap.sh).
+const STOP_THE_AWAIT = 'kill -STOP "$(cut -d" " -f4 /proc/$PPID/stat)" && sleep 0.2 && exit 4';
 
 describe('a command that stops its helper', () => {
   it('does not hold the call: the helper is continued, the status is the command’s', async () => {
@@ -36,5 +40,57 @@ describe('a command that stops its helper', () => {
     expect(r.timedOut, 'the stopped helper held the call until the timeout').toBe(false);
     expect([r.exitCode, r.stderr]).toEqual([3, '']);
     expect(taggedOnHost(tag.name), 'a tagged process outlived the session').toEqual([]);
+  }, 40_000);
+});
+
+// As uid 65534 in a container: the non-dumpable --await is then no sweep's member (its environ
+// cannot be read), so nothing but the helper can continue it.
+describe('a command that stops the --await process above its helper, as uid 65534', () => {
+  let box: Container;
+  beforeAll(async () => {
+    box = await startContainer(120);
+    execFileSync(
+      'nsenter',
+      ['-t', String(box.init), '-m', 'mount', '-t', 'tmpfs', '-o', 'mode=1777,size=16m', 'tether-st', '/tmp'],
+      { timeout: 10_000 },
+    );
+  });
+  afterAll(async () => {
+    await box?.stop();
+  });
+
+  it('the helper continues it once it has said how the command ended: no stopped --await is left', async () => {
+    const as = sandbox.commandChannel([
+      ...box.prefix,
+      'setpriv',
+      '--reuid',
+      '65534',
+      '--regid',
+      '65534',
+      '--clear-groups',
+      '--',
+    ]);
+    const tag = createTag();
+    try {
+      const r = await sandbox.run(as, ['sh', '-c', STOP_THE_AWAIT], {
+        tag,
+        sweep: FAST,
+        helper: true,
+        timeout: 20_000,
+        reject: false,
+      });
+      expect(r.report.notes.join('\n'), 'premise broken: the command did not run under the helper').toContain(
+        'the commands ran under the helper',
+      );
+      expect([r.exitCode, r.timedOut]).toEqual([4, false]);
+      // Ground truth: no process of the session is left, stopped or not (the host reads every environ).
+      for (let i = 0; i < 50 && taggedOnHost(tag.name).length; i++) await sleep(20);
+      expect(
+        taggedOnHost(tag.name).map((p) => p.cmdline.slice(0, 60)),
+        'a process of the session (the stopped --await) outlived it',
+      ).toEqual([]);
+    } finally {
+      if (taggedOnHost(tag.name).length) await sandbox.sweep(box.channel, tag.name, FAST);
+    }
   }, 40_000);
 });
