@@ -294,6 +294,25 @@ session_cgroups() {
   done
 }
 
+# take_listed FOUNDBY LIST identity|pid: every process of the snapshot in LIST (" PID:START …" by
+# identity, " PID …" by pid) that is no member yet becomes one, found FOUNDBY.
+take_listed() {
+  while read -r pid ppid start state; do
+    [ -n "$pid" ] || continue
+    case $3 in identity) key=" $pid:$start " ;; *) key=" $pid " ;; esac
+    case $2 in *"$key"*) ;; *) continue ;; esac
+    case $ids in *" $pid "*) continue ;; esac
+    ids="$ids$pid "
+    members="$members$pid:$start:$state "
+    case $tracked in *" $pid:$start "*) ;; *)
+      read_stat "$pid" && st_comm_of=$st_comm || st_comm_of=
+      track "$pid" "$start" "$ppid" "$1" - ;;
+    esac
+  done <<EOF
+$table
+EOF
+}
+
 # track PID START PPID FOUNDBY VIA: first sight of a member (FOUNDBY carrier, given, cgroup or
 # descendant); says so with its details.
 track() {
@@ -340,21 +359,7 @@ EOF
   done
   # The helpers tether named, by identity: the process of that pid with that start time, found
   # whether or not its environ can be read (a pid now another process's is not one).
-  if [ "$given" != ' ' ]; then
-    while read -r pid ppid start state; do
-      [ -n "$pid" ] || continue
-      case $given in *" $pid:$start "*) ;; *) continue ;; esac
-      case $ids in *" $pid "*) continue ;; esac
-      ids="$ids$pid "
-      members="$members$pid:$start:$state "
-      case $tracked in *" $pid:$start "*) ;; *)
-        read_stat "$pid" && st_comm_of=$st_comm || st_comm_of=
-        track "$pid" "$start" "$ppid" given - ;;
-      esac
-    done <<EOF
-$table
-EOF
-  fi
+  [ "$given" = ' ' ] || take_listed given "$given" identity
   # What the session's cgroups hold (their cgroup.procs), by pid: those of this tag, named by the
   # wrapper (wrap.sh, helper_cgroup), a PID and START of digits after it — no other cgroup is
   # read or removed.
@@ -364,19 +369,7 @@ EOF
     for cg in $cgroups; do
       while read -r pid; do cgpids="$cgpids$pid "; done 2>/dev/null <"$cg/cgroup.procs"
     done
-    while read -r pid ppid start state; do
-      [ -n "$pid" ] || continue
-      case $cgpids in *" $pid "*) ;; *) continue ;; esac
-      case $ids in *" $pid "*) continue ;; esac
-      ids="$ids$pid "
-      members="$members$pid:$start:$state "
-      case $tracked in *" $pid:$start "*) ;; *)
-        read_stat "$pid" && st_comm_of=$st_comm || st_comm_of=
-        track "$pid" "$start" "$ppid" cgroup - ;;
-      esac
-    done <<EOF
-$table
-EOF
+    take_listed cgroup "$cgpids" pid
   fi
   # Descendants of any member, by parent, until a pass adds nothing.
   grew=1
