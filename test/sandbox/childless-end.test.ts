@@ -5,7 +5,6 @@
 // from the next wrapper's stdin (nonce-thief.c) and forged the word while that command's leftover
 // and helper still ran leaves them found by that scan, stopped and gone. Ground truth: the execs
 // the channel ran, and the host's /proc (pid and start time).
-import { execFileSync } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -14,17 +13,13 @@ import type { ExecChannel } from '../../src/sandbox/index.js';
 import { SWEEP_ANSWER_BLIND_SPOT } from '../../src/sandbox/sweep-output.js';
 import { BUILD } from '../support/paths.js';
 import { cmdlineOf, identityOf, pids } from '../support/proc.js';
-import { aliveOnHost, type Container, sleep, startContainer, taggedOnHost } from './container.js';
+import { aliveOnHost, type Container, privateTmp, sleep, startContainer, taggedOnHost } from './container.js';
 
 let box: Container;
 beforeAll(async () => {
   box = await startContainer(300);
   // A tmpfs of its own on the container's /tmp (its mount namespace): the helper is pushed there.
-  execFileSync(
-    'nsenter',
-    ['-t', String(box.init), '-m', 'mount', '-t', 'tmpfs', '-o', 'mode=1777,size=16m', 'tether-ce', '/tmp'],
-    { timeout: 10_000 },
-  );
+  privateTmp(box, 'tether-ce');
 });
 afterAll(async () => {
   await box?.stop();

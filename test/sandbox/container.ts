@@ -49,6 +49,18 @@ export const SHELLS: [name: string, argv: string[]][] = [
   ['mksh', ['mksh']],
 ];
 
+/**
+ * Mounts a fresh tmpfs (`mode=1777`, 16 MiB, source `name`) on the container's /tmp, in its own
+ * mount namespace (the host's /tmp is never touched): the helper is pushed there.
+ */
+export function privateTmp(box: Container, name: string): void {
+  execFileSync(
+    'nsenter',
+    ['-t', String(box.init), '-m', 'mount', '-t', 'tmpfs', '-o', 'mode=1777,size=16m', name, '/tmp'],
+    { timeout: 10_000 },
+  );
+}
+
 export function sleep(ms: number): Promise<void> {
   return new Promise((r) => setTimeout(r, ms));
 }

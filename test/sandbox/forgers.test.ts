@@ -16,7 +16,7 @@ import { commandChannel, type ExecChannel } from '../../src/sandbox/channel.js';
 import { type HelperPushed, pushHelper } from '../../src/sandbox/helper-push.js';
 import { END_LINE_BLIND_SPOT } from '../../src/sandbox/sweep-output.js';
 import { missing, tool } from '../support/tools.js';
-import { type Container, startContainer, taggedOnHost } from './container.js';
+import { type Container, privateTmp, startContainer, taggedOnHost } from './container.js';
 
 const noPython = missing('python3');
 // The interpreter itself, not a version manager's shim (shells.test.ts says why).
@@ -32,11 +32,7 @@ let box: Container;
 let channel: ExecChannel;
 beforeAll(async () => {
   box = await startContainer(300);
-  execFileSync(
-    'nsenter',
-    ['-t', String(box.init), '-m', 'mount', '-t', 'tmpfs', '-o', 'mode=1777,size=16m', 'tether-fg', '/tmp'],
-    { timeout: 10_000 },
-  );
+  privateTmp(box, 'tether-fg');
   channel = commandChannel([...box.prefix, 'setpriv', ...DROP_PTRACE, '--']);
 });
 afterAll(async () => {

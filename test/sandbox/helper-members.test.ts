@@ -21,6 +21,7 @@ import {
   aliveOnHost,
   type Container,
   lossyChannel,
+  privateTmp,
   sleep,
   startContainer,
   taggedOnHost,
@@ -34,11 +35,7 @@ const AS_NOBODY = ['setpriv', '--reuid', '65534', '--regid', '65534', '--clear-g
 beforeAll(async () => {
   box = await startContainer(300);
   // A private /tmp in the container's mount namespace: uid 65534 pushes its own helper there.
-  execFileSync(
-    'nsenter',
-    ['-t', String(box.init), '-m', 'mount', '-t', 'tmpfs', '-o', 'mode=1777,size=16m', 'tether-hm', '/tmp'],
-    { timeout: 10_000 },
-  );
+  privateTmp(box, 'tether-hm');
   nobody = commandChannel([...box.prefix, ...AS_NOBODY]);
 });
 afterAll(async () => {

@@ -4,22 +4,25 @@
 // instead of two empty scans 50 ms apart. Never an early end with a live member: a leftover below
 // the helper, and a tagged process outside every helper's subtree, are still found and stopped.
 // Ground truth: the host's /proc (pid and start time). The library's default is the helper.
-import { execFileSync } from 'node:child_process';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTag, sandbox } from '../../src/index.js';
 import type { SweepReport } from '../../src/sweep/report.js';
 import { missing } from '../support/tools.js';
-import { aliveOnHost, type Container, SHELLS, sleep, startContainer, taggedOnHost } from './container.js';
+import {
+  aliveOnHost,
+  type Container,
+  privateTmp,
+  SHELLS,
+  sleep,
+  startContainer,
+  taggedOnHost,
+} from './container.js';
 
 let box: Container;
 beforeAll(async () => {
   box = await startContainer(300);
   // A tmpfs of its own on the container's /tmp (its mount namespace): the helper is pushed there.
-  execFileSync(
-    'nsenter',
-    ['-t', String(box.init), '-m', 'mount', '-t', 'tmpfs', '-o', 'mode=1777,size=16m', 'tether-hp', '/tmp'],
-    { timeout: 10_000 },
-  );
+  privateTmp(box, 'tether-hp');
 });
 afterAll(async () => {
   await box?.stop();

@@ -2,7 +2,6 @@
 // pushed helper"): under the helper, or fallen back to the shell on the env tag alone, with the
 // wrapper's words — also when the command's stderr is streamed to the caller, as the CLI does.
 // Before, a session whose command fell back still read "the commands ran under the helper".
-import { execFileSync } from 'node:child_process';
 import { readdirSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { PassThrough } from 'node:stream';
@@ -16,17 +15,13 @@ import {
 } from '../../src/sandbox/session-helper.js';
 import { END_LINE_BLIND_SPOT } from '../../src/sandbox/sweep-output.js';
 import { ENV_TAG_BLIND_SPOT, type SweepReport } from '../../src/sweep/report.js';
-import { type Container, startContainer, taggedOnHost } from './container.js';
+import { type Container, privateTmp, startContainer, taggedOnHost } from './container.js';
 
 let box: Container;
 beforeAll(async () => {
   box = await startContainer(300);
   // A tmpfs of its own on the container's /tmp (its mount namespace): the helper is pushed there.
-  execFileSync(
-    'nsenter',
-    ['-t', String(box.init), '-m', 'mount', '-t', 'tmpfs', '-o', 'mode=1777,size=16m', 'tether-hr', '/tmp'],
-    { timeout: 10_000 },
-  );
+  privateTmp(box, 'tether-hr');
 });
 afterAll(async () => {
   await box?.stop();

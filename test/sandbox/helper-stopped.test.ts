@@ -4,10 +4,9 @@
 // `silenceMs`. The wrapper, now the helper's --await mode and the helper's parent, is told of the
 // stop (SIGCHLD) and continues it: the call ends with the command. Real processes on this machine
 // (the `env` channel); the timeout is the old code's failure, never a figure asserted on.
-import { execFileSync } from 'node:child_process';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { createTag, sandbox } from '../../src/index.js';
-import { type Container, sleep, startContainer, taggedOnHost } from './container.js';
+import { type Container, privateTmp, sleep, startContainer, taggedOnHost } from './container.js';
 
 const channel = sandbox.commandChannel(['env']);
 const FAST = { graceMs: 500, killAfterMs: 1000 };
@@ -49,11 +48,7 @@ describe('a command that stops the --await process above its helper, as uid 6553
   let box: Container;
   beforeAll(async () => {
     box = await startContainer(120);
-    execFileSync(
-      'nsenter',
-      ['-t', String(box.init), '-m', 'mount', '-t', 'tmpfs', '-o', 'mode=1777,size=16m', 'tether-st', '/tmp'],
-      { timeout: 10_000 },
-    );
+    privateTmp(box, 'tether-st');
   });
   afterAll(async () => {
     await box?.stop();
