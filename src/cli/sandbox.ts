@@ -17,6 +17,7 @@ import {
   sweep,
 } from '../sandbox/index.js';
 import { splitWords } from '../sandbox/words.js';
+import type { SweepReport } from '../sweep/report.js';
 import {
   EXIT_AMBIGUOUS_EFFECT,
   EXIT_CLIENT_FAILED,
@@ -395,10 +396,25 @@ function printRunResult(
   const { report } = r;
   if (report.stopped.length || report.survivors.length || report.warnings.length || !report.complete)
     process.stderr.write(`${renderReport(report).join('\n')}\n`);
+  // Nothing to list, but a session that ran on the env tag alone says so: an env-cleared
+  // process it left is not found, and a quiet exit must not read as "nothing left running".
+  else for (const line of envTagAlone(report)) process.stderr.write(`tether: ${line}\n`);
   // "recorded" only when every write landed (a failed one is a LEDGER_WRITE_FAILED warning above).
   if (ledger && !report.warnings.some((w) => w.code === 'LEDGER_WRITE_FAILED'))
     process.stderr.write(`tether: recorded in ${ledger.location}: tether show ${r.tag}\n`);
   process.stderr.write(`tether: session --tag ${r.tag}\n`);
+}
+
+// The notes of a session that could not run (all) its commands under the helper, and what the env
+// tag cannot see: empty when every command ran under it.
+function envTagAlone(report: SweepReport): string[] {
+  const why = report.notes.filter(
+    (n) =>
+      / the session runs on the env tag alone$/.test(n) ||
+      / fell back to the shell, on the env tag alone /.test(n),
+  );
+  if (why.length === 0) return [];
+  return [...why, ...(report.blindSpots ?? []).map((b) => `not seen: ${b}`)];
 }
 
 // `sandbox run`'s SandboxError on stderr, and its status: the --via client could not start

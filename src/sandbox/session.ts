@@ -388,6 +388,15 @@ export class SandboxSession {
         },
         { members: this.helperMembers(), ...this.provingHelpers() },
       );
+      // A sweep that ran but could not look everywhere — no /proc of the target's PID namespace
+      // (a channel that does not enter it), a scan that failed, processes still appearing at the
+      // end of the KILL phase — settled nothing: what the commands started may still run.
+      if (!report.complete)
+        failure = new SandboxError(
+          'AMBIGUOUS_EFFECT',
+          `its sweep could not settle it (${report.warnings.map((w) => `${w.code}: ${w.message}`).join('; ') || 'incomplete'})`,
+          { report, tag: this.tag },
+        );
     } catch (error) {
       failure = error;
     }
