@@ -458,6 +458,15 @@ function refuseRecord(where: string, error: unknown): void {
 
 // `tether run`'s statuses for a sandbox session's end (see sandboxRunCommand).
 function runStatus(r: SandboxRunResult, notes: string[]): number {
+  // Stopped by --timeout or a signal to tether, its line lost, the session settled (sandbox.run):
+  // as timeout(1), 124 — 137 when the sweep had to KILL what it stopped; a signal's 143 (137).
+  const code = (r.error as { code?: string } | undefined)?.code;
+  if (code === 'TIMED_OUT' || code === 'CANCELLED') {
+    if (r.stoppedBy === 'silence')
+      notes.push('the exec client was silent for the --silence bound: the command was stopped');
+    const killed = r.report.stopped.some((p) => p.endedBy === 'SIGKILL');
+    return killed ? 128 + 9 : code === 'TIMED_OUT' ? EXIT_TIMED_OUT : 128 + 15;
+  }
   if (r.error) return errorStatus(r.error as SandboxError);
   if (r.stoppedBy === 'silence')
     notes.push('the exec client was silent for the --silence bound: the command was stopped');

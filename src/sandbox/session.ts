@@ -669,11 +669,19 @@ export async function run<O extends SandboxRunOptions = {}>(
     throw exit.error;
   }
   const report = await s.end();
-  const result: SandboxRunResult<OutputOf<O>> = { ...exit, report };
+  // The session's own timeout or abort stopped a command whose end line then never came (one
+  // that ignored the TERM: the sweep KILLed it and its helper before the helper could write the
+  // line), and the session's sweep settled everything: a timeout or a cancel, as a local
+  // session's, not an unknown end (found by a new user's trial: EXEC_STATUS_UNKNOWN, 125).
+  const settledStop =
+    exit.error instanceof ExecStatusUnknownError && (exit.timedOut || exit.isCanceled) && report.ok;
+  const result: SandboxRunResult<OutputOf<O>> = settledStop
+    ? stoppedEnd({ ...exit, report }, timeout)
+    : { ...exit, report };
   if (reject === false) return result;
-  if (exit.error instanceof ExecStatusUnknownError)
+  if (exit.error instanceof ExecStatusUnknownError && !settledStop)
     throw new ExecStatusUnknownError(exit.error.message, report, exit.error.clientStatus, s.tag);
-  if (exit.error) throw exit.error;
+  if (result.error) throw result.error;
   if (!result.failed) return result;
   const reason: EndReason | undefined = result.maxBufferExceeded
     ? 'max-buffer'
@@ -700,6 +708,14 @@ export async function run<O extends SandboxRunOptions = {}>(
 
 // The CommandError of a failed run carrying the result's `stoppedBy` (`'timeout'` for TIMED_OUT by
 // the session's deadline, `'cancel'` for CANCELLED, …), as the result does.
+// A command the session's timeout or abort stopped, its end line lost, the session settled: its
+// error is the stop's (TIMED_OUT, CANCELLED), with the session's report.
+function stoppedEnd<R extends SandboxRunResult<string | Buffer>>(result: R, timeout: number | undefined): R {
+  const reason = result.timedOut ? 'timeout' : 'cancel';
+  const error = withStop(result, failureOf(result, reason, { timeoutMs: timeout ?? 0 }));
+  return { ...result, failed: true, error };
+}
+
 function withStop<E extends CommandError<string | Buffer>>(
   result: { stoppedBy: StopReason | null },
   error: E,

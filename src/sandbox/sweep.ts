@@ -14,8 +14,13 @@ import { type ParsedSweep, parseSweepOutput } from './sweep-output.js';
 
 /** The whole sweep's budget, retries included, ms (decisions.md D12). */
 export const SWEEP_BUDGET_MS = 180_000;
-/** The budget left once a cancel arrives, ms (decisions.md D12). */
+/**
+ * The budget left once a cancel arrives, ms (decisions.md D12): at least the sweep's grace and
+ * kill-after and CANCEL_SLACK_MS, when those are longer.
+ */
 export const CANCEL_BUDGET_MS = 10_000;
+/** What a cancel's budget leaves past the program's phases: its exec, its last scan, its output. */
+const CANCEL_SLACK_MS = 3_000;
 /** First pause before a retry, ms; doubled each time up to RETRY_MAX_MS. */
 export const RETRY_FIRST_MS = 250;
 /** Longest pause between two retries of a sweep whose exec never reached the target, ms. */
@@ -33,7 +38,10 @@ export interface SandboxSweepOptions {
   budgetMs?: number;
   /** The target's shell, as argv. Default `['sh']`. */
   shell?: string[];
-  /** A cancel: the budget left becomes at most 10 s (`cancelBudgetMs`). */
+  /**
+   * A cancel: the budget left becomes at most this, ms (default 10 s, or the grace and kill-after
+   * and 3 s when those are longer).
+   */
   signal?: AbortSignal;
   cancelBudgetMs?: number;
   /**
@@ -138,11 +146,13 @@ export async function sweepUnder(
   helpers: SweepHelpers,
 ): Promise<SweepReport> {
   const t = typeof tag === 'string' ? parseTag(tag) : tag;
+  const graceMs = checkMs('graceMs', options.graceMs ?? DEFAULT_GRACE_MS);
+  const killAfterMs = checkMs('killAfterMs', options.killAfterMs ?? DEFAULT_KILL_AFTER_MS);
   const argv = sweepArgv(
     t,
     {
-      graceMs: checkMs('graceMs', options.graceMs ?? DEFAULT_GRACE_MS),
-      killAfterMs: checkMs('killAfterMs', options.killAfterMs ?? DEFAULT_KILL_AFTER_MS),
+      graceMs,
+      killAfterMs,
       intervalMs: checkMs('intervalMs', options.intervalMs ?? DEFAULT_SCAN_INTERVAL_MS, 1),
       shell: checkShell(options.shell),
     },
@@ -150,7 +160,13 @@ export async function sweepUnder(
   );
   const start = performance.now();
   let deadline = start + checkMs('budgetMs', options.budgetMs ?? SWEEP_BUDGET_MS);
-  const cancelBudget = checkMs('cancelBudgetMs', options.cancelBudgetMs ?? CANCEL_BUDGET_MS);
+  // Never shorter than the program's own phases: a grace and kill-after above 10 s cut by the
+  // cancel's budget read as a sweep that could not finish (SWEEP_CUT: "may still run") while
+  // the program was still ending what it found (found by a new user's trial, `-k 12s`).
+  const cancelBudget = checkMs(
+    'cancelBudgetMs',
+    options.cancelBudgetMs ?? Math.max(CANCEL_BUDGET_MS, graceMs + killAfterMs + CANCEL_SLACK_MS),
+  );
   const onAbort = () => {
     deadline = Math.min(deadline, performance.now() + cancelBudget);
   };
