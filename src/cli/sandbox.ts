@@ -37,11 +37,19 @@ import { scriptCommand } from './script.js';
 export { splitWords } from '../sandbox/words.js';
 
 // The options both sandbox subcommands take.
+// `--via` is required, checked before the action rather than by commander's own check: that one
+// runs before its unknown-option check, so a misspelt option ahead of `--via` (`--timout 5s
+// --via …`, which ends option parsing there) was reported as `--via` missing (found by a new
+// user's trial).
 function channelOptions(command: Command): Command {
   return phaseOptions(
     command
-      .requiredOption('--via <prefix>', "the exec channel as a command prefix: 'docker exec -i ID'")
-      .option('--shell <argv>', "the container's POSIX shell", 'sh'),
+      .option('--via <prefix>', "the exec channel as a command prefix: 'docker exec -i ID' (required)")
+      .option('--shell <argv>', "the container's POSIX shell", 'sh')
+      .hook('preAction', (self) => {
+        if (self.opts().via === undefined)
+          self.error("error: required option '--via <prefix>' not specified");
+      }),
   ).option('--budget <duration>', 'the whole sweep, retries of an unreachable channel included', '3m');
 }
 

@@ -52,7 +52,8 @@ export function pushForSession(channel: ExecChannel, shell: string[]): Promise<H
  * one, a note says why. A helper that survived stays a survivor. A helper pushed to the uid's own
  * directory instead of the default one adds `HelperPushed.note` (where it is, and why). When
  * every command's start line said it ran in a cgroup of its own (docs/sandbox.md, "A cgroup in
- * the container"), `layers` gains `cgroup` and the blind spot narrows further, to
+ * the container"), `layers` gains `cgroup` (and `subreaper` when at least one command ran under
+ * the helper) and the blind spot narrows further, to
  * `HELPER_CGROUP_BLIND_SPOT`; `cgroup` stays null: each command had its own, in the target, and
  * none was the session's.
  */
@@ -77,7 +78,10 @@ export function reportUnder(
   const cgroups = uses.length > 0 && inCgroups(uses).length === uses.length;
   return {
     ...report,
-    layers: cgroups && !report.layers.includes('cgroup') ? [...report.layers, 'cgroup'] : report.layers,
+    layers: withLayers(report.layers, [
+      ...(under.length > 0 ? ['subreaper'] : []),
+      ...(cgroups ? ['cgroup'] : []),
+    ]),
     stopped: report.stopped.filter((p) => !ours.has(p)),
     blindSpots: (report.blindSpots ?? []).map((s) =>
       s === ENV_TAG_BLIND_SPOT && narrowed ? (cgroups ? HELPER_CGROUP_BLIND_SPOT : HELPER_BLIND_SPOT) : s,
@@ -121,6 +125,11 @@ export function machinery(
     if (parent && !wrappers.includes(parent)) wrappers.push(parent);
   }
   return { helpers, wrappers };
+}
+
+// `layers` and those of `added` it does not hold yet, in that order.
+function withLayers(layers: readonly string[], added: readonly string[]): string[] {
+  return [...layers, ...added.filter((l) => !layers.includes(l))];
 }
 
 // The commands whose start line said they ran in a cgroup of their own.

@@ -300,6 +300,18 @@ describe('tether sandbox exec', () => {
     expect(sleeper.filter((p) => cmdline(p) === 'sleep 31')).toEqual([]);
   });
 
+  it('names a misspelt option before --via, not --via as missing; a missing --via is still named', async () => {
+    const typo = await tether(['sandbox', 'run', '--timout', '5s', '--via', 'nsenter -t 1 -a', '--', 'true']);
+    expect(typo.status).toBe(125);
+    expect(typo.stderr).toMatch(/unknown option '--timout'[\s\S]*Did you mean --timeout\?/);
+    expect(typo.stderr).not.toMatch(/--via/);
+    for (const sub of ['run', 'exec']) {
+      const missing = await tether(['sandbox', sub, '--', 'true']);
+      expect([sub, missing.status]).toEqual([sub, 125]);
+      expect(missing.stderr).toMatch(/required option '--via <prefix>' not specified/);
+    }
+  });
+
   it('refuses an unbalanced --via, naming it', async () => {
     const r = await tether(['sandbox', 'exec', '--via', "docker exec -i 'x", '--', 'true']);
     expect(r.status).toBe(125);

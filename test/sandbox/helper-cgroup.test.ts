@@ -189,7 +189,7 @@ describe('the report of a session whose commands did not all run in a cgroup', (
     expect(r.notes).toEqual([
       'the commands ran under the helper /tmp/.tether/helper-x (pushed by this session; a subreaper: what they orphaned was found as its descendants); in a cgroup of its own: "make build"',
     ]);
-    expect(r.layers).toEqual(['env-tag', 'sandbox']);
+    expect(r.layers).toEqual(['env-tag', 'sandbox', 'subreaper']);
   });
 
   it('every command in one: the note says each, and the layers gain cgroup', () => {
@@ -200,7 +200,7 @@ describe('the report of a session whose commands did not all run in a cgroup', (
     expect(r.notes).toEqual([
       'the commands ran under the helper /tmp/.tether/helper-x (pushed by this session; a subreaper: what they orphaned was found as its descendants), each in a cgroup of its own',
     ]);
-    expect(r.layers).toEqual(['env-tag', 'sandbox', 'cgroup']);
+    expect(r.layers).toEqual(['env-tag', 'sandbox', 'subreaper', 'cgroup']);
     expect(r.cgroup).toBeNull();
   });
 });
