@@ -138,6 +138,32 @@ describe('a childless end', () => {
     }
   });
 
+  it('what a command leaves is ended by the sweep’s own signal, not by its helper’s', async () => {
+    let tag = '';
+    const [a, b, c] = [next++, next++, next++];
+    try {
+      const r = await sandbox.run(
+        box.channel,
+        [
+          'sh',
+          '-c',
+          `nohup sleep ${a} >/dev/null 2>&1 & setsid sleep ${b} >/dev/null 2>&1 & env -i /bin/sh -c 'setsid sleep ${c} >/dev/null 2>&1 &'; echo ok`,
+        ],
+        { sweep: SWEEP, helper: true },
+      );
+      tag = r.report.tag;
+      // The helper, a carrier again after its end line, was TERMed with them: first, it ended
+      // some of them itself, and the report said they `exited`.
+      expect(r.report.stopped.map((p) => [p.cmdline, p.endedBy]).sort()).toEqual([
+        [`sleep ${a}`, 'SIGTERM'],
+        [`sleep ${b}`, 'SIGTERM'],
+        [`sleep ${c}`, 'SIGTERM'],
+      ]);
+    } finally {
+      if (tag) await cleanup(tag);
+    }
+  });
+
   it('a command that prints a childless end line itself: its session still sweeps', async () => {
     const channel = counting(box.channel);
     let tag = '';

@@ -426,7 +426,12 @@ round() {
   helpers_childless && proven=1
   alive=0
   alive_ids=' '
-  for m in $members; do
+  # Last found first: a descendant is signalled before the member it was found below, and a
+  # helper (a carrier, found among the first) after what it holds — TERMed first it ended some
+  # of them itself, and the report said they `exited` (found by a new user's trial).
+  backwards=
+  for m in $members; do backwards="$m $backwards"; done
+  for m in $backwards; do
     pid=${m%%:*} rest=${m#*:}
     deliver "$1" "$pid" "${rest%%:*}" "${rest#*:}"
   done
