@@ -21,6 +21,7 @@ import {
   statSync,
   writeSync,
 } from 'node:fs';
+import { dirname } from 'node:path';
 import { TetherError } from '../errors.js';
 import { openUntrustedFile, type UntrustedOpen, type UntrustedRefusal } from '../proc/untrusted-file.js';
 
@@ -382,6 +383,11 @@ function writeWhole(fd: number, bytes: Buffer, position: number | null, stallMs:
 // Why open(2) refused `path`, in words: ELOOP and ENXIO get their meaning here.
 function openFailure(path: string, error: unknown): string {
   const code = errnoOf(error);
+  // A directory on the way that is not there (the walk opens each below a descriptor, so its
+  // open(2) names /proc/self/fd/N/…): the file's directory, named (found by a new user's trial).
+  const at = (error as NodeJS.ErrnoException)?.path;
+  if (code === 'ENOENT' && at !== undefined && at !== path)
+    return `its directory ${dirname(path)} does not exist (ENOENT): create it, or name a file in a directory that exists`;
   if (code === 'ELOOP')
     return 'a symbolic link (ELOOP): tether does not follow one here; name the file itself (or /dev/fd/N for a descriptor it holds)';
   if (code === 'ENXIO') {

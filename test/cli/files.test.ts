@@ -75,6 +75,22 @@ describe('tether run --report-file and --events', () => {
     expect(existsSync(join(dir, 'ran')), 'the payload ran although the report file was refused').toBe(false);
   });
 
+  it('refuses a --report-file whose directory does not exist, naming that directory, and runs nothing', async () => {
+    const dir = tempDir();
+    const ran = await tether([
+      'run',
+      '--no-ledger',
+      '--report-file',
+      join(dir, 'nope/report.json'),
+      ...marks(dir),
+    ]);
+    expect(ran.code, ran.stderr).toBe(125);
+    expect(ran.stderr).toContain(
+      `invalid --report-file "${join(dir, 'nope/report.json')}": its directory ${join(dir, 'nope')} does not exist (ENOENT)`,
+    );
+    expect(existsSync(join(dir, 'ran')), 'the payload ran although the report file was refused').toBe(false);
+  });
+
   it('refuses an --events file that is a symbolic link, and appends nothing to what it names', async () => {
     const dir = tempDir();
     const victim = join(dir, 'precious');
