@@ -25,10 +25,10 @@ export const HELPER_BLIND_SPOT =
  * What the env tag misses when every command ran under the helper in a cgroup of its own: the
  * session's sweep finds what a killed helper held in its cgroup (docs/sandbox.md, "A cgroup in
  * the container"); what moved itself out of the cgroup, where the uid can write the cgroup tree,
- * is not.
+ * or runs as another uid than the session's (never taken on a cgroup's word), is not.
  */
 export const HELPER_CGROUP_BLIND_SPOT =
-  "env-cleared processes are found below the session's helpers and in their cgroups only: a process started with a cleared environment (env -i) that moved itself out of its command's cgroup (a uid that can write the cgroup tree) and whose helper was killed (SIGKILL) before the sweep is not found, and runs on";
+  "env-cleared processes are found below the session's helpers and in their cgroups only: a process started with a cleared environment (env -i) that moved itself out of its command's cgroup (a uid that can write the cgroup tree) or runs as another uid than the session's, and whose helper was killed (SIGKILL) before the sweep, is not found, and runs on";
 
 /** Pushes the helper for a session (never rejects: a push that fails is `unavailable`). */
 export function pushForSession(channel: ExecChannel, shell: string[]): Promise<HelperPush> {

@@ -5,7 +5,7 @@
 // as a member, stops it, and removes the cgroup once empty. Ground truth: the host's /proc (the
 // double fork's pid and start time) and the cgroup's directory on the host.
 import { spawn } from 'node:child_process';
-import { existsSync, mkdirSync, readFileSync, rmdirSync, writeFileSync } from 'node:fs';
+import { chownSync, existsSync, mkdirSync, readFileSync, rmdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTag, sandbox } from '../../src/index.js';
@@ -86,6 +86,58 @@ function hostCgroup2(): string {
   const line = info.split('\n').find((l) => l.split(' - ')[1]?.startsWith('cgroup2 ')) ?? '';
   return (line.split(' ')[5] ?? '').split(',').includes('rw') ? (line.split(' ')[4] ?? '') : '';
 }
+
+describe('what the sweep takes on a cgroup’s word', () => {
+  it('a process of another uid than the one that owns the cgroup is never taken: a uid that can write a common ancestor can move anyone’s process in', async (ctx) => {
+    const mount = hostCgroup2();
+    if (!mount) ctx.skip('no writable cgroup2 mount on this machine');
+    const tag = createTag();
+    const hex = tag.name.slice('TETHER_SESSION_'.length);
+    const own = join(mount, cgroupOf(process.pid));
+    // As uid 65534 would make it where the cgroup tree is delegated to it: its own directory.
+    const planted = join(own, `tether-helper.${hex}.2.2`);
+    mkdirSync(planted);
+    chownSync(join(planted, 'cgroup.procs'), 65534, 65534);
+    const victim = spawn('sleep', ['86.4203'], { stdio: 'ignore' }); // root's
+    try {
+      const id = identityOf(victim.pid as number);
+      if (!id) throw new Error('premise broken: the sleep did not start');
+      writeFileSync(join(planted, 'cgroup.procs'), String(victim.pid));
+      const report = await sandbox.sweep(sandbox.commandChannel(['env']), tag, SWEEP_FAST);
+      expect(report.stopped.map((p) => p.pid)).not.toContain(victim.pid);
+      expect(report.survivors.map((p) => p.pid)).not.toContain(victim.pid);
+      expect(aliveOnHost(id), 'the sweep signalled a process of another uid on a cgroup’s word').toBe(true);
+    } finally {
+      victim.kill('SIGKILL');
+      await sleep(50);
+      if (existsSync(planted)) rmdirSync(planted);
+    }
+  });
+
+  it('a cgroup a command made below its own is looked into, and removed once empty', async (ctx) => {
+    const mount = hostCgroup2();
+    if (!mount) ctx.skip('no writable cgroup2 mount on this machine');
+    const tag = createTag();
+    const hex = tag.name.slice('TETHER_SESSION_'.length);
+    const dir = join(mount, cgroupOf(process.pid), `tether-helper.${hex}.${process.pid}.${Date.now()}`);
+    mkdirSync(join(dir, 'x'), { recursive: true });
+    const child = spawn('sleep', ['86.4204'], { env: {}, stdio: 'ignore' });
+    try {
+      const id = identityOf(child.pid as number);
+      if (!id) throw new Error('premise broken: the sleep did not start');
+      writeFileSync(join(dir, 'x', 'cgroup.procs'), String(child.pid));
+      const report = await sandbox.sweep(sandbox.commandChannel(['env']), tag, SWEEP_FAST);
+      expect(report.stopped.map((p) => [p.pid, p.foundBy])).toEqual([[child.pid, 'cgroup']]);
+      for (let i = 0; i < 50 && aliveOnHost(id); i++) await sleep(20);
+      expect(aliveOnHost(id)).toBe(false);
+      expect(existsSync(dir), 'the cgroups were left behind').toBe(false);
+    } finally {
+      child.kill('SIGKILL');
+      await sleep(50);
+      for (const d of [join(dir, 'x'), dir]) if (existsSync(d)) rmdirSync(d);
+    }
+  });
+});
 
 describe('the sweep program finds the session’s cgroups by its tag', () => {
   it('every process in one is a member, env-cleared too; the cgroup is removed once empty', async (ctx) => {

@@ -294,6 +294,28 @@ session_cgroups() {
   done
 }
 
+# cgroup_members DIR: adds to cgpids the processes of the session's cgroup DIR and of every cgroup
+# below it (a command may make its own) whose uid is the uid that owns that cgroup's
+# cgroup.procs — the session's, which made it. On cgroup v2 a process that can write a common
+# ancestor's cgroup.procs can move any process into a cgroup it can write, root's too (a break
+# attempt planted a root process in a cgroup of the tag's name and a root sweep KILLed it): a
+# process of another uid is never taken on a cgroup's word.
+cgroup_members() {
+  cgtop=$1
+  for cgp in $(find "$cgtop" -name cgroup.procs 2>/dev/null); do
+    case $cgp in "$cgtop"/*) ;; *) continue ;; esac
+    cgowner=$(ls -ln "$cgp" 2>/dev/null)
+    set -- $cgowner
+    cgowner=${3:-x}
+    case $cgowner in *[!0-9]* | '') continue ;; esac
+    while read -r pid; do
+      case $pid in '' | *[!0-9]*) continue ;; esac
+      uid_of "$pid"
+      [ "$uid" = "$cgowner" ] && cgpids="$cgpids$pid "
+    done 2>/dev/null <"$cgp"
+  done
+}
+
 # take_listed FOUNDBY LIST identity|pid: every process of the snapshot in LIST (" PID:START …" by
 # identity, " PID …" by pid) that is no member yet becomes one, found FOUNDBY.
 take_listed() {
@@ -366,9 +388,7 @@ EOF
   session_cgroups
   if [ -n "$cgroups" ]; then
     cgpids=' '
-    for cg in $cgroups; do
-      while read -r pid; do cgpids="$cgpids$pid "; done 2>/dev/null <"$cg/cgroup.procs"
-    done
+    for cg in $cgroups; do cgroup_members "$cg"; done
     take_listed cgroup "$cgpids" pid
   fi
   # Descendants of any member, by parent, until a pass adds nothing.
@@ -454,7 +474,12 @@ finish() {
     esac
   done
   # The named cgroups, once empty: rmdir(2) removes none that still holds a process.
-  for cg in $cgroups; do rmdir "$cg" 2>/dev/null; done
+  # Below each, the cgroups a command made, deepest first.
+  for cg in $cgroups; do
+    for d in $(find "$cg" -depth -type d 2>/dev/null); do
+      case $d in "$cg" | "$cg"/*) rmdir "$d" 2>/dev/null ;; esac
+    done
+  done
   now_ms
   # The proof: the records before it, counted, and the nonce. Nothing may follow it.
   say "done $tag $scans $((now - t0)) $complete $lines $nonce"

@@ -182,6 +182,10 @@ helper_cgroup() {
   cgstart=
   IFS= read -r cgline <"/proc/$$/stat" 2>/dev/null && start_time_of ${cgline##*) }
   case $cgstart in '' | *[!0-9]*) return 0 ;; esac
+  # Moving the command there takes writing this program's own cgroup.procs (the common
+  # ancestor's) as well as the new one's: a uid that can mkdir here but not move there would
+  # have its command never run (exec-failed cgroup; found by a break attempt).
+  [ -w "$own_cg/cgroup.procs" ] || return 0
   cgdir=$own_cg/tether-helper.$taghex.$$.$cgstart
   if ! mkdir "$cgdir" 2>/dev/null || ! [ -w "$cgdir/cgroup.procs" ]; then
     rmdir "$cgdir" 2>/dev/null
