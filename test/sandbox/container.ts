@@ -9,6 +9,7 @@ import {
   mkdtempSync,
   readdirSync,
   readFileSync,
+  readlinkSync,
   rmSync,
   symlinkSync,
 } from 'node:fs';
@@ -59,6 +60,42 @@ export function privateTmp(box: Container, name: string): void {
     ['-t', String(box.init), '-m', 'mount', '-t', 'tmpfs', '-o', 'mode=1777,size=16m', name, '/tmp'],
     { timeout: 10_000 },
   );
+}
+
+/**
+ * The processes whose cmdline is `sleep S` in the container's PID namespace, as the host sees
+ * them (pid and start time): a command's leftover, found by its unique argument.
+ */
+export function sleepersIn(box: Container, s: number): { pid: number; startTime: number; cmdline: string }[] {
+  const ns = readlinkSync(`/proc/${box.init}/ns/pid`);
+  const found = [];
+  for (const pid of pids()) {
+    if (cmdlineOf(pid) !== `sleep ${s}`) continue;
+    try {
+      if (readlinkSync(`/proc/${pid}/ns/pid`) !== ns) continue;
+    } catch {
+      continue;
+    }
+    const stat = readStat(pid);
+    if (stat) found.push({ pid, startTime: stat.startTime, cmdline: `sleep ${s}` });
+  }
+  return found;
+}
+
+/**
+ * The first of `sleepersIn(box, s)`, polled for up to 10 s (a double fork starts a moment after
+ * its command); throws with the container's process tree when it never ran.
+ */
+export async function doubleForked(box: Container, s: number): Promise<{ pid: number; startTime: number }> {
+  for (let i = 0; i < 500; i++) {
+    const [first] = sleepersIn(box, s);
+    if (first) return { pid: first.pid, startTime: first.startTime };
+    await sleep(20);
+  }
+  const tree = execFileSync('nsenter', ['-t', String(box.init), '-a', 'ps', '-eo', 'pid,ppid,stat,args'], {
+    encoding: 'utf8',
+  });
+  throw new Error(`premise broken: the double fork sleep ${s} never ran in the container:\n${tree}`);
 }
 
 export function sleep(ms: number): Promise<void> {

@@ -5,16 +5,15 @@
 // EXEC_STATUS_UNKNOWN; and at the session's end every process of the command is gone — those
 // that carry the tag, the helper among them, and an env-cleared double fork, which only the
 // helper holds — by ground truth read from the host's /proc.
-import { readlinkSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTag, sandbox } from '../../src/index.js';
 import type { ExecChannel } from '../../src/sandbox/channel.js';
-import { cmdlineOf, pids, readStat } from '../support/proc.js';
 import {
   aliveOnHost,
   type Container,
   type Cut,
   lossyChannel,
+  sleepersIn,
   startContainer,
   taggedOnHost,
 } from './container.js';
@@ -48,23 +47,6 @@ function cutWrapper(cut: Cut): ExecChannel {
   };
 }
 
-// The double fork as the host sees it: `sleep S` in the container's PID namespace.
-function doubleForks(s: number): { pid: number; startTime: number; cmdline: string }[] {
-  const ns = readlinkSync(`/proc/${box.init}/ns/pid`);
-  const found = [];
-  for (const pid of pids()) {
-    if (cmdlineOf(pid) !== `sleep ${s}`) continue;
-    try {
-      if (readlinkSync(`/proc/${pid}/ns/pid`) !== ns) continue;
-    } catch {
-      continue;
-    }
-    const stat = readStat(pid);
-    if (stat) found.push({ pid, startTime: stat.startTime, cmdline: `sleep ${s}` });
-  }
-  return found;
-}
-
 let next = 5100 + Math.floor(Math.random() * 800);
 
 async function one(cut: Cut, label: string): Promise<'proven' | 'unknown'> {
@@ -72,7 +54,7 @@ async function one(cut: Cut, label: string): Promise<'proven' | 'unknown'> {
   const s = next++;
   const seen = new Map<string, { pid: number; startTime: number; cmdline: string }>();
   const look = () => {
-    for (const p of [...taggedOnHost(tag), ...doubleForks(s)]) seen.set(`${p.pid}:${p.startTime}`, p);
+    for (const p of [...taggedOnHost(tag), ...sleepersIn(box, s)]) seen.set(`${p.pid}:${p.startTime}`, p);
   };
   const watch = setInterval(look, 15);
   let kind: 'proven' | 'unknown';

@@ -8,17 +8,17 @@
 // ground truth is read from the host, through /proc/<init>/root and the host's /proc.
 import { execFileSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { existsSync, lstatSync, readdirSync, readFileSync, readlinkSync, statSync } from 'node:fs';
+import { existsSync, lstatSync, readdirSync, readFileSync, statSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { prebuiltCandidates } from '../../src/containment/prebuilt.js';
 import { createTag, sandbox } from '../../src/index.js';
 import { commandChannel, type ExecChannel } from '../../src/sandbox/channel.js';
 import { type HelperPush, type HelperPushed, pushHelper } from '../../src/sandbox/helper-push.js';
-import { cmdlineOf, pids, readStat } from '../support/proc.js';
 import { missing, tool } from '../support/tools.js';
 import {
   aliveOnHost,
   type Container,
+  doubleForked,
   SHELLS,
   sleep,
   startBusyboxContainer,
@@ -216,26 +216,6 @@ describe.skipIf(!local)(
     });
   },
 );
-
-// The double fork as the host sees it: the process whose cmdline is `sleep S` in the container's
-// PID namespace, its pid and start time. Polled: it starts a moment after the command.
-async function doubleForked(box: Container, s: number): Promise<{ pid: number; startTime: number }> {
-  const ns = readlinkSync(`/proc/${box.init}/ns/pid`);
-  for (let i = 0; i < 500; i++) {
-    for (const pid of pids()) {
-      if (cmdlineOf(pid) !== `sleep ${s}`) continue;
-      try {
-        if (readlinkSync(`/proc/${pid}/ns/pid`) !== ns) continue;
-      } catch {
-        continue;
-      }
-      const stat = readStat(pid);
-      if (stat) return { pid, startTime: stat.startTime };
-    }
-    await sleep(20);
-  }
-  throw new Error(`premise broken: the double fork sleep ${s} never ran in the container`);
-}
 
 const noBusybox = missing('busybox');
 describe.skipIf(!local || noBusybox !== '')(

@@ -6,7 +6,7 @@
 // or at the caller's abort was found by no sweep and ran on. Ground truth: the sleep's host pid
 // and start time, gone from the host's /proc.
 import { execFileSync, spawn, spawnSync } from 'node:child_process';
-import { readFileSync, readlinkSync } from 'node:fs';
+import { readFileSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTag, sandbox } from '../../src/index.js';
 import { commandChannel, type ExecChannel } from '../../src/sandbox/channel.js';
@@ -16,10 +16,11 @@ import { program } from '../../src/sandbox/programs.js';
 import { sweepArgv } from '../../src/sandbox/sweep.js';
 import { parseSweepOutput } from '../../src/sandbox/sweep-output.js';
 import type { SweepReport } from '../../src/sweep/report.js';
-import { cmdlineOf, environOf, pids, ppidOf, readStat } from '../support/proc.js';
+import { cmdlineOf, environOf, ppidOf, readStat } from '../support/proc.js';
 import {
   aliveOnHost,
   type Container,
+  doubleForked,
   lossyChannel,
   privateTmp,
   sleep,
@@ -64,21 +65,8 @@ function innerPid(pid: number): number {
 
 // The payload as the host sees it: `sleep S` in the container's PID namespace. Polled.
 async function payload(s: number): Promise<Seen> {
-  const ns = readlinkSync(`/proc/${box.init}/ns/pid`);
-  for (let i = 0; i < 500; i++) {
-    for (const pid of pids()) {
-      if (cmdlineOf(pid) !== `sleep ${s}`) continue;
-      try {
-        if (readlinkSync(`/proc/${pid}/ns/pid`) !== ns) continue;
-      } catch {
-        continue;
-      }
-      const stat = readStat(pid);
-      if (stat) return { pid, startTime: stat.startTime, inner: innerPid(pid) };
-    }
-    await sleep(20);
-  }
-  throw new Error(`premise broken: the payload sleep ${s} never ran in the container`);
+  const seen = await doubleForked(box, s);
+  return { ...seen, inner: innerPid(seen.pid) };
 }
 
 // Whether uid 65534 in the container can read /proc/PID/environ (PID the container's).

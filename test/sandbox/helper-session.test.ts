@@ -6,7 +6,7 @@
 // /proc — the double fork's host pid and start time, found by its unique cmdline in the
 // container's PID namespace.
 import { execFileSync, spawn } from 'node:child_process';
-import { readlinkSync, rmSync } from 'node:fs';
+import { rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTag, sandbox } from '../../src/index.js';
@@ -15,9 +15,17 @@ import { HELPER_BLIND_SPOT, HELPER_CGROUP_BLIND_SPOT } from '../../src/sandbox/s
 import { END_LINE_BLIND_SPOT } from '../../src/sandbox/sweep-output.js';
 import { ENV_TAG_BLIND_SPOT, type SweepReport } from '../../src/sweep/report.js';
 import { ROOT } from '../support/paths.js';
-import { cmdlineOf, pids, ppidOf, readStat } from '../support/proc.js';
+import { cmdlineOf, ppidOf, readStat } from '../support/proc.js';
 import { missing } from '../support/tools.js';
-import { aliveOnHost, type Container, SHELLS, sleep, startContainer, taggedOnHost } from './container.js';
+import {
+  aliveOnHost,
+  type Container,
+  doubleForked,
+  SHELLS,
+  sleep,
+  startContainer,
+  taggedOnHost,
+} from './container.js';
 
 let box: Container;
 beforeAll(async () => {
@@ -68,29 +76,6 @@ interface Seen {
   startTime: number;
 }
 
-// The double fork as the host sees it: the process whose cmdline is `sleep S` in the container's
-// PID namespace. Polled: it starts a moment after the command.
-async function doubleForked(s: number): Promise<Seen> {
-  const ns = readlinkSync(`/proc/${box.init}/ns/pid`);
-  for (let i = 0; i < 500; i++) {
-    for (const pid of pids()) {
-      if (cmdlineOf(pid) !== `sleep ${s}`) continue;
-      try {
-        if (readlinkSync(`/proc/${pid}/ns/pid`) !== ns) continue;
-      } catch {
-        continue;
-      }
-      const stat = readStat(pid);
-      if (stat) return { pid, startTime: stat.startTime };
-    }
-    await sleep(20);
-  }
-  const tree = execFileSync('nsenter', ['-t', String(box.init), '-a', 'ps', '-eo', 'pid,ppid,stat,args'], {
-    encoding: 'utf8',
-  });
-  throw new Error(`premise broken: the double fork sleep ${s} never ran in the container:\n${tree}`);
-}
-
 // Gone by its identity, polled for a moment (its last KILL may still be on its way).
 async function expectGone(seen: Seen, what: string): Promise<void> {
   for (let i = 0; i < 100 && aliveOnHost(seen); i++) await sleep(20);
@@ -130,7 +115,7 @@ describe('sandbox.run under the pushed helper', () => {
     let seen: Seen | undefined;
     try {
       const r = await sandbox.run(box.channel, doubleFork(s, 'true'), { tag, sweep: SWEEP, helper: false });
-      seen = await doubleForked(s);
+      seen = await doubleForked(box, s);
       expect(r.exitCode).toBe(0);
       await sleep(300);
       expect(aliveOnHost(seen), 'premise broken: the double fork ended without the helper').toBe(true);
@@ -144,7 +129,7 @@ describe('sandbox.run under the pushed helper', () => {
   it('a clean exit: the env-cleared double fork is gone', async () => {
     const tag = createTag();
     const s = next++;
-    const watch = doubleForked(s);
+    const watch = doubleForked(box, s);
     try {
       const call = sandbox.run(box.channel, doubleFork(s, 'sleep 0.5'), { tag, sweep: SWEEP, helper: true });
       const seen = await watch;
@@ -171,7 +156,7 @@ describe('sandbox.run under the pushed helper', () => {
   it('a failure: the status is the command’s, the double fork is gone', async () => {
     const tag = createTag();
     const s = next++;
-    const watch = doubleForked(s);
+    const watch = doubleForked(box, s);
     try {
       const r = await sandbox.run(box.channel, doubleFork(s, 'sleep 0.5; exit 3'), {
         tag,
@@ -192,7 +177,7 @@ describe('sandbox.run under the pushed helper', () => {
   it('a script over 100 KB: the helper is its subreaper, the wrapper shell proves its end and the result says so', async () => {
     const tag = createTag();
     const s = next++;
-    const watch = doubleForked(s);
+    const watch = doubleForked(box, s);
     try {
       const script = `env -i /bin/sh -c 'setsid sleep ${s} </dev/null >/dev/null 2>&1 &'\nsleep 0.5\necho done\nexit 5\n#${'x'.repeat(110 * 1024)}\n`;
       const call = sandbox.run(box.channel, ['sh'], {
@@ -222,7 +207,7 @@ describe('sandbox.run under the pushed helper', () => {
   it("the caller's abort: CANCELLED, 143, the double fork is gone", async () => {
     const tag = createTag();
     const s = next++;
-    const watch = doubleForked(s);
+    const watch = doubleForked(box, s);
     try {
       const abort = new AbortController();
       const call = sandbox
@@ -254,7 +239,7 @@ describe('sandbox.run under the pushed helper', () => {
   it('a timeout: TIMED_OUT, the double fork is gone', async () => {
     const tag = createTag();
     const s = next++;
-    const watch = doubleForked(s);
+    const watch = doubleForked(box, s);
     try {
       const error = (await sandbox
         .run(box.channel, doubleFork(s, 'sleep 60'), { tag, sweep: SWEEP, helper: true, timeout: 1500 })
@@ -293,7 +278,7 @@ for (const [who, user] of [
     it('a clean exit: the env-cleared double fork is gone', async () => {
       const tag = createTag();
       const s = next++;
-      const watch = doubleForked(s);
+      const watch = doubleForked(box, s);
       try {
         const r = await sandbox.run(dropped(), doubleFork(s, 'sleep 0.5'), {
           tag,
@@ -313,7 +298,7 @@ for (const [who, user] of [
     it("the caller's abort while the command runs: the env-cleared double fork is gone", async () => {
       const tag = createTag();
       const s = next++;
-      const watch = doubleForked(s);
+      const watch = doubleForked(box, s);
       try {
         const abort = new AbortController();
         const call = sandbox
@@ -371,7 +356,7 @@ describe('tether sandbox run under the pushed helper', () => {
   it('SIGTERM to tether: 143, the env-cleared double fork is gone', async () => {
     const tag = createTag();
     const s = next++;
-    const watch = doubleForked(s);
+    const watch = doubleForked(box, s);
     try {
       const child = spawn(
         process.execPath,
@@ -421,7 +406,7 @@ describe('a container whose /tmp is read-only', () => {
     let seen: Seen | undefined;
     try {
       const r = await sandbox.run(box.channel, doubleFork(s, 'true'), { tag, sweep: SWEEP, helper: true });
-      seen = await doubleForked(s);
+      seen = await doubleForked(box, s);
       expect(r.exitCode).toBe(0);
       expect(r.report.blindSpots).toContain(ENV_TAG_BLIND_SPOT);
       const said = r.report.notes.join('\n');
