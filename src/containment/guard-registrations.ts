@@ -8,7 +8,7 @@
 // allow-all or kill-all. The guard's reading side (bounded, with a deadline) stays in src/guard/.
 
 import { randomBytes } from 'node:crypto';
-import { mkdirSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { linkSync, mkdirSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { TetherError } from '../errors.js';
 import type { Identity } from '../proc/identity.js';
@@ -228,10 +228,16 @@ export function lockRegistrations(dir: string): RegistrationsLock {
       const aside = `${path}.${token.trim()}`;
       try {
         renameSync(path, aside);
-        rmSync(aside, { force: true });
+        // Two writers may both see the stale lock: one breaks it, a third takes the lock afresh,
+        // and the second's rename moves that fresh lock aside. One not stale is put back
+        // (link(2) fails when a lock is there again: its writer then notices, `held`, and writes
+        // again), never removed: taken from its writer three times, a write ran unlocked and lost
+        // another's entries (test/containment/guard-registrations, 2 of 3 whole-suite runs).
+        if (ageMs(aside) <= LOCK_STALE_MS) linkSync(aside, path);
       } catch {
-        // gone already: released, or broken by another writer
+        // gone already: released, or broken by another writer; or a lock is there again
       }
+      rmSync(aside, { force: true });
     } else if (Date.now() > deadline) {
       throw Object.assign(new Error(`${path} is held by another writer (waited ${LOCK_WAIT_MS} ms)`), {
         code: 'EBUSY',
