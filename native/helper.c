@@ -432,10 +432,13 @@ static void wrap_end(int status) {
 // exits on this status, never ends the stream before the line is in it.
 static void report_exit(int status) {
   wrap_end(status);
+  // Wrap mode, nothing left below: ` childless` tells the --await process to wait for this
+  // helper's exit (at once) before its own, so that when the exec ends the helper is gone.
+  const char *childless = ended_childless ? " childless" : "";
   if (WIFSIGNALED(status))
-    say("exit signal %d\n", WTERMSIG(status));
+    say("exit signal %d%s\n", WTERMSIG(status), childless);
   else
-    say("exit code %d\n", WEXITSTATUS(status));
+    say("exit code %d%s\n", WEXITSTATUS(status), childless);
   // Wrap mode: the --await process, our parent, exits on that line; one a process of the uid
   // stopped (SIGSTOP) would hold the exec's stream, and outlive the session, stopped.
   if (wrap && supervisor > 1 && getppid() == supervisor) kill(supervisor, SIGCONT);
@@ -1217,20 +1220,25 @@ static void remove_own_cgroup(void) {
 #define AWAIT_STATUS_FD 5
 #define AWAIT_CONTROL_FD 6
 
-// The status the shell would exit with for one `exit` line's words, or -1 when it is not one.
-static int exit_status_of(const char *line) {
+// The status the shell would exit with for one `exit` line's words, or -1 when it is not one;
+// *childless when the line ends ` childless` (report_exit).
+static int exit_status_of(const char *line, int *childless) {
   char how[8];
   int n, end = 0;
-  if (sscanf(line, "exit %7s %d%n", how, &n, &end) != 2 || line[end] != '\0' || n < 0 || n > 255) return -1;
+  if (sscanf(line, "exit %7s %d%n", how, &n, &end) != 2 || n < 0 || n > 255) return -1;
+  *childless = !strcmp(line + end, " childless");
+  if (line[end] != '\0' && !*childless) return -1;
   if (!strcmp(how, "code")) return n;
   if (!strcmp(how, "signal")) return n > 127 ? 125 : 128 + n;
   return -1;
 }
 
-// Continues the helper when it is stopped; 1 once it has exited (reaped here), else 0.
+// Continues the helper when it is stopped; 1 once it has exited (reaped here, or before: ECHILD),
+// else 0.
 static int helper_stopped_or_gone(pid_t helper) {
   int status;
   pid_t got = waitpid(helper, &status, WNOHANG | WUNTRACED);
+  if (got < 0) return errno == ECHILD;
   if (got == helper && WIFSTOPPED(status)) kill(helper, SIGCONT);
   return got == helper && (WIFEXITED(status) || WIFSIGNALED(status));
 }
@@ -1295,8 +1303,13 @@ static int await_helper(int argc, char **argv) {
     char *line = buf, *nl;
     while ((nl = strchr(line, '\n'))) {
       *nl = '\0';
-      int status = exit_status_of(line);
-      if (status >= 0) return status;
+      int childless = 0, status = exit_status_of(line, &childless);
+      if (status >= 0) {
+        // A helper with nothing left exits at once: gone before the exec ends, so the session's
+        // sweep finds it gone at its first scan. Bounded (1 s): one stopped again is continued.
+        for (int i = 0; childless && i < 200 && !helper_stopped_or_gone(helper); i++) sleep_ms(5);
+        return status;
+      }
       // The helper's last failure, for the message if no `exit` line follows.
       if (!strncmp(line, "error ", 6) || !strncmp(line, "exec-failed ", 12) || !strncmp(line, "exit lost", 9))
         snprintf(said, sizeof said, " (it said: %s)", line);

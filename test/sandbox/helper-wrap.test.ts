@@ -100,7 +100,7 @@ describe.skipIf(!HELPER)(
         `tether-start ${nonce} helper ${pid} ${start}\nthe command's stdin\ntailtether-end ${nonce} exit 7 childless\n`,
       );
       expect(Number(pid), 'the start line names another process than the helper').toBe(h.child.pid);
-      expect(h.got.status).toMatch(/^helper \d+ [1-9]\d*\nstarted \d+ \d+\nexit code 7\n$/);
+      expect(h.got.status).toMatch(/^helper \d+ [1-9]\d*\nstarted \d+ \d+\nexit code 7 childless\n$/);
       // Childless at the payload's end (its end line says so): it exits without a release.
       expect(await h.exited).toEqual({ code: 0, signal: null });
     });

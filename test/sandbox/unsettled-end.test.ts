@@ -25,8 +25,9 @@ afterAll(async () => {
 // The container's PID namespace only: its processes run with the host's /proc mounted.
 const pidOnly = () => ['nsenter', '-t', String(box.init), '-p'];
 
+// Polled for up to 10 s: it starts a moment after the command, later on a busy machine.
 async function leftover(cmdline: string): Promise<number | undefined> {
-  for (let i = 0; i < 100; i++) {
+  for (let i = 0; i < 500; i++) {
     const pid = pids().find((p) => cmdlineOf(p) === cmdline);
     if (pid !== undefined) return pid;
     await sleep(20);
