@@ -61,7 +61,8 @@ export function parseStatusLine(line: string): HelperStatus {
     }
     case 'exit': {
       if (f.length === 2 && a === 'lost') return { kind: 'exit-lost' };
-      const n = f.length === 3 ? uint(b) : undefined;
+      // ` childless` after N: wrap mode's word for its --await parent (helper.c report_exit).
+      const n = f.length === 3 || (f.length === 4 && f[3] === 'childless') ? uint(b) : undefined;
       if (n === undefined) return malformed;
       if (a === 'code' && n <= 255) return { kind: 'exit-code', code: n };
       if (a === 'signal' && n >= 1 && n <= 64) return { kind: 'exit-signal', signal: n };

@@ -23,6 +23,8 @@ function sayFormats(): string[] {
 function wordsFor(format: string): string[] {
   if (format.startsWith('warn %s'))
     return [...source.matchAll(/warn_once\("([a-z-]+)"/g)].map((m) => m[1] as string);
+  // report_exit's end of the line: nothing, or wrap mode's ` childless`.
+  if (format.startsWith('exit ')) return ['', ' childless'];
   if (format.startsWith('exec-failed %s')) {
     const line = source.split('\n').find((l) => l.includes('say("exec-failed')) ?? '';
     return [...line.matchAll(/"([a-z]+)"/g)].map((m) => m[1] as string);
