@@ -32,6 +32,7 @@ import {
 import { type OutputFile, openOutputFile } from './output-file.js';
 import { type PhaseFlags, phaseBudgets, phaseOptions } from './phases.js';
 import { renderReport } from './render.js';
+import { cancelNote } from './sandbox-ends.js';
 import { scriptCommand } from './script.js';
 
 export { splitWords } from '../sandbox/words.js';
@@ -176,11 +177,20 @@ function clientEnd(r: SandboxExecResult): string {
 const CANCEL_SIGNALS = ['SIGINT', 'SIGTERM', 'SIGHUP'] as const;
 
 // What a call into the container listens to while it runs: SIGINT, SIGTERM and SIGHUP cancel it
-// (`signal`); our stdout's reader going away (`… | head -1`, EPIPE) stops it in the library, and
-// `outputClosed` says so. `detach` removes both listeners.
-function watchCall(): { signal: AbortSignal; outputClosed: () => boolean; detach: () => void } {
+// (`signal`; `cancelledBy` names the first); our stdout's reader going away (`… | head -1`,
+// EPIPE) stops it in the library, and `outputClosed` says so. `detach` removes both listeners.
+function watchCall(): {
+  signal: AbortSignal;
+  cancelledBy: () => string | undefined;
+  outputClosed: () => boolean;
+  detach: () => void;
+} {
   const abort = new AbortController();
-  const onSignal = () => abort.abort();
+  let by: string | undefined;
+  const onSignal = (name: NodeJS.Signals) => {
+    by ??= name;
+    abort.abort();
+  };
   for (const s of CANCEL_SIGNALS) process.on(s, onSignal);
   let closed = false;
   const onStdoutError = (error: NodeJS.ErrnoException) => {
@@ -189,6 +199,7 @@ function watchCall(): { signal: AbortSignal; outputClosed: () => boolean; detach
   process.stdout.on('error', onStdoutError);
   return {
     signal: abort.signal,
+    cancelledBy: () => by,
     outputClosed: () => closed,
     detach() {
       for (const s of CANCEL_SIGNALS) process.off(s, onSignal);
@@ -217,6 +228,9 @@ export async function sandboxExecCommand(
   const stdin = process.stdin.isTTY ? undefined : process.stdin;
   const notes: string[] = [];
   let json: Record<string, unknown> = {};
+  // A proven end that was cancelled, said once the status is final; the report to print.
+  let cancelled: SandboxExecResult | undefined;
+  let report: SweepReport | undefined;
   try {
     const options = {
       tag,
@@ -233,13 +247,14 @@ export async function sandboxExecCommand(
     // --sweep: an agent session of one command (sandbox.run), swept at every end; its unproven
     // end is thrown as exec's is, to the same statuses.
     const r = flags.sweep ? await sweptExec(channel, argv, options) : await exec(channel, argv, options);
+    // The session's sweep, --sweep's or a cancel's, when it has something to say (as sandbox run).
     if (
-      flags.sweep &&
+      (flags.sweep || r.isCanceled) &&
       r.report &&
-      !flags.json &&
       (r.report.stopped.length || r.report.survivors.length || r.report.warnings.length || !r.report.complete)
     )
-      process.stderr.write(`${renderReport(r.report).join('\n')}\n`);
+      report = r.report;
+    if (r.isCanceled) cancelled = r;
     if (r.streamHeld) {
       notes.push(
         "a process the command left still held its output 2 s after its end: the exec client was ended (the status is the command's)",
@@ -286,10 +301,12 @@ export async function sandboxExecCommand(
     notes.push('stdout was closed by its reader (EPIPE): the command was stopped and its session swept');
     process.exitCode = EXIT_OUTPUT_CLOSED;
   }
+  if (cancelled) notes.unshift(cancelNote(call.cancelledBy(), cancelled, Number(process.exitCode)));
   if (flags.json) {
     if (Object.keys(json).length) process.stderr.write(`${JSON.stringify({ ...json, notes })}\n`);
   } else {
     for (const note of notes) process.stderr.write(`tether: ${note}\n`);
+    if (report) process.stderr.write(`${renderReport(report).join('\n')}\n`);
     // The tag, on every end: what the command left (a proven end sweeps nothing) or started late
     // is swept with it (docs/sandbox.md#docker).
     process.stderr.write(`tether: session --tag ${tag.name}\n`);

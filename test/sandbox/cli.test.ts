@@ -217,7 +217,7 @@ describe('tether sandbox exec', () => {
     expect(out, "the command's kill 0 reached the caller").not.toMatch(/caller got TERM/);
   });
 
-  it('a Ctrl-C at the terminal reaches tether, which cancels: the session swept, the command ends proven', async () => {
+  it('a Ctrl-C at the terminal reaches tether, which cancels and says so: the session swept, what it stopped, the command ends proven', async () => {
     // tether as the terminal's foreground job: SIGINT to its whole process group.
     const child = spawn(
       process.execPath,
@@ -245,6 +245,14 @@ describe('tether sandbox exec', () => {
       sleeper.filter((p) => cmdline(p) === 'sleep 32'),
       'sleep 32 survived the cancel',
     ).toEqual([]);
+    // What the user sees, as sandbox run prints it: the cancel, what the sweep stopped, the status.
+    expect(err, 'the cancel is not said').toMatch(
+      /tether: cancelled by SIGINT: the session was swept in the container; exit status 143, the command's own \(its completion line arrived\)\n/,
+    );
+    expect(err, 'what the sweep stopped is not listed').toMatch(
+      /tether: stopped \d+ process(es)? [^\n]*\n[\s\S]*SIGTERM +sleep 32\n/,
+    );
+    expect(err).toMatch(/tether: session --tag TETHER_SESSION_[0-9a-f]{32}\n$/);
   });
 
   it('on a lost stream, sweeps the session and exits 125 with the error and report as JSON', async () => {
