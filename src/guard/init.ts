@@ -119,11 +119,21 @@ export function startInit(options: InitOptions): InitHandle {
   const reaper = new Reaper(procRoot, options.onReaped);
   if (!reaper.usable) log('cannot reap zombies (koffi cannot load): they stay until this init ends');
   const init = { pid: process.pid, startTime: readStat(procRoot, process.pid)?.startTime ?? 0 };
-  const command = startCommand(options, procRoot, reaper, log);
+  // 1. forward. The handlers come before the command: it may be up (and have told its peers so)
+  // before spawn() returns here, and a signal that reached us with no handler yet was dropped by
+  // the kernel (PID 1 of a namespace) or took its default action (elsewhere: TERM or HUP ended
+  // the init and left the command unswept). A listener runs in a later turn of the loop, once
+  // `command` is set: nothing that arrives now is lost.
+  let command: MainCommand;
+  const forward = (signal: NodeJS.Signals) => command.forward(signal);
+  for (const signal of FORWARDED_SIGNALS) process.on(signal, forward);
+  try {
+    command = startCommand(options, procRoot, reaper, log);
+  } catch (error) {
+    for (const signal of FORWARDED_SIGNALS) process.off(signal, forward);
+    throw error;
+  }
   const { main } = command;
-
-  // 1. forward.
-  for (const signal of FORWARDED_SIGNALS) process.on(signal, command.forward);
   // 2. reap.
   const stopReaping = reapEvery(reaper);
   // 3. tick: never two at once; the next is timed from the end of the last.
@@ -157,7 +167,7 @@ export function startInit(options: InitOptions): InitHandle {
     });
     stopReaping();
     reaper.pass();
-    for (const s of FORWARDED_SIGNALS) process.off(s, command.forward);
+    for (const s of FORWARDED_SIGNALS) process.off(s, forward);
     const result: InitResult = {
       status: statusOf(code, signal, signalNumber, spawnError),
       code,
