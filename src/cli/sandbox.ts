@@ -32,7 +32,7 @@ import {
 import { type OutputFile, openOutputFile } from './output-file.js';
 import { type PhaseFlags, phaseBudgets, phaseOptions } from './phases.js';
 import { renderReport } from './render.js';
-import { cancelNote } from './sandbox-ends.js';
+import { cancelNote, noNonceLines, sweepGotNoNonce } from './sandbox-ends.js';
 import { scriptCommand } from './script.js';
 
 export { splitWords } from '../sandbox/words.js';
@@ -285,10 +285,7 @@ export async function sandboxExecCommand(
   } catch (error) {
     if (!(error instanceof ExecStatusUnknownError) && !(error instanceof SandboxError)) throw error;
     if (flags.json) process.stderr.write(errorJson(error, tag.name));
-    else {
-      process.stderr.write(`tether: ${error.message}\n`);
-      if (error.report) process.stderr.write(`${renderReport(error.report).join('\n')}\n`);
-    }
+    else printFailure(error, channel.describe);
     // A session --sweep could not sweep (its cause, the sweep's error): what it started may run.
     process.exitCode =
       error.cause instanceof TetherError && flags.sweep ? EXIT_AMBIGUOUS_EFFECT : errorStatus(error);
@@ -390,7 +387,7 @@ export async function sandboxRunCommand(
     }
     if (!(error instanceof SandboxError)) throw error;
     if (error.report) writeReportFile(reportFile, error.report);
-    process.exitCode = printRunFailure(error, flags.json === true, tag.name);
+    process.exitCode = printRunFailure(error, flags, channel.describe, tag.name);
   } finally {
     call.detach();
     stdin?.unpipe();
@@ -445,17 +442,24 @@ function envTagAlone(report: SweepReport): string[] {
 // `sandbox run`'s SandboxError on stderr, and its status: the --via client could not start
 // (nothing ran: 122), or the session's sweep could not run or was cut (what it started may still
 // run: 121); a bad option 2.
-function printRunFailure(error: SandboxError, json: boolean, tag: string): number {
-  if (json) process.stderr.write(errorJson(error, tag));
+function printRunFailure(error: SandboxError, flags: SandboxFlags, channel: string, tag: string): number {
+  if (flags.json) process.stderr.write(errorJson(error, tag));
   else {
-    process.stderr.write(`tether: ${error.message}\n`);
-    if (error.report) process.stderr.write(`${renderReport(error.report).join('\n')}\n`);
+    printFailure(error, channel);
     process.stderr.write(`tether: session --tag ${tag}\n`);
   }
   if (error.code === 'INVALID_OPTION') return EXIT_USAGE;
   return error.code === 'CHANNEL_UNREACHABLE' && !(error.cause instanceof TetherError)
     ? EXIT_CLIENT_NOT_STARTED
     : EXIT_AMBIGUOUS_EFFECT;
+}
+
+// A sandbox error on stderr, with its report: what a client without stdin means said in place of
+// the library's message, which says the command may still run.
+function printFailure(error: TetherError, channel: string): void {
+  const lines = sweepGotNoNonce(error) ? noNonceLines(channel) : [error.message];
+  for (const line of lines) process.stderr.write(`tether: ${line}\n`);
+  if (error.report) process.stderr.write(`${renderReport(error.report).join('\n')}\n`);
 }
 
 // `sandbox exec --sweep`: sandbox.run's result, its unproven end thrown as exec throws it.

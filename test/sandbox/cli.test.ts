@@ -2,6 +2,7 @@
 import { spawn } from 'node:child_process';
 import {
   chmodSync,
+  existsSync,
   mkdirSync,
   mkdtempSync,
   readdirSync,
@@ -317,6 +318,26 @@ describe('tether sandbox exec', () => {
       const missing = await tether(['sandbox', sub, '--', 'true']);
       expect([sub, missing.status]).toEqual([sub, 125]);
       expect(missing.stderr).toMatch(/required option '--via <prefix>' not specified/);
+    }
+  });
+
+  it('a client without stdin (docker exec without -i): the command did not run, and the fix is named', async () => {
+    // A client that gives its command /dev/null as stdin: the wrapper and the sweep read no nonce.
+    const noStdin = `sh -c 'exec "$@" </dev/null' client ${via}`;
+    const dir = mkdtempSync(join(tmpdir(), 'tether-nostdin-'));
+    for (const sub of ['exec', 'run']) {
+      const mark = join(dir, `ran-${sub}`);
+      const r = await tether(['sandbox', sub, '--via', noStdin, '--', 'sh', '-c', `echo ran > ${mark}`]);
+      expect(r.stderr, `premise broken: the wrapper got a nonce (${sub})`).toMatch(
+        /tether-wrap: no nonce on stdin/,
+      );
+      expect(existsSync(mark), `the command ran (sandbox ${sub}): ${mark} was written`).toBe(false);
+      expect([sub, r.status], r.stderr).toEqual([sub, 121]);
+      expect(r.stderr, `sandbox ${sub} does not say that nothing ran`).toMatch(
+        /tether: the command did not run in sh -c .*: the --via client gives its command no stdin/,
+      );
+      expect(r.stderr).toMatch(/tether: attach the client's stdin: docker exec -i, kubectl exec -i/);
+      expect(r.stderr, `sandbox ${sub} says the command may still run`).not.toMatch(/may still run/);
     }
   });
 
