@@ -6,7 +6,7 @@ import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import type { GuardProcess, TickResult } from '../../src/guard/guard.js';
-import { isAlive, type ProcessId, ppidOf, readStat } from '../support/proc.js';
+import { cmdlineOf, isAlive, type ProcessId, ppidOf, readStat } from '../support/proc.js';
 import { allGone, canRun, type Scenario, startScenario, until } from './support.js';
 
 let scenario: Scenario | undefined;
@@ -316,6 +316,18 @@ describe.skipIf(!canRun)('tether guard in a PID namespace and a test cgroup', ()
       guard --once --dry-run --min-age 0 --json
       park`);
     await s.waitFile('ready');
+    // \`mark\` returns once its setsid sh has exited, not once what that sh started runs: the
+    // inner sh may not have forked sleep 372 yet, and a forked child reads as its parent's sh
+    // until it execs. Set up means every orphan is what the tick must report.
+    const started = [
+      'sh -c sleep 372; : https://user:hunter2@example.com/repo',
+      'sleep 370',
+      'sleep 371',
+      'sleep 372',
+    ];
+    const cmdlines = () => [...s.find('orphan'), ...s.find('cred')].map((id) => cmdlineOf(id.pid)).sort();
+    await until(() => JSON.stringify(cmdlines()) === JSON.stringify(started), 10_000);
+    expect(cmdlines(), 'premise: the orphans, started').toEqual(started);
     const ids = [...only(s, 'orphan', 2), ...only(s, 'cred', 2)];
     s.go();
     const tick = await lastTick(s);
