@@ -1,7 +1,8 @@
 // What the sandbox CLI says about an end the library's message leaves unclear to a user: a
-// cancel of `sandbox exec`, a client without stdin.
+// cancel of `sandbox exec`, a client without stdin, a --shell the target lacks.
 import { TetherError } from '../errors.js';
-import type { SandboxExecResult } from '../sandbox/index.js';
+import { ClientNotStartedError, type SandboxExecResult } from '../sandbox/index.js';
+import { EXIT_NOT_FOUND } from './exit-codes.js';
 
 // The cancel of a proven `sandbox exec` end, as `sandbox run` says it: the signal tether got,
 // whether its sweep gave a report (a stop always sweeps; no report is a sweep that failed), and
@@ -34,4 +35,26 @@ export function noNonceLines(channel: string): string[] {
     `the command did not run in ${channel}: the --via client gives its command no stdin (the session's sweep through it found no nonce there, and signalled nothing), and the wrapper runs nothing without the nonce it reads there`,
     "attach the client's stdin: docker exec -i, kubectl exec -i (never -t)",
   ];
+}
+
+// A shell the target lacks: the words of a client that could not run it (env's, nsenter's,
+// docker's `exec: "NAME": executable file not found`), the name right before them.
+function notFoundSaid(name: string): RegExp {
+  const quoted = name.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
+  return new RegExp(`(^|[\\s'"‘“])${quoted}['"’”]?: (No such file|not found|executable file not found)`, 'm');
+}
+
+// The line for a --shell the target lacks, or undefined: the command's client and the sweep's
+// both exited 127 (command not found) before the wrapper announced itself, and what they said
+// names the shell as not found — not the --via client's own failure.
+export function missingShellLine(
+  error: unknown,
+  shell: string[],
+  flag: string,
+  channel: string,
+): string | undefined {
+  if (!(error instanceof ClientNotStartedError) || error.clientStatus !== EXIT_NOT_FOUND) return;
+  const name = shell[0] as string;
+  if (!notFoundSaid(name).test(error.message)) return;
+  return `--shell ${flag}: the shell "${name}" was not found in ${channel} (the command's exec and the sweep's both exited with status 127, and the client said it was not found): nothing ran; give --shell a POSIX shell the container has (sh, bash, 'busybox sh')`;
 }

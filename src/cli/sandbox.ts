@@ -32,7 +32,7 @@ import {
 import { type OutputFile, openOutputFile } from './output-file.js';
 import { type PhaseFlags, phaseBudgets, phaseOptions } from './phases.js';
 import { renderReport } from './render.js';
-import { cancelNote, noNonceLines, sweepGotNoNonce } from './sandbox-ends.js';
+import { cancelNote, missingShellLine, noNonceLines, sweepGotNoNonce } from './sandbox-ends.js';
 import { scriptCommand } from './script.js';
 
 export { splitWords } from '../sandbox/words.js';
@@ -285,7 +285,7 @@ export async function sandboxExecCommand(
   } catch (error) {
     if (!(error instanceof ExecStatusUnknownError) && !(error instanceof SandboxError)) throw error;
     if (flags.json) process.stderr.write(errorJson(error, tag.name));
-    else printFailure(error, channel.describe);
+    else printFailure(error, flags, channel.describe);
     // A session --sweep could not sweep (its cause, the sweep's error): what it started may run.
     process.exitCode =
       error.cause instanceof TetherError && flags.sweep ? EXIT_AMBIGUOUS_EFFECT : errorStatus(error);
@@ -445,7 +445,7 @@ function envTagAlone(report: SweepReport): string[] {
 function printRunFailure(error: SandboxError, flags: SandboxFlags, channel: string, tag: string): number {
   if (flags.json) process.stderr.write(errorJson(error, tag));
   else {
-    printFailure(error, channel);
+    printFailure(error, flags, channel);
     process.stderr.write(`tether: session --tag ${tag}\n`);
   }
   if (error.code === 'INVALID_OPTION') return EXIT_USAGE;
@@ -454,10 +454,12 @@ function printRunFailure(error: SandboxError, flags: SandboxFlags, channel: stri
     : EXIT_AMBIGUOUS_EFFECT;
 }
 
-// A sandbox error on stderr, with its report: what a client without stdin means said in place of
-// the library's message, which says the command may still run.
-function printFailure(error: TetherError, channel: string): void {
-  const lines = sweepGotNoNonce(error) ? noNonceLines(channel) : [error.message];
+// A sandbox error on stderr, with its report: what a client without stdin or a --shell the target
+// lacks means, said in place of the library's message (which says the command may still run, or
+// blames the --via client).
+function printFailure(error: TetherError, flags: SandboxFlags, channel: string): void {
+  const shell = missingShellLine(error, splitWords('--shell', flags.shell), flags.shell, channel);
+  const lines = shell ? [shell] : sweepGotNoNonce(error) ? noNonceLines(channel) : [error.message];
   for (const line of lines) process.stderr.write(`tether: ${line}\n`);
   if (error.report) process.stderr.write(`${renderReport(error.report).join('\n')}\n`);
 }

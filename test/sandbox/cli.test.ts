@@ -341,6 +341,44 @@ describe('tether sandbox exec', () => {
     }
   });
 
+  it('a --shell the container lacks is named as --shell, not blamed on the --via client', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'tether-noshell-'));
+    for (const sub of ['exec', 'run']) {
+      const mark = join(dir, `ran-${sub}`);
+      const r = await tether([
+        'sandbox',
+        sub,
+        '--via',
+        via,
+        '--shell',
+        'nosuchsh-tether',
+        '--',
+        'sh',
+        '-c',
+        `echo ran > ${mark}`,
+      ]);
+      expect(existsSync(mark), `the command ran (sandbox ${sub}): ${mark} was written`).toBe(false);
+      expect([sub, r.status], r.stderr).toEqual([sub, 122]);
+      expect(r.stderr, `sandbox ${sub} does not name --shell`).toMatch(
+        /tether: --shell nosuchsh-tether: the shell "nosuchsh-tether" was not found in nsenter -t \d+ -a \(/,
+      );
+      expect(r.stderr, `sandbox ${sub} blames the client`).not.toMatch(/tether: the command was not run in/);
+    }
+    // The decoy: a client that lacks its own program (127 too, the default shell on its lines) is
+    // still the client's failure.
+    const r = await tether([
+      'sandbox',
+      'exec',
+      '--via',
+      `sh -c 'nosuchclient-tether "$@"' client`,
+      '--',
+      'true',
+    ]);
+    expect(r.status, r.stderr).toBe(122);
+    expect(r.stderr).toMatch(/tether: the command was not run in sh -c nosuchclient-tether/);
+    expect(r.stderr).not.toMatch(/--shell/);
+  });
+
   it('refuses an unbalanced --via, naming it', async () => {
     const r = await tether(['sandbox', 'exec', '--via', "docker exec -i 'x", '--', 'true']);
     expect(r.status).toBe(125);
