@@ -1,5 +1,5 @@
 #!/usr/bin/env node
-// Builds the subreaper helper (native/helper.c) for each architecture a package carries, into
+// Builds the subreaper helper (native/helper.c, which includes native/helper-sweep.c) for each architecture a package carries, into
 // dist/native/linux-<arch>/tether-helper (src/containment/prebuilt.ts), static, so that an
 // install needs no compiler and no install script (docs/containment.md, "The helper").
 //
@@ -14,7 +14,8 @@
 // another with $CC_<ARCH>, else Debian's cross compiler (aarch64-linux-gnu-gcc,
 // x86_64-linux-gnu-gcc). One that is missing or fails: a warning naming it, the others are still
 // built, exit 0 — tether then runs with the env tag alone on that architecture (NO_HELPER) —
-// unless --require-all. An output newer than native/helper.c and this script is kept as is.
+// unless --require-all. An output newer than native/helper.c, native/helper-sweep.c and this
+// script is kept as is.
 // Needs dist/containment/ (tsc) to check what it built.
 import { execFile } from 'node:child_process';
 import { existsSync, mkdirSync, readdirSync, renameSync, rmSync } from 'node:fs';
@@ -49,6 +50,8 @@ try {
 const { PREBUILT_ARCHES, helperFile } = prebuilt;
 const nativeDir = outFlag >= 0 ? args[outFlag + 1] : join(root, 'dist/native');
 const source = join(root, 'native/helper.c');
+// Included by helper.c: a change to it rebuilds the helper too.
+const included = [join(root, 'native/helper-sweep.c')];
 const run = promisify(execFile);
 
 // The unsuffixed dist/native/tether-helper of the one-architecture layout: a stale binary an
@@ -85,7 +88,11 @@ async function build(arch) {
   const dir = dirname(out);
   mkdirSync(dir, { recursive: true });
   removeDeadTemps(dir);
-  const inputs = Math.max(mtime(source) ?? 0, mtime(fileURLToPath(import.meta.url)) ?? 0);
+  const inputs = Math.max(
+    mtime(source) ?? 0,
+    ...included.map((f) => mtime(f) ?? 0),
+    mtime(fileURLToPath(import.meta.url)) ?? 0,
+  );
   if ((mtime(out) ?? -1) >= inputs && unfit(out, arch, requireAll || arch !== process.arch) === undefined)
     return undefined;
   const cc = compilerFor(arch);

@@ -3,10 +3,11 @@
 import { readFileSync } from 'node:fs';
 
 /**
- * The programs: `sweep` (the sweep), `wrap` (the completion wrapper), `write` (the file writer),
- * `helper-check` (whether the pushed helper is in place: helper-push.ts).
+ * The programs: `sweep` (the sweep), `sweep-helper` (the sweep answered by the pushed helper, the
+ * sweep program its fallback in the same text), `wrap` (the completion wrapper), `write` (the file
+ * writer), `helper-check` (whether the pushed helper is in place: helper-push.ts).
  */
-export type ProgramName = 'sweep' | 'wrap' | 'write' | 'helper-check';
+export type ProgramName = 'sweep' | 'sweep-helper' | 'wrap' | 'write' | 'helper-check';
 
 const cache = new Map<ProgramName, string>();
 
@@ -22,7 +23,10 @@ const LOCATIONS = ['./programs/', '../../src/sandbox/programs/'];
 export function program(name: ProgramName): string {
   const cached = cache.get(name);
   if (cached !== undefined) return cached;
-  const text = `${read('prelude')}\n${read(name)}`;
+  const text =
+    name === 'sweep-helper'
+      ? `${read('prelude')}\n${read('sweep-helper')}\n${read('sweep')}`
+      : `${read('prelude')}\n${read(name)}`;
   cache.set(name, text);
   return text;
 }

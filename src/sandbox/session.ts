@@ -386,7 +386,7 @@ export class SandboxSession {
           ...(budget ? { signal: budget } : {}),
           ...(failed === undefined ? {} : { clientFailedWith: failed }),
         },
-        { members: this.helperMembers(), ...this.provingHelpers() },
+        { members: this.helperMembers(), ...this.provingHelpers(), ...this.answeringHelper() },
       );
       // A sweep that ran but could not look everywhere — no /proc of the target's PID namespace
       // (a channel that does not enter it), a scan that failed, processes still appearing at the
@@ -443,6 +443,12 @@ export class SandboxSession {
       (use.childless ? ended : proof).push(use.identity);
     }
     return { proof, ended };
+  }
+
+  // The helper that answers the session's sweep (docs/sandbox.md, "The helper answers the
+  // sweep"): the one pushed for the session, wherever its push succeeded.
+  private answeringHelper(): { path?: string } {
+    return this.helperPush && 'path' in this.helperPush ? { path: this.helperPush.path } : {};
   }
 
   // The helper's path in the target, pushed once before the first command (with `helper`), or

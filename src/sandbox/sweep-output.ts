@@ -29,8 +29,12 @@ export interface ParsedSweep {
    * every line before it was well formed.
    */
   finished: boolean;
-  /** Where grep -z was missing, `tr`; null before the header. */
-  reader: 'grep-z' | 'tr' | null;
+  /**
+   * How the environs were read: `grep-z`, or `tr` where grep -z was missing (the sweep program),
+   * or `helper` (the pushed helper answered, docs/sandbox.md "The helper answers the sweep"); null
+   * before the header.
+   */
+  reader: 'grep-z' | 'tr' | 'helper' | null;
   report: SweepReport;
   /** Processes found whose end the output never said, or said in a run that did not finish. */
   unsettled: ProcessRecord[];
@@ -70,6 +74,14 @@ export const END_LINE_BLIND_SPOT =
  */
 export const SWEEP_ANSWER_BLIND_SPOT =
   "the sweep's answer rests on the session's uid not reading or tracing the sweep shell: a leftover of that uid allowed to ptrace it (where ptrace is not restricted, kernel.yama.ptrace_scope 0 or no Yama; or root) can write the answer itself (complete, nothing stopped) and run on";
+
+/**
+ * What the sweep's answer rests on when the pushed helper wrote it (`reader helper`): the helper
+ * is non-dumpable before it reads the nonce and no dumpable process is left in its exec, but the
+ * nonce waited in the exec's stdin pipe while the sweep shell that started it was dumpable.
+ */
+export const HELPER_SWEEP_ANSWER_BLIND_SPOT =
+  "the sweep's answer, written by the session's helper, rests on no process of the session's uid having opened the exec's stdin pipe through the sweep shell before it became the helper (/proc/<pid>/fd/0, the same uid): one that did can copy the nonce off it, and one that also wins the race for the helper's own lines on its stdout could answer in its place";
 
 /**
  * What the sandbox sweep cannot see, said in every report it makes (`blindSpots`): the env tag
@@ -161,9 +173,10 @@ function entryOf(state: Lines, f: string[]): Entry | undefined {
   return state.entries.get(`${f[0] ?? ''}:${f[1] ?? ''}`);
 }
 
-// `reader grep-z|tr`, once.
+// `reader grep-z|tr|helper`, once.
 function readerRecord(state: Lines, f: string[]): boolean {
-  if (state.reader !== null || f.length !== 1 || (f[0] !== 'grep-z' && f[0] !== 'tr')) return false;
+  if (state.reader !== null || f.length !== 1 || (f[0] !== 'grep-z' && f[0] !== 'tr' && f[0] !== 'helper'))
+    return false;
   state.reader = f[0];
   return true;
 }
@@ -322,11 +335,14 @@ function buildReport(
     stopped,
     survivors,
     kept: [], // no `keep` in the sandbox sweep (docs/sandbox.md)
-    blindSpots: [...SANDBOX_BLIND_SPOTS],
+    blindSpots:
+      state.reader === 'helper'
+        ? [ENV_TAG_BLIND_SPOT, HELPER_SWEEP_ANSWER_BLIND_SPOT]
+        : [...SANDBOX_BLIND_SPOTS],
     unreadable: [],
     warnings: state.warnings,
     phases: state.phases,
-    ...(state.reader ? { environReader: state.reader } : {}),
+    ...(state.reader === 'grep-z' || state.reader === 'tr' ? { environReader: state.reader } : {}),
     timings: {
       startedAt: startedAt.toISOString(),
       durationMs: state.done?.durationMs ?? 0,

@@ -69,12 +69,19 @@ export interface SweepHelpers {
    * they run; gone, with nothing else found, they end a phase as `helper-childless`.
    */
   ended?: readonly TargetIdentity[];
+  /**
+   * The path of the helper pushHelper checked in the target (`helper-<sha256>`): the helper
+   * answers the sweep itself, non-dumpable, checked at exec (docs/sandbox.md, "The helper answers
+   * the sweep"); where it cannot, the sweep program does, and the answer says which.
+   */
+  path?: string;
 }
 
 /**
- * The program's argv: `SHELL -c PROGRAM tether-sweep TAG GRACE KILL INTERVAL [WORD…]`, each WORD a
- * helper of `helpers`: `PID:START` one that proves (and is a member), `member:PID:START` one that
- * is a member only. Its stdin must begin with the nonce line (`NONCE\n`, 32 hex digits): never in
+ * The program's argv: `SHELL -c PROGRAM tether-sweep [--helper PATH] TAG GRACE KILL INTERVAL
+ * [WORD…]`, each WORD a helper of `helpers`: `PID:START` one that proves (and is a member),
+ * `member:PID:START` one that is a member only, `ended:PID:START` one whose end line said
+ * `childless`. With `helpers.path`, the program is `sweep-helper`: the helper at PATH answers. Its stdin must begin with the nonce line (`NONCE\n`, 32 hex digits): never in
  * argv, which any process of the target can read.
  */
 export function sweepArgv(
@@ -91,8 +98,9 @@ export function sweepArgv(
   return [
     ...o.shell,
     '-c',
-    program('sweep'),
+    program(helpers.path === undefined ? 'sweep' : 'sweep-helper'),
     'tether-sweep',
+    ...(helpers.path === undefined ? [] : ['--helper', helpers.path]),
     tag.name,
     String(Math.round(o.graceMs)),
     String(Math.round(o.killAfterMs)),

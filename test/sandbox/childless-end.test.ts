@@ -10,7 +10,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTag, sandbox } from '../../src/index.js';
 import type { ExecChannel } from '../../src/sandbox/index.js';
-import { SWEEP_ANSWER_BLIND_SPOT } from '../../src/sandbox/sweep-output.js';
+import { HELPER_SWEEP_ANSWER_BLIND_SPOT, SWEEP_ANSWER_BLIND_SPOT } from '../../src/sandbox/sweep-output.js';
 import { BUILD } from '../support/paths.js';
 import { cmdlineOf, identityOf, pids } from '../support/proc.js';
 import { aliveOnHost, type Container, privateTmp, sleep, startContainer, taggedOnHost } from './container.js';
@@ -76,7 +76,9 @@ describe('a childless end', () => {
         'helper-childless',
         1,
       ]);
-      expect(r.report.blindSpots).toContain(SWEEP_ANSWER_BLIND_SPOT);
+      // The session's helper answered the sweep ("The helper answers the sweep"), not a shell.
+      expect(r.report.blindSpots).toContain(HELPER_SWEEP_ANSWER_BLIND_SPOT);
+      expect(r.report.blindSpots).not.toContain(SWEEP_ANSWER_BLIND_SPOT);
       // Ground truth: nothing of the session is left, the helper included.
       expect(taggedOnHost(tag)).toEqual([]);
     } finally {

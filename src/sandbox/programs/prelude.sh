@@ -1,8 +1,8 @@
 # tether's prelude, before each sandbox program (src/sandbox/programs.ts): `put` and `nl`, which
 # every program writes its lines with, `read_nonce`, which the helper check and the writer take
-# their nonce with, `own_cgroup`, where the wrapper and the sweep find the session's cgroups, and
-# tether_safe_path, the directories of PATH this uid
-# cannot write, in PATH's order. The programs run their tools (grep,
+# their nonce with, `hashes_to_name`, which checks the pinned helper, `own_cgroup`, where the
+# wrapper and the sweep find the session's cgroups, and tether_safe_path, the directories of PATH
+# this uid cannot write, in PATH's order. The programs run their tools (grep,
 # tr, cut, sha256sum, sleep…) by name: from a directory a session member can write (a
 # ~/.local/bin or a user-owned /usr/local/bin ahead of the system's), its own grep would blind
 # the sweep and its own sha256sum pass a forged helper (docs/sandbox.md, "What escapes this").
@@ -49,6 +49,15 @@ read_nonce() {
     echo "$1: no nonce on stdin (is the exec channel's stdin attached? docker exec needs -i)" >&2
     exit 3
   fi
+}
+
+# hashes_to_name PATH: the open file on fd 9 hashes to the sha256 that PATH's name gives
+# (helper-<sha256>); sets `sum`. sha256sum from the directories this uid cannot write, reading the
+# inode through /proc/$$/fd/9, not the path.
+hashes_to_name() {
+  sum=$(PATH=$tether_safe_path; sha256sum "/proc/$$/fd/9" 2>/dev/null)
+  sum=${sum%% *}
+  [ -n "$sum" ] && [ "$sum" = "${1##*/helper-}" ]
 }
 
 # own_cgroup: sets own_cg to the directory of this program's cgroup v2 (`0::PATH` in

@@ -137,15 +137,6 @@ take_nonce() {
 runner=
 command -v setsid >/dev/null 2>&1 && runner=setsid
 
-# hashes_to_name: the open file on fd 9 hashes to the sha256 the helper's name gives
-# (helper-<sha256>). sha256sum reads the inode through /proc/$$/fd/9, not the path.
-hashes_to_name() {
-  # sha256sum from the directories this uid cannot write (prelude.sh); the command keeps its PATH.
-  sum=$(PATH=$tether_safe_path; sha256sum "/proc/$$/fd/9" 2>/dev/null)
-  sum=${sum%% *}
-  [ -n "$sum" ] && [ "$sum" = "${helper##*/helper-}" ]
-}
-
 # pin_helper: opens the helper's file on fd 9 and hashes that open file. From here the inode on
 # fd 9 is what runs (as /proc/$$/fd/9), whatever is renamed over the path. False, said on stderr,
 # when it cannot be opened or does not hash to its name: it is never run.
@@ -154,7 +145,7 @@ pin_helper() {
     echo "tether-wrap: the helper $helper cannot be opened: the command runs on the env tag alone" >&2
     return 1
   fi
-  hashes_to_name && return 0
+  hashes_to_name "$helper" && return 0
   exec 9<&-
   echo "tether-wrap: the helper $helper does not hash to its name (${sum:-no sha256sum}): refused, never run; the command runs on the env tag alone" >&2
   return 1
@@ -284,7 +275,7 @@ wrap_under_helper() {
   why=
   if ! next_status || [ "$hword" != helper ]; then
     why="did not start (${hword:-no status line}${a:+ $a}${b:+ $b})"
-  elif ! hashes_to_name; then
+  elif ! hashes_to_name "$helper"; then
     why="does not hash to its name after its exec (${sum:-no sha256sum})"
   fi
   if [ -n "$why" ]; then

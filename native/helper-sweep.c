@@ -1,0 +1,777 @@
+// The helper's sweep mode (included by helper.c, whose utilities it uses: write_all, read_stat,
+// signal_identity, traced, now_ms, sleep_ms). docs/sandbox.md, "The helper answers the sweep".
+//
+//   tether-helper --sweep [--holder PID] TAG GRACE_MS KILL_AFTER_MS INTERVAL_MS [[member:|ended:]PID:START…]
+//   (stdin: NONCE\n)
+//
+// The session's sweep inside a container, as the sweep program (src/sandbox/programs/sweep.sh)
+// runs it in POSIX sh — the same rounds, the same members, the same records on stdout
+// (docs/sandbox.md#sweep-output), so that one parser reads both — but written by this process,
+// non-dumpable before it reads the nonce: a leftover of the session's uid without CAP_SYS_PTRACE
+// can neither read the nonce from its memory nor trace it into writing a forged answer, as it
+// could the shell's. Its header's second record says so: `reader helper`.
+//
+// Each round: one walk of /proc; the members are the carriers of TAG=1 (their environ, read
+// here), the earlier finds still alive with the same identity (pid and start time), the helpers
+// tether named (PID:START, by identity, whether or not their environ can be read), the processes
+// of the session's cgroups (tether-helper.HEX.* below this process's own cgroup, of the uid that
+// owns each one's cgroup.procs) and every descendant of any of them. TERM once to each (then
+// CONT to a stopped one), a scan every INTERVAL_MS until two scans in a row see nothing, the
+// helpers' word proves the rest gone (`helper-childless`) or GRACE_MS is over; then KILL the same
+// way for KILL_AFTER_MS. Never signalled: a pid <= 1, this process and its ancestors. Each signal
+// goes through a pidfd opened after the start time is checked (signal_identity): never to a pid
+// that another process took meanwhile.
+//
+// Checked at exec (src/sandbox/programs/sweep-helper.sh): the sweep shell pins this binary's
+// inode on a fd and hashes it, starts `--sweep-hold` from it — a holder, which signals its parent
+// (SIGUSR1, every 10 ms) once exec'd and does nothing else; while it runs, the kernel refuses every
+// write to the inode (ETXTBSY) — hashes it again, and execs `--sweep --holder PID …` from the same
+// inode: the bytes that run are the ones hashed, and the exec's first process, whose stdin holds
+// the nonce, is this non-dumpable one from here on. The sweep KILLs and reaps its holder first.
+#include <sys/stat.h>
+
+#define SWEEP_ANSWER_FD 1
+
+struct sw_member {
+  pid_t pid, ppid;
+  unsigned long long start;
+  char state;
+};
+
+struct sw_tracked {
+  pid_t pid;
+  unsigned long long start;
+  unsigned sent; // SW_TERM | SW_CONT | SW_KILL
+  int denied;
+};
+
+enum { SW_TERM = 1, SW_CONT = 2, SW_KILL = 4 };
+
+static struct {
+  const char *tag;
+  char entry[64]; // TAG=1
+  char hex[33];
+  char nonce[33];
+  unsigned long lines;
+  long t0;
+  unsigned scans;
+  int complete;
+  // The session's helpers as tether named them.
+  struct sw_id {
+    pid_t pid;
+    unsigned long long start;
+  } given[64], proof[64], ended[64];
+  size_t ngiven, nproof, nended;
+  pid_t excluded[64];
+  size_t nexcluded;
+  char own_cg[4096];
+  // Every member found so far, and what it was sent.
+  struct sw_tracked *tracked;
+  size_t ntracked, captracked;
+  // This scan: the snapshot (every live process we may signal) and its members.
+  struct sw_member *table;
+  size_t ntable, captable;
+  unsigned char *is_member; // per table row
+  size_t seen;
+  // This round: how many members are alive after it, and which.
+  size_t alive;
+  unsigned char *alive_row; // per tracked entry
+} sw;
+
+// One record of the answer, counted: one write(2) per line (atomic on a pipe). A failed write
+// (the stream gone) has nowhere to go: the sweep goes on, and tether, without the `done` line,
+// reads it as cut.
+static void answer_line(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void answer_line(const char *fmt, ...) {
+  char line[8192];
+  va_list ap;
+  va_start(ap, fmt);
+  int n = vsnprintf(line, sizeof line - 1, fmt, ap);
+  va_end(ap);
+  if (n < 0) return;
+  if ((size_t)n > sizeof line - 2) n = (int)sizeof line - 2;
+  line[n++] = '\n';
+  for (int tries = 0; write_all(SWEEP_ANSWER_FD, line, (size_t)n) < 0 && errno == EAGAIN && tries < 1200; tries++)
+    sleep_ms(50);
+  sw.lines++;
+}
+
+// Control bytes (1-31 and 127) as `?`, NUL as a space (cmdline's separators): one record stays
+// one line, whatever a process names itself.
+static void printable(char *s, size_t n) {
+  for (size_t i = 0; i < n; i++) {
+    unsigned char c = (unsigned char)s[i];
+    if (c == 0)
+      s[i] = ' ';
+    else if (c < 32 || c == 127)
+      s[i] = '?';
+  }
+}
+
+// ---- /proc ---------------------------------------------------------------------------------
+
+// A process's stat: 0, or -1 when it is gone, unreadable, or a zombie with no live thread (dead:
+// it cannot act on a signal). comm: up to 63 bytes, printable.
+static int sw_stat(pid_t pid, struct sw_member *m, char *comm, size_t commsize) {
+  char path[64], buf[2048];
+  snprintf(path, sizeof path, "/proc/%d/stat", pid);
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return -1;
+  ssize_t n = read(fd, buf, sizeof buf - 1);
+  close(fd);
+  if (n <= 0) return -1;
+  buf[n] = '\0';
+  char *open_paren = strchr(buf, '('), *close_paren = strrchr(buf, ')');
+  if (!open_paren || !close_paren || close_paren < open_paren) return -1;
+  char st;
+  int ppid;
+  long threads;
+  unsigned long long start;
+  // fields 3 (state), 4 (ppid), 20 (num_threads), 22 (starttime)
+  if (sscanf(close_paren + 1, " %c %d %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %ld %*s %llu",
+             &st, &ppid, &threads, &start) != 4)
+    return -1;
+  if (st == 'Z' && threads <= 1) return -1;
+  m->pid = pid;
+  m->ppid = ppid;
+  m->state = st;
+  m->start = start;
+  if (comm) {
+    size_t len = (size_t)(close_paren - open_paren - 1);
+    if (len >= commsize) len = commsize - 1;
+    memcpy(comm, open_paren + 1, len);
+    comm[len] = '\0';
+    printable(comm, len);
+  }
+  return 0;
+}
+
+// The identity check before a word is taken: pid runs with that start time.
+static int sw_same(pid_t pid, unsigned long long start) {
+  struct sw_member m;
+  return sw_stat(pid, &m, NULL, 0) == 0 && m.start == start;
+}
+
+// The real uid of a process (the first field of `Uid:` in its status), or -1 when unread.
+static long sw_uid(pid_t pid) {
+  char path[64], buf[4096];
+  snprintf(path, sizeof path, "/proc/%d/status", pid);
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return -1;
+  ssize_t n = read(fd, buf, sizeof buf - 1);
+  close(fd);
+  if (n <= 0) return -1;
+  buf[n] = '\0';
+  const char *at = strstr(buf, "\nUid:");
+  return at ? atol(at + 5) : -1;
+}
+
+// 1 when the environ in the file at `path` holds the record TAG=1 exactly (between NULs), read
+// as a stream: an environ of any size, one 64 KiB buffer. -1 when it could not be read (another
+// uid's, or gone), 0 when it was read and holds no such record.
+static int environ_holds(const char *path) {
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return -1;
+  static char buf[65536];
+  size_t len = strlen(sw.entry), at = 0; // at: bytes of the record matched so far; len+1 = no match
+  int found = 0, any = 0;
+  ssize_t n;
+  while (!found && (n = read(fd, buf, sizeof buf)) > 0) {
+    any = 1;
+    for (ssize_t i = 0; i < n; i++) {
+      char c = buf[i];
+      if (c == '\0') {
+        if (at == len) {
+          found = 1;
+          break;
+        }
+        at = 0;
+      } else if (at < len && c == sw.entry[at]) {
+        at++;
+      } else {
+        at = len + 1;
+      }
+    }
+  }
+  // The last record may lack its NUL (an environ rewritten in place).
+  if (!found && any && at == len) found = 1;
+  close(fd);
+  return found ? 1 : any ? 0 : -1;
+}
+
+// A carrier: the environ of its leader, or — when that one reads as nothing (a leader that has
+// exited takes the process's file with it) — of any of its threads, holds the tag.
+static int carrier(pid_t pid) {
+  char path[96];
+  snprintf(path, sizeof path, "/proc/%d/environ", pid);
+  int r = environ_holds(path);
+  if (r >= 0) return r;
+  snprintf(path, sizeof path, "/proc/%d/task", pid);
+  DIR *d = opendir(path);
+  if (!d) return 0;
+  struct dirent *e;
+  int found = 0;
+  while (!found && (e = readdir(d))) {
+    if (e->d_name[0] < '0' || e->d_name[0] > '9') continue;
+    snprintf(path, sizeof path, "/proc/%d/task/%.20s/environ", pid, e->d_name);
+    found = environ_holds(path) == 1;
+  }
+  closedir(d);
+  return found;
+}
+
+static int sw_excluded(pid_t pid) {
+  for (size_t i = 0; i < sw.nexcluded; i++)
+    if (sw.excluded[i] == pid) return 1;
+  return 0;
+}
+
+// snapshot: the table of every live process we may signal. -1 when /proc cannot be listed.
+static int snapshot(void) {
+  DIR *d = opendir("/proc");
+  if (!d) return -1;
+  sw.ntable = 0;
+  struct dirent *e;
+  while ((e = readdir(d))) {
+    char *end;
+    long pid = strtol(e->d_name, &end, 10);
+    if (*end || pid <= 1 || pid > INT32_MAX || sw_excluded((pid_t)pid)) continue;
+    struct sw_member m;
+    if (sw_stat((pid_t)pid, &m, NULL, 0) < 0) continue;
+    if (sw.ntable == sw.captable) {
+      size_t cap = sw.captable ? sw.captable * 2 : 1024;
+      struct sw_member *t = realloc(sw.table, cap * sizeof *t);
+      unsigned char *mm = realloc(sw.is_member, cap);
+      if (t) sw.table = t;
+      if (mm) sw.is_member = mm;
+      if (!t || !mm) {
+        closedir(d);
+        errno = ENOMEM;
+        return -1;
+      }
+      sw.captable = cap;
+    }
+    sw.table[sw.ntable++] = m;
+  }
+  closedir(d);
+  return 0;
+}
+
+static struct sw_tracked *tracked_of(pid_t pid, unsigned long long start) {
+  for (size_t i = 0; i < sw.ntracked; i++)
+    if (sw.tracked[i].pid == pid && sw.tracked[i].start == start) return &sw.tracked[i];
+  return NULL;
+}
+
+// First sight of a member: found, comm and cmdline records.
+static void track(const struct sw_member *m, const char *found_by, pid_t via) {
+  if (sw.ntracked == sw.captracked) {
+    size_t cap = sw.captracked ? sw.captracked * 2 : 64;
+    struct sw_tracked *t = realloc(sw.tracked, cap * sizeof *t);
+    unsigned char *a = realloc(sw.alive_row, cap);
+    if (t) sw.tracked = t;
+    if (a) sw.alive_row = a;
+    if (!t || !a) {
+      // Out of memory: this member is signalled this round but its fate is never said, and the
+      // answer says the sweep was not whole.
+      sw.complete = 0;
+      return;
+    }
+    sw.captracked = cap;
+  }
+  sw.tracked[sw.ntracked++] = (struct sw_tracked){.pid = m->pid, .start = m->start};
+  long uid = sw_uid(m->pid);
+  char uidtext[24] = "-", viatext[24] = "-";
+  if (uid >= 0) snprintf(uidtext, sizeof uidtext, "%ld", uid);
+  if (via > 0) snprintf(viatext, sizeof viatext, "%d", via);
+  answer_line("found %d %llu %d %s %s %s", m->pid, m->start, m->ppid, uidtext, found_by, viatext);
+  char comm[64] = "";
+  struct sw_member again;
+  (void)sw_stat(m->pid, &again, comm, sizeof comm);
+  answer_line("comm %d %llu %s", m->pid, m->start, comm);
+  char path[64], cmd[4096];
+  snprintf(path, sizeof path, "/proc/%d/cmdline", m->pid);
+  ssize_t n = 0;
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd >= 0) {
+    n = read(fd, cmd, sizeof cmd - 1);
+    close(fd);
+  }
+  if (n < 0) n = 0;
+  printable(cmd, (size_t)n);
+  cmd[n] = '\0';
+  answer_line("cmdline %d %llu %s", m->pid, m->start, cmd);
+}
+
+// Makes table row i a member (once), found `found_by`; via: the parent it was found below.
+static void take(size_t i, const char *found_by, pid_t via) {
+  if (sw.is_member[i]) return;
+  sw.is_member[i] = 1;
+  sw.seen++;
+  if (!tracked_of(sw.table[i].pid, sw.table[i].start)) track(&sw.table[i], found_by, via);
+}
+
+// ---- the session's cgroups ------------------------------------------------------------------
+
+// DIR/NAME into out; -1 when it does not fit (such a cgroup is not looked into).
+static int join_path(char *out, size_t size, const char *dir, const char *name) {
+  size_t dl = strlen(dir), nl = strlen(name);
+  if (dl + 1 + nl + 1 > size) return -1;
+  memcpy(out, dir, dl);
+  out[dl] = '/';
+  memcpy(out + dl + 1, name, nl + 1);
+  return 0;
+}
+
+// own_cg: this process's cgroup v2 directory (`0::PATH` of /proc/self/cgroup below the cgroup2
+// mount whose root is a prefix of PATH), as the prelude's own_cgroup finds it; "" without one.
+static void own_cgroup(void) {
+  sw.own_cg[0] = '\0';
+  char buf[8192], cg[4096] = "";
+  int fd = open("/proc/self/cgroup", O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return;
+  ssize_t n = read(fd, buf, sizeof buf - 1);
+  close(fd);
+  if (n <= 0) return;
+  buf[n] = '\0';
+  for (char *line = strtok(buf, "\n"); line; line = strtok(NULL, "\n"))
+    if (!strncmp(line, "0::/", 4)) snprintf(cg, sizeof cg, "%s", line + 3);
+  if (!cg[0] || strpbrk(cg, " \t\\")) return;
+  FILE *f = fopen("/proc/self/mountinfo", "re");
+  if (!f) return;
+  char *line = NULL;
+  size_t cap = 0;
+  while (getline(&line, &cap, f) > 0) {
+    char root[4096], mount[4096];
+    const char *sep = strstr(line, " - cgroup2 ");
+    if (!sep || sscanf(line, "%*s %*s %*s %4095s %4095s", root, mount) != 2) continue;
+    if (strchr(root, '\\') || strchr(mount, '\\')) continue;
+    size_t rl = strlen(root);
+    if (rl > 0 && root[rl - 1] == '/') root[--rl] = '\0';
+    if (strncmp(cg, root, rl) != 0 || (cg[rl] != '\0' && cg[rl] != '/')) continue;
+    size_t ml = strlen(mount);
+    if (ml > 0 && mount[ml - 1] == '/') mount[--ml] = '\0';
+    snprintf(sw.own_cg, sizeof sw.own_cg, "%s%s", mount, cg + rl);
+    size_t ol = strlen(sw.own_cg);
+    if (ol > 0 && sw.own_cg[ol - 1] == '/') sw.own_cg[ol - 1] = '\0';
+    break;
+  }
+  free(line);
+  fclose(f);
+}
+
+// 1 when `name` is a session cgroup's: tether-helper.HEX.PID.START (digits, one dot between).
+static int session_cgroup_name(const char *name) {
+  static const char prefix[] = "tether-helper.";
+  size_t pl = sizeof prefix - 1;
+  if (strncmp(name, prefix, pl) || strncmp(name + pl, sw.hex, 32) || name[pl + 32] != '.') return 0;
+  const char *p = name + pl + 33;
+  int dots = 0, digits = 0;
+  for (; *p; p++) {
+    if (*p == '.') {
+      if (!digits) return 0;
+      dots++;
+      digits = 0;
+    } else if (*p >= '0' && *p <= '9')
+      digits++;
+    else
+      return 0;
+  }
+  return dots == 1 && digits > 0;
+}
+
+// Takes, in the table, every process of the cgroup `dir` and of every cgroup below it whose uid
+// is the uid that owns that cgroup's cgroup.procs (sweep.sh, cgroup_members: a process of another
+// uid is never taken on a cgroup's word). depth bounds the walk.
+static void cgroup_take(const char *dir, int depth) {
+  char path[4096];
+  struct stat st;
+  FILE *f = join_path(path, sizeof path, dir, "cgroup.procs") == 0 && stat(path, &st) == 0 ? fopen(path, "re") : NULL;
+  if (f) {
+    long pid;
+    while (fscanf(f, "%ld", &pid) == 1) {
+      if (pid <= 1 || sw_uid((pid_t)pid) != (long)st.st_uid) continue;
+      for (size_t i = 0; i < sw.ntable; i++)
+        if (sw.table[i].pid == pid) take(i, "cgroup", 0);
+    }
+    fclose(f);
+  }
+  if (depth >= 32) return;
+  DIR *d = opendir(dir);
+  if (!d) return;
+  struct dirent *e;
+  while ((e = readdir(d))) {
+    if (e->d_type != DT_DIR || e->d_name[0] == '.' || join_path(path, sizeof path, dir, e->d_name) < 0) continue;
+    cgroup_take(path, depth + 1);
+  }
+  closedir(d);
+}
+
+// Calls fn on each session cgroup's directory.
+static void each_session_cgroup(void (*fn)(const char *)) {
+  if (!sw.own_cg[0]) return;
+  DIR *d = opendir(sw.own_cg);
+  if (!d) return;
+  struct dirent *e;
+  while ((e = readdir(d))) {
+    char path[4096];
+    if (session_cgroup_name(e->d_name) && join_path(path, sizeof path, sw.own_cg, e->d_name) == 0) fn(path);
+  }
+  closedir(d);
+}
+
+static void take_cgroup(const char *dir) { cgroup_take(dir, 0); }
+
+// rmdir of `dir` and every cgroup below it, deepest first: none that holds a process goes.
+static void remove_cgroups(const char *dir) {
+  DIR *d = opendir(dir);
+  if (d) {
+    struct dirent *e;
+    while ((e = readdir(d))) {
+      char path[4096];
+      if (e->d_type == DT_DIR && e->d_name[0] != '.' && join_path(path, sizeof path, dir, e->d_name) == 0)
+        remove_cgroups(path);
+    }
+    closedir(d);
+  }
+  (void)rmdir(dir);
+}
+
+// ---- the rounds -----------------------------------------------------------------------------
+
+static int listed(const struct sw_id *ids, size_t n, pid_t pid, unsigned long long start) {
+  for (size_t i = 0; i < n; i++)
+    if (ids[i].pid == pid && ids[i].start == start) return 1;
+  return 0;
+}
+
+// scan: the members of this round, in the order found. -1 when the process table cannot be read.
+static int scan(void) {
+  if (snapshot() < 0) return -1;
+  sw.scans++;
+  sw.seen = 0;
+  memset(sw.is_member, 0, sw.ntable);
+  // Earlier finds still alive with the same identity.
+  for (size_t i = 0; i < sw.ntable; i++)
+    if (tracked_of(sw.table[i].pid, sw.table[i].start)) sw.is_member[i] = 1, sw.seen++;
+  // Carriers.
+  for (size_t i = 0; i < sw.ntable; i++)
+    if (!sw.is_member[i] && carrier(sw.table[i].pid) == 1) take(i, "carrier", 0);
+  // The helpers tether named, by identity.
+  for (size_t i = 0; i < sw.ntable; i++)
+    if (listed(sw.given, sw.ngiven, sw.table[i].pid, sw.table[i].start)) take(i, "given", 0);
+  // What the session's cgroups hold.
+  each_session_cgroup(take_cgroup);
+  // Descendants of any member, by parent, until a pass adds nothing.
+  for (int grew = 1; grew;) {
+    grew = 0;
+    for (size_t i = 0; i < sw.ntable; i++) {
+      if (sw.is_member[i]) continue;
+      for (size_t j = 0; j < sw.ntable; j++) {
+        if (!sw.is_member[j] || sw.table[j].pid != sw.table[i].ppid) continue;
+        take(i, "descendant", sw.table[i].ppid);
+        grew = 1;
+        break;
+      }
+    }
+  }
+  return 0;
+}
+
+// helpers_childless: the kernel's word that the session holds nothing but its helpers
+// (sweep.sh, helpers_childless): every member this scan is a named helper, each named helper is
+// among them with no child on any of its threads' children lists, and every helper whose end
+// line said `childless` is gone.
+static int helpers_childless(void) {
+  if (!sw.nproof && !sw.nended) return 0;
+  for (size_t i = 0; i < sw.ntable; i++)
+    if (sw.is_member[i] && !listed(sw.proof, sw.nproof, sw.table[i].pid, sw.table[i].start)) return 0;
+  for (size_t h = 0; h < sw.nended; h++)
+    if (sw_same(sw.ended[h].pid, sw.ended[h].start)) return 0;
+  for (size_t h = 0; h < sw.nproof; h++) {
+    int found = 0;
+    for (size_t i = 0; i < sw.ntable; i++)
+      if (sw.is_member[i] && sw.table[i].pid == sw.proof[h].pid && sw.table[i].start == sw.proof[h].start)
+        found = 1;
+    if (!found) return 0;
+    char path[96];
+    snprintf(path, sizeof path, "/proc/%d/task", sw.proof[h].pid);
+    DIR *d = opendir(path);
+    if (!d) return 0;
+    struct dirent *e;
+    int childless = 1;
+    while (childless && (e = readdir(d))) {
+      if (e->d_name[0] < '0' || e->d_name[0] > '9') continue;
+      char kids[64];
+      snprintf(path, sizeof path, "/proc/%d/task/%.20s/children", sw.proof[h].pid, e->d_name);
+      int fd = open(path, O_RDONLY | O_CLOEXEC);
+      if (fd < 0) {
+        childless = 0;
+        break;
+      }
+      ssize_t n = read(fd, kids, sizeof kids);
+      close(fd);
+      if (n != 0) childless = 0;
+    }
+    closedir(d);
+    if (!childless || !sw_same(sw.proof[h].pid, sw.proof[h].start)) return 0;
+  }
+  return 1;
+}
+
+// helpers_gone: the named helpers, childless, are gone — looked at every 5 ms, 40 times at most.
+static int helpers_gone(void) {
+  for (int tries = 0; tries < 40; tries++) {
+    int left = 0;
+    for (size_t h = 0; h < sw.nproof; h++) left |= sw_same(sw.proof[h].pid, sw.proof[h].start);
+    if (!left) {
+      sw.alive = 0;
+      memset(sw.alive_row, 0, sw.ntracked);
+      return 1;
+    }
+    sleep_ms(5);
+  }
+  return 0;
+}
+
+static const char *sig_name(int sig) { return sig == SIGTERM ? "TERM" : sig == SIGKILL ? "KILL" : "CONT"; }
+
+static unsigned sig_bit(int sig) { return sig == SIGTERM ? SW_TERM : sig == SIGKILL ? SW_KILL : SW_CONT; }
+
+// deliver: `sig` once per member, checked against its start time as it is sent; counts it in
+// `alive` unless it is gone.
+static void deliver(int sig, const struct sw_member *m) {
+  struct sw_tracked *t = tracked_of(m->pid, m->start);
+  if (!t) return; // untracked (out of memory): not signalled, the answer is not whole
+  size_t row = (size_t)(t - sw.tracked);
+  if ((t->sent & sig_bit(sig)) || t->denied) {
+    sw.alive++;
+    sw.alive_row[row] = 1;
+    return;
+  }
+  enum sent r = signal_identity(m->pid, m->start, sig);
+  if (r == GONE) return;
+  if (r == SENT) {
+    t->sent |= sig_bit(sig);
+    answer_line("signal %d %llu %s", m->pid, m->start, sig_name(sig));
+    if (sig == SIGTERM && (m->state == 'T' || m->state == 't') &&
+        signal_identity(m->pid, m->start, SIGCONT) == SENT) {
+      t->sent |= SW_CONT;
+      answer_line("signal %d %llu CONT", m->pid, m->start);
+    }
+  } else if (sw_same(m->pid, m->start)) {
+    t->denied = 1;
+    answer_line("denied %d %llu %s", m->pid, m->start, sig_name(sig));
+  } else {
+    return;
+  }
+  sw.alive++;
+  sw.alive_row[row] = 1;
+}
+
+// round: scan, then signal every member not yet sent `sig`, the last found first (a helper after
+// what it holds). *proven when the helpers' word holds. -1 when the scan failed.
+static int round_(int sig, int *proven) {
+  if (scan() < 0) return -1;
+  *proven = helpers_childless();
+  sw.alive = 0;
+  memset(sw.alive_row, 0, sw.ntracked);
+  // The members in the order they were first found (tracked), then backwards.
+  for (size_t k = sw.ntracked; k-- > 0;) {
+    for (size_t i = 0; i < sw.ntable; i++) {
+      if (!sw.is_member[i] || sw.table[i].pid != sw.tracked[k].pid || sw.table[i].start != sw.tracked[k].start)
+        continue;
+      deliver(sig, &sw.table[i]);
+      break;
+    }
+  }
+  return 0;
+}
+
+static void phase_done(int sig, long started, int rounds, const char *ended_by) {
+  answer_line("phase %s %ld %ld %d %s", sig_name(sig), started - sw.t0, now_ms() - started, rounds, ended_by);
+}
+
+static void finish(void) __attribute__((noreturn));
+static void finish(void) {
+  for (size_t i = 0; i < sw.ntracked; i++) {
+    const struct sw_tracked *t = &sw.tracked[i];
+    const char *fate = !sw.alive_row[i] ? "gone" : t->denied ? "denied" : "survived-kill";
+    answer_line("end %d %llu %s", t->pid, t->start, fate);
+  }
+  each_session_cgroup(remove_cgroups);
+  // The proof: the records before it, counted, and the nonce. Nothing may follow it.
+  answer_line("done %s %u %ld %d %lu %s", sw.tag, sw.scans, now_ms() - sw.t0, sw.complete, sw.lines, sw.nonce);
+  exit(0);
+}
+
+// ---- arguments, the holder, the nonce -------------------------------------------------------
+
+// PID:START, digits without a leading zero, the pid above 1 (sweep.sh, identity).
+static int parse_identity(const char *s, struct sw_id *id) {
+  char *end;
+  if (s[0] < '1' || s[0] > '9') return -1;
+  long long pid = strtoll(s, &end, 10);
+  if (*end != ':' || pid <= 1 || pid > INT32_MAX || end - s > 10) return -1;
+  const char *st = end + 1;
+  if (st[0] < '1' || st[0] > '9') return -1;
+  unsigned long long start = strtoull(st, &end, 10);
+  if (*end || end - st > 20) return -1;
+  id->pid = (pid_t)pid;
+  id->start = start;
+  return 0;
+}
+
+static int sweep_usage(const char *what) {
+  answer_line("error usage %s", what);
+  return 2;
+}
+
+// --sweep-hold: the holder (above). It says so every 10 ms, not once: a shell may run a trap that
+// came just before its `wait` only after that wait, which then waits for a holder that never
+// ends (mksh). Killed with its parent (PR_SET_PDEATHSIG; an exec is not a death): a shell that
+// dies between the two hashes leaves no holder behind; and it ends by itself after a minute.
+static int sweep_hold(void) {
+  pid_t parent = getppid();
+  if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0 || parent <= 1 || getppid() != parent) return 125;
+  for (int i = 0; i < 6000 && kill(parent, SIGUSR1) == 0; i++) sleep_ms(10);
+  return 0;
+}
+
+static int sweep_main(int argc, char **argv) {
+  // Non-dumpable before anything is read: no process of this uid without CAP_SYS_PTRACE can
+  // read the nonce from this process's memory or trace it into another answer.
+  if (prctl(PR_SET_DUMPABLE, 0) < 0 || traced()) {
+    fprintf(stderr, "tether-sweep: the helper could not make itself untraceable: no sweep ran\n");
+    return 125;
+  }
+  signal(SIGPIPE, SIG_IGN);
+  signal(SIGHUP, SIG_IGN);
+  int a = 2;
+  if (argc > a + 1 && !strcmp(argv[a], "--holder")) {
+    // The holder, our child (waitpid says so), is KILLed and reaped: its work is done.
+    long holder = atol(argv[a + 1]);
+    int status;
+    if (holder > 1 && waitpid((pid_t)holder, &status, WNOHANG) == 0) {
+      kill((pid_t)holder, SIGKILL);
+      while (waitpid((pid_t)holder, &status, 0) < 0 && errno == EINTR) {
+      }
+    }
+    a += 2;
+  }
+  if (argc < a + 4) return sweep_usage("arguments");
+  sw.tag = argv[a];
+  if (strncmp(sw.tag, "TETHER_SESSION_", 15) || strlen(sw.tag) != 47 || strspn(sw.tag + 15, "0123456789abcdef") != 32)
+    return sweep_usage("tag");
+  memcpy(sw.hex, sw.tag + 15, 33);
+  snprintf(sw.entry, sizeof sw.entry, "%s=1", sw.tag);
+  long durations[3];
+  for (int i = 0; i < 3; i++) {
+    const char *s = argv[a + 1 + i];
+    if (!*s || strspn(s, "0123456789") != strlen(s) || strlen(s) > 9) return sweep_usage("duration");
+    durations[i] = strtol(s, NULL, 10);
+  }
+  long grace = durations[0], kill_after = durations[1], interval = durations[2];
+  for (int i = a + 4; i < argc; i++) {
+    const char *w = argv[i];
+    struct sw_id id;
+    int member = !strncmp(w, "member:", 7), ended = !strncmp(w, "ended:", 6);
+    if (parse_identity(w + (member ? 7 : ended ? 6 : 0), &id) < 0 || sw.ngiven == 64) return sweep_usage("helper");
+    sw.given[sw.ngiven++] = id;
+    if (ended) sw.ended[sw.nended++] = id;
+    else if (!member) sw.proof[sw.nproof++] = id;
+  }
+  // The nonce, a byte at a time (what follows it on stdin is not ours).
+  char first[34];
+  size_t n = 0;
+  for (;;) {
+    char c;
+    ssize_t r = read(0, &c, 1);
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0 || c == '\n') break;
+    if (n < sizeof first - 1) first[n] = c;
+    n++;
+  }
+  if (n != 32 || strspn(first, "0123456789abcdef") < 32) {
+    answer_line("tether-sweep 2 no-nonce %s", sw.tag);
+    fprintf(stderr, "tether-sweep: no nonce on stdin (is the exec channel's stdin attached? docker exec needs -i): nothing was signalled\n");
+    return 125;
+  }
+  memcpy(sw.nonce, first, 32);
+  sw.nonce[32] = '\0';
+  sw.lines = 0;
+  answer_line("tether-sweep 2 begin %s", sw.tag);
+  sw.t0 = now_ms();
+  sw.complete = 1;
+  answer_line("reader helper");
+  // This process and its ancestors are never members.
+  for (pid_t p = getpid(); p > 1 && sw.nexcluded < 64;) {
+    struct sw_member m;
+    sw.excluded[sw.nexcluded++] = p;
+    if (sw_stat(p, &m, NULL, 0) < 0) break;
+    p = m.ppid;
+  }
+  own_cgroup();
+  // /proc of this process's PID namespace, or none at all: NO_PROC.
+  struct sw_member self;
+  if (sw_stat(getpid(), &self, NULL, 0) < 0) {
+    char path[64];
+    int ok = 0;
+    int fd = open("/proc/self/stat", O_RDONLY | O_CLOEXEC);
+    if (fd >= 0) {
+      ssize_t r = read(fd, path, sizeof path - 1);
+      close(fd);
+      ok = r > 0 && atol(path) == getpid();
+    }
+    if (!ok) {
+      sw.complete = 0;
+      answer_line("warning NO_PROC /proc is missing or belongs to another PID namespace: processes of %s were not looked for", sw.tag);
+      finish();
+    }
+  }
+  static const int sigs[2] = {SIGTERM, SIGKILL};
+  for (int s = 0; s < 2; s++) {
+    int sig = sigs[s];
+    long started = now_ms(), budget = sig == SIGTERM ? grace : kill_after;
+    int rounds = 0, empty = 0, proven = 0;
+    for (;;) {
+      rounds++;
+      if (round_(sig, &proven) < 0) {
+        sw.complete = 0;
+        answer_line("warning SCAN_FAILED the process table could not be read");
+        phase_done(sig, started, rounds, "scan-failed");
+        finish();
+      }
+      if (proven && helpers_gone()) {
+        phase_done(sig, started, rounds, "helper-childless");
+        finish();
+      }
+      empty = sw.seen == 0 ? empty + 1 : 0;
+      if (empty >= 2) {
+        phase_done(sig, started, rounds, "two-empty-scans");
+        finish();
+      }
+      if (now_ms() - started >= budget) break;
+      sleep_ms(interval);
+    }
+    if (sig == SIGKILL) {
+      // A process first found in the last round got its KILL a moment ago: look once more.
+      sleep_ms(interval);
+      rounds++;
+      if (round_(SIGKILL, &proven) < 0) {
+        sw.complete = 0;
+        phase_done(SIGKILL, started, rounds, "scan-failed");
+        finish();
+      }
+      if (sw.alive == 0 && sw.seen > 0) {
+        sw.complete = 0;
+        answer_line("warning UNSETTLED processes of the session were still appearing when the KILL phase ended: some may still run");
+      } else if (sw.alive == 0) {
+        phase_done(SIGKILL, started, rounds, "verified-empty");
+        finish();
+      }
+    }
+    phase_done(sig, started, rounds, "budget");
+  }
+  finish();
+}

@@ -1,0 +1,154 @@
+// The helper answers the sweep (docs/sandbox.md, "The helper answers the sweep"): a session under
+// the pushed helper is swept by the helper's `--sweep` mode, non-dumpable, checked at exec, not
+// by the sweep shell. Its answer says `reader helper` and the report names what it rests on
+// (HELPER_SWEEP_ANSWER_BLIND_SPOT, not the shell's). A leftover of the session that watches for
+// the sweep and tries to read its memory (/proc/P/mem) or attach to it (PTRACE_SEIZE) — the way a
+// leftover could write the shell's answer — is refused by the process that answers, and is
+// stopped and gone. The container runs its commands as root without CAP_SYS_PTRACE, Docker's
+// default (setpriv drops it from the bounding set). Ground truth: the host's /proc.
+import { execFileSync } from 'node:child_process';
+import { existsSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { sandbox } from '../../src/index.js';
+import { commandChannel, type ExecChannel } from '../../src/sandbox/channel.js';
+import { HELPER_SWEEP_ANSWER_BLIND_SPOT, SWEEP_ANSWER_BLIND_SPOT } from '../../src/sandbox/sweep-output.js';
+import { missing, tool } from '../support/tools.js';
+import { type Container, privateTmp, sleepersIn, startContainer, taggedOnHost } from './container.js';
+
+const noPython = missing('python3');
+// The interpreter itself, not a version manager's shim (shells.test.ts says why).
+const PYTHON = noPython
+  ? ''
+  : execFileSync(tool('python3').path as string, ['-c', 'import sys; print(sys.executable)'], {
+      encoding: 'utf8',
+    }).trim();
+
+const DROP_PTRACE = ['--bounding-set', '-sys_ptrace', '--inh-caps', '-sys_ptrace'];
+const SWEEP = { graceMs: 1500, killAfterMs: 1000 };
+let box: Container;
+let channel: ExecChannel;
+beforeAll(async () => {
+  box = await startContainer(300);
+  privateTmp(box, 'tether-hs');
+  channel = commandChannel([...box.prefix, 'setpriv', ...DROP_PTRACE, '--']);
+});
+afterAll(async () => {
+  await box?.stop();
+});
+
+async function cleanup(tag: string): Promise<void> {
+  if (taggedOnHost(tag).length) await sandbox.sweep(channel, tag, SWEEP);
+}
+
+// Ignores TERM, watches /proc for the session's sweep — the sweep shell (`tether-sweep` in its
+// argv) and the helper's sweep (`--sweep`) — and on each new sight tries to read its memory (and,
+// the helper's, to attach to it: a tracer attached to the shell would follow it through its exec,
+// and the helper would refuse to sweep at all). One line per sight in the log:
+// `shell|helper PID mem=read|ERRNO ptrace=attached|ERRNO|-`.
+const WATCHER = `
+import ctypes, os, signal, sys, time
+signal.signal(signal.SIGTERM, signal.SIG_IGN)
+libc = ctypes.CDLL(None, use_errno=True)
+libc.ptrace.restype = ctypes.c_long
+libc.ptrace.argtypes = [ctypes.c_long, ctypes.c_long, ctypes.c_void_p, ctypes.c_void_p]
+SEIZE, DETACH = 0x4206, 17
+log = open(sys.argv[1], 'a', buffering=1)
+log.write('ready\\n')
+seen = set()
+end = time.time() + 60
+while time.time() < end:
+    for d in os.listdir('/proc'):
+        if not d.isdigit() or int(d) == os.getpid():
+            continue
+        try:
+            with open(f'/proc/{d}/cmdline', 'rb') as f:
+                argv = f.read().split(b'\\0')
+        except OSError:
+            continue
+        kind = 'helper' if b'--sweep' in argv else 'shell' if b'tether-sweep' in argv else None
+        if kind is None or (d, kind) in seen:
+            continue
+        seen.add((d, kind))
+        try:
+            open(f'/proc/{d}/mem', 'rb', 0).close()
+            mem = 'read'
+        except OSError as e:
+            mem = str(e.errno)
+        traced = '-'
+        if kind == 'helper':
+            if libc.ptrace(SEIZE, int(d), None, None) == 0:
+                traced = 'attached'
+                libc.ptrace(DETACH, int(d), None, None)
+            else:
+                traced = str(ctypes.get_errno())
+        log.write(f'{kind} {d} mem={mem} ptrace={traced}\\n')
+    time.sleep(0.001)
+`;
+
+describe('the helper answers the session’s sweep', () => {
+  it('its answer says so, and an env -i double fork the command left is stopped and gone', async () => {
+    let tag = '';
+    try {
+      const r = await sandbox.run(
+        channel,
+        ['sh', '-c', 'env -i /bin/sh -c "setsid sleep 7411 </dev/null >/dev/null 2>&1 &"; sleep 0.2'],
+        { sweep: SWEEP, helper: true },
+      );
+      tag = r.report.tag;
+      expect(r.report.stopped.map((p) => p.cmdline)).toContain('sleep 7411');
+      expect([r.report.complete, r.report.ok]).toEqual([true, true]);
+      // `reader helper`: no environ reader of the shell's, and the helper's blind spot, not the shell's.
+      expect(r.report.environReader).toBeUndefined();
+      expect(r.report.blindSpots).toContain(HELPER_SWEEP_ANSWER_BLIND_SPOT);
+      expect(r.report.blindSpots).not.toContain(SWEEP_ANSWER_BLIND_SPOT);
+      // Ground truth: no sleep 7411 in the container, nothing of the tag on the host.
+      expect(sleepersIn(box, 7411)).toEqual([]);
+      expect(taggedOnHost(tag)).toEqual([]);
+    } finally {
+      if (tag) await cleanup(tag);
+    }
+  });
+
+  it.skipIf(noPython !== '')(
+    `a leftover that reads or traces the sweep finds the helper refusing it, and is stopped and gone${noPython ? ` (skipped: ${noPython})` : ''}`,
+    async () => {
+      const name = `tether-hs-${process.pid}-${Date.now()}.log`;
+      const log = join('/proc', String(box.init), 'root/tmp', name);
+      let tag = '';
+      try {
+        const r = await sandbox.run(
+          channel,
+          [
+            'sh',
+            '-c',
+            `setsid "$0" -c "$1" /tmp/${name} </dev/null >/dev/null 2>&1 &
+             for i in $(seq 200); do grep -q ready /tmp/${name} 2>/dev/null && exit 0; sleep 0.05; done; exit 9`,
+            PYTHON,
+            WATCHER,
+          ],
+          { sweep: SWEEP, helper: true },
+        );
+        tag = r.report.tag;
+        expect(r.exitCode, 'premise broken: the watcher never started').toBe(0);
+        const watcher = r.report.stopped.find((p) => p.cmdline.startsWith(`${PYTHON} -c`));
+        expect(watcher, `stopped: ${r.report.stopped.map((p) => p.cmdline).join(' | ')}`).toBeDefined();
+        expect(watcher?.endedBy).toBe('SIGKILL');
+        expect([r.report.complete, r.report.ok]).toEqual([true, true]);
+        const sights = readFileSync(log, 'utf8')
+          .split('\n')
+          .filter((l) => l.startsWith('shell ') || l.startsWith('helper '));
+        const helper = sights.filter((l) => l.startsWith('helper '));
+        // The premise: the watcher saw the process that answered the sweep while it ran.
+        expect(helper.length, `sights: ${sights.join(' | ')}`).toBeGreaterThan(0);
+        // EACCES (13) for its memory, EPERM (1) for the attach: non-dumpable, no CAP_SYS_PTRACE.
+        for (const sight of helper) expect(sight).toMatch(/^helper \d+ mem=13 ptrace=1$/);
+        // Ground truth: the watcher, which carries the tag, is gone.
+        expect(taggedOnHost(tag)).toEqual([]);
+      } finally {
+        if (tag) await cleanup(tag);
+        if (existsSync(log)) execFileSync('rm', ['-f', log]);
+      }
+    },
+  );
+});
