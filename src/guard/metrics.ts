@@ -155,7 +155,8 @@ export async function serveMetrics(
   server.maxConnections = maxConnections;
   server.keepAliveTimeout = METRICS_IDLE_TIMEOUT_MS;
   // A socket idle this long is destroyed (no 'timeout' listener: node:http's default), one that
-  // never sent a byte included.
+  // never sent a byte included. The headers check (every second, above) may come to it first:
+  // it writes a 408 and then destroys it. Either way the fd is closed near 5 s.
   server.setTimeout(METRICS_IDLE_TIMEOUT_MS);
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
