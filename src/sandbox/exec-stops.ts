@@ -53,6 +53,12 @@ export class CallStops {
    * are non-dumpable while the command runs, their environ unreadable to a uid other than root.
    */
   helper: () => TargetIdentity | undefined = () => undefined;
+  /**
+   * The path of the pushed helper the command runs under (exec.ts, `helper`): it answers this
+   * call's sweeps (docs/sandbox.md, "The helper answers the sweep"), the sweep program where it
+   * cannot.
+   */
+  helperPath: string | undefined;
 
   constructor(
     private readonly channel: ExecChannel,
@@ -74,9 +80,11 @@ export class CallStops {
   // helper's proof"). Its error, if it fails, as the value.
   sweep(options: SandboxSweepOptions): Promise<SweepReport | Error> {
     const helper = this.helper();
-    return sweepUnder(this.channel, this.tag, options, { members: helper ? [helper] : [] }).catch(
-      (e: Error) => e,
-    );
+    const answering = this.helperPath === undefined ? {} : { path: this.helperPath };
+    return sweepUnder(this.channel, this.tag, options, {
+      members: helper ? [helper] : [],
+      ...answering,
+    }).catch((e: Error) => e);
   }
 
   // Arms the silence bound (0: none) and the caller's cancel; `disarm` takes both back.

@@ -37,6 +37,20 @@ afterAll(async () => {
   await box?.stop();
 });
 
+// The channel, keeping the argv of each sweep it ran (the sweep's argv holds `tether-sweep`).
+function recording(inner: ExecChannel): ExecChannel & { sweeps: string[][] } {
+  const sweeps: string[][] = [];
+  return {
+    argv: inner.argv,
+    describe: inner.describe,
+    exec(argv: string[]) {
+      if (argv.includes('tether-sweep')) sweeps.push(argv);
+      return inner.exec(argv);
+    },
+    sweeps,
+  } as ExecChannel & { sweeps: string[][] };
+}
+
 async function cleanup(tag: string): Promise<void> {
   if (taggedOnHost(tag).length) await sandbox.sweep(channel, tag, SWEEP);
 }
@@ -151,4 +165,29 @@ describe('the helper answers the session’s sweep', () => {
       }
     },
   );
+
+  it('a timeout’s sweep is the helper’s too: the command and its leftover are stopped and gone', async () => {
+    const recorded = recording(channel);
+    let tag = '';
+    try {
+      const r = await sandbox.run(
+        recorded,
+        ['sh', '-c', 'env -i /bin/sh -c "setsid sleep 7413 </dev/null >/dev/null 2>&1 &"; exec sleep 7414'],
+        { sweep: SWEEP, helper: true, timeout: 1500, reject: false },
+      );
+      tag = r.report.tag;
+      expect(r.timedOut).toBe(true);
+      expect(r.report.stopped.map((p) => p.cmdline)).toEqual(
+        expect.arrayContaining(['sleep 7413', 'sleep 7414']),
+      );
+      // Every sweep of the call — the timeout's and the session's end — ran the helper's.
+      expect(recorded.sweeps.length).toBeGreaterThan(0);
+      for (const argv of recorded.sweeps)
+        expect(argv.slice(argv.indexOf('tether-sweep') + 1)[0]).toBe('--helper');
+      expect(r.report.blindSpots).toContain(HELPER_SWEEP_ANSWER_BLIND_SPOT);
+      expect([sleepersIn(box, 7413), sleepersIn(box, 7414), taggedOnHost(tag)]).toEqual([[], [], []]);
+    } finally {
+      if (tag) await cleanup(tag);
+    }
+  });
 });
