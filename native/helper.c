@@ -362,8 +362,8 @@ static int put_line(const char *text) {
 // Before the payload starts, in wrap mode: waits for the shell's `checked` on the control pipe
 // (it hashed the inode this process runs, after the exec: the bytes are the pushed helper's),
 // refuses a tracer, then reads the nonce line from stdin — the stream's first line, NONCE (32 hex
-// digits) — and prints `tether-start NONCE helper PID START` (START 0 when its stat was not
-// read). 0, or -1 (said as `error WHAT ERRNO`; no
+// digits) — and prints `tether-start NONCE helper PID START[ cgroup][ await APID ASTART]` (START
+// 0 when its stat was not read; APID ASTART its parent's, the --await process, when both were). 0, or -1 (said as `error WHAT ERRNO`; no
 // line printed, nothing run): `checked` (another line, none within CHECKED_WAIT_MS — the shell
 // was killed: the helper never reads EOF on a FIFO it holds itself — or a poll error),
 // `traced`, `nonce` (none, or malformed: stderr says so as the wrapper does), `stdout`. Called
@@ -388,9 +388,18 @@ static int wrap_begin(unsigned long long own_start) {
     say("error nonce %d\n", EINVAL);
     return -1;
   }
-  char start[112];
-  snprintf(start, sizeof start, "tether-start %s helper %d %llu%s\n", nonce, (int)getpid(), own_start,
-           cgroup_dir ? " cgroup" : "");
+  // The parent's identity too: the wrapper shell, exec'd into --await before it said `checked`
+  // (same pid, same start time). A session member may stop it and kill this helper: nothing
+  // would continue it then, and for a uid other than root no sweep would see it (non-dumpable,
+  // its environ unreadable) unless tether names it.
+  unsigned long long parent_start = 0;
+  pid_t parent = getppid();
+  char await_id[48] = "";
+  if (parent > 1 && read_stat(parent, NULL, NULL, &parent_start) == 0 && parent_start > 0)
+    snprintf(await_id, sizeof await_id, " await %d %llu", (int)parent, parent_start);
+  char start[160];
+  snprintf(start, sizeof start, "tether-start %s helper %d %llu%s%s\n", nonce, (int)getpid(), own_start,
+           cgroup_dir ? " cgroup" : "", own_start > 0 ? await_id : "");
   int failed = (out_fd = fcntl(1, F_DUPFD_CLOEXEC, 10)) < 0 || put_line(start) < 0;
   explicit_bzero(start, sizeof start);
   if (failed) say("error stdout %d\n", errno);

@@ -129,22 +129,26 @@ export function startLine(nonce: string): string {
  * With its identity (`PID START`, its pid and start time in the target, clock ticks since boot),
  * as the helper prints it; without, the form of a helper that could not give one. `cgroup`: the
  * command runs in a cgroup of its own, which the wrapper made (docs/sandbox.md, "A cgroup in the
- * container").
+ * container"). `awaiting`: the helper's parent, the wrapper's `--await` process (` await APID
+ * ASTART`), a member of every sweep of the call (docs/sandbox.md, "No dumpable wrapper").
  */
 export function helperStartLine(
   nonce: string,
   identity?: { pid: number; startTime: number },
   cgroup = false,
+  awaiting?: { pid: number; startTime: number },
 ): string {
+  const parent = awaiting ? ` await ${awaiting.pid} ${awaiting.startTime}` : '';
   return identity
-    ? `tether-start ${nonce} helper ${identity.pid} ${identity.startTime}${cgroup ? ' cgroup' : ''}\n`
+    ? `tether-start ${nonce} helper ${identity.pid} ${identity.startTime}${cgroup ? ' cgroup' : ''}${parent}\n`
     : `tether-start ${nonce} helper\n`;
 }
 
 // What may follow `tether-start NONCE`: the shell's `\n`, or the helper's ` helper\n`,
-// ` helper PID START\n` or ` helper PID START cgroup\n` (longest: 10 + 20 digits and the word).
-const START_TAIL = /^(?: helper(?: (\d{1,10}) (\d{1,20})( cgroup)?)?)?$/;
-const MAX_START_TAIL = 47;
+// ` helper PID START\n`, with ` cgroup` and ` await APID ASTART` after it (longest: 10 + 20
+// digits, the word, and the await's 10 + 20 digits).
+const START_TAIL = /^(?: helper(?: (\d{1,10}) (\d{1,20})( cgroup)?(?: await (\d{1,10}) (\d{1,20}))?)?)?$/;
+const MAX_START_TAIL = 85;
 
 /**
  * Removes the start announcement (the first one: `tether-start NONCE\n` from the wrapper shell,
@@ -161,6 +165,8 @@ export class StartStripper {
   helper: { pid: number; startTime: number } | undefined;
   /** The helper said the command runs in a cgroup of its own. */
   cgroup = false;
+  /** The helper's parent as it named it: the wrapper's `--await` process. */
+  awaiting: { pid: number; startTime: number } | undefined;
 
   constructor(nonce: string) {
     this.marker = Buffer.from(`tether-start ${nonce}`);
@@ -189,6 +195,10 @@ export class StartStripper {
         const startTime = Number(m[2]);
         if (m[1] !== undefined && pid > 1 && startTime > 0) this.helper = { pid, startTime };
         this.cgroup = m[3] !== undefined;
+        const apid = Number(m[4]);
+        const astart = Number(m[5]);
+        if (this.helper && m[4] !== undefined && apid > 1 && astart > 0)
+          this.awaiting = { pid: apid, startTime: astart };
         this.pending = Buffer.alloc(0);
         return Buffer.concat([buf.subarray(0, at), buf.subarray(nl + 1)]);
       }
@@ -208,11 +218,24 @@ export class StartStripper {
   }
 }
 
-// A tail that the rest of a start line could still complete: a prefix of ` helper`, or
-// ` helper ` followed by the beginning of `PID START`, or of `PID START cgroup`.
+// A tail that the rest of a start line could still complete: a prefix of ` helper`, or of one
+// of the helper's full forms — ` helper PID START`, then ` cgroup`, then ` await APID ASTART`.
+const START_FORMS = [
+  ['helper', 10, 20, 'cgroup', 'await', 10, 20],
+  ['helper', 10, 20, 'await', 10, 20],
+] as const;
+
 function couldStart(tail: string): boolean {
-  const word = ' helper';
-  if (tail.length <= word.length) return word.startsWith(tail);
-  const m = /^ helper (?:\d{1,10}(?: \d{0,20}(?: ([a-z]{0,6}))?)?)?$/.exec(tail);
-  return m !== null && (m[1] === undefined || 'cgroup'.startsWith(m[1]));
+  if (!tail.startsWith(' ')) return tail === '';
+  const tokens = tail.slice(1).split(' ');
+  return START_FORMS.some(
+    (form) =>
+      tokens.length <= form.length &&
+      tokens.every((token, i) => {
+        const want = form[i] as string | number;
+        const last = i === tokens.length - 1;
+        if (typeof want === 'string') return last ? want.startsWith(token) : token === want;
+        return new RegExp(`^\\d{${last ? 0 : 1},${want}}$`).test(token);
+      }),
+  );
 }

@@ -99,12 +99,19 @@ export class CallOutput implements Activity {
   }
 
   /**
-   * The start line as it came: whether, whose, the helper's identity when it gave one, and
-   * `cgroup` when it said the command runs in a cgroup of its own.
+   * The start line as it came: whether, whose, the helper's identity when it gave one,
+   * `cgroup` when it said the command runs in a cgroup of its own, and its parent (`awaiting`,
+   * the wrapper's --await process) when it named it.
    */
   get started(): StartSeen {
-    const { announced, byHelper, helper, cgroup } = this.start;
-    return { announced, byHelper, ...(helper ? { helper } : {}), ...(cgroup ? { cgroup } : {}) };
+    const { announced, byHelper, helper, cgroup, awaiting } = this.start;
+    return {
+      announced,
+      byHelper,
+      ...(helper ? { helper } : {}),
+      ...(cgroup ? { cgroup } : {}),
+      ...(awaiting ? { awaiting } : {}),
+    };
   }
 
   // What both strippers still hold, at the stream's end.
@@ -134,6 +141,8 @@ export class CallOutput implements Activity {
     if (this.start.helper && !this.helperTold) {
       this.helperTold = true;
       this.onHelper?.(this.start.helper);
+      // Its parent, the wrapper's --await process, is a member of the session's sweeps too.
+      if (this.start.awaiting) this.onHelper?.(this.start.awaiting);
     }
     if (this.stripper.completion && !this.lineTimer) {
       this.lineTimer = setTimeout(() => {

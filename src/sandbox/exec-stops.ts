@@ -54,6 +54,12 @@ export class CallStops {
    */
   helper: () => TargetIdentity | undefined = () => undefined;
   /**
+   * The helper's parent as its start line named it, the wrapper's `--await` process: a member of
+   * every sweep this call runs (a session member may stop it and kill the helper, and nothing
+   * else would continue it).
+   */
+  awaiting: () => TargetIdentity | undefined = () => undefined;
+  /**
    * The path of the pushed helper the command runs under (exec.ts, `helper`): it answers this
    * call's sweeps (docs/sandbox.md, "The helper answers the sweep"), the sweep program where it
    * cannot.
@@ -75,16 +81,13 @@ export class CallStops {
     this.requested();
   }
 
-  // The call's sweep (a stop's, an unknown end's): the session by its tag, and the helper by the
-  // identity its start line gave, when it came — with every descendant (docs/sandbox.md, "The
+  // The call's sweep (a stop's, an unknown end's): the session by its tag, and the helper and its
+  // --await parent by the identities its start line gave, when it came — with every descendant (docs/sandbox.md, "The
   // helper's proof"). Its error, if it fails, as the value.
   sweep(options: SandboxSweepOptions): Promise<SweepReport | Error> {
-    const helper = this.helper();
+    const members = [this.helper(), this.awaiting()].filter((m): m is TargetIdentity => m !== undefined);
     const answering = this.helperPath === undefined ? {} : { path: this.helperPath };
-    return sweepUnder(this.channel, this.tag, options, {
-      members: helper ? [helper] : [],
-      ...answering,
-    }).catch((e: Error) => e);
+    return sweepUnder(this.channel, this.tag, options, { members, ...answering }).catch((e: Error) => e);
   }
 
   // Arms the silence bound (0: none) and the caller's cancel; `disarm` takes both back.

@@ -165,6 +165,7 @@ async function run(
   const output = new CallOutput(client, plan.nonce, options, (why) => stops.stop(why), collect, announced);
   // Every sweep of this call takes the helper its start line named as a member (exec-stops.ts).
   stops.helper = () => output.started.helper;
+  stops.awaiting = () => output.started.awaiting;
   if (typeof options.helper === 'string') stops.helperPath = options.helper;
   try {
     handOver(client.stdin, plan); // the nonce line, then the command's stdin

@@ -14,28 +14,32 @@ export interface TargetIdentity {
 }
 
 /**
- * The start line as it came: whether, whose, the identity the helper gave in it, and `cgroup`
+ * The start line as it came: whether, whose, the identity the helper gave in it, `cgroup`
  * when it said the command runs in a cgroup of its own (`tether-start NONCE helper PID START
- * cgroup`: docs/sandbox.md, "A cgroup in the container").
+ * cgroup`: docs/sandbox.md, "A cgroup in the container"), and `awaiting`, its parent's identity
+ * (` await APID ASTART`: "No dumpable wrapper").
  */
 export interface StartSeen {
   announced: boolean;
   byHelper: boolean;
   helper?: TargetIdentity;
   cgroup?: boolean;
+  /** The helper's parent, the wrapper's `--await` process (` await APID ASTART`). */
+  awaiting?: TargetIdentity;
 }
 
 /**
  * How one command ran, for the session's report: `helper` (the helper wrote the start and end
  * lines; `identity` as its start line gave it, which the session's sweep asks the kernel about;
  * `childless` when its end line said nothing was left below it, childless-end.ts; `cgroup` when
- * its start line said the command ran in a cgroup of its own, which the wrapper made);
+ * its start line said the command ran in a cgroup of its own, which the wrapper made; `awaiting`
+ * the wrapper's --await process as the start line named it);
  * `subreaper` (a script over 100 KB: the helper was its subreaper, the end line the
  * shell's); `shell` (it fell back to the wrapper on the env tag alone; `why` is the wrapper's
  * line); `unknown` (no start line came: nothing was said).
  */
 export type HelperUse =
-  | { under: 'helper'; identity?: TargetIdentity; childless?: true; cgroup?: true }
+  | { under: 'helper'; identity?: TargetIdentity; childless?: true; cgroup?: true; awaiting?: TargetIdentity }
   | { under: 'subreaper' }
   | { under: 'shell'; why: string }
   | { under: 'unknown' };
@@ -105,6 +109,7 @@ export function helperUseOf(
       ...(start.helper ? { identity: start.helper } : {}),
       ...(childless ? { childless: true as const } : {}),
       ...(start.cgroup ? { cgroup: true as const } : {}),
+      ...(start.awaiting ? { awaiting: start.awaiting } : {}),
     };
   // The wrapper's fallbacks all end "… the command runs (or: it runs) on the env tag alone".
   const fellBack = said.find((line) => line.includes('on the env tag alone'));

@@ -45,7 +45,7 @@ export function pushForSession(channel: ExecChannel, shell: string[]): Promise<H
  * completion wrapper that started it are the session's machinery, not leftovers: taken out of
  * `stopped`, a note says each ended. They are told by what a session member cannot forge — a
  * helper by the identity (pid, start time) its authenticated start line gave (`uses`), the
- * wrapper as that helper's parent (`machinery`) — never by a cmdline, which a leftover can set to
+ * wrapper as that helper's parent or by the identity the start line gave it (`machinery`) — never by a cmdline, which a leftover can set to
  * anything. The notes say which commands ran under it and which fell back to the shell, with the
  * wrapper's words (`uses`, in the order the commands settled); the env tag's blind spot narrows
  * to `HELPER_BLIND_SPOT` only when at least one command proved it ran under the helper. Without
@@ -96,7 +96,8 @@ export function reportUnder(
  * helper's record names as its ppid, the last of that pid to start no later than the helper (a
  * pid is one process at a time, and the wrapper was alive when it forked the helper). A helper
  * whose wrapper had already exited has been reparented, to no session member: no wrapper then.
- * A script over 100 KB (`subreaper`) has no start line of the helper's: its helper, run from the
+ * A wrapper the start line named (` await APID ASTART`) is one by that identity too, found with
+ * or without its helper. A script over 100 KB (`subreaper`) has no start line of the helper's: its helper, run from the
  * pinned inode as `/proc/N/fd/9 --name PATH …` (wrap.sh), is told by that cmdline, as the end of
  * that call rests on the wrapper shell's word already (its result's blind spot).
  */
@@ -118,6 +119,15 @@ export function machinery(
       (scripts && /^\/proc\/\d+$/.test(p.cmdline.split('/fd/9 ')[0] ?? '') && p.cmdline.includes(plain)),
   );
   const wrappers: ProcessRecord[] = [];
+  // The --await processes the start lines named, by identity, whether or not their helper is in
+  // `stopped` (one a session member stopped, its helper killed, is found alone).
+  const awaiting = new Set(
+    uses.flatMap(({ use }) =>
+      use.under === 'helper' && use.awaiting ? [`${use.awaiting.pid}:${use.awaiting.startTime}`] : [],
+    ),
+  );
+  for (const p of stopped)
+    if (awaiting.has(`${p.pid}:${p.startTime}`) && !helpers.includes(p)) wrappers.push(p);
   for (const helper of helpers) {
     const parent = stopped
       .filter((p) => p.pid === helper.ppid && p.startTime <= helper.startTime && !helpers.includes(p))

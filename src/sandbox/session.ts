@@ -421,7 +421,9 @@ export class SandboxSession {
   // proof is `provingHelpers`'s.
   private helperMembers(): TargetIdentity[] {
     const told = this.uses.flatMap(({ use }) =>
-      use.under === 'helper' && use.identity ? [use.identity] : [],
+      use.under === 'helper'
+        ? [...(use.identity ? [use.identity] : []), ...(use.awaiting ? [use.awaiting] : [])]
+        : [],
     );
     return [...this.announced, ...told];
   }

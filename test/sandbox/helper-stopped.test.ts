@@ -22,6 +22,10 @@ const STOP_THE_HELPER = 'kill -STOP "$PPID" && sleep 0.2 && exit 3';
 // The helper's parent is the wrapper, by then the helper's --await mode (wrap.sh).
 const STOP_THE_AWAIT = 'kill -STOP "$(cut -d" " -f4 /proc/$PPID/stat)" && sleep 0.2 && exit 4';
 
+// Stops the --await, then KILLs the helper: nothing is left to continue the --await.
+const STOP_THE_AWAIT_KILL_THE_HELPER =
+  'a=$(cut -d" " -f4 /proc/$PPID/stat) && kill -STOP "$a" && kill -KILL "$PPID" && sleep 0.2 && exit 4';
+
 describe('a command that stops its helper', () => {
   it('does not hold the call: the helper is continued, the status is the command’s', async () => {
     const tag = createTag();
@@ -79,6 +83,44 @@ describe('a command that stops the --await process above its helper, as uid 6553
       );
       expect([r.exitCode, r.timedOut]).toEqual([4, false]);
       // Ground truth: no process of the session is left, stopped or not (the host reads every environ).
+      for (let i = 0; i < 50 && taggedOnHost(tag.name).length; i++) await sleep(20);
+      expect(
+        taggedOnHost(tag.name).map((p) => p.cmdline.slice(0, 60)),
+        'a process of the session (the stopped --await) outlived it',
+      ).toEqual([]);
+    } finally {
+      if (taggedOnHost(tag.name).length) await sandbox.sweep(box.channel, tag.name, FAST);
+    }
+  }, 40_000);
+
+  // The helper's start line names its parent (` await APID ASTART`): every sweep of the call takes
+  // that process as a member by its identity, as the helper, though its environ cannot be read.
+  it('and KILLs its helper: the call’s sweep finds the stopped --await by the identity the start line gave, and ends it', async () => {
+    const as = sandbox.commandChannel([
+      ...box.prefix,
+      'setpriv',
+      '--reuid',
+      '65534',
+      '--regid',
+      '65534',
+      '--clear-groups',
+      '--',
+    ]);
+    const tag = createTag();
+    try {
+      const r = await sandbox.run(as, ['sh', '-c', STOP_THE_AWAIT_KILL_THE_HELPER], {
+        tag,
+        sweep: FAST,
+        helper: true,
+        timeout: 3_000,
+        reject: false,
+      });
+      expect(r.report.notes.join('\n'), 'premise broken: the command did not run under the helper').toContain(
+        'the commands ran under the helper',
+      );
+      // Nothing continued the --await: the call ran into its timeout (the command's end never came).
+      expect(r.timedOut).toBe(true);
+      // Ground truth: no process of the session is left, the stopped --await included.
       for (let i = 0; i < 50 && taggedOnHost(tag.name).length; i++) await sleep(20);
       expect(
         taggedOnHost(tag.name).map((p) => p.cmdline.slice(0, 60)),

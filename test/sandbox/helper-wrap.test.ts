@@ -12,6 +12,7 @@ import type { Readable, Writable } from 'node:stream';
 import { afterEach, describe, expect, it } from 'vitest';
 import { prebuiltCandidates } from '../../src/containment/prebuilt.js';
 import { createNonce } from '../../src/sandbox/completion.js';
+import { readStat } from '../support/proc.js';
 import { missing, tool } from '../support/tools.js';
 
 const HELPER = prebuiltCandidates(process.arch).find((p) => existsSync(p));
@@ -96,8 +97,10 @@ describe.skipIf(!HELPER)(
       h.child.stdin?.end();
       await until('the exit line', () => h.got.status.includes('exit code'));
       const [, pid, start] = /^helper (\d+) (\d+)\n/.exec(h.got.status) ?? [];
+      // The start line names the helper's parent too (` await APID ASTART`): here, this process.
+      const parentStart = readStat(process.pid)?.startTime;
       expect(h.got.out).toBe(
-        `tether-start ${nonce} helper ${pid} ${start}\nthe command's stdin\ntailtether-end ${nonce} exit 7 childless\n`,
+        `tether-start ${nonce} helper ${pid} ${start} await ${process.pid} ${parentStart}\nthe command's stdin\ntailtether-end ${nonce} exit 7 childless\n`,
       );
       expect(Number(pid), 'the start line names another process than the helper').toBe(h.child.pid);
       expect(h.got.status).toMatch(/^helper \d+ [1-9]\d*\nstarted \d+ \d+\nexit code 7 childless\n$/);
@@ -112,7 +115,7 @@ describe.skipIf(!HELPER)(
       await until('the helper line', () => h.got.status.startsWith('helper '));
       h.control.write('checked\ngo\n');
       await until('the exit line', () => h.got.status.includes('exit code'));
-      const leftover = Number(/helper \d+ \d+\n(\d+)\n/.exec(h.got.out)?.[1]);
+      const leftover = Number(/helper \d+ \d+(?: await \d+ \d+)?\n(\d+)\n/.exec(h.got.out)?.[1]);
       expect(leftover, `premise broken: no leftover pid in ${JSON.stringify(h.got.out)}`).toBeGreaterThan(1);
       // Not childless (the sleep is its child now): it holds it, and a `release` changes nothing.
       h.control.write('release\nkeep 1 1\n');

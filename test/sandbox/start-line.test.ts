@@ -16,6 +16,7 @@ function strip(nonce: string, text: string, at: number) {
     byHelper: s.byHelper,
     helper: s.helper,
     ...(s.cgroup ? { cgroup: true } : {}),
+    ...(s.awaiting ? { awaiting: s.awaiting } : {}),
   };
 }
 
@@ -24,15 +25,24 @@ describe('the start announcement', () => {
   const body = 'hello\ntether-start lookalike helper\n';
 
   const identity = { pid: 4711, startTime: 1234567 };
+  const awaiting = { pid: 4710, startTime: 1234560 };
   for (const [who, line, byHelper, helper] of [
     ['the wrapper shell', startLine(nonce), false, undefined],
     ['the helper without its identity', helperStartLine(nonce), true, undefined],
     ['the helper with its identity', helperStartLine(nonce, identity), true, identity],
     ['the helper with its identity and a cgroup', helperStartLine(nonce, identity, true), true, identity],
+    [
+      'the helper with its identity, a cgroup and its --await parent',
+      helperStartLine(nonce, identity, true, awaiting),
+      true,
+      identity,
+    ],
+    ['the helper with its --await parent', helperStartLine(nonce, identity, false, awaiting), true, identity],
   ] as const) {
     it(`${who}'s, cut at every byte: removed, and told apart`, () => {
       const text = line + body;
-      const cgroup = line.endsWith(' cgroup\n') ? { cgroup: true } : {};
+      const cgroup = line.includes(' cgroup') ? { cgroup: true } : {};
+      const parent = line.includes(' await ') ? { awaiting } : {};
       for (let at = 0; at <= text.length; at++) {
         expect(strip(nonce, text, at), `cut at ${at}`).toEqual({
           out: body,
@@ -40,6 +50,7 @@ describe('the start announcement', () => {
           byHelper,
           helper,
           ...cgroup,
+          ...parent,
         });
       }
     });
@@ -55,6 +66,11 @@ describe('the start announcement', () => {
       ' helper 1 2 cgroups',
       ' helper 1 2 cg',
       ' helper cgroup',
+      ' helper 1 2 await 3',
+      ' helper 1 2 await 3 4 cgroup',
+      ' helper 1 2 cgroup await',
+      ' helper 1 2 awaits 3 4',
+      ` helper 1 2 await ${'9'.repeat(11)} 4`,
     ]) {
       const text = `tether-start ${nonce}${tail}\nx`;
       for (let at = 0; at <= text.length; at++)
