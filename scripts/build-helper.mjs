@@ -10,16 +10,29 @@
 //                                                 static and of its architecture (prepack)
 //   --out DIR                                     instead of dist/native
 //
-// Compilers: this machine's architecture with $CC_<ARCH> (CC_X64, CC_ARM64…), else $CC, else cc;
-// another with $CC_<ARCH>, else Debian's cross compiler (aarch64-linux-gnu-gcc,
-// x86_64-linux-gnu-gcc). One that is missing or fails: a warning naming it, the others are still
-// built, exit 0 — tether then runs with the env tag alone on that architecture (NO_HELPER) —
-// unless --require-all. An output newer than native/helper.c, native/helper-sweep.c and this
-// script is kept as is.
+// Compilers: this machine's architecture with $CC_<ARCH> (CC_X64, CC_ARM64…), else $CC, else
+// musl-gcc -static when it is on PATH (Debian's musl-tools), else cc; another with $CC_<ARCH>,
+// else Debian's cross compiler (aarch64-linux-gnu-gcc, x86_64-linux-gnu-gcc). One that is missing
+// or fails: a warning naming it, the others are still built, exit 0 — tether then runs with the
+// env tag alone on that architecture (NO_HELPER) — unless --require-all; a musl-gcc that fails
+// falls back to cc, with a warning. One line on stdout says which libc and compiler each output
+// was built with. An output newer than native/helper.c, native/helper-sweep.c and this script,
+// whose record (tether-helper.built beside it) names the compiler this run would choose, is kept
+// as is: installing musl-tools, setting $CC or upgrading cc rebuilds it.
 // Needs dist/containment/ (tsc) to check what it built.
 import { execFile } from 'node:child_process';
-import { existsSync, mkdirSync, readdirSync, renameSync, rmSync } from 'node:fs';
-import { dirname, join } from 'node:path';
+import {
+  existsSync,
+  mkdirSync,
+  readdirSync,
+  readFileSync,
+  realpathSync,
+  renameSync,
+  rmSync,
+  statSync,
+  writeFileSync,
+} from 'node:fs';
+import { delimiter, dirname, join } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { promisify } from 'node:util';
 import { CROSS, compilerFor, mtime } from './compilers.mjs';
@@ -73,16 +86,92 @@ function unfit(out, arch, needStatic) {
   return undefined;
 }
 
-// A build killed part-way left its temp file: not shipped, not kept (one whose builder still
-// runs is another build's, in progress).
+// A build killed part-way left its temp file (the binary's or its record's): not shipped, not
+// kept (one whose builder still runs is another build's, in progress).
 function removeDeadTemps(dir) {
   for (const name of readdirSync(dir)) {
-    const builder = /^tether-helper\.(\d+)\.tmp$/.exec(name)?.[1];
+    const builder = /^tether-helper(?:\.built)?\.(\d+)\.tmp$/.exec(name)?.[1];
     if (builder && !existsSync(`/proc/${builder}`)) rmSync(join(dir, name), { force: true });
   }
 }
 
-// Builds one architecture's helper; resolves to a warning, or undefined when it is there.
+// Where `command` resolves, symlinks followed, as execFile would find it on PATH (a name with a
+// slash is itself); undefined when it is not there.
+function resolve(command) {
+  const dirs = command.includes('/') ? [''] : (process.env.PATH ?? '').split(delimiter).filter(Boolean);
+  for (const dir of dirs) {
+    try {
+      const path = realpathSync(join(dir, command));
+      if (statSync(path).isFile()) return path;
+    } catch {
+      // not in this directory
+    }
+  }
+  return undefined;
+}
+
+// The builds to try for `arch`, the preferred first: what compilerFor names — this machine's
+// static, then dynamic — preceded, for this machine's own when neither $CC_<ARCH> nor $CC is set,
+// by musl-gcc -static where it is installed. A musl-static helper is about 120 KB against glibc's
+// 930 KB: a sandbox session hashes it with sha256sum in the container about five times and pushes
+// it once per container (docs/benchmarks.md, "A musl-built helper"). Not for the cross builds
+// (Debian has no musl cross toolchain) nor for build-native.mjs's shared library, which Node's
+// glibc process loads.
+function attemptsFor(arch) {
+  const cc = compilerFor(arch);
+  if (!cc) return [];
+  if (arch !== process.arch) return [{ cc, extra: ['-static'] }];
+  const own = [
+    { cc, extra: ['-static'] },
+    { cc, extra: [] },
+  ];
+  const chosen = process.env[`CC_${arch.toUpperCase()}`] || process.env.CC;
+  return !chosen && resolve(MUSL_CC) ? [{ cc: MUSL_CC, extra: ['-static'] }, ...own] : own;
+}
+const MUSL_CC = 'musl-gcc';
+
+// The libc `cc` compiles against, from the macros its <stdio.h> defines: glibc's version, or
+// musl, which on purpose defines none of its own (uClibc and bionic define theirs).
+async function libcOf(cc) {
+  let macros;
+  try {
+    macros = (
+      await run(cc, ['-E', '-dM', '-include', 'stdio.h', '-x', 'c', '/dev/null'], { timeout: 60_000 })
+    ).stdout;
+  } catch {
+    return 'libc unknown';
+  }
+  const define = (name) => new RegExp(`^#define ${name} (\\d+)$`, 'm').exec(macros)?.[1];
+  if (/^#define __UCLIBC__\b/m.test(macros)) return 'uClibc';
+  if (/^#define __BIONIC__\b/m.test(macros)) return 'bionic';
+  const major = define('__GLIBC__');
+  return major ? `glibc ${major}.${define('__GLIBC_MINOR__')}` : 'musl';
+}
+
+// The record beside an output: which compiler was chosen (its name and where it resolved), which
+// built it and against which libc. The choice is what decides whether an output is current.
+const recordFile = (out) => `${out}.built`;
+function readRecord(out) {
+  try {
+    return JSON.parse(readFileSync(recordFile(out), 'utf8'));
+  } catch {
+    return undefined;
+  }
+}
+// Best effort: an output without its record (a full disk) is built again by the next run.
+function writeRecord(out, record) {
+  const temp = `${recordFile(out)}.${process.pid}.tmp`;
+  try {
+    writeFileSync(temp, `${JSON.stringify(record)}\n`);
+    renameSync(temp, recordFile(out));
+  } catch (error) {
+    rmSync(temp, { force: true });
+    console.warn(`tether: ${recordFile(out)} not written (${error.code}): the next build builds it again.`);
+  }
+}
+
+// Builds one architecture's helper; resolves to { warning } or to its record and whether it was
+// kept.
 async function build(arch) {
   const out = join(nativeDir, helperFile(arch).replace(/^native\//, ''));
   const dir = dirname(out);
@@ -93,40 +182,70 @@ async function build(arch) {
     ...included.map((f) => mtime(f) ?? 0),
     mtime(fileURLToPath(import.meta.url)) ?? 0,
   );
-  if ((mtime(out) ?? -1) >= inputs && unfit(out, arch, requireAll || arch !== process.arch) === undefined)
-    return undefined;
-  const cc = compilerFor(arch);
-  if (!cc) return `linux-${arch}: no compiler known for it (set CC_${arch.toUpperCase()})`;
+  // Static: no dynamic loader at each start (the helper starts once per command), a smaller
+  // resident set, and a binary that runs on any Linux of its architecture (glibc or musl).
+  // Only this machine's own may fall back to a dynamic build (without libc.a): it serves this
+  // checkout, and --require-all refuses to ship it.
+  const attempts = attemptsFor(arch);
+  if (attempts.length === 0)
+    return { warning: `linux-${arch}: no compiler known for it (set CC_${arch.toUpperCase()})` };
+  // By name and by file: another compiler chosen, or cc upgraded under the same name, rebuilds.
+  const chosen = `${attempts[0].cc} (${resolve(attempts[0].cc) ?? 'not found'})`;
+  const record = readRecord(out);
+  if (
+    (mtime(out) ?? -1) >= inputs &&
+    record?.chosen === chosen &&
+    unfit(out, arch, requireAll || arch !== process.arch) === undefined
+  )
+    return { record, kept: true };
+  // Gone before the build starts: a build that fails or is killed leaves no record, and the
+  // next run builds again.
+  rmSync(recordFile(out), { force: true });
   // Built beside the output, then renamed over it: a session starting a helper while this runs
   // (a test run, a rebuild during work) execs the old binary or the new one, never a
   // half-written file or none (the linker removes its output before writing it).
   const temp = `${out}.${process.pid}.tmp`;
   const flags = ['-O2', '-Wall', '-Wextra', '-o', temp, source];
-  // Static: no dynamic loader at each start (the helper starts once per command), a smaller
-  // resident set, and a binary that runs on any Linux of its architecture (glibc or musl).
-  // Only this machine's own may fall back to a dynamic build (without libc.a): it serves this
-  // checkout, and --require-all refuses to ship it.
-  const attempts = arch === process.arch ? [['-static'], []] : [['-static']];
-  let failure;
-  for (const extra of attempts) {
+  const failures = new Map();
+  for (const { cc, extra } of attempts) {
     try {
       await run(cc, [...extra, ...flags], { timeout: 120_000 });
       renameSync(temp, out);
-      return undefined;
+      const built = { chosen, built: [cc, ...extra].join(' '), libc: await libcOf(cc) };
+      writeRecord(out, built);
+      // Only the preferred musl-gcc may fail before another succeeds: said once, as the record
+      // keeps this output until its inputs or the choice change.
+      for (const [failed, why] of failures)
+        if (failed !== cc)
+          console.warn(
+            `tether: linux-${arch}: ${failed} failed (${why}); built with ${cc} (${built.libc}) instead.`,
+          );
+      return { record: built, kept: false };
     } catch (error) {
-      failure =
-        error.code === 'ENOENT' ? 'not installed' : String(error.stderr || error.message).split('\n')[0];
+      failures.set(
+        cc,
+        error.code === 'ENOENT' ? 'not installed' : String(error.stderr || error.message).split('\n')[0],
+      );
     } finally {
       rmSync(temp, { force: true });
     }
   }
   // An older binary is not kept: it may speak an older protocol than this checkout's client.
   rmSync(out, { force: true });
-  return `linux-${arch}: cannot build the helper with ${cc} (${failure})`;
+  const last = attempts.at(-1).cc;
+  return { warning: `linux-${arch}: cannot build the helper with ${last} (${failures.get(last)})` };
 }
 
 const arches = hostOnly ? [process.arch] : PREBUILT_ARCHES;
-const warnings = (await Promise.all(arches.map(build))).filter(Boolean);
+const results = await Promise.all(arches.map(build));
+const built = arches
+  .map((arch, i) => {
+    const { record, kept } = results[i];
+    return record && `linux-${arch} ${record.libc} (${record.built}${kept ? ', up to date' : ''})`;
+  })
+  .filter(Boolean);
+if (built.length > 0) console.log(`tether: helper: ${built.join('; ')}`);
+const warnings = results.map((r) => r.warning).filter(Boolean);
 for (const w of warnings) {
   console.warn(`tether: ${w}.`);
 }
