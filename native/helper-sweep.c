@@ -28,6 +28,7 @@
 // write to the inode (ETXTBSY) — hashes it again, and execs `--sweep --holder PID …` from the same
 // inode: the bytes that run are the ones hashed, and the exec's first process, whose stdin holds
 // the nonce, is this non-dumpable one from here on. The sweep KILLs and reaps its holder first.
+#include <sys/resource.h>
 #include <sys/stat.h>
 
 #define SWEEP_ANSWER_FD 1
@@ -60,10 +61,10 @@ static struct {
   struct sw_id {
     pid_t pid;
     unsigned long long start;
-  } given[64], proof[64], ended[64];
+  } *given, *proof, *ended; // as many as argv has words
   size_t ngiven, nproof, nended;
-  pid_t excluded[64];
-  size_t nexcluded;
+  pid_t *excluded; // this process and every ancestor
+  size_t nexcluded, capexcluded;
   char own_cg[4096];
   // Every member found so far, and what it was sent.
   struct sw_tracked *tracked;
@@ -380,13 +381,29 @@ static int session_cgroup_name(const char *name) {
   return dots == 1 && digits > 0;
 }
 
-// Takes, in the table, every process of the cgroup `dir` and of every cgroup below it whose uid
-// is the uid that owns that cgroup's cgroup.procs (sweep.sh, cgroup_members: a process of another
-// uid is never taken on a cgroup's word). depth bounds the walk.
-static void cgroup_take(const char *dir, int depth) {
-  char path[4096];
+// Once per sweep: a session cgroup, or one below it, could not be read — what it holds was not
+// looked for, so the answer is not whole.
+static void cgroup_unread(int err) {
+  static int told;
+  sw.complete = 0;
+  if (told++) return;
+  answer_line("warning SCAN_FAILED a cgroup of the session could not be read (errno %d): what it holds was not looked for", err);
+}
+
+// One cgroup, open as `dfd`: every process in its cgroup.procs whose uid is the uid that owns that
+// file (sweep.sh, cgroup_members: a process of another uid is never taken on a cgroup's word),
+// then each cgroup below it, at any depth — opened relative to its parent (no path grows), two fds
+// per level. One removed meanwhile (ENOENT) held nothing more; any other failure is cgroup_unread.
+static void cgroup_take_at(int dfd) {
+  int pfd = openat(dfd, "cgroup.procs", O_RDONLY | O_CLOEXEC);
   struct stat st;
-  FILE *f = join_path(path, sizeof path, dir, "cgroup.procs") == 0 && stat(path, &st) == 0 ? fopen(path, "re") : NULL;
+  FILE *f = NULL;
+  if (pfd < 0) {
+    if (errno != ENOENT) cgroup_unread(errno);
+  } else if (fstat(pfd, &st) < 0 || !(f = fdopen(pfd, "re"))) {
+    cgroup_unread(errno);
+    close(pfd);
+  }
   if (f) {
     long pid;
     while (fscanf(f, "%ld", &pid) == 1) {
@@ -396,15 +413,35 @@ static void cgroup_take(const char *dir, int depth) {
     }
     fclose(f);
   }
-  if (depth >= 32) return;
-  DIR *d = opendir(dir);
-  if (!d) return;
+  int lfd = fcntl(dfd, F_DUPFD_CLOEXEC, 3);
+  DIR *d = lfd < 0 ? NULL : fdopendir(lfd);
+  if (!d) {
+    if (lfd >= 0) close(lfd);
+    if (errno != ENOENT) cgroup_unread(errno);
+    return;
+  }
   struct dirent *e;
   while ((e = readdir(d))) {
-    if (e->d_type != DT_DIR || e->d_name[0] == '.' || join_path(path, sizeof path, dir, e->d_name) < 0) continue;
-    cgroup_take(path, depth + 1);
+    if (e->d_type != DT_DIR || e->d_name[0] == '.') continue;
+    int child = openat(dfd, e->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (child < 0) {
+      if (errno != ENOENT) cgroup_unread(errno);
+      continue;
+    }
+    cgroup_take_at(child);
+    close(child);
   }
   closedir(d);
+}
+
+static void take_cgroup(const char *dir) {
+  int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (dfd < 0) {
+    if (errno != ENOENT) cgroup_unread(errno);
+    return;
+  }
+  cgroup_take_at(dfd);
+  close(dfd);
 }
 
 // Calls fn on each session cgroup's directory.
@@ -420,19 +457,34 @@ static void each_session_cgroup(void (*fn)(const char *)) {
   closedir(d);
 }
 
-static void take_cgroup(const char *dir) { cgroup_take(dir, 0); }
 
-// rmdir of `dir` and every cgroup below it, deepest first: none that holds a process goes.
+// rmdir of every cgroup below `dfd`, deepest first, opened relative to its parent: none that
+// holds a process goes (EBUSY).
+static void remove_below(int dfd) {
+  int lfd = fcntl(dfd, F_DUPFD_CLOEXEC, 3);
+  DIR *d = lfd < 0 ? NULL : fdopendir(lfd);
+  if (!d) {
+    if (lfd >= 0) close(lfd);
+    return;
+  }
+  struct dirent *e;
+  while ((e = readdir(d))) {
+    if (e->d_type != DT_DIR || e->d_name[0] == '.') continue;
+    int child = openat(dfd, e->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (child < 0) continue;
+    remove_below(child);
+    close(child);
+    (void)unlinkat(dfd, e->d_name, AT_REMOVEDIR);
+  }
+  closedir(d);
+}
+
+// rmdir of a session cgroup and every cgroup below it.
 static void remove_cgroups(const char *dir) {
-  DIR *d = opendir(dir);
-  if (d) {
-    struct dirent *e;
-    while ((e = readdir(d))) {
-      char path[4096];
-      if (e->d_type == DT_DIR && e->d_name[0] != '.' && join_path(path, sizeof path, dir, e->d_name) == 0)
-        remove_cgroups(path);
-    }
-    closedir(d);
+  int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (dfd >= 0) {
+    remove_below(dfd);
+    close(dfd);
   }
   (void)rmdir(dir);
 }
@@ -647,6 +699,12 @@ static int sweep_main(int argc, char **argv) {
   }
   signal(SIGPIPE, SIG_IGN);
   signal(SIGHUP, SIG_IGN);
+  // The cgroup walk takes two fds per level: as many as this process may have.
+  struct rlimit files;
+  if (getrlimit(RLIMIT_NOFILE, &files) == 0 && files.rlim_cur < files.rlim_max) {
+    files.rlim_cur = files.rlim_max;
+    (void)setrlimit(RLIMIT_NOFILE, &files);
+  }
   int a = 2;
   if (argc > a + 1 && !strcmp(argv[a], "--holder")) {
     // The holder, our child (waitpid says so), is KILLed and reaped: its work is done.
@@ -672,11 +730,16 @@ static int sweep_main(int argc, char **argv) {
     durations[i] = strtol(s, NULL, 10);
   }
   long grace = durations[0], kill_after = durations[1], interval = durations[2];
+  size_t words = (size_t)(argc - (a + 4));
+  sw.given = calloc(words + 1, sizeof *sw.given);
+  sw.proof = calloc(words + 1, sizeof *sw.proof);
+  sw.ended = calloc(words + 1, sizeof *sw.ended);
+  if (!sw.given || !sw.proof || !sw.ended) return sweep_usage("memory");
   for (int i = a + 4; i < argc; i++) {
     const char *w = argv[i];
     struct sw_id id;
     int member = !strncmp(w, "member:", 7), ended = !strncmp(w, "ended:", 6);
-    if (parse_identity(w + (member ? 7 : ended ? 6 : 0), &id) < 0 || sw.ngiven == 64) return sweep_usage("helper");
+    if (parse_identity(w + (member ? 7 : ended ? 6 : 0), &id) < 0) return sweep_usage("helper");
     sw.given[sw.ngiven++] = id;
     if (ended) sw.ended[sw.nended++] = id;
     else if (!member) sw.proof[sw.nproof++] = id;
@@ -705,8 +768,19 @@ static int sweep_main(int argc, char **argv) {
   sw.complete = 1;
   answer_line("reader helper");
   // This process and its ancestors are never members.
-  for (pid_t p = getpid(); p > 1 && sw.nexcluded < 64;) {
+  for (pid_t p = getpid(); p > 1;) {
     struct sw_member m;
+    if (sw.nexcluded == sw.capexcluded) {
+      size_t cap = sw.capexcluded ? sw.capexcluded * 2 : 64;
+      pid_t *e = realloc(sw.excluded, cap * sizeof *e);
+      if (!e) {
+        // An ancestor that could not be listed could be signalled: no sweep at all.
+        fprintf(stderr, "tether-sweep: out of memory listing this process's ancestors: no sweep ran\n");
+        return 125;
+      }
+      sw.excluded = e;
+      sw.capexcluded = cap;
+    }
     sw.excluded[sw.nexcluded++] = p;
     if (sw_stat(p, &m, NULL, 0) < 0) break;
     p = m.ppid;

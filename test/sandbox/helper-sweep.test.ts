@@ -10,11 +10,20 @@ import { execFileSync } from 'node:child_process';
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { sandbox } from '../../src/index.js';
+import { createTag, sandbox } from '../../src/index.js';
 import { commandChannel, type ExecChannel } from '../../src/sandbox/channel.js';
 import { HELPER_SWEEP_ANSWER_BLIND_SPOT, SWEEP_ANSWER_BLIND_SPOT } from '../../src/sandbox/sweep-output.js';
+import { cmdlineOf, ppidOf } from '../support/proc.js';
 import { missing, tool } from '../support/tools.js';
-import { type Container, privateTmp, sleepersIn, startContainer, taggedOnHost } from './container.js';
+import {
+  aliveOnHost,
+  type Container,
+  privateTmp,
+  sleep,
+  sleepersIn,
+  startContainer,
+  taggedOnHost,
+} from './container.js';
 
 const noPython = missing('python3');
 // The interpreter itself, not a version manager's shim (shells.test.ts says why).
@@ -188,6 +197,63 @@ describe('the helper answers the session’s sweep', () => {
       expect([sleepersIn(box, 7413), sleepersIn(box, 7414), taggedOnHost(tag)]).toEqual([[], [], []]);
     } finally {
       if (tag) await cleanup(tag);
+    }
+  });
+
+  // Found by a break attempt: the helper's sweep took at most 64 helper words (a session of 65
+  // commands had its every sweep refused as a usage error, retried for 3 minutes) and walked at
+  // most 32 cgroups deep (a leftover 33 below its command's cgroup, its helper KILLed, ran on).
+  it('a session of 70 commands: its end sweep takes every helper’s word, and a leftover is gone', async () => {
+    const tag = createTag();
+    try {
+      const session = sandbox.session(channel, { tag, sweep: SWEEP, helper: true });
+      for (let i = 0; i < 70; i++) expect((await session.spawn(['true'])).exitCode).toBe(0);
+      await session.spawn(['sh', '-c', 'setsid sleep 7416 </dev/null >/dev/null 2>&1 &']);
+      const report = await session.end();
+      expect([report.complete, report.ok]).toEqual([true, true]);
+      expect(report.stopped.map((p) => p.cmdline)).toContain('sleep 7416');
+      expect([sleepersIn(box, 7416), taggedOnHost(tag.name)]).toEqual([[], []]);
+    } finally {
+      await cleanup(tag.name);
+    }
+  }, 120_000);
+
+  it('a leftover 40 cgroups below its command’s, its helper KILLed: found there, stopped, gone', async (ctx) => {
+    const info = readFileSync(`/proc/${box.init}/mountinfo`, 'utf8');
+    const cg2 = info.split('\n').find((l) => l.split(' - ')[1]?.startsWith('cgroup2 '));
+    if (!cg2 || !(cg2.split(' ')[5] ?? '').split(',').includes('rw'))
+      ctx.skip(
+        cg2 ? 'the cgroup2 mount is read-only here' : 'no cgroup2 mount in the container (a v1-only host)',
+      );
+    const tag = createTag();
+    try {
+      const session = sandbox.session(channel, { tag, sweep: SWEEP, helper: true });
+      const r = await session.spawn([
+        'sh',
+        '-c',
+        `cg=$(sed -n 's/^0:://p' /proc/self/cgroup); mnt=$(awk '/ - cgroup2 /{print $5; exit}' /proc/self/mountinfo)
+         d=$mnt$cg; i=0; while [ $i -lt 40 ]; do d=$d/d; mkdir "$d" || exit 7; i=$((i+1)); done
+         env -i /bin/sh -c "echo \\$\\$ > $d/cgroup.procs && exec sleep 7417 </dev/null >/dev/null 2>&1" &
+         sleep 0.3`,
+      ]);
+      expect(r.exitCode, 'premise broken: the cgroups could not be made').toBe(0);
+      const [seen] = sleepersIn(box, 7417);
+      if (!seen) throw new Error('premise broken: sleep 7417 is not running');
+      const helper = ppidOf(seen.pid);
+      expect(cmdlineOf(helper), 'premise broken: the leftover is not the helper’s child').toMatch(
+        /\/fd\/9 --wrap /,
+      );
+      // The session member's move: the helper is KILLed; the leftover goes to the container's init.
+      process.kill(helper, 'SIGKILL');
+      for (let i = 0; i < 100 && ppidOf(seen.pid) === helper; i++) await sleep(10);
+      const report = await session.end();
+      expect(report.stopped.map((p) => [p.cmdline, p.foundBy])).toContainEqual(['sleep 7417', 'cgroup']);
+      expect([report.complete, report.ok]).toEqual([true, true]);
+      for (let i = 0; i < 50 && aliveOnHost(seen); i++) await sleep(20);
+      expect(aliveOnHost(seen), 'the leftover outlived the session').toBe(false);
+    } finally {
+      await cleanup(tag.name);
+      for (const s of sleepersIn(box, 7417)) process.kill(s.pid, 'SIGKILL');
     }
   });
 });
