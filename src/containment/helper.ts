@@ -95,7 +95,7 @@ export function helperPath(): { path: string } | { reason: string } {
         reason: `the helper for ${host} is not built (dist/${file}): \`npm run build\` or \`${build}\` compiles it with cc`,
       }
     : {
-        reason: `this package carries no helper for ${host} (prebuilt: ${PREBUILT_ARCHES.map((a) => `linux-${a}`).join(', ')}): \`${build}\` compiles one with cc`,
+        reason: `this package carries no helper for ${host} (prebuilt: ${PREBUILT_ARCHES.map((a) => `linux-${a}`).join(', ')}): \`${build}\` compiles one (musl-gcc where installed, else cc)`,
       };
 }
 

@@ -270,7 +270,7 @@ describe('a helper that cannot exec here is refused before exec, naming why', ()
     }
     const script = join(ROOT, 'scripts/build-helper.mjs');
     expect(found).toEqual({
-      reason: `this package carries no helper for linux-riscv64 (prebuilt: linux-x64, linux-arm64): \`node ${script} --host\` compiles one with cc`,
+      reason: `this package carries no helper for linux-riscv64 (prebuilt: linux-x64, linux-arm64): \`node ${script} --host\` compiles one (musl-gcc where installed, else cc)`,
     });
     expect(existsSync(script), 'the named script is in the package').toBe(true);
   });
