@@ -497,6 +497,49 @@ static int listed(const struct sw_id *ids, size_t n, pid_t pid, unsigned long lo
   return 0;
 }
 
+// The table's rows by parent pid, for take_descendants.
+static int by_parent(const void *a, const void *b) {
+  pid_t x = sw.table[*(const size_t *)a].ppid, y = sw.table[*(const size_t *)b].ppid;
+  return (x > y) - (x < y);
+}
+
+// Every descendant of a member, by parent, breadth first: the rows sorted by parent once, each
+// member's children found by binary search — a chain of any length costs one pass, not one per
+// generation. -1 (ENOMEM) when the two index arrays cannot be had.
+static int take_descendants(void) {
+  size_t n = sw.ntable, *order = malloc((n + 1) * sizeof *order), *queue = malloc((n + 1) * sizeof *queue);
+  if (!order || !queue) {
+    free(order);
+    free(queue);
+    errno = ENOMEM;
+    return -1;
+  }
+  size_t queued = 0;
+  for (size_t i = 0; i < n; i++) {
+    order[i] = i;
+    if (sw.is_member[i]) queue[queued++] = i;
+  }
+  qsort(order, n, sizeof *order, by_parent);
+  for (size_t q = 0; q < queued; q++) {
+    pid_t parent = sw.table[queue[q]].pid;
+    size_t lo = 0, hi = n;
+    while (lo < hi) {
+      size_t mid = lo + (hi - lo) / 2;
+      if (sw.table[order[mid]].ppid < parent) lo = mid + 1;
+      else hi = mid;
+    }
+    for (size_t k = lo; k < n && sw.table[order[k]].ppid == parent; k++) {
+      size_t child = order[k];
+      if (sw.is_member[child]) continue;
+      take(child, "descendant", parent);
+      queue[queued++] = child;
+    }
+  }
+  free(order);
+  free(queue);
+  return 0;
+}
+
 // scan: the members of this round, in the order found. -1 when the process table cannot be read.
 static int scan(void) {
   if (snapshot() < 0) return -1;
@@ -514,20 +557,7 @@ static int scan(void) {
     if (listed(sw.given, sw.ngiven, sw.table[i].pid, sw.table[i].start)) take(i, "given", 0);
   // What the session's cgroups hold.
   each_session_cgroup(take_cgroup);
-  // Descendants of any member, by parent, until a pass adds nothing.
-  for (int grew = 1; grew;) {
-    grew = 0;
-    for (size_t i = 0; i < sw.ntable; i++) {
-      if (sw.is_member[i]) continue;
-      for (size_t j = 0; j < sw.ntable; j++) {
-        if (!sw.is_member[j] || sw.table[j].pid != sw.table[i].ppid) continue;
-        take(i, "descendant", sw.table[i].ppid);
-        grew = 1;
-        break;
-      }
-    }
-  }
-  return 0;
+  return take_descendants();
 }
 
 // helpers_childless: the kernel's word that the session holds nothing but its helpers
