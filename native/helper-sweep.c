@@ -25,9 +25,9 @@
 // Checked at exec (src/sandbox/programs/sweep-helper.sh): the sweep shell pins this binary's
 // inode on a fd and hashes it, starts `--sweep-hold` from it — a holder, which signals its parent
 // (SIGUSR1, every 10 ms) once exec'd and does nothing else; while it runs, the kernel refuses every
-// write to the inode (ETXTBSY) — hashes it again, and execs `--sweep --holder PID …` from the same
-// inode: the bytes that run are the ones hashed, and the exec's first process, whose stdin holds
-// the nonce, is this non-dumpable one from here on. The sweep KILLs and reaps its holder first.
+// write to the inode (ETXTBSY) — hashes it again, starts `--sweep --holder PID …` from the same
+// inode, and once that exec is done checks that the holder still runs: the bytes that run are the
+// ones hashed. The holder, this process's sibling, is never signalled here; the shell ends it.
 #include <sys/resource.h>
 #include <sys/stat.h>
 
@@ -720,6 +720,19 @@ static int sweep_hold(void) {
   return 0;
 }
 
+// Adds pid to the processes never signalled; -1 (ENOMEM) when it cannot.
+static int exclude(pid_t pid) {
+  if (sw.nexcluded == sw.capexcluded) {
+    size_t cap = sw.capexcluded ? sw.capexcluded * 2 : 64;
+    pid_t *e = realloc(sw.excluded, cap * sizeof *e);
+    if (!e) return -1;
+    sw.excluded = e;
+    sw.capexcluded = cap;
+  }
+  sw.excluded[sw.nexcluded++] = pid;
+  return 0;
+}
+
 static int sweep_main(int argc, char **argv) {
   // Non-dumpable before anything is read: no process of this uid without CAP_SYS_PTRACE can
   // read the nonce from this process's memory or trace it into another answer.
@@ -736,15 +749,11 @@ static int sweep_main(int argc, char **argv) {
     (void)setrlimit(RLIMIT_NOFILE, &files);
   }
   int a = 2;
+  pid_t holder = 0;
   if (argc > a + 1 && !strcmp(argv[a], "--holder")) {
-    // The holder, our child (waitpid says so), is KILLed and reaped: its work is done.
-    long holder = atol(argv[a + 1]);
-    int status;
-    if (holder > 1 && waitpid((pid_t)holder, &status, WNOHANG) == 0) {
-      kill((pid_t)holder, SIGKILL);
-      while (waitpid((pid_t)holder, &status, 0) < 0 && errno == EINTR) {
-      }
-    }
+    // The shell's holder, this process's sibling: never a member (the shell ends it).
+    long h = atol(argv[a + 1]);
+    if (h > 1 && h <= INT32_MAX) holder = (pid_t)h;
     a += 2;
   }
   if (argc < a + 4) return sweep_usage("arguments");
@@ -797,41 +806,31 @@ static int sweep_main(int argc, char **argv) {
   sw.t0 = now_ms();
   sw.complete = 1;
   answer_line("reader helper");
-  // This process and its ancestors are never members.
-  for (pid_t p = getpid(); p > 1;) {
+  // This process, its ancestors and the shell's holder are never members.
+  int listed_all = 1;
+  for (pid_t p = getpid(); p > 1 && listed_all;) {
     struct sw_member m;
-    if (sw.nexcluded == sw.capexcluded) {
-      size_t cap = sw.capexcluded ? sw.capexcluded * 2 : 64;
-      pid_t *e = realloc(sw.excluded, cap * sizeof *e);
-      if (!e) {
-        // An ancestor that could not be listed could be signalled: no sweep at all.
-        fprintf(stderr, "tether-sweep: out of memory listing this process's ancestors: no sweep ran\n");
-        return 125;
-      }
-      sw.excluded = e;
-      sw.capexcluded = cap;
-    }
-    sw.excluded[sw.nexcluded++] = p;
+    listed_all = exclude(p) == 0;
     if (sw_stat(p, &m, NULL, 0) < 0) break;
     p = m.ppid;
   }
+  if (!listed_all || (holder > 1 && exclude(holder) < 0)) {
+    // One that could not be listed could be signalled: no sweep at all.
+    fprintf(stderr, "tether-sweep: out of memory listing the processes it must spare: no sweep ran\n");
+    return 125;
+  }
   own_cgroup();
-  // /proc of this process's PID namespace, or none at all: NO_PROC.
-  struct sw_member self;
-  if (sw_stat(getpid(), &self, NULL, 0) < 0) {
-    char path[64];
-    int ok = 0;
-    int fd = open("/proc/self/stat", O_RDONLY | O_CLOEXEC);
-    if (fd >= 0) {
-      ssize_t r = read(fd, path, sizeof path - 1);
-      close(fd);
-      ok = r > 0 && atol(path) == getpid();
-    }
-    if (!ok) {
-      sw.complete = 0;
-      answer_line("warning NO_PROC /proc is missing or belongs to another PID namespace: processes of %s were not looked for", sw.tag);
-      finish();
-    }
+  // /proc of this process's PID namespace, or none at all: NO_PROC. /proc/self/stat must name this
+  // process (sweep.sh, procfs_ok): another namespace's /proc would show other processes under
+  // these pids, and a pidfd opened here would name this namespace's.
+  char self[64] = "";
+  int self_fd = open("/proc/self/stat", O_RDONLY | O_CLOEXEC);
+  ssize_t self_n = self_fd < 0 ? -1 : read(self_fd, self, sizeof self - 1);
+  if (self_fd >= 0) close(self_fd);
+  if (self_n <= 0 || atol(self) != (long)getpid()) {
+    sw.complete = 0;
+    answer_line("warning NO_PROC /proc is missing or belongs to another PID namespace: processes of %s were not looked for", sw.tag);
+    finish();
   }
   static const int sigs[2] = {SIGTERM, SIGKILL};
   for (int s = 0; s < 2; s++) {

@@ -77,11 +77,12 @@ export const SWEEP_ANSWER_BLIND_SPOT =
 
 /**
  * What the sweep's answer rests on when the pushed helper wrote it (`reader helper`): the helper
- * is non-dumpable before it reads the nonce and no dumpable process is left in its exec, but the
- * nonce waited in the exec's stdin pipe while the sweep shell that started it was dumpable.
+ * is non-dumpable before it reads the nonce, but the nonce waits in the exec's stdin pipe, which
+ * the dumpable sweep shell holds, and that shell checks that the helper it started is the one it
+ * hashed (docs/sandbox.md, "The helper answers the sweep").
  */
 export const HELPER_SWEEP_ANSWER_BLIND_SPOT =
-  "the sweep's answer, written by the session's helper, rests on no process of the session's uid having opened the exec's stdin pipe through the sweep shell before it became the helper (/proc/<pid>/fd/0, the same uid): one that did can copy the nonce off it, and one that also wins the race for the helper's own lines on its stdout could answer in its place";
+  "the sweep's answer, written by the session's helper, rests on no process of the session's uid opening the exec's stdin pipe through the sweep shell (/proc/<pid>/fd/0: one that does can copy the nonce, and one that also wins the race for the helper's own lines on its stdout could answer in its place) and, where ptrace is not restricted, none tracing that shell past its check that the helper's file was not rewritten before its exec";
 
 /**
  * What the sandbox sweep cannot see, said in every report it makes (`blindSpots`): the env tag

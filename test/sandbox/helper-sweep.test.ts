@@ -109,6 +109,92 @@ while time.time() < end:
     time.sleep(0.001)
 `;
 
+// A break attempt's swap (it passed the check-at-exec 7 of 8 times when the sweep shell exec'd the
+// helper): a leftover waits for the sweep's holder, holds the second hash's output pipe open (the
+// shell then waits on it), KILLs the holder and the session's helpers once the hash is done —
+// nothing executes the inode any more — rewrites the helper through /proc/SHELL/fd/9 with a
+// script that prints a complete, empty answer with the nonce, and lets the shell go on.
+// Its log: `rewritten after N tries` once the file is its own.
+const SWAPPER = `import os, signal, sys, time
+signal.signal(signal.SIGTERM, signal.SIG_IGN)
+log = open(sys.argv[1], 'a', buffering=1)
+FORGED = b'''#!/bin/sh
+shift 3
+tag=$1
+IFS= read -r n
+printf 'tether-sweep 2 begin %s\\\\nreader helper\\\\nphase TERM 0 1 2 two-empty-scans\\\\ndone %s 2 1 1 3 %s\\\\n' "$tag" "$tag" "$n"
+'''
+def argv(p):
+    try:
+        with open(f'/proc/{p}/cmdline', 'rb') as f: return f.read().split(b'\\0')
+    except OSError: return []
+def state(p):
+    try:
+        with open(f'/proc/{p}/stat') as f: s = f.read()
+        return s[s.rindex(')') + 2]
+    except OSError: return None
+def ppid(p):
+    with open(f'/proc/{p}/stat') as f: s = f.read()
+    return int(s[s.rindex(')') + 2:].split()[1])
+log.write('ready\\n')
+end = time.time() + 40
+holder = None
+while time.time() < end and holder is None:
+    for d in os.listdir('/proc'):
+        if d.isdigit() and b'--sweep-hold' in argv(d):
+            holder = int(d); break
+if holder is None:
+    log.write('no holder\\n'); sys.exit()
+shell = ppid(holder)
+log.write(f'holder {holder} shell {shell} argv {argv(holder)[:2]}\\n')
+hasher = None
+while time.time() < end and hasher is None:
+    try:
+        kids = open(f'/proc/{shell}/task/{shell}/children').read().split()
+    except OSError as e:
+        log.write(f'children: {e}\\n'); break
+    for k in kids:
+        a = argv(k)
+        if a and a[0].endswith(b'sha256sum'):
+            hasher = int(k)
+            try: hold = os.open(f'/proc/{k}/fd/1', os.O_WRONLY)
+            except OSError as e: log.write(f'pipe open failed {e}\\n'); sys.exit()
+            break
+if hasher is None:
+    log.write('no second hash seen\\n'); sys.exit()
+log.write(f'stopped shell at hasher {hasher} {argv(hasher)}\\n')
+try:
+    while state(hasher) not in (None, 'Z'): time.sleep(0.0005)
+    log.write(f'hasher done; shell state {state(shell)}\\n')
+    os.kill(holder, signal.SIGKILL)
+    for d in os.listdir('/proc'):
+        if not d.isdigit(): continue
+        a = argv(d)
+        if a and a[0].endswith(b'/fd/9') and (b'--wrap' in a or b'--await' in a):
+            try: os.kill(int(d), signal.SIGKILL); log.write(f'killed helper {d} {a[:2]}\\n')
+            except OSError as e: log.write(f'kill {d}: {e}\\n')
+    fd = None
+    for i in range(2000):
+        try:
+            fd = os.open(f'/proc/{shell}/fd/9', os.O_WRONLY | os.O_TRUNC); break
+        except OSError as e:
+            err = e; time.sleep(0.001)
+    if fd is None:
+        log.write(f'no write: {err}\\n')
+    else:
+        os.write(fd, FORGED); os.close(fd)
+        log.write(f'rewritten after {i} tries\\n')
+except BaseException as e:
+    log.write(f'exc {e!r}\\n')
+finally:
+    os.close(hold)
+    log.write('released the hash pipe\\n')
+for t in range(10):
+    time.sleep(2)
+    for d in os.listdir('/proc'):
+        if d.isdigit(): log.write(f'  t{t} {d} {state(d)} {argv(d)[:3]}\\n')
+`;
+
 describe('the helper answers the session’s sweep', () => {
   it('its answer says so, and an env -i double fork the command left is stopped and gone', async () => {
     let tag = '';
@@ -256,4 +342,50 @@ describe('the helper answers the session’s sweep', () => {
       for (const s of sleepersIn(box, 7417)) process.kill(s.pid, 'SIGKILL');
     }
   });
+
+  it.skipIf(noPython !== '')(
+    `a leftover that rewrites the helper between its second hash and its exec: the forged answer is refused, the leftover never reported gone while it runs${noPython ? ` (skipped: ${noPython})` : ''}`,
+    async (ctx) => {
+      const name = `tether-hs-swap-${process.pid}-${Date.now()}.log`;
+      const log = join('/proc', String(box.init), 'root/tmp', name);
+      const tag = createTag();
+      let result: { report: { ok: boolean } } | undefined;
+      let failure: unknown;
+      try {
+        try {
+          result = await sandbox.run(
+            channel,
+            [
+              'sh',
+              '-c',
+              `setsid "$0" -c "$1" /tmp/${name} </dev/null >/dev/null 2>&1 &
+               for i in $(seq 200); do grep -q ready /tmp/${name} 2>/dev/null && exit 0; sleep 0.05; done; exit 9`,
+              PYTHON,
+              SWAPPER,
+            ],
+            { tag, sweep: SWEEP, helper: true },
+          );
+        } catch (error) {
+          failure = error;
+        }
+        const said = existsSync(log) ? readFileSync(log, 'utf8') : '';
+        const alive = taggedOnHost(tag.name).some((p) => p.cmdline.startsWith(`${PYTHON} -c`));
+        if (!said.includes('rewritten after'))
+          ctx.skip(
+            `premise not had: the swap did not get to rewrite the helper (its log: ${said.split('\n').slice(0, 4).join(' | ')})`,
+          );
+        // The swap happened. Either the call failed (the shell refused the answer: exit 125, an
+        // unproven sweep), or its answer is the real helper's — never ok with the swapper alive.
+        expect(
+          result?.report.ok === true && alive,
+          `a forged answer was taken: ok with the swapper alive (log: ${said.slice(0, 400)})`,
+        ).toBe(false);
+        if (failure !== undefined)
+          expect(String((failure as Error).message)).toMatch(/unproven|could not settle|refused/);
+      } finally {
+        await cleanup(tag.name);
+        if (existsSync(log)) execFileSync('rm', ['-f', log]);
+      }
+    },
+  );
 });

@@ -1,8 +1,9 @@
 # tether's prelude, before each sandbox program (src/sandbox/programs.ts): `put` and `nl`, which
 # every program writes its lines with, `read_nonce`, which the helper check and the writer take
-# their nonce with, `hashes_to_name`, which checks the pinned helper, `own_cgroup`, where the
-# wrapper and the sweep find the session's cgroups, and tether_safe_path, the directories of PATH
-# this uid cannot write, in PATH's order. The programs run their tools (grep,
+# their nonce with, `read_stat`, which reads a process's stat, `hashes_to_name`, which checks the
+# pinned helper, `own_cgroup`, where the wrapper and the sweep find the session's cgroups, and
+# tether_safe_path, the directories of PATH this uid cannot write, in PATH's order. The programs
+# run their tools (grep,
 # tr, cut, sha256sum, sleep…) by name: from a directory a session member can write (a
 # ~/.local/bin or a user-owned /usr/local/bin ahead of the system's), its own grep would blind
 # the sweep and its own sha256sum pass a forged helper (docs/sandbox.md, "What escapes this").
@@ -49,6 +50,23 @@ read_nonce() {
     echo "$1: no nonce on stdin (is the exec channel's stdin attached? docker exec needs -i)" >&2
     exit 3
   fi
+}
+
+# read_stat PID: sets st_state st_ppid st_threads st_start st_comm; false when gone.
+# The whole file, every line of it: comm (prctl(PR_SET_NAME), /proc/self/comm) may hold
+# newlines, spaces and parentheses, so the fields are read after the LAST ')' of the file — a
+# name such as `x) S 77 ` followed by a newline is text of comm, never a parent or a state.
+read_stat() {
+  st_line= st_part=
+  while IFS= read -r st_part; do st_line=$st_line$st_part$nl; st_part=; done 2>/dev/null <"/proc/$1/stat"
+  st_line=$st_line$st_part
+  [ -n "$st_line" ] || return 1
+  st_comm=${st_line#*\(}
+  st_comm=${st_comm%\)*}
+  set -- ${st_line##*\)}
+  st_state=$1 st_ppid=$2 st_threads=${18} st_start=${20}
+  # A zombie with no live thread is dead: it cannot act on a signal.
+  [ "$st_state" != Z ] || [ "${st_threads:-0}" -gt 1 ]
 }
 
 # hashes_to_name PATH: the open file on fd 9 hashes to the sha256 that PATH's name gives

@@ -139,23 +139,6 @@ printable() {
   done
 }
 
-# read_stat PID: sets st_state st_ppid st_threads st_start st_comm; false when gone.
-# The whole file, every line of it: comm (prctl(PR_SET_NAME), /proc/self/comm) may hold
-# newlines, spaces and parentheses, so the fields are read after the LAST ')' of the file — a
-# name such as `x) S 77 ` followed by a newline is text of comm, never a parent or a state.
-read_stat() {
-  st_line= st_part=
-  while IFS= read -r st_part; do st_line=$st_line$st_part$nl; st_part=; done 2>/dev/null <"/proc/$1/stat"
-  st_line=$st_line$st_part
-  [ -n "$st_line" ] || return 1
-  st_comm=${st_line#*\(}
-  st_comm=${st_comm%\)*}
-  set -- ${st_line##*\)}
-  st_state=$1 st_ppid=$2 st_threads=${18} st_start=${20}
-  # A zombie with no live thread is dead: it cannot act on a signal.
-  [ "$st_state" != Z ] || [ "${st_threads:-0}" -gt 1 ]
-}
-
 # helpers_childless: the kernel's word that the session holds nothing but its helpers. Each helper
 # tether named still runs with the identity its start line gave (tether read it through the
 # stream, after the nonce no session member has) and was found in this scan; none has a child —
