@@ -296,7 +296,10 @@ wrap_under_helper() {
   # helper's from here: no fallback. A shell's exec that fails exits (127): the helper, never
   # told `checked`, never reads the nonce and runs nothing. The FIFOs go as fds 5 and 6, given on
   # the command itself: mksh opens the files of `exec N<` close-on-exec.
-  exec "/proc/$$/fd/9" --await "$hpid" "$helper" 5<&7 6>&8
+  # Nothing of the stream's stdin goes with it (the helper reads the nonce from its own copy): a
+  # process of the uid that KILLed the helper and rewrote its file once nothing executed it would
+  # have its own bytes exec'd here, and they must find no nonce to print a line with.
+  exec "/proc/$$/fd/9" --await "$hpid" "$helper" 5<&7 6>&8 0</dev/null 3<&-
 }
 
 # An asynchronous command's stdin is /dev/null when job control is off: keep ours on fd 3 (the
