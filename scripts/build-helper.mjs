@@ -15,10 +15,11 @@
 // else Debian's cross compiler (aarch64-linux-gnu-gcc, x86_64-linux-gnu-gcc). One that is missing
 // or fails: a warning naming it, the others are still built, exit 0 — tether then runs with the
 // env tag alone on that architecture (NO_HELPER) — unless --require-all; a musl-gcc that fails
-// falls back to cc, with a warning. One line on stdout says which libc and compiler each output
+// falls back to cc, with a warning. One line on stderr says which libc and compiler each output
 // was built with. An output newer than native/helper.c, native/helper-sweep.c and this script,
-// whose record (tether-helper.built beside it) names the compiler this run would choose, is kept
-// as is: installing musl-tools, setting $CC or upgrading cc rebuilds it.
+// whose record (tether-helper.built beside it; left out of the package by package.json's
+// "files") names the compiler this run would choose, is kept as is: installing musl-tools,
+// setting $CC or upgrading cc rebuilds it.
 // Needs dist/containment/ (tsc) to check what it built.
 import { execFile } from 'node:child_process';
 import {
@@ -244,7 +245,9 @@ const built = arches
     return record && `linux-${arch} ${record.libc} (${record.built}${kept ? ', up to date' : ''})`;
   })
   .filter(Boolean);
-if (built.length > 0) console.log(`tether: helper: ${built.join('; ')}`);
+// On stderr, as every build script's word: stdout is npm's (`npm pack --json` prints its JSON there
+// after prepare has run this).
+if (built.length > 0) console.error(`tether: helper: ${built.join('; ')}`);
 const warnings = results.map((r) => r.warning).filter(Boolean);
 for (const w of warnings) {
   console.warn(`tether: ${w}.`);
