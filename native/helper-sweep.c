@@ -111,17 +111,28 @@ static void printable(char *s, size_t n) {
 
 // ---- /proc ---------------------------------------------------------------------------------
 
-// A process's stat: 0, or -1 when it is gone, unreadable, or a zombie with no live thread (dead:
-// it cannot act on a signal). comm: up to 63 bytes, printable.
-static int sw_stat(pid_t pid, struct sw_member *m, char *comm, size_t commsize) {
-  char path[64], buf[2048];
-  snprintf(path, sizeof path, "/proc/%d/stat", pid);
+// One read(2) of /proc/PID/FILE (PID 0: self) into buf, NUL-terminated: its length, or -1 when it
+// could not be opened or read or was empty.
+static ssize_t proc_read(pid_t pid, const char *file, char *buf, size_t size) {
+  char path[64];
+  if (pid > 0)
+    snprintf(path, sizeof path, "/proc/%d/%s", pid, file);
+  else
+    snprintf(path, sizeof path, "/proc/self/%s", file);
   int fd = open(path, O_RDONLY | O_CLOEXEC);
   if (fd < 0) return -1;
-  ssize_t n = read(fd, buf, sizeof buf - 1);
+  ssize_t n = read(fd, buf, size - 1);
   close(fd);
   if (n <= 0) return -1;
   buf[n] = '\0';
+  return n;
+}
+
+// A process's stat: 0, or -1 when it is gone, unreadable, or a zombie with no live thread (dead:
+// it cannot act on a signal). comm: up to 63 bytes, printable.
+static int sw_stat(pid_t pid, struct sw_member *m, char *comm, size_t commsize) {
+  char buf[2048];
+  if (proc_read(pid, "stat", buf, sizeof buf) < 0) return -1;
   char *open_paren = strchr(buf, '('), *close_paren = strrchr(buf, ')');
   if (!open_paren || !close_paren || close_paren < open_paren) return -1;
   char st;
@@ -155,14 +166,8 @@ static int sw_same(pid_t pid, unsigned long long start) {
 
 // The real uid of a process (the first field of `Uid:` in its status), or -1 when unread.
 static long sw_uid(pid_t pid) {
-  char path[64], buf[4096];
-  snprintf(path, sizeof path, "/proc/%d/status", pid);
-  int fd = open(path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return -1;
-  ssize_t n = read(fd, buf, sizeof buf - 1);
-  close(fd);
-  if (n <= 0) return -1;
-  buf[n] = '\0';
+  char buf[4096];
+  if (proc_read(pid, "status", buf, sizeof buf) < 0) return -1;
   const char *at = strstr(buf, "\nUid:");
   return at ? atol(at + 5) : -1;
 }
@@ -290,14 +295,8 @@ static void track(const struct sw_member *m, const char *found_by, pid_t via) {
   struct sw_member again;
   (void)sw_stat(m->pid, &again, comm, sizeof comm);
   answer_line("comm %d %llu %s", m->pid, m->start, comm);
-  char path[64], cmd[4096];
-  snprintf(path, sizeof path, "/proc/%d/cmdline", m->pid);
-  ssize_t n = 0;
-  int fd = open(path, O_RDONLY | O_CLOEXEC);
-  if (fd >= 0) {
-    n = read(fd, cmd, sizeof cmd - 1);
-    close(fd);
-  }
+  char cmd[4096];
+  ssize_t n = proc_read(m->pid, "cmdline", cmd, sizeof cmd);
   if (n < 0) n = 0;
   printable(cmd, (size_t)n);
   cmd[n] = '\0';
@@ -823,11 +822,8 @@ static int sweep_main(int argc, char **argv) {
   // /proc of this process's PID namespace, or none at all: NO_PROC. /proc/self/stat must name this
   // process (sweep.sh, procfs_ok): another namespace's /proc would show other processes under
   // these pids, and a pidfd opened here would name this namespace's.
-  char self[64] = "";
-  int self_fd = open("/proc/self/stat", O_RDONLY | O_CLOEXEC);
-  ssize_t self_n = self_fd < 0 ? -1 : read(self_fd, self, sizeof self - 1);
-  if (self_fd >= 0) close(self_fd);
-  if (self_n <= 0 || atol(self) != (long)getpid()) {
+  char self[64];
+  if (proc_read(0, "stat", self, sizeof self) < 0 || atol(self) != (long)getpid()) {
     sw.complete = 0;
     answer_line("warning NO_PROC /proc is missing or belongs to another PID namespace: processes of %s were not looked for", sw.tag);
     finish();

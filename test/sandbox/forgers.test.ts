@@ -15,16 +15,11 @@ import { createTag, sandbox } from '../../src/index.js';
 import { commandChannel, type ExecChannel } from '../../src/sandbox/channel.js';
 import { type HelperPushed, pushHelper } from '../../src/sandbox/helper-push.js';
 import { END_LINE_BLIND_SPOT } from '../../src/sandbox/sweep-output.js';
-import { missing, tool } from '../support/tools.js';
+import { missing, pythonInterpreter } from '../support/tools.js';
 import { type Container, privateTmp, startContainer, taggedOnHost } from './container.js';
 
 const noPython = missing('python3');
-// The interpreter itself, not a version manager's shim (shells.test.ts says why).
-const PYTHON = noPython
-  ? ''
-  : execFileSync(tool('python3').path as string, ['-c', 'import sys; print(sys.executable)'], {
-      encoding: 'utf8',
-    }).trim();
+const PYTHON = pythonInterpreter();
 
 const DROP_PTRACE = ['--bounding-set', '-sys_ptrace', '--inh-caps', '-sys_ptrace'];
 let box: Container;

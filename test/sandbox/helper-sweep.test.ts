@@ -14,7 +14,7 @@ import { createTag, sandbox } from '../../src/index.js';
 import { commandChannel, type ExecChannel } from '../../src/sandbox/channel.js';
 import { HELPER_SWEEP_ANSWER_BLIND_SPOT, SWEEP_ANSWER_BLIND_SPOT } from '../../src/sandbox/sweep-output.js';
 import { cmdlineOf, ppidOf } from '../support/proc.js';
-import { missing, tool } from '../support/tools.js';
+import { missing, pythonInterpreter } from '../support/tools.js';
 import {
   aliveOnHost,
   type Container,
@@ -26,12 +26,7 @@ import {
 } from './container.js';
 
 const noPython = missing('python3');
-// The interpreter itself, not a version manager's shim (shells.test.ts says why).
-const PYTHON = noPython
-  ? ''
-  : execFileSync(tool('python3').path as string, ['-c', 'import sys; print(sys.executable)'], {
-      encoding: 'utf8',
-    }).trim();
+const PYTHON = pythonInterpreter();
 
 const DROP_PTRACE = ['--bounding-set', '-sys_ptrace', '--inh-caps', '-sys_ptrace'];
 const SWEEP = { graceMs: 1500, killAfterMs: 1000 };

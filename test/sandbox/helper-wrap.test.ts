@@ -6,23 +6,18 @@
 // the payload, `tether-end NONCE exit STATUS`, before the `exit` status line. A malformed nonce
 // runs nothing; a TERM while it waits for `checked` ends it; a helper traced from its exec on
 // (the tracer attached before its prctl could stop it) refuses to read the nonce.
-import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
+import { type ChildProcess, spawn } from 'node:child_process';
 import { existsSync, readFileSync } from 'node:fs';
 import type { Readable, Writable } from 'node:stream';
 import { afterEach, describe, expect, it } from 'vitest';
 import { prebuiltCandidates } from '../../src/containment/prebuilt.js';
 import { createNonce } from '../../src/sandbox/completion.js';
 import { readStat } from '../support/proc.js';
-import { missing, tool } from '../support/tools.js';
+import { missing, pythonInterpreter } from '../support/tools.js';
 
 const HELPER = prebuiltCandidates(process.arch).find((p) => existsSync(p));
 const noPython = missing('python3');
-// The interpreter itself, not a version manager's shim (shells.test.ts says why).
-const PYTHON = noPython
-  ? ''
-  : execFileSync(tool('python3').path as string, ['-c', 'import sys; print(sys.executable)'], {
-      encoding: 'utf8',
-    }).trim();
+const PYTHON = pythonInterpreter();
 
 // Runs argv[1:] traced from its exec on (PTRACE_TRACEME), continuing it at each stop with the
 // signal that stopped it (the exec's SIGTRAP dropped); exits with its status.

@@ -13,16 +13,11 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTag, sandbox } from '../../src/index.js';
 import { commandChannel, type ExecChannel } from '../../src/sandbox/channel.js';
-import { missing, tool } from '../support/tools.js';
+import { missing, pythonInterpreter } from '../support/tools.js';
 import { type Container, privateTmp, startContainer, taggedOnHost } from './container.js';
 
 const noPython = missing('python3');
-// The interpreter itself, not a version manager's shim (shells.test.ts says why).
-const PYTHON = noPython
-  ? ''
-  : execFileSync(tool('python3').path as string, ['-c', 'import sys; print(sys.executable)'], {
-      encoding: 'utf8',
-    }).trim();
+const PYTHON = pythonInterpreter();
 
 const DROP_PTRACE = ['--bounding-set', '-sys_ptrace', '--inh-caps', '-sys_ptrace'];
 const SWEEP = { graceMs: 1000, killAfterMs: 1000 };

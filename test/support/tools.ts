@@ -4,7 +4,7 @@
 // needs a tool this machine lacks is skipped with `missing(name)` as its stated reason — the
 // tool and the Debian package that provides it — decided before the suite runs, never found out
 // by a timeout. `.ci/run` installs every one of them.
-import { spawnSync } from 'node:child_process';
+import { execFileSync, spawnSync } from 'node:child_process';
 import { existsSync, readdirSync, realpathSync, statSync } from 'node:fs';
 import { delimiter, join } from 'node:path';
 import { inject } from 'vitest';
@@ -207,4 +207,17 @@ export function missing(...names: string[]): string {
 export function skipNote(...names: string[]): string {
   const why = missing(...names);
   return why ? ` (skipped: ${why})` : '';
+}
+
+/**
+ * The python3 interpreter itself (`sys.executable`), not a version manager's shim: a pyenv shim
+ * may run `pyenv rehash`, whose lock file stays behind when it is killed mid-way (a sweep, a test
+ * run cut short), and then every later python3 call waits 60 s for that lock. '' where
+ * globalSetup found no python3 (its tests skip, named, with `missing('python3')`).
+ */
+export function pythonInterpreter(): string {
+  if (missing('python3')) return '';
+  return execFileSync(tool('python3').path as string, ['-c', 'import sys; print(sys.executable)'], {
+    encoding: 'utf8',
+  }).trim();
 }
