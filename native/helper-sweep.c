@@ -1,7 +1,7 @@
 // The helper's sweep mode (included by helper.c, whose utilities it uses: write_all, read_stat,
 // signal_identity, traced, now_ms, sleep_ms). docs/sandbox.md, "The helper answers the sweep".
 //
-//   tether-helper --sweep [--holder PID] TAG GRACE_MS KILL_AFTER_MS INTERVAL_MS [[member:|ended:]PID:START…]
+//   tether-helper --sweep [--holder PID:START] TAG GRACE_MS KILL_AFTER_MS INTERVAL_MS [[member:|ended:]PID:START…]
 //   (stdin: NONCE\n)
 //
 // The session's sweep inside a container, as the sweep program (src/sandbox/programs/sweep.sh)
@@ -25,9 +25,10 @@
 // Checked at exec (src/sandbox/programs/sweep-helper.sh): the sweep shell pins this binary's
 // inode on a fd and hashes it, starts `--sweep-hold` from it — a holder, which signals its parent
 // (SIGUSR1, every 10 ms) once exec'd and does nothing else; while it runs, the kernel refuses every
-// write to the inode (ETXTBSY) — hashes it again, starts `--sweep --holder PID …` from the same
-// inode, and once that exec is done checks that the holder still runs: the bytes that run are the
-// ones hashed. The holder, this process's sibling, is never signalled here; the shell ends it.
+// write to the inode (ETXTBSY) — hashes what the holder executes (/proc/H/exe, fd 9's inode),
+// starts `--sweep --holder PID:START …` from the same inode, and once that exec is done checks that
+// the holder still runs: the bytes that run are the ones hashed. The holder, this process's
+// sibling, is never signalled here; the shell ends it.
 #include <sys/resource.h>
 #include <sys/stat.h>
 
@@ -63,7 +64,8 @@ static struct {
     unsigned long long start;
   } *given, *proof, *ended; // as many as argv has words
   size_t ngiven, nproof, nended;
-  pid_t *excluded; // this process and every ancestor
+  struct sw_id holder; // the sweep shell's holder (--holder PID:START), never a member
+  pid_t *excluded;      // this process and every ancestor
   size_t nexcluded, capexcluded;
   char own_cg[4096];
   // Every member found so far, and what it was sent.
@@ -244,6 +246,7 @@ static int snapshot(void) {
     if (*end || pid <= 1 || pid > INT32_MAX || sw_excluded((pid_t)pid)) continue;
     struct sw_member m;
     if (sw_stat((pid_t)pid, &m, NULL, 0) < 0) continue;
+    if (m.pid == sw.holder.pid && m.start == sw.holder.start) continue; // by identity, not pid
     if (sw.ntable == sw.captable) {
       size_t cap = sw.captable ? sw.captable * 2 : 1024;
       struct sw_member *t = realloc(sw.table, cap * sizeof *t);
@@ -748,11 +751,9 @@ static int sweep_main(int argc, char **argv) {
     (void)setrlimit(RLIMIT_NOFILE, &files);
   }
   int a = 2;
-  pid_t holder = 0;
   if (argc > a + 1 && !strcmp(argv[a], "--holder")) {
-    // The shell's holder, this process's sibling: never a member (the shell ends it).
-    long h = atol(argv[a + 1]);
-    if (h > 1 && h <= INT32_MAX) holder = (pid_t)h;
+    // The shell's holder, PID:START, this process's sibling: never a member (the shell ends it).
+    if (parse_identity(argv[a + 1], &sw.holder) < 0) return sweep_usage("holder");
     a += 2;
   }
   if (argc < a + 4) return sweep_usage("arguments");
@@ -805,7 +806,7 @@ static int sweep_main(int argc, char **argv) {
   sw.t0 = now_ms();
   sw.complete = 1;
   answer_line("reader helper");
-  // This process, its ancestors and the shell's holder are never members.
+  // This process and its ancestors are never members (nor the shell's holder: snapshot).
   int listed_all = 1;
   for (pid_t p = getpid(); p > 1 && listed_all;) {
     struct sw_member m;
@@ -813,7 +814,7 @@ static int sweep_main(int argc, char **argv) {
     if (sw_stat(p, &m, NULL, 0) < 0) break;
     p = m.ppid;
   }
-  if (!listed_all || (holder > 1 && exclude(holder) < 0)) {
+  if (!listed_all) {
     // One that could not be listed could be signalled: no sweep at all.
     fprintf(stderr, "tether-sweep: out of memory listing the processes it must spare: no sweep ran\n");
     return 125;

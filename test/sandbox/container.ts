@@ -5,6 +5,7 @@ import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
 import {
   chmodSync,
   copyFileSync,
+  existsSync,
   mkdirSync,
   mkdtempSync,
   readdirSync,
@@ -12,6 +13,7 @@ import {
   readlinkSync,
   rmSync,
   symlinkSync,
+  writeFileSync,
 } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
@@ -364,4 +366,24 @@ export function lossyWrapper(inner: ExecChannel, cut: Cut): ExecChannel & { cutA
     cutAt: lossy.cutAt,
     exec: (argv) => (argv.includes('tether-wrap') ? lossy.exec(argv) : inner.exec(argv)),
   };
+}
+
+/**
+ * `argv` as a channel whose execs find first on PATH each of `tools` (default `sha256sum`) as a
+ * script that waits `ms` before it runs the real one (in the container's /tmp,
+ * `/tmp/tether-slow-hash/`; the container's /tmp should be its own: `privateTmp`): the window a
+ * busy machine gives a process racing the helper's checks, made wide enough that a test of that
+ * race reaches its premise on any machine. A root exec keeps PATH as it is (prelude.sh: root can
+ * write every directory of it).
+ */
+export function slowHashing(box: Container, argv: string[], ms: number, tools = ['sha256sum']): ExecChannel {
+  const dir = join('/proc', String(box.init), 'root/tmp/tether-slow-hash');
+  mkdirSync(dir, { recursive: true, mode: 0o755 });
+  for (const tool of tools) {
+    const real = [`/usr/bin/${tool}`, `/bin/${tool}`].find((p) => existsSync(p)) ?? tool;
+    writeFileSync(join(dir, tool), `#!/bin/sh\nsleep ${(ms / 1000).toFixed(3)}\nexec ${real} "$@"\n`, {
+      mode: 0o755,
+    });
+  }
+  return commandChannel([...argv, 'env', 'PATH=/tmp/tether-slow-hash:/usr/local/bin:/usr/bin:/bin']);
 }

@@ -301,7 +301,7 @@ describe('a helper file swapped between pushHelper’s check and the exec', () =
   // The write between the wrapper's first hash and the exec cannot be timed from here: a
   // sha256sum first on PATH that answers the truth on its first call and a wrong hash on its
   // second plays it — the second hash, after the exec, then sees other bytes than the first.
-  it('other bytes at the second hash, after the exec: the helper is KILLed before it has the nonce, the command runs on the shell', async () => {
+  it('other bytes at the second hash, after the holder’s exec: no helper is started, the command runs on the shell', async () => {
     const pushed = (await pushHelper(channel, { shell: ['sh'] })) as HelperPushed;
     expect(pushed.path, `premise broken: no helper pushed: ${JSON.stringify(pushed)}`).toBeDefined();
     const bin = `/tmp/fakebin-${process.pid}`;

@@ -7,7 +7,7 @@
 // stopped and gone. The container runs its commands as root without CAP_SYS_PTRACE, Docker's
 // default (setpriv drops it from the bounding set). Ground truth: the host's /proc.
 import { execFileSync } from 'node:child_process';
-import { existsSync, readFileSync } from 'node:fs';
+import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTag, sandbox } from '../../src/index.js';
@@ -21,6 +21,7 @@ import {
   privateTmp,
   sleep,
   sleepersIn,
+  slowHashing,
   startContainer,
   taggedOnHost,
 } from './container.js';
@@ -150,7 +151,7 @@ while time.time() < end and hasher is None:
         log.write(f'children: {e}\\n'); break
     for k in kids:
         a = argv(k)
-        if a and a[0].endswith(b'sha256sum'):
+        if any(x.endswith(b'sha256sum') for x in a):
             hasher = int(k)
             try: hold = os.open(f'/proc/{k}/fd/1', os.O_WRONLY)
             except OSError as e: log.write(f'pipe open failed {e}\\n'); sys.exit()
@@ -188,6 +189,97 @@ for t in range(10):
     time.sleep(2)
     for d in os.listdir('/proc'):
         if d.isdigit(): log.write(f'  t{t} {d} {state(d)} {argv(d)[:3]}\\n')
+`;
+
+// A second break attempt's swap: a leftover (its file /tmp/NAME.py) waits for the sweep shell,
+// KILLs every process that executes the helper, holds the first hash's output pipe, and once that
+// hash is done makes the helper's file the script `#!PYTHON /tmp/NAME.py` — which gives the kernel
+// no write hold on the file when it runs. Run as the "holder", the script puts the real bytes back
+// for the second hash and says it ran; after that hash, the script again; run as the "sweep", it
+// prints a complete, empty answer with the nonce. Its log (/tmp/NAME.log): `script after N tries`
+// once the file is its own, `forged sweep ran` when its answer was printed.
+const SCRIPT_HOLDER = `import os, signal, sys, time
+signal.signal(signal.SIGTERM, signal.SIG_IGN)
+ME = os.path.abspath(__file__)
+LOG = ME[:-3] + '.log'
+REAL = ME[:-3] + '.real'
+log = open(LOG, 'a', buffering=1)
+SHEBANG = f'#!{sys.executable} {ME}\\n'.encode()
+def argv(p):
+    try:
+        with open(f'/proc/{p}/cmdline', 'rb') as f: return f.read().split(b'\\0')
+    except OSError: return []
+def state(p):
+    try:
+        with open(f'/proc/{p}/stat') as f: s = f.read()
+        return s[s.rindex(')') + 2]
+    except OSError: return None
+def hasher_of(shell, end):
+    while time.time() < end:
+        try: kids = open(f'/proc/{shell}/task/{shell}/children').read().split()
+        except OSError: return None, None
+        for k in kids:
+            if int(k) != os.getpid() and any(x.endswith(b'sha256sum') for x in argv(k)):
+                try: return int(k), os.open(f'/proc/{k}/fd/1', os.O_WRONLY)
+                except OSError: return None, None
+        time.sleep(0.0005)
+    return None, None
+def rewrite(shell, data):
+    for i in range(2000):
+        try:
+            fd = os.open(f'/proc/{shell}/fd/9', os.O_WRONLY | os.O_TRUNC); os.write(fd, data); os.close(fd); return i
+        except OSError: time.sleep(0.001)
+    return -1
+args = sys.argv[1:]
+if '--sweep' in args:
+    # The forged sweep: the nonce from stdin, a complete answer that found nothing.
+    tag = args[args.index('--sweep') + 3]
+    n = sys.stdin.readline().strip()
+    sys.stdout.write(f'tether-sweep 2 begin {tag}\\nreader helper\\nphase TERM 0 1 2 two-empty-scans\\ndone {tag} 2 1 1 3 {n}\\n')
+    log.write('forged sweep ran\\n'); sys.exit(0)
+if '--sweep-hold' in args:
+    # The "holder": a script, which gives the kernel no hold on the file. Put the real bytes back
+    # for the second hash, say it ran, and once that hash is done, the script again.
+    shell = os.getppid()
+    log.write(f'fake holder restored after {rewrite(shell, open(REAL, "rb").read())} tries\\n')
+    end = time.time() + 20
+    hasher, hold = None, None
+    while time.time() < end and hasher is None:
+        os.kill(shell, signal.SIGUSR1)
+        hasher, hold = hasher_of(shell, time.time() + 0.01)
+    if hasher:
+        while state(hasher) not in (None, 'Z'): time.sleep(0.0005)
+        log.write(f'script again after {rewrite(shell, SHEBANG)} tries\\n')
+        os.close(hold)
+    while time.time() < end:
+        try: os.kill(shell, signal.SIGUSR1)
+        except OSError: break
+        time.sleep(0.01)
+    sys.exit(0)
+# The leftover: waits for the session's sweep shell, frees the helper's file, and makes it a script
+# right after the first hash.
+log.write('ready\\n')
+end = time.time() + 40
+shell = None
+while time.time() < end and shell is None:
+    for d in os.listdir('/proc'):
+        a = argv(d) if d.isdigit() else []
+        if b'tether-sweep' in a and b'--helper' in a: shell = int(d); break
+if shell is None:
+    log.write('no sweep shell\\n'); sys.exit()
+for d in os.listdir('/proc'):
+    a = argv(d) if d.isdigit() else []
+    if a and a[0].endswith(b'/fd/9') and (b'--wrap' in a or b'--await' in a):
+        try: os.kill(int(d), signal.SIGKILL)
+        except OSError: pass
+hasher, hold = hasher_of(shell, end)
+if hasher is None:
+    log.write('no first hash\\n'); sys.exit()
+while state(hasher) not in (None, 'Z'): time.sleep(0.0005)
+open(REAL, 'wb').write(open(f'/proc/{shell}/fd/9', 'rb').read())
+log.write(f'script after {rewrite(shell, SHEBANG)} tries\\n')
+os.close(hold)
+time.sleep(30)
 `;
 
 describe('the helper answers the session’s sweep', () => {
@@ -344,12 +436,14 @@ describe('the helper answers the session’s sweep', () => {
       const name = `tether-hs-swap-${process.pid}-${Date.now()}.log`;
       const log = join('/proc', String(box.init), 'root/tmp', name);
       const tag = createTag();
+      // Each hash waits 0.3 s: the swap's race is won on any machine (a premise, not the defence).
+      const slow = slowHashing(box, [...box.prefix, 'setpriv', ...DROP_PTRACE, '--'], 300);
       let result: { report: { ok: boolean } } | undefined;
       let failure: unknown;
       try {
         try {
           result = await sandbox.run(
-            channel,
+            slow,
             [
               'sh',
               '-c',
@@ -380,6 +474,58 @@ describe('the helper answers the session’s sweep', () => {
       } finally {
         await cleanup(tag.name);
         if (existsSync(log)) execFileSync('rm', ['-f', log]);
+      }
+    },
+  );
+
+  it.skipIf(noPython !== '')(
+    `a helper file made a #! script around its holder's exec: the holder is not the helper, the sweep program answers, and the leftover is stopped${noPython ? ` (skipped: ${noPython})` : ''}`,
+    async (ctx) => {
+      const name = `tether-hs-script-${process.pid}-${Date.now()}`;
+      const root = join('/proc', String(box.init), 'root/tmp');
+      writeFileSync(join(root, `${name}.py`), SCRIPT_HOLDER, { mode: 0o755 });
+      const tag = createTag();
+      // Each hash waits 0.3 s: the swap's race is won on any machine (a premise, not the defence).
+      const slow = slowHashing(box, [...box.prefix, 'setpriv', ...DROP_PTRACE, '--'], 300);
+      let result: { report: { ok: boolean; complete: boolean; stopped: { cmdline: string }[] } } | undefined;
+      let failure: unknown;
+      try {
+        try {
+          result = await sandbox.run(
+            slow,
+            [
+              'sh',
+              '-c',
+              `setsid "$0" /tmp/${name}.py </dev/null >/dev/null 2>&1 &
+               for i in $(seq 200); do grep -q ready /tmp/${name}.log 2>/dev/null && exit 0; sleep 0.05; done; exit 9`,
+              PYTHON,
+            ],
+            { tag, sweep: SWEEP, helper: true },
+          );
+        } catch (error) {
+          failure = error;
+        }
+        const logFile = join(root, `${name}.log`);
+        const said = existsSync(logFile) ? readFileSync(logFile, 'utf8') : '';
+        if (!said.includes('script after'))
+          ctx.skip(
+            `premise not had: the file was never made a script (its log: ${said.split('\n').slice(0, 4).join(' | ')})`,
+          );
+        const alive = taggedOnHost(tag.name).some((p) => p.cmdline.includes(`/tmp/${name}.py`));
+        expect(
+          result?.report.ok === true && alive,
+          `a forged answer was taken: ok with the leftover alive (log: ${said.slice(0, 400)}; ${String(failure ?? '')})`,
+        ).toBe(false);
+        // The forgery never ran as the sweep, and the leftover was found and stopped.
+        expect(said).not.toContain('forged sweep ran');
+        expect(result?.report.stopped.map((p) => p.cmdline).join('\n')).toContain(`/tmp/${name}.py`);
+        expect(alive).toBe(false);
+      } finally {
+        await cleanup(tag.name);
+        for (const ext of ['py', 'log', 'real']) {
+          const f = join(root, `${name}.${ext}`);
+          if (existsSync(f)) execFileSync('rm', ['-f', f]);
+        }
       }
     },
   );

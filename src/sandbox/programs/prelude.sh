@@ -1,9 +1,9 @@
 # tether's prelude, before each sandbox program (src/sandbox/programs.ts): `put` and `nl`, which
 # every program writes its lines with, `read_nonce`, which the helper check and the writer take
-# their nonce with, `read_stat`, which reads a process's stat, `hashes_to_name`, which checks the
-# pinned helper, `own_cgroup`, where the wrapper and the sweep find the session's cgroups, and
-# tether_safe_path, the directories of PATH this uid cannot write, in PATH's order. The programs
-# run their tools (grep,
+# their nonce with, `read_stat`, which reads a process's stat, `hashes_to_name` and `hold_pinned`,
+# which check the pinned helper, `own_cgroup`, where the wrapper and the sweep find the session's
+# cgroups, and tether_safe_path, the directories of PATH this uid cannot write, in PATH's order.
+# The programs run their tools (grep,
 # tr, cut, sha256sum, sleep…) by name: from a directory a session member can write (a
 # ~/.local/bin or a user-owned /usr/local/bin ahead of the system's), its own grep would blind
 # the sweep and its own sha256sum pass a forged helper (docs/sandbox.md, "What escapes this").
@@ -69,13 +69,61 @@ read_stat() {
   [ "$st_state" != Z ] || [ "${st_threads:-0}" -gt 1 ]
 }
 
-# hashes_to_name PATH: the open file on fd 9 hashes to the sha256 that PATH's name gives
-# (helper-<sha256>); sets `sum`. sha256sum from the directories this uid cannot write, reading the
-# inode through /proc/$$/fd/9, not the path.
+# hashes_to_name PATH [FILE]: FILE (default the open file on fd 9, /proc/$$/fd/9) hashes to the
+# sha256 that PATH's name gives (helper-<sha256>); sets `sum`. sha256sum from the directories this
+# uid cannot write, reading the inode through FILE, not PATH.
 hashes_to_name() {
-  sum=$(PATH=$tether_safe_path; sha256sum "/proc/$$/fd/9" 2>/dev/null)
+  sum=$(PATH=$tether_safe_path; sha256sum "${2:-/proc/$$/fd/9}" 2>/dev/null)
   sum=${sum%% *}
   [ -n "$sum" ] && [ "$sum" = "${1##*/helper-}" ]
+}
+
+# hold_pinned PATH: starts a holder (`--sweep-hold`) from the inode pinned on fd 9 and checks what
+# it executes: its exe link (/proc/H/exe: the ELF it runs; for a `#!` script, the interpreter)
+# hashes to PATH's name and is fd 9's inode (`-ef`: same device and inode). The holder's code
+# never execs anything else, so from then on, while it runs, the kernel refuses every write to
+# that inode (ETXTBSY): what is exec'd from fd 9 is what was hashed. Sets hold_pid and hold_start
+# (its identity); false, with `why` set and the holder ended, when it did not say it ran (SIGUSR1,
+# every 10 ms until it is heard: `wait` ends early on a trapped signal) or runs something else.
+# USR1 stays ignored until end_hold. A file made a script around a holder's exec gives the kernel
+# no write hold on it (found by a break attempt): its holder runs the interpreter, refused here.
+hold_pinned() {
+  hold_said=
+  trap 'hold_said=1' USR1
+  "/proc/$$/fd/9" --sweep-hold </dev/null >/dev/null 2>&1 &
+  hold_pid=$!
+  while [ -z "$hold_said" ]; do
+    wait "$hold_pid" 2>/dev/null
+    [ -n "$hold_said" ] && break
+    kill -0 "$hold_pid" 2>/dev/null && continue
+    trap - USR1
+    why="did not start its holder"
+    return 1
+  done
+  trap '' USR1
+  hold_start=
+  read_stat "$hold_pid" && hold_start=$st_start
+  if [ -z "$hold_start" ] || ! hashes_to_name "$1" "/proc/$hold_pid/exe" ||
+    ! [ "/proc/$hold_pid/exe" -ef "/proc/$$/fd/9" ]; then
+    end_hold
+    why="does not hash to its name after its exec, as what its holder runs (/proc/$hold_pid/exe: ${sum:-unreadable})"
+    return 1
+  fi
+}
+
+# still_held: the holder runs still, with its identity, not a zombie, executing fd 9's inode — it
+# was alive all along, so no write reached the inode since hold_pinned. Killed, it is a zombie
+# or, reaped (bash reaps from its SIGCHLD handler), gone: its start time then names no process.
+still_held() {
+  read_stat "$hold_pid" && [ "$st_start" = "$hold_start" ] && [ "$st_state" != Z ] &&
+    [ "/proc/$hold_pid/exe" -ef "/proc/$$/fd/9" ]
+}
+
+# end_hold: ends the holder; USR1 back to its default.
+end_hold() {
+  kill -KILL "$hold_pid" 2>/dev/null
+  wait "$hold_pid" 2>/dev/null
+  trap - USR1
 }
 
 # own_cgroup: sets own_cg to the directory of this program's cgroup v2 (`0::PATH` in

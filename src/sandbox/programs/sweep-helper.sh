@@ -9,17 +9,21 @@
 # uid can read the nonce from its memory or trace it into another answer, as it can this shell.
 # It is checked at exec, not before, by what a process of the uid cannot undo:
 #  1. its file is opened on fd 9 (the inode is pinned) and hashed there against its name;
-#  2. a holder (`--sweep-hold`) is started from fd 9 and says when it has been exec'd (SIGUSR1):
-#     while it runs, the kernel refuses every write to the inode (ETXTBSY); its identity (pid,
-#     start time) is read;
-#  3. fd 9 is hashed again: the bytes the holder keeps unwritable are the pushed helper's;
+#  2. a holder is started from fd 9 (the prelude's hold_pinned) and its identity read;
+#  3. the holder's executable (/proc/H/exe: the ELF it runs — for a `#!` script it would be the
+#     interpreter) is hashed, and must be fd 9's inode (`-ef`): the holder runs the pushed
+#     helper's bytes from that inode, and the holder's code never execs anything else, so while it
+#     runs the kernel refuses every write to the inode (ETXTBSY). A file that was a script when
+#     the holder was exec'd gave the kernel no such hold (a break attempt rewrote the file around
+#     a script "holder" and had its own sweep run: 12 of 12); its holder is not the helper;
 #  4. the sweep is started from fd 9 as this shell's child, and once its exec is done (its name
 #     is `9`, which only the exec gives it) the holder must still run with that identity: a
 #     process alive now was alive all along, so no write reached the inode between the hash and
-#     the exec. The holder is this shell's child: killed, it stays a zombie until reaped here,
-#     and its pid cannot be another process's meanwhile. A process of the uid can kill the
-#     holder and write the file (it owns it) — then this check fails, the sweep is KILLed, and
-#     this shell exits 125: an exec that does not exit 0 proves nothing, whatever it printed.
+#     the exec. The holder is this shell's child: killed, it is a zombie or, reaped (bash reaps
+#     from its SIGCHLD handler), gone — its start time then names no process. A process of the
+#     uid can kill the holder and write the file (it owns it): then this check fails, the sweep
+#     is KILLed, and this shell exits 125 — an exec that does not exit 0 proves nothing, whatever
+#     it printed.
 #  5. This shell exits with the sweep's status.
 # Until step 4 nothing has read the nonce: where the helper cannot answer (no such file, a hash
 # that differs, no sha256sum, a holder that never said it ran), stderr says why and sweep.sh
@@ -28,7 +32,7 @@
 # (where ptrace is not restricted) can make it skip step 4 (HELPER_SWEEP_ANSWER_BLIND_SPOT).
 
 set +e +u +x +v +a
-unset tether_helper tether_hold tether_held tether_why tether_hold_start tether_sweeper tether_tries
+unset tether_helper tether_why tether_sweeper tether_tries hold_pid hold_start hold_said why sum
 
 # tether_sweep_under_helper TAG…: runs the helper's sweep and exits with its status, or returns
 # (nothing read, nothing signalled) with the reason in tether_why.
@@ -46,38 +50,16 @@ tether_sweep_under_helper() {
     tether_why="the helper $tether_helper does not hash to its name (${sum:-no sha256sum}): refused, never run"
     return
   fi
-  tether_held=
-  trap 'tether_held=1' USR1
   # The session's tag (TAG, the first argument) is not the holder's or the sweep's to carry.
   case $1 in TETHER_SESSION_*) case ${1#TETHER_SESSION_} in *[!0-9a-f]* | '') ;; *) unset "$1" ;; esac ;; esac
-  "/proc/$$/fd/9" --sweep-hold </dev/null >/dev/null 2>&1 &
-  tether_hold=$!
-  # It says so again every 10 ms: `wait` ends early on the trapped signal. A holder that ended
-  # without saying it never ran.
-  while [ -z "$tether_held" ]; do
-    wait "$tether_hold" 2>/dev/null
-    [ -n "$tether_held" ] && break
-    kill -0 "$tether_hold" 2>/dev/null && continue
-    trap - USR1
+  if ! hold_pinned "$tether_helper"; then
     exec 9<&-
-    tether_why="the helper $tether_helper did not start its holder"
-    return
-  done
-  # Ignored from here: the holder goes on saying it until it is KILLed below.
-  trap '' USR1
-  tether_hold_start=
-  read_stat "$tether_hold" && tether_hold_start=$st_start
-  if [ -z "$tether_hold_start" ] || ! hashes_to_name "$tether_helper"; then
-    kill -KILL "$tether_hold" 2>/dev/null
-    wait "$tether_hold" 2>/dev/null
-    trap - USR1
-    exec 9<&-
-    tether_why="the helper $tether_helper does not hash to its name after its exec (${sum:-no sha256sum}): refused"
+    tether_why="the helper $tether_helper $why: refused"
     return
   fi
   # From here the nonce may be read: no fallback. The stream's stdin is the sweep's (an
   # asynchronous command's would be /dev/null).
-  "/proc/$$/fd/9" --sweep --holder "$tether_hold" "$@" <&3 3<&- &
+  "/proc/$$/fd/9" --sweep --holder "$hold_pid:$hold_start" "$@" <&3 3<&- &
   tether_sweeper=$!
   exec 3<&-
   # Its exec is done once its name is `9` (a fork of this shell bears the shell's). One that ends
@@ -87,17 +69,16 @@ tether_sweep_under_helper() {
     tether_tries=$((tether_tries + 1))
     [ $tether_tries -lt 100000 ] || break
   done
-  if ! { read_stat "$tether_hold" && [ "$st_start" = "$tether_hold_start" ] && [ "$st_state" != Z ]; }; then
+  if ! still_held; then
     kill -KILL "$tether_sweeper" 2>/dev/null
     wait "$tether_sweeper" 2>/dev/null
-    wait "$tether_hold" 2>/dev/null
+    end_hold
     echo "tether-sweep: the helper $tether_helper was not held unwritable until its exec (its holder was killed): its answer is refused" >&2
     exit 125
   fi
   # fd 9 was needed until that exec (its path is /proc/$$/fd/9).
+  end_hold
   exec 9<&-
-  kill -KILL "$tether_hold" 2>/dev/null
-  wait "$tether_hold" 2>/dev/null
   wait "$tether_sweeper"
   exit $?
 }
@@ -110,5 +91,5 @@ if [ "$1" = --helper ]; then
   tether_sweep_under_helper "$@"
   exec 3<&-
   echo "tether-sweep: $tether_why: the sweep shell answers" >&2
-  unset tether_helper tether_hold tether_held tether_why
+  unset tether_helper tether_why hold_pid hold_start hold_said why sum
 fi

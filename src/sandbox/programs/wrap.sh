@@ -34,9 +34,11 @@
 # helper holds the nonce"): the helper — non-dumpable, so that no process of the session's uid
 # without CAP_SYS_PTRACE can read or trace it — reads the nonce line itself and prints
 #   tether-start NONCE helper<newline>   and, after the command,   tether-end NONCE exit STATUS<newline>
-# It reads it only once this program has hashed fd 9 again after the helper's exec, when the
-# kernel refuses every write to a file being executed (ETXTBSY): the bytes that run are the ones
-# hashed. Until then this program may still fall back to proving the end itself. Then it execs
+# It reads it only once this program has checked that the bytes it runs are the ones hashed: a
+# holder exec'd from fd 9 whose exe link hashes to the name and is fd 9's inode keeps the kernel
+# refusing every write to it (ETXTBSY) from that check until the helper's exec from it is done
+# (prelude.sh, hold_pinned and still_held). Until then this program may still fall back to
+# proving the end itself. Then it execs
 # the helper's --await mode from fd 9 (the same pid: the stream stays open until the command's
 # end), which is non-dumpable before it says `checked` to the helper: from the command's start on,
 # no session process outside the helper's subtree can be traced or read (docs/sandbox.md, "No
@@ -51,7 +53,7 @@ set +m 2>/dev/null
 EXIT_REFUSED=125
 # A variable of that name in the environment is exported: assigning to it would hand the
 # nonce to the command. Unset first, the variables then made are the shell's own.
-unset nonce text first token helper fifo started hword sum hpid how flag why hgrace hkill cgdir cgline cgstart taghex
+unset nonce text first token helper fifo started hword sum hpid how flag why hgrace hkill cgdir cgline cgstart taghex hold_pid hold_start hold_said
 helper=
 hgrace=5000
 hkill=3000
@@ -189,7 +191,7 @@ helper_cgroup() {
 # (fd 3) and control pipe (fd 4) are FIFOs in the helper's own directory (0700, this uid's),
 # removed once the helper has said its first line (both are open then: removed sooner, `4<>`
 # would create a plain file). `plain`: `go` waits in the control FIFO before the helper starts;
-# `wrap`: `checked` and `go` are written after the second hash. The helper opens that FIFO
+# `wrap`: `checked` and `go` are written once it is known to run the hashed bytes. The helper opens that FIFO
 # read-write, so it never reads EOF there: it never runs its dead man's switch for this
 # program's end, which is not the session's — a sweep's TERM is (docs/sandbox.md). False when
 # the FIFOs cannot be made.
@@ -265,19 +267,30 @@ await_helper() {
 # wrap_under_helper CMD…: `run` mode under the helper, which holds the nonce and prints both
 # lines; this program becomes the helper's --await mode, which exits with the command's status.
 # Returns only while the helper has not been given the nonce (`checked` unsent): it could not be
-# pinned, started or checked — the caller then proves the end itself. The helper's first line (`helper PID START`) says it has
-# been exec'd: from then on the kernel refuses writes to its file, so the second hash is of
-# the bytes that run. A mismatch there means the file was written between the first hash and
-# the exec: that process is KILLed (our child).
+# pinned, held, started or checked — the caller then proves the end itself. The helper's first
+# line (`helper PID START`) says it has been exec'd; the holder, alive with its identity since the
+# check of what it runs, says no write reached the file before. Otherwise that process is KILLed
+# (our child).
 wrap_under_helper() {
   pin_helper || return 0
-  start_helper wrap "$@" || { exec 9<&-; return 0; }
+  # The holder keeps the pinned inode unwritable from the check of what it runs until the helper
+  # has been exec'd from it (the prelude's hold_pinned, still_held): the helper, non-dumpable
+  # from its first instruction, shows no one its exe link, so it is checked through the holder.
+  if ! hold_pinned "$helper"; then
+    exec 9<&-
+    echo "tether-wrap: the helper $helper $why: refused, never run; the command runs on the env tag alone" >&2
+    return 0
+  fi
+  start_helper wrap "$@" || { end_hold; exec 9<&-; return 0; }
   why=
   if ! next_status || [ "$hword" != helper ]; then
     why="did not start (${hword:-no status line}${a:+ $a}${b:+ $b})"
-  elif ! hashes_to_name "$helper"; then
-    why="does not hash to its name after its exec (${sum:-no sha256sum})"
+  elif ! still_held; then
+    # Its first line says the exec is done; the holder alive all along says no write reached the
+    # inode before it (a file made a script around the exec, or rewritten, once nothing held it).
+    why="was not held unwritable until its exec (its holder was killed)"
   fi
+  end_hold
   if [ -n "$why" ]; then
     kill -KILL "$hpid" 2>/dev/null
     wait "$hpid" 2>/dev/null
@@ -290,7 +303,8 @@ wrap_under_helper() {
   rm -f "$fifo.c" "$fifo.s"
   # This shell is the one session process outside the helper's subtree, and dumpable: a process
   # of its uid could trace it and make it start what no helper holds. So its last step is the
-  # helper itself, from the same pinned inode (which the helper runs: no write can reach it now),
+  # helper itself, from the same pinned inode (which the helper runs: no write can reach it while
+  # it does),
   # in --await mode — non-dumpable first, it says `checked` and `go` on the control FIFO and exits
   # with the command's status from the status FIFO (helper.c, "await mode"). The nonce is the
   # helper's from here: no fallback. A shell's exec that fails exits (127): the helper, never
