@@ -19,6 +19,7 @@ import {
   aliveOnHost,
   type Container,
   privateTmp,
+  SCRIPT_KIT,
   sleep,
   sleepersIn,
   slowHashing,
@@ -198,39 +199,7 @@ for t in range(10):
 // for the second hash and says it ran; after that hash, the script again; run as the "sweep", it
 // prints a complete, empty answer with the nonce. Its log (/tmp/NAME.log): `script after N tries`
 // once the file is its own, `forged sweep ran` when its answer was printed.
-const SCRIPT_HOLDER = `import os, signal, sys, time
-signal.signal(signal.SIGTERM, signal.SIG_IGN)
-ME = os.path.abspath(__file__)
-LOG = ME[:-3] + '.log'
-REAL = ME[:-3] + '.real'
-log = open(LOG, 'a', buffering=1)
-SHEBANG = f'#!{sys.executable} {ME}\\n'.encode()
-def argv(p):
-    try:
-        with open(f'/proc/{p}/cmdline', 'rb') as f: return f.read().split(b'\\0')
-    except OSError: return []
-def state(p):
-    try:
-        with open(f'/proc/{p}/stat') as f: s = f.read()
-        return s[s.rindex(')') + 2]
-    except OSError: return None
-def hasher_of(shell, end):
-    while time.time() < end:
-        try: kids = open(f'/proc/{shell}/task/{shell}/children').read().split()
-        except OSError: return None, None
-        for k in kids:
-            if int(k) != os.getpid() and any(x.endswith(b'sha256sum') for x in argv(k)):
-                try: return int(k), os.open(f'/proc/{k}/fd/1', os.O_WRONLY)
-                except OSError: return None, None
-        time.sleep(0.0005)
-    return None, None
-def rewrite(shell, data):
-    for i in range(2000):
-        try:
-            fd = os.open(f'/proc/{shell}/fd/9', os.O_WRONLY | os.O_TRUNC); os.write(fd, data); os.close(fd); return i
-        except OSError: time.sleep(0.001)
-    return -1
-args = sys.argv[1:]
+const SCRIPT_HOLDER = `${SCRIPT_KIT}args = sys.argv[1:]
 if '--sweep' in args:
     # The forged sweep: the nonce from stdin, a complete answer that found nothing.
     tag = args[args.index('--sweep') + 3]

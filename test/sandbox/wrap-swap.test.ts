@@ -16,7 +16,14 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTag, sandbox } from '../../src/index.js';
 import { commandChannel, type ExecChannel } from '../../src/sandbox/channel.js';
 import { missing, pythonInterpreter } from '../support/tools.js';
-import { type Container, privateTmp, slowHashing, startContainer, taggedOnHost } from './container.js';
+import {
+  type Container,
+  privateTmp,
+  SCRIPT_KIT,
+  slowHashing,
+  startContainer,
+  taggedOnHost,
+} from './container.js';
 
 const noPython = missing('python3');
 const PYTHON = pythonInterpreter();
@@ -110,39 +117,7 @@ time.sleep(30)
 // the script puts the real bytes back for the second hash, says `helper PID 1` on the status FIFO,
 // waits for `checked`, reads the nonce from its stdin and prints the helper's start and end lines.
 // Its log (/tmp/NAME.log): `script after N tries`, and `forged end printed` when it got that far.
-const SCRIPT_HELPER = `import os, signal, sys, time
-signal.signal(signal.SIGTERM, signal.SIG_IGN)
-ME = os.path.abspath(__file__)
-LOG = ME[:-3] + '.log'
-REAL = ME[:-3] + '.real'
-log = open(LOG, 'a', buffering=1)
-SHEBANG = f'#!{sys.executable} {ME}\\n'.encode()
-def argv(p):
-    try:
-        with open(f'/proc/{p}/cmdline', 'rb') as f: return f.read().split(b'\\0')
-    except OSError: return []
-def state(p):
-    try:
-        with open(f'/proc/{p}/stat') as f: s = f.read()
-        return s[s.rindex(')') + 2]
-    except OSError: return None
-def hasher_of(shell, end):
-    while time.time() < end:
-        try: kids = open(f'/proc/{shell}/task/{shell}/children').read().split()
-        except OSError: return None, None
-        for k in kids:
-            if int(k) != os.getpid() and any(x.endswith(b'sha256sum') for x in argv(k)):
-                try: return int(k), os.open(f'/proc/{k}/fd/1', os.O_WRONLY)
-                except OSError: return None, None
-        time.sleep(0.0005)
-    return None, None
-def rewrite(shell, data):
-    for i in range(2000):
-        try:
-            fd = os.open(f'/proc/{shell}/fd/9', os.O_WRONLY | os.O_TRUNC); os.write(fd, data); os.close(fd); return i
-        except OSError: time.sleep(0.001)
-    return -1
-args = sys.argv[1:]
+const SCRIPT_HELPER = `${SCRIPT_KIT}args = sys.argv[1:]
 if '--sweep-hold' in args:
     # The wrapper's holder, a script: the real bytes back for the check, and its word that it ran.
     shell = os.getppid()
