@@ -32,7 +32,7 @@
 # (where ptrace is not restricted) can make it skip step 4 (HELPER_SWEEP_ANSWER_BLIND_SPOT).
 
 set +e +u +x +v +a
-unset tether_helper tether_why tether_sweeper tether_tries hold_pid hold_start hold_said why sum
+unset tether_helper tether_why tether_sweeper tether_tries tether_execd hold_pid hold_start hold_said why sum
 
 # tether_sweep_under_helper TAG…: runs the helper's sweep and exits with its status, or returns
 # (nothing read, nothing signalled) with the reason in tether_why.
@@ -62,18 +62,28 @@ tether_sweep_under_helper() {
   "/proc/$$/fd/9" --sweep --holder "$hold_pid:$hold_start" "$@" <&3 3<&- &
   tether_sweeper=$!
   exec 3<&-
-  # Its exec is done once its name is `9` (a fork of this shell bears the shell's). One that ends
-  # first (a zombie) failed its exec.
+  # Wait until its exec is done — its name is `9` (a fork of this shell bears the shell's) — or it
+  # has ended (a zombie, or gone: a shell may reap it early): still_held below then covers its
+  # whole life, exec included. One still before its exec after 100000 looks (stopped there, by any
+  # process of the uid) is refused: past this point its exec would no longer be held (found by a
+  # break attempt).
+  tether_execd=
   tether_tries=0
-  while read_stat "$tether_sweeper" && [ "$st_comm" != 9 ]; do
+  while :; do
+    st_line= st_comm= st_state=
+    read_stat "$tether_sweeper"
+    if [ "$st_comm" = 9 ] || [ "$st_state" = Z ] || [ -z "$st_line" ]; then
+      tether_execd=1
+      break
+    fi
     tether_tries=$((tether_tries + 1))
     [ $tether_tries -lt 100000 ] || break
   done
-  if ! still_held; then
+  if [ -z "$tether_execd" ] || ! still_held; then
     kill -KILL "$tether_sweeper" 2>/dev/null
     wait "$tether_sweeper" 2>/dev/null
     end_hold
-    echo "tether-sweep: the helper $tether_helper was not held unwritable until its exec (its holder was killed): its answer is refused" >&2
+    echo "tether-sweep: the helper $tether_helper was not held unwritable until its sweep's exec (its holder was killed, or that exec was not seen): its answer is refused" >&2
     exit 125
   fi
   # fd 9 was needed until that exec (its path is /proc/$$/fd/9).
