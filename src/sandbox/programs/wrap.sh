@@ -53,7 +53,7 @@ set +m 2>/dev/null
 EXIT_REFUSED=125
 # A variable of that name in the environment is exported: assigning to it would hand the
 # nonce to the command. Unset first, the variables then made are the shell's own.
-unset nonce text first token helper fifo started hword sum hpid how flag why hgrace hkill cgdir cgline cgstart taghex hold_pid hold_start hold_said
+unset nonce text first token helper fifo started hword sum hpid how flag why hgrace hkill cgdir cgstart taghex hold_pid hold_start hold_said
 helper=
 hgrace=5000
 hkill=3000
@@ -160,20 +160,13 @@ pin_helper() {
 # without one. Its name, tether-helper.HEX.PID.START, holds the session's tag (HEX, `--tag`:
 # the sweep finds the session's cgroups by it) and this program's pid and start time: a name no
 # other wrapper had, made with mkdir, which fails on a name that exists. No tag: no cgroup.
-# start_time_of STAT-FIELDS-FROM-3…: sets cgstart to field 22 (the 20th given).
-start_time_of() {
-  [ $# -ge 20 ] || return 0
-  shift 19
-  cgstart=$1
-}
-
 helper_cgroup() {
   cgdir=
   [ -n "$taghex" ] || return 0
   own_cgroup || return 0
   # This program's start time (field 22 of its stat, after the last `)`) beside its pid.
   cgstart=
-  IFS= read -r cgline <"/proc/$$/stat" 2>/dev/null && start_time_of ${cgline##*) }
+  read_stat "$$" && cgstart=$st_start
   case $cgstart in '' | *[!0-9]*) return 0 ;; esac
   # Moving the command there takes writing this program's own cgroup.procs (the common
   # ancestor's) as well as the new one's: a uid that can mkdir here but not move there would
