@@ -390,7 +390,7 @@ function report(res) {
           .join(', ')}`,
     ),
     '',
-    'the end sweep as its program timed itself in the container (p50; its clock is /proc/uptime, 10 ms steps):',
+    "the end sweep as its program timed itself in the container (p50; the sweep program reads /proc/uptime, 10 ms steps; the helper's sweep CLOCK_MONOTONIC, ms):",
     ...rows
       .filter((r) => r.sweep)
       .map(
