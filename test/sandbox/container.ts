@@ -369,6 +369,17 @@ export function lossyWrapper(inner: ExecChannel, cut: Cut): ExecChannel & { cutA
 }
 
 /**
+ * setpriv's options that drop CAP_SYS_PTRACE from the bounding and inheritable sets: a container
+ * whose commands run as root without it, as Docker's and Kubernetes' default capability sets.
+ */
+export const DROP_PTRACE = ['--bounding-set', '-sys_ptrace', '--inh-caps', '-sys_ptrace'];
+
+/** The argv that enters `box` as root without CAP_SYS_PTRACE (DROP_PTRACE), for a channel. */
+export function noPtrace(box: Container): string[] {
+  return [...box.prefix, 'setpriv', ...DROP_PTRACE, '--'];
+}
+
+/**
  * `argv` as a channel whose execs find first on PATH each of `tools` (default `sha256sum`) as a
  * script that waits `ms` before it runs the real one (in the container's /tmp,
  * `/tmp/tether-slow-hash/`; the container's /tmp should be its own: `privateTmp`): the window a

@@ -16,19 +16,25 @@ import { commandChannel, type ExecChannel } from '../../src/sandbox/channel.js';
 import { type HelperPushed, pushHelper } from '../../src/sandbox/helper-push.js';
 import { END_LINE_BLIND_SPOT } from '../../src/sandbox/sweep-output.js';
 import { missing, pythonInterpreter } from '../support/tools.js';
-import { type Container, privateTmp, startContainer, taggedOnHost } from './container.js';
+import {
+  type Container,
+  DROP_PTRACE,
+  noPtrace,
+  privateTmp,
+  startContainer,
+  taggedOnHost,
+} from './container.js';
 
 const noPython = missing('python3');
 const PYTHON = pythonInterpreter();
 
-const DROP_PTRACE = ['--bounding-set', '-sys_ptrace', '--inh-caps', '-sys_ptrace'];
 let box: Container;
 // Root in the container, without CAP_SYS_PTRACE: Docker's default.
 let channel: ExecChannel;
 beforeAll(async () => {
   box = await startContainer(300);
   privateTmp(box, 'tether-fg');
-  channel = commandChannel([...box.prefix, 'setpriv', ...DROP_PTRACE, '--']);
+  channel = commandChannel(noPtrace(box));
 });
 afterAll(async () => {
   await box?.stop();

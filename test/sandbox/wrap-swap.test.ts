@@ -18,6 +18,7 @@ import { commandChannel, type ExecChannel } from '../../src/sandbox/channel.js';
 import { missing, pythonInterpreter } from '../support/tools.js';
 import {
   type Container,
+  noPtrace,
   privateTmp,
   SCRIPT_KIT,
   slowHashing,
@@ -28,14 +29,13 @@ import {
 const noPython = missing('python3');
 const PYTHON = pythonInterpreter();
 
-const DROP_PTRACE = ['--bounding-set', '-sys_ptrace', '--inh-caps', '-sys_ptrace'];
 const SWEEP = { graceMs: 1000, killAfterMs: 1000 };
 let box: Container;
 let channel: ExecChannel;
 beforeAll(async () => {
   box = await startContainer(300);
   privateTmp(box, 'tether-ws');
-  channel = commandChannel([...box.prefix, 'setpriv', ...DROP_PTRACE, '--']);
+  channel = commandChannel(noPtrace(box));
 });
 afterAll(async () => {
   await box?.stop();
@@ -177,10 +177,7 @@ describe('a helper rewritten between the wrapper’s second hash and its exec of
       const marker = join('/proc', String(box.init), 'root/tmp', `${name}.ran`);
       const tag = createTag();
       // Each hash and rm waits 0.3 s: the swap's race is won on any machine (a premise, not the defence).
-      const slow = slowHashing(box, [...box.prefix, 'setpriv', ...DROP_PTRACE, '--'], 300, [
-        'sha256sum',
-        'rm',
-      ]);
+      const slow = slowHashing(box, noPtrace(box), 300, ['sha256sum', 'rm']);
       const session = sandbox.session(slow, { tag, sweep: SWEEP, helper: true });
       try {
         const started = await session.spawn([
@@ -224,7 +221,7 @@ describe('a helper rewritten between the wrapper’s second hash and its exec of
       const root = join('/proc', String(box.init), 'root/tmp');
       writeFileSync(join(root, `${name}.py`), SCRIPT_HELPER, { mode: 0o755 });
       const tag = createTag();
-      const slow = slowHashing(box, [...box.prefix, 'setpriv', ...DROP_PTRACE, '--'], 300);
+      const slow = slowHashing(box, noPtrace(box), 300);
       const session = sandbox.session(slow, { tag, sweep: SWEEP, helper: true });
       try {
         const started = await session.spawn([
