@@ -30,14 +30,39 @@ export const HELPER_BLIND_SPOT =
 export const HELPER_CGROUP_BLIND_SPOT =
   "env-cleared processes are found below the session's helpers and in their cgroups only: a process started with a cleared environment (env -i) that moved itself out of its command's cgroup (a uid that can write the cgroup tree) or runs as another uid than the session's, and whose helper was killed (SIGKILL) before the sweep, is not found, and runs on";
 
-/** Pushes the helper for a session (never rejects: a push that fails is `unavailable`). */
-export function pushForSession(channel: ExecChannel, shell: string[]): Promise<HelperPush> {
-  return pushHelper(channel, { shell, timeoutMs: SESSION_PUSH_MS }).catch(
+// The helpers this process's sessions had checked in place, by channel object and shell: a later
+// session through the same channel takes the helper from here, with no check exec of its own. Its
+// wrappers hash what they run anyway (wrap.sh, pin_helper and hold_pinned); told `--unchecked`,
+// one that finds the helper gone or changed runs nothing, and the session checks (and pushes) it
+// before the command runs (session.ts). Nothing here is trusted: a path, never a proof.
+const checkedBefore = new WeakMap<ExecChannel, Map<string, HelperPushed>>();
+
+/**
+ * Pushes the helper for a session (never rejects: a push that fails is `unavailable`), and
+ * remembers where it is for the channel's later sessions (`knownHelper`).
+ */
+export async function pushForSession(channel: ExecChannel, shell: string[]): Promise<HelperPush> {
+  const push = await pushHelper(channel, { shell, timeoutMs: SESSION_PUSH_MS }).catch(
     (error: Error): HelperPush => ({
       unavailable: `no helper in ${channel.describe}: ${error.message}; the session runs on the env tag alone`,
       code: 'unchecked',
     }),
   );
+  const known = checkedBefore.get(channel) ?? new Map<string, HelperPushed>();
+  if ('path' in push) known.set(shell.join('\0'), push);
+  else known.delete(shell.join('\0'));
+  checkedBefore.set(channel, known);
+  return push;
+}
+
+/**
+ * The helper an earlier session through `channel` (with `shell`) had checked in place, as found
+ * then but `pushed: false` and `replaced: false` (reused), or undefined. Its commands' wrappers
+ * check it at their exec (`--unchecked`).
+ */
+export function knownHelper(channel: ExecChannel, shell: string[]): HelperPushed | undefined {
+  const known = checkedBefore.get(channel)?.get(shell.join('\0'));
+  return known && { ...known, pushed: false, replaced: false };
 }
 
 /**

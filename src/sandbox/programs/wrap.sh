@@ -53,8 +53,9 @@ set +m 2>/dev/null
 EXIT_REFUSED=125
 # A variable of that name in the environment is exported: assigning to it would hand the
 # nonce to the command. Unset first, the variables then made are the shell's own.
-unset nonce text first token helper fifo started hword sum hpid how flag why hgrace hkill cgdir cgstart taghex hold_pid hold_start hold_said
+unset nonce text first token helper fifo started hword sum hpid how flag why hgrace hkill cgdir cgstart taghex hold_pid hold_start hold_said unchecked
 helper=
+unchecked=
 hgrace=5000
 hkill=3000
 taghex=
@@ -74,6 +75,13 @@ if [ "$1" = --helper ]; then
       *) hgrace=$2 hkill=$3 ;;
     esac
     shift 3
+  fi
+  # `--unchecked`: no check of this session's found the helper at PATH (tether knew it from an
+  # earlier session through the same channel: session-helper.ts). A helper that cannot be pinned
+  # or held here is then not a fallback but a refusal: nothing read, nothing run (unchecked_refusal).
+  if [ "$1" = --unchecked ]; then
+    unchecked=1
+    shift
   fi
 fi
 mode=$1
@@ -144,13 +152,30 @@ command -v setsid >/dev/null 2>&1 && runner=setsid
 # when it cannot be opened or does not hash to its name: it is never run.
 pin_helper() {
   if ! { command exec 9<"$helper"; } 2>/dev/null; then
-    echo "tether-wrap: the helper $helper cannot be opened: the command runs on the env tag alone" >&2
+    why="cannot be opened:"
     return 1
   fi
   hashes_to_name "$helper" && return 0
   exec 9<&-
-  echo "tether-wrap: the helper $helper does not hash to its name (${sum:-no sha256sum}): refused, never run; the command runs on the env tag alone" >&2
+  why="does not hash to its name (${sum:-no sha256sum}): refused, never run;"
   return 1
+}
+
+# fall_back: says on stderr that the helper, `why` (ending in its separator), is not used: the
+# command runs on the env tag alone. Under `--unchecked`, before the nonce is read, refuses
+# instead (unchecked_refusal).
+fall_back() {
+  unchecked_refusal
+  echo "tether-wrap: the helper $helper $why the command runs on the env tag alone" >&2
+}
+
+# unchecked_refusal: under `--unchecked`, the line tether retries on (exec.ts, HelperUnchecked):
+# the helper is not there as it was, so it is checked (and pushed again) before the command runs.
+# Exits 125 before anything of stdin is read: nothing ran, no start line.
+unchecked_refusal() {
+  [ -n "$unchecked" ] || return 0
+  echo "tether-wrap: helper-unchecked: the helper $helper ${why%[:;]}: nothing ran" >&2
+  exit $EXIT_REFUSED
 }
 
 # helper_cgroup: sets cgdir to a cgroup made for the helper's payload, below this program's own
@@ -265,13 +290,14 @@ await_helper() {
 # check of what it runs, says no write reached the file before. Otherwise that process is KILLed
 # (our child).
 wrap_under_helper() {
-  pin_helper || return 0
+  pin_helper || { fall_back; return 0; }
   # The holder keeps the pinned inode unwritable from the check of what it runs until the helper
   # has been exec'd from it (the prelude's hold_pinned, still_held): the helper, non-dumpable
   # from its first instruction, shows no one its exe link, so it is checked through the holder.
   if ! hold_pinned "$helper"; then
     exec 9<&-
-    echo "tether-wrap: the helper $helper $why: refused, never run; the command runs on the env tag alone" >&2
+    why="$why: refused, never run;"
+    fall_back
     return 0
   fi
   start_helper wrap "$@" || { end_hold; exec 9<&-; return 0; }
@@ -319,6 +345,8 @@ exec 3<&0
 # Unsaid (stdout gone), the command is not run: a client that then fails is read as never started.
 take_nonce
 say "tether-start $nonce$nl" || exit 1
+# Past the nonce a refusal would leave a started command unended: the helper's faults fall back.
+unchecked=
 
 dir=
 if [ "$mode" = script ]; then
@@ -345,7 +373,7 @@ fi
 # the end (the helper does not store scripts): the result says the proof rests on this shell.
 status=
 started=
-if [ -n "$helper" ] && [ "$mode" = script ] && pin_helper && start_helper plain "$@"; then
+if [ -n "$helper" ] && [ "$mode" = script ] && { pin_helper || { fall_back; false; }; } && start_helper plain "$@"; then
   # fd 9 stays open until the helper has said a line: its exec reads /proc/$$/fd/9.
   await_helper
   if [ -z "$status" ] && [ -n "$started" ]; then
