@@ -11,16 +11,16 @@
 // can neither read the nonce from its memory nor trace it into writing a forged answer, as it
 // could the shell's. Its header's second record says so: `reader helper`.
 //
-// Each round: one walk of /proc; the members are the carriers of TAG=1 (their environ, read
-// here), the earlier finds still alive with the same identity (pid and start time), the helpers
-// tether named (PID:START, by identity, whether or not their environ can be read), the processes
-// of the session's cgroups (tether-helper.HEX.* below this process's own cgroup, of the uid that
-// owns each one's cgroup.procs) and every descendant of any of them. TERM once to each (then
-// CONT to a stopped one), a scan every INTERVAL_MS until two scans in a row see nothing, the
-// helpers' word proves the rest gone (`helper-childless`) or GRACE_MS is over; then KILL the same
-// way for KILL_AFTER_MS. Never signalled: a pid <= 1, this process and its ancestors. Each signal
-// goes through a pidfd opened after the start time is checked (signal_identity): never to a pid
-// that another process took meanwhile.
+// Each round: one walk of /proc; the members are the carriers of TAG=1 (their environ, read here),
+// the earlier finds still alive with the same identity (pid and start time), the helpers tether
+// named (PID:START, by identity: of this uid, their environ holding the tag or unreadable:
+// named_ok), the processes of the session's cgroups (tether-helper.HEX.* below this process's own
+// cgroup, of the uid that owns each one's cgroup.procs) and every descendant of any of them. TERM
+// once to each (then CONT to a stopped one), a scan every INTERVAL_MS until two scans in a row see
+// nothing, the helpers' word proves the rest gone (`helper-childless`) or GRACE_MS is over; then
+// KILL the same way for KILL_AFTER_MS. Never signalled: a pid <= 1, this process and its ancestors.
+// Each signal goes through a pidfd opened after the start time is checked (signal_identity): never
+// to a pid that another process took meanwhile.
 //
 // Checked at exec (src/sandbox/programs/sweep-helper.sh): the sweep shell pins this binary's
 // inode on a fd and hashes it, starts `--sweep-hold` from it — a holder, which signals its parent
@@ -226,6 +226,21 @@ static int carrier(pid_t pid) {
   }
   closedir(d);
   return found;
+}
+
+// A process a start line named is a member on evidence no session member can forge past its own
+// reach (sweep.sh, named_ok): it has this process's real uid, and its environ holds the tag or
+// cannot be read — a non-dumpable helper's, for a reader without CAP_SYS_PTRACE. One whose environ
+// reads without the tag is not the session's, whatever a line said.
+static int named_ok(pid_t pid) {
+  if (sw_uid(pid) != (long)getuid()) return 0;
+  char path[64];
+  snprintf(path, sizeof path, "/proc/%d/environ", pid);
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return errno == EACCES || errno == EPERM; // not readable: not gone
+  close(fd);
+  // Read, it must hold the tag: an empty one (env -i) holds none.
+  return environ_holds(path) == 1;
 }
 
 static int sw_excluded(pid_t pid) {
@@ -556,7 +571,9 @@ static int scan(void) {
     if (!sw.is_member[i] && carrier(sw.table[i].pid) == 1) take(i, "carrier", 0);
   // The helpers tether named, by identity.
   for (size_t i = 0; i < sw.ntable; i++)
-    if (listed(sw.given, sw.ngiven, sw.table[i].pid, sw.table[i].start)) take(i, "given", 0);
+    if (!sw.is_member[i] && listed(sw.given, sw.ngiven, sw.table[i].pid, sw.table[i].start) &&
+        named_ok(sw.table[i].pid))
+      take(i, "given", 0);
   // What the session's cgroups hold.
   each_session_cgroup(take_cgroup);
   return take_descendants();

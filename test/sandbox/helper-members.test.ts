@@ -6,8 +6,9 @@
 // or at the caller's abort was found by no sweep and ran on. Ground truth: the sleep's host pid
 // and start time, gone from the host's /proc.
 import { execFileSync, spawn, spawnSync } from 'node:child_process';
-import { readFileSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { prebuiltCandidates } from '../../src/containment/prebuilt.js';
 import { createTag, sandbox } from '../../src/index.js';
 import { commandChannel, type ExecChannel } from '../../src/sandbox/channel.js';
 import { createNonce } from '../../src/sandbox/completion.js';
@@ -305,42 +306,113 @@ describe('the helpers named as members: argv and records', () => {
     }
   });
 
-  it('sweep.sh finds a named identity, `given`, and never a pid whose start time is another', async () => {
-    // A local process this test started, carrying no tag: found by its identity alone.
-    const own = spawn('sleep', ['60'], { stdio: 'ignore', env: {} });
-    try {
-      let stat = readStat(own.pid as number);
-      for (let i = 0; i < 100 && !stat; i++) {
+  // The named identities are members on evidence a session member cannot forge past its own
+  // reach (sweep.sh, named_ok; helper-sweep.c, named_ok): this program's uid, and an environ that
+  // holds the tag or cannot be read. A start line forged with a copied nonce names any process.
+  describe.each([
+    ['sweep.sh', false],
+    ['the helper’s --sweep', true],
+  ])('%s and a named identity', (_name, byHelper) => {
+    const helperFile = prebuiltCandidates(process.arch).find((p) => existsSync(p));
+    const skip = byHelper && !helperFile ? ' (skipped: no prebuilt helper built here)' : '';
+    // A process this test started, carrying no tag: its identity once it has exec'd.
+    async function started(
+      argv: string[],
+    ): Promise<{ child: ReturnType<typeof spawn>; id: { pid: number; startTime: number } }> {
+      const child = spawn(argv[0] as string, argv.slice(1), { stdio: 'ignore', env: {} });
+      let stat = readStat(child.pid as number);
+      for (
+        let i = 0;
+        i < 100 && (!stat || cmdlineOf(child.pid as number) !== argv.slice(argv.indexOf('--') + 1).join(' '));
+        i++
+      ) {
         await sleep(10);
-        stat = readStat(own.pid as number);
+        stat = readStat(child.pid as number);
       }
-      const id = { pid: own.pid as number, startTime: stat?.startTime as number };
-      const tag = createTag();
-      const run = (word: string) => {
-        const nonce = createNonce();
-        const r = spawnSync(
-          'sh',
-          ['-c', program('sweep'), 'tether-sweep', tag.name, '1000', '500', '20', word],
-          { input: `${nonce}\n`, encoding: 'utf8', timeout: 20_000 },
-        );
-        return parseSweepOutput(r.stdout, tag.name, nonce);
-      };
-      // Another start time: not the process named, not signalled.
-      const other = run(`member:${id.pid}:${id.startTime + 1}`);
-      expect(other.finished).toBe(true);
-      expect(other.report.stopped).toEqual([]);
-      expect(aliveOnHost(id)).toBe(true);
-      const named = run(`member:${id.pid}:${id.startTime}`);
-      expect(named.finished).toBe(true);
-      expect(named.report.stopped.map((p) => [p.pid, p.startTime, p.foundBy, p.cmdline, p.endedBy])).toEqual([
-        [id.pid, id.startTime, 'given', 'sleep 60', 'SIGTERM'],
-      ]);
-      expect(named.report.proof).toBe('two-empty-scans');
-      for (let i = 0; i < 100 && aliveOnHost(id); i++) await sleep(10);
-      expect(aliveOnHost(id)).toBe(false);
-    } finally {
-      if (own.exitCode === null && own.signalCode === null) own.kill('SIGKILL');
+      return { child, id: { pid: child.pid as number, startTime: stat?.startTime as number } };
     }
+
+    // One sweep naming `word`, as root or as uid 65534.
+    function sweepNaming(word: string, asNobody: boolean) {
+      const tag = createTag();
+      const nonce = createNonce();
+      const args = [tag.name, '1000', '500', '20', word];
+      const argv = byHelper
+        ? [helperFile as string, '--sweep', ...args]
+        : ['sh', '-c', program('sweep'), 'tether-sweep', ...args];
+      const as = asNobody ? AS_NOBODY : [];
+      const r = spawnSync(
+        as.length ? 'setpriv' : (argv[0] as string),
+        [...as.slice(1), ...(as.length ? argv : argv.slice(1))],
+        {
+          input: `${nonce}\n`,
+          encoding: 'utf8',
+          timeout: 20_000,
+        },
+      );
+      return parseSweepOutput(r.stdout, tag.name, nonce);
+    }
+
+    it.skipIf(skip)(
+      `never takes a process whose environ reads without the tag, nor one of another uid${skip}`,
+      async () => {
+        const { child, id } = await started(['setpriv', '--', 'sleep', '60']);
+        try {
+          for (const [word, asNobody] of [
+            [`member:${id.pid}:${id.startTime}`, false], // readable, no tag
+            [`${id.pid}:${id.startTime}`, false],
+            [`member:${id.pid}:${id.startTime}`, true], // root's, swept as 65534
+          ] as const) {
+            const r = sweepNaming(word, asNobody);
+            expect(r.finished, word).toBe(true);
+            expect(r.report.stopped, `${word}${asNobody ? ' as 65534' : ''}`).toEqual([]);
+            expect(aliveOnHost(id)).toBe(true);
+          }
+        } finally {
+          child.kill('SIGKILL');
+        }
+      },
+    );
+
+    it.skipIf(skip)(
+      `takes a non-dumpable one of its uid (environ unreadable), \`given\`, and never another start time${skip}`,
+      async () => {
+        // Real uid 65534, effective 0: a process whose uids differ at its exec is non-dumpable, its
+        // environ root's, unreadable to uid 65534 without CAP_SYS_PTRACE — as a helper's is.
+        const { child, id } = await started([
+          'setpriv',
+          '--ruid',
+          '65534',
+          '--euid',
+          '0',
+          '--rgid',
+          '65534',
+          '--egid',
+          '65534',
+          '--clear-groups',
+          '--',
+          'sleep',
+          '60',
+        ]);
+        try {
+          // Another start time: not the process named, not signalled.
+          const other = sweepNaming(`member:${id.pid}:${id.startTime + 1}`, true);
+          expect(other.finished).toBe(true);
+          expect(other.report.stopped).toEqual([]);
+          expect(aliveOnHost(id)).toBe(true);
+          const named = sweepNaming(`member:${id.pid}:${id.startTime}`, true);
+          expect(named.finished).toBe(true);
+          expect(named.report.stopped.map((p) => [p.pid, p.startTime, p.foundBy, p.endedBy])).toEqual([
+            [id.pid, id.startTime, 'given', 'SIGTERM'],
+          ]);
+          expect(named.report.proof).toBe('two-empty-scans');
+          for (let i = 0; i < 100 && aliveOnHost(id); i++) await sleep(10);
+          expect(aliveOnHost(id)).toBe(false);
+        } finally {
+          if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
+        }
+      },
+    );
   });
 
   it('parseSweepOutput reads `found … given -` (and `cgroup`); any other way of finding is malformed', () => {

@@ -12,8 +12,8 @@
 # PID:START helpers childless) ends the phase as `helper-childless` too.
 # PID:START and member:PID:START name the session's helpers, as their start lines gave them to
 # tether: each is a member while a process of that pid has that start time (found `given`, with
-# every descendant), whether or not its environ can be read — a non-dumpable helper's cannot, for
-# a uid other than root. PID:START also gives the helper's word: a scan that finds none but those
+# every descendant), when it has this program's uid and its environ holds the tag or cannot be
+# read — a non-dumpable helper's cannot, without CAP_SYS_PTRACE (named_ok). PID:START also gives the helper's word: a scan that finds none but those
 # helpers, each childless by the kernel's children lists, ends the phase at once
 # (`helper-childless`) once they are gone (docs/sandbox.md, "The helper's proof").
 # The session's cgroups — tether-helper.HEX.PID.START below this program's own cgroup, HEX the
@@ -215,6 +215,34 @@ if printf 'A=1\000%s\000' "$entry" | grep -qzxF -e "$entry" 2>/dev/null; then
 else
   reader=tr
 fi
+# environ_says PID: 0 when the environ of PID holds the entry, 1 when it was read and does not, 2
+# when it cannot be read (a non-dumpable process's, for a reader without CAP_SYS_PTRACE: the open
+# is refused; or gone).
+environ_says() {
+  { command exec 6<"/proc/$1/environ"; } 2>/dev/null || return 2
+  if [ "$reader" = grep-z ]; then
+    grep -qzxF -e "$entry" <&6 2>/dev/null
+  else
+    tr '\n\000' '\001\n' 2>/dev/null <&6 | grep -qxF -e "$entry"
+  fi
+  env_status=$?
+  exec 6<&-
+  [ $env_status -le 1 ] || return 2
+  return $env_status
+}
+
+# named_ok PID: a process a start line named (`given`) is a member on evidence no session member
+# can forge past its own reach: it has this program's uid (one a process of the session could
+# signal itself), and its environ holds the tag or cannot be read — a non-dumpable helper's. One
+# whose environ reads without the tag is not the session's, whatever a line said (a nonce copied
+# off a stdin pipe forges a start line naming any process: docs/sandbox.md, "What escapes this").
+named_ok() {
+  uid_of "$1"
+  [ "$uid" = "$my_uid" ] || return 1
+  environ_says "$1"
+  [ $? -ne 1 ]
+}
+
 # carrier_files: prints /proc/PID/task/TID/environ of every thread whose environ holds the
 # entry. Every thread is read: a leader that has exited takes the process's file with it.
 carrier_files() {
@@ -226,6 +254,10 @@ carrier_files() {
     done
   fi
 }
+
+# This program's uid: a process named by identity must have it (named_ok).
+uid_of $$
+my_uid=$uid
 
 # ---- this program and its ancestors ------------------------------------------------------
 procfs_ok() {
@@ -307,6 +339,7 @@ take_listed() {
     case $3 in identity) key=" $pid:$start " ;; *) key=" $pid " ;; esac
     case $2 in *"$key"*) ;; *) continue ;; esac
     case $ids in *" $pid "*) continue ;; esac
+    [ "$1" != given ] || named_ok "$pid" || continue
     ids="$ids$pid "
     members="$members$pid:$start:$state "
     case $tracked in *" $pid:$start "*) ;; *)
@@ -362,8 +395,9 @@ EOF
 $table
 EOF
   done
-  # The helpers tether named, by identity: the process of that pid with that start time, found
-  # whether or not its environ can be read (a pid now another process's is not one).
+  # The helpers tether named, by identity: the process of that pid with that start time, of this
+  # uid, whose environ holds the tag or cannot be read (named_ok; a pid now another process's is
+  # not one).
   [ "$given" = ' ' ] || take_listed given "$given" identity
   # What the session's cgroups hold (their cgroup.procs), by pid: those of this tag, named by the
   # wrapper (wrap.sh, helper_cgroup), a PID and START of digits after it — no other cgroup is
