@@ -24,16 +24,20 @@ set +f
 # put TEXT: writes TEXT with a builtin, so that no external command's argv holds it (the lines
 # carry the nonce): `printf` where it is one (dash, bash, busybox), else mksh's `print` (Debian's
 # mksh has no `printf` builtin); only a shell with neither runs an external `printf`. Both report
-# a write that failed (EAGAIN) with a non-zero status.
-case $(command -v printf) in
-  printf) put() { printf '%s' "$1"; } ;;
-  *)
-    if [ "$(command -v print)" = print ]; then
-      put() { print -rn -- "$1"; }
-    else
-      put() { printf '%s' "$1"; }
-    fi ;;
-esac
+# a write that failed (EAGAIN) with a non-zero status. A builtin is told from a program without
+# a fork: `command -v` with a PATH that names no directory there is (an empty PATH would be the
+# working directory) finds builtins and functions only.
+tether_path=$PATH
+PATH=/nonexistent/tether/builtins-only
+if command -v printf >/dev/null 2>&1; then
+  put() { printf '%s' "$1"; }
+elif command -v print >/dev/null 2>&1; then
+  put() { print -rn -- "$1"; }
+else
+  put() { printf '%s' "$1"; }
+fi
+PATH=$tether_path
+unset tether_path
 nl='
 '
 

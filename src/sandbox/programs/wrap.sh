@@ -217,7 +217,10 @@ start_helper() {
   how=$1
   shift
   fifo=${helper%/*}/wrap.$$
-  rm -f "$fifo.c" "$fifo.s" 2>/dev/null
+  # What an earlier process of this pid left (a link too) goes first; usually nothing: no rm.
+  if [ -e "$fifo.c" ] || [ -e "$fifo.s" ] || [ -L "$fifo.c" ] || [ -L "$fifo.s" ]; then
+    rm -f "$fifo.c" "$fifo.s" 2>/dev/null
+  fi
   if ! mkfifo -m 600 "$fifo.c" "$fifo.s" 2>/dev/null; then
     rm -f "$fifo.c" "$fifo.s" 2>/dev/null
     echo "tether-wrap: no FIFO for the helper in ${helper%/*}: the command runs on the env tag alone" >&2
