@@ -1,5 +1,5 @@
-// The helper's sweep mode (included by helper.c, whose utilities it uses: write_all, read_stat,
-// signal_identity, traced, now_ms, sleep_ms). docs/sandbox.md, "The helper answers the sweep".
+// The helper's sweep mode (included by helper.c, whose utilities it uses: write_all,
+// read_proc_stat, signal_identity, traced, now_ms, sleep_ms). docs/sandbox.md, "The helper answers the sweep".
 //
 //   tether-helper --sweep [--holder PID:START] TAG GRACE_MS KILL_AFTER_MS INTERVAL_MS [[member:|ended:]PID:START…]
 //   (stdin: NONCE\n)
@@ -130,30 +130,20 @@ static ssize_t proc_read(pid_t pid, const char *file, char *buf, size_t size) {
   return n;
 }
 
-// A process's stat: 0, or -1 when it is gone, unreadable, or a zombie with no live thread (dead:
-// it cannot act on a signal). comm: up to 63 bytes, printable.
+// A process's stat (read_proc_stat, helper.c): 0, or -1 when it is gone, unreadable, or a zombie with
+// no live thread (dead: it cannot act on a signal). comm: up to 63 bytes, printable.
 static int sw_stat(pid_t pid, struct sw_member *m, char *comm, size_t commsize) {
-  char buf[2048];
-  if (proc_read(pid, "stat", buf, sizeof buf) < 0) return -1;
-  char *open_paren = strchr(buf, '('), *close_paren = strrchr(buf, ')');
-  if (!open_paren || !close_paren || close_paren < open_paren) return -1;
-  char st;
-  int ppid;
-  long threads;
-  unsigned long long start;
-  // fields 3 (state), 4 (ppid), 20 (num_threads), 22 (starttime)
-  if (sscanf(close_paren + 1, " %c %d %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %ld %*s %llu",
-             &st, &ppid, &threads, &start) != 4)
-    return -1;
-  if (st == 'Z' && threads <= 1) return -1;
+  struct proc_stat s;
+  if (read_proc_stat(pid, &s) < 0) return -1;
+  if (s.state == 'Z' && s.threads <= 1) return -1;
   m->pid = pid;
-  m->ppid = ppid;
-  m->state = st;
-  m->start = start;
+  m->ppid = s.ppid;
+  m->state = s.state;
+  m->start = s.start;
   if (comm) {
-    size_t len = (size_t)(close_paren - open_paren - 1);
+    size_t len = s.commlen;
     if (len >= commsize) len = commsize - 1;
-    memcpy(comm, open_paren + 1, len);
+    memcpy(comm, s.comm, len);
     comm[len] = '\0';
     printable(comm, len);
   }

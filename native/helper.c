@@ -128,13 +128,24 @@ static void sleep_ms(long ms) {
   }
 }
 
-// Reads pid's ppid, state and start time (field 22, clock ticks since boot) from
-// /proc/PID/stat, parsing after the last ')' (comm may hold spaces and parentheses). 0, or -1
-// with errno: ENOENT or ESRCH (also for an empty read) when the process is gone — the only
-// errnos that say so; EMFILE/ENFILE (no fd for the file), EINVAL (a line that does not parse)
-// or another mean the stat could not be read, never that the process is not there.
-static int read_stat(pid_t pid, pid_t *ppid, char *state, unsigned long long *start) {
-  char path[64], buf[1024];
+// A process's /proc/PID/stat, the one parser of it here (read_stat's and the sweep's sw_stat's):
+// comm (field 2, between the first '(' and the LAST ')' — comm may hold spaces, parentheses,
+// newlines), then the fields after that last ')': state (3), ppid (4), num_threads (20) and start
+// time (22, clock ticks since boot). comm: up to 63 bytes, raw, NUL-terminated. 0, or -1 with
+// errno: ENOENT or ESRCH (also for an empty read) when the process is gone — the only errnos that
+// say so; EMFILE/ENFILE (no fd for the file), EINVAL (a line that does not parse) or another mean
+// the stat could not be read, never that the process is not there.
+struct proc_stat {
+  pid_t ppid;
+  char state;
+  long threads;
+  unsigned long long start;
+  char comm[64];
+  size_t commlen; // comm's bytes, as read (the kernel's comm holds no NUL)
+};
+
+static int read_proc_stat(pid_t pid, struct proc_stat *s) {
+  char path[64], buf[2048];
   snprintf(path, sizeof path, "/proc/%d/stat", pid);
   int fd = open(path, O_RDONLY | O_CLOEXEC);
   if (fd < 0) return -1;
@@ -144,19 +155,29 @@ static int read_stat(pid_t pid, pid_t *ppid, char *state, unsigned long long *st
   errno = n == 0 ? ESRCH : err;
   if (n <= 0) return -1;
   buf[n] = '\0';
-  char *p = strrchr(buf, ')');
+  char *open_paren = strchr(buf, '('), *close_paren = strrchr(buf, ')');
   errno = EINVAL;
-  if (!p) return -1;
-  int pp;
-  char st;
-  unsigned long long t;
-  // fields 3 (state) and 4 (ppid), 17 skipped (5..21), then 22 (starttime)
-  if (sscanf(p + 2, "%c %d %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %llu",
-             &st, &pp, &t) != 3)
+  if (!open_paren || !close_paren || close_paren < open_paren) return -1;
+  // fields 3 (state) and 4 (ppid), 15 skipped (5..19), 20 (num_threads), 21 skipped, 22 (starttime)
+  if (sscanf(close_paren + 1, " %c %d %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %ld %*s %llu",
+             &s->state, &s->ppid, &s->threads, &s->start) != 4)
     return -1;
-  if (ppid) *ppid = pp;
-  if (state) *state = st;
-  if (start) *start = t;
+  size_t len = (size_t)(close_paren - open_paren - 1);
+  if (len >= sizeof s->comm) len = sizeof s->comm - 1;
+  memcpy(s->comm, open_paren + 1, len);
+  s->comm[len] = '\0';
+  s->commlen = len;
+  return 0;
+}
+
+// pid's ppid, state and start time (any may be NULL), as read_proc_stat reads them: 0, or -1
+// with its errno.
+static int read_stat(pid_t pid, pid_t *ppid, char *state, unsigned long long *start) {
+  struct proc_stat s;
+  if (read_proc_stat(pid, &s) < 0) return -1;
+  if (ppid) *ppid = s.ppid;
+  if (state) *state = s.state;
+  if (start) *start = s.start;
   return 0;
 }
 
