@@ -4,7 +4,9 @@ import { TetherError } from '../errors.js';
 
 /**
  * Splits a prefix as a shell would split plain words: blanks separate, '…' and "…" quote,
- * a backslash escapes the next character. Throws `INVALID_OPTION` naming `option`.
+ * a backslash escapes the next character. Throws `INVALID_OPTION` naming `option` for no words,
+ * an unbalanced quote, or a first word starting with `-` (an option's left-out value took the
+ * next argument: `--shell -- CMD`).
  */
 export function splitWords(option: string, text: string): string[] {
   const words: string[] = [];
@@ -36,6 +38,13 @@ export function splitWords(option: string, text: string): string[] {
     throw new TetherError('INVALID_OPTION', `invalid ${option} ${JSON.stringify(text)}: unbalanced ${quote}`);
   }
   if (inWord) words.push(word);
+  // An option whose value was left out takes the next argument: `--shell -- CMD` would run `--`.
+  if (words[0]?.startsWith('-')) {
+    throw new TetherError(
+      'INVALID_OPTION',
+      `invalid ${option} ${JSON.stringify(text)}: a program name cannot start with '-' (was the value of ${option} left out?)`,
+    );
+  }
   if (words.length === 0) {
     throw new TetherError(
       'INVALID_OPTION',

@@ -379,6 +379,22 @@ describe('tether sandbox exec', () => {
     expect(r.stderr).not.toMatch(/--shell/);
   });
 
+  it('refuses --via or --shell whose value was left out (it took the `--`), naming it; nothing runs', async () => {
+    for (const sub of ['exec', 'run']) {
+      for (const option of ['--via', '--shell']) {
+        const argv =
+          option === '--via'
+            ? ['sandbox', sub, '--via', '--', 'true']
+            : ['sandbox', sub, '--via', 'nsenter -t 1 -a', '--shell', '--', 'true'];
+        const r = await tether(argv);
+        expect([sub, option, r.status], r.stderr).toEqual([sub, option, 125]);
+        expect(r.stderr).toContain(
+          `invalid ${option} "--": a program name cannot start with '-' (was the value of ${option} left out?)`,
+        );
+      }
+    }
+  });
+
   it('refuses an unbalanced --via, naming it', async () => {
     const r = await tether(['sandbox', 'exec', '--via', "docker exec -i 'x", '--', 'true']);
     expect(r.status).toBe(125);

@@ -3,14 +3,14 @@
 // helper at its exec (wrap.sh, `--unchecked`). Ground truth from the host, through
 // /proc/<init>/root: the helper file's bytes, and a marker file the command appends to (it ran
 // exactly once). A fresh tmpfs on the container's /tmp, in its own mount namespace, per test.
-import { execFileSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { existsSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { Readable } from 'node:stream';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { prebuiltCandidates } from '../../src/containment/prebuilt.js';
 import { createTag, sandbox } from '../../src/index.js';
 import type { ExecChannel } from '../../src/sandbox/channel.js';
-import { type Container, startContainer, taggedOnHost } from './container.js';
+import { type Container, privateTmp, startContainer, taggedOnHost } from './container.js';
 
 const local = prebuiltCandidates(process.arch).find((p) => existsSync(p));
 const expected = local ? createHash('sha256').update(readFileSync(local)).digest('hex') : '';
@@ -42,24 +42,8 @@ describe.skipIf(!local)(
       await box?.stop();
     });
 
-    function freshTmp(): void {
-      execFileSync(
-        'nsenter',
-        [
-          '-t',
-          String(box.init),
-          '-m',
-          'mount',
-          '-t',
-          'tmpfs',
-          '-o',
-          'mode=1777,size=16m',
-          'tether-known',
-          '/tmp',
-        ],
-        { timeout: 10_000 },
-      );
-    }
+    const freshTmp = () => privateTmp(box, 'tether-known');
+    const sha256Of = (file: string) => createHash('sha256').update(readFileSync(file)).digest('hex');
     const onHost = (path: string) => `/proc/${box.init}/root${path}`;
     const helperPath = `/tmp/.tether/helper-${expected}`;
 
@@ -116,11 +100,7 @@ describe.skipIf(!local)(
       expect(readFileSync(onHost('/tmp/known-2'), 'latin1'), 'the command did not run exactly once').toBe(
         'ran\n',
       );
-      expect(
-        createHash('sha256')
-          .update(readFileSync(onHost(helperPath)))
-          .digest('hex'),
-      ).toBe(expected);
+      expect(sha256Of(onHost(helperPath)), 'the helper was not put back').toBe(expected);
     });
 
     it('changed since (other bytes under its name): refused at the exec, replaced, the command run once', async () => {
@@ -134,11 +114,7 @@ describe.skipIf(!local)(
       ranUnderHelper(r.report.notes, 'pushed by this session');
       expect(readFileSync(onHost('/tmp/known-3'), 'latin1')).toBe('ran\n');
       expect(existsSync(onHost('/tmp/known-3-forged')), 'the changed file was run').toBe(false);
-      expect(
-        createHash('sha256')
-          .update(readFileSync(onHost(helperPath)))
-          .digest('hex'),
-      ).toBe(expected);
+      expect(sha256Of(onHost(helperPath)), 'the helper was not put back').toBe(expected);
     });
 
     it('a command whose stdin is a stream is not sent twice: its wrapper falls back, and the report says so', async () => {
@@ -146,7 +122,6 @@ describe.skipIf(!local)(
       const channel = naming(box.channel);
       await once(channel, '/tmp/known-4a');
       rmSync(onHost(helperPath));
-      const { Readable } = await import('node:stream');
       const tag = createTag();
       channel.programs.length = 0;
       const r = await sandbox.run(channel, ['sh', '-c', 'cat >>/tmp/known-4'], {
