@@ -489,24 +489,25 @@ function refuseRecord(where: string, error: unknown): void {
 
 // `tether run`'s statuses for a sandbox session's end (see sandboxRunCommand).
 function runStatus(r: SandboxRunResult, notes: string[]): number {
-  // Stopped by --timeout or a signal to tether, its line lost, the session settled (sandbox.run):
-  // as timeout(1), 124 — 137 when the sweep had to KILL what it stopped; a signal's 143 (137).
+  // Stopped by --timeout, --silence or a signal to tether, its line lost, the session settled
+  // (sandbox.run): as timeout(1), 124 for a time bound (--silence is one) — 137 when the sweep had
+  // to KILL what it stopped; a signal's 143 (137).
   const code = (r.error as { code?: string } | undefined)?.code;
+  const silenced = r.stoppedBy === 'silence';
   if (code === 'TIMED_OUT' || code === 'CANCELLED') {
-    if (r.stoppedBy === 'silence')
-      notes.push('the exec client was silent for the --silence bound: the command was stopped');
+    if (silenced) notes.push('the exec client was silent for the --silence bound: the command was stopped');
     const killed = r.report.stopped.some((p) => p.endedBy === 'SIGKILL');
-    return killed ? 128 + 9 : code === 'TIMED_OUT' ? EXIT_TIMED_OUT : 128 + 15;
+    return killed ? 128 + 9 : code === 'TIMED_OUT' || silenced ? EXIT_TIMED_OUT : 128 + 15;
   }
   if (r.error) return errorStatus(r.error as SandboxError);
-  if (r.stoppedBy === 'silence')
-    notes.push('the exec client was silent for the --silence bound: the command was stopped');
+  if (silenced) notes.push('the exec client was silent for the --silence bound: the command was stopped');
   if (r.streamHeld)
     notes.push(
       "a process the command left still held its output 2 s after its end: the exec client was ended (the status is the command's)",
     );
-  // As timeout(1): 124 when the timeout ended it, unless it had to be KILLed (128 + 9).
-  if (r.timedOut && r.stoppedBy !== 'silence' && r.exitCode !== 137) return EXIT_TIMED_OUT;
+  // As timeout(1): 124 when a time bound ended it (--timeout, --silence), unless it had to be
+  // KILLed (128 + 9).
+  if ((r.timedOut || silenced) && r.exitCode !== 137) return EXIT_TIMED_OUT;
   if (r.exitCode === 0 && !r.ok) {
     notes.push(`the command exited with 0 but the exec client ${clientEnd(r as SandboxExecResult)}`);
     return EXIT_CLIENT_FAILED;

@@ -13,6 +13,7 @@ import {
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createTag } from '../../src/index.js';
 import { ROOT } from '../support/paths.js';
 import { aliveOnHost, type Container, startContainer, taggedOnHost } from './container.js';
 
@@ -393,6 +394,27 @@ describe('tether sandbox exec', () => {
         );
       }
     }
+  });
+
+  it('sandbox run: a client silent past --silence exits 124 (a time bound, as --timeout), its session swept', async () => {
+    const tag = createTag();
+    const r = await tether([
+      'sandbox',
+      'run',
+      '--via',
+      via,
+      '--tag',
+      tag.name,
+      '--silence',
+      '1s',
+      '--',
+      'sh',
+      '-c',
+      'sleep 37',
+    ]);
+    expect(r.status, r.stderr).toBe(124);
+    expect(r.stderr).toContain('the exec client was silent for the --silence bound: the command was stopped');
+    expect(taggedOnHost(tag.name)).toEqual([]);
   });
 
   it('refuses an unbalanced --via, naming it', async () => {
