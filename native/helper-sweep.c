@@ -397,11 +397,45 @@ static void cgroup_unread(int err) {
   answer_line("warning SCAN_FAILED a cgroup of the session could not be read (errno %d): what it holds was not looked for", err);
 }
 
+// The one walk of a cgroup tree, from the directory open as `dfd`: at(dfd) on each directory,
+// then the same below each cgroup under it, at any depth — opened relative to its parent (no path
+// grows), two fds per level — and after(parent, name) on each one below once its own tree is
+// walked (children before parents). One removed meanwhile (ENOENT) held nothing more; any other
+// failure to open or list one goes to unread (NULL: none), and what it holds is not walked.
+struct cgroup_walk {
+  void (*at)(int dfd);                         // NULL: none
+  void (*after)(int parent, const char *name); // NULL: none
+  void (*unread)(int err);                     // NULL: none
+};
+
+static void cgroup_walk_at(int dfd, const struct cgroup_walk *w) {
+  if (w->at) w->at(dfd);
+  int lfd = fcntl(dfd, F_DUPFD_CLOEXEC, 3);
+  DIR *d = lfd < 0 ? NULL : fdopendir(lfd);
+  if (!d) {
+    if (lfd >= 0) close(lfd);
+    if (w->unread && errno != ENOENT) w->unread(errno);
+    return;
+  }
+  struct dirent *e;
+  while ((e = readdir(d))) {
+    if (e->d_type != DT_DIR || e->d_name[0] == '.') continue;
+    int child = openat(dfd, e->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (child < 0) {
+      if (w->unread && errno != ENOENT) w->unread(errno);
+      continue;
+    }
+    cgroup_walk_at(child, w);
+    close(child);
+    if (w->after) w->after(dfd, e->d_name);
+  }
+  closedir(d);
+}
+
 // One cgroup, open as `dfd`: every process in its cgroup.procs whose uid is the uid that owns that
-// file (sweep.sh, cgroup_members: a process of another uid is never taken on a cgroup's word),
-// then each cgroup below it, at any depth — opened relative to its parent (no path grows), two fds
-// per level. One removed meanwhile (ENOENT) held nothing more; any other failure is cgroup_unread.
-static void cgroup_take_at(int dfd) {
+// file (sweep.sh, cgroup_members: a process of another uid is never taken on a cgroup's word). One
+// removed meanwhile (ENOENT) held nothing; any other failure is cgroup_unread.
+static void cgroup_take_procs(int dfd) {
   int pfd = openat(dfd, "cgroup.procs", O_RDONLY | O_CLOEXEC);
   struct stat st;
   FILE *f = NULL;
@@ -411,35 +445,17 @@ static void cgroup_take_at(int dfd) {
     cgroup_unread(errno);
     close(pfd);
   }
-  if (f) {
-    long pid;
-    while (fscanf(f, "%ld", &pid) == 1) {
-      if (pid <= 1 || sw_uid((pid_t)pid) != (long)st.st_uid) continue;
-      for (size_t i = 0; i < sw.ntable; i++)
-        if (sw.table[i].pid == pid) take(i, "cgroup", 0);
-    }
-    fclose(f);
+  if (!f) return;
+  long pid;
+  while (fscanf(f, "%ld", &pid) == 1) {
+    if (pid <= 1 || sw_uid((pid_t)pid) != (long)st.st_uid) continue;
+    for (size_t i = 0; i < sw.ntable; i++)
+      if (sw.table[i].pid == pid) take(i, "cgroup", 0);
   }
-  int lfd = fcntl(dfd, F_DUPFD_CLOEXEC, 3);
-  DIR *d = lfd < 0 ? NULL : fdopendir(lfd);
-  if (!d) {
-    if (lfd >= 0) close(lfd);
-    if (errno != ENOENT) cgroup_unread(errno);
-    return;
-  }
-  struct dirent *e;
-  while ((e = readdir(d))) {
-    if (e->d_type != DT_DIR || e->d_name[0] == '.') continue;
-    int child = openat(dfd, e->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-    if (child < 0) {
-      if (errno != ENOENT) cgroup_unread(errno);
-      continue;
-    }
-    cgroup_take_at(child);
-    close(child);
-  }
-  closedir(d);
+  fclose(f);
 }
+
+static const struct cgroup_walk take_walk = {.at = cgroup_take_procs, .unread = cgroup_unread};
 
 static void take_cgroup(const char *dir) {
   int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
@@ -447,7 +463,7 @@ static void take_cgroup(const char *dir) {
     if (errno != ENOENT) cgroup_unread(errno);
     return;
   }
-  cgroup_take_at(dfd);
+  cgroup_walk_at(dfd, &take_walk);
   close(dfd);
 }
 
@@ -465,32 +481,18 @@ static void each_session_cgroup(void (*fn)(const char *)) {
 }
 
 
-// rmdir of every cgroup below `dfd`, deepest first, opened relative to its parent: none that
-// holds a process goes (EBUSY).
-static void remove_below(int dfd) {
-  int lfd = fcntl(dfd, F_DUPFD_CLOEXEC, 3);
-  DIR *d = lfd < 0 ? NULL : fdopendir(lfd);
-  if (!d) {
-    if (lfd >= 0) close(lfd);
-    return;
-  }
-  struct dirent *e;
-  while ((e = readdir(d))) {
-    if (e->d_type != DT_DIR || e->d_name[0] == '.') continue;
-    int child = openat(dfd, e->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-    if (child < 0) continue;
-    remove_below(child);
-    close(child);
-    (void)unlinkat(dfd, e->d_name, AT_REMOVEDIR);
-  }
-  closedir(d);
-}
+// rmdir of one cgroup below `parent` (cgroup_walk: deepest first): none that holds a process goes
+// (EBUSY).
+static void remove_one(int parent, const char *name) { (void)unlinkat(parent, name, AT_REMOVEDIR); }
+
+// A cgroup that cannot be opened or listed is left as it is, unsaid.
+static const struct cgroup_walk remove_walk = {.after = remove_one};
 
 // rmdir of a session cgroup and every cgroup below it.
 static void remove_cgroups(const char *dir) {
   int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
   if (dfd >= 0) {
-    remove_below(dfd);
+    cgroup_walk_at(dfd, &remove_walk);
     close(dfd);
   }
   (void)rmdir(dir);
