@@ -21,7 +21,7 @@ import {
   type OutputOf,
   type OutputOptions,
 } from '../session/collect.js';
-import type { ClientExit, ExecChannel } from './channel.js';
+import type { ExecChannel } from './channel.js';
 import { createNonce } from './completion.js';
 import { decide } from './exec-outcome.js';
 import { CallOutput } from './exec-output.js';
@@ -130,48 +130,15 @@ export async function exec<O extends SandboxExecOptions = {}>(
 // has settled, before the outcome is decided (an unknown end too, whose start line came);
 // `announced` is told the helper's identity as soon as its start line gives it, while the command
 // runs (the session's sweeps take it as a member).
-// `unchecked`: no check of this session's found `options.helper` (the session knew it from an
-// earlier one through the same channel): a wrapper that cannot pin or hold it there refuses before
-// it reads anything, and this throws `HelperUncheckedError` for the session to check (and push)
-// the helper and run the command again. Only for a command whose stdin can be sent twice.
 export async function execUnder<O extends SandboxExecOptions>(
   channel: ExecChannel,
   argv: string[],
   options: O,
   seen: (use: HelperUse) => void,
   announced?: (helper: TargetIdentity) => void,
-  unchecked = false,
 ): Promise<SandboxExecResult<OutputOf<O>>> {
-  const plan = prepare(argv, options, unchecked);
+  const plan = prepare(argv, options);
   return (await run(channel, argv, options, plan, seen, announced)) as SandboxExecResult<OutputOf<O>>;
-}
-
-/**
- * A session's command that did not run: its wrapper, told `--unchecked`, found the helper the
- * session took from an earlier one gone or changed, and refused before it read its stdin
- * (wrap.sh, unchecked_refusal). `said` is its line. Internal: the session checks the helper and
- * runs the command again.
- */
-export class HelperUncheckedError extends Error {
-  constructor(readonly said: string) {
-    super(said);
-    this.name = 'HelperUncheckedError';
-  }
-}
-
-// The wrapper's refusal under `--unchecked`: exit 125 with no start line, its line on stderr, no
-// stop of ours in between. A line on stderr alone proves nothing (a process of the uid can write
-// there); with no start line and the wrapper's own 125, the command never started.
-const UNCHECKED_LINE = 'tether-wrap: helper-unchecked: ';
-function uncheckedRefusal(
-  plan: CallPlan,
-  exit: ClientExit,
-  output: CallOutput,
-  stopped: unknown,
-): string | undefined {
-  if (!plan.unchecked || stopped !== undefined || exit.status !== 125 || output.started.announced)
-    return undefined;
-  return output.wrapperSaid.lines.find((line) => line.startsWith(UNCHECKED_LINE));
 }
 
 // The call itself, from the wrapper's start to the decided outcome.
@@ -206,8 +173,6 @@ async function run(
     const race = await stops.race(client); // the client's exit, or a stop's sweep first
     const { exit } = race;
     const completion = await output.settle(); // the rest of the output, 2 s at most; the line
-    const refused = completion === undefined ? uncheckedRefusal(plan, exit, output, race.stopped) : undefined;
-    if (refused !== undefined) throw new HelperUncheckedError(refused);
     if (options.helper !== undefined)
       seen?.(
         helperUseOf(
@@ -269,12 +234,10 @@ interface CallPlan {
   /** The command's stdin, or a large script, which then goes through a checked temp file. */
   input: Buffer | Readable | undefined;
   scriptMode: boolean;
-  /** The wrapper was told `--unchecked` (execUnder). */
-  unchecked: boolean;
 }
 
 // Checks every option before anything starts (INVALID_OPTION, INVALID_TAG) and builds the argv.
-function prepare(argv: string[], options: SandboxExecOptions, uncheckedHelper = false): CallPlan {
+function prepare(argv: string[], options: SandboxExecOptions): CallPlan {
   checkCommand(argv, options);
   const tag =
     options.tag === undefined
@@ -298,17 +261,11 @@ function prepare(argv: string[], options: SandboxExecOptions, uncheckedHelper = 
           ...helperSwitch(sweepOptions),
         ]
       : [];
-  // `--unchecked` only where the session can send the command again: not a stream's stdin, not a
-  // script streamed to a temp file (script mode reads it before the helper is pinned).
-  const script = options.script === undefined ? undefined : Buffer.from(options.script);
-  const streamed = typeof (options.input as Readable | undefined)?.pipe === 'function';
-  const unchecked =
-    under.length > 0 && uncheckedHelper && !streamed && (script?.length ?? 0) <= SCRIPT_ARG_MAX;
-  if (unchecked) under.push('--unchecked');
   const wrapper = ['env', tag.entry, ...shell, '-c', program('wrap'), 'tether-wrap', ...under];
   const input = typeof options.input === 'string' ? Buffer.from(options.input) : options.input;
-  const plan = { tag, silenceMs, sweepOptions, nonce: createNonce(), input, scriptMode: false, unchecked };
-  if (script === undefined) return { ...plan, argv: [...wrapper, 'run', ...argv] };
+  const plan = { tag, silenceMs, sweepOptions, nonce: createNonce(), input, scriptMode: false };
+  if (options.script === undefined) return { ...plan, argv: [...wrapper, 'run', ...argv] };
+  const script = Buffer.from(options.script);
   if (script.length <= SCRIPT_ARG_MAX) {
     return { ...plan, argv: [...wrapper, 'run', ...argv, '-c', script.toString('utf8')] };
   }

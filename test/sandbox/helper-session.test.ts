@@ -405,7 +405,10 @@ describe('a container whose /tmp is read-only', () => {
     const s = next++;
     let seen: Seen | undefined;
     try {
-      const r = await sandbox.run(box.channel, doubleFork(s, 'true'), { tag, sweep: SWEEP, helper: true });
+      // A channel no session has used, as a new process's: the earlier tests' sessions through
+      // box.channel know the helper from a /tmp now hidden (session-helper.ts, knownHelper).
+      const channel = commandChannel(box.prefix);
+      const r = await sandbox.run(channel, doubleFork(s, 'true'), { tag, sweep: SWEEP, helper: true });
       seen = await doubleForked(box, s);
       expect(r.exitCode).toBe(0);
       expect(r.report.blindSpots).toContain(ENV_TAG_BLIND_SPOT);
