@@ -68,7 +68,7 @@ export function renderReport(report: SweepReport): string[] {
   const ms = (n: number) => `${Math.round(n)} ms`;
   if (report.stopped.length > 0) {
     lines.push(
-      `tether: stopped ${report.stopped.length} process${report.stopped.length === 1 ? '' : 'es'} the session left running:`,
+      `tether: stopped ${report.stopped.length} process${report.stopped.length === 1 ? '' : 'es'} of the session:`,
     );
     lines.push(
       ...table(

@@ -118,6 +118,12 @@ describe('renderReport', () => {
       // (With processes stopped, their table says so instead.)
       expect(text.includes('nothing left running'), text).toBe(empty && r.stopped.length === 0);
       for (const p of r.stopped) expect(text).toMatch(new RegExp(`^\\s+${p.pid}\\s`, 'm'));
+      // What was stopped is the session's — its leftovers, or the command itself when a timeout or
+      // a signal ended it: never called "left running" by the session.
+      if (r.stopped.length)
+        expect(text).toContain(
+          `tether: stopped ${r.stopped.length} process${r.stopped.length === 1 ? '' : 'es'} of the session:\n`,
+        );
       if (r.survivors.length > 0) expect(text).toMatch(/error: \d+ process(es)? still running after SIGKILL/);
       for (const p of r.survivors) expect(text).toContain(p.cmdline);
       for (const p of r.unreadable) expect(text).toContain(`${p.pid} ${p.cmdline}`);
