@@ -419,15 +419,20 @@ static void cgroup_walk_at(int dfd, const struct cgroup_walk *w) {
   }
   struct dirent *e;
   while ((e = readdir(d))) {
-    if (e->d_type != DT_DIR || e->d_name[0] == '.') continue;
-    int child = openat(dfd, e->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    // Every cgroup below, a name starting with '.' too (a command that can write its cgroup may
+    // make `.x` and move there: sweep.sh's find lists it, and so must this walk). Not `.` or `..`,
+    // nor a file (DT_UNKNOWN: opened, and a file is ENOTDIR).
+    const char *n = e->d_name;
+    int dots = n[0] == '.' && (!n[1] || (n[1] == '.' && !n[2]));
+    if (dots || (e->d_type != DT_DIR && e->d_type != DT_UNKNOWN)) continue;
+    int child = openat(dfd, n, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     if (child < 0) {
-      if (w->unread && errno != ENOENT) w->unread(errno);
+      if (w->unread && errno != ENOENT && errno != ENOTDIR) w->unread(errno);
       continue;
     }
     cgroup_walk_at(child, w);
     close(child);
-    if (w->after) w->after(dfd, e->d_name);
+    if (w->after) w->after(dfd, n);
   }
   closedir(d);
 }

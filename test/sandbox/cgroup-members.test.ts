@@ -4,11 +4,15 @@
 // the helper's start line named still holds it: the session's sweep takes every process there
 // as a member, stops it, and removes the cgroup once empty. Ground truth: the host's /proc (the
 // double fork's pid and start time) and the cgroup's directory on the host.
-import { spawn } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import { chownSync, existsSync, mkdirSync, readFileSync, rmdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { prebuiltCandidates } from '../../src/containment/prebuilt.js';
 import { createTag, sandbox } from '../../src/index.js';
+import { createNonce } from '../../src/sandbox/completion.js';
+import { parseSweepOutput } from '../../src/sandbox/sweep-output.js';
+import type { SweepReport } from '../../src/sweep/report.js';
 import { cmdlineOf, identityOf, pids, ppidOf } from '../support/proc.js';
 import { aliveOnHost, type Container, sleep, startContainer, taggedOnHost } from './container.js';
 
@@ -114,29 +118,55 @@ describe('what the sweep takes on a cgroup’s word', () => {
     }
   });
 
-  it('a cgroup a command made below its own is looked into, and removed once empty', async (ctx) => {
-    const mount = hostCgroup2();
-    if (!mount) ctx.skip('no writable cgroup2 mount on this machine');
-    const tag = createTag();
-    const hex = tag.name.slice('TETHER_SESSION_'.length);
-    const dir = join(mount, cgroupOf(process.pid), `tether-helper.${hex}.${process.pid}.${Date.now()}`);
-    mkdirSync(join(dir, 'x'), { recursive: true });
-    const child = spawn('sleep', ['86.4204'], { env: {}, stdio: 'ignore' });
-    try {
-      const id = identityOf(child.pid as number);
-      if (!id) throw new Error('premise broken: the sleep did not start');
-      writeFileSync(join(dir, 'x', 'cgroup.procs'), String(child.pid));
-      const report = await sandbox.sweep(sandbox.commandChannel(['env']), tag, SWEEP_FAST);
-      expect(report.stopped.map((p) => [p.pid, p.foundBy])).toEqual([[child.pid, 'cgroup']]);
-      for (let i = 0; i < 50 && aliveOnHost(id); i++) await sleep(20);
-      expect(aliveOnHost(id)).toBe(false);
-      expect(existsSync(dir), 'the cgroups were left behind').toBe(false);
-    } finally {
-      child.kill('SIGKILL');
-      await sleep(50);
-      for (const d of [join(dir, 'x'), dir]) if (existsSync(d)) rmdirSync(d);
-    }
-  });
+  // sweep.sh (find, which lists dot-directories) and the helper's sweep (its own walk, which
+  // skipped every name starting with '.' until a review found it): a command that can write its
+  // cgroup makes one named `.x` below it and moves there.
+  const helperFile = prebuiltCandidates(process.arch).find((p) => existsSync(p));
+  it.for([
+    ['sweep.sh', 'x'],
+    ['sweep.sh', '.x'],
+    ['the helper’s --sweep', 'x'],
+    ['the helper’s --sweep', '.x'],
+  ] as const)(
+    '%s: a cgroup a command made below its own (%s) is looked into, and removed once empty',
+    async ([reader, sub], ctx) => {
+      const mount = hostCgroup2();
+      if (!mount) ctx.skip('no writable cgroup2 mount on this machine');
+      const byHelper = reader !== 'sweep.sh';
+      if (byHelper && !helperFile) ctx.skip('no prebuilt helper built here');
+      const tag = createTag();
+      const hex = tag.name.slice('TETHER_SESSION_'.length);
+      const dir = join(mount, cgroupOf(process.pid), `tether-helper.${hex}.${process.pid}.${Date.now()}`);
+      mkdirSync(join(dir, sub), { recursive: true });
+      const child = spawn('sleep', ['86.4204'], { env: {}, stdio: 'ignore' });
+      try {
+        const id = identityOf(child.pid as number);
+        if (!id) throw new Error('premise broken: the sleep did not start');
+        writeFileSync(join(dir, sub, 'cgroup.procs'), String(child.pid));
+        let report: SweepReport;
+        if (byHelper) {
+          const nonce = createNonce();
+          const r = spawnSync(helperFile as string, ['--sweep', tag.name, '500', '500', '20'], {
+            input: `${nonce}\n`,
+            encoding: 'utf8',
+            timeout: 20_000,
+          });
+          const parsed = parseSweepOutput(r.stdout, tag.name, nonce);
+          expect(parsed.finished, r.stdout + r.stderr).toBe(true);
+          report = parsed.report;
+        } else report = await sandbox.sweep(sandbox.commandChannel(['env']), tag, SWEEP_FAST);
+        expect(report.stopped.map((p) => [p.pid, p.foundBy])).toEqual([[child.pid, 'cgroup']]);
+        expect(report.complete).toBe(true);
+        for (let i = 0; i < 50 && aliveOnHost(id); i++) await sleep(20);
+        expect(aliveOnHost(id)).toBe(false);
+        expect(existsSync(dir), 'the cgroups were left behind').toBe(false);
+      } finally {
+        child.kill('SIGKILL');
+        await sleep(50);
+        for (const d of [join(dir, sub), dir]) if (existsSync(d)) rmdirSync(d);
+      }
+    },
+  );
 });
 
 describe('the sweep program finds the session’s cgroups by its tag', () => {
