@@ -299,15 +299,18 @@ static void track(const struct sw_member *m, const char *found_by, pid_t via) {
   if (uid >= 0) snprintf(uidtext, sizeof uidtext, "%ld", uid);
   if (via > 0) snprintf(viatext, sizeof viatext, "%d", via);
   answer_line("found %d %llu %d %s %s %s", m->pid, m->start, m->ppid, uidtext, found_by, viatext);
+  // Its name and cmdline, said only when its start time, read after them, is still the one found:
+  // a pid another process took meanwhile would lend its own (empty instead).
   char comm[64] = "";
   struct sw_member again;
   (void)sw_stat(m->pid, &again, comm, sizeof comm);
-  answer_line("comm %d %llu %s", m->pid, m->start, comm);
   char cmd[4096];
   ssize_t n = proc_read(m->pid, "cmdline", cmd, sizeof cmd);
   if (n < 0) n = 0;
   printable(cmd, (size_t)n);
   cmd[n] = '\0';
+  if (!sw_same(m->pid, m->start)) comm[0] = cmd[0] = '\0';
+  answer_line("comm %d %llu %s", m->pid, m->start, comm);
   answer_line("cmdline %d %llu %s", m->pid, m->start, cmd);
 }
 
