@@ -17,18 +17,30 @@ const LOCATIONS = ['./programs/', '../../src/sandbox/programs/'];
 /**
  * The text of one program, after the prelude every program starts with (`prelude.sh`: `put` and
  * `nl`, which the programs write their lines with, and the directories of PATH this uid cannot
- * write, for the tools the programs run). Throws when the package lost its .sh files (a
- * packaging bug).
+ * write, for the tools the programs run), as it is sent: without its comment lines, which are
+ * the .sh files' to read (they are most of the text, and every exec's argv carries it — in `ps`,
+ * in an exec API's request). Throws when the package lost its .sh files (a packaging bug).
  */
 export function program(name: ProgramName): string {
   const cached = cache.get(name);
   if (cached !== undefined) return cached;
-  const text =
+  const text = withoutComments(
     name === 'sweep-helper'
       ? `${read('prelude')}\n${read('sweep-helper')}\n${read('sweep')}`
-      : `${read('prelude')}\n${read(name)}`;
+      : `${read('prelude')}\n${read(name)}`,
+  );
   cache.set(name, text);
   return text;
+}
+
+// The lines that are comments only (`#` after blanks) taken out; every other line as it is. The
+// programs hold no here-document or quoted text with a line that starts so (a line there would be
+// text, not a comment): test/sandbox/programs.test.ts checks that each still parses.
+function withoutComments(text: string): string {
+  return text
+    .split('\n')
+    .filter((line) => !/^[ \t]*#/.test(line))
+    .join('\n');
 }
 
 function read(name: string): string {

@@ -463,12 +463,17 @@ describe('tether sandbox sweep', () => {
 });
 
 describe('tether script', () => {
-  it('prints each program as it is sent: the prelude (prelude.sh), then the program as it is in the source', async () => {
+  it('prints each program as it is sent: the prelude (prelude.sh), then the program as it is in the source, without comment lines', async () => {
     const prelude = readFileSync(join(ROOT, 'src/sandbox/programs/prelude.sh'), 'utf8');
+    const code = (text: string) =>
+      text
+        .split('\n')
+        .filter((l) => !/^[ \t]*#/.test(l))
+        .join('\n');
     for (const name of ['sweep', 'wrap', 'write']) {
       const r = await tether(['script', name]);
       expect(r.stdout).toBe(
-        `${prelude}\n${readFileSync(join(ROOT, `src/sandbox/programs/${name}.sh`), 'utf8')}`,
+        code(`${prelude}\n${readFileSync(join(ROOT, `src/sandbox/programs/${name}.sh`), 'utf8')}`),
       );
     }
   });
