@@ -415,6 +415,11 @@ describe('tether sandbox exec', () => {
     expect(r.status, r.stderr).toBe(124);
     expect(r.stderr).toContain('the exec client was silent for the --silence bound: the command was stopped');
     expect(taggedOnHost(tag.name)).toEqual([]);
+    // Only when asked: an agent may say nothing until its end (sandbox exec keeps its 30m).
+    const help = await tether(['sandbox', 'run', '--help']);
+    expect(help.stdout.replace(/\s+/g, ' ')).toMatch(/--silence <duration> .*\(default: "0"\)/);
+    const execHelp = await tether(['sandbox', 'exec', '--help']);
+    expect(execHelp.stdout.replace(/\s+/g, ' ')).toMatch(/--silence <duration> .*\(default: "30m"\)/);
   });
 
   it('refuses an unbalanced --via, naming it', async () => {
