@@ -62,6 +62,30 @@ export function nothingLeft(report: SweepReport): boolean {
   );
 }
 
+/** A `not seen:` line says a blind spot whole up to this many characters, else its headline. */
+export const NOT_SEEN_MAX = 200;
+
+/**
+ * The `not seen:` lines of `blindSpots` for a person (without the `tether: ` prefix): each whole
+ * when it has at most NOT_SEEN_MAX characters, else its headline — the text before its first
+ * `: `, which says what is not seen; the rest says how, and stays in the report (`--json`). When
+ * one was cut, a last line says where the whole text is.
+ */
+export function notSeenLines(blindSpots: readonly string[]): string[] {
+  let cut = false;
+  const lines = blindSpots.map((b) => {
+    const at = b.indexOf(': ');
+    if (b.length <= NOT_SEEN_MAX || at < 0) return `not seen: ${b}`;
+    cut = true;
+    return `not seen: ${b.slice(0, at)}`;
+  });
+  if (cut)
+    lines.push(
+      '(not seen, in full: --json\'s report.blindSpots; docs/sandbox.md and docs/sweep.md, "What escapes this")',
+    );
+  return lines;
+}
+
 /** The sweep report as lines for a person: what was stopped, what survived, what was not read. */
 export function renderReport(report: SweepReport): string[] {
   const lines: string[] = [];
@@ -84,7 +108,7 @@ export function renderReport(report: SweepReport): string[] {
         : 'tether: nothing left running',
     );
   }
-  for (const b of report.blindSpots ?? []) lines.push(`tether: not seen: ${b}`);
+  for (const line of notSeenLines(report.blindSpots ?? [])) lines.push(`tether: ${line}`);
   if (report.kept.length > 0) {
     lines.push(
       `tether: kept ${report.kept.length} process${report.kept.length === 1 ? '' : 'es'} running as declared (--keep):`,

@@ -31,7 +31,7 @@ import {
 } from './exit-codes.js';
 import { type OutputFile, openOutputFile } from './output-file.js';
 import { type PhaseFlags, phaseBudgets, phaseOptions } from './phases.js';
-import { renderReport } from './render.js';
+import { notSeenLines, renderReport } from './render.js';
 import { cancelNote, missingShellLine, noNonceLines, sweepGotNoNonce } from './sandbox-ends.js';
 import { scriptCommand } from './script.js';
 
@@ -436,7 +436,7 @@ function envTagAlone(report: SweepReport): string[] {
       / fell back to the shell, on the env tag alone /.test(n),
   );
   if (why.length === 0) return [];
-  return [...why, ...(report.blindSpots ?? []).map((b) => `not seen: ${b}`)];
+  return [...why, ...notSeenLines(report.blindSpots ?? [])];
 }
 
 // `sandbox run`'s SandboxError on stderr, and its status: the --via client could not start

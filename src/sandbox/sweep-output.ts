@@ -82,7 +82,7 @@ export const SWEEP_ANSWER_BLIND_SPOT =
  * hashed (docs/sandbox.md, "The helper answers the sweep").
  */
 export const HELPER_SWEEP_ANSWER_BLIND_SPOT =
-  "the sweep's answer, written by the session's helper, rests on no process of the session's uid opening the exec's stdin pipe through the sweep shell (/proc/<pid>/fd/0: one that does can copy the nonce, and one that also wins the race for the helper's own lines on its stdout could answer in its place) and, where ptrace is not restricted, none tracing that shell past its check that the helper's file was not rewritten before its exec";
+  "the sweep's answer, written by the session's helper, rests on no process of the session's uid copying its nonce or tracing the sweep shell: one that opens the exec's stdin pipe through that shell (/proc/<pid>/fd/0) can copy the nonce, and one that also wins the race for the helper's own lines on its stdout could answer in its place; where ptrace is not restricted, one tracing that shell can take it past its check that the helper's file was not rewritten before its exec";
 
 /**
  * What the sandbox sweep cannot see, said in every report it makes (`blindSpots`): the env tag

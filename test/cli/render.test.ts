@@ -3,7 +3,7 @@
 // running" is printed only when nothing is left and the end is proven, and each process and
 // warning the JSON names is in the text. A pure renderer: tested on built reports.
 import { describe, expect, it } from 'vitest';
-import { nothingLeft, renderReport } from '../../src/cli/render.js';
+import { nothingLeft, notSeenLines, renderReport } from '../../src/cli/render.js';
 import type {
   KeptRecord,
   ProcessRecord,
@@ -152,5 +152,22 @@ describe('renderReport: FOUND BY', () => {
 
   it('a given find is named by identity, not as a carrier of the env tag', () => {
     expect(found(proc(54, { foundBy: 'given' }))).toBe('named by identity');
+  });
+});
+
+describe('not seen: lines', () => {
+  it('say a short blind spot whole, a long one by its headline, and where the whole text is', () => {
+    const short = 'short things are not seen: because';
+    const long = `long things are not seen: ${'because '.repeat(30)}`;
+    expect(notSeenLines([short])).toEqual([`not seen: ${short}`]);
+    expect(notSeenLines([short, long])).toEqual([
+      `not seen: ${short}`,
+      'not seen: long things are not seen',
+      '(not seen, in full: --json\'s report.blindSpots; docs/sandbox.md and docs/sweep.md, "What escapes this")',
+    ]);
+    // In the report's lines too; the report itself keeps every text whole.
+    const text = renderReport(report({ blindSpots: [long] })).join('\n');
+    expect(text).toContain('tether: not seen: long things are not seen\n');
+    expect(text).not.toContain('because because');
   });
 });
