@@ -21,7 +21,7 @@ import {
   type OutputOf,
   type OutputOptions,
 } from '../session/collect.js';
-import type { ExecChannel } from './channel.js';
+import type { ClientExit, ExecChannel } from './channel.js';
 import { createNonce } from './completion.js';
 import { decide } from './exec-outcome.js';
 import { CallOutput } from './exec-output.js';
@@ -130,15 +130,58 @@ export async function exec<O extends SandboxExecOptions = {}>(
 // has settled, before the outcome is decided (an unknown end too, whose start line came);
 // `announced` is told the helper's identity as soon as its start line gives it, while the command
 // runs (the session's sweeps take it as a member).
+// `unchecked`: no check of this session's found `options.helper` (the session knew it from an
+// earlier one through the same channel): a wrapper that cannot pin or hold it there refuses before
+// it reads anything, and this throws `HelperUncheckedError` for the session to check (and push)
+// the helper and run the command again. Only for a command whose stdin can be sent twice.
 export async function execUnder<O extends SandboxExecOptions>(
   channel: ExecChannel,
   argv: string[],
   options: O,
   seen: (use: HelperUse) => void,
   announced?: (helper: TargetIdentity) => void,
+  unchecked = false,
 ): Promise<SandboxExecResult<OutputOf<O>>> {
-  const plan = prepare(argv, options);
+  const plan = prepare(argv, options, unchecked);
   return (await run(channel, argv, options, plan, seen, announced)) as SandboxExecResult<OutputOf<O>>;
+}
+
+/**
+ * Whether a call can be sent again as it was: not a stream's stdin (read once), not a script
+ * streamed to a temp file (script mode reads it before the helper is pinned). Only such a call's
+ * wrapper is told `--unchecked`.
+ */
+export function resendable(options: Pick<SandboxExecOptions, 'input' | 'script'>): boolean {
+  const streamed = typeof (options.input as Readable | undefined)?.pipe === 'function';
+  return !streamed && (options.script === undefined || Buffer.byteLength(options.script) <= SCRIPT_ARG_MAX);
+}
+
+/**
+ * A session's command that did not run: its wrapper, told `--unchecked`, found the helper the
+ * session took from an earlier one gone or changed, and refused before it read its stdin
+ * (wrap.sh, unchecked_refusal). `said` is its line. Internal: the session checks the helper and
+ * runs the command again.
+ */
+export class HelperUncheckedError extends Error {
+  constructor(readonly said: string) {
+    super(said);
+    this.name = 'HelperUncheckedError';
+  }
+}
+
+// The wrapper's refusal under `--unchecked`: exit 125 with no start line, its line on stderr, no
+// stop of ours in between. A line on stderr alone proves nothing (a process of the uid can write
+// there); with no start line and the wrapper's own 125, the command never started.
+const UNCHECKED_LINE = 'tether-wrap: helper-unchecked: ';
+function uncheckedRefusal(
+  plan: CallPlan,
+  exit: ClientExit,
+  output: CallOutput,
+  stopped: unknown,
+): string | undefined {
+  if (!plan.unchecked || stopped !== undefined || exit.status !== 125 || output.started.announced)
+    return undefined;
+  return output.wrapperSaid.lines.find((line) => line.startsWith(UNCHECKED_LINE));
 }
 
 // The call itself, from the wrapper's start to the decided outcome.
@@ -173,6 +216,8 @@ async function run(
     const race = await stops.race(client); // the client's exit, or a stop's sweep first
     const { exit } = race;
     const completion = await output.settle(); // the rest of the output, 2 s at most; the line
+    const refused = completion === undefined ? uncheckedRefusal(plan, exit, output, race.stopped) : undefined;
+    if (refused !== undefined) throw new HelperUncheckedError(refused);
     if (options.helper !== undefined)
       seen?.(
         helperUseOf(
@@ -234,10 +279,12 @@ interface CallPlan {
   /** The command's stdin, or a large script, which then goes through a checked temp file. */
   input: Buffer | Readable | undefined;
   scriptMode: boolean;
+  /** The wrapper was told `--unchecked` (execUnder). */
+  unchecked: boolean;
 }
 
 // Checks every option before anything starts (INVALID_OPTION, INVALID_TAG) and builds the argv.
-function prepare(argv: string[], options: SandboxExecOptions): CallPlan {
+function prepare(argv: string[], options: SandboxExecOptions, uncheckedHelper = false): CallPlan {
   checkCommand(argv, options);
   const tag =
     options.tag === undefined
@@ -261,11 +308,14 @@ function prepare(argv: string[], options: SandboxExecOptions): CallPlan {
           ...helperSwitch(sweepOptions),
         ]
       : [];
+  // `--unchecked` only where the session can send the command again (resendable).
+  const script = options.script === undefined ? undefined : Buffer.from(options.script);
+  const unchecked = under.length > 0 && uncheckedHelper && resendable(options);
+  if (unchecked) under.push('--unchecked');
   const wrapper = ['env', tag.entry, ...shell, '-c', program('wrap'), 'tether-wrap', ...under];
   const input = typeof options.input === 'string' ? Buffer.from(options.input) : options.input;
-  const plan = { tag, silenceMs, sweepOptions, nonce: createNonce(), input, scriptMode: false };
-  if (options.script === undefined) return { ...plan, argv: [...wrapper, 'run', ...argv] };
-  const script = Buffer.from(options.script);
+  const plan = { tag, silenceMs, sweepOptions, nonce: createNonce(), input, scriptMode: false, unchecked };
+  if (script === undefined) return { ...plan, argv: [...wrapper, 'run', ...argv] };
   if (script.length <= SCRIPT_ARG_MAX) {
     return { ...plan, argv: [...wrapper, 'run', ...argv, '-c', script.toString('utf8')] };
   }

@@ -32,9 +32,9 @@ export const HELPER_CGROUP_BLIND_SPOT =
 
 // The helpers this process's sessions had checked in place, by channel object and shell: a later
 // session through the same channel takes the helper from here, with no check exec of its own. Its
-// wrappers hash what they run anyway (wrap.sh, pin_helper and hold_pinned); one that finds the
-// helper gone or changed falls back to the env tag alone and says so, and the session checks (and
-// pushes) it before its next command (session.ts). Nothing here is trusted: a path, never a proof.
+// wrappers hash what they run anyway (wrap.sh, pin_helper and hold_pinned); told `--unchecked`,
+// one that finds the helper gone or changed runs nothing, and the session checks (and pushes) it
+// and sends the command again (session.ts). Nothing here is trusted: a path, never a proof.
 const checkedBefore = new WeakMap<ExecChannel, Map<string, HelperPushed>>();
 
 /**
@@ -58,16 +58,11 @@ export async function pushForSession(channel: ExecChannel, shell: string[]): Pro
 /**
  * The helper an earlier session through `channel` (with `shell`) had checked in place, as found
  * then but `pushed: false` and `replaced: false` (reused), or undefined. Its commands' wrappers
- * check it at their exec.
+ * check it at their exec (`--unchecked`).
  */
 export function knownHelper(channel: ExecChannel, shell: string[]): HelperPushed | undefined {
   const known = checkedBefore.get(channel)?.get(shell.join('\0'));
   return known && { ...known, pushed: false, replaced: false };
-}
-
-/** Forgets the helper `knownHelper` would give: its wrapper found it gone or changed. */
-export function forgetHelper(channel: ExecChannel, shell: string[]): void {
-  checkedBefore.get(channel)?.delete(shell.join('\0'));
 }
 
 /**

@@ -27,7 +27,7 @@ import {
 import type { SweepReport, SweepWarning } from '../sweep/report.js';
 import type { ExecChannel } from './channel.js';
 import { ClientNotStartedError, ExecStatusUnknownError, SandboxError } from './errors.js';
-import { execUnder, type SandboxExecOptions, SILENCE_MS } from './exec.js';
+import { execUnder, HelperUncheckedError, resendable, type SandboxExecOptions, SILENCE_MS } from './exec.js';
 import type { SandboxExecResult } from './exec-result.js';
 import type { HelperPush } from './helper-push.js';
 import type { HelperUse, TargetIdentity } from './helper-use.js';
@@ -38,7 +38,7 @@ import {
   SANDBOX_SESSION_KEYS,
 } from './known-options.js';
 import { OUTPUT_CAP_MS, within } from './run.js';
-import { forgetHelper, knownHelper, pushForSession, reportUnder } from './session-helper.js';
+import { knownHelper, pushForSession, reportUnder } from './session-helper.js';
 import { checkShell, type SandboxSweepOptions, sweepUnder } from './sweep.js';
 
 /** Options of `sandbox.session`. Durations in milliseconds. */
@@ -174,7 +174,9 @@ export class SandboxSession {
   private pushing: Promise<HelperPush> | undefined;
   private helperPush: HelperPush | undefined;
   /** `pushing` is an earlier session's (`knownHelper`): no command has run under it yet. */
-  private helperKnown = false;
+  private helperUnchecked = false;
+  /** Notes on each command run again after its wrapper refused an earlier session's helper. */
+  private readonly recheckNotes: string[] = [];
   /** How each command that asked for the helper ran, in the order they were told: the report's notes. */
   private readonly uses: { command: string[]; use: HelperUse }[] = [];
   /** How many commands were spawned: the helpers' proof needs every one of them in `uses`. */
@@ -266,33 +268,47 @@ export class SandboxSession {
     const command = [...argv];
     // With a ledger, the session's row is written before its first command starts (awaited: a
     // ledger that refuses fails every command, and nothing runs nor is swept).
-    const call = this.recorded(command)
-      .then(() => this.pushed())
-      .then((helper) => {
-        if (this.ending)
-          throw new TetherError(
-            'SESSION_ENDED',
-            `session ${this.tag} ended before ${JSON.stringify(command[0])} started`,
-          );
-        return execUnder(
-          this.channel,
-          command,
-          {
-            ...options,
-            ...(helper ? { helper } : {}),
-            tag: this.tagVariable,
-            shell: this.shell,
-            sweep: this.sweepOptions,
-            signal: this.stops.signal,
-            reject: false,
-          },
-          (use) => {
-            this.uses.push({ command, use });
-            this.knownHelperUsed(use);
-          },
-          (identity) => this.announced.push(identity),
+    const runUnder = ({ path, unchecked }: { path?: string; unchecked: boolean }) => {
+      if (this.ending)
+        throw new TetherError(
+          'SESSION_ENDED',
+          `session ${this.tag} ended before ${JSON.stringify(command[0])} started`,
         );
-      });
+      return execUnder(
+        this.channel,
+        command,
+        {
+          ...options,
+          ...(path ? { helper: path } : {}),
+          tag: this.tagVariable,
+          shell: this.shell,
+          sweep: this.sweepOptions,
+          signal: this.stops.signal,
+          reject: false,
+        },
+        (use) => {
+          if (use.under === 'helper') this.helperUnchecked = false;
+          this.uses.push({ command, use });
+        },
+        (identity) => this.announced.push(identity),
+        unchecked,
+      );
+    };
+    // A command that cannot be sent again never runs on a helper this session has not checked:
+    // its wrapper could only fall back, on the env tag alone.
+    const call = this.recorded(command)
+      .then(() => (resendable(options) ? this.pushed() : this.rechecked()))
+      .then((helper) =>
+        runUnder(helper).catch((error: unknown) => {
+          // Nothing ran: the earlier session's helper is gone or changed. Checked, then run once
+          // more — on the word of the wrapper, a dumpable shell: see rechecked.
+          if (!(error instanceof HelperUncheckedError)) throw error;
+          this.recheckNotes.push(
+            `the command ${JSON.stringify(command.join(' ').slice(0, 80))} was sent twice: the helper a session before had checked was not there as it was, and its first wrapper ran nothing (it said: ${error.said.replace(/^tether-wrap: helper-unchecked: /, '')}); the helper was checked, then the command sent again`,
+          );
+          return this.rechecked().then(runUnder);
+        }),
+      );
     const empty = (options.encoding === 'buffer' ? Buffer.alloc(0) : '') as OutputOf<O>;
     const exited = call.then(
       (result) => {
@@ -414,7 +430,10 @@ export class SandboxSession {
       await this.settleRow(error.report, error);
       throw error;
     }
-    const merged = reportUnder(this.merged(report as SweepReport), this.helperPush, this.uses);
+    const under = reportUnder(this.merged(report as SweepReport), this.helperPush, this.uses);
+    const merged = this.recheckNotes.length
+      ? { ...under, notes: [...under.notes, ...this.recheckNotes] }
+      : under;
     await this.settleRow(merged);
     return merged;
   }
@@ -459,32 +478,35 @@ export class SandboxSession {
   }
 
   // The helper's path in the target, pushed once before the first command (with `helper`), or
-  // undefined: the commands then run on the env tag alone. A helper an earlier session through the
-  // channel checked is taken with no check of this session's (`knownHelper`): its commands'
-  // wrappers check it at their exec, as every wrapper does.
-  private async pushed(): Promise<string | undefined> {
-    if (!this.underHelper) return undefined;
+  // undefined: the commands then run on the env tag alone. `unchecked`: taken from an earlier
+  // session through the channel (`knownHelper`), with no check of this session's: the command's
+  // wrapper checks it, and refuses to run where it is gone (`HelperUncheckedError`, `rechecked`).
+  private async pushed(): Promise<{ path?: string; unchecked: boolean }> {
+    if (!this.underHelper) return { unchecked: false };
     if (this.pushing === undefined) {
       const known = knownHelper(this.channel, this.shell);
-      this.helperKnown = known !== undefined;
+      this.helperUnchecked = known !== undefined;
       this.pushing = known ? Promise.resolve(known) : pushForSession(this.channel, this.shell);
     }
-    this.helperPush = await this.pushing;
-    return 'path' in this.helperPush ? this.helperPush.path : undefined;
+    const pushing = this.pushing;
+    const push = await pushing;
+    this.helperPush = push;
+    if (!('path' in push)) return { unchecked: false };
+    return { path: push.path, unchecked: this.helperUnchecked && this.pushing === pushing };
   }
 
-  // A command whose wrapper fell back from a helper this session took unchecked (gone, changed, or
-  // not held unwritable): the session checks it (and pushes it where it is gone or changed) before
-  // its next command; the command itself ran on the env tag alone, and the report says so. Never
-  // run again: that it did not run under the helper rests on a dumpable shell's word.
-  private knownHelperUsed(use: HelperUse): void {
-    if (!this.helperKnown) return;
-    if (use.under === 'helper') this.helperKnown = false;
-    else if (use.under === 'shell') {
-      this.helperKnown = false;
-      forgetHelper(this.channel, this.shell);
-      this.pushing = undefined;
+  // A command's wrapper refused the earlier session's helper, or a command that cannot be sent
+  // again is to run on it: this session checks (and pushes) it now, once for all its commands,
+  // and its commands run under what that finds. The refusal rests on the wrapper, a dumpable shell:
+  // a process of its uid tracing it could make it refuse after the command ran — it could as well
+  // run the command again itself (docs/sandbox.md, "What escapes this"). Without the retry, a
+  // container restarted under the same channel would run its first command on the env tag alone.
+  private rechecked(): Promise<{ path?: string; unchecked: boolean }> {
+    if (this.underHelper && (this.pushing === undefined || this.helperUnchecked)) {
+      this.helperUnchecked = false;
+      this.pushing = pushForSession(this.channel, this.shell);
     }
+    return this.pushed();
   }
 
   // The row's begin, once, before the first command (none without a ledger).

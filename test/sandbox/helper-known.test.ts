@@ -1,15 +1,18 @@
 // A helper an earlier session checked, taken by a later one through the same channel
-// (src/sandbox/session-helper.ts, knownHelper): no check exec of its own, its wrappers checking the
-// helper at their exec (wrap.sh), falling back where it is gone or changed — never run twice. Ground truth from the host, through
+// (src/sandbox/session-helper.ts, knownHelper): no check exec of its own, its wrapper checking the
+// helper at its exec (wrap.sh, `--unchecked`) and running nothing where it is gone or changed;
+// the session then checks (and pushes) it and sends the command again. A command that cannot be
+// sent twice (a stream's stdin) is run after a check. Never a command on the env tag alone. Ground truth from the host, through
 // /proc/<init>/root: the helper file's bytes, and a marker file the command appends to (it ran
 // exactly once). A fresh tmpfs on the container's /tmp, in its own mount namespace, per test.
 import { createHash } from 'node:crypto';
 import { existsSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { Readable } from 'node:stream';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { prebuiltCandidates } from '../../src/containment/prebuilt.js';
 import { createTag, sandbox } from '../../src/index.js';
 import type { ExecChannel } from '../../src/sandbox/channel.js';
-import { type Container, privateTmp, startContainer, taggedOnHost } from './container.js';
+import { type Container, privateTmp, sleepersIn, startContainer, taggedOnHost } from './container.js';
 
 const local = prebuiltCandidates(process.arch).find((p) => existsSync(p));
 const expected = local ? createHash('sha256').update(readFileSync(local)).digest('hex') : '';
@@ -79,57 +82,86 @@ describe.skipIf(!local)(
       expect(readFileSync(onHost('/tmp/known-1'), 'latin1')).toBe('ran\nran\n');
     });
 
-    it('removed since: its wrapper falls back and says so, the command runs once; the next command is checked and pushed', async () => {
+    it('removed since: its wrapper runs nothing, the session pushes it again and runs the command once', async () => {
       privateTmp(box, 'tether-known');
       const channel = naming(box.channel);
       await once(channel, '/tmp/known-2a');
       rmSync(onHost(helperPath));
-      // One session, two commands: the first finds the helper gone, the second runs after a check.
-      const tag = createTag();
-      const session = sandbox.session(channel, { tag, sweep: SWEEP, helper: true });
-      channel.programs.length = 0;
-      const first = await session.spawn(['sh', '-c', 'echo ran >>/tmp/known-2']);
-      expect(channel.programs, 'the fallen-back command was run again').toEqual(['tether-wrap']);
-      const second = await session.spawn(['sh', '-c', 'echo ran >>/tmp/known-2b']);
-      const report = await session.end();
-      expect([first.exitCode, second.exitCode]).toEqual([0, 0]);
-      expect(channel.programs).toEqual([
-        'tether-wrap', // fell back: the env tag alone
+      const { r, programs } = await once(channel, '/tmp/known-2');
+      expect([r.exitCode, r.ok]).toEqual([0, true]);
+      expect(programs).toEqual([
+        'tether-wrap', // refused: nothing read, nothing run
         'tether-helper-check',
         'tether-write',
         'tether-helper-check',
         'tether-wrap',
         'tether-sweep',
       ]);
-      const notes = report.notes.join('\n');
-      expect(notes).toContain('1 of 2 commands ran under the helper');
-      expect(notes).toContain('fell back to the shell, on the env tag alone');
-      expect(notes).toContain('cannot be opened');
+      ranUnderHelper(r.report.notes, 'pushed by this session');
+      expect(r.report.notes.join('\n')).toMatch(
+        /the command "sh -c echo ran >>\/tmp\/known-2" was sent twice: .* its first wrapper ran nothing \(it said: the helper \S+ cannot be opened: nothing ran\)/,
+      );
       expect(readFileSync(onHost('/tmp/known-2'), 'latin1'), 'the command did not run exactly once').toBe(
         'ran\n',
       );
-      expect(readFileSync(onHost('/tmp/known-2b'), 'latin1')).toBe('ran\n');
       expect(sha256Of(onHost(helperPath)), 'the helper was not put back').toBe(expected);
-      expect(taggedOnHost(tag.name)).toEqual([]);
     });
 
-    it('changed since (other bytes under its name): never run, the command runs once on the env tag alone; the next session replaces it', async () => {
+    it('changed since (other bytes under its name): refused at the exec, replaced, the command run once', async () => {
       privateTmp(box, 'tether-known');
       const channel = naming(box.channel);
       await once(channel, '/tmp/known-3a');
       writeFileSync(onHost(helperPath), '#!/bin/sh\necho forged >>/tmp/known-3-forged\n');
-      const second = await once(channel, '/tmp/known-3');
-      expect([second.r.exitCode, second.r.ok]).toEqual([0, true]);
-      expect(second.programs).toEqual(['tether-wrap', 'tether-sweep']);
-      const notes = second.r.report.notes.join('\n');
-      expect(notes).toContain('fell back to the shell, on the env tag alone');
-      expect(notes).toContain('does not hash to its name');
+      const { r, programs } = await once(channel, '/tmp/known-3');
+      expect([r.exitCode, r.ok]).toEqual([0, true]);
+      expect(programs.slice(0, 2)).toEqual(['tether-wrap', 'tether-helper-check']);
+      ranUnderHelper(r.report.notes, 'pushed by this session');
       expect(readFileSync(onHost('/tmp/known-3'), 'latin1')).toBe('ran\n');
       expect(existsSync(onHost('/tmp/known-3-forged')), 'the changed file was run').toBe(false);
-      const third = await once(channel, '/tmp/known-3c');
-      expect(third.programs.slice(0, 2)).toEqual(['tether-helper-check', 'tether-write']);
-      ranUnderHelper(third.r.report.notes, 'pushed by this session');
       expect(sha256Of(onHost(helperPath)), 'the helper was not put back').toBe(expected);
+    });
+
+    it('a command whose stdin is a stream, which cannot be sent twice: the helper is checked (and pushed) before it runs', async () => {
+      privateTmp(box, 'tether-known');
+      const channel = naming(box.channel);
+      await once(channel, '/tmp/known-4a');
+      rmSync(onHost(helperPath));
+      const tag = createTag();
+      channel.programs.length = 0;
+      const r = await sandbox.run(channel, ['sh', '-c', 'cat >>/tmp/known-4'], {
+        tag,
+        sweep: SWEEP,
+        helper: true,
+        input: Readable.from(['streamed\n']),
+      });
+      expect([r.exitCode, r.ok]).toEqual([0, true]);
+      expect(channel.programs).toEqual([
+        'tether-helper-check',
+        'tether-write',
+        'tether-helper-check',
+        'tether-wrap',
+        'tether-sweep',
+      ]);
+      ranUnderHelper(r.report.notes, 'pushed by this session');
+      expect(readFileSync(onHost('/tmp/known-4'), 'latin1')).toBe('streamed\n');
+      expect(taggedOnHost(tag.name)).toEqual([]);
+    });
+
+    it('an env-cleared double fork of the first command after the helper was removed is below the helper, and gone', async () => {
+      privateTmp(box, 'tether-known');
+      const channel = naming(box.channel);
+      await once(channel, '/tmp/known-5a');
+      rmSync(onHost(helperPath));
+      const tag = createTag();
+      const r = await sandbox.run(
+        channel,
+        ['sh', '-c', "env -i /bin/sh -c 'setsid sleep 87.5 </dev/null >/dev/null 2>&1 &'; sleep 0.2"],
+        { tag, sweep: SWEEP, helper: true },
+      );
+      expect([r.exitCode, r.ok]).toEqual([0, true]);
+      expect(r.report.stopped.map((p) => p.cmdline)).toContain('sleep 87.5');
+      ranUnderHelper(r.report.notes, 'pushed by this session');
+      expect(sleepersIn(box, 87.5), 'the double fork outlived the session').toEqual([]);
     });
   },
 );

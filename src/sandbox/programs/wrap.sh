@@ -53,8 +53,9 @@ set +m 2>/dev/null
 EXIT_REFUSED=125
 # A variable of that name in the environment is exported: assigning to it would hand the
 # nonce to the command. Unset first, the variables then made are the shell's own.
-unset nonce text first token helper fifo started hword sum hpid how flag why hgrace hkill cgdir cgstart taghex hold_pid hold_start hold_said
+unset nonce text first token helper fifo started hword sum hpid how flag why hgrace hkill cgdir cgstart taghex hold_pid hold_start hold_said unchecked
 helper=
+unchecked=
 hgrace=5000
 hkill=3000
 taghex=
@@ -74,6 +75,13 @@ if [ "$1" = --helper ]; then
       *) hgrace=$2 hkill=$3 ;;
     esac
     shift 3
+  fi
+  # `--unchecked`: no check of this session's found the helper at PATH (tether knew it from an
+  # earlier session through the same channel: session-helper.ts). A helper that cannot be pinned
+  # or held here is then not a fallback but a refusal: nothing read, nothing run (unchecked_refusal).
+  if [ "$1" = --unchecked ]; then
+    unchecked=1
+    shift
   fi
 fi
 mode=$1
@@ -154,10 +162,20 @@ pin_helper() {
 }
 
 # fall_back: says on stderr that the helper, `why` (ending in its separator), is not used: the
-# command runs on the env tag alone. Never a refusal that tether would retry on: this shell is
-# dumpable, and a process of its uid tracing it could say "nothing ran" of a command that did.
+# command runs on the env tag alone. Under `--unchecked`, before the nonce is read, refuses
+# instead (unchecked_refusal).
 fall_back() {
+  unchecked_refusal
   echo "tether-wrap: the helper $helper $why the command runs on the env tag alone" >&2
+}
+
+# unchecked_refusal: under `--unchecked`, the line tether retries on (exec.ts, HelperUnchecked):
+# the helper is not there as it was, so it is checked (and pushed again) before the command runs.
+# Exits 125 before anything of stdin is read: nothing ran, no start line.
+unchecked_refusal() {
+  [ -n "$unchecked" ] || return 0
+  echo "tether-wrap: helper-unchecked: the helper $helper ${why%[:;]}: nothing ran" >&2
+  exit $EXIT_REFUSED
 }
 
 # helper_cgroup: sets cgdir to a cgroup made for the helper's payload, below this program's own
@@ -330,6 +348,8 @@ exec 3<&0
 # Unsaid (stdout gone), the command is not run: a client that then fails is read as never started.
 take_nonce
 say "tether-start $nonce$nl" || exit 1
+# Past the nonce a refusal would leave a started command unended: the helper's faults fall back.
+unchecked=
 
 dir=
 if [ "$mode" = script ]; then
