@@ -102,7 +102,7 @@ export function addSandboxCommands(program: Command): void {
     )
     .option(
       '--silence <duration>',
-      'stop the command when the exec client has said nothing for this long; exit 124 (default 0: never — an agent may say nothing until its end; --timeout bounds the session)',
+      'stop the command when the exec client has said nothing for this long; exit 124 (0: never — an agent may say nothing until its end; --timeout bounds the session)',
       '0',
     )
     .option(
