@@ -19,6 +19,7 @@ import {
   aliveOnHost,
   type Container,
   noPtrace,
+  PROC_KIT,
   privateTmp,
   SCRIPT_KIT,
   sleep,
@@ -126,19 +127,7 @@ tag=$1
 IFS= read -r n
 printf 'tether-sweep 2 begin %s\\\\nreader helper\\\\nphase TERM 0 1 2 two-empty-scans\\\\ndone %s 2 1 1 3 %s\\\\n' "$tag" "$tag" "$n"
 '''
-def argv(p):
-    try:
-        with open(f'/proc/{p}/cmdline', 'rb') as f: return f.read().split(b'\\0')
-    except OSError: return []
-def state(p):
-    try:
-        with open(f'/proc/{p}/stat') as f: s = f.read()
-        return s[s.rindex(')') + 2]
-    except OSError: return None
-def ppid(p):
-    with open(f'/proc/{p}/stat') as f: s = f.read()
-    return int(s[s.rindex(')') + 2:].split()[1])
-log.write('ready\\n')
+${PROC_KIT}log.write('ready\\n')
 end = time.time() + 40
 holder = None
 while time.time() < end and holder is None:
@@ -241,19 +230,7 @@ while time.time() < end and shell is None:
         if b'tether-sweep' in a and b'--helper' in a: shell = int(d); break
 if shell is None:
     log.write('no sweep shell\\n'); sys.exit()
-for d in os.listdir('/proc'):
-    a = argv(d) if d.isdigit() else []
-    if a and a[0].endswith(b'/fd/9') and (b'--wrap' in a or b'--await' in a):
-        try: os.kill(int(d), signal.SIGKILL)
-        except OSError: pass
-hasher, hold = hasher_of(shell, end)
-if hasher is None:
-    log.write('no first hash\\n'); sys.exit()
-while state(hasher) not in (None, 'Z'): time.sleep(0.0005)
-open(REAL, 'wb').write(open(f'/proc/{shell}/fd/9', 'rb').read())
-log.write(f'script after {rewrite(shell, SHEBANG)} tries\\n')
-os.close(hold)
-time.sleep(30)
+script_after_first_hash(shell, end)
 `;
 
 describe('the helper answers the session’s sweep', () => {
