@@ -372,6 +372,9 @@ export function lossyWrapper(inner: ExecChannel, cut: Cut): ExecChannel & { cutA
  * setpriv's options that drop CAP_SYS_PTRACE from the bounding and inheritable sets: a container
  * whose commands run as root without it, as Docker's and Kubernetes' default capability sets.
  */
+/** A channel prefix's tail that runs the exec as uid and gid 65534, no supplementary groups. */
+export const AS_NOBODY = ['setpriv', '--reuid', '65534', '--regid', '65534', '--clear-groups', '--'];
+
 export const DROP_PTRACE = ['--bounding-set', '-sys_ptrace', '--inh-caps', '-sys_ptrace'];
 
 /** The argv that enters `box` as root without CAP_SYS_PTRACE (DROP_PTRACE), for a channel. */

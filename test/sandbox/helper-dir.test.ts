@@ -16,6 +16,7 @@ import { commandChannel, type ExecChannel } from '../../src/sandbox/channel.js';
 import { type HelperPush, type HelperPushed, pushHelper } from '../../src/sandbox/helper-push.js';
 import { missing, tool } from '../support/tools.js';
 import {
+  AS_NOBODY,
   aliveOnHost,
   type Container,
   doubleForked,
@@ -28,7 +29,6 @@ import {
 
 const local = prebuiltCandidates(process.arch).find((p) => existsSync(p));
 const expected = local ? createHash('sha256').update(readFileSync(local)).digest('hex') : '';
-const AS_65534 = ['setpriv', '--reuid', '65534', '--regid', '65534', '--clear-groups', '--'];
 const SWEEP = { graceMs: 1000, killAfterMs: 1000 };
 
 // A channel that counts its execs, and the writer's among them (its program is named tether-write).
@@ -64,7 +64,7 @@ describe.skipIf(!local)(
     });
 
     const onHost = (path: string) => `/proc/${box.init}/root${path}`;
-    // `argv` run in the container (as root, or as uid 65534 after AS_65534).
+    // `argv` run in the container (as root, or as uid 65534 after AS_NOBODY).
     const inBox = (...argv: string[]) =>
       execFileSync('nsenter', ['-t', String(box.init), '-a', ...argv], { encoding: 'utf8', timeout: 10_000 });
     // A fresh tmpfs on the container's /tmp (stacked over the last): the host's /tmp is never touched.
@@ -87,7 +87,7 @@ describe.skipIf(!local)(
       );
     // `path` made by uid 65534 in the container, 0755 (its mkdir's default under umask 022).
     const madeBy65534 = (path: string) => {
-      inBox(...AS_65534, 'sh', '-c', `umask 022 && mkdir ${path}`);
+      inBox(...AS_NOBODY, 'sh', '-c', `umask 022 && mkdir ${path}`);
       expect(lstatSync(onHost(path)).uid, `premise broken: ${path} is not uid 65534's`).toBe(65534);
     };
 
@@ -139,7 +139,7 @@ describe.skipIf(!local)(
     it('as uid 65534 beside root’s /tmp/.tether: in /tmp/.tether-65534', async () => {
       freshTmp();
       inBox('mkdir', '-m', '700', '/tmp/.tether');
-      const as = commandChannel([...box.prefix, ...AS_65534]);
+      const as = commandChannel([...box.prefix, ...AS_NOBODY]);
       const r = pushed(await pushHelper(as), 'the push as uid 65534');
       expect(r).toMatchObject({ path: `/tmp/.tether-65534/helper-${expected}`, pushed: true });
       expect(statSync(onHost(r.path)).uid).toBe(65534);
@@ -148,7 +148,7 @@ describe.skipIf(!local)(
     it('a symbolic link at /tmp/.tether (another uid’s): the push lands in /tmp/.tether-0, nothing goes through the link', async () => {
       freshTmp();
       madeBy65534('/tmp/.elsewhere');
-      inBox(...AS_65534, 'ln', '-s', '/tmp/.elsewhere', '/tmp/.tether');
+      inBox(...AS_NOBODY, 'ln', '-s', '/tmp/.elsewhere', '/tmp/.tether');
       const r = pushed(await pushHelper(box.channel), 'the push beside a link');
       expect(r.path).toBe(`/tmp/.tether-0/helper-${expected}`);
       expect(r.note).toMatch(/\/tmp\/\.tether is a symbolic link/);

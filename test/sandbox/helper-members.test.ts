@@ -19,6 +19,7 @@ import { parseSweepOutput } from '../../src/sandbox/sweep-output.js';
 import type { SweepReport } from '../../src/sweep/report.js';
 import { cmdlineOf, environOf, ppidOf, readStat } from '../support/proc.js';
 import {
+  AS_NOBODY,
   aliveOnHost,
   type Container,
   doubleForked,
@@ -33,7 +34,6 @@ let box: Container;
 // The session's commands and sweeps run as uid 65534 (no capability): the helper's /proc files
 // are root's while it is non-dumpable.
 let nobody: ExecChannel;
-const AS_NOBODY = ['setpriv', '--reuid', '65534', '--regid', '65534', '--clear-groups', '--'];
 beforeAll(async () => {
   box = await startContainer(300);
   // A private /tmp in the container's mount namespace: uid 65534 pushes its own helper there.

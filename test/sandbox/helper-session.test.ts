@@ -18,6 +18,7 @@ import { ROOT } from '../support/paths.js';
 import { cmdlineOf, ppidOf, readStat } from '../support/proc.js';
 import { missing } from '../support/tools.js';
 import {
+  AS_NOBODY,
   aliveOnHost,
   type Container,
   doubleForked,
@@ -267,7 +268,7 @@ for (const [who, user] of [
     'root without CAP_SYS_PTRACE',
     ['setpriv', '--bounding-set', '-sys_ptrace', '--inh-caps', '-sys_ptrace', '--'],
   ],
-  ['uid 65534', ['setpriv', '--reuid', '65534', '--regid', '65534', '--clear-groups', '--']],
+  ['uid 65534', AS_NOBODY],
 ] as const) {
   describe(`sandbox.run under the pushed helper, as ${who}`, () => {
     const dropped = () => commandChannel([...box.prefix, ...user]);

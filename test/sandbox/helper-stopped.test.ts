@@ -6,7 +6,7 @@
 // (the `env` channel); the timeout is the old code's failure, never a figure asserted on.
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { createTag, sandbox } from '../../src/index.js';
-import { type Container, privateTmp, sleep, startContainer, taggedOnHost } from './container.js';
+import { AS_NOBODY, type Container, privateTmp, sleep, startContainer, taggedOnHost } from './container.js';
 
 const channel = sandbox.commandChannel(['env']);
 const FAST = { graceMs: 500, killAfterMs: 1000 };
@@ -59,16 +59,7 @@ describe('a command that stops the --await process above its helper, as uid 6553
   });
 
   it('the helper continues it once it has said how the command ended: no stopped --await is left', async () => {
-    const as = sandbox.commandChannel([
-      ...box.prefix,
-      'setpriv',
-      '--reuid',
-      '65534',
-      '--regid',
-      '65534',
-      '--clear-groups',
-      '--',
-    ]);
+    const as = sandbox.commandChannel([...box.prefix, ...AS_NOBODY]);
     const tag = createTag();
     try {
       const r = await sandbox.run(as, ['sh', '-c', STOP_THE_AWAIT], {
@@ -96,16 +87,7 @@ describe('a command that stops the --await process above its helper, as uid 6553
   // The helper's start line names its parent (` await APID ASTART`): every sweep of the call takes
   // that process as a member by its identity, as the helper, though its environ cannot be read.
   it('and KILLs its helper: the call’s sweep finds the stopped --await by the identity the start line gave, and ends it', async () => {
-    const as = sandbox.commandChannel([
-      ...box.prefix,
-      'setpriv',
-      '--reuid',
-      '65534',
-      '--regid',
-      '65534',
-      '--clear-groups',
-      '--',
-    ]);
+    const as = sandbox.commandChannel([...box.prefix, ...AS_NOBODY]);
     const tag = createTag();
     try {
       const r = await sandbox.run(as, ['sh', '-c', STOP_THE_AWAIT_KILL_THE_HELPER], {
