@@ -165,8 +165,9 @@ static long sw_uid(pid_t pid) {
 }
 
 // 1 when the environ in the file at `path` holds the record TAG=1 exactly (between NULs), read
-// as a stream: an environ of any size, one 64 KiB buffer. -1 when it could not be read (another
-// uid's, or gone), 0 when it was read and holds no such record.
+// as a stream: an environ of any size, one 64 KiB buffer. -1 when it could not be opened (errno
+// says why: another uid's, a non-dumpable process's, or gone), -2 when it read as nothing (an
+// exited leader, or an empty environ), 0 when it was read and holds no such record.
 static int environ_holds(const char *path) {
   int fd = open(path, O_RDONLY | O_CLOEXEC);
   if (fd < 0) return -1;
@@ -194,7 +195,7 @@ static int environ_holds(const char *path) {
   // The last record may lack its NUL (an environ rewritten in place).
   if (!found && any && at == len) found = 1;
   close(fd);
-  return found ? 1 : any ? 0 : -1;
+  return found ? 1 : any ? 0 : -2;
 }
 
 // A carrier: the environ of its leader, or — when that one reads as nothing (a leader that has
@@ -226,11 +227,10 @@ static int named_ok(pid_t pid) {
   if (sw_uid(pid) != (long)getuid()) return 0;
   char path[64];
   snprintf(path, sizeof path, "/proc/%d/environ", pid);
-  int fd = open(path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return errno == EACCES || errno == EPERM; // not readable: not gone
-  close(fd);
+  int r = environ_holds(path);
+  if (r == -1) return errno == EACCES || errno == EPERM; // not readable: not gone
   // Read, it must hold the tag: an empty one (env -i) holds none.
-  return environ_holds(path) == 1;
+  return r == 1;
 }
 
 static int sw_excluded(pid_t pid) {
