@@ -403,6 +403,28 @@ export function slowHashing(box: Container, argv: string[], ms: number, tools = 
 }
 
 /**
+ * The argv of a command that starts a python3 leftover in a session of its own (setsid, its
+ * streams /dev/null) and exits 0 once the leftover's log `log` (a path in the container) says
+ * `ready`, 9 after 10 s: the leftover runs `script.code` (with `-c`, its log path its argument)
+ * or the file `script.file` (a SCRIPT_KIT script, which keeps its log beside itself).
+ */
+export function startsLeftover(
+  python: string,
+  log: string,
+  script: { code: string } | { file: string },
+): string[] {
+  const launch = 'code' in script ? `setsid "$0" -c "$1" ${log}` : `setsid "$0" ${script.file}`;
+  return [
+    'sh',
+    '-c',
+    `${launch} </dev/null >/dev/null 2>&1 &
+     for i in $(seq 200); do grep -q ready ${log} 2>/dev/null && exit 0; sleep 0.05; done; exit 9`,
+    python,
+    ...('code' in script ? [script.code] : []),
+  ];
+}
+
+/**
  * Python 3 readers of /proc for the scripts of the helper's replays (SCRIPT_KIT and the
  * `SWAPPER`s of helper-sweep.test.ts and wrap-swap.test.ts): argv(PID) (its cmdline's words, []
  * once gone), state(PID) (the letter after the last ')' of its stat, None once gone), ppid(PID).

@@ -26,6 +26,7 @@ import {
   sleepersIn,
   slowHashing,
   startContainer,
+  startsLeftover,
   taggedOnHost,
 } from './container.js';
 
@@ -264,18 +265,10 @@ describe('the helper answers the session’s sweep', () => {
       const log = join('/proc', String(box.init), 'root/tmp', name);
       let tag = '';
       try {
-        const r = await sandbox.run(
-          channel,
-          [
-            'sh',
-            '-c',
-            `setsid "$0" -c "$1" /tmp/${name} </dev/null >/dev/null 2>&1 &
-             for i in $(seq 200); do grep -q ready /tmp/${name} 2>/dev/null && exit 0; sleep 0.05; done; exit 9`,
-            PYTHON,
-            WATCHER,
-          ],
-          { sweep: SWEEP, helper: true },
-        );
+        const r = await sandbox.run(channel, startsLeftover(PYTHON, `/tmp/${name}`, { code: WATCHER }), {
+          sweep: SWEEP,
+          helper: true,
+        });
         tag = r.report.tag;
         expect(r.exitCode, 'premise broken: the watcher never started').toBe(0);
         const watcher = r.report.stopped.find((p) => p.cmdline.startsWith(`${PYTHON} -c`));
@@ -393,18 +386,11 @@ describe('the helper answers the session’s sweep', () => {
       let failure: unknown;
       try {
         try {
-          result = await sandbox.run(
-            slow,
-            [
-              'sh',
-              '-c',
-              `setsid "$0" -c "$1" /tmp/${name} </dev/null >/dev/null 2>&1 &
-               for i in $(seq 200); do grep -q ready /tmp/${name} 2>/dev/null && exit 0; sleep 0.05; done; exit 9`,
-              PYTHON,
-              SWAPPER,
-            ],
-            { tag, sweep: SWEEP, helper: true },
-          );
+          result = await sandbox.run(slow, startsLeftover(PYTHON, `/tmp/${name}`, { code: SWAPPER }), {
+            tag,
+            sweep: SWEEP,
+            helper: true,
+          });
         } catch (error) {
           failure = error;
         }
@@ -444,13 +430,7 @@ describe('the helper answers the session’s sweep', () => {
         try {
           result = await sandbox.run(
             slow,
-            [
-              'sh',
-              '-c',
-              `setsid "$0" /tmp/${name}.py </dev/null >/dev/null 2>&1 &
-               for i in $(seq 200); do grep -q ready /tmp/${name}.log 2>/dev/null && exit 0; sleep 0.05; done; exit 9`,
-              PYTHON,
-            ],
+            startsLeftover(PYTHON, `/tmp/${name}.log`, { file: `/tmp/${name}.py` }),
             { tag, sweep: SWEEP, helper: true },
           );
         } catch (error) {

@@ -24,6 +24,7 @@ import {
   SCRIPT_KIT,
   slowHashing,
   startContainer,
+  startsLeftover,
   taggedOnHost,
 } from './container.js';
 
@@ -157,14 +158,7 @@ describe('a helper rewritten between the wrapper’s second hash and its exec of
       const slow = slowHashing(box, noPtrace(box), 300, ['sha256sum', 'rm']);
       const session = sandbox.session(slow, { tag, sweep: SWEEP, helper: true });
       try {
-        const started = await session.spawn([
-          'sh',
-          '-c',
-          `setsid "$0" -c "$1" /tmp/${name}.log </dev/null >/dev/null 2>&1 &
-           for i in $(seq 200); do grep -q ready /tmp/${name}.log 2>/dev/null && exit 0; sleep 0.05; done; exit 9`,
-          PYTHON,
-          SWAPPER,
-        ]);
+        const started = await session.spawn(startsLeftover(PYTHON, `/tmp/${name}.log`, { code: SWAPPER }));
         expect(started.exitCode, 'premise broken: the swapper never started').toBe(0);
         let exitCode: number | null | undefined;
         try {
@@ -201,13 +195,9 @@ describe('a helper rewritten between the wrapper’s second hash and its exec of
       const slow = slowHashing(box, noPtrace(box), 300);
       const session = sandbox.session(slow, { tag, sweep: SWEEP, helper: true });
       try {
-        const started = await session.spawn([
-          'sh',
-          '-c',
-          `setsid "$0" /tmp/${name}.py </dev/null >/dev/null 2>&1 &
-           for i in $(seq 200); do grep -q ready /tmp/${name}.log 2>/dev/null && exit 0; sleep 0.05; done; exit 9`,
-          PYTHON,
-        ]);
+        const started = await session.spawn(
+          startsLeftover(PYTHON, `/tmp/${name}.log`, { file: `/tmp/${name}.py` }),
+        );
         expect(started.exitCode, 'premise broken: the leftover never started').toBe(0);
         let exitCode: number | null | undefined;
         try {
