@@ -1354,11 +1354,14 @@ static int await_helper(int argc, char **argv) {
 }
 
 #include "helper-sweep.c"
+#include "helper-serve.c"
 
 int main(int argc, char **argv) {
   if (argc > 1 && !strcmp(argv[1], "--await")) return await_helper(argc, argv);
   if (argc > 1 && !strcmp(argv[1], "--sweep")) return sweep_main(argc, argv);
   if (argc > 1 && !strcmp(argv[1], "--sweep-hold")) return sweep_hold();
+  if (argc > 1 && !strcmp(argv[1], "--serve")) return serve_main(argc, argv);
+  if (argc > 1 && !strcmp(argv[1], "--call")) return call_main(argc, argv);
   // Wrap mode will hold the completion nonce: non-dumpable before it reads anything, so that no
   // process of its uid without CAP_SYS_PTRACE can read its memory or attach to it from here on.
   int dumpable_err = argc > 1 && !strcmp(argv[1], "--wrap") && prctl(PR_SET_DUMPABLE, 0) < 0 ? errno : 0;

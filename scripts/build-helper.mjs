@@ -31,6 +31,7 @@ import {
   renameSync,
   rmSync,
   statSync,
+  symlinkSync,
   writeFileSync,
 } from 'node:fs';
 import { delimiter, dirname, join } from 'node:path';
@@ -65,7 +66,7 @@ const { PREBUILT_ARCHES, helperFile } = prebuilt;
 const nativeDir = outFlag >= 0 ? args[outFlag + 1] : join(root, 'dist/native');
 const source = join(root, 'native/helper.c');
 // Included by helper.c: a change to it rebuilds the helper too.
-const included = [join(root, 'native/helper-sweep.c')];
+const included = [join(root, 'native/helper-sweep.c'), join(root, 'native/helper-serve.c')];
 const run = promisify(execFile);
 
 // The unsuffixed dist/native/tether-helper of the one-architecture layout: a stale binary an
@@ -131,6 +132,27 @@ function attemptsFor(arch) {
 }
 const MUSL_CC = 'musl-gcc';
 
+// Debian's multiarch directory for each prebuilt architecture, where libsodium-dev (for another
+// architecture: libsodium-dev:<arch>) puts libsodium.a.
+const TRIPLET = { x64: 'x86_64-linux-gnu', arm64: 'aarch64-linux-gnu' };
+
+// libsodium for `arch` (its SHA-256 and X25519: the resident helper's key, native/helper-serve.c),
+// when Debian's libsodium-dev is installed for it: { lib, include }, else undefined — the helper is
+// then built without the resident mode (`--serve` says `unsupported`, and tether keeps the checked
+// path per call). `include` holds only sodium's headers, so that musl-gcc, which must not see
+// glibc's /usr/include, finds them.
+function sodiumFor(arch) {
+  const lib = TRIPLET[arch] && `/usr/lib/${TRIPLET[arch]}/libsodium.a`;
+  if (!lib || !existsSync(lib) || !existsSync('/usr/include/sodium.h')) return undefined;
+  const include = join(root, 'build/sodium-include');
+  mkdirSync(include, { recursive: true });
+  for (const name of ['sodium.h', 'sodium']) {
+    const link = join(include, name);
+    if (!existsSync(link)) symlinkSync(`/usr/include/${name}`, link);
+  }
+  return { lib, include };
+}
+
 // The libc `cc` compiles against, from the macros its <stdio.h> defines: glibc's version, or
 // musl, which on purpose defines none of its own (uClibc and bionic define theirs).
 async function libcOf(cc) {
@@ -187,11 +209,14 @@ async function build(arch) {
   // resident set, and a binary that runs on any Linux of its architecture (glibc or musl).
   // Only this machine's own may fall back to a dynamic build (without libc.a): it serves this
   // checkout, and --require-all refuses to ship it.
-  const attempts = attemptsFor(arch);
+  const sodium = sodiumFor(arch);
+  // Each compiler with libsodium first, then without: a link that fails for it still gives a helper.
+  const attempts = attemptsFor(arch).flatMap((a) => (sodium ? [{ ...a, sodium }, a] : [a]));
   if (attempts.length === 0)
     return { warning: `linux-${arch}: no compiler known for it (set CC_${arch.toUpperCase()})` };
   // By name and by file: another compiler chosen, or cc upgraded under the same name, rebuilds.
-  const chosen = `${attempts[0].cc} (${resolve(attempts[0].cc) ?? 'not found'})`;
+  // libsodium installed or removed rebuilds as well.
+  const chosen = `${attempts[0].cc} (${resolve(attempts[0].cc) ?? 'not found'})${sodium ? ` + ${sodium.lib}` : ''}`;
   const record = readRecord(out);
   if (
     (mtime(out) ?? -1) >= inputs &&
@@ -206,13 +231,19 @@ async function build(arch) {
   // (a test run, a rebuild during work) execs the old binary or the new one, never a
   // half-written file or none (the linker removes its output before writing it).
   const temp = `${out}.${process.pid}.tmp`;
-  const flags = ['-O2', '-Wall', '-Wextra', '-o', temp, source];
+  const flags = ['-O2', '-Wall', '-Wextra', '-o', temp];
   const failures = new Map();
-  for (const { cc, extra } of attempts) {
+  for (const { cc, extra, sodium: with_ } of attempts) {
+    const linked = with_ ? ['-DTETHER_SODIUM', `-I${with_.include}`, source, with_.lib] : [source];
     try {
-      await run(cc, [...extra, ...flags], { timeout: 120_000 });
+      await run(cc, [...extra, ...flags, ...linked], { timeout: 120_000 });
       renameSync(temp, out);
-      const built = { chosen, built: [cc, ...extra].join(' '), libc: await libcOf(cc) };
+      const built = {
+        chosen,
+        built: [cc, ...extra].join(' '),
+        libc: await libcOf(cc),
+        serve: with_ ? `libsodium ${with_.lib}` : 'none (no libsodium.a)',
+      };
       writeRecord(out, built);
       // Only the preferred musl-gcc may fail before another succeeds: said once, as the record
       // keeps this output until its inputs or the choice change.
@@ -224,7 +255,7 @@ async function build(arch) {
       return { record: built, kept: false };
     } catch (error) {
       failures.set(
-        cc,
+        with_ ? `${cc} with libsodium` : cc,
         error.code === 'ENOENT' ? 'not installed' : String(error.stderr || error.message).split('\n')[0],
       );
     } finally {
@@ -242,7 +273,10 @@ const results = await Promise.all(arches.map(build));
 const built = arches
   .map((arch, i) => {
     const { record, kept } = results[i];
-    return record && `linux-${arch} ${record.libc} (${record.built}${kept ? ', up to date' : ''})`;
+    return (
+      record &&
+      `linux-${arch} ${record.libc} (${record.built}${kept ? ', up to date' : ''}; resident mode: ${record.serve ?? 'none'})`
+    );
   })
   .filter(Boolean);
 // On stderr, as every build script's word: stdout is npm's (`npm pack --json` prints its JSON there

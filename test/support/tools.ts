@@ -122,6 +122,20 @@ const SPECS: Spec[] = [
     needed: `the linux-${OTHER} prebuilt helper (built by npm run build) and its checks`,
   },
   {
+    name: 'libsodium.a',
+    package: 'libsodium-dev',
+    needed:
+      "this architecture's helper's resident mode (test/sandbox/resident.test.ts): npm run build again once installed",
+    // Where scripts/build-helper.mjs looks (Debian's multiarch directory).
+    find: () => {
+      const triplet = ({ x64: 'x86_64-linux-gnu', arm64: 'aarch64-linux-gnu' } as Record<string, string>)[
+        process.arch
+      ];
+      const lib = triplet && `/usr/lib/${triplet}/libsodium.a`;
+      return lib && existsSync(lib) ? lib : undefined;
+    },
+  },
+  {
     name: 'pg_ctl',
     package: 'postgresql',
     needed: 'the ledger conformance suite on Postgres (unless TETHER_TEST_POSTGRES_URL is set)',

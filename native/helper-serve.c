@@ -1,0 +1,453 @@
+// The resident helper (included by helper.c, whose utilities it uses: write_all, read_line,
+// read_stat, traced, put_line's retry). docs/sandbox.md, "The resident helper".
+//
+//   tether-helper --serve DIR [--idle MS]      (stdin: tether-serve TPK\n)
+//   tether-helper --call DIR                   (stdin: the request line, then the command's stdin)
+//
+// --serve: started once per channel through the checked path (the file hashed and held at its
+// exec, as --wrap is). Non-dumpable before it reads anything, it agrees a key with tether by
+// X25519 over its streams: TPK is tether's public key (64 hex digits); it draws its own secret
+// key (getrandom(2)), and the key is HMAC-SHA-256(the shared secret, TPK || SPK), both raw. It
+// makes DIR (0700; it must not exist), listens on DIR/sock, and prints
+//
+//   tether-serve SPK PID START MAC\n
+//
+// (SPK its public key, PID and START the server's identity, MAC = HMAC-SHA-256 under the key of
+// everything before its space, in hex) and leaves the exec: the server is a child in a POSIX
+// session of its own, its stdio /dev/null, which ends itself after --idle MS (default 600000)
+// without a call, or once DIR/sock is no longer its socket.
+//
+// --call: what each later call execs directly, no shell and no hash: it passes its own stdin,
+// stdout and stderr to the server over DIR/sock (SCM_RIGHTS) and exits with the status the server
+// sends back. It is never trusted — it holds no key — and bytes swapped in for it can drop, stall
+// or misroute the streams, never write a line that verifies. The server forks a child per call,
+// which reads the request from the passed stdin, a byte at a time (the command's stdin starts
+// right after it):
+//
+//   tether-call NONCE TAG ARG0 ARG1 … MAC\n
+//
+// NONCE 32 hex digits, TAG the session tag's 32 hex digits (the command runs with
+// TETHER_SESSION_<TAG>=1 added to the server's environment), each ARG the bytes of one argv word
+// in hex, MAC tether's HMAC of everything before its space. A request that does not verify runs
+// nothing. The command starts in a POSIX session of its own (setsid), with the passed streams;
+// once it is reaped the child writes, after everything the command wrote,
+//
+//   tether-end NONCE exit STATUS MAC\n
+//
+// (STATUS 0-255, 128+N for a signal N) and sends STATUS to the client as one byte.
+// Exit statuses of --call for its own failures: 125, with one `tether-call: …` line on stderr.
+
+#include <sys/random.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+
+#ifdef TETHER_SODIUM
+#include <sodium.h>
+// The two libsodium functions its SHA-256 and X25519 call outside themselves (SHA-256's final
+// step wipes its state; X25519's field code tests for zero), defined here as libsodium documents
+// them, so that the static link takes libsodium's SHA-256, X25519 and crypto_verify_32 alone:
+// its own sit in utils.o beside its allocator, which links in its random generator, its CPU
+// dispatch and everything that dispatches (about 200 KB more).
+void sodium_memzero(void *const pnt, const size_t len) { explicit_bzero(pnt, len); }
+int sodium_is_zero(const unsigned char *n, const size_t nlen) {
+  volatile unsigned char d = 0;
+  for (size_t i = 0; i < nlen; i++) d |= n[i];
+  return 1 & ((d - 1) >> 8);
+}
+#endif
+
+#define SERVE_IDLE_MS 600000L
+#define SERVE_CALLS_MAX 256
+#define CALL_LINE_MAX (256 * 1024)
+#define CALL_FDS_WAIT_MS 10000
+
+static const char hex_digits[] = "0123456789abcdef";
+
+static void to_hex(const unsigned char *bytes, size_t n, char *out) {
+  for (size_t i = 0; i < n; i++) {
+    out[2 * i] = hex_digits[bytes[i] >> 4];
+    out[2 * i + 1] = hex_digits[bytes[i] & 15];
+  }
+  out[2 * n] = '\0';
+}
+
+static int hex_value(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  return -1;
+}
+
+// Lower-case hex of exactly 2 * n digits into n bytes: 0, or -1 for anything else.
+static int from_hex(const char *text, size_t len, unsigned char *out, size_t n) {
+  if (len != 2 * n) return -1;
+  for (size_t i = 0; i < n; i++) {
+    int hi = hex_value(text[2 * i]), lo = hex_value(text[2 * i + 1]);
+    if (hi < 0 || lo < 0) return -1;
+    out[i] = (unsigned char)(hi << 4 | lo);
+  }
+  return 0;
+}
+
+// The path DIR/sock in a sockaddr_un: 0, or -1 (ENAMETOOLONG) when it does not fit.
+static int serve_address(const char *dir, struct sockaddr_un *addr) {
+  memset(addr, 0, sizeof *addr);
+  addr->sun_family = AF_UNIX;
+  int n = snprintf(addr->sun_path, sizeof addr->sun_path, "%s/sock", dir);
+  errno = ENAMETOOLONG;
+  return n < 0 || (size_t)n >= sizeof addr->sun_path ? -1 : 0;
+}
+
+// ---- --call: the client, trusted with nothing ---------------------------------------------
+
+static int call_main(int argc, char **argv) {
+  struct sockaddr_un addr;
+  if (argc != 3 || serve_address(argv[2], &addr) < 0) {
+    fprintf(stderr, "tether-call: usage: tether-helper --call DIR (a directory of --serve's)\n");
+    return 125;
+  }
+  int s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (s < 0 || connect(s, (struct sockaddr *)&addr, sizeof addr) < 0) {
+    // tether reads this line as "nothing ran here" only together with the absence of a line
+    // that verifies (exec.ts): bytes swapped in for this client could print it after running.
+    fprintf(stderr, "tether-call: no-server: %s: %s\n", addr.sun_path, strerror(errno));
+    return 125;
+  }
+  int fds[3] = {0, 1, 2};
+  char byte = 'c';
+  struct iovec iov = {.iov_base = &byte, .iov_len = 1};
+  union {
+    char buf[CMSG_SPACE(sizeof fds)];
+    struct cmsghdr align;
+  } control;
+  memset(&control, 0, sizeof control);
+  struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = control.buf, .msg_controllen = sizeof control.buf};
+  struct cmsghdr *c = CMSG_FIRSTHDR(&msg);
+  c->cmsg_level = SOL_SOCKET;
+  c->cmsg_type = SCM_RIGHTS;
+  c->cmsg_len = CMSG_LEN(sizeof fds);
+  memcpy(CMSG_DATA(c), fds, sizeof fds);
+  ssize_t sent;
+  while ((sent = sendmsg(s, &msg, MSG_NOSIGNAL)) < 0 && errno == EINTR) {
+  }
+  if (sent != 1) {
+    fprintf(stderr, "tether-call: no-server: %s: sendmsg: %s\n", addr.sun_path, strerror(errno));
+    return 125;
+  }
+  // The server's child holds the streams now; this process keeps stderr for its own lines only.
+  int null = open("/dev/null", O_RDWR | O_CLOEXEC);
+  if (null >= 0) {
+    dup2(null, 0);
+    dup2(null, 1);
+    close(null);
+  }
+  unsigned char status;
+  ssize_t n;
+  while ((n = read(s, &status, 1)) < 0 && errno == EINTR) {
+  }
+  if (n != 1) {
+    fprintf(stderr, "tether-call: the server ended the call without its status\n");
+    return 125;
+  }
+  return status;
+}
+
+#ifndef TETHER_SODIUM
+
+static int serve_main(int argc, char **argv) {
+  (void)argc;
+  (void)argv;
+  printf("tether-serve unsupported\n");
+  return 125;
+}
+
+#else
+
+// HMAC-SHA-256 (RFC 2104) of text[0..len) under key (32 bytes) into mac, over libsodium's
+// SHA-256 alone: its crypto_auth_hmacsha256 object also holds a keygen, which would link in
+// libsodium's random generator and CPU dispatch (about 200 KB more in the static helper).
+static void hmac_sha256(unsigned char mac[32], const unsigned char *text, size_t len, const unsigned char key[32]) {
+  unsigned char pad[64], inner[32];
+  crypto_hash_sha256_state state;
+  for (int outer = 0; outer < 2; outer++) {
+    memset(pad, outer ? 0x5c : 0x36, sizeof pad);
+    for (int i = 0; i < 32; i++) pad[i] ^= key[i];
+    crypto_hash_sha256_init(&state);
+    crypto_hash_sha256_update(&state, pad, sizeof pad);
+    if (outer)
+      crypto_hash_sha256_update(&state, inner, sizeof inner);
+    else
+      crypto_hash_sha256_update(&state, text, len);
+    crypto_hash_sha256_final(&state, outer ? mac : inner);
+  }
+  explicit_bzero(pad, sizeof pad);
+  explicit_bzero(inner, sizeof inner);
+}
+
+static unsigned char serve_key[32];
+
+// HMAC-SHA-256 under the key of text[0..len), in hex (64 digits and NUL).
+static void serve_mac(const char *text, size_t len, char out[65]) {
+  unsigned char mac[32];
+  hmac_sha256(mac, (const unsigned char *)text, len, serve_key);
+  to_hex(mac, sizeof mac, out);
+}
+
+// `line` ends in ` MAC` (64 hex digits) that verifies over everything before it: 1, else 0.
+// Compared in constant time (crypto_verify_32).
+static int serve_verifies(const char *line, size_t len) {
+  unsigned char mac[32], want[32];
+  if (len < 65 || line[len - 65] != ' ') return 0;
+  if (from_hex(line + len - 64, 64, mac, sizeof mac) < 0) return 0;
+  hmac_sha256(want, (const unsigned char *)line, len - 65, serve_key);
+  return crypto_verify_32(mac, want) == 0;
+}
+
+// Reads tether's public key, draws this server's, and sets serve_key. 0, or -1 with a
+// `tether-serve error WHAT ERRNO` line printed.
+static int serve_agree(unsigned char spk[crypto_scalarmult_curve25519_BYTES]) {
+  char line[160];
+  unsigned char tpk[crypto_scalarmult_curve25519_BYTES], sk[crypto_scalarmult_curve25519_SCALARBYTES];
+  unsigned char shared[crypto_scalarmult_curve25519_BYTES];
+  int len = read_line(0, line, sizeof line);
+  if (len < 0 || strncmp(line, "tether-serve ", 13) != 0 || from_hex(line + 13, (size_t)len - 13, tpk, sizeof tpk) < 0) {
+    printf("tether-serve error request %d\n", EINVAL);
+    return -1;
+  }
+  for (size_t got = 0; got < sizeof sk;) {
+    ssize_t n = getrandom(sk + got, sizeof sk - got, 0);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      printf("tether-serve error getrandom %d\n", errno);
+      return -1;
+    }
+    got += (size_t)n;
+  }
+  crypto_scalarmult_curve25519_base(spk, sk);
+  // -1 for a public key of small order (the shared secret would be all zeros).
+  int bad = crypto_scalarmult_curve25519(shared, sk, tpk);
+  explicit_bzero(sk, sizeof sk);
+  if (bad) {
+    explicit_bzero(shared, sizeof shared);
+    printf("tether-serve error public-key %d\n", EINVAL);
+    return -1;
+  }
+  unsigned char both[sizeof tpk + crypto_scalarmult_curve25519_BYTES];
+  memcpy(both, tpk, sizeof tpk);
+  memcpy(both + sizeof tpk, spk, crypto_scalarmult_curve25519_BYTES);
+  hmac_sha256(serve_key, both, sizeof both, shared);
+  explicit_bzero(shared, sizeof shared);
+  return 0;
+}
+
+// Waits up to CALL_FDS_WAIT_MS for the client's message and takes its three fds onto 0, 1, 2.
+// 0, or -1 (nothing to answer: the client is gone or is not ours).
+static int call_take_streams(int conn) {
+  struct pollfd p = {.fd = conn, .events = POLLIN};
+  int ready;
+  while ((ready = poll(&p, 1, CALL_FDS_WAIT_MS)) < 0 && errno == EINTR) {
+  }
+  if (ready <= 0) return -1;
+  char byte;
+  struct iovec iov = {.iov_base = &byte, .iov_len = 1};
+  union {
+    char buf[CMSG_SPACE(3 * sizeof(int))];
+    struct cmsghdr align;
+  } control;
+  struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = control.buf, .msg_controllen = sizeof control.buf};
+  ssize_t n;
+  while ((n = recvmsg(conn, &msg, MSG_CMSG_CLOEXEC)) < 0 && errno == EINTR) {
+  }
+  struct cmsghdr *c = n == 1 ? CMSG_FIRSTHDR(&msg) : NULL;
+  if (!c || c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS || c->cmsg_len != CMSG_LEN(3 * sizeof(int)) ||
+      (msg.msg_flags & MSG_CTRUNC))
+    return -1;
+  int fds[3];
+  memcpy(fds, CMSG_DATA(c), sizeof fds);
+  for (int i = 0; i < 3; i++)
+    if (dup2(fds[i], i) < 0) return -1;
+  for (int i = 0; i < 3; i++)
+    if (fds[i] > 2) close(fds[i]);
+  return 0;
+}
+
+// Splits the request's words in place (line is NUL-terminated, MAC already checked and cut):
+// argv (NULL-terminated, words decoded from hex in place), the nonce and the tag. 0, or -1.
+static int call_parse(char *line, char **nonce, char **tag, char ***argv_out) {
+  size_t words = 0;
+  for (char *p = line; *p; p++)
+    if (*p == ' ') words++;
+  // tether-call NONCE TAG ARG0…: at least 3 spaces
+  if (words < 3) return -1;
+  char **argv = calloc(words, sizeof *argv);
+  if (!argv) return -1;
+  char *save = NULL, *word = strtok_r(line, " ", &save);
+  if (!word || strcmp(word, "tether-call")) return -1;
+  *nonce = strtok_r(NULL, " ", &save);
+  *tag = strtok_r(NULL, " ", &save);
+  if (!*nonce || !*tag || strlen(*nonce) != 32 || strlen(*tag) != 32) return -1;
+  unsigned char scratch[16];
+  if (from_hex(*nonce, 32, scratch, 16) < 0 || from_hex(*tag, 32, scratch, 16) < 0) return -1;
+  size_t argc = 0;
+  while ((word = strtok_r(NULL, " ", &save))) {
+    size_t len = strlen(word);
+    if (len % 2 || from_hex(word, len, (unsigned char *)word, len / 2) < 0) return -1;
+    word[len / 2] = '\0';
+    if (memchr(word, '\0', len / 2)) return -1; // a NUL inside a word cannot be an argv word
+    argv[argc++] = word;
+  }
+  if (argc == 0) return -1;
+  argv[argc] = NULL;
+  *argv_out = argv;
+  return 0;
+}
+
+// One call, in the server's child: the streams, the request, the command, the end line, the
+// status to the client. Never returns.
+static void call_serve(int conn) {
+  if (call_take_streams(conn) < 0) _exit(0);
+  char *line = malloc(CALL_LINE_MAX);
+  int len = line ? read_line(0, line, CALL_LINE_MAX) : -1;
+  char *nonce, *tag, **cmd;
+  unsigned char status = 125;
+  if (len < 0 || !serve_verifies(line, (size_t)len)) {
+    fprintf(stderr, "tether-call: refused: a request that does not verify: nothing ran\n");
+    (void)write_all(conn, (const char *)&status, 1);
+    _exit(0);
+  }
+  line[len - 65] = '\0';
+  if (call_parse(line, &nonce, &tag, &cmd) < 0) {
+    fprintf(stderr, "tether-call: refused: a malformed request: nothing ran\n");
+    (void)write_all(conn, (const char *)&status, 1);
+    _exit(0);
+  }
+  char var[64];
+  snprintf(var, sizeof var, "TETHER_SESSION_%s", tag);
+  pid_t pid = fork();
+  if (pid == 0) {
+    explicit_bzero(serve_key, sizeof serve_key);
+    close(conn);
+    signal(SIGPIPE, SIG_DFL);
+    signal(SIGCHLD, SIG_DFL);
+    setsid();
+    setenv(var, "1", 1);
+    execvp(cmd[0], cmd);
+    int err = errno;
+    fprintf(stderr, "tether: cannot run %s: %s\n", cmd[0], strerror(err));
+    _exit(err == ENOENT ? 127 : 126);
+  }
+  if (pid < 0) {
+    fprintf(stderr, "tether-call: fork: %s: nothing ran\n", strerror(errno));
+    (void)write_all(conn, (const char *)&status, 1);
+    _exit(0);
+  }
+  int wstatus;
+  while (waitpid(pid, &wstatus, 0) < 0 && errno == EINTR) {
+  }
+  status = WIFEXITED(wstatus) ? (unsigned char)WEXITSTATUS(wstatus) : (unsigned char)(128 + WTERMSIG(wstatus));
+  char end[160], mac[65];
+  int n = snprintf(end, sizeof end, "tether-end %s exit %u", nonce, status);
+  serve_mac(end, (size_t)n, mac);
+  snprintf(end + n, sizeof end - (size_t)n, " %s\n", mac);
+  explicit_bzero(serve_key, sizeof serve_key);
+  out_fd = 1;
+  (void)put_line(end);
+  (void)write_all(conn, (const char *)&status, 1);
+  _exit(0);
+}
+
+// The server's loop: a child per connection; ends after idle_ms without a call running or
+// waiting, or once DIR/sock is no longer the socket it bound (removed, replaced).
+static void serve_loop(int lfd, const char *path, long idle_ms) {
+  struct stat own;
+  if (fstat(lfd, &own) < 0 || stat(path, &own) < 0) _exit(0);
+  long last = now_ms();
+  int running = 0;
+  for (;;) {
+    pid_t done;
+    while ((done = waitpid(-1, NULL, WNOHANG)) > 0) running--;
+    if (running) last = now_ms();
+    struct stat now;
+    if (stat(path, &now) < 0 || now.st_ino != own.st_ino || now.st_dev != own.st_dev) return;
+    if (now_ms() - last >= idle_ms) return;
+    struct pollfd p = {.fd = lfd, .events = POLLIN};
+    if (poll(&p, 1, 1000) <= 0) continue;
+    int conn = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
+    if (conn < 0) continue;
+    last = now_ms();
+    if (running >= SERVE_CALLS_MAX) {
+      close(conn); // the client says it lost the server: an unknown end, swept
+      continue;
+    }
+    pid_t pid = fork();
+    if (pid == 0) {
+      close(lfd);
+      call_serve(conn);
+    }
+    if (pid > 0) running++;
+    close(conn);
+  }
+}
+
+static int serve_main(int argc, char **argv) {
+  // Non-dumpable before it reads anything: the key it is about to hold is the proof.
+  if (prctl(PR_SET_DUMPABLE, 0) < 0) {
+    printf("tether-serve error dumpable %d\n", errno);
+    return 125;
+  }
+  long idle_ms = SERVE_IDLE_MS;
+  if (argc == 5 && !strcmp(argv[3], "--idle")) idle_ms = atol(argv[4]);
+  if ((argc != 3 && argc != 5) || idle_ms <= 0) {
+    printf("tether-serve error usage %d\n", EINVAL);
+    return 125;
+  }
+  setvbuf(stdout, NULL, _IONBF, 0);
+  signal(SIGPIPE, SIG_IGN);
+  // A tracer that attached between the exec and the prctl is still attached: it could read the key.
+  if (traced()) {
+    printf("tether-serve error traced %d\n", errno);
+    return 125;
+  }
+  const char *dir = argv[2];
+  struct sockaddr_un addr;
+  if (serve_address(dir, &addr) < 0) {
+    printf("tether-serve error path %d\n", errno);
+    return 125;
+  }
+  unsigned char spk[crypto_scalarmult_curve25519_BYTES];
+  if (serve_agree(spk) < 0) return 125;
+  int lfd = -1;
+  if (mkdir(dir, 0700) < 0 || (lfd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0)) < 0 ||
+      bind(lfd, (struct sockaddr *)&addr, sizeof addr) < 0 || listen(lfd, 64) < 0) {
+    printf("tether-serve error listen %d\n", errno);
+    return 125;
+  }
+  pid_t pid = fork();
+  if (pid < 0) {
+    printf("tether-serve error fork %d\n", errno);
+    unlink(addr.sun_path);
+    rmdir(dir);
+    return 125;
+  }
+  if (pid == 0) {
+    setsid();
+    int null = open("/dev/null", O_RDWR | O_CLOEXEC);
+    for (int fd = 0; fd < 3 && null >= 0; fd++) dup2(null, fd);
+    if (null > 2) close(null);
+    serve_loop(lfd, addr.sun_path, idle_ms);
+    unlink(addr.sun_path);
+    rmdir(dir);
+    _exit(0);
+  }
+  unsigned long long start = 0;
+  read_stat(pid, NULL, NULL, &start);
+  char line[256], spk_hex[65], mac[65];
+  to_hex(spk, sizeof spk, spk_hex);
+  int n = snprintf(line, sizeof line, "tether-serve %s %d %llu", spk_hex, pid, start);
+  serve_mac(line, (size_t)n, mac);
+  explicit_bzero(serve_key, sizeof serve_key);
+  printf("%s %s\n", line, mac);
+  return 0;
+}
+
+#endif

@@ -1,0 +1,115 @@
+// The resident helper's lines, on tether's side (docs/sandbox.md, "The resident helper"; the
+// helper's side is native/helper-serve.c): the X25519 key agreement that starts a server, the
+// request a call sends, and the verification of every line the server writes. Node's crypto
+// (OpenSSL) on this side, libsodium's in the helper.
+import {
+  createHmac,
+  createPublicKey,
+  diffieHellman,
+  generateKeyPairSync,
+  type KeyObject,
+  timingSafeEqual,
+} from 'node:crypto';
+
+const HEX64 = /^[0-9a-f]{64}$/;
+const HEX32 = /^[0-9a-f]{32}$/;
+
+/** tether's half of one agreement: its X25519 key pair, the public key as 64 hex digits. */
+export interface Agreement {
+  readonly privateKey: KeyObject;
+  readonly publicHex: string;
+}
+
+/** A fresh X25519 key pair for one server's start. */
+export function newAgreement(): Agreement {
+  const { privateKey, publicKey } = generateKeyPairSync('x25519');
+  const jwk = publicKey.export({ format: 'jwk' });
+  return { privateKey, publicHex: Buffer.from(String(jwk.x), 'base64url').toString('hex') };
+}
+
+/** The first line the server reads (`tether-serve TPK\n`). */
+export function serveRequest(agreement: Agreement): string {
+  return `tether-serve ${agreement.publicHex}\n`;
+}
+
+/** HMAC-SHA-256 of `text` under `key` (32 bytes), 64 hex digits. */
+export function mac(key: Buffer, text: string | Buffer): string {
+  return createHmac('sha256', key).update(text).digest('hex');
+}
+
+/**
+ * Whether `line` (without its newline) ends in ` MAC` that verifies under `key` over everything
+ * before that space. Constant time in the MAC's bytes.
+ */
+export function verifies(key: Buffer, line: Buffer | string): boolean {
+  const bytes = Buffer.isBuffer(line) ? line : Buffer.from(line, 'latin1');
+  if (bytes.length < 65 || bytes[bytes.length - 65] !== 0x20) return false;
+  const given = bytes.subarray(bytes.length - 64).toString('latin1');
+  if (!HEX64.test(given)) return false;
+  const want = createHmac('sha256', key)
+    .update(bytes.subarray(0, bytes.length - 65))
+    .digest();
+  return timingSafeEqual(want, Buffer.from(given, 'hex'));
+}
+
+/** A server that answered its start: the key agreed with it, and its identity in the container. */
+export interface Server {
+  readonly key: Buffer;
+  readonly pid: number;
+  /** Its start time (clock ticks since the container's boot, /proc/PID/stat field 22). */
+  readonly startTime: number;
+}
+
+/**
+ * The key from the server's answer `tether-serve SPK PID START MAC` (without its newline), or
+ * undefined when the line is anything else or its MAC does not verify under the agreed key —
+ * the server then is not one this agreement started (or its line was swapped) and nothing is
+ * sent to it.
+ */
+export function acceptServer(agreement: Agreement, line: string): Server | undefined {
+  const words = line.split(' ');
+  if (words.length !== 5 || words[0] !== 'tether-serve') return undefined;
+  const [, spk, pidWord, startWord] = words as [string, string, string, string, string];
+  if (!HEX64.test(spk) || !/^[1-9][0-9]{0,9}$/.test(pidWord) || !/^[0-9]{1,20}$/.test(startWord))
+    return undefined;
+  const tpk = Buffer.from(agreement.publicHex, 'hex');
+  const spkBytes = Buffer.from(spk, 'hex');
+  let shared: Buffer;
+  try {
+    shared = diffieHellman({
+      privateKey: agreement.privateKey,
+      publicKey: createPublicKey({
+        key: { kty: 'OKP', crv: 'X25519', x: spkBytes.toString('base64url') },
+        format: 'jwk',
+      }),
+    });
+  } catch {
+    return undefined; // a public key of small order: no shared secret
+  }
+  if (shared.every((b) => b === 0)) return undefined;
+  const key = createHmac('sha256', shared)
+    .update(Buffer.concat([tpk, spkBytes]))
+    .digest();
+  shared.fill(0);
+  if (!verifies(key, line)) return undefined;
+  const pid = Number(pidWord);
+  return pid > 1 ? { key, pid, startTime: Number(startWord) } : undefined;
+}
+
+/**
+ * A call's request line (with its newline): `tether-call NONCE TAG ARG… MAC`, each argv word in
+ * hex. Throws on a nonce or tag that is not 32 hex digits, an empty argv or a word holding NUL.
+ */
+export function callRequest(key: Buffer, nonce: string, tag: string, argv: readonly string[]): string {
+  if (!HEX32.test(nonce) || !HEX32.test(tag)) throw new Error('a nonce and a tag are 32 hex digits');
+  if (argv.length === 0 || argv.some((word) => word.includes('\0')))
+    throw new Error('a command is one or more words without NUL');
+  const text = `tether-call ${nonce} ${tag} ${argv.map((w) => Buffer.from(w).toString('hex')).join(' ')}`;
+  return `${text} ${mac(key, text)}\n`;
+}
+
+/** The end line a call's server child writes for `status` (without its newline). */
+export function endLine(key: Buffer, nonce: string, status: number): string {
+  const text = `tether-end ${nonce} exit ${status}`;
+  return `${text} ${mac(key, text)}`;
+}

@@ -1,0 +1,181 @@
+// The resident helper's mechanics (native/helper-serve.c, src/sandbox/resident.ts): a server
+// started in a real container with a key agreed over its streams, calls exec'd directly through
+// the channel, each line checked under the key on this side. The server is started here by a
+// direct exec of the pushed file; sessions start it through the checked path. Ground truth: the
+// container's /proc (the server's identity, gone after its idle bound) and a marker file the
+// command writes.
+import { randomBytes } from 'node:crypto';
+import { existsSync, readFileSync } from 'node:fs';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { prebuiltCandidates } from '../../src/containment/prebuilt.js';
+import type { ExecChannel } from '../../src/sandbox/channel.js';
+import { pushHelper } from '../../src/sandbox/helper-push.js';
+import {
+  acceptServer,
+  callRequest,
+  endLine,
+  newAgreement,
+  type Server,
+  serveRequest,
+  verifies,
+} from '../../src/sandbox/resident.js';
+import { missing } from '../support/tools.js';
+import { type Container, privateTmp, sleep, startContainer } from './container.js';
+
+const local = prebuiltCandidates(process.arch).find((p) => existsSync(p));
+// A helper built without libsodium answers `--serve` with `unsupported`: nothing here applies.
+const why = local ? missing('libsodium.a') : 'no prebuilt helper built here';
+const serves = why === '';
+
+interface Ran {
+  stdout: Buffer;
+  stderr: string;
+  status: number | null;
+}
+
+async function execOnce(channel: ExecChannel, argv: string[], input: string | Buffer): Promise<Ran> {
+  const client = channel.exec(argv);
+  const out: Buffer[] = [];
+  const err: Buffer[] = [];
+  client.stdout.on('data', (b: Buffer) => out.push(b));
+  client.stderr.on('data', (b: Buffer) => err.push(b));
+  const closed = Promise.all([
+    new Promise((r) => client.stdout.once('close', r)),
+    new Promise((r) => client.stderr.once('close', r)),
+  ]);
+  client.stdin.end(input);
+  const exit = await client.exited;
+  await closed;
+  return { stdout: Buffer.concat(out), stderr: Buffer.concat(err).toString(), status: exit.status };
+}
+
+const hex = (n: number) => randomBytes(n).toString('hex');
+
+describe.skipIf(!serves)(`the resident helper${serves ? '' : ` (skipped: ${why})`}`, () => {
+  let box: Container;
+  let helper: string;
+  beforeAll(async () => {
+    box = await startContainer(240);
+    privateTmp(box, `tether-resident-${process.pid}`);
+    const pushed = await pushHelper(box.channel);
+    if (!('path' in pushed)) throw new Error(`no helper: ${pushed.unavailable}`);
+    helper = pushed.path;
+  });
+  afterAll(async () => {
+    await box?.stop();
+  });
+
+  const inBox = (path: string) => `/proc/${box.init}/root${path}`;
+  const statOf = (pid: number) => {
+    try {
+      return readFileSync(inBox(`/proc/${pid}/stat`), 'latin1');
+    } catch {
+      return undefined;
+    }
+  };
+
+  async function start(dir: string, idleMs = 60_000): Promise<Server> {
+    const agreement = newAgreement();
+    const ran = await execOnce(
+      box.channel,
+      [helper, '--serve', dir, '--idle', String(idleMs)],
+      serveRequest(agreement),
+    );
+    expect(ran.status, ran.stderr).toBe(0);
+    const server = acceptServer(agreement, ran.stdout.toString('latin1').replace(/\n$/, ''));
+    if (!server) throw new Error(`no server line that verifies: ${JSON.stringify(ran.stdout.toString())}`);
+    return server;
+  }
+
+  it('agrees a key, keeps running after its exec, and runs a call with its stdin, the tag and a line that verifies', async () => {
+    const dir = `/tmp/tether-serve-${hex(8)}`;
+    const server = await start(dir);
+    // The server's identity as the container's /proc gives it: alive, its start time as said.
+    const stat = statOf(server.pid);
+    expect(stat, 'the server runs after its exec ended').toBeDefined();
+    expect(
+      Number(
+        String(stat)
+          .slice(String(stat).lastIndexOf(')') + 2)
+          .split(' ')[19],
+      ),
+    ).toBe(server.startTime);
+
+    const nonce = hex(16);
+    const tag = hex(16);
+    const request = callRequest(server.key, nonce, tag, [
+      'sh',
+      '-c',
+      'printf "%s|" "$(cat)" "$(printenv "TETHER_SESSION_$1")" "$(env | grep -c "^TETHER_SESSION_$1=1$")"; printf "no newline"; exit 3',
+      'sh',
+      tag,
+    ]);
+    const ran = await execOnce(box.channel, [helper, '--call', dir], `${request}the input\n`);
+    expect(ran.status, ran.stderr).toBe(3);
+    const out = ran.stdout.toString('latin1');
+    const at = out.lastIndexOf(`tether-end ${nonce} `);
+    expect(out.slice(0, at)).toBe('the input|1|1|no newline');
+    const line = out.slice(at).replace(/\n$/, '');
+    expect(line).toBe(endLine(server.key, nonce, 3));
+    expect(verifies(server.key, line)).toBe(true);
+  });
+
+  it('runs nothing for a request that does not verify, and a line the command forges does not verify', async () => {
+    const dir = `/tmp/tether-serve-${hex(8)}`;
+    const server = await start(dir);
+    const mark = `/tmp/tether-resident-mark-${hex(8)}`;
+    const nonce = hex(16);
+    const argv = ['sh', '-c', `echo ran >> ${mark}`];
+    const good = callRequest(server.key, nonce, hex(16), argv);
+    // The same request under another key, and one whose argv was changed after its MAC.
+    const otherKey = randomBytes(32);
+    const forgedKey = callRequest(otherKey, nonce, hex(16), argv);
+    const swapped = good.replace(
+      Buffer.from(`echo ran >> ${mark}`).toString('hex'),
+      Buffer.from(`echo ran >>${mark}`).toString('hex'),
+    );
+    expect(swapped).not.toBe(good);
+    for (const request of [forgedKey, swapped, 'tether-call\n']) {
+      const ran = await execOnce(box.channel, [helper, '--call', dir], request);
+      expect(ran.status).toBe(125);
+      expect(ran.stderr).toMatch(/^tether-call: refused: a request that does not verify: nothing ran\n$/);
+      expect(ran.stdout.length).toBe(0);
+    }
+    expect(existsSync(inBox(mark))).toBe(false);
+
+    // The command prints an end line with its call's nonce and exit 0, MAC'd under a key it could
+    // have guessed, then exits 4: only the server's own line verifies.
+    const forged = endLine(otherKey, nonce, 0);
+    const ran = await execOnce(
+      box.channel,
+      [helper, '--call', dir],
+      callRequest(server.key, nonce, hex(16), ['sh', '-c', `printf '%s\\n' '${forged}'; exit 4`]),
+    );
+    expect(ran.status).toBe(4);
+    const lines = ran.stdout.toString('latin1').trimEnd().split('\n');
+    expect(lines).toEqual([forged, endLine(server.key, nonce, 4)]);
+    expect(verifies(server.key, lines[0] as string)).toBe(false);
+    expect(verifies(server.key, lines[1] as string)).toBe(true);
+  });
+
+  it('a client without a server says so and runs nothing; a server ends after its idle bound and when its socket goes', async () => {
+    const ran = await execOnce(box.channel, [helper, '--call', `/tmp/tether-serve-none-${hex(8)}`], 'x\n');
+    expect(ran.status).toBe(125);
+    expect(ran.stderr).toMatch(
+      /^tether-call: no-server: \/tmp\/tether-serve-none-[0-9a-f]+\/sock: No such file or directory\n$/,
+    );
+
+    const idle = await start(`/tmp/tether-serve-${hex(8)}`, 300);
+    const removed = `/tmp/tether-serve-${hex(8)}`;
+    const orphaned = await start(removed);
+    await execOnce(box.channel, ['rm', `${removed}/sock`], '');
+    // Each checks once a second: 3 s is its bound and the container's zombies keep their stat.
+    const gone = (s: Server) => {
+      const stat = statOf(s.pid);
+      return stat === undefined || stat.slice(stat.lastIndexOf(')') + 2).startsWith('Z');
+    };
+    for (let i = 0; i < 60 && !(gone(idle) && gone(orphaned)); i++) await sleep(100);
+    expect(gone(idle), 'ended after its idle bound').toBe(true);
+    expect(gone(orphaned), 'ended once its socket was removed').toBe(true);
+  });
+});
