@@ -153,6 +153,23 @@ function errorJson(error: TetherError, tag?: string): string {
   return `${JSON.stringify({ code: error.code, message: error.message, ...(tag ? { tag } : {}), ...(cause ? { cause } : {}), ...(report ? { report } : {}) })}\n`;
 }
 
+/**
+ * The top level of a `--json` end: everything the caller must know — the end's own blind spots
+ * and notes, then the report's (`report.blindSpots`, `report.notes`: the sweep's, and how the
+ * commands ran, a fall back to the env tag alone included), each once, in that order
+ * (docs/sandbox.md, "Command line"). `{ blindSpots, notes }`.
+ */
+function mustKnow(
+  blindSpots: readonly string[],
+  notes: readonly string[],
+  report: SweepReport | undefined,
+): { blindSpots: string[]; notes: string[] } {
+  return {
+    blindSpots: [...new Set([...blindSpots, ...(report?.blindSpots ?? [])])],
+    notes: [...new Set([...notes, ...(report?.notes ?? [])])],
+  };
+}
+
 // The status of a sandbox error (docs/cli.md#sandbox-exec-exit-status).
 function errorStatus(error: SandboxError | ExecStatusUnknownError): number {
   switch (error.code) {
@@ -231,6 +248,8 @@ export async function sandboxExecCommand(
   // A proven end that was cancelled, said once the status is final; the report to print.
   let cancelled: SandboxExecResult | undefined;
   let report: SweepReport | undefined;
+  // The end, for --json's top level.
+  let ended: SandboxExecResult | undefined;
   try {
     const options = {
       tag,
@@ -282,6 +301,7 @@ export async function sandboxExecCommand(
       blindSpots: r.blindSpots,
       ...(r.report ? { report: r.report } : {}),
     };
+    ended = r;
   } catch (error) {
     if (!(error instanceof ExecStatusUnknownError) && !(error instanceof SandboxError)) throw error;
     if (flags.json) process.stderr.write(errorJson(error, tag.name));
@@ -300,7 +320,10 @@ export async function sandboxExecCommand(
   }
   if (cancelled) notes.unshift(cancelNote(call.cancelledBy(), cancelled, Number(process.exitCode)));
   if (flags.json) {
-    if (Object.keys(json).length) process.stderr.write(`${JSON.stringify({ ...json, notes })}\n`);
+    if (ended)
+      process.stderr.write(
+        `${JSON.stringify({ ...json, ...mustKnow(ended.blindSpots, notes, ended.report) })}\n`,
+      );
   } else {
     for (const note of notes) process.stderr.write(`tether: ${note}\n`);
     if (report) process.stderr.write(`${renderReport(report).join('\n')}\n`);
@@ -409,7 +432,7 @@ function printRunResult(
   if (json) {
     const error = r.error ? { code: r.error.code, message: r.error.message } : undefined;
     process.stderr.write(
-      `${JSON.stringify({ tag: r.tag, failed: r.failed, ok: r.ok, exitCode: r.exitCode, status: process.exitCode, timedOut: r.timedOut, isCanceled: r.isCanceled, clientStatus: r.clientStatus, clientSignal: r.clientSignal, streamHeld: r.streamHeld, stoppedBy: r.stoppedBy, blindSpots: r.blindSpots, ...(error ? { error } : {}), report: r.report, notes })}\n`,
+      `${JSON.stringify({ tag: r.tag, failed: r.failed, ok: r.ok, exitCode: r.exitCode, status: process.exitCode, timedOut: r.timedOut, isCanceled: r.isCanceled, clientStatus: r.clientStatus, clientSignal: r.clientSignal, streamHeld: r.streamHeld, stoppedBy: r.stoppedBy, ...mustKnow(r.blindSpots, notes, r.report), ...(error ? { error } : {}), report: r.report })}\n`,
     );
     return;
   }

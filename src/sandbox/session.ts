@@ -123,7 +123,14 @@ export interface SandboxRunOptions extends SandboxSessionOptions, SandboxCommand
   reject?: boolean;
 }
 
-/** `sandbox.run`'s result: the command's end and `report`, the session's sweep. */
+/**
+ * `sandbox.run`'s result: the command's end and `report`, the session's sweep. What it rests on
+ * is in two places, both to be read: `blindSpots` says the command's end's (the end line's, as
+ * `sandbox.exec`'s: empty when the helper wrote it), `report.blindSpots` the session's sweep's
+ * and `report.notes` how the commands ran — under the helper, or on the env tag alone and why
+ * (then an env-cleared process the command left is not found, and `report.blindSpots` says so).
+ * The CLI's `--json` end puts both at its top level (docs/sandbox.md, "Command line").
+ */
 export interface SandboxRunResult<T extends string | Buffer = string> extends SandboxExitResult<T> {
   report: SweepReport;
 }
