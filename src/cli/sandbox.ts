@@ -245,7 +245,7 @@ export async function sandboxExecCommand(
   const stdin = process.stdin.isTTY ? undefined : process.stdin;
   const notes: string[] = [];
   let json: Record<string, unknown> = {};
-  // A proven end that was cancelled, said once the status is final; the report to print.
+  // A proven end that was cancelled, said once the status is final; the session's report to print.
   let cancelled: SandboxExecResult | undefined;
   let report: SweepReport | undefined;
   // The end, for --json's top level.
@@ -266,13 +266,8 @@ export async function sandboxExecCommand(
     // --sweep: an agent session of one command (sandbox.run), swept at every end; its unproven
     // end is thrown as exec's is, to the same statuses.
     const r = flags.sweep ? await sweptExec(channel, argv, options) : await exec(channel, argv, options);
-    // The session's sweep, --sweep's or a cancel's, when it has something to say (as sandbox run).
-    if (
-      (flags.sweep || r.isCanceled) &&
-      r.report &&
-      (r.report.stopped.length || r.report.survivors.length || r.report.warnings.length || !r.report.complete)
-    )
-      report = r.report;
+    // The session's sweep, --sweep's or a cancel's: said as sandbox run says it.
+    if (flags.sweep || r.isCanceled) report = r.report;
     if (r.isCanceled) cancelled = r;
     if (r.streamHeld) {
       notes.push(
@@ -326,7 +321,7 @@ export async function sandboxExecCommand(
       );
   } else {
     for (const note of notes) process.stderr.write(`tether: ${note}\n`);
-    if (report) process.stderr.write(`${renderReport(report).join('\n')}\n`);
+    if (report) printSweptReport(report);
     // The tag, on every end: what the command left (a proven end sweeps nothing) or started late
     // is swept with it (docs/sandbox.md#docker).
     process.stderr.write(`tether: session --tag ${tag.name}\n`);
@@ -438,28 +433,37 @@ function printRunResult(
   }
   if (r.error) process.stderr.write(`tether: ${r.error.message}\n`);
   for (const note of notes) process.stderr.write(`tether: ${note}\n`);
-  const { report } = r;
-  if (report.stopped.length || report.survivors.length || report.warnings.length || !report.complete)
-    process.stderr.write(`${renderReport(report).join('\n')}\n`);
-  // Nothing to list, but a session that ran on the env tag alone says so: an env-cleared
-  // process it left is not found, and a quiet exit must not read as "nothing left running".
-  else for (const line of envTagAlone(report)) process.stderr.write(`tether: ${line}\n`);
+  printSweptReport(r.report);
   // "recorded" only when every write landed (a failed one is a LEDGER_WRITE_FAILED warning above).
-  if (ledger && !report.warnings.some((w) => w.code === 'LEDGER_WRITE_FAILED'))
+  if (ledger && !r.report.warnings.some((w) => w.code === 'LEDGER_WRITE_FAILED'))
     process.stderr.write(`tether: recorded in ${ledger.location}: tether show ${r.tag}\n`);
   process.stderr.write(`tether: session --tag ${r.tag}\n`);
 }
 
-// The notes of a session that could not run (all) its commands under the helper, and what the env
-// tag cannot see: empty when every command ran under it.
+// The notes of a session that could not run (all) its commands under the helper — each says why
+// (no helper in the target, and why; a command whose wrapper fell back, and what it said) —
+// empty when every command ran under it.
 function envTagAlone(report: SweepReport): string[] {
-  const why = report.notes.filter(
+  return report.notes.filter(
     (n) =>
       / the session runs on the env tag alone$/.test(n) ||
       / fell back to the shell, on the env tag alone /.test(n),
   );
-  if (why.length === 0) return [];
-  return [...why, ...notSeenLines(report.blindSpots ?? [])];
+}
+
+// A session's report on stderr, as `sandbox run` and `sandbox exec --sweep` print it: a fall back
+// to the env tag alone first, as a `tether: warning:` line naming why (the result is still a
+// success: what it left with a cleared environment is not found), then the report when it has
+// something to say — or, with nothing to list after such a fall back, what the env tag cannot see:
+// a quiet exit must not read as "nothing left running".
+function printSweptReport(report: SweepReport): void {
+  const why = envTagAlone(report);
+  for (const line of why) process.stderr.write(`tether: warning: ${line}\n`);
+  const rest = { ...report, notes: report.notes.filter((n) => !why.includes(n)) };
+  if (report.stopped.length || report.survivors.length || report.warnings.length || !report.complete)
+    process.stderr.write(`${renderReport(rest).join('\n')}\n`);
+  else if (why.length)
+    for (const line of notSeenLines(report.blindSpots ?? [])) process.stderr.write(`tether: ${line}\n`);
 }
 
 // `sandbox run`'s SandboxError on stderr, and its status: the --via client could not start

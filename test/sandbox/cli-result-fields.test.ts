@@ -1,8 +1,8 @@
-// What `tether sandbox run --json` (and `sandbox exec --json`) tells a reader of its end's top
-// level alone — found by a new user's trial: the top-level `blindSpots` and `notes` were empty
-// while the report held the sweep's blind spots and notes (the helper's absence, and why, among
-// them). Ground truth: each command's leftover, by its unique cmdline in the container's PID
-// namespace, alive or gone on the host.
+// What `tether sandbox run` (and `sandbox exec`) tells a reader of its end alone — found by a new
+// user's trial: under --json the top-level `blindSpots` and `notes` were empty while the report
+// held the sweep's blind spots and notes (the helper's absence, and why, among them); a session
+// that fell back to the env tag alone said so only in a note. Ground truth: each command's
+// leftover, by its unique cmdline in the container's PID namespace, alive or gone on the host.
 import { execFileSync } from 'node:child_process';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { createTag, sandbox } from '../../src/index.js';
@@ -60,6 +60,12 @@ function endOf(stderr: string): Record<string, unknown> & {
 } {
   return JSON.parse(stderr.trim().split('\n').at(-1) as string);
 }
+
+const FELL_BACK = (why: string) =>
+  new RegExp(
+    `^tether: warning: no helper in .*: the file system at /tmp is mounted ${why}; the session runs on the env tag alone$`,
+    'gm',
+  );
 
 describe('sandbox run --json: the top level says everything the report says', () => {
   it('under the helper: the sweep’s blind spots and notes are at the top level too, each once', async () => {
@@ -123,5 +129,51 @@ describe('sandbox run --json: the top level says everything the report says', ()
     expect(r.stderr.trim().split('\n')).toHaveLength(1);
     // Ground truth: the leftover kept the tag, and the env tag's sweep stopped it.
     expect(taggedOnHost(tag)).toEqual([]);
+  });
+});
+
+describe('a session that fell back to the env tag alone warns, naming why', () => {
+  it('sandbox run, nothing to list (a read-only /tmp): one warning line, then what is not seen', async () => {
+    tmpWith('tether-rf-ro', 'ro');
+    const tag = newTag();
+    const r = await tether(['sandbox', 'run', '--tag', tag, '--via', via, '--', 'true']);
+    expect(r.code, r.stderr).toBe(0);
+    expect(r.stderr.match(FELL_BACK('read-only'))).toHaveLength(1);
+    expect(r.stderr).not.toMatch(/^tether: (note: )?no helper in /m);
+    expect(r.stderr).toMatch(/^tether: not seen: env-cleared processes are invisible to the env tag/m);
+  });
+
+  it('sandbox run, a leftover stopped (a noexec /tmp): the warning once, beside the report', async () => {
+    tmpWith('tether-rf-noexec', 'noexec');
+    const tag = newTag();
+    const s = BASE + 2;
+    const run = tether([
+      'sandbox',
+      'run',
+      '--tag',
+      tag,
+      '--via',
+      via,
+      '--',
+      'sh',
+      '-c',
+      `setsid sleep ${s} </dev/null >/dev/null 2>&1 & sleep 1`,
+    ]);
+    const seen = await doubleForked(box, s);
+    const r = await run;
+    expect(r.code, r.stderr).toBe(0);
+    expect(r.stderr.match(FELL_BACK('noexec'))).toHaveLength(1);
+    expect(r.stderr).not.toMatch(/^tether: note: no helper in /m);
+    expect(r.stderr).toMatch(new RegExp(`^tether: stopped 1 process of the session:$[^]*sleep ${s}$`, 'm'));
+    // Ground truth: the tagged leftover is gone.
+    expect(aliveOnHost(seen)).toBe(false);
+  });
+
+  it('sandbox exec --sweep (a read-only /tmp): the same warning', async () => {
+    tmpWith('tether-rf-sweep', 'ro');
+    const tag = newTag();
+    const r = await tether(['sandbox', 'exec', '--sweep', '--tag', tag, '--via', via, '--', 'true']);
+    expect(r.code, r.stderr).toBe(0);
+    expect(r.stderr.match(FELL_BACK('read-only'))).toHaveLength(1);
   });
 });
