@@ -62,6 +62,11 @@ export function nothingLeft(report: SweepReport): boolean {
   );
 }
 
+/** `ms` in seconds for a person, at most three decimals: `2 s`, `0.25 s`, `1800 s`. */
+export function seconds(ms: number): string {
+  return `${Number((ms / 1000).toFixed(3))} s`;
+}
+
 /** A `not seen:` line says a blind spot whole up to this many characters, else its headline. */
 export const NOT_SEEN_MAX = 200;
 

@@ -31,7 +31,7 @@ import {
 } from './exit-codes.js';
 import { type OutputFile, openOutputFile } from './output-file.js';
 import { type PhaseFlags, phaseBudgets, phaseOptions } from './phases.js';
-import { notSeenLines, renderReport } from './render.js';
+import { notSeenLines, renderReport, seconds } from './render.js';
 import { cancelNote, missingShellLine, noNonceLines, sweepGotNoNonce } from './sandbox-ends.js';
 import { scriptCommand } from './script.js';
 
@@ -186,6 +186,13 @@ function errorStatus(error: SandboxError | ExecStatusUnknownError): number {
   }
 }
 
+// What a stop by the --silence bound says: how long the bound was, and the flag as typed (`the
+// exec client was silent for the --silence bound: the command was stopped (no output for 2 s:
+// --silence 2s)`).
+function silenceNote(silenceMs: number, typed: string, what: string): string {
+  return `the exec client was silent for the --silence bound: ${what} was stopped (no output for ${seconds(silenceMs)}: --silence ${typed})`;
+}
+
 // "status 3" / "signal SIGKILL" for messages.
 function clientEnd(r: SandboxExecResult): string {
   return r.clientSignal ? `was ended by ${r.clientSignal}` : `exited with status ${r.clientStatus}`;
@@ -280,8 +287,7 @@ export async function sandboxExecCommand(
     } else {
       process.exitCode = r.exitCode;
     }
-    if (r.stoppedBy === 'silence')
-      notes.push(`the exec client was silent for ${flags.silence}: the call was stopped`);
+    if (r.stoppedBy === 'silence') notes.push(silenceNote(silenceMs, flags.silence, 'the call'));
     json = {
       tag: r.tag,
       failed: r.failed,
@@ -388,7 +394,7 @@ export async function sandboxRunCommand(
     });
     writeReportFile(reportFile, r.report);
     const notes: string[] = [];
-    process.exitCode = runStatus(r, notes);
+    process.exitCode = runStatus(r, notes, silenceNote(silenceMs, flags.silence, 'the command'));
     if (call.outputClosed() && !r.error) {
       notes.push('stdout was closed by its reader (EPIPE): the command was stopped and its session swept');
       process.exitCode = EXIT_OUTPUT_CLOSED;
@@ -514,20 +520,20 @@ function refuseRecord(where: string, error: unknown): void {
   process.exitCode = EXIT_USAGE;
 }
 
-// `tether run`'s statuses for a sandbox session's end (see sandboxRunCommand).
-function runStatus(r: SandboxRunResult, notes: string[]): number {
+// `tether run`'s statuses for a sandbox session's end (see sandboxRunCommand); `silence`, the
+// note of a stop by --silence (silenceNote).
+function runStatus(r: SandboxRunResult, notes: string[], silence: string): number {
   // Stopped by --timeout, --silence or a signal to tether, its line lost, the session settled
   // (sandbox.run): as timeout(1), 124 for a time bound (--silence is one) — 137 when the sweep had
   // to KILL what it stopped; a signal's 143 (137).
   const code = (r.error as { code?: string } | undefined)?.code;
   const silenced = r.stoppedBy === 'silence';
+  if (silenced) notes.push(silence);
   if (code === 'TIMED_OUT' || code === 'CANCELLED') {
-    if (silenced) notes.push('the exec client was silent for the --silence bound: the command was stopped');
     const killed = r.report.stopped.some((p) => p.endedBy === 'SIGKILL');
     return killed ? 128 + 9 : code === 'TIMED_OUT' || silenced ? EXIT_TIMED_OUT : 128 + 15;
   }
   if (r.error) return errorStatus(r.error as SandboxError);
-  if (silenced) notes.push('the exec client was silent for the --silence bound: the command was stopped');
   if (r.streamHeld)
     notes.push(
       "a process the command left still held its output 2 s after its end: the exec client was ended (the status is the command's)",

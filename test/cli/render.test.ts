@@ -3,7 +3,7 @@
 // running" is printed only when nothing is left and the end is proven, and each process and
 // warning the JSON names is in the text. A pure renderer: tested on built reports.
 import { describe, expect, it } from 'vitest';
-import { nothingLeft, notSeenLines, renderReport } from '../../src/cli/render.js';
+import { nothingLeft, notSeenLines, renderReport, seconds } from '../../src/cli/render.js';
 import type {
   KeptRecord,
   ProcessRecord,
@@ -169,5 +169,17 @@ describe('not seen: lines', () => {
     const text = renderReport(report({ blindSpots: [long] })).join('\n');
     expect(text).toContain('tether: not seen: long things are not seen\n');
     expect(text).not.toContain('because because');
+  });
+});
+
+describe('seconds', () => {
+  it('says ms as seconds, at most three decimals, no trailing zeros', () => {
+    expect([2_000, 1_500, 250, 1, 1_800_000].map(seconds)).toEqual([
+      '2 s',
+      '1.5 s',
+      '0.25 s',
+      '0.001 s',
+      '1800 s',
+    ]);
   });
 });

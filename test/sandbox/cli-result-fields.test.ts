@@ -1,8 +1,9 @@
 // What `tether sandbox run` (and `sandbox exec`) tells a reader of its end alone — found by a new
 // user's trial: under --json the top-level `blindSpots` and `notes` were empty while the report
 // held the sweep's blind spots and notes (the helper's absence, and why, among them); a session
-// that fell back to the env tag alone said so only in a note. Ground truth: each command's
-// leftover, by its unique cmdline in the container's PID namespace, alive or gone on the host.
+// that fell back to the env tag alone said so only in a note; a stop by --silence did not say how
+// long the bound was. Ground truth: each command's leftover, by its unique cmdline in the
+// container's PID namespace, alive or gone on the host.
 import { execFileSync } from 'node:child_process';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { createTag, sandbox } from '../../src/index.js';
@@ -175,5 +176,53 @@ describe('a session that fell back to the env tag alone warns, naming why', () =
     const r = await tether(['sandbox', 'exec', '--sweep', '--tag', tag, '--via', via, '--', 'true']);
     expect(r.code, r.stderr).toBe(0);
     expect(r.stderr.match(FELL_BACK('read-only'))).toHaveLength(1);
+  });
+});
+
+describe('a stop by --silence says how long the bound was', () => {
+  it('sandbox run --silence 1s: 124, "no output for 1 s: --silence 1s", the session swept', async () => {
+    tmpWith('tether-rf-silence');
+    const tag = newTag();
+    const s = BASE + 3;
+    const r = await tether([
+      'sandbox',
+      'run',
+      '--silence',
+      '1s',
+      '--tag',
+      tag,
+      '--via',
+      via,
+      '--',
+      'sleep',
+      String(s),
+    ]);
+    expect(r.code, r.stderr).toBe(124);
+    expect(r.stderr).toMatch(
+      /^tether: the exec client was silent for the --silence bound: the command was stopped \(no output for 1 s: --silence 1s\)$/m,
+    );
+    expect(taggedOnHost(tag)).toEqual([]);
+  });
+
+  it('sandbox exec --silence 1500ms: "no output for 1.5 s: --silence 1500ms", its call swept', async () => {
+    const tag = newTag();
+    const s = BASE + 4;
+    const r = await tether([
+      'sandbox',
+      'exec',
+      '--silence',
+      '1500ms',
+      '--tag',
+      tag,
+      '--via',
+      via,
+      '--',
+      'sleep',
+      String(s),
+    ]);
+    expect(r.stderr).toMatch(
+      /^tether: the exec client was silent for the --silence bound: the call was stopped \(no output for 1\.5 s: --silence 1500ms\)$/m,
+    );
+    expect(taggedOnHost(tag)).toEqual([]);
   });
 });
