@@ -12,8 +12,12 @@ import { addLedgerCommands } from './ledger-commands.js';
 import { phaseOptions } from './phases.js';
 import { psCommand } from './ps.js';
 import { runCommand } from './run.js';
-import { addSandboxCommands } from './sandbox.js';
+import { addSandboxCommands, errorJson, jsonErrorsTo } from './sandbox.js';
 import { sweepCommand } from './sweep.js';
+
+// Where this command line's errors go as JSON (a sandbox command under --json), or undefined:
+// set by main before the parse.
+let jsonErrors: NodeJS.WritableStream | undefined;
 
 const program = new Command('tether')
   .description('Run a command as a session: every process it starts ends with it.')
@@ -21,7 +25,11 @@ const program = new Command('tether')
   .enablePositionalOptions()
   .exitOverride()
   .configureOutput({
-    outputError: (text, write) => write(`tether: ${text.replace(/^error: /, '')}`),
+    outputError: (text, write) => {
+      const said = text.replace(/^error: /, '');
+      if (jsonErrors) jsonErrors.write(errorJson(new TetherError('INVALID_OPTION', said.trimEnd())));
+      else write(`tether: ${said}`);
+    },
   });
 
 phaseOptions(
@@ -132,13 +140,15 @@ export async function main(argv: readonly string[]): Promise<void> {
     process.exitCode = EXIT_TETHER_FAILED;
     return;
   }
+  jsonErrors = jsonErrorsTo(argv.slice(2));
   try {
     await program.parseAsync([...argv]);
   } catch (error) {
     if (error instanceof CommanderError) {
       process.exitCode = error.exitCode === 0 ? 0 : EXIT_USAGE;
     } else if (error instanceof TetherError) {
-      process.stderr.write(`tether: ${error.message}\n`);
+      if (jsonErrors) jsonErrors.write(errorJson(error));
+      else process.stderr.write(`tether: ${error.message}\n`);
       process.exitCode = EXIT_TETHER_FAILED;
     } else if (error instanceof NoProcError) {
       process.stderr.write(`tether: cannot read the process table: ${error.message}\n`);

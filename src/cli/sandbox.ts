@@ -130,6 +130,20 @@ export function addSandboxCommands(program: Command): void {
     .action(scriptCommand);
 }
 
+/**
+ * Where a `tether sandbox exec|run|sweep --json` writes its errors as one JSON object
+ * (`errorJson`), a usage error's too (an unknown option, a bad value): stderr, stdout for
+ * `sweep` (its report's stream). Undefined for any other command line, or one without `--json`
+ * before its first `--` (after it, the words are the command's).
+ */
+export function jsonErrorsTo(args: readonly string[]): NodeJS.WritableStream | undefined {
+  const [group, name] = args;
+  if (group !== 'sandbox' || (name !== 'exec' && name !== 'run' && name !== 'sweep')) return;
+  const own = args.indexOf('--') < 0 ? args : args.slice(0, args.indexOf('--'));
+  if (!own.includes('--json')) return;
+  return name === 'sweep' ? process.stdout : process.stderr;
+}
+
 /** Options shared by both subcommands (durations as typed). */
 export interface SandboxFlags extends PhaseFlags {
   via: string;
@@ -146,8 +160,11 @@ function sweepOptions(flags: SandboxFlags) {
   };
 }
 
-// An error as JSON for --json: its code, message, tag, and the sweep's report when there is one.
-function errorJson(error: TetherError, tag?: string): string {
+/**
+ * An error as JSON for --json: `{ code, message, tag?, cause?, report? }` — its code, message,
+ * tag, its cause's code and the sweep's report when there are.
+ */
+export function errorJson(error: TetherError, tag?: string): string {
   const report = (error as { report?: unknown }).report;
   const cause = (error.cause as { code?: string } | undefined)?.code;
   return `${JSON.stringify({ code: error.code, message: error.message, ...(tag ? { tag } : {}), ...(cause ? { cause } : {}), ...(report ? { report } : {}) })}\n`;
