@@ -7,6 +7,7 @@
 // unique), so output without a final newline comes back byte-exact, and a complete line of the
 // command's output is never held back (a newline cannot begin the line).
 import { randomBytes } from 'node:crypto';
+import { verifies } from './resident.js';
 
 /**
  * What a completion line says. Sizes in bytes; `status` 0–255 as the wrapper's shell saw it.
@@ -31,6 +32,8 @@ export function completionLine(nonce: string, status: number): string {
 // Longest tail after the marker: "refused " + two sizes of at most 20 digits + "\n".
 const MAX_TAIL = 64;
 const TAIL = /^(?:exit (\d{1,3})( childless)?|refused (\d{1,20}) (\d{1,20}))$/;
+// The resident helper's (native/helper-serve.c): a status and the MAC over the line before it.
+const KEYED_TAIL = /^exit (\d{1,3}) [0-9a-f]{64}$/;
 
 function parseTail(text: string): Completion | undefined {
   const m = TAIL.exec(text);
@@ -53,10 +56,27 @@ function parseTail(text: string): Completion | undefined {
 export class CompletionStripper {
   private readonly marker: Buffer;
   private pending: Buffer = Buffer.alloc(0);
+  private readonly maxTail: number;
   completion: Completion | undefined;
 
-  constructor(nonce: string) {
+  /**
+   * `key`: the resident helper's (src/sandbox/resident.ts): the line is
+   * `tether-end NONCE exit STATUS MAC`, and one whose MAC does not verify under the key is the
+   * command's bytes, as a look-alike is.
+   */
+  constructor(
+    nonce: string,
+    private readonly key?: Buffer,
+  ) {
     this.marker = Buffer.from(`tether-end ${nonce} `);
+    this.maxTail = key ? MAX_TAIL + 65 : MAX_TAIL;
+  }
+
+  private parse(line: Buffer, tail: Buffer): Completion | undefined {
+    if (!this.key) return parseTail(tail.toString('latin1'));
+    const m = KEYED_TAIL.exec(tail.toString('latin1'));
+    if (!m || Number(m[1]) > 255 || !verifies(this.key, line)) return undefined;
+    return { kind: 'exit', status: Number(m[1]) };
   }
 
   push(chunk: Buffer): Buffer {
@@ -69,13 +89,13 @@ export class CompletionStripper {
       if (at < 0) break;
       const tailStart = at + this.marker.length;
       const nl = buf.indexOf(0x0a, tailStart);
-      if (nl < 0 && buf.length - tailStart <= MAX_TAIL) {
+      if (nl < 0 && buf.length - tailStart <= this.maxTail) {
         // The line may still be arriving: hold it back from the marker on.
         out.push(buf.subarray(0, at));
         this.pending = Buffer.from(buf.subarray(at));
         return Buffer.concat(out);
       }
-      const completion = nl < 0 ? undefined : parseTail(buf.subarray(tailStart, nl).toString('latin1'));
+      const completion = nl < 0 ? undefined : this.parse(buf.subarray(at, nl), buf.subarray(tailStart, nl));
       if (completion) {
         this.completion = completion;
         this.pending = Buffer.alloc(0);

@@ -12,7 +12,7 @@ import type { CallOutput } from './exec-output.js';
 import type { SandboxExecResult } from './exec-result.js';
 import { endReasonOf, type StopReason } from './exec-stops.js';
 import { describeExit, type SandboxSweepOptions, sweep } from './sweep.js';
-import { END_LINE_BLIND_SPOT } from './sweep-output.js';
+import { END_LINE_BLIND_SPOT, RESIDENT_KEY_BLIND_SPOT } from './sweep-output.js';
 
 /** Everything the decision reads: how the client and the line ended, and what a stop did. */
 export interface CallEnd {
@@ -112,8 +112,13 @@ function provenEnd(end: CallEnd, status: number): SandboxExecResult<string | Buf
     streamHeld: byUs,
     cancelled: reason === 'cancel',
     stoppedBy: end.stoppedBy,
-    // The helper's end line rests on no shell: only the helper, non-dumpable, held the nonce.
-    blindSpots: output.announcedByHelper ? [] : [END_LINE_BLIND_SPOT],
+    // The helper's end line rests on no shell: only the helper, non-dumpable, held the nonce. The
+    // resident helper's rests on its key's agreement.
+    blindSpots: output.key
+      ? [RESIDENT_KEY_BLIND_SPOT]
+      : output.announcedByHelper
+        ? []
+        : [END_LINE_BLIND_SPOT],
   };
   if (output.overflowed) result.maxBufferExceeded = output.overflowed;
   if (output.outputError) result.outputError = output.outputError;

@@ -35,7 +35,7 @@ export class CallOutput implements Activity {
   /** The collected stream that passed `maxBuffer`: what came after it was dropped. */
   overflowed: 'stdout' | 'stderr' | undefined;
   /** The wrapper's own lines on stderr (`tether-wrap: …`), streamed or not: why it fell back. */
-  readonly wrapperSaid = new WrapperLines();
+  readonly wrapperSaid: WrapperLines;
   private readonly collected = { out: 0, err: 0 };
   private readonly stripper: CompletionStripper;
   private readonly start: StartStripper;
@@ -44,7 +44,9 @@ export class CallOutput implements Activity {
   private lineTimer: NodeJS.Timeout | undefined;
   private helperTold = false;
 
-  // `onHelper` is told the helper's identity once, as soon as its start line has come.
+  // `onHelper` is told the helper's identity once, as soon as its start line has come. `key`: the
+  // call went to the resident helper, whose end line carries a MAC under it (resident.ts); its
+  // client's own lines on stderr are `tether-call: …`.
   constructor(
     private readonly client: ExecClient,
     nonce: string,
@@ -55,8 +57,10 @@ export class CallOutput implements Activity {
       maxBuffer: Number.POSITIVE_INFINITY,
     },
     private readonly onHelper?: (helper: TargetIdentity) => void,
+    readonly key?: Buffer,
   ) {
-    this.stripper = new CompletionStripper(nonce);
+    this.wrapperSaid = new WrapperLines(key ? 'tether-call: ' : undefined);
+    this.stripper = new CompletionStripper(nonce, key);
     this.start = new StartStripper(nonce);
     this.targets = [...new Set([to.stdout, to.stderr])].filter((w): w is Writable => w !== undefined);
     for (const w of this.targets) w.on('error', this.onOutputError);

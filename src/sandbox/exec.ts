@@ -31,6 +31,8 @@ import { CallStops } from './exec-stops.js';
 import { type HelperUse, helperUseOf, type TargetIdentity } from './helper-use.js';
 import { checkSandboxKeys, SANDBOX_EXEC_KEYS } from './known-options.js';
 import { program } from './programs.js';
+import { callRequest } from './resident.js';
+import { type ResidentServer, residentServer } from './resident-server.js';
 import { checkShell, type SandboxSweepOptions } from './sweep.js';
 
 export type { StopReason } from './exec-stops.js';
@@ -99,6 +101,17 @@ export interface SandboxExecOptions extends OutputOptions {
    * is reparented to the helper and found as its descendant. Set by `sandbox.run`.
    */
   helper?: string;
+  /**
+   * Run the command through the resident helper (docs/sandbox.md, "The resident helper"): the
+   * first such call through a channel object pushes the helper, checks it at its exec and starts
+   * it as a server that agrees a key with this process; every call then execs the helper's client
+   * directly, and the end line verifies under that key. A server found gone is started again and
+   * the command sent again, once. Where no server can be had (the helper for the target's
+   * architecture built without libsodium, a `/tmp` where it cannot be pushed), and for a command
+   * whose stdin is a stream or whose script goes through a temp file (neither can be sent twice),
+   * the call runs under the completion wrapper, as without this option. Default false.
+   */
+  resident?: boolean;
 }
 
 /**
@@ -120,10 +133,62 @@ export async function exec<O extends SandboxExecOptions = {}>(
   options: O = {} as O,
 ): Promise<SandboxExecResult<OutputOf<O>>> {
   const plan = prepare(argv, options); // every option checked before anything starts
-  if (!options.ledger) return (await run(channel, argv, options, plan)) as SandboxExecResult<OutputOf<O>>;
+  if (!options.ledger) return (await runAny(channel, argv, options, plan)) as SandboxExecResult<OutputOf<O>>;
   const record = await beginSandboxRecord(options.ledger, channel, plan.tag.name, argv);
-  return (await record.settle(run(channel, argv, options, plan))) as SandboxExecResult<OutputOf<O>>;
+  return (await record.settle(runAny(channel, argv, options, plan))) as SandboxExecResult<OutputOf<O>>;
 }
+
+// The call under the resident helper where it was asked for and can be had, else under the
+// wrapper. A server found gone (its client's `no-server`, nothing run) is started again once.
+async function runAny(
+  channel: ExecChannel,
+  argv: string[],
+  options: SandboxExecOptions,
+  plan: CallPlan,
+): Promise<SandboxExecResult> {
+  if (options.resident !== true || !resendable(options)) return run(channel, argv, options, plan);
+  const shell = plan.sweepOptions.shell ?? ['sh'];
+  let server = await residentServer(channel, shell);
+  for (let tries = 0; ; tries++) {
+    if ('unavailable' in server) return run(channel, argv, options, plan);
+    try {
+      return await run(channel, argv, options, residentPlan(plan, server, argv, options));
+    } catch (error) {
+      if (!(error instanceof ServerGoneError) || tries > 0) throw error;
+    }
+    server = await residentServer(channel, shell, server);
+  }
+}
+
+// The plan of a call to `server`: its client exec'd directly, the request as stdin's first line.
+function residentPlan(
+  plan: CallPlan,
+  server: ResidentServer,
+  argv: string[],
+  options: SandboxExecOptions,
+): CallPlan {
+  const words =
+    options.script === undefined ? argv : [...argv, '-c', Buffer.from(options.script).toString('utf8')];
+  const tagHex = plan.tag.name.slice('TETHER_SESSION_'.length);
+  const request = callRequest(server.key, plan.nonce, tagHex, words);
+  return { ...plan, argv: [server.helper, '--call', server.dir], call: { key: server.key, request } };
+}
+
+/**
+ * A call whose resident server was gone: its client found no server and nothing ran
+ * (`no-server`). Internal: the call starts a server and is sent again.
+ */
+class ServerGoneError extends Error {
+  constructor(readonly said: string) {
+    super(said);
+    this.name = 'ServerGoneError';
+  }
+}
+
+// The client's `no-server` line with its own 125 and no line, no stop of ours in between. Its word
+// alone (bytes swapped in for the client could say it after running the command) is what the
+// resent call rests on: such bytes could as well run the command twice themselves.
+const NO_SERVER_LINE = 'tether-call: no-server: ';
 
 // `exec` for a session's command (session.ts, not exported from the package): with `helper`,
 // `seen` is told how the command ran — under the helper or fallen back, and why — once its output
@@ -205,7 +270,15 @@ async function run(
     buffer: options.buffer !== false,
     maxBuffer: effectiveMaxBuffer(options.maxBuffer ?? DEFAULT_MAX_BUFFER, options.encoding ?? 'utf8'),
   };
-  const output = new CallOutput(client, plan.nonce, options, (why) => stops.stop(why), collect, announced);
+  const output = new CallOutput(
+    client,
+    plan.nonce,
+    options,
+    (why) => stops.stop(why),
+    collect,
+    announced,
+    plan.call?.key,
+  );
   // Every sweep of this call takes the helper its start line named as a member (exec-stops.ts).
   stops.helper = () => output.started.helper;
   stops.awaiting = () => output.started.awaiting;
@@ -218,6 +291,10 @@ async function run(
     const completion = await output.settle(); // the rest of the output, 2 s at most; the line
     const refused = completion === undefined ? uncheckedRefusal(plan, exit, output, race.stopped) : undefined;
     if (refused !== undefined) throw new HelperUncheckedError(refused);
+    if (plan.call && completion === undefined && race.stopped === undefined && exit.status === 125) {
+      const gone = output.wrapperSaid.lines.find((line) => line.startsWith(NO_SERVER_LINE));
+      if (gone !== undefined) throw new ServerGoneError(gone);
+    }
     if (options.helper !== undefined)
       seen?.(
         helperUseOf(
@@ -281,6 +358,8 @@ interface CallPlan {
   scriptMode: boolean;
   /** The wrapper was told `--unchecked` (execUnder). */
   unchecked: boolean;
+  /** A call to the resident helper: the agreed key, and the request line stdin starts with. */
+  call?: { key: Buffer; request: string };
 }
 
 // Checks every option before anything starts (INVALID_OPTION, INVALID_TAG) and builds the argv.
@@ -368,9 +447,12 @@ function checkCommand(argv: string[], options: SandboxExecOptions): void {
 
 // The nonce goes first on stdin, where the command cannot read it (docs/sandbox.md); in script
 // mode with the temp dir's own token after it — the dir's name shows, so it is never the nonce.
+// A call to the resident helper starts with its request line instead (the nonce in it).
 function handOver(stdin: Writable, plan: CallPlan): void {
   const { input, nonce } = plan;
-  const nonceLine = Buffer.from(plan.scriptMode ? `${nonce} ${createNonce()}\n` : `${nonce}\n`);
+  const nonceLine = Buffer.from(
+    plan.call ? plan.call.request : plan.scriptMode ? `${nonce} ${createNonce()}\n` : `${nonce}\n`,
+  );
   if (input === undefined) stdin.end(nonceLine);
   else if (Buffer.isBuffer(input)) stdin.end(Buffer.concat([nonceLine, input]));
   else {

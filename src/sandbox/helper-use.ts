@@ -50,10 +50,12 @@ const KEPT_LINES = 4;
 const LINE_MAX = 600;
 const PREFIX = 'tether-wrap: ';
 
-// The wrapper's lines (`tether-wrap: …`) at the start of a line of stderr, as the stream passes:
-// at most KEPT_LINES of them, each cut at LINE_MAX bytes.
+// The wrapper's lines (`tether-wrap: …`; the resident helper's client's, `tether-call: …`, when
+// that is the prefix given) at the start of a line of stderr, as the stream passes: at most
+// KEPT_LINES of them, each cut at LINE_MAX bytes.
 export class WrapperLines {
   readonly lines: string[] = [];
+  constructor(private readonly prefix = PREFIX) {}
   private current = '';
   private atLineStart = true;
   private inLine = false;
@@ -70,13 +72,13 @@ export class WrapperLines {
       }
       if (this.inLine) this.current = (this.current + piece).slice(0, LINE_MAX);
       // A line that cannot be the wrapper's is not followed further.
-      if (this.inLine && !(this.current.startsWith(PREFIX) || PREFIX.startsWith(this.current)))
+      if (this.inLine && !(this.current.startsWith(this.prefix) || this.prefix.startsWith(this.current)))
         this.inLine = false;
       if (nl < 0) {
         this.atLineStart = false;
         return;
       }
-      if (this.inLine && this.current.startsWith(PREFIX)) this.lines.push(this.current);
+      if (this.inLine && this.current.startsWith(this.prefix)) this.lines.push(this.current);
       this.atLineStart = true;
       this.inLine = false;
       from = nl + 1;
@@ -85,7 +87,7 @@ export class WrapperLines {
 
   /** A last line without its newline, at the stream's end. */
   end(): void {
-    if (this.inLine && this.current.startsWith(PREFIX) && this.lines.length < KEPT_LINES)
+    if (this.inLine && this.current.startsWith(this.prefix) && this.lines.length < KEPT_LINES)
       this.lines.push(this.current);
     this.inLine = false;
   }

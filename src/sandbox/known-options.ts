@@ -54,6 +54,7 @@ export const SANDBOX_EXEC_KEYS = [
   'sweep',
   'ledger',
   'helper',
+  'resident',
 ] as const;
 
 /** The keys of `sandbox.run`'s options (SandboxRunOptions): the session's, a command's, `reject`. */

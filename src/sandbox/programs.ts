@@ -5,9 +5,10 @@ import { readFileSync } from 'node:fs';
 /**
  * The programs: `sweep` (the sweep), `sweep-helper` (the sweep answered by the pushed helper, the
  * sweep program its fallback in the same text), `wrap` (the completion wrapper), `write` (the file
- * writer), `helper-check` (whether the pushed helper is in place: helper-push.ts).
+ * writer), `helper-check` (whether the pushed helper is in place: helper-push.ts), `serve` (the
+ * resident helper's start: resident-server.ts).
  */
-export type ProgramName = 'sweep' | 'sweep-helper' | 'wrap' | 'write' | 'helper-check';
+export type ProgramName = 'sweep' | 'sweep-helper' | 'wrap' | 'write' | 'helper-check' | 'serve';
 
 const cache = new Map<ProgramName, string>();
 

@@ -80,7 +80,7 @@ export interface SandboxSessionOptions {
 /** Options of one command of a session: `sandbox.exec`'s, less those the session sets. */
 export type SandboxCommandOptions = Omit<
   SandboxExecOptions,
-  'tag' | 'shell' | 'signal' | 'sweep' | 'reject' | 'ledger' | 'helper'
+  'tag' | 'shell' | 'signal' | 'sweep' | 'reject' | 'ledger' | 'helper' | 'resident'
 >;
 
 /**

@@ -69,6 +69,14 @@ export const END_LINE_BLIND_SPOT =
   "the end line rests on the session's uid not reading or tracing the wrapper: a process of the command allowed to ptrace it (the same uid where ptrace is not restricted, kernel.yama.ptrace_scope 0 or no Yama; or root) can read the nonce from its memory (/proc/<pid>/mem) and print the line itself, and failed and exitCode are then its word";
 
 /**
+ * What an end line of the resident helper rests on (docs/sandbox.md, "The resident helper"): the
+ * key it agreed at its start, over the start exec's streams, which a shell of the session's uid
+ * held until the helper's exec.
+ */
+export const RESIDENT_KEY_BLIND_SPOT =
+  "the end line rests on the resident helper's key, agreed over its start exec's streams: a process of the session's uid that opened those pipes (/proc/<pid>/fd of the start shell) before the helper read them, or traced that shell (where ptrace is not restricted, kernel.yama.ptrace_scope 0 or no Yama; or root), could have taken both halves of the exchange and then print lines that verify";
+
+/**
  * What the sandbox sweep's answer rests on, said in every report it makes: the sweep shell
  * runs as the session's uid, so a leftover allowed to trace it can write its answer.
  */

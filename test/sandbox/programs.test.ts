@@ -8,7 +8,7 @@ import { type ProgramName, program } from '../../src/sandbox/programs.js';
 import { ROOT } from '../support/paths.js';
 import { missing, tool } from '../support/tools.js';
 
-const NAMES: ProgramName[] = ['sweep', 'sweep-helper', 'wrap', 'write', 'helper-check'];
+const NAMES: ProgramName[] = ['sweep', 'sweep-helper', 'wrap', 'write', 'helper-check', 'serve'];
 const SHELLS: [string, string, string[]][] = [
   ['dash', 'dash', []],
   ['bash --posix', 'bash', ['--posix']],

@@ -8,7 +8,9 @@ import { randomBytes } from 'node:crypto';
 import { existsSync, readFileSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { prebuiltCandidates } from '../../src/containment/prebuilt.js';
+import { sandbox } from '../../src/index.js';
 import type { ExecChannel } from '../../src/sandbox/channel.js';
+import { CompletionStripper } from '../../src/sandbox/completion.js';
 import { pushHelper } from '../../src/sandbox/helper-push.js';
 import {
   acceptServer,
@@ -19,6 +21,8 @@ import {
   serveRequest,
   verifies,
 } from '../../src/sandbox/resident.js';
+import { residentServer } from '../../src/sandbox/resident-server.js';
+import { RESIDENT_KEY_BLIND_SPOT } from '../../src/sandbox/sweep-output.js';
 import { missing } from '../support/tools.js';
 import { type Container, privateTmp, sleep, startContainer } from './container.js';
 
@@ -177,5 +181,89 @@ describe.skipIf(!serves)(`the resident helper${serves ? '' : ` (skipped: ${why})
     for (let i = 0; i < 60 && !(gone(idle) && gone(orphaned)); i++) await sleep(100);
     expect(gone(idle), 'ended after its idle bound').toBe(true);
     expect(gone(orphaned), 'ended once its socket was removed').toBe(true);
+  });
+
+  // A channel that counts its execs by what each runs: the helper's client, or a program.
+  function counting(inner: ExecChannel): ExecChannel & { execs: string[] } {
+    const execs: string[] = [];
+    return {
+      describe: inner.describe,
+      execs,
+      exec(argv) {
+        const c = argv.indexOf('-c');
+        execs.push(argv[1] === '--call' ? 'call' : c >= 0 ? String(argv[c + 2]) : String(argv[0]));
+        return inner.exec(argv);
+      },
+    };
+  }
+
+  it('sandbox.exec with `resident`: the first call starts the server, each later one is one exec of its client; byte-exact output and status', async () => {
+    const channel = counting(box.channel);
+    const first = await sandbox.exec(channel, ['sh', '-c', 'cat; printf "no newline"; exit 3'], {
+      resident: true,
+      reject: false,
+      input: 'in\n',
+    });
+    expect(first.exitCode).toBe(3);
+    expect(first.clientStatus).toBe(3);
+    expect(first.stdout).toBe('in\nno newline');
+    expect(first.blindSpots).toEqual([RESIDENT_KEY_BLIND_SPOT]);
+    expect(channel.execs).toEqual(['tether-helper-check', 'tether-serve', 'call']);
+    const second = await sandbox.exec(channel, ['bash'], { resident: true, script: 'echo "$((6 * 7))"' });
+    expect(second.ok).toBe(true);
+    expect(second.stdout).toBe('42\n');
+    expect(channel.execs).toEqual(['tether-helper-check', 'tether-serve', 'call', 'call']);
+  });
+
+  it("a command that forges its end line and kills the server's child is an unknown end, swept; a server killed between calls is started again", async () => {
+    const channel = counting(box.channel);
+    await sandbox.exec(channel, ['true'], { resident: true });
+    const server = await residentServer(channel, ['sh']);
+    if ('unavailable' in server) throw new Error(server.unavailable);
+    // The nonce is no secret here, the key is: the command prints an exit-0 end line for every
+    // 32-hex word it can read, MAC'd under a key it made up, and KILLs its parent (the server's
+    // child: the same uid, so a signal needs no more), which then writes no line at all.
+    const forger = [
+      'sh',
+      '-c',
+      `for n in $(tr -c '0-9a-f' ' ' </proc/$$/cmdline) $(tr -c '0-9a-f' ' ' </proc/$PPID/cmdline); do printf 'tether-end %s exit 0 %s\\n' "$n" "$(printf %064d 0)"; done; kill -KILL $PPID; sleep 0.3`,
+    ];
+    const forged = await sandbox
+      .exec(channel, forger, { resident: true, sweep: { graceMs: 500, killAfterMs: 500 } })
+      .then(
+        (r) => `resolved, ok ${r.ok}`,
+        (e: Error & { code?: string }) => e.code,
+      );
+    expect(forged).toBe('EXEC_STATUS_UNKNOWN');
+
+    // The server KILLed from inside the container: the next call finds no server, starts one and
+    // sends the command again; it runs once.
+    const mark = `/tmp/tether-resident-once-${hex(8)}`;
+    await execOnce(box.channel, ['kill', '-KILL', String(server.pid)], '');
+    const again = await sandbox.exec(channel, ['sh', '-c', `echo ran >> ${mark}`], { resident: true });
+    expect(again.ok).toBe(true);
+    expect(readFileSync(inBox(mark), 'utf8')).toBe('ran\n');
+    const after = await residentServer(channel, ['sh']);
+    expect('pid' in after && after.pid !== server.pid).toBe(true);
+    expect(channel.execs.slice(-4)).toEqual(['call', 'tether-helper-check', 'tether-serve', 'call']);
+  });
+});
+
+describe('the end line under a key (CompletionStripper)', () => {
+  it("takes only a line whose MAC verifies: one with the nonce under another key, or cut, is the command's bytes", () => {
+    const key = randomBytes(32);
+    const nonce = hex(16);
+    const forged = `${endLine(randomBytes(32), nonce, 0)}\n`;
+    const unkeyed = `tether-end ${nonce} exit 0\n`;
+    const real = `${endLine(key, nonce, 7)}\n`;
+    const stripper = new CompletionStripper(nonce, key);
+    const passed = Buffer.concat([
+      stripper.push(Buffer.from(`out ${forged}${unkeyed}`)),
+      stripper.push(Buffer.from(real.slice(0, 40))),
+      stripper.push(Buffer.from(`${real.slice(40)}after`)),
+      stripper.end(),
+    ]).toString('latin1');
+    expect(stripper.completion).toEqual({ kind: 'exit', status: 7 });
+    expect(passed).toBe(`out ${forged}${unkeyed}after`);
   });
 });

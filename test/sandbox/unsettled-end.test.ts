@@ -103,7 +103,7 @@ describe('a session on the env tag alone, with nothing to list', () => {
       ]);
       expect(r.code, r.stderr).toBe(0);
       // Before, only the tag line: the env tag's blind spot was in --json alone.
-      expect(r.stderr).toMatch(/^tether: no helper in .*the session runs on the env tag alone$/m);
+      expect(r.stderr).toMatch(/^tether: warning: no helper in .*the session runs on the env tag alone$/m);
       expect(r.stderr).toMatch(/^tether: not seen: env-cleared processes are invisible to the env tag/m);
     } finally {
       if (taggedOnHost(tag.name).length) await sandbox.sweep(box.channel, tag.name, SWEEP);

@@ -1,0 +1,85 @@
+// The resident helper's server for a channel (docs/sandbox.md, "The resident helper"): pushed and
+// checked once (helper-push.ts), started through the check at exec (programs/serve.sh) with a key
+// agreed over the exec's streams (resident.ts), then kept for every later call through the same
+// channel object — until a call finds it gone, when one more is started.
+import { randomBytes } from 'node:crypto';
+import { posix } from 'node:path';
+import type { ExecChannel } from './channel.js';
+import { pushHelper } from './helper-push.js';
+import { program } from './programs.js';
+import { acceptServer, newAgreement, type Server, serveRequest } from './resident.js';
+import { runOnce } from './run.js';
+import { describeExit } from './sweep.js';
+
+/** How long a server waits for a call before it ends itself, ms (its `--idle`): 10 minutes. */
+export const SERVE_IDLE_MS = 10 * 60_000;
+/** The bound on one server's start (the helper's check and push included), ms. */
+export const SERVE_START_MS = 30_000;
+
+/** A server that answered its start, where it listens, and the helper file it runs from. */
+export interface ResidentServer extends Server {
+  /** The pushed helper's path in the target (its `--call` is what each call execs). */
+  readonly helper: string;
+  /** The server's directory in the target (its socket is `sock` there). */
+  readonly dir: string;
+}
+
+/** No server could be had through this channel: why, in a sentence. */
+export interface ResidentUnavailable {
+  readonly unavailable: string;
+}
+
+const servers = new WeakMap<ExecChannel, Promise<ResidentServer | ResidentUnavailable>>();
+
+/**
+ * The server for `channel` (this channel object's, started once and kept), or why none can be
+ * had — also kept: the helper for the target's architecture built without libsodium, a `/tmp`
+ * where it cannot be pushed, a check at exec that refused. `gone`: a server a call found gone
+ * (its client said `no-server`): a new one is started, unless another call already did.
+ * `shell`: the target's POSIX shell for the check and the start, as argv.
+ */
+export async function residentServer(
+  channel: ExecChannel,
+  shell: string[],
+  gone?: ResidentServer,
+): Promise<ResidentServer | ResidentUnavailable> {
+  const known = servers.get(channel);
+  if (known) {
+    const server = await known;
+    if (gone === undefined || server !== gone) return server;
+    const now = servers.get(channel);
+    if (now !== known && now !== undefined) return now;
+  }
+  const started = start(channel, shell);
+  servers.set(channel, started);
+  return started;
+}
+
+async function start(channel: ExecChannel, shell: string[]): Promise<ResidentServer | ResidentUnavailable> {
+  const deadline = performance.now() + SERVE_START_MS;
+  const pushed = await pushHelper(channel, { shell, timeoutMs: SERVE_START_MS });
+  if ('unavailable' in pushed) return { unavailable: pushed.unavailable };
+  const dir = `${posix.dirname(pushed.path)}/serve.${randomBytes(8).toString('hex')}`;
+  const agreement = newAgreement();
+  const argv = [...shell, '-c', program('serve'), 'tether-serve', pushed.path, dir, String(SERVE_IDLE_MS)];
+  const run = await runOnce(channel, argv, {
+    input: Buffer.from(serveRequest(agreement)),
+    deadline: () => deadline,
+  });
+  const line = run.stdout
+    .toString('latin1')
+    .split('\n')
+    .find((l) => l.startsWith('tether-serve '));
+  if (line === 'tether-serve unsupported')
+    return {
+      unavailable: `the helper for ${pushed.machine} was built without its resident mode (no libsodium)`,
+    };
+  // Only an exec that ran to its end, checked, proves the line came from the bytes hashed.
+  if (run.timedOut || run.exit.status !== 0 || line === undefined)
+    return {
+      unavailable: `the resident helper did not start (${run.timedOut ? 'timed out' : describeExit(run.exit, run.stderr)})`,
+    };
+  const server = acceptServer(agreement, line);
+  if (!server) return { unavailable: 'the resident helper answered with a line that does not verify' };
+  return { ...server, helper: pushed.path, dir };
+}
