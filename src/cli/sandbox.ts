@@ -388,7 +388,10 @@ export async function sandboxRunCommand(
       ledger = await Ledger.open(flags.ledger);
     } catch (error) {
       reportFile?.close();
-      refuseRecord(flags.ledger, error);
+      const code = error instanceof TetherError ? error.code : 'LEDGER_UNAVAILABLE';
+      const message = `cannot record the session in the ledger ${flags.ledger}: ${(error as Error).message}`;
+      const cause = (error as { cause?: unknown }).cause;
+      refuseRecord(new TetherError(code, message, { cause }), flags.json === true, tag.name);
       return;
     }
   const call = watchCall();
@@ -422,8 +425,7 @@ export async function sandboxRunCommand(
     const code = (error as TetherError).code;
     if (ledger && (code?.startsWith('LEDGER_') || code === 'INVALID_TAG')) {
       // Its begin was refused: nothing ran, nothing was swept (the message names the ledger).
-      process.stderr.write(`tether: ${(error as Error).message}\n${NOT_STARTED}`);
-      process.exitCode = EXIT_USAGE;
+      refuseRecord(error as TetherError, flags.json === true, tag.name);
       return;
     }
     if (!(error instanceof SandboxError)) throw error;
@@ -527,13 +529,17 @@ async function sweptExec(
 
 // What a ledger that cannot be opened or written means for the command, and what to do.
 const NOT_STARTED =
-  'tether: the command was not started. Fix the ledger, choose another with --ledger PATH|URL, or leave --ledger out\n';
+  'the command was not started. Fix the ledger, choose another with --ledger PATH|URL, or leave --ledger out';
 
-// A ledger that cannot be opened: the command was not started (125).
-function refuseRecord(where: string, error: unknown): void {
-  process.stderr.write(
-    `tether: cannot record the session in the ledger ${where}: ${(error as Error).message}\n${NOT_STARTED}`,
-  );
+// A ledger that cannot be opened or refused the begin (`error` names it): the command was not
+// started (125). With --json one object, as every error there (errorJson: its code, the message
+// and what to do, the tag).
+function refuseRecord(error: TetherError, json: boolean, tag: string): void {
+  if (json)
+    process.stderr.write(
+      errorJson(new TetherError(error.code, `${error.message}; ${NOT_STARTED}`, { cause: error.cause }), tag),
+    );
+  else process.stderr.write(`tether: ${error.message}\ntether: ${NOT_STARTED}\n`);
   process.exitCode = EXIT_USAGE;
 }
 

@@ -1,12 +1,15 @@
 // A usage error of `tether sandbox exec|run|sweep --json` (an unknown option, a bad value, a
 // missing --via) is one JSON object, as the command's other errors under --json are
 // (`{ code, message, … }`: stderr, stdout for `sandbox sweep`), the status unchanged (125) —
-// found by a new user's trial: it was a plain text line. Ground truth that nothing ran: the --via
-// client, a script that leaves a mark when it is run, never left one.
+// found by a new user's trial: it was a plain text line; so is a --ledger that cannot be opened
+// or refuses the begin. Ground truth that nothing ran: the --via client, a script that leaves a
+// mark when it is run, never left one.
 import { chmodSync, existsSync, mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
+import { createTag } from '../../src/index.js';
+import { Ledger } from '../../src/ledger/ledger.js';
 import { tether } from '../support/cli.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'tether-json-usage-'));
@@ -89,6 +92,50 @@ describe('usage errors under --json are one JSON object, status 125', () => {
     const bad = await tether(['sandbox', 'exec', '--silence', '5x', '--via', via, '--', 'true']);
     expect(bad.code).toBe(125);
     expect(bad.stderr).toMatch(/^tether: invalid --silence "5x"/);
+    expect(existsSync(mark), 'the --via client ran').toBe(false);
+  });
+});
+
+describe('a --ledger that refuses, under --json: one JSON object naming the ledger and the tag, status 125', () => {
+  it('one that cannot be opened (no such directory)', async () => {
+    const where = join(dir, 'missing', 'ledger.db');
+    const r = await tether(['sandbox', 'run', '--json', '--ledger', where, '--via', via, '--', 'true']);
+    expect(r.code, r.stderr).toBe(125);
+    const error = onlyJson(r.stderr) as { code: string; message: string; tag?: string };
+    expect(error.code).toBe('LEDGER_UNAVAILABLE');
+    expect(error.message).toMatch(
+      new RegExp(`^cannot record the session in the ledger ${where}: .*the command was not started`),
+    );
+    expect(error.tag).toMatch(/^TETHER_SESSION_[0-9a-f]{32}$/);
+    expect(existsSync(mark), 'the --via client ran').toBe(false);
+  });
+
+  it('one that refuses the begin (its tag already recorded)', async () => {
+    const tag = createTag().name;
+    const ledger = await Ledger.open(join(dir, 'taken.db'));
+    await ledger.begin({ tag, location: { kind: 'local' }, command: ['earlier'] });
+    await ledger.close();
+    const r = await tether([
+      'sandbox',
+      'run',
+      '--json',
+      '--tag',
+      tag,
+      '--ledger',
+      ledger.location,
+      '--via',
+      via,
+      '--',
+      'true',
+    ]);
+    expect(r.code, r.stderr).toBe(125);
+    expect(onlyJson(r.stderr)).toMatchObject({
+      code: 'INVALID_TAG',
+      message: expect.stringMatching(
+        new RegExp(`^cannot record the session ${tag} in the ledger .*the command was not started`),
+      ),
+      tag,
+    });
     expect(existsSync(mark), 'the --via client ran').toBe(false);
   });
 });
