@@ -24,9 +24,10 @@
 // which reads the request from the passed stdin, a byte at a time (the command's stdin starts
 // right after it):
 //
-//   tether-call NONCE TAG ARG0 ARG1 … MAC\n
+//   tether-call LEN NONCE TAG ARG0 ARG1 … MAC\n
 //
-// NONCE 32 hex digits, TAG the session tag's 32 hex digits (the command runs with
+// LEN 8 decimal digits, the bytes after its space, newline included (so that the request is read
+// in two reads, never past its end), NONCE 32 hex digits, TAG the session tag's 32 hex digits (the command runs with
 // TETHER_SESSION_<TAG>=1 added to the server's environment), each ARG the bytes of one argv word
 // in hex, MAC tether's HMAC of everything before its space. A request that does not verify runs
 // nothing. The command starts in a POSIX session of its own (setsid), with the passed streams;
@@ -271,18 +272,53 @@ static int call_take_streams(int conn) {
   return 0;
 }
 
+// read(2) of exactly n bytes (EINTR asked again): 0, or -1 at EOF or on an error before them.
+static int read_exact(int fd, char *buf, size_t n) {
+  while (n > 0) {
+    ssize_t got = read(fd, buf, n);
+    if (got < 0 && errno == EINTR) continue;
+    if (got <= 0) return -1;
+    buf += got;
+    n -= (size_t)got;
+  }
+  return 0;
+}
+
+#define CALL_HEAD 21 // "tether-call " and LEN's 8 digits and a space
+
+// The request line from fd 0, its newline replaced by NUL: its length, or -1 (a head that is not
+// `tether-call LEN `, a LEN past CALL_LINE_MAX, EOF before LEN bytes, no newline at their end).
+static int call_read(char **out) {
+  char head[CALL_HEAD + 1];
+  if (read_exact(0, head, CALL_HEAD) < 0 || memcmp(head, "tether-call ", 12) != 0 || head[CALL_HEAD - 1] != ' ')
+    return -1;
+  size_t len = 0;
+  for (int i = 12; i < CALL_HEAD - 1; i++) {
+    if (head[i] < '0' || head[i] > '9') return -1;
+    len = len * 10 + (size_t)(head[i] - '0');
+  }
+  if (len < 2 || len > CALL_LINE_MAX) return -1;
+  char *line = malloc(CALL_HEAD + len);
+  if (!line) return -1;
+  memcpy(line, head, CALL_HEAD);
+  if (read_exact(0, line + CALL_HEAD, len) < 0 || line[CALL_HEAD + len - 1] != '\n') return -1;
+  line[CALL_HEAD + len - 1] = '\0';
+  *out = line;
+  return (int)(CALL_HEAD + len - 1);
+}
+
 // Splits the request's words in place (line is NUL-terminated, MAC already checked and cut):
 // argv (NULL-terminated, words decoded from hex in place), the nonce and the tag. 0, or -1.
 static int call_parse(char *line, char **nonce, char **tag, char ***argv_out) {
   size_t words = 0;
   for (char *p = line; *p; p++)
     if (*p == ' ') words++;
-  // tether-call NONCE TAG ARG0…: at least 3 spaces
-  if (words < 3) return -1;
+  // tether-call LEN NONCE TAG ARG0…: at least 4 spaces
+  if (words < 4) return -1;
   char **argv = calloc(words, sizeof *argv);
   if (!argv) return -1;
   char *save = NULL, *word = strtok_r(line, " ", &save);
-  if (!word || strcmp(word, "tether-call")) return -1;
+  if (!word || strcmp(word, "tether-call") || !strtok_r(NULL, " ", &save)) return -1;
   *nonce = strtok_r(NULL, " ", &save);
   *tag = strtok_r(NULL, " ", &save);
   if (!*nonce || !*tag || strlen(*nonce) != 32 || strlen(*tag) != 32) return -1;
@@ -306,8 +342,8 @@ static int call_parse(char *line, char **nonce, char **tag, char ***argv_out) {
 // status to the client. Never returns.
 static void call_serve(int conn) {
   if (call_take_streams(conn) < 0) _exit(0);
-  char *line = malloc(CALL_LINE_MAX);
-  int len = line ? read_line(0, line, CALL_LINE_MAX) : -1;
+  char *line = NULL;
+  int len = call_read(&line);
   char *nonce, *tag, **cmd;
   unsigned char status = 125;
   if (len < 0 || !serve_verifies(line, (size_t)len)) {
@@ -389,6 +425,21 @@ static void serve_loop(int lfd, const char *path, long idle_ms) {
   }
 }
 
+// Closes every fd but 0-2 and `keep`: what the start exec's shell left open (the helper's own
+// file on fd 9) is not the server's to hold for its life.
+static void close_others(int keep) {
+  int fds[256], n = 0;
+  DIR *d = opendir("/proc/self/fd");
+  if (!d) return;
+  struct dirent *e;
+  while ((e = readdir(d)) && n < (int)(sizeof fds / sizeof *fds)) {
+    int fd = atoi(e->d_name);
+    if (fd > 2 && fd != keep && fd != dirfd(d)) fds[n++] = fd;
+  }
+  closedir(d);
+  for (int i = 0; i < n; i++) close(fds[i]);
+}
+
 static int serve_main(int argc, char **argv) {
   // Non-dumpable before it reads anything: the key it is about to hold is the proof.
   if (prctl(PR_SET_DUMPABLE, 0) < 0) {
@@ -434,6 +485,7 @@ static int serve_main(int argc, char **argv) {
     int null = open("/dev/null", O_RDWR | O_CLOEXEC);
     for (int fd = 0; fd < 3 && null >= 0; fd++) dup2(null, fd);
     if (null > 2) close(null);
+    close_others(lfd);
     serve_loop(lfd, addr.sun_path, idle_ms);
     unlink(addr.sun_path);
     rmdir(dir);

@@ -151,8 +151,10 @@ async function runAny(
   let server = await residentServer(channel, shell);
   for (let tries = 0; ; tries++) {
     if ('unavailable' in server) return run(channel, argv, options, plan);
+    const call = residentPlan(plan, server, argv, options);
+    if (call === undefined) return run(channel, argv, options, plan);
     try {
-      return await run(channel, argv, options, residentPlan(plan, server, argv, options));
+      return await run(channel, argv, options, call);
     } catch (error) {
       if (!(error instanceof ServerGoneError) || tries > 0) throw error;
     }
@@ -160,17 +162,24 @@ async function runAny(
   }
 }
 
-// The plan of a call to `server`: its client exec'd directly, the request as stdin's first line.
+// The plan of a call to `server`: its client exec'd directly, the request as stdin's first line;
+// undefined for a command whose request would be past the helper's bound (it goes under the
+// wrapper) or that holds a NUL (the wrapper's exec refuses it as it always has).
 function residentPlan(
   plan: CallPlan,
   server: ResidentServer,
   argv: string[],
   options: SandboxExecOptions,
-): CallPlan {
+): CallPlan | undefined {
   const words =
     options.script === undefined ? argv : [...argv, '-c', Buffer.from(options.script).toString('utf8')];
   const tagHex = plan.tag.name.slice('TETHER_SESSION_'.length);
-  const request = callRequest(server.key, plan.nonce, tagHex, words);
+  let request: string;
+  try {
+    request = callRequest(server.key, plan.nonce, tagHex, words);
+  } catch {
+    return undefined;
+  }
   return { ...plan, argv: [server.helper, '--call', server.dir], call: { key: server.key, request } };
 }
 
@@ -262,8 +271,10 @@ async function run(
   // This process supervises the tag while the call runs: its registration is what tells
   // `tether recover` on this machine that a row naming the tag is a live session's
   // (src/containment/live-session.ts). Best effort: without it, the row is judged as recorded.
-  const registration = registerQuietly(plan.tag.name);
   const client = channel.exec(plan.argv); // the wrapper, over the channel
+  // Registered while the client starts (its spawn has returned; no byte of stdin is written yet,
+  // so nothing has run): the same moment for `tether recover`, less time before the exec.
+  const registration = registerQuietly(plan.tag.name);
   client.stdin.on('error', () => {}); // a wrapper that refused reads no more: not a crash
   const stops = new CallStops(channel, plan.tag, plan.sweepOptions);
   const collect = {

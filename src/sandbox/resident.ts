@@ -96,15 +96,23 @@ export function acceptServer(agreement: Agreement, line: string): Server | undef
   return pid > 1 ? { key, pid, startTime: Number(startWord) } : undefined;
 }
 
+/** The longest request the helper reads (native/helper-serve.c CALL_LINE_MAX), bytes after its head. */
+export const CALL_LINE_MAX = 256 * 1024;
+
 /**
- * A call's request line (with its newline): `tether-call NONCE TAG ARG… MAC`, each argv word in
- * hex. Throws on a nonce or tag that is not 32 hex digits, an empty argv or a word holding NUL.
+ * A call's request line (with its newline): `tether-call LEN NONCE TAG ARG… MAC`, LEN the bytes
+ * after its space in 8 decimal digits, each argv word in hex. Throws on a nonce or tag that is
+ * not 32 hex digits, an empty argv, a word holding NUL, or a request past CALL_LINE_MAX (a
+ * command of more than about 128 KB: it goes under the wrapper).
  */
 export function callRequest(key: Buffer, nonce: string, tag: string, argv: readonly string[]): string {
   if (!HEX32.test(nonce) || !HEX32.test(tag)) throw new Error('a nonce and a tag are 32 hex digits');
   if (argv.length === 0 || argv.some((word) => word.includes('\0')))
     throw new Error('a command is one or more words without NUL');
-  const text = `tether-call ${nonce} ${tag} ${argv.map((w) => Buffer.from(w).toString('hex')).join(' ')}`;
+  const body = `${nonce} ${tag} ${argv.map((w) => Buffer.from(w).toString('hex')).join(' ')}`;
+  const len = Buffer.byteLength(body) + 1 + 64 + 1; // the body, ` MAC`, the newline
+  if (len > CALL_LINE_MAX) throw new Error(`a request of ${len} bytes is past ${CALL_LINE_MAX}`);
+  const text = `tether-call ${String(len).padStart(8, '0')} ${body}`;
   return `${text} ${mac(key, text)}\n`;
 }
 

@@ -139,7 +139,7 @@ describe.skipIf(!serves)(`the resident helper${serves ? '' : ` (skipped: ${why})
       Buffer.from(`echo ran >>${mark}`).toString('hex'),
     );
     expect(swapped).not.toBe(good);
-    for (const request of [forgedKey, swapped, 'tether-call\n']) {
+    for (const request of [forgedKey, swapped, 'tether-call\n', 'tether-call 00000009 x\n']) {
       const ran = await execOnce(box.channel, [helper, '--call', dir], request);
       expect(ran.status).toBe(125);
       expect(ran.stderr).toMatch(/^tether-call: refused: a request that does not verify: nothing ran\n$/);
