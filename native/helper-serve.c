@@ -102,6 +102,10 @@ static int serve_address(const char *dir, struct sockaddr_un *addr) {
 // ---- --call: the client, trusted with nothing ---------------------------------------------
 
 static int call_main(int argc, char **argv) {
+  // Non-dumpable first: until its streams are the server's child's alone, a process of the uid
+  // could open them through /proc/PID/fd, take the request off stdin and have it run with streams
+  // of its own (the line it then gets verifies). The window left is this exec's own, up to here.
+  prctl(PR_SET_DUMPABLE, 0);
   struct sockaddr_un addr;
   if (argc != 3 || serve_address(argv[2], &addr) < 0) {
     fprintf(stderr, "tether-call: usage: tether-helper --call DIR (a directory of --serve's)\n");
