@@ -24,18 +24,21 @@
 // which reads the request from the passed stdin, a byte at a time (the command's stdin starts
 // right after it):
 //
-//   tether-call LEN NONCE TAG ARG0 ARG1 … MAC\n
+//   tether-call LEN KIND NONCE TAG ARG0 ARG1 … MAC\n
 //
 // LEN 8 decimal digits, the bytes after its space, newline included (so that the request is read
-// in two reads, never past its end), NONCE 32 hex digits, TAG the session tag's 32 hex digits (the command runs with
+// in two reads, never past its end), KIND `run` (or `ping`: the server answers
+// `tether-pong NONCE MAC` and runs nothing), NONCE 32 hex digits, TAG the session tag's 32 hex digits (the command runs with
 // TETHER_SESSION_<TAG>=1 added to the server's environment), each ARG the bytes of one argv word
 // in hex, MAC tether's HMAC of everything before its space. A request that does not verify runs
-// nothing. The command starts in a POSIX session of its own (setsid), with the passed streams;
-// once it is reaped the child writes, after everything the command wrote,
+// nothing. The command starts in a POSIX session of its own (setsid), with the passed stdout and
+// stderr; its stdin is a pipe the child fills from the passed stdin, hashing every byte it takes
+// (call_relay). Once it is reaped the child writes, after everything the command wrote,
 //
-//   tether-end NONCE exit STATUS MAC\n
+//   tether-end NONCE exit STATUS in BYTES SHA256 MAC\n
 //
-// (STATUS 0-255, 128+N for a signal N) and sends STATUS to the client as one byte.
+// (STATUS 0-255, 128+N for a signal N; BYTES and SHA256 what it took off the stdin after the
+// request) and sends STATUS to the client as one byte.
 // Exit statuses of --call for its own failures: 125, with one `tether-call: …` line on stderr.
 
 #include <sys/random.h>
@@ -276,11 +279,20 @@ static int call_take_streams(int conn) {
   return 0;
 }
 
-// read(2) of exactly n bytes (EINTR asked again): 0, or -1 at EOF or on an error before them.
-static int read_exact(int fd, char *buf, size_t n) {
+// read(2) of exactly n bytes, EINTR asked again, each read after a poll(2) that waits no later
+// than `deadline` (now_ms): 0, or -1 at EOF, on an error, or past the deadline — a connection
+// whose stdin never brings its request (a pipe whose write end it passed as its own stdout)
+// holds no child of the server for good.
+static int read_exact(int fd, char *buf, size_t n, long deadline) {
   while (n > 0) {
+    struct pollfd p = {.fd = fd, .events = POLLIN};
+    long left = deadline - now_ms();
+    if (left <= 0) return -1;
+    int ready = poll(&p, 1, (int)left);
+    if (ready < 0 && errno == EINTR) continue;
+    if (ready <= 0) return -1;
     ssize_t got = read(fd, buf, n);
-    if (got < 0 && errno == EINTR) continue;
+    if (got < 0 && (errno == EINTR || errno == EAGAIN)) continue;
     if (got <= 0) return -1;
     buf += got;
     n -= (size_t)got;
@@ -291,10 +303,13 @@ static int read_exact(int fd, char *buf, size_t n) {
 #define CALL_HEAD 21 // "tether-call " and LEN's 8 digits and a space
 
 // The request line from fd 0, its newline replaced by NUL: its length, or -1 (a head that is not
-// `tether-call LEN `, a LEN past CALL_LINE_MAX, EOF before LEN bytes, no newline at their end).
+// `tether-call LEN `, a LEN past CALL_LINE_MAX, EOF before LEN bytes, no newline at their end,
+// not all of it within CALL_FDS_WAIT_MS).
 static int call_read(char **out) {
   char head[CALL_HEAD + 1];
-  if (read_exact(0, head, CALL_HEAD) < 0 || memcmp(head, "tether-call ", 12) != 0 || head[CALL_HEAD - 1] != ' ')
+  long deadline = now_ms() + CALL_FDS_WAIT_MS;
+  if (read_exact(0, head, CALL_HEAD, deadline) < 0 || memcmp(head, "tether-call ", 12) != 0 ||
+      head[CALL_HEAD - 1] != ' ')
     return -1;
   size_t len = 0;
   for (int i = 12; i < CALL_HEAD - 1; i++) {
@@ -305,68 +320,157 @@ static int call_read(char **out) {
   char *line = malloc(CALL_HEAD + len);
   if (!line) return -1;
   memcpy(line, head, CALL_HEAD);
-  if (read_exact(0, line + CALL_HEAD, len) < 0 || line[CALL_HEAD + len - 1] != '\n') return -1;
+  if (read_exact(0, line + CALL_HEAD, len, deadline) < 0 || line[CALL_HEAD + len - 1] != '\n') return -1;
   line[CALL_HEAD + len - 1] = '\0';
   *out = line;
   return (int)(CALL_HEAD + len - 1);
 }
 
 // Splits the request's words in place (line is NUL-terminated, MAC already checked and cut):
-// argv (NULL-terminated, words decoded from hex in place), the nonce and the tag. 0, or -1.
-static int call_parse(char *line, char **nonce, char **tag, char ***argv_out) {
-  size_t words = 0;
+// its kind (`run`, `ping`), the nonce, the tag and argv (NULL-terminated, each word decoded from
+// hex in place; an empty word is the empty string, as it was asked). 0, or -1.
+static int call_parse(char *line, char **kind, char **nonce, char **tag, char ***argv_out) {
+  size_t words = 1;
   for (char *p = line; *p; p++)
     if (*p == ' ') words++;
-  // tether-call LEN NONCE TAG ARG0…: at least 4 spaces
-  if (words < 4) return -1;
+  // tether-call LEN KIND NONCE TAG [ARG…]
+  if (words < 5) return -1;
   char **argv = calloc(words, sizeof *argv);
   if (!argv) return -1;
-  char *save = NULL, *word = strtok_r(line, " ", &save);
-  if (!word || strcmp(word, "tether-call") || !strtok_r(NULL, " ", &save)) return -1;
-  *nonce = strtok_r(NULL, " ", &save);
-  *tag = strtok_r(NULL, " ", &save);
-  if (!*nonce || !*tag || strlen(*nonce) != 32 || strlen(*tag) != 32) return -1;
+  char *rest = line;
+  const char *word = strsep(&rest, " ");
+  if (!word || strcmp(word, "tether-call") || !strsep(&rest, " ")) return -1;
+  *kind = strsep(&rest, " ");
+  *nonce = strsep(&rest, " ");
+  *tag = strsep(&rest, " ");
+  if (!*kind || !*nonce || !*tag || strlen(*nonce) != 32 || strlen(*tag) != 32) return -1;
   unsigned char scratch[16];
   if (from_hex(*nonce, 32, scratch, 16) < 0 || from_hex(*tag, 32, scratch, 16) < 0) return -1;
   size_t argc = 0;
-  while ((word = strtok_r(NULL, " ", &save))) {
-    size_t len = strlen(word);
-    if (len % 2 || from_hex(word, len, (unsigned char *)word, len / 2) < 0) return -1;
-    word[len / 2] = '\0';
-    if (memchr(word, '\0', len / 2)) return -1; // a NUL inside a word cannot be an argv word
-    argv[argc++] = word;
+  char *arg;
+  while ((arg = strsep(&rest, " "))) {
+    size_t len = strlen(arg);
+    if (len % 2 || from_hex(arg, len, (unsigned char *)arg, len / 2) < 0) return -1;
+    arg[len / 2] = '\0';
+    if (memchr(arg, '\0', len / 2)) return -1; // a NUL inside a word cannot be an argv word
+    argv[argc++] = arg;
   }
-  if (argc == 0) return -1;
   argv[argc] = NULL;
   *argv_out = argv;
   return 0;
 }
 
-// One call, in the server's child: the streams, the request, the command, the end line, the
-// status to the client. Never returns.
+// Writes `text` and ` MAC\n` (the MAC under the key of text) on the stream as one line, then
+// sends `status` to the client, and ends this child.
+static void call_end(int conn, const char *text, unsigned char status) __attribute__((noreturn));
+static void call_end(int conn, const char *text, unsigned char status) {
+  char line[512], mac[65];
+  serve_mac(text, strlen(text), mac);
+  snprintf(line, sizeof line, "%s %s\n", text, mac);
+  explicit_bzero(serve_key, sizeof serve_key);
+  out_fd = 1;
+  (void)put_line(line);
+  (void)write_all(conn, (const char *)&status, 1);
+  _exit(0);
+}
+
+// Refuses the call: nothing ran. One `tether-call: refused: …` line on stderr, 125 to the client.
+static void call_refuse(int conn, const char *why) __attribute__((noreturn));
+static void call_refuse(int conn, const char *why) {
+  unsigned char status = 125;
+  fprintf(stderr, "tether-call: refused: %s: nothing ran\n", why);
+  (void)write_all(conn, (const char *)&status, 1);
+  _exit(0);
+}
+
+// The command's stdin goes through this child: every byte it takes off the client's stdin is
+// hashed, then written to the command's own pipe, until the command ends (or the client's stdin
+// does). So the end line says which of tether's bytes the command was given — a request taken off
+// the client's stdin and run with another stdin ends in a line tether does not take. Bytes the
+// command no longer reads (it closed its stdin) are still taken and hashed, and dropped. Returns
+// the command's wait status; *taken and sha (32 bytes) what was taken.
+static int call_relay(pid_t pid, int to, unsigned long long *taken, unsigned char sha[32]) {
+  crypto_hash_sha256_state h;
+  crypto_hash_sha256_init(&h);
+  fcntl(to, F_SETFL, fcntl(to, F_GETFL) | O_NONBLOCK);
+  int pfd = pidfd_open_(pid), wstatus = 0, in_eof = 0;
+  static char buf[65536];
+  size_t have = 0, off = 0;
+  *taken = 0;
+  for (;;) {
+    struct pollfd p[3];
+    nfds_t n = 0;
+    int at_in = -1, at_to = -1;
+    if (!in_eof && have == 0) at_in = (int)n, p[n++] = (struct pollfd){.fd = 0, .events = POLLIN};
+    if (have > 0 && to >= 0) at_to = (int)n, p[n++] = (struct pollfd){.fd = to, .events = POLLOUT};
+    if (pfd >= 0) p[n++] = (struct pollfd){.fd = pfd, .events = POLLIN};
+    // Without a pidfd (before Linux 5.3) the command's end is looked for every 20 ms.
+    int ready = poll(p, n, pfd >= 0 ? -1 : 20);
+    if (ready < 0 && errno != EINTR) break;
+    pid_t got = waitpid(pid, &wstatus, WNOHANG);
+    if (got == pid || (got < 0 && errno == ECHILD)) break;
+    if (ready <= 0) continue;
+    if (at_in >= 0 && p[at_in].revents) {
+      ssize_t r = read(0, buf, sizeof buf);
+      if (r > 0) {
+        crypto_hash_sha256_update(&h, (const unsigned char *)buf, (unsigned long long)r);
+        *taken += (unsigned long long)r;
+        have = to >= 0 ? (size_t)r : 0;
+        off = 0;
+      } else if (r == 0 || (errno != EINTR && errno != EAGAIN)) {
+        in_eof = 1;
+      }
+    }
+    if (at_to >= 0 && p[at_to].revents) {
+      ssize_t w = write(to, buf + off, have);
+      if (w > 0) {
+        off += (size_t)w;
+        have -= (size_t)w;
+      } else if (w < 0 && errno != EINTR && errno != EAGAIN) {
+        close(to); // EPIPE: the command closed its stdin; what it was given stays counted
+        to = -1;
+        have = 0;
+      }
+    }
+    if (in_eof && have == 0 && to >= 0) {
+      close(to);
+      to = -1;
+    }
+  }
+  if (to >= 0) close(to);
+  while (waitpid(pid, &wstatus, 0) < 0 && errno == EINTR) {
+  }
+  if (pfd >= 0) close(pfd);
+  crypto_hash_sha256_final(&h, sha);
+  return wstatus;
+}
+
+// One call, in the server's child: the streams, the request, then by its kind — `ping`: the
+// server is there (`tether-pong NONCE MAC`); `run`: the command, its stdin relayed and hashed,
+// then `tether-end NONCE exit STATUS in BYTES SHA256 MAC` after everything it wrote, and STATUS to
+// the client. Never returns.
 static void call_serve(int conn) {
   if (call_take_streams(conn) < 0) _exit(0);
-  char *line = NULL;
+  char *line = NULL, *kind, *nonce, *tag, **cmd;
   int len = call_read(&line);
-  char *nonce, *tag, **cmd;
-  unsigned char status = 125;
-  if (len < 0 || !serve_verifies(line, (size_t)len)) {
-    fprintf(stderr, "tether-call: refused: a request that does not verify: nothing ran\n");
-    (void)write_all(conn, (const char *)&status, 1);
-    _exit(0);
-  }
+  if (len < 0 || !serve_verifies(line, (size_t)len)) call_refuse(conn, "a request that does not verify");
   line[len - 65] = '\0';
-  if (call_parse(line, &nonce, &tag, &cmd) < 0) {
-    fprintf(stderr, "tether-call: refused: a malformed request: nothing ran\n");
-    (void)write_all(conn, (const char *)&status, 1);
-    _exit(0);
+  if (call_parse(line, &kind, &nonce, &tag, &cmd) < 0) call_refuse(conn, "a malformed request");
+  char text[256];
+  if (!strcmp(kind, "ping")) {
+    snprintf(text, sizeof text, "tether-pong %s", nonce);
+    call_end(conn, text, 0);
   }
+  if (strcmp(kind, "run") || !cmd[0]) call_refuse(conn, "a malformed request");
   char var[64];
   snprintf(var, sizeof var, "TETHER_SESSION_%s", tag);
+  int in[2];
+  if (pipe2(in, O_CLOEXEC) < 0) call_refuse(conn, "no pipe for the command's stdin");
   pid_t pid = fork();
   if (pid == 0) {
     explicit_bzero(serve_key, sizeof serve_key);
     close(conn);
+    if (dup2(in[0], 0) < 0) _exit(125);
     signal(SIGPIPE, SIG_DFL);
     signal(SIGCHLD, SIG_DFL);
     setsid();
@@ -376,24 +480,17 @@ static void call_serve(int conn) {
     fprintf(stderr, "tether: cannot run %s: %s\n", cmd[0], strerror(err));
     _exit(err == ENOENT ? 127 : 126);
   }
-  if (pid < 0) {
-    fprintf(stderr, "tether-call: fork: %s: nothing ran\n", strerror(errno));
-    (void)write_all(conn, (const char *)&status, 1);
-    _exit(0);
-  }
-  int wstatus;
-  while (waitpid(pid, &wstatus, 0) < 0 && errno == EINTR) {
-  }
-  status = WIFEXITED(wstatus) ? (unsigned char)WEXITSTATUS(wstatus) : (unsigned char)(128 + WTERMSIG(wstatus));
-  char end[160], mac[65];
-  int n = snprintf(end, sizeof end, "tether-end %s exit %u", nonce, status);
-  serve_mac(end, (size_t)n, mac);
-  snprintf(end + n, sizeof end - (size_t)n, " %s\n", mac);
-  explicit_bzero(serve_key, sizeof serve_key);
-  out_fd = 1;
-  (void)put_line(end);
-  (void)write_all(conn, (const char *)&status, 1);
-  _exit(0);
+  close(in[0]);
+  if (pid < 0) call_refuse(conn, "fork failed");
+  unsigned long long taken;
+  unsigned char sha[32];
+  char sha_hex[65];
+  int wstatus = call_relay(pid, in[1], &taken, sha);
+  to_hex(sha, sizeof sha, sha_hex);
+  unsigned char status =
+      WIFEXITED(wstatus) ? (unsigned char)WEXITSTATUS(wstatus) : (unsigned char)(128 + WTERMSIG(wstatus));
+  snprintf(text, sizeof text, "tether-end %s exit %u in %llu %s", nonce, status, taken, sha_hex);
+  call_end(conn, text, status);
 }
 
 // The server's loop: a child per connection; ends after idle_ms without a call running or

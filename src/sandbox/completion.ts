@@ -13,10 +13,11 @@ import { verifies } from './resident.js';
  * What a completion line says. Sizes in bytes; `status` 0–255 as the wrapper's shell saw it.
  * `childless`: the helper's word that, when it reaped the command, it had no child and its cgroup
  * was empty — nothing the command started is left (native/helper.c `wrap_end`); only the helper
- * writes it, and only a line after the helper's start line is the helper's.
+ * writes it, and only a line after the helper's start line is the helper's. `input`: the resident
+ * helper's word of what its child took off the stdin after the request (bytes, sha256 in hex).
  */
 export type Completion =
-  | { kind: 'exit'; status: number; childless?: true }
+  | { kind: 'exit'; status: number; childless?: true; input?: { bytes: number; sha256: string } }
   | { kind: 'refused'; received: number; expected: number };
 
 /** A fresh nonce: 128 random bits in hex. The line is recognised only with it. */
@@ -32,8 +33,9 @@ export function completionLine(nonce: string, status: number): string {
 // Longest tail after the marker: "refused " + two sizes of at most 20 digits + "\n".
 const MAX_TAIL = 64;
 const TAIL = /^(?:exit (\d{1,3})( childless)?|refused (\d{1,20}) (\d{1,20}))$/;
-// The resident helper's (native/helper-serve.c): a status and the MAC over the line before it.
-const KEYED_TAIL = /^exit (\d{1,3}) [0-9a-f]{64}$/;
+// The resident helper's (native/helper-serve.c): a status, what its child took off the stdin
+// after the request (bytes, sha256), and the MAC over the line before it.
+const KEYED_TAIL = /^exit (\d{1,3}) in (\d{1,15}) ([0-9a-f]{64}) [0-9a-f]{64}$/;
 
 function parseTail(text: string): Completion | undefined {
   const m = TAIL.exec(text);
@@ -69,14 +71,14 @@ export class CompletionStripper {
     private readonly key?: Buffer,
   ) {
     this.marker = Buffer.from(`tether-end ${nonce} `);
-    this.maxTail = key ? MAX_TAIL + 65 : MAX_TAIL;
+    this.maxTail = key ? MAX_TAIL + 16 + 65 + 65 : MAX_TAIL;
   }
 
   private parse(line: Buffer, tail: Buffer): Completion | undefined {
     if (!this.key) return parseTail(tail.toString('latin1'));
     const m = KEYED_TAIL.exec(tail.toString('latin1'));
     if (!m || Number(m[1]) > 255 || !verifies(this.key, line)) return undefined;
-    return { kind: 'exit', status: Number(m[1]) };
+    return { kind: 'exit', status: Number(m[1]), input: { bytes: Number(m[2]), sha256: String(m[3]) } };
   }
 
   push(chunk: Buffer): Buffer {

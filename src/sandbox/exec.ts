@@ -31,8 +31,8 @@ import { CallStops } from './exec-stops.js';
 import { type HelperUse, helperUseOf, type TargetIdentity } from './helper-use.js';
 import { checkSandboxKeys, SANDBOX_EXEC_KEYS } from './known-options.js';
 import { program } from './programs.js';
-import { callRequest } from './resident.js';
-import { type ResidentServer, residentServer } from './resident-server.js';
+import { callRequest, type InputTaken, tookSent } from './resident.js';
+import { type ResidentServer, residentServer, serverAnswers } from './resident-server.js';
 import { checkShell, type SandboxSweepOptions } from './sweep.js';
 
 export type { StopReason } from './exec-stops.js';
@@ -180,7 +180,15 @@ function residentPlan(
   } catch {
     return undefined;
   }
-  return { ...plan, argv: [server.helper, '--call', server.dir], call: { key: server.key, request } };
+  return { ...plan, argv: [server.helper, '--call', server.dir], call: { server, key: server.key, request } };
+}
+
+// A line that said nothing of the stdin (none of the resident helper's does): taken as nothing.
+const NOTHING_TAKEN: InputTaken = { bytes: -1, sha256: '' };
+
+// The bytes a resident call sent after its request: its input (never a stream: resendable).
+function sentInput(plan: CallPlan): Buffer {
+  return Buffer.isBuffer(plan.input) ? plan.input : Buffer.alloc(0);
 }
 
 /**
@@ -299,12 +307,23 @@ async function run(
     stops.arm(plan.silenceMs, output, options.signal); // the silence bound, the caller's cancel
     const race = await stops.race(client); // the client's exit, or a stop's sweep first
     const { exit } = race;
-    const completion = await output.settle(); // the rest of the output, 2 s at most; the line
+    let completion = await output.settle(); // the rest of the output, 2 s at most; the line
+    // The resident helper's line says what its child took off the stdin: another stdin than the
+    // one sent (a request taken off the client's stdin and run with streams of a leftover's) is
+    // no end of this call's command.
+    if (
+      plan.call &&
+      completion?.kind === 'exit' &&
+      !tookSent(completion.input ?? NOTHING_TAKEN, sentInput(plan))
+    )
+      completion = undefined;
     const refused = completion === undefined ? uncheckedRefusal(plan, exit, output, race.stopped) : undefined;
     if (refused !== undefined) throw new HelperUncheckedError(refused);
     if (plan.call && completion === undefined && race.stopped === undefined && exit.status === 125) {
       const gone = output.wrapperSaid.lines.find((line) => line.startsWith(NO_SERVER_LINE));
-      if (gone !== undefined) throw new ServerGoneError(gone);
+      // A server that still answers was there: the line was the command's own (an unknown end).
+      if (gone !== undefined && !(await serverAnswers(channel, plan.call.server)))
+        throw new ServerGoneError(gone);
     }
     if (options.helper !== undefined)
       seen?.(
@@ -369,8 +388,8 @@ interface CallPlan {
   scriptMode: boolean;
   /** The wrapper was told `--unchecked` (execUnder). */
   unchecked: boolean;
-  /** A call to the resident helper: the agreed key, and the request line stdin starts with. */
-  call?: { key: Buffer; request: string };
+  /** A call to the resident helper: its server, the agreed key, the request stdin starts with. */
+  call?: { server: ResidentServer; key: Buffer; request: string };
 }
 
 // Checks every option before anything starts (INVALID_OPTION, INVALID_TAG) and builds the argv.

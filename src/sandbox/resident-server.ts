@@ -5,9 +5,10 @@
 import { randomBytes } from 'node:crypto';
 import { posix } from 'node:path';
 import type { ExecChannel } from './channel.js';
+import { createNonce } from './completion.js';
 import { pushHelper } from './helper-push.js';
 import { program } from './programs.js';
-import { acceptServer, newAgreement, type Server, serveRequest } from './resident.js';
+import { acceptServer, newAgreement, pingRequest, type Server, serveRequest, verifies } from './resident.js';
 import { runOnce } from './run.js';
 import { describeExit } from './sweep.js';
 
@@ -82,4 +83,25 @@ async function start(channel: ExecChannel, shell: string[]): Promise<ResidentSer
   const server = acceptServer(agreement, line);
   if (!server) return { unavailable: 'the resident helper answered with a line that does not verify' };
   return { ...server, helper: pushed.path, dir };
+}
+
+/** The bound on a ping of a server, ms. */
+const PING_MS = 10_000;
+
+/**
+ * Whether `server` answers a ping through `channel` with a line that verifies (`tether-pong
+ * NONCE MAC`): asked before a call that its client said found no server is sent again — a command
+ * can print that line itself, and kill its server's child, to be run twice.
+ */
+export async function serverAnswers(channel: ExecChannel, server: ResidentServer): Promise<boolean> {
+  const nonce = createNonce();
+  const deadline = performance.now() + PING_MS;
+  const run = await runOnce(channel, [server.helper, '--call', server.dir], {
+    input: Buffer.from(pingRequest(server.key, nonce, createNonce())),
+    deadline: () => deadline,
+  });
+  return run.stdout
+    .toString('latin1')
+    .split('\n')
+    .some((line) => line.startsWith(`tether-pong ${nonce} `) && verifies(server.key, line));
 }

@@ -3,6 +3,7 @@
 // request a call sends, and the verification of every line the server writes. Node's crypto
 // (OpenSSL) on this side, libsodium's in the helper.
 import {
+  createHash,
   createHmac,
   createPublicKey,
   diffieHellman,
@@ -100,24 +101,62 @@ export function acceptServer(agreement: Agreement, line: string): Server | undef
 export const CALL_LINE_MAX = 256 * 1024;
 
 /**
- * A call's request line (with its newline): `tether-call LEN NONCE TAG ARG… MAC`, LEN the bytes
- * after its space in 8 decimal digits, each argv word in hex. Throws on a nonce or tag that is
- * not 32 hex digits, an empty argv, a word holding NUL, or a request past CALL_LINE_MAX (a
- * command of more than about 128 KB: it goes under the wrapper).
+ * A call's request line (with its newline): `tether-call LEN KIND NONCE TAG ARG… MAC`, LEN the
+ * bytes after its space in 8 decimal digits, KIND `run`, each argv word in hex. Throws on a nonce
+ * or tag that is not 32 hex digits, an empty argv, a word holding NUL, or a request past
+ * CALL_LINE_MAX (a command of more than about 128 KB: it goes under the wrapper).
  */
 export function callRequest(key: Buffer, nonce: string, tag: string, argv: readonly string[]): string {
-  if (!HEX32.test(nonce) || !HEX32.test(tag)) throw new Error('a nonce and a tag are 32 hex digits');
   if (argv.length === 0 || argv.some((word) => word.includes('\0')))
     throw new Error('a command is one or more words without NUL');
-  const body = `${nonce} ${tag} ${argv.map((w) => Buffer.from(w).toString('hex')).join(' ')}`;
+  return request(key, 'run', nonce, tag, argv);
+}
+
+/** The request that asks the server only whether it is there: `tether-pong NONCE MAC` comes back. */
+export function pingRequest(key: Buffer, nonce: string, tag: string): string {
+  return request(key, 'ping', nonce, tag, []);
+}
+
+function request(key: Buffer, kind: string, nonce: string, tag: string, argv: readonly string[]): string {
+  if (!HEX32.test(nonce) || !HEX32.test(tag)) throw new Error('a nonce and a tag are 32 hex digits');
+  const words = argv.map((w) => ` ${Buffer.from(w).toString('hex')}`).join('');
+  const body = `${kind} ${nonce} ${tag}${words}`;
   const len = Buffer.byteLength(body) + 1 + 64 + 1; // the body, ` MAC`, the newline
   if (len > CALL_LINE_MAX) throw new Error(`a request of ${len} bytes is past ${CALL_LINE_MAX}`);
   const text = `tether-call ${String(len).padStart(8, '0')} ${body}`;
   return `${text} ${mac(key, text)}\n`;
 }
 
-/** The end line a call's server child writes for `status` (without its newline). */
-export function endLine(key: Buffer, nonce: string, status: number): string {
-  const text = `tether-end ${nonce} exit ${status}`;
+/** What a call's server child took off its stdin after the request: its length and sha256 (hex). */
+export interface InputTaken {
+  bytes: number;
+  sha256: string;
+}
+
+/**
+ * The end line a call's server child writes for `status` (without its newline), having taken
+ * `input` off the stdin after the request.
+ */
+export function endLine(key: Buffer, nonce: string, status: number, input: Buffer = Buffer.alloc(0)): string {
+  const text = `tether-end ${nonce} exit ${status} in ${input.length} ${sha256(input)}`;
   return `${text} ${mac(key, text)}`;
+}
+
+/** The sha256 of `bytes`, hex. */
+export function sha256(bytes: Buffer): string {
+  return createHash('sha256').update(bytes).digest('hex');
+}
+
+/**
+ * Whether the command was given exactly what tether sent: `taken` (the end line's `in BYTES
+ * SHA256`) is the first BYTES of `sent`. A request taken off the client's stdin and run with
+ * another stdin fails here.
+ */
+export function tookSent(taken: InputTaken, sent: Buffer): boolean {
+  return (
+    Number.isSafeInteger(taken.bytes) &&
+    taken.bytes >= 0 &&
+    taken.bytes <= sent.length &&
+    sha256(sent.subarray(0, taken.bytes)) === taken.sha256
+  );
 }

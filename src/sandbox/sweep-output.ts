@@ -74,7 +74,7 @@ export const END_LINE_BLIND_SPOT =
  * held until the helper's exec.
  */
 export const RESIDENT_KEY_BLIND_SPOT =
-  "the end line rests on the resident helper's key, agreed over its start exec's streams: a process of the session's uid that opened those pipes (/proc/<pid>/fd of the start shell) before the helper read them, or traced that shell (where ptrace is not restricted, kernel.yama.ptrace_scope 0 or no Yama; or root), could have taken both halves of the exchange and then print lines that verify; one that opened a call's client's pipes in the moment between its exec and its first instruction (when it makes itself non-dumpable) could have taken the request off its stdin, had it run with streams of its own, and written the output it liked before the line that verifies";
+  "the end line rests on the resident helper's key, agreed over its start exec's streams: a process of the session's uid that opened those pipes (/proc/<pid>/fd of the start shell) before the helper read them, or traced that shell (where ptrace is not restricted, kernel.yama.ptrace_scope 0 or no Yama; or root), could have taken both halves of the exchange and then print lines that verify; and the output is the streams' word, as through the wrapper: a process of that uid that took the call's streams (a socket of its own swapped in at the server's path, or the client's pipes opened in the moment between its exec and its first instruction) can have the command run with the stdin tether sent and give tether other output than the command's — the status, and which of tether's bytes the command was given, are the helper's word";
 
 /**
  * What the sandbox sweep's answer rests on, said in every report it makes: the sweep shell

@@ -19,6 +19,7 @@ import {
   newAgreement,
   type Server,
   serveRequest,
+  sha256,
   verifies,
 } from '../../src/sandbox/resident.js';
 import { residentServer } from '../../src/sandbox/resident-server.js';
@@ -120,7 +121,7 @@ describe.skipIf(!serves)(`the resident helper${serves ? '' : ` (skipped: ${why})
     const at = out.lastIndexOf(`tether-end ${nonce} `);
     expect(out.slice(0, at)).toBe('the input|1|1|no newline');
     const line = out.slice(at).replace(/\n$/, '');
-    expect(line).toBe(endLine(server.key, nonce, 3));
+    expect(line).toBe(endLine(server.key, nonce, 3, Buffer.from('the input\n')));
     expect(verifies(server.key, line)).toBe(true);
   });
 
@@ -263,7 +264,11 @@ describe('the end line under a key (CompletionStripper)', () => {
       stripper.push(Buffer.from(`${real.slice(40)}after`)),
       stripper.end(),
     ]).toString('latin1');
-    expect(stripper.completion).toEqual({ kind: 'exit', status: 7 });
+    expect(stripper.completion).toEqual({
+      kind: 'exit',
+      status: 7,
+      input: { bytes: 0, sha256: sha256(Buffer.alloc(0)) },
+    });
     expect(passed).toBe(`out ${forged}${unkeyed}after`);
   });
 });
