@@ -94,6 +94,8 @@ export function notSeenLines(blindSpots: readonly string[]): string[] {
 /** The sweep report as lines for a person: what was stopped, what survived, what was not read. */
 export function renderReport(report: SweepReport): string[] {
   const lines: string[] = [];
+  // A sandbox sweep's pids are the container's (its PID namespace), not this machine's.
+  const PID = report.layers.includes('sandbox') ? 'CONTAINER PID' : 'PID';
   const ms = (n: number) => `${Math.round(n)} ms`;
   if (report.stopped.length > 0) {
     lines.push(
@@ -101,7 +103,7 @@ export function renderReport(report: SweepReport): string[] {
     );
     lines.push(
       ...table(
-        ['PID', 'FOUND BY', 'ENDED BY', 'COMMAND'],
+        [PID, 'FOUND BY', 'ENDED BY', 'COMMAND'],
         report.stopped.map((p) => [String(p.pid), foundBy(p), p.endedBy ?? '', command(p)]),
       ),
     );
@@ -120,7 +122,7 @@ export function renderReport(report: SweepReport): string[] {
     );
     lines.push(
       ...table(
-        ['PID', 'MATCH', 'OWNER', 'EXPIRES', 'COMMAND'],
+        [PID, 'MATCH', 'OWNER', 'EXPIRES', 'COMMAND'],
         report.kept.map((p) => [
           String(p.pid),
           p.keptWith === undefined ? p.match : `with ${p.keptWith}`,
@@ -137,7 +139,7 @@ export function renderReport(report: SweepReport): string[] {
     );
     lines.push(
       ...table(
-        ['PID', 'REASON', 'FOUND BY', 'COMMAND'],
+        [PID, 'REASON', 'FOUND BY', 'COMMAND'],
         report.survivors.map((p) => [String(p.pid), p.reason, foundBy(p), command(p)]),
       ),
     );

@@ -155,6 +155,16 @@ describe('renderReport: FOUND BY', () => {
   });
 });
 
+describe('renderReport: whose pids', () => {
+  it("a sandbox sweep's tables say their pids are the container's", () => {
+    const head = (r: SweepReport) => renderReport(r).find((l) => /^\s*(CONTAINER )?PID\s/.test(l)) ?? '';
+    expect(head(report({ stopped: [proc(50)] }))).toMatch(/^\s*PID\s/);
+    expect(head(report({ stopped: [proc(50)], layers: ['env-tag', 'sandbox'] }))).toMatch(
+      /^\s*CONTAINER PID\s/,
+    );
+  });
+});
+
 describe('not seen: lines', () => {
   it('say a short blind spot whole, a long one by its headline, and where the whole text is', () => {
     const short = 'short things are not seen: because';
