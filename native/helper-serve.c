@@ -35,10 +35,11 @@
 // stderr; its stdin is a pipe the child fills from the passed stdin, hashing every byte it takes
 // (call_relay). Once it is reaped the child writes, after everything the command wrote,
 //
-//   tether-end NONCE exit STATUS in BYTES SHA256 MAC\n
+//   tether-end NONCE exit STATUS in BYTES SHA256 eof|open MAC\n
 //
 // (STATUS 0-255, 128+N for a signal N; BYTES and SHA256 what it took off the stdin after the
-// request) and sends STATUS to the client as one byte.
+// request, `eof` when that stdin had ended by the command's end) and sends STATUS to the client
+// as one byte.
 // Exit statuses of --call for its own failures: 125, with one `tether-call: …` line on stderr.
 
 #include <sys/random.h>
@@ -388,8 +389,11 @@ static void call_refuse(int conn, const char *why) {
 // does). So the end line says which of tether's bytes the command was given — a request taken off
 // the client's stdin and run with another stdin ends in a line tether does not take. Bytes the
 // command no longer reads (it closed its stdin) are still taken and hashed, and dropped. Returns
-// the command's wait status; *taken and sha (32 bytes) what was taken.
-static int call_relay(pid_t pid, int to, unsigned long long *taken, unsigned char sha[32]) {
+// the command's wait status; *taken and sha (32 bytes) what was taken, *eof 1 when the client's
+// stdin had ended by then (all of it was taken), else 0 (the command ended first). tether takes a
+// short stdin only from a command that ended first: given the end of its input early (a request
+// run with no stdin after it), a command can end as it would never end on tether's.
+static int call_relay(pid_t pid, int to, unsigned long long *taken, unsigned char sha[32], int *eof) {
   crypto_hash_sha256_state h;
   crypto_hash_sha256_init(&h);
   fcntl(to, F_SETFL, fcntl(to, F_GETFL) | O_NONBLOCK);
@@ -442,12 +446,13 @@ static int call_relay(pid_t pid, int to, unsigned long long *taken, unsigned cha
   }
   if (pfd >= 0) close(pfd);
   crypto_hash_sha256_final(&h, sha);
+  *eof = in_eof;
   return wstatus;
 }
 
 // One call, in the server's child: the streams, the request, then by its kind — `ping`: the
 // server is there (`tether-pong NONCE MAC`); `run`: the command, its stdin relayed and hashed,
-// then `tether-end NONCE exit STATUS in BYTES SHA256 MAC` after everything it wrote, and STATUS to
+// then `tether-end NONCE exit STATUS in BYTES SHA256 eof|open MAC` after everything it wrote, and STATUS to
 // the client. Never returns.
 static void call_serve(int conn) {
   if (call_take_streams(conn) < 0) _exit(0);
@@ -485,11 +490,13 @@ static void call_serve(int conn) {
   unsigned long long taken;
   unsigned char sha[32];
   char sha_hex[65];
-  int wstatus = call_relay(pid, in[1], &taken, sha);
+  int eof;
+  int wstatus = call_relay(pid, in[1], &taken, sha, &eof);
   to_hex(sha, sizeof sha, sha_hex);
   unsigned char status =
       WIFEXITED(wstatus) ? (unsigned char)WEXITSTATUS(wstatus) : (unsigned char)(128 + WTERMSIG(wstatus));
-  snprintf(text, sizeof text, "tether-end %s exit %u in %llu %s", nonce, status, taken, sha_hex);
+  snprintf(text, sizeof text, "tether-end %s exit %u in %llu %s %s", nonce, status, taken, sha_hex,
+           eof ? "eof" : "open");
   call_end(conn, text, status);
 }
 

@@ -14,10 +14,16 @@ import { verifies } from './resident.js';
  * `childless`: the helper's word that, when it reaped the command, it had no child and its cgroup
  * was empty — nothing the command started is left (native/helper.c `wrap_end`); only the helper
  * writes it, and only a line after the helper's start line is the helper's. `input`: the resident
- * helper's word of what its child took off the stdin after the request (bytes, sha256 in hex).
+ * helper's word of what its child took off the stdin after the request (bytes, sha256 in hex),
+ * and whether that stdin had ended by the command's end (`ended`: all of it was taken).
  */
 export type Completion =
-  | { kind: 'exit'; status: number; childless?: true; input?: { bytes: number; sha256: string } }
+  | {
+      kind: 'exit';
+      status: number;
+      childless?: true;
+      input?: { bytes: number; sha256: string; ended: boolean };
+    }
   | { kind: 'refused'; received: number; expected: number };
 
 /** A fresh nonce: 128 random bits in hex. The line is recognised only with it. */
@@ -35,7 +41,7 @@ const MAX_TAIL = 64;
 const TAIL = /^(?:exit (\d{1,3})( childless)?|refused (\d{1,20}) (\d{1,20}))$/;
 // The resident helper's (native/helper-serve.c): a status, what its child took off the stdin
 // after the request (bytes, sha256), and the MAC over the line before it.
-const KEYED_TAIL = /^exit (\d{1,3}) in (\d{1,15}) ([0-9a-f]{64}) [0-9a-f]{64}$/;
+const KEYED_TAIL = /^exit (\d{1,3}) in (\d{1,15}) ([0-9a-f]{64}) (eof|open) [0-9a-f]{64}$/;
 
 function parseTail(text: string): Completion | undefined {
   const m = TAIL.exec(text);
@@ -71,14 +77,18 @@ export class CompletionStripper {
     private readonly key?: Buffer,
   ) {
     this.marker = Buffer.from(`tether-end ${nonce} `);
-    this.maxTail = key ? MAX_TAIL + 16 + 65 + 65 : MAX_TAIL;
+    this.maxTail = key ? MAX_TAIL + 16 + 65 + 5 + 65 : MAX_TAIL;
   }
 
   private parse(line: Buffer, tail: Buffer): Completion | undefined {
     if (!this.key) return parseTail(tail.toString('latin1'));
     const m = KEYED_TAIL.exec(tail.toString('latin1'));
     if (!m || Number(m[1]) > 255 || !verifies(this.key, line)) return undefined;
-    return { kind: 'exit', status: Number(m[1]), input: { bytes: Number(m[2]), sha256: String(m[3]) } };
+    return {
+      kind: 'exit',
+      status: Number(m[1]),
+      input: { bytes: Number(m[2]), sha256: String(m[3]), ended: m[4] === 'eof' },
+    };
   }
 
   push(chunk: Buffer): Buffer {

@@ -32,7 +32,7 @@ import { type HelperUse, helperUseOf, type TargetIdentity } from './helper-use.j
 import { checkSandboxKeys, SANDBOX_EXEC_KEYS } from './known-options.js';
 import { program } from './programs.js';
 import { callRequest, type InputTaken, tookSent } from './resident.js';
-import { type ResidentServer, residentServer, serverAnswers } from './resident-server.js';
+import { type ResidentServer, serverFor, settled } from './resident-server.js';
 import { checkShell, type SandboxSweepOptions } from './sweep.js';
 
 export type { StopReason } from './exec-stops.js';
@@ -139,7 +139,10 @@ export async function exec<O extends SandboxExecOptions = {}>(
 }
 
 // The call under the resident helper where it was asked for and can be had, else under the
-// wrapper. A server found gone (its client's `no-server`, nothing run) is started again once.
+// wrapper. Never sent twice: a call whose client says it found no server is an unknown end (the
+// command can print that line itself, and kill or crowd out its server so that no ping answers:
+// found by a break attempt); the server is then pinged before the next call, and one that does not
+// answer replaced (resident-server.ts, serverFor).
 async function runAny(
   channel: ExecChannel,
   argv: string[],
@@ -147,19 +150,9 @@ async function runAny(
   plan: CallPlan,
 ): Promise<SandboxExecResult> {
   if (options.resident !== true || !resendable(options)) return run(channel, argv, options, plan);
-  const shell = plan.sweepOptions.shell ?? ['sh'];
-  let server = await residentServer(channel, shell);
-  for (let tries = 0; ; tries++) {
-    if ('unavailable' in server) return run(channel, argv, options, plan);
-    const call = residentPlan(plan, server, argv, options);
-    if (call === undefined) return run(channel, argv, options, plan);
-    try {
-      return await run(channel, argv, options, call);
-    } catch (error) {
-      if (!(error instanceof ServerGoneError) || tries > 0) throw error;
-    }
-    server = await residentServer(channel, shell, server);
-  }
+  const server = await serverFor(channel, plan.sweepOptions.shell ?? ['sh']);
+  const call = 'unavailable' in server ? undefined : residentPlan(plan, server, argv, options);
+  return run(channel, argv, options, call ?? plan);
 }
 
 // The plan of a call to `server`: its client exec'd directly, the request as stdin's first line;
@@ -184,28 +177,12 @@ function residentPlan(
 }
 
 // A line that said nothing of the stdin (none of the resident helper's does): taken as nothing.
-const NOTHING_TAKEN: InputTaken = { bytes: -1, sha256: '' };
+const NOTHING_TAKEN: InputTaken = { bytes: -1, sha256: '', ended: false };
 
 // The bytes a resident call sent after its request: its input (never a stream: resendable).
 function sentInput(plan: CallPlan): Buffer {
   return Buffer.isBuffer(plan.input) ? plan.input : Buffer.alloc(0);
 }
-
-/**
- * A call whose resident server was gone: its client found no server and nothing ran
- * (`no-server`). Internal: the call starts a server and is sent again.
- */
-class ServerGoneError extends Error {
-  constructor(readonly said: string) {
-    super(said);
-    this.name = 'ServerGoneError';
-  }
-}
-
-// The client's `no-server` line with its own 125 and no line, no stop of ours in between. Its word
-// alone (bytes swapped in for the client could say it after running the command) is what the
-// resent call rests on: such bytes could as well run the command twice themselves.
-const NO_SERVER_LINE = 'tether-call: no-server: ';
 
 // `exec` for a session's command (session.ts, not exported from the package): with `helper`,
 // `seen` is told how the command ran — under the helper or fallen back, and why — once its output
@@ -310,21 +287,14 @@ async function run(
     let completion = await output.settle(); // the rest of the output, 2 s at most; the line
     // The resident helper's line says what its child took off the stdin: another stdin than the
     // one sent (a request taken off the client's stdin and run with streams of a leftover's) is
-    // no end of this call's command.
-    if (
-      plan.call &&
-      completion?.kind === 'exit' &&
-      !tookSent(completion.input ?? NOTHING_TAKEN, sentInput(plan))
-    )
-      completion = undefined;
+    // no end of this call's command. A call without a line it takes leaves its server suspect.
+    if (plan.call) {
+      if (completion?.kind === 'exit' && !tookSent(completion.input ?? NOTHING_TAKEN, sentInput(plan)))
+        completion = undefined;
+      settled(plan.call.server, completion !== undefined);
+    }
     const refused = completion === undefined ? uncheckedRefusal(plan, exit, output, race.stopped) : undefined;
     if (refused !== undefined) throw new HelperUncheckedError(refused);
-    if (plan.call && completion === undefined && race.stopped === undefined && exit.status === 125) {
-      const gone = output.wrapperSaid.lines.find((line) => line.startsWith(NO_SERVER_LINE));
-      // A server that still answers was there: the line was the command's own (an unknown end).
-      if (gone !== undefined && !(await serverAnswers(channel, plan.call.server)))
-        throw new ServerGoneError(gone);
-    }
     if (options.helper !== undefined)
       seen?.(
         helperUseOf(

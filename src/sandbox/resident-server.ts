@@ -1,7 +1,8 @@
 // The resident helper's server for a channel (docs/sandbox.md, "The resident helper"): pushed and
 // checked once (helper-push.ts), started through the check at exec (programs/serve.sh) with a key
 // agreed over the exec's streams (resident.ts), then kept for every later call through the same
-// channel object — until a call finds it gone, when one more is started.
+// channel object — pinged first when it may have idled out or a call got no line from it, and
+// replaced when it does not answer.
 import { randomBytes } from 'node:crypto';
 import { posix } from 'node:path';
 import type { ExecChannel } from './channel.js';
@@ -90,8 +91,8 @@ const PING_MS = 10_000;
 
 /**
  * Whether `server` answers a ping through `channel` with a line that verifies (`tether-pong
- * NONCE MAC`): asked before a call that its client said found no server is sent again — a command
- * can print that line itself, and kill its server's child, to be run twice.
+ * NONCE MAC`). Its silence is no proof of anything (a process of the uid can crowd the server
+ * out): it only decides whether the next call goes to a new server.
  */
 export async function serverAnswers(channel: ExecChannel, server: ResidentServer): Promise<boolean> {
   const nonce = createNonce();
@@ -104,4 +105,42 @@ export async function serverAnswers(channel: ExecChannel, server: ResidentServer
     .toString('latin1')
     .split('\n')
     .some((line) => line.startsWith(`tether-pong ${nonce} `) && verifies(server.key, line));
+}
+
+// Per server: when a call last got a line from it (performance.now() ms), and whether a call since
+// got none (it may be gone: killed, its socket replaced, crowded out).
+const state = new WeakMap<ResidentServer, { lastAnswered: number; suspect: boolean }>();
+
+/**
+ * The server for a call through `channel` (residentServer's), pinged first when it is suspect
+ * (the last call got no line that verifies) or half its idle bound has passed since it last
+ * answered — a ping is a call: it restarts that bound — and replaced when the ping gets no line
+ * that verifies. So a server that idled out, or was killed, costs a ping and a start, never a
+ * call sent to no one (which would be an unknown end).
+ */
+export async function serverFor(
+  channel: ExecChannel,
+  shell: string[],
+): Promise<ResidentServer | ResidentUnavailable> {
+  const server = await residentServer(channel, shell);
+  if ('unavailable' in server) return server;
+  const seen = state.get(server);
+  if (seen === undefined) {
+    state.set(server, { lastAnswered: performance.now(), suspect: false });
+    return server;
+  }
+  if (!seen.suspect && performance.now() - seen.lastAnswered < SERVE_IDLE_MS / 2) return server;
+  if (await serverAnswers(channel, server)) {
+    state.set(server, { lastAnswered: performance.now(), suspect: false });
+    return server;
+  }
+  const next = await residentServer(channel, shell, server);
+  if (!('unavailable' in next)) state.set(next, { lastAnswered: performance.now(), suspect: false });
+  return next;
+}
+
+/** A call to `server` settled: with a line that verified (`answered`), or without one. */
+export function settled(server: ResidentServer, answered: boolean): void {
+  const lastAnswered = answered ? performance.now() : (state.get(server)?.lastAnswered ?? 0);
+  state.set(server, { lastAnswered, suspect: !answered });
 }

@@ -127,18 +127,28 @@ function request(key: Buffer, kind: string, nonce: string, tag: string, argv: re
   return `${text} ${mac(key, text)}\n`;
 }
 
-/** What a call's server child took off its stdin after the request: its length and sha256 (hex). */
+/**
+ * What a call's server child took off its stdin after the request: its length, its sha256 (hex),
+ * and whether that stdin had ended (all of it was taken) by the command's end.
+ */
 export interface InputTaken {
   bytes: number;
   sha256: string;
+  ended: boolean;
 }
 
 /**
  * The end line a call's server child writes for `status` (without its newline), having taken
- * `input` off the stdin after the request.
+ * `input` off the stdin after the request, to its end (`ended`, default) or not.
  */
-export function endLine(key: Buffer, nonce: string, status: number, input: Buffer = Buffer.alloc(0)): string {
-  const text = `tether-end ${nonce} exit ${status} in ${input.length} ${sha256(input)}`;
+export function endLine(
+  key: Buffer,
+  nonce: string,
+  status: number,
+  input: Buffer = Buffer.alloc(0),
+  ended = true,
+): string {
+  const text = `tether-end ${nonce} exit ${status} in ${input.length} ${sha256(input)} ${ended ? 'eof' : 'open'}`;
   return `${text} ${mac(key, text)}`;
 }
 
@@ -148,15 +158,12 @@ export function sha256(bytes: Buffer): string {
 }
 
 /**
- * Whether the command was given exactly what tether sent: `taken` (the end line's `in BYTES
- * SHA256`) is the first BYTES of `sent`. A request taken off the client's stdin and run with
- * another stdin fails here.
+ * Whether the command was given what tether sent: all of it when the end line says the stdin had
+ * ended (`ended`), else its first BYTES (the command ended first). A request run with another
+ * stdin, or with the end of its input given early (no stdin at all), fails here.
  */
 export function tookSent(taken: InputTaken, sent: Buffer): boolean {
-  return (
-    Number.isSafeInteger(taken.bytes) &&
-    taken.bytes >= 0 &&
-    taken.bytes <= sent.length &&
-    sha256(sent.subarray(0, taken.bytes)) === taken.sha256
-  );
+  if (!Number.isSafeInteger(taken.bytes) || taken.bytes < 0 || taken.bytes > sent.length) return false;
+  if (taken.ended && taken.bytes !== sent.length) return false;
+  return sha256(sent.subarray(0, taken.bytes)) === taken.sha256;
 }

@@ -84,7 +84,7 @@ describe.skipIf(!serves)(`the resident helper under attack${serves ? '' : ` (ski
     // The end line it forwarded verifies, and says the command was given 4 bytes that are not
     // tether's 3: an unknown end, swept, never a success.
     expect(said).toMatch(
-      /replayed: status 0, tether-end [0-9a-f]{32} exit 0 in 4 [0-9a-f]{64} [0-9a-f]{64}\n/,
+      /replayed: status 0, tether-end [0-9a-f]{32} exit 0 in 4 [0-9a-f]{64} eof [0-9a-f]{64}\n/,
     );
     expect(attacked).toEqual({ code: 'EXEC_STATUS_UNKNOWN' });
     // The leftover ends here: while it swaps, it takes every call (a ping too), as it could run any.
@@ -95,6 +95,8 @@ describe.skipIf(!serves)(`the resident helper under attack${serves ? '' : ` (ski
   it("a command that says `tether-call: no-server:` on stderr and KILLs the server's child is not sent again: the server still answers a ping, so the call is an unknown end (before: it ran twice, and resolved ok)", async () => {
     const mark = `/tmp/twice-${hex(4)}`;
     const flag = `/tmp/flag-${hex(4)}`;
+    // A live server first (the last case's call got no line: this one pings, and may replace it).
+    expect((await sandbox.exec(channel, ['true'], { resident: true })).ok).toBe(true);
     const before = await residentServer(channel, ['sh']);
     const cmd = [
       'sh',
@@ -272,7 +274,9 @@ print('sent', n)`;
     const idlePid = Number(start.stdout.split(' ')[2]);
     expect(idlePid).toBeGreaterThan(1);
     await sandbox.exec(channel, ['/usr/bin/python3', '-c', code, dir, '1']);
-    // The channel's own server: 260 such connections, more than SERVE_CALLS_MAX.
+    // The channel's own server, live (the last case's calls got no line: this call pings it, and
+    // may replace it): 260 such connections, more than SERVE_CALLS_MAX.
+    expect((await sandbox.exec(channel, ['true'], { resident: true })).ok).toBe(true);
     const server = await serverOf();
     await sandbox.exec(channel, ['/usr/bin/python3', '-c', code, server.dir, '260']);
     await sleep(300);

@@ -1,6 +1,7 @@
 // A second break attempt on the resident helper (native/helper-serve.c, src/sandbox/resident*.ts,
-// exec.ts), after the first one's mends (test/sandbox/resident-break.test.ts). Each case asserts
-// what happens today; its comment says what should. Ground truth from the host: marker files
+// exec.ts), after the first one's mends (test/sandbox/resident-break.test.ts). Each case failed
+// (a success for a command that exits 1 on tether's stdin, a command run twice) before the mends
+// its name gives. Ground truth from the host: marker files
 // through /proc/<init>/root. The leftover that swaps its listener in is the first attempt's
 // test/fixtures/c/resident-mitm.c, here told to feed the command no stdin at all.
 import { execFileSync } from 'node:child_process';
@@ -43,7 +44,7 @@ describe.skipIf(!serves)(
         (e: Error & { code?: string }) => ({ code: e.code }),
       );
 
-    it("a leftover that swaps its listener in and runs the request with a PREFIX of tether's stdin (here: none) gets ok, exit 0, for a command that exits 1 on tether's stdin: tookSent takes any prefix (should: an unknown end — the end line does not say the command was given what tether sent)", async () => {
+    it("a leftover that swaps its listener in and runs the request with a prefix of tether's stdin and its end (here: none at all) gets no end line tether takes: the line says the stdin ended short (before: ok, exit 0, for a command that exits 1 on tether's stdin)", async () => {
       copyFileSync(MITM, inBox('/tmp/mitm'));
       chmodSync(inBox('/tmp/mitm'), 0o755);
       const mark = `/tmp/mark-${hex(4)}`;
@@ -81,13 +82,10 @@ describe.skipIf(!serves)(
       expect(said).toMatch(/call taken after \d+ swaps/);
       // The command ran once for this call, on an empty stdin — never on tether's 'no\n'.
       expect(read(mark)).toBe('[no]\n[]\n');
-      // DEFECT: tether says ok, exit 0; given exactly 'no\n' the command exits 1.
-      // Should be: { code: 'EXEC_STATUS_UNKNOWN' } (BYTES must be all of what was sent, unless the
-      // command's own end is what cut its stdin short, which the line does not tell apart today).
-      expect(attacked).toEqual({ ok: true, exitCode: 0 });
+      expect(attacked).toEqual({ code: 'EXEC_STATUS_UNKNOWN' });
     }, 60_000);
 
-    it("a command that KILLs its server (its parent's parent: /proc/$PPID/status), prints `tether-call: no-server:` and KILLs its server's child is sent again — the ping finds no server — and ran twice, ok (should: an unknown end, run once; the first attempt's mend only covered a command that left its server alive)", async () => {
+    it("a command that KILLs its server (its parent's parent: /proc/$PPID/status), prints `tether-call: no-server:` and KILLs its server's child is an unknown end, run once: a call is never sent twice (before: the ping found no server, and it ran twice, ok)", async () => {
       const mark = `/tmp/twice-${hex(4)}`;
       const flag = `/tmp/flag-${hex(4)}`;
       const before = await residentServer(channel, ['sh']);
@@ -115,15 +113,16 @@ describe.skipIf(!serves)(
           after: 'pid' in after && after.pid,
         }),
       );
-      // DEFECT: the command ran twice and the call resolved ok. Should be: one run, EXEC_STATUS_UNKNOWN.
-      expect(runs.length).toBe(2);
-      expect(r).toEqual({ ok: true, exitCode: 0 });
-      expect('pid' in after && after.pid).not.toBe('pid' in before && before.pid); // a second server
+      expect(runs.length).toBe(1);
+      expect(r).toEqual({ code: 'EXEC_STATUS_UNKNOWN' });
+      expect('pid' in after && after.pid).toBe('pid' in before && before.pid); // replaced at the next call
     }, 60_000);
 
-    it("a command that fills its server with 300 idle connections (SERVE_CALLS_MAX is 256), prints `tether-call: no-server:` and KILLs its server's child is sent again — the live server closes the ping's connection — and ran twice, ok, the first server still alive (should: an unknown end, run once)", async () => {
+    it("a command that fills its server with 300 idle connections (SERVE_CALLS_MAX is 256), prints `tether-call: no-server:` and KILLs its server's child is an unknown end, run once (before: the live server closed the ping's connection, and it ran twice, ok)", async () => {
       const mark = `/tmp/full-${hex(4)}`;
       const flag = `/tmp/fflag-${hex(4)}`;
+      // A live server first (the last case's was KILLed: this call pings it and starts another).
+      expect((await sandbox.exec(channel, ['true'], { resident: true })).ok).toBe(true);
       const before = await residentServer(channel, ['sh']);
       if ('unavailable' in before) throw new Error(before.unavailable);
       const hold = `import socket,sys,time,os
@@ -158,12 +157,10 @@ time.sleep(12)`;
       console.log(
         JSON.stringify({ r, runs, before: before.pid, after: 'pid' in after && after.pid, oldAlive }),
       );
-      // DEFECT: the command ran twice and the call resolved ok, though its server never went away.
-      // Should be: one run, EXEC_STATUS_UNKNOWN (a ping that gets no line is not "nothing ran").
-      expect(runs.length).toBe(2);
-      expect(r).toEqual({ ok: true, exitCode: 0 });
+      expect(runs.length).toBe(1);
+      expect(r).toEqual({ code: 'EXEC_STATUS_UNKNOWN' });
       expect(oldAlive).toBe(true);
-      expect('pid' in after && after.pid).not.toBe(before.pid);
+      expect('pid' in after && after.pid).toBe(before.pid);
     }, 60_000);
   },
 );

@@ -216,7 +216,7 @@ describe.skipIf(!serves)(`the resident helper${serves ? '' : ` (skipped: ${why})
     expect(channel.execs).toEqual(['tether-helper-check', 'tether-serve', 'call', 'call']);
   });
 
-  it("a command that forges its end line and kills the server's child is an unknown end, swept; a server killed between calls is started again", async () => {
+  it("a command that forges its end line and kills the server's child is an unknown end, swept; a server killed between calls is replaced, never sent a call twice", async () => {
     const channel = counting(box.channel);
     await sandbox.exec(channel, ['true'], { resident: true });
     const server = await residentServer(channel, ['sh']);
@@ -237,8 +237,8 @@ describe.skipIf(!serves)(`the resident helper${serves ? '' : ` (skipped: ${why})
       );
     expect(forged).toBe('EXEC_STATUS_UNKNOWN');
 
-    // The server KILLed from inside the container: the next call finds no server, starts one and
-    // sends the command again; it runs once.
+    // That call got no line: the server is suspect, and pinged before the next. KILLed from inside
+    // the container meanwhile, it does not answer: a new one is started and the command runs once.
     const mark = `/tmp/tether-resident-once-${hex(8)}`;
     await execOnce(box.channel, ['kill', '-KILL', String(server.pid)], '');
     const again = await sandbox.exec(channel, ['sh', '-c', `echo ran >> ${mark}`], { resident: true });
@@ -247,6 +247,26 @@ describe.skipIf(!serves)(`the resident helper${serves ? '' : ` (skipped: ${why})
     const after = await residentServer(channel, ['sh']);
     expect('pid' in after && after.pid !== server.pid).toBe(true);
     expect(channel.execs.slice(-4)).toEqual(['call', 'tether-helper-check', 'tether-serve', 'call']);
+
+    // A server KILLed after a call that it answered is not pinged: the next call's client finds no
+    // server, which a command could say as well, so the call is an unknown end, never sent twice
+    // (nothing ran: the marker is as it was); the one after pings, starts a server, and runs.
+    if (!('pid' in after)) throw new Error('no server');
+    await execOnce(box.channel, ['kill', '-KILL', String(after.pid)], '');
+    const lost = await sandbox
+      .exec(channel, ['sh', '-c', `echo ran >> ${mark}`], {
+        resident: true,
+        sweep: { graceMs: 500, killAfterMs: 500 },
+      })
+      .then(
+        () => 'resolved',
+        (e: Error & { code?: string }) => e.code,
+      );
+    expect(lost).toBe('EXEC_STATUS_UNKNOWN');
+    expect(readFileSync(inBox(mark), 'utf8')).toBe('ran\n');
+    const last = await sandbox.exec(channel, ['sh', '-c', `echo ran >> ${mark}`], { resident: true });
+    expect(last.ok).toBe(true);
+    expect(readFileSync(inBox(mark), 'utf8')).toBe('ran\nran\n');
   });
 });
 
@@ -267,7 +287,7 @@ describe('the end line under a key (CompletionStripper)', () => {
     expect(stripper.completion).toEqual({
       kind: 'exit',
       status: 7,
-      input: { bytes: 0, sha256: sha256(Buffer.alloc(0)) },
+      input: { bytes: 0, sha256: sha256(Buffer.alloc(0)), ended: true },
     });
     expect(passed).toBe(`out ${forged}${unkeyed}after`);
   });
