@@ -115,6 +115,26 @@ hold_pinned() {
   fi
 }
 
+# execd_held PID: PID, started from fd 9 after hold_pinned, is past its exec — its name is `9`,
+# which only the exec gives it (a fork of this shell bears the shell's) — or has ended (a zombie,
+# or gone: a shell may reap it early), and the holder is still_held then: that covers PID's whole
+# life, exec included, so the bytes it runs are the ones hashed. False also for one still before
+# its exec after 100000 looks (stopped there, by any process of the uid): past this point its
+# exec would no longer be held (found by a break attempt).
+execd_held() {
+  tether_tries=0
+  while :; do
+    st_line= st_comm= st_state=
+    read_stat "$1"
+    if [ "$st_comm" = 9 ] || [ "$st_state" = Z ] || [ -z "$st_line" ]; then
+      still_held
+      return
+    fi
+    tether_tries=$((tether_tries + 1))
+    [ $tether_tries -lt 100000 ] || return 1
+  done
+}
+
 # still_held: the holder runs still, with its identity, not a zombie, executing fd 9's inode — it
 # was alive all along, so no write reached the inode since hold_pinned. Killed, it is a zombie
 # or, reaped (bash reaps from its SIGCHLD handler), gone: its start time then names no process.

@@ -16,7 +16,7 @@
 # pipes through /proc/$$/fd before the server read them can take both halves of the exchange.
 
 set +e +u +x +v +a
-unset tether_helper tether_server tether_tries tether_execd hold_pid hold_start hold_said why sum
+unset tether_helper tether_server tether_tries hold_pid hold_start hold_said why sum
 
 tether_helper=$1
 case $tether_helper in
@@ -42,20 +42,8 @@ exec 3<&0
 "/proc/$$/fd/9" --serve "$2" --idle "$3" <&3 3<&- &
 tether_server=$!
 exec 3<&-
-# As sweep-helper.sh waits for its sweep: until the exec is done (its name `9`) or it ended.
-tether_execd=
-tether_tries=0
-while :; do
-  st_line= st_comm= st_state=
-  read_stat "$tether_server"
-  if [ "$st_comm" = 9 ] || [ "$st_state" = Z ] || [ -z "$st_line" ]; then
-    tether_execd=1
-    break
-  fi
-  tether_tries=$((tether_tries + 1))
-  [ $tether_tries -lt 100000 ] || break
-done
-if [ -z "$tether_execd" ] || ! still_held; then
+# Its exec done and the helper held all along (the prelude's execd_held), or it is refused.
+if ! execd_held "$tether_server"; then
   kill -KILL "$tether_server" 2>/dev/null
   wait "$tether_server" 2>/dev/null
   end_hold

@@ -32,7 +32,7 @@
 # (where ptrace is not restricted) can make it skip step 4 (HELPER_SWEEP_ANSWER_BLIND_SPOT).
 
 set +e +u +x +v +a
-unset tether_helper tether_why tether_sweeper tether_tries tether_execd hold_pid hold_start hold_said why sum
+unset tether_helper tether_why tether_sweeper tether_tries hold_pid hold_start hold_said why sum
 
 # tether_sweep_under_helper TAG…: runs the helper's sweep and exits with its status, or returns
 # (nothing read, nothing signalled) with the reason in tether_why.
@@ -62,24 +62,8 @@ tether_sweep_under_helper() {
   "/proc/$$/fd/9" --sweep --holder "$hold_pid:$hold_start" "$@" <&3 3<&- &
   tether_sweeper=$!
   exec 3<&-
-  # Wait until its exec is done — its name is `9` (a fork of this shell bears the shell's) — or it
-  # has ended (a zombie, or gone: a shell may reap it early): still_held below then covers its
-  # whole life, exec included. One still before its exec after 100000 looks (stopped there, by any
-  # process of the uid) is refused: past this point its exec would no longer be held (found by a
-  # break attempt).
-  tether_execd=
-  tether_tries=0
-  while :; do
-    st_line= st_comm= st_state=
-    read_stat "$tether_sweeper"
-    if [ "$st_comm" = 9 ] || [ "$st_state" = Z ] || [ -z "$st_line" ]; then
-      tether_execd=1
-      break
-    fi
-    tether_tries=$((tether_tries + 1))
-    [ $tether_tries -lt 100000 ] || break
-  done
-  if [ -z "$tether_execd" ] || ! still_held; then
+  # Its exec done and the helper held all along (the prelude's execd_held), or it is refused.
+  if ! execd_held "$tether_sweeper"; then
     kill -KILL "$tether_sweeper" 2>/dev/null
     wait "$tether_sweeper" 2>/dev/null
     end_hold
