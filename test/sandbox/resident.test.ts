@@ -6,6 +6,7 @@
 // command writes.
 import { randomBytes } from 'node:crypto';
 import { existsSync, readFileSync } from 'node:fs';
+import { Readable } from 'node:stream';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { prebuiltCandidates } from '../../src/containment/prebuilt.js';
 import { sandbox } from '../../src/index.js';
@@ -23,7 +24,7 @@ import {
   verifies,
 } from '../../src/sandbox/resident.js';
 import { residentServer } from '../../src/sandbox/resident-server.js';
-import { RESIDENT_KEY_BLIND_SPOT } from '../../src/sandbox/sweep-output.js';
+import { END_LINE_BLIND_SPOT, RESIDENT_KEY_BLIND_SPOT } from '../../src/sandbox/sweep-output.js';
 import { missing } from '../support/tools.js';
 import { type Container, privateTmp, sleep, startContainer } from './container.js';
 
@@ -214,6 +215,21 @@ describe.skipIf(!serves)(`the resident helper${serves ? '' : ` (skipped: ${why})
     expect(second.ok).toBe(true);
     expect(second.stdout).toBe('42\n');
     expect(channel.execs).toEqual(['tether-helper-check', 'tether-serve', 'call', 'call']);
+  });
+
+  it('a command that cannot be sent as a request goes under the wrapper: a stream on stdin, a script past SCRIPT_ARG_MAX', async () => {
+    const channel = counting(box.channel);
+    const streamed = await sandbox.exec(channel, ['cat'], {
+      resident: true,
+      input: Readable.from([Buffer.from('a stream')]),
+    });
+    expect([streamed.ok, streamed.stdout]).toEqual([true, 'a stream']);
+    expect(streamed.blindSpots).toEqual([END_LINE_BLIND_SPOT]);
+    const big = `: ${'x'.repeat(120 * 1024)}\necho big`;
+    const script = await sandbox.exec(channel, ['sh'], { resident: true, script: big });
+    expect([script.ok, script.stdout]).toEqual([true, 'big\n']);
+    expect(script.blindSpots).toEqual([END_LINE_BLIND_SPOT]);
+    expect(channel.execs).toEqual(['tether-wrap', 'tether-wrap']);
   });
 
   it("a command that forges its end line and kills the server's child is an unknown end, swept; a server killed between calls is replaced, never sent a call twice", async () => {
