@@ -15,7 +15,8 @@
 // (SPK its public key, PID and START the server's identity, MAC = HMAC-SHA-256 under the key of
 // everything before its space, in hex) and leaves the exec: the server is a child in a POSIX
 // session of its own, its stdio /dev/null, which ends itself after --idle MS (default 600000)
-// without a call, or once DIR/sock is no longer its socket.
+// without a call, once DIR/sock is no longer its socket, or once its limits, nice value or CPU
+// affinity are not what they were at its start (limits_kept).
 //
 // --call: what each later call execs directly, no shell and no hash: it passes its own stdin,
 // stdout and stderr to the server over DIR/sock (SCM_RIGHTS) and exits with the status the server
@@ -280,6 +281,40 @@ static int call_take_streams(int conn) {
   return 0;
 }
 
+// What the server's commands inherit from it, as it was at its start: every resource limit, its
+// nice value and its CPU affinity. A process of the uid may change them (prlimit(2),
+// setpriority(2), sched_setaffinity(2) ask no more than the uid), and every later call's command
+// would inherit them — another session's too: the server ends instead, and a call's child that
+// finds them changed runs nothing.
+static struct {
+  struct rlimit rl[RLIM_NLIMITS];
+  int nice;
+  cpu_set_t cpus;
+  int cpus_ok;
+} at_start;
+
+static void limits_record(void) {
+  for (int r = 0; r < RLIM_NLIMITS; r++) getrlimit(r, &at_start.rl[r]);
+  errno = 0;
+  at_start.nice = getpriority(PRIO_PROCESS, 0);
+  at_start.cpus_ok = sched_getaffinity(0, sizeof at_start.cpus, &at_start.cpus) == 0;
+}
+
+// 1 when every limit, the nice value and the affinity are as limits_record found them.
+static int limits_kept(void) {
+  for (int r = 0; r < RLIM_NLIMITS; r++) {
+    struct rlimit now;
+    if (getrlimit(r, &now) < 0 || now.rlim_cur != at_start.rl[r].rlim_cur || now.rlim_max != at_start.rl[r].rlim_max)
+      return 0;
+  }
+  errno = 0;
+  if (getpriority(PRIO_PROCESS, 0) != at_start.nice) return 0;
+  cpu_set_t cpus;
+  if (at_start.cpus_ok && (sched_getaffinity(0, sizeof cpus, &cpus) < 0 || !CPU_EQUAL(&cpus, &at_start.cpus)))
+    return 0;
+  return 1;
+}
+
 // read(2) of exactly n bytes, EINTR asked again, each read after a poll(2) that waits no later
 // than `deadline` (now_ms): 0, or -1 at EOF, on an error, or past the deadline — a connection
 // whose stdin never brings its request (a pipe whose write end it passed as its own stdout)
@@ -469,8 +504,12 @@ static void call_serve(int conn) {
   if (strcmp(kind, "run") || !cmd[0]) call_refuse(conn, "a malformed request");
   char var[64];
   snprintf(var, sizeof var, "TETHER_SESSION_%s", tag);
+  if (!limits_kept()) call_refuse(conn, "the server's limits were changed since its start");
+  // A socket, not a pipe: the command is dumpable once exec'd, and a process of the uid could
+  // open a pipe of its anew through /proc/PID/fd/0 and read tether's bytes away from it, as a
+  // break attempt did — the relay would still count them; a socket cannot be opened so (ENXIO).
   int in[2];
-  if (pipe2(in, O_CLOEXEC) < 0) call_refuse(conn, "no pipe for the command's stdin");
+  if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, in) < 0) call_refuse(conn, "no socket for the command's stdin");
   pid_t pid = fork();
   if (pid == 0) {
     explicit_bzero(serve_key, sizeof serve_key);
@@ -516,7 +555,11 @@ static void serve_loop(int lfd, const char *path, long idle_ms) {
     if (now_ms() - last >= idle_ms) return;
     struct pollfd p = {.fd = lfd, .events = POLLIN};
     if (poll(&p, 1, 1000) <= 0) continue;
+    if (!limits_kept()) return;
     int conn = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
+    // Out of fds or memory (a lowered RLIMIT_NOFILE), a pending connection keeps poll ready: the
+    // server ends instead of spinning, and the next call's ping starts another.
+    if (conn < 0 && (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM)) return;
     if (conn < 0) continue;
     last = now_ms();
     if (running >= SERVE_CALLS_MAX) {
@@ -594,6 +637,7 @@ static int serve_main(int argc, char **argv) {
     for (int fd = 0; fd < 3 && null >= 0; fd++) dup2(null, fd);
     if (null > 2) close(null);
     close_others(lfd);
+    limits_record();
     serve_loop(lfd, addr.sun_path, idle_ms);
     unlink(addr.sun_path);
     rmdir(dir);

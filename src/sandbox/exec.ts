@@ -105,11 +105,12 @@ export interface SandboxExecOptions extends OutputOptions {
    * Run the command through the resident helper (docs/sandbox.md, "The resident helper"): the
    * first such call through a channel object pushes the helper, checks it at its exec and starts
    * it as a server that agrees a key with this process; every call then execs the helper's client
-   * directly, and the end line verifies under that key. A server found gone is started again and
-   * the command sent again, once. Where no server can be had (the helper for the target's
-   * architecture built without libsodium, a `/tmp` where it cannot be pushed), and for a command
-   * whose stdin is a stream or whose script goes through a temp file (neither can be sent twice),
-   * the call runs under the completion wrapper, as without this option. Default false.
+   * directly, and the end line verifies under that key and says the command was given the stdin
+   * sent. A call is never sent twice: one whose server is gone is an unknown end, and the server,
+   * suspect, is pinged before the next call and replaced when it does not answer. Where no server
+   * can be had (the helper for the target's architecture built without libsodium, a `/tmp` where it
+   * cannot be pushed), and for a command whose stdin is a stream or whose script goes through a
+   * temp file, the call runs under the completion wrapper, as without this option. Default false.
    */
   resident?: boolean;
 }

@@ -139,8 +139,15 @@ export async function serverFor(
   return next;
 }
 
-/** A call to `server` settled: with a line that verified (`answered`), or without one. */
+/**
+ * A call to `server` settled: with a line that verified (`answered`), or without one. Only a ping
+ * clears a suspicion: a call at once with the one that left it may answer after it (a break
+ * attempt's: its answer sent the next call, unpinged, to a server the other had killed).
+ */
 export function settled(server: ResidentServer, answered: boolean): void {
-  const lastAnswered = answered ? performance.now() : (state.get(server)?.lastAnswered ?? 0);
-  state.set(server, { lastAnswered, suspect: !answered });
+  const was = state.get(server);
+  state.set(server, {
+    lastAnswered: answered ? performance.now() : (was?.lastAnswered ?? 0),
+    suspect: !answered || was?.suspect === true,
+  });
 }
