@@ -211,6 +211,7 @@ os._exit(5)`;
         [
           'sh',
           '-c',
+          // biome-ignore lint/suspicious/noTemplateCurlyInString: the shell's ${p#/proc/}
           'for p in /proc/[0-9]*; do case $(cat $p/comm 2>/dev/null) in helper-*) echo "killed ${p#/proc/}" >&2; kill -KILL ${p#/proc/};; esac; done; sleep 0.3; exit 3',
         ],
         { resident: true, reject: false, sweep: { graceMs: 500, killAfterMs: 500 } },
