@@ -16,7 +16,7 @@
 // everything before its space, in hex) and leaves the exec: the server is a child in a POSIX
 // session of its own, its stdio /dev/null, which ends itself after --idle MS (default 600000)
 // without a call, once DIR/sock is no longer its socket, or once its limits, nice value or CPU
-// affinity are not what they were at its start (limits_kept).
+// affinity are not what they were at its start (limits_kept), or on SIGTERM (a `stop` request's).
 //
 // --call: what each later call execs directly, no shell and no hash: it passes its own stdin,
 // stdout and stderr to the server over DIR/sock (SCM_RIGHTS) and exits with the status the server
@@ -29,7 +29,8 @@
 //
 // LEN 8 decimal digits, the bytes after its space, newline included (so that the request is read
 // in two reads, never past its end), KIND `run` (or `ping`: the server answers
-// `tether-pong NONCE MAC` and runs nothing), NONCE 32 hex digits, TAG the session tag's 32 hex digits (the command runs with
+// `tether-pong NONCE MAC` and runs nothing; or `stop`: `tether-stopped NONCE MAC`, and the server
+// ends), NONCE 32 hex digits, TAG the session tag's 32 hex digits (the command runs with
 // TETHER_SESSION_<TAG>=1 added to the server's environment), each ARG the bytes of one argv word
 // in hex, MAC tether's HMAC of everything before its space. A request that does not verify runs
 // nothing. The command starts in a POSIX session of its own (setsid), with the passed stdout and
@@ -281,6 +282,15 @@ static int call_take_streams(int conn) {
   return 0;
 }
 
+// The server's pid (its child of a call's parent), and its SIGTERM: the loop ends, its socket and
+// directory removed (a `stop` request sends it).
+static pid_t serve_pid;
+static volatile sig_atomic_t serve_stop;
+static void on_stop(int sig) {
+  (void)sig;
+  serve_stop = 1;
+}
+
 // What the server's commands inherit from it, as it was at its start: every resource limit, its
 // nice value and its CPU affinity. A process of the uid may change them (prlimit(2),
 // setpriority(2), sched_setaffinity(2) ask no more than the uid), and every later call's command
@@ -501,6 +511,13 @@ static void call_serve(int conn) {
     snprintf(text, sizeof text, "tether-pong %s", nonce);
     call_end(conn, text, 0);
   }
+  if (!strcmp(kind, "stop")) {
+    // The server is this child's parent while it runs: a parent that is gone is not signalled
+    // (its pid could be another's now, the container's init too).
+    if (getppid() != serve_pid || kill(serve_pid, SIGTERM) < 0) call_refuse(conn, "the server is gone");
+    snprintf(text, sizeof text, "tether-stopped %s", nonce);
+    call_end(conn, text, 0);
+  }
   if (strcmp(kind, "run") || !cmd[0]) call_refuse(conn, "a malformed request");
   char var[64];
   snprintf(var, sizeof var, "TETHER_SESSION_%s", tag);
@@ -541,17 +558,16 @@ static void call_serve(int conn) {
 
 // The server's loop: a child per connection; ends after idle_ms without a call running or
 // waiting, or once DIR/sock is no longer the socket it bound (removed, replaced).
-static void serve_loop(int lfd, const char *path, long idle_ms) {
-  struct stat own;
-  if (fstat(lfd, &own) < 0 || stat(path, &own) < 0) _exit(0);
+static void serve_loop(int lfd, const char *path, const struct stat *own, long idle_ms) {
   long last = now_ms();
   int running = 0;
   for (;;) {
+    if (serve_stop) return;
     pid_t done;
     while ((done = waitpid(-1, NULL, WNOHANG)) > 0) running--;
     if (running) last = now_ms();
     struct stat now;
-    if (stat(path, &now) < 0 || now.st_ino != own.st_ino || now.st_dev != own.st_dev) return;
+    if (stat(path, &now) < 0 || now.st_ino != own->st_ino || now.st_dev != own->st_dev) return;
     if (now_ms() - last >= idle_ms) return;
     struct pollfd p = {.fd = lfd, .events = POLLIN};
     if (poll(&p, 1, 1000) <= 0) continue;
@@ -569,6 +585,8 @@ static void serve_loop(int lfd, const char *path, long idle_ms) {
     pid_t pid = fork();
     if (pid == 0) {
       close(lfd);
+      signal(SIGTERM, SIG_DFL);
+      prctl(PR_SET_NAME, "tether-call");
       call_serve(conn);
     }
     if (pid > 0) running++;
@@ -633,13 +651,24 @@ static int serve_main(int argc, char **argv) {
   }
   if (pid == 0) {
     setsid();
+    // Named for ps: `tether-serve` (its argv stays the exec's, /proc/PID/fd/9 --serve DIR …).
+    prctl(PR_SET_NAME, "tether-serve");
+    serve_pid = getpid();
+    struct sigaction term = {.sa_handler = on_stop}; // no SA_RESTART: poll(2) returns EINTR
+    sigaction(SIGTERM, &term, NULL);
     int null = open("/dev/null", O_RDWR | O_CLOEXEC);
     for (int fd = 0; fd < 3 && null >= 0; fd++) dup2(null, fd);
     if (null > 2) close(null);
     close_others(lfd);
     limits_record();
-    serve_loop(lfd, addr.sun_path, idle_ms);
-    unlink(addr.sun_path);
+    struct stat own;
+    if (stat(addr.sun_path, &own) == 0) {
+      serve_loop(lfd, addr.sun_path, &own, idle_ms);
+      // Its own socket only: a file another process put at the path is not this one's to remove.
+      struct stat now;
+      if (stat(addr.sun_path, &now) == 0 && now.st_ino == own.st_ino && now.st_dev == own.st_dev)
+        unlink(addr.sun_path);
+    }
     rmdir(dir);
     _exit(0);
   }

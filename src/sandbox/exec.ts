@@ -419,11 +419,14 @@ function helperSwitch(sweep: Omit<SandboxSweepOptions, 'signal'>): string[] {
 function checkCommand(argv: string[], options: SandboxExecOptions): void {
   checkSandboxKeys(options, SANDBOX_EXEC_KEYS);
   checkOutputOptions(options);
-  if (options.reject !== undefined && typeof options.reject !== 'boolean')
-    throw new TetherError(
-      'INVALID_OPTION',
-      `invalid reject: ${typeof options.reject} ${String(options.reject).slice(0, 60)} (expected true or false)`,
-    );
+  for (const key of ['reject', 'resident'] as const) {
+    const value: unknown = options[key];
+    if (value !== undefined && typeof value !== 'boolean')
+      throw new TetherError(
+        'INVALID_OPTION',
+        `invalid ${key}: ${typeof value} ${String(value).slice(0, 60)} (expected true or false)`,
+      );
+  }
   if (!Array.isArray(argv) || argv.length === 0 || argv.some((a) => typeof a !== 'string') || !argv[0]) {
     throw new TetherError(
       'INVALID_OPTION',

@@ -11,6 +11,7 @@ export type { Completion } from './completion.js';
 export { ClientNotStartedError, ExecStatusUnknownError, SandboxError } from './errors.js';
 export { exec, type SandboxExecOptions } from './exec.js';
 export type { SandboxExecResult } from './exec-result.js';
+export { stopResident } from './resident-server.js';
 export {
   run,
   type SandboxCommandOptions,

@@ -9,7 +9,15 @@ import type { ExecChannel } from './channel.js';
 import { createNonce } from './completion.js';
 import { pushHelper } from './helper-push.js';
 import { program } from './programs.js';
-import { acceptServer, newAgreement, pingRequest, type Server, serveRequest, verifies } from './resident.js';
+import {
+  acceptServer,
+  newAgreement,
+  pingRequest,
+  type Server,
+  serveRequest,
+  stopRequest,
+  verifies,
+} from './resident.js';
 import { runOnce } from './run.js';
 import { describeExit } from './sweep.js';
 
@@ -95,16 +103,44 @@ const PING_MS = 10_000;
  * out): it only decides whether the next call goes to a new server.
  */
 export async function serverAnswers(channel: ExecChannel, server: ResidentServer): Promise<boolean> {
+  return ask(channel, server, pingRequest, 'tether-pong');
+}
+
+// Sends `server` one request made by `make` and whether a `WORD NONCE MAC` line that verifies
+// came back, within PING_MS.
+async function ask(
+  channel: ExecChannel,
+  server: ResidentServer,
+  make: (key: Buffer, nonce: string, tag: string) => string,
+  word: string,
+): Promise<boolean> {
   const nonce = createNonce();
   const deadline = performance.now() + PING_MS;
   const run = await runOnce(channel, [server.helper, '--call', server.dir], {
-    input: Buffer.from(pingRequest(server.key, nonce, createNonce())),
+    input: Buffer.from(make(server.key, nonce, createNonce())),
     deadline: () => deadline,
   });
   return run.stdout
     .toString('latin1')
     .split('\n')
-    .some((line) => line.startsWith(`tether-pong ${nonce} `) && verifies(server.key, line));
+    .some((line) => line.startsWith(`${word} ${nonce} `) && verifies(server.key, line));
+}
+
+/**
+ * Ends the resident helper's server this process started through `channel` (docs/sandbox.md,
+ * "The resident helper"), if any: it removes its socket and directory and exits; the next call
+ * with `resident: true` through the channel starts another. Resolves `true` when the server said
+ * it stops (`tether-stopped NONCE MAC`, verified), `false` when there was none for this channel
+ * object or it did not answer (gone already, or a process of the uid took its socket: it then
+ * ends after its idle bound, 10 minutes). Never rejects.
+ */
+export async function stopResident(channel: ExecChannel): Promise<boolean> {
+  const known = servers.get(channel);
+  if (!known) return false;
+  servers.delete(channel);
+  const server = await known.catch(() => undefined);
+  if (!server || 'unavailable' in server) return false;
+  return ask(channel, server, stopRequest, 'tether-stopped').catch(() => false);
 }
 
 // Per server: when a call last got a line from it (performance.now() ms), and whether a call since

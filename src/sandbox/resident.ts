@@ -117,6 +117,11 @@ export function pingRequest(key: Buffer, nonce: string, tag: string): string {
   return request(key, 'ping', nonce, tag, []);
 }
 
+/** The request that ends the server (its socket and directory removed): `tether-stopped NONCE MAC`. */
+export function stopRequest(key: Buffer, nonce: string, tag: string): string {
+  return request(key, 'stop', nonce, tag, []);
+}
+
 function request(key: Buffer, kind: string, nonce: string, tag: string, argv: readonly string[]): string {
   if (!HEX32.test(nonce) || !HEX32.test(tag)) throw new Error('a nonce and a tag are 32 hex digits');
   const words = argv.map((w) => ` ${Buffer.from(w).toString('hex')}`).join('');

@@ -217,6 +217,40 @@ describe.skipIf(!serves)(`the resident helper${serves ? '' : ` (skipped: ${why})
     expect(channel.execs).toEqual(['tether-helper-check', 'tether-serve', 'call', 'call']);
   });
 
+  it('sandbox.stopResident ends the server and removes its directory, as a TERM does; its name in ps is tether-serve; a resident option that is not a boolean is INVALID_OPTION', async () => {
+    const channel = counting(box.channel);
+    const shown = await sandbox.exec(channel, ['sh', '-c', 'cat /proc/$PPID/comm'], { resident: true });
+    expect(shown.stdout).toBe('tether-call\n');
+    const first = await residentServer(channel, ['sh']);
+    if (!('pid' in first)) throw new Error('no server');
+    expect(readFileSync(inBox(`/proc/${first.pid}/comm`), 'latin1')).toBe('tether-serve\n');
+    expect(await sandbox.stopResident(channel)).toBe(true);
+    expect(await sandbox.stopResident(channel)).toBe(false); // none known any more
+    const gone = (pid: number, dir: string) => {
+      let stat = '';
+      try {
+        stat = readFileSync(inBox(`/proc/${pid}/stat`), 'latin1');
+      } catch {}
+      return (stat === '' || /\) Z /.test(stat)) && !existsSync(inBox(dir));
+    };
+    for (let i = 0; i < 50 && !gone(first.pid, first.dir); i++) await sleep(50);
+    expect(gone(first.pid, first.dir), 'the server ended, its directory removed').toBe(true);
+    // The next call starts another; a TERM from anyone ends it the same way.
+    expect((await sandbox.exec(channel, ['true'], { resident: true })).ok).toBe(true);
+    const second = await residentServer(channel, ['sh']);
+    if (!('pid' in second)) throw new Error('no server');
+    expect(second.pid).not.toBe(first.pid);
+    await execOnce(box.channel, ['kill', '-TERM', String(second.pid)], '');
+    for (let i = 0; i < 50 && !gone(second.pid, second.dir); i++) await sleep(50);
+    expect(gone(second.pid, second.dir), 'TERMed, its directory removed').toBe(true);
+    await expect(
+      sandbox.exec(channel, ['true'], { resident: 'yes' as unknown as boolean }),
+    ).rejects.toMatchObject({
+      code: 'INVALID_OPTION',
+      message: 'invalid resident: string yes (expected true or false)',
+    });
+  });
+
   it('a command that cannot be sent as a request goes under the wrapper: a stream on stdin, a script past SCRIPT_ARG_MAX', async () => {
     const channel = counting(box.channel);
     const streamed = await sandbox.exec(channel, ['cat'], {
