@@ -63,10 +63,17 @@ export const SANDBOX_RUN_KEYS = [...SANDBOX_SESSION_KEYS, ...SANDBOX_COMMAND_KEY
 /**
  * Throws `TetherError` `INVALID_OPTION` for the first key of `options` not in `known`, and for
  * one of its `sweep` option not in `NESTED_SWEEP_KEYS` (named `sweep.KEY`), with the nearest known
- * key for a typo. A value that is not an object is left to the option's own check.
+ * key for a typo — `resident` by the call it belongs to. A value that is not an object is left to
+ * the option's own check.
  */
 export function checkSandboxKeys(options: unknown, known: readonly string[]): void {
   if (typeof options !== 'object' || options === null) return;
+  // A key of another call, named as such (a fresh user's trial read "unknown option" as a typo).
+  if (Object.hasOwn(options, 'resident') && !known.includes('resident'))
+    throw new TetherError(
+      'INVALID_OPTION',
+      '`resident` is sandbox.exec\'s option alone: sandbox.run and sandbox.session do not run under the resident helper yet (docs/sandbox.md, "The resident helper")',
+    );
   checkKnownKeys(options, known);
   const nested: unknown = (options as { sweep?: unknown }).sweep;
   if (!known.includes('sweep') || typeof nested !== 'object' || nested === null) return;
