@@ -18,6 +18,7 @@ import {
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { PassThrough } from 'node:stream';
+import { afterAll, beforeAll } from 'vitest';
 import { readElf } from '../../src/containment/elf.js';
 import { sessionsDir } from '../../src/containment/live-session.js';
 import {
@@ -374,6 +375,30 @@ export function lossyWrapper(inner: ExecChannel, cut: Cut): ExecChannel & { cutA
  */
 /** A channel prefix's tail that runs the exec as uid and gid 65534, no supplementary groups. */
 export const AS_NOBODY = ['setpriv', '--reuid', '65534', '--regid', '65534', '--clear-groups', '--'];
+
+/**
+ * A container for the tests of one describe block whose calls run as uid 65534 (`AS_NOBODY`),
+ * with a /tmp of its own (`privateTmp`, named NAME-PID): started in beforeAll and handed to `use`,
+ * stopped in afterAll. `inBox(path)` is a path of the container as the host reaches it;
+ * `read(path)` its text, '' when it is absent.
+ */
+export function asNobodyIn(
+  name: string,
+  use: (box: Container, channel: ExecChannel) => void,
+  lifetimeS = 240,
+): { inBox: (path: string) => string; read: (path: string) => string } {
+  let box: Container | undefined;
+  beforeAll(async () => {
+    box = await startContainer(lifetimeS);
+    privateTmp(box, `${name}-${process.pid}`);
+    use(box, commandChannel([...box.prefix, ...AS_NOBODY]));
+  });
+  afterAll(async () => {
+    await box?.stop();
+  });
+  const inBox = (path: string) => `/proc/${box?.init}/root${path}`;
+  return { inBox, read: (path) => (existsSync(inBox(path)) ? readFileSync(inBox(path), 'utf8') : '') };
+}
 
 export const DROP_PTRACE = ['--bounding-set', '-sys_ptrace', '--inh-caps', '-sys_ptrace'];
 

@@ -5,16 +5,16 @@
 // /proc/<init>/root. The leftover that swaps its listener in is test/fixtures/c/resident-mitm.c.
 import { execFileSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { chmodSync, copyFileSync, existsSync, readFileSync } from 'node:fs';
+import { chmodSync, copyFileSync, existsSync } from 'node:fs';
 import { join } from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { prebuiltCandidates } from '../../src/containment/prebuilt.js';
 import { sandbox } from '../../src/index.js';
-import { commandChannel, type ExecChannel } from '../../src/sandbox/index.js';
+import type { ExecChannel } from '../../src/sandbox/index.js';
 import { residentServer } from '../../src/sandbox/resident-server.js';
 import { BUILD } from '../support/paths.js';
 import { missing } from '../support/tools.js';
-import { AS_NOBODY, type Container, privateTmp, sleep, startContainer } from './container.js';
+import { asNobodyIn, type Container, sleep } from './container.js';
 
 const local = prebuiltCandidates(process.arch).find((p) => existsSync(p));
 const why = local ? missing('libsodium.a') : 'no prebuilt helper built here';
@@ -25,16 +25,10 @@ const hex = (n: number) => randomBytes(n).toString('hex');
 describe.skipIf(!serves)(`the resident helper under attack${serves ? '' : ` (skipped: ${why})`}`, () => {
   let box: Container;
   let channel: ExecChannel;
-  beforeAll(async () => {
-    box = await startContainer(240);
-    privateTmp(box, `tether-resident-break-${process.pid}`);
-    channel = commandChannel([...box.prefix, ...AS_NOBODY]);
+  const { inBox, read } = asNobodyIn('tether-resident-break', (b, c) => {
+    box = b;
+    channel = c;
   });
-  afterAll(async () => {
-    await box?.stop();
-  });
-  const inBox = (path: string) => `/proc/${box.init}/root${path}`;
-  const read = (path: string) => (existsSync(inBox(path)) ? readFileSync(inBox(path), 'utf8') : '');
 
   it("a leftover that swaps its listener in at DIR/sock between the server's checks, takes the request off the client's stdin and has it run with the stdin it likes gets no end line tether takes: the line says what the command was given (before: ok, exit 0, for a command that given tether's stdin exits 1)", async () => {
     copyFileSync(MITM, inBox('/tmp/mitm'));

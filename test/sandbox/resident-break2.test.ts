@@ -6,16 +6,16 @@
 // test/fixtures/c/resident-mitm.c, here told to feed the command no stdin at all.
 import { execFileSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { chmodSync, copyFileSync, existsSync, readFileSync } from 'node:fs';
+import { chmodSync, copyFileSync, existsSync } from 'node:fs';
 import { join } from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { prebuiltCandidates } from '../../src/containment/prebuilt.js';
 import { sandbox } from '../../src/index.js';
-import { commandChannel, type ExecChannel } from '../../src/sandbox/index.js';
+import type { ExecChannel } from '../../src/sandbox/index.js';
 import { residentServer } from '../../src/sandbox/resident-server.js';
 import { BUILD } from '../support/paths.js';
 import { missing } from '../support/tools.js';
-import { AS_NOBODY, type Container, privateTmp, sleep, startContainer } from './container.js';
+import { asNobodyIn, type Container, sleep } from './container.js';
 
 const local = prebuiltCandidates(process.arch).find((p) => existsSync(p));
 const why = local ? missing('libsodium.a') : 'no prebuilt helper built here';
@@ -28,16 +28,10 @@ describe.skipIf(!serves)(
   () => {
     let box: Container;
     let channel: ExecChannel;
-    beforeAll(async () => {
-      box = await startContainer(240);
-      privateTmp(box, `tether-resident-break2-${process.pid}`);
-      channel = commandChannel([...box.prefix, ...AS_NOBODY]);
+    const { inBox, read } = asNobodyIn('tether-resident-break2', (b, c) => {
+      box = b;
+      channel = c;
     });
-    afterAll(async () => {
-      await box?.stop();
-    });
-    const inBox = (path: string) => `/proc/${box.init}/root${path}`;
-    const read = (path: string) => (existsSync(inBox(path)) ? readFileSync(inBox(path), 'utf8') : '');
     const outcome = (p: Promise<{ ok: boolean; exitCode: number | null; stdout: unknown }>) =>
       p.then(
         (r) => ({ ok: r.ok, exitCode: r.exitCode }),

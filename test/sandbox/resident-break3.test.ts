@@ -6,14 +6,14 @@
 // container's /proc through /proc/<init>/root.
 import { execFileSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { existsSync, readFileSync, writeFileSync } from 'node:fs';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { existsSync, writeFileSync } from 'node:fs';
+import { describe, expect, it } from 'vitest';
 import { prebuiltCandidates } from '../../src/containment/prebuilt.js';
 import { sandbox } from '../../src/index.js';
-import { commandChannel, type ExecChannel } from '../../src/sandbox/index.js';
+import type { ExecChannel } from '../../src/sandbox/index.js';
 import { residentServer } from '../../src/sandbox/resident-server.js';
 import { missing } from '../support/tools.js';
-import { AS_NOBODY, type Container, privateTmp, sleep, startContainer } from './container.js';
+import { asNobodyIn, type Container, sleep } from './container.js';
 
 const local = prebuiltCandidates(process.arch).find((p) => existsSync(p));
 const why = local ? missing('libsodium.a') : 'no prebuilt helper built here';
@@ -51,16 +51,10 @@ describe.skipIf(!serves)(
   () => {
     let box: Container;
     let channel: ExecChannel;
-    beforeAll(async () => {
-      box = await startContainer(240);
-      privateTmp(box, `tether-resident-break3-${process.pid}`);
-      channel = commandChannel([...box.prefix, ...AS_NOBODY]);
+    const { inBox, read } = asNobodyIn('tether-resident-break3', (b, c) => {
+      box = b;
+      channel = c;
     });
-    afterAll(async () => {
-      await box?.stop();
-    });
-    const inBox = (path: string) => `/proc/${box.init}/root${path}`;
-    const read = (path: string) => (existsSync(inBox(path)) ? readFileSync(inBox(path), 'utf8') : '');
     const outcome = (p: Promise<{ ok: boolean; exitCode: number | null; stdout: unknown }>) =>
       p.then(
         (r) => ({ ok: r.ok, exitCode: r.exitCode, stdout: String(r.stdout) }),
