@@ -22,8 +22,8 @@
 // stdout and stderr to the server over DIR/sock (SCM_RIGHTS) and exits with the status the server
 // sends back. It is never trusted — it holds no key — and bytes swapped in for it can drop, stall
 // or misroute the streams, never write a line that verifies. The server forks a child per call,
-// which reads the request from the passed stdin, a byte at a time (the command's stdin starts
-// right after it):
+// which reads the request from the passed stdin in two reads, within CALL_FDS_WAIT_MS (the
+// command's stdin starts right after it):
 //
 //   tether-call LEN KIND NONCE TAG ARG0 ARG1 … MAC\n
 //
@@ -34,8 +34,8 @@
 // TETHER_SESSION_<TAG>=1 added to the server's environment), each ARG the bytes of one argv word
 // in hex, MAC tether's HMAC of everything before its space. A request that does not verify runs
 // nothing. The command starts in a POSIX session of its own (setsid), with the passed stdout and
-// stderr; its stdin is a pipe the child fills from the passed stdin, hashing every byte it takes
-// (call_relay). Once it is reaped the child writes, after everything the command wrote,
+// stderr; its stdin is a socket the child fills from the passed stdin, hashing every byte it
+// takes (call_relay). Once it is reaped the child writes, after everything the command wrote,
 //
 //   tether-end NONCE exit STATUS in BYTES SHA256 eof|open MAC\n
 //
@@ -119,8 +119,8 @@ static int call_main(int argc, char **argv) {
   }
   int s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (s < 0 || connect(s, (struct sockaddr *)&addr, sizeof addr) < 0) {
-    // tether reads this line as "nothing ran here" only together with the absence of a line
-    // that verifies (exec.ts): bytes swapped in for this client could print it after running.
+    // A word for a person only: tether takes no line of this client's (bytes swapped in for it,
+    // or the command, could print this one after running), and never sends a call twice.
     fprintf(stderr, "tether-call: no-server: %s: %s\n", addr.sun_path, strerror(errno));
     return 125;
   }
@@ -373,7 +373,7 @@ static int call_read(char **out) {
 }
 
 // Splits the request's words in place (line is NUL-terminated, MAC already checked and cut):
-// its kind (`run`, `ping`), the nonce, the tag and argv (NULL-terminated, each word decoded from
+// its kind (`run`, `ping`, `stop`), the nonce, the tag and argv (NULL-terminated, each word decoded from
 // hex in place; an empty word is the empty string, as it was asked). 0, or -1.
 static int call_parse(char *line, char **kind, char **nonce, char **tag, char ***argv_out) {
   size_t words = 1;
@@ -430,7 +430,7 @@ static void call_refuse(int conn, const char *why) {
 }
 
 // The command's stdin goes through this child: every byte it takes off the client's stdin is
-// hashed, then written to the command's own pipe, until the command ends (or the client's stdin
+// hashed, then written to the command's own socket, until the command ends (or the client's stdin
 // does). So the end line says which of tether's bytes the command was given — a request taken off
 // the client's stdin and run with another stdin ends in a line tether does not take. Bytes the
 // command no longer reads (it closed its stdin) are still taken and hashed, and dropped. Returns
@@ -496,7 +496,8 @@ static int call_relay(pid_t pid, int to, unsigned long long *taken, unsigned cha
 }
 
 // One call, in the server's child: the streams, the request, then by its kind — `ping`: the
-// server is there (`tether-pong NONCE MAC`); `run`: the command, its stdin relayed and hashed,
+// server is there (`tether-pong NONCE MAC`); `stop`: the server is TERMed (`tether-stopped NONCE
+// MAC`); `run`: the command, its stdin relayed and hashed,
 // then `tether-end NONCE exit STATUS in BYTES SHA256 eof|open MAC` after everything it wrote, and STATUS to
 // the client. Never returns.
 static void call_serve(int conn) {

@@ -44,8 +44,9 @@ const servers = new WeakMap<ExecChannel, Promise<ResidentServer | ResidentUnavai
 /**
  * The server for `channel` (this channel object's, started once and kept), or why none can be
  * had — also kept: the helper for the target's architecture built without libsodium, a `/tmp`
- * where it cannot be pushed, a check at exec that refused. `gone`: a server a call found gone
- * (its client said `no-server`): a new one is started, unless another call already did.
+ * where it cannot be pushed, a check at exec that refused, a start that timed out (this channel
+ * object then stays under the wrapper). `gone`: a server that did not answer a ping (serverFor): a
+ * new one is started, unless another call already did.
  * `shell`: the target's POSIX shell for the check and the start, as argv.
  */
 export async function residentServer(
