@@ -400,6 +400,29 @@ export function asNobodyIn(
   return { inBox, read: (path) => (existsSync(inBox(path)) ? readFileSync(inBox(path), 'utf8') : '') };
 }
 
+/**
+ * Makes `call` until a leftover that takes calls only in a window (test/fixtures/c/resident-mitm.c
+ * swaps its socket in for up to 800 ms of each of the server's seconds) says in its log, read by
+ * `log`, that it took one — at most `max` times. `taken` is that call's outcome, `honest` the
+ * earlier ones' (they reached the server itself); `taken` undefined when none was taken.
+ */
+export async function untilTaken<T>(
+  log: () => string,
+  call: () => Promise<T>,
+  max = 8,
+): Promise<{ taken?: T; honest: T[] }> {
+  const honest: T[] = [];
+  const count = () => (log().match(/call taken after/g) ?? []).length;
+  for (let i = 0; i < max; i++) {
+    const before = count();
+    const outcome = await call();
+    for (let j = 0; j < 20 && count() === before; j++) await sleep(50);
+    if (count() > before) return { taken: outcome, honest };
+    honest.push(outcome);
+  }
+  return { honest };
+}
+
 export const DROP_PTRACE = ['--bounding-set', '-sys_ptrace', '--inh-caps', '-sys_ptrace'];
 
 /** The argv that enters `box` as root without CAP_SYS_PTRACE (DROP_PTRACE), for a channel. */

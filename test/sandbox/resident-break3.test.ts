@@ -149,7 +149,7 @@ resource.prlimit(s, resource.RLIMIT_NOFILE, (4,4)); print('set', s)`;
       const hung = await outcome(
         sandbox.exec(channel, ['true'], {
           resident: true,
-          silenceMs: 4000,
+          silenceMs: 20_000,
           sweep: { graceMs: 500, killAfterMs: 500 },
         }),
       );
@@ -159,7 +159,7 @@ resource.prlimit(s, resource.RLIMIT_NOFILE, (4,4)); print('set', s)`;
       const stat = read(`/proc/${now.pid}/stat`);
       console.log(JSON.stringify({ hung, took: Math.round(took), next, stat: stat.slice(0, 40) }));
       expect(hung).toEqual({ code: 'EXEC_STATUS_UNKNOWN' });
-      expect(took).toBeLessThan(3900); // not its silence bound
+      expect(took).toBeLessThan(15_000); // not its silence bound
       expect(next).toEqual({ ok: true, exitCode: 0, stdout: '' });
       expect(stat === '' || /\) Z /.test(stat), 'the server ended, not spinning').toBe(true);
     }, 90_000);
