@@ -17,7 +17,7 @@ import { missing } from '../support/tools.js';
 import { asNobodyIn, type Container, sleep, untilTaken } from './container.js';
 
 const local = prebuiltCandidates(process.arch).find((p) => existsSync(p));
-const why = local ? missing('libsodium.a') : 'no prebuilt helper built here';
+const why = local ? missing('libsodium.a', 'python3') : 'no prebuilt helper built here';
 const MITM = join(BUILD, 'zoo-resident-mitm');
 const serves = why === '';
 const hex = (n: number) => randomBytes(n).toString('hex');

@@ -16,7 +16,7 @@ import { missing } from '../support/tools.js';
 import { asNobodyIn, type Container, sleep } from './container.js';
 
 const local = prebuiltCandidates(process.arch).find((p) => existsSync(p));
-const why = local ? missing('libsodium.a') : 'no prebuilt helper built here';
+const why = local ? missing('libsodium.a', 'python3') : 'no prebuilt helper built here';
 const serves = why === '';
 const hex = (n: number) => randomBytes(n).toString('hex');
 
