@@ -114,7 +114,8 @@ function resolve(command) {
 
 // The builds to try for `arch`, the preferred first: what compilerFor names — this machine's
 // static, then dynamic — preceded, for this machine's own when neither $CC_<ARCH> nor $CC is set,
-// by musl-gcc -static where it is installed. A musl-static helper is about 120 KB against glibc's
+// by musl-gcc -static where it is installed. A musl-static helper is about 120 KB (250 KB with
+// libsodium: sodiumFor) against glibc's
 // 930 KB: a sandbox session hashes it with sha256sum in the container about five times and pushes
 // it once per container (docs/benchmarks.md, "A musl-built helper"). Not for the cross builds
 // (Debian has no musl cross toolchain) nor for build-native.mjs's shared library, which Node's
