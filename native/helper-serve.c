@@ -495,6 +495,66 @@ static int call_relay(pid_t pid, int to, unsigned long long *taken, unsigned cha
   return wstatus;
 }
 
+// A `session` call's end (sweep_in_call): the end line, which says how long the sweep's answer
+// is and its SHA-256 (` swept LEN SHA256`, under the MAC), then the answer, in one write.
+static struct {
+  int conn;
+  unsigned char status;
+  char text[256];
+} in_call;
+
+static void in_call_done(void) __attribute__((noreturn));
+static void in_call_done(void) {
+  unsigned char sha[32];
+  char sha_hex[65], text[400], mac[65];
+  crypto_hash_sha256(sha, (const unsigned char *)(sw.answer ? sw.answer : ""), sw.nanswer);
+  to_hex(sha, sizeof sha, sha_hex);
+  int n = snprintf(text, sizeof text, "%s swept %zu %s", in_call.text, sw.nanswer, sha_hex);
+  serve_mac(text, (size_t)n, mac);
+  explicit_bzero(serve_key, sizeof serve_key);
+  size_t len = (size_t)n + 66 + sw.nanswer;
+  char *all = malloc(len + 1);
+  out_fd = 1;
+  if (all) {
+    snprintf(all, len + 1, "%s %s\n", text, mac);
+    if (sw.nanswer) memcpy(all + n + 66, sw.answer, sw.nanswer);
+    all[len] = '\0';
+    (void)put_line(all);
+  }
+  (void)write_all(in_call.conn, (const char *)&in_call.status, 1);
+  _exit(0);
+}
+
+// The session's sweep, in the call's child once its command has ended (docs/sandbox.md, "One exec
+// per sandbox.run"): the helper's sweep (helper-sweep.c), its members the carriers of the tag, the
+// session's cgroups and this child's children — what the command orphaned, which this subreaper
+// adopted, however it detached — with their descendants; done at once when this child has no
+// child left and a scan found no member (root_childless). Its answer is kept and goes after the
+// end line, which says its length and hash under the MAC: one exec ends the command and sweeps
+// its session, and no line of it is a session member's word. Never returns.
+static void sweep_in_call(int conn, const char *text, unsigned char status, const char *nonce, const char *tag,
+                          const long durations[3]) __attribute__((noreturn));
+static void sweep_in_call(int conn, const char *text, unsigned char status, const char *nonce, const char *tag,
+                          const long durations[3]) {
+  static char name[48];
+  in_call.conn = conn;
+  in_call.status = status;
+  snprintf(in_call.text, sizeof in_call.text, "%s", text);
+  snprintf(name, sizeof name, "TETHER_SESSION_%s", tag);
+  sw.tag = name;
+  memcpy(sw.hex, tag, 33);
+  snprintf(sw.entry, sizeof sw.entry, "%s=1", name);
+  memcpy(sw.nonce, nonce, 33);
+  sw.given = calloc(1, sizeof *sw.given);
+  sw.proof = calloc(1, sizeof *sw.proof);
+  sw.ended = calloc(1, sizeof *sw.ended);
+  sw.root = getpid();
+  sw.collect = 1;
+  sw.done = in_call_done;
+  if (!sw.given || !sw.proof || !sw.ended) in_call_done(); // an empty answer: no sweep, said so
+  sweep_rounds(durations[0], durations[1], durations[2]);
+}
+
 // One call, in the server's child: the streams, the request, then by its kind — `ping`: the
 // server is there (`tether-pong NONCE MAC`); `stop`: the server is TERMed (`tether-stopped NONCE
 // MAC`); `run`: the command, its stdin relayed and hashed,
@@ -519,7 +579,22 @@ static void call_serve(int conn) {
     snprintf(text, sizeof text, "tether-stopped %s", nonce);
     call_end(conn, text, 0);
   }
-  if (strcmp(kind, "run") || !cmd[0]) call_refuse(conn, "a malformed request");
+  int session = !strcmp(kind, "session");
+  if ((strcmp(kind, "run") && !session) || !cmd[0]) call_refuse(conn, "a malformed request");
+  long durations[3] = {0, 0, 0};
+  if (session) {
+    // GRACE_MS KILL_AFTER_MS INTERVAL_MS, then the command.
+    for (int i = 0; i < 3; i++) {
+      if (!cmd[i] || !*cmd[i] || strspn(cmd[i], "0123456789") != strlen(cmd[i]) || strlen(cmd[i]) > 9)
+        call_refuse(conn, "a malformed request");
+      durations[i] = strtol(cmd[i], NULL, 10);
+    }
+    cmd += 3;
+    if (!cmd[0] || durations[2] < 1) call_refuse(conn, "a malformed request");
+    // What the command orphans is reparented here, whatever it did to its environment or its
+    // session, and is found as this child's child by the sweep below (sweep_in_call).
+    if (prctl(PR_SET_CHILD_SUBREAPER, 1) < 0) call_refuse(conn, "it cannot be a subreaper");
+  }
   char var[64];
   snprintf(var, sizeof var, "TETHER_SESSION_%s", tag);
   if (!limits_kept()) call_refuse(conn, "the server's limits were changed since its start");
@@ -554,6 +629,7 @@ static void call_serve(int conn) {
       WIFEXITED(wstatus) ? (unsigned char)WEXITSTATUS(wstatus) : (unsigned char)(128 + WTERMSIG(wstatus));
   snprintf(text, sizeof text, "tether-end %s exit %u in %llu %s %s", nonce, status, taken, sha_hex,
            eof ? "eof" : "open");
+  if (session) sweep_in_call(conn, text, status, nonce, tag, durations);
   call_end(conn, text, status);
 }
 

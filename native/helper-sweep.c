@@ -79,6 +79,13 @@ static struct {
   // This round: how many members are alive after it, and which.
   size_t alive;
   unsigned char *alive_row; // per tracked entry
+  // A `session` call's child (helper-serve.c, sweep_in_call): a subreaper whose children are
+  // members, the answer kept in memory for its end line instead of written, and what takes it.
+  pid_t root;
+  char *answer;
+  size_t nanswer, capanswer;
+  int collect, lost;
+  void (*done)(void);
 } sw;
 
 // One record of the answer, counted: one write(2) per line (atomic on a pipe). A failed write
@@ -94,9 +101,25 @@ static void answer_line(const char *fmt, ...) {
   if (n < 0) return;
   if ((size_t)n > sizeof line - 2) n = (int)sizeof line - 2;
   line[n++] = '\n';
+  sw.lines++;
+  if (sw.collect) {
+    if (sw.nanswer + (size_t)n > sw.capanswer) {
+      size_t cap = sw.capanswer ? sw.capanswer * 2 : 16384;
+      while (cap < sw.nanswer + (size_t)n) cap *= 2;
+      char *a = realloc(sw.answer, cap);
+      if (!a) {
+        sw.lost = 1; // the count in `done` no longer matches: the answer is refused as cut
+        return;
+      }
+      sw.answer = a;
+      sw.capanswer = cap;
+    }
+    memcpy(sw.answer + sw.nanswer, line, (size_t)n);
+    sw.nanswer += (size_t)n;
+    return;
+  }
   for (int tries = 0; write_all(SWEEP_ANSWER_FD, line, (size_t)n) < 0 && errno == EAGAIN && tries < 1200; tries++)
     sleep_ms(50);
-  sw.lines++;
 }
 
 // Control bytes (1-31 and 127) as `?`, NUL as a space (cmdline's separators): one record stays
@@ -576,6 +599,10 @@ static int scan(void) {
       take(i, "given", 0);
   // What the session's cgroups hold.
   each_session_cgroup(take_cgroup);
+  // A `session` call's child: what the command left is its child (it is their subreaper).
+  if (sw.root > 0)
+    for (size_t i = 0; i < sw.ntable; i++)
+      if (!sw.is_member[i] && sw.table[i].ppid == sw.root) take(i, "descendant", sw.root);
   return take_descendants();
 }
 
@@ -619,6 +646,12 @@ static int helpers_childless(void) {
   }
   return 1;
 }
+
+// root_childless: a `session` call's child, the subreaper of everything its command started, has
+// no child (the kernel's word, has_children) and this scan found no member — no carrier of the
+// tag, nothing in the session's cgroups: nothing of the session is left (docs/sandbox.md, "One
+// exec per sandbox.run").
+static int root_childless(void) { return sw.root > 0 && sw.seen == 0 && has_children() == 0; }
 
 // helpers_gone: the named helpers, childless, are gone — looked at every 5 ms, 40 times at most.
 static int helpers_gone(void) {
@@ -673,8 +706,9 @@ static void deliver(int sig, const struct sw_member *m) {
 // round: scan, then signal every member not yet sent `sig`, the last found first (a helper after
 // what it holds). *proven when the helpers' word holds. -1 when the scan failed.
 static int round_(int sig, int *proven) {
+  if (sw.root > 0) reap(); // a session call's child: what it adopted and has ended
   if (scan() < 0) return -1;
-  *proven = helpers_childless();
+  *proven = helpers_childless() || root_childless();
   sw.alive = 0;
   memset(sw.alive_row, 0, sw.ntracked);
   // The members in the order they were first found (tracked), then backwards.
@@ -703,6 +737,7 @@ static void finish(void) {
   each_session_cgroup(remove_cgroups);
   // The proof: the records before it, counted, and the nonce. Nothing may follow it.
   answer_line("done %s %u %ld %d %lu %s", sw.tag, sw.scans, now_ms() - sw.t0, sw.complete, sw.lines, sw.nonce);
+  if (sw.done) sw.done();
   exit(0);
 }
 
@@ -751,6 +786,8 @@ static int exclude(pid_t pid) {
   sw.excluded[sw.nexcluded++] = pid;
   return 0;
 }
+
+static void sweep_rounds(long grace, long kill_after, long interval) __attribute__((noreturn));
 
 static int sweep_main(int argc, char **argv) {
   // Non-dumpable before anything is read: no process of this uid without CAP_SYS_PTRACE can
@@ -818,6 +855,12 @@ static int sweep_main(int argc, char **argv) {
   }
   memcpy(sw.nonce, first, 32);
   sw.nonce[32] = '\0';
+  sweep_rounds(grace, kill_after, interval);
+}
+
+// The sweep itself, once the tag, the helpers and the nonce are set: the header, the phases, the
+// answer's end (finish). Never returns.
+static void sweep_rounds(long grace, long kill_after, long interval) {
   sw.lines = 0;
   answer_line("tether-sweep 2 begin %s", sw.tag);
   sw.t0 = now_ms();
@@ -834,7 +877,8 @@ static int sweep_main(int argc, char **argv) {
   if (!listed_all) {
     // One that could not be listed could be signalled: no sweep at all.
     fprintf(stderr, "tether-sweep: out of memory listing the processes it must spare: no sweep ran\n");
-    return 125;
+    if (sw.done) sw.done(); // an answer without `done`: cut
+    exit(125);
   }
   own_cgroup();
   // /proc of this process's PID namespace, or none at all: NO_PROC. /proc/self/stat must name this

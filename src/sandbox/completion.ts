@@ -7,7 +7,7 @@
 // unique), so output without a final newline comes back byte-exact, and a complete line of the
 // command's output is never held back (a newline cannot begin the line).
 import { randomBytes } from 'node:crypto';
-import { verifies } from './resident.js';
+import { sha256, verifies } from './resident.js';
 
 /**
  * What a completion line says. Sizes in bytes; `status` 0–255 as the wrapper's shell saw it.
@@ -23,6 +23,11 @@ export type Completion =
       status: number;
       childless?: true;
       input?: { bytes: number; sha256: string; ended: boolean };
+      /**
+       * A `session` call's sweep (native/helper-serve.c, sweep_in_call): its answer, the bytes
+       * that followed the line, once all of them came and hash to what the line said (`whole`).
+       */
+      swept?: { answer: Buffer; whole: boolean };
     }
   | { kind: 'refused'; received: number; expected: number };
 
@@ -41,7 +46,9 @@ const MAX_TAIL = 64;
 const TAIL = /^(?:exit (\d{1,3})( childless)?|refused (\d{1,20}) (\d{1,20}))$/;
 // The resident helper's (native/helper-serve.c): a status, what its child took off the stdin
 // after the request (bytes, sha256), and the MAC over the line before it.
-const KEYED_TAIL = /^exit (\d{1,3}) in (\d{1,15}) ([0-9a-f]{64}) (eof|open) [0-9a-f]{64}$/;
+// A `session` call's adds ` swept LEN SHA256`: the sweep's answer, which follows the line.
+const KEYED_TAIL =
+  /^exit (\d{1,3}) in (\d{1,15}) ([0-9a-f]{64}) (eof|open)(?: swept (\d{1,9}) ([0-9a-f]{64}))? [0-9a-f]{64}$/;
 
 function parseTail(text: string): Completion | undefined {
   const m = TAIL.exec(text);
@@ -77,22 +84,47 @@ export class CompletionStripper {
     private readonly key?: Buffer,
   ) {
     this.marker = Buffer.from(`tether-end ${nonce} `);
-    this.maxTail = key ? MAX_TAIL + 16 + 65 + 5 + 65 : MAX_TAIL;
+    this.maxTail = key ? MAX_TAIL + 16 + 65 + 5 + 7 + 10 + 65 + 65 : MAX_TAIL;
+  }
+
+  // A `session` call's answer, being taken after its line: how many bytes are still to come,
+  // what came, and the hash the line gave.
+  private answer: { left: number; chunks: Buffer[]; sha256: string } | undefined;
+
+  // Takes what of `chunk` belongs to the answer; returns the rest (a leftover's bytes).
+  private takeAnswer(chunk: Buffer): Buffer {
+    const answer = this.answer;
+    const completion = this.completion;
+    if (!answer || answer.left === 0 || completion?.kind !== 'exit') return chunk;
+    const part = chunk.subarray(0, answer.left);
+    answer.chunks.push(Buffer.from(part));
+    answer.left -= part.length;
+    if (answer.left === 0) {
+      const whole = Buffer.concat(answer.chunks);
+      completion.swept = { answer: whole, whole: sha256(whole) === answer.sha256 };
+    }
+    return chunk.subarray(part.length);
   }
 
   private parse(line: Buffer, tail: Buffer): Completion | undefined {
     if (!this.key) return parseTail(tail.toString('latin1'));
     const m = KEYED_TAIL.exec(tail.toString('latin1'));
     if (!m || Number(m[1]) > 255 || !verifies(this.key, line)) return undefined;
-    return {
+    const completion: Completion = {
       kind: 'exit',
       status: Number(m[1]),
       input: { bytes: Number(m[2]), sha256: String(m[3]), ended: m[4] === 'eof' },
     };
+    if (m[5] !== undefined) {
+      const left = Number(m[5]);
+      this.answer = { left, chunks: [], sha256: String(m[6]) };
+      completion.swept = { answer: Buffer.alloc(0), whole: left === 0 && sha256(Buffer.alloc(0)) === m[6] };
+    }
+    return completion;
   }
 
   push(chunk: Buffer): Buffer {
-    if (this.completion) return chunk;
+    if (this.completion) return this.takeAnswer(chunk);
     const buf = this.pending.length ? Buffer.concat([this.pending, chunk]) : chunk;
     const out: Buffer[] = [];
     let from = 0;
@@ -111,7 +143,7 @@ export class CompletionStripper {
       if (completion) {
         this.completion = completion;
         this.pending = Buffer.alloc(0);
-        return Buffer.concat([buf.subarray(0, at), buf.subarray(nl + 1)]);
+        return Buffer.concat([buf.subarray(0, at), this.takeAnswer(buf.subarray(nl + 1))]);
       }
       from = at + 1; // a look-alike: the command's own bytes
     }

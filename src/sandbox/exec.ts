@@ -31,7 +31,7 @@ import { CallStops } from './exec-stops.js';
 import { type HelperUse, helperUseOf, type TargetIdentity } from './helper-use.js';
 import { checkSandboxKeys, SANDBOX_EXEC_KEYS } from './known-options.js';
 import { program } from './programs.js';
-import { callRequest, type InputTaken, tookSent } from './resident.js';
+import { callRequest, type InCallSweep, type InputTaken, tookSent } from './resident.js';
 import { type ResidentServer, serverFor, settled } from './resident-server.js';
 import { checkShell, type SandboxSweepOptions } from './sweep.js';
 
@@ -164,17 +164,41 @@ function residentPlan(
   server: ResidentServer,
   argv: string[],
   options: SandboxExecOptions,
+  sweep?: InCallSweep,
 ): CallPlan | undefined {
   const words =
     options.script === undefined ? argv : [...argv, '-c', Buffer.from(options.script).toString('utf8')];
   const tagHex = plan.tag.name.slice('TETHER_SESSION_'.length);
   let request: string;
   try {
-    request = callRequest(server.key, plan.nonce, tagHex, words);
+    request = callRequest(server.key, plan.nonce, tagHex, words, sweep);
   } catch {
     return undefined;
   }
   return { ...plan, argv: [server.helper, '--call', server.dir], call: { server, key: server.key, request } };
+}
+
+/**
+ * A session's one command run as a `session` call of the resident helper (session.ts, `sandbox.run`
+ * with `resident`): the call's child is the command's subreaper and sweeps the session once it has
+ * ended; `swept` is told that sweep's answer (and the nonce it holds) when the end line verified,
+ * said the stdin sent was taken, and the answer came whole.
+ */
+export interface InCall {
+  server: ResidentServer;
+  sweep: InCallSweep;
+  swept: (answer: Buffer, nonce: string) => void;
+}
+
+/**
+ * A session's command that was never sent: its request is past the resident helper's bound (or
+ * holds a NUL). Internal: the session runs it as it would without `resident`.
+ */
+export class InCallUnfitError extends Error {
+  constructor() {
+    super("the command's request is past the resident helper's bound");
+    this.name = 'InCallUnfitError';
+  }
 }
 
 // A line that said nothing of the stdin (none of the resident helper's does): taken as nothing.
@@ -201,9 +225,13 @@ export async function execUnder<O extends SandboxExecOptions>(
   seen: (use: HelperUse) => void,
   announced?: (helper: TargetIdentity) => void,
   unchecked = false,
+  inCall?: InCall,
 ): Promise<SandboxExecResult<OutputOf<O>>> {
-  const plan = prepare(argv, options, unchecked);
-  return (await run(channel, argv, options, plan, seen, announced)) as SandboxExecResult<OutputOf<O>>;
+  const prepared = prepare(argv, options, unchecked);
+  const plan = inCall ? residentPlan(prepared, inCall.server, argv, options, inCall.sweep) : prepared;
+  if (plan === undefined) throw new InCallUnfitError();
+  const swept = inCall?.swept;
+  return (await run(channel, argv, options, plan, seen, announced, swept)) as SandboxExecResult<OutputOf<O>>;
 }
 
 /**
@@ -253,6 +281,7 @@ async function run(
   plan: CallPlan,
   seen?: (use: HelperUse) => void,
   announced?: (helper: TargetIdentity) => void,
+  swept?: InCall['swept'],
 ): Promise<SandboxExecResult> {
   const started = performance.now();
   // This process supervises the tag while the call runs: its registration is what tells
@@ -294,6 +323,8 @@ async function run(
       if (completion?.kind === 'exit' && !tookSent(completion.input ?? NOTHING_TAKEN, sentInput(plan)))
         completion = undefined;
       settled(plan.call.server, completion !== undefined);
+      if (completion?.kind === 'exit' && completion.swept?.whole)
+        swept?.(completion.swept.answer, plan.nonce);
     }
     const refused = completion === undefined ? uncheckedRefusal(plan, exit, output, race.stopped) : undefined;
     if (refused !== undefined) throw new HelperUncheckedError(refused);

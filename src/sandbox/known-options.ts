@@ -58,7 +58,12 @@ export const SANDBOX_EXEC_KEYS = [
 ] as const;
 
 /** The keys of `sandbox.run`'s options (SandboxRunOptions): the session's, a command's, `reject`. */
-export const SANDBOX_RUN_KEYS = [...SANDBOX_SESSION_KEYS, ...SANDBOX_COMMAND_KEYS, 'reject'] as const;
+export const SANDBOX_RUN_KEYS = [
+  ...SANDBOX_SESSION_KEYS,
+  ...SANDBOX_COMMAND_KEYS,
+  'reject',
+  'resident',
+] as const;
 
 /**
  * Throws `TetherError` `INVALID_OPTION` for the first key of `options` not in `known`, and for
@@ -72,7 +77,7 @@ export function checkSandboxKeys(options: unknown, known: readonly string[]): vo
   if (Object.hasOwn(options, 'resident') && !known.includes('resident'))
     throw new TetherError(
       'INVALID_OPTION',
-      '`resident` is sandbox.exec\'s option alone: sandbox.run and sandbox.session do not run under the resident helper yet (docs/sandbox.md, "The resident helper")',
+      '`resident` is an option of sandbox.exec and sandbox.run alone: a sandbox.session of several commands does not run under the resident helper yet (docs/sandbox.md, "The resident helper")',
     );
   checkKnownKeys(options, known);
   const nested: unknown = (options as { sweep?: unknown }).sweep;

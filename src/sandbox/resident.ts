@@ -106,10 +106,30 @@ export const CALL_LINE_MAX = 256 * 1024;
  * or tag that is not 32 hex digits, an empty argv, a word holding NUL, or a request past
  * CALL_LINE_MAX (a command of more than about 128 KB: it goes under the wrapper).
  */
-export function callRequest(key: Buffer, nonce: string, tag: string, argv: readonly string[]): string {
+export function callRequest(
+  key: Buffer,
+  nonce: string,
+  tag: string,
+  argv: readonly string[],
+  sweep?: InCallSweep,
+): string {
   if (argv.length === 0 || argv.some((word) => word.includes('\0')))
     throw new Error('a command is one or more words without NUL');
-  return request(key, 'run', nonce, tag, argv);
+  if (!sweep) return request(key, 'run', nonce, tag, argv);
+  const ms = [sweep.graceMs, sweep.killAfterMs, sweep.intervalMs].map((n) => Math.round(n));
+  if (ms.some((n) => !Number.isSafeInteger(n) || n < 0 || n > 999_999_999) || (ms[2] as number) < 1)
+    throw new Error('the sweep phases are 0 to 999999999 ms, the interval at least 1');
+  return request(key, 'session', nonce, tag, [...ms.map(String), ...argv]);
+}
+
+/**
+ * The phases of the sweep a `session` call runs in its child once the command has ended
+ * (native/helper-serve.c, sweep_in_call), ms: as `sandbox.sweep`'s.
+ */
+export interface InCallSweep {
+  graceMs: number;
+  killAfterMs: number;
+  intervalMs: number;
 }
 
 /** The request that asks the server only whether it is there: `tether-pong NONCE MAC` comes back. */

@@ -7,6 +7,8 @@ import { ENV_TAG_BLIND_SPOT, type ProcessRecord, type SweepReport } from '../swe
 import type { ExecChannel } from './channel.js';
 import { type HelperPush, type HelperPushed, pushHelper } from './helper-push.js';
 import type { HelperUse } from './helper-use.js';
+import type { ResidentServer } from './resident-server.js';
+import { HELPER_SWEEP_ANSWER_BLIND_SPOT, RESIDENT_KEY_BLIND_SPOT } from './sweep-output.js';
 
 /**
  * The longest a session waits for its helper's push, ms: a channel that never reaches the target
@@ -29,6 +31,45 @@ export const HELPER_BLIND_SPOT =
  */
 export const HELPER_CGROUP_BLIND_SPOT =
   "env-cleared processes are found below the session's helpers and in their cgroups only: a process started with a cleared environment (env -i) that moved itself out of its command's cgroup (a uid that can write the cgroup tree) or runs as another uid than the session's, and whose helper was killed (SIGKILL) before the sweep, is not found, and runs on";
+
+/**
+ * What the env tag misses when the command ran as a `session` call of the resident helper
+ * (docs/sandbox.md, "One exec per sandbox.run"): the call's child was the subreaper of everything
+ * the command started, alive through its sweep (its answer came), so nothing the command started
+ * got away from it; a process a member had started outside it — asked of a service, or of another
+ * exec — with a cleared environment is not found.
+ */
+export const IN_CALL_BLIND_SPOT =
+  "env-cleared processes are found below the resident helper's call only: a process started with a cleared environment (env -i) outside the command's subtree (by a service or another exec that a session member asked) is not found, and runs on";
+
+/**
+ * The session's report when its one command ran as a `session` call of the resident helper and
+ * that call's own sweep settled it (session.ts, `inCallSettled`): the call's child was the
+ * command's subreaper (`layers` gains `subreaper`), the env tag's blind spot narrows to
+ * `IN_CALL_BLIND_SPOT`, and the answer rests on the key the server agreed with this process
+ * (`RESIDENT_KEY_BLIND_SPOT`), not on a sweep shell (no `HELPER_SWEEP_ANSWER_BLIND_SPOT`). A note
+ * says so, and where the server runs.
+ */
+export function inCallReport(report: SweepReport, server: ResidentServer | undefined): SweepReport {
+  const where = server ? ` (the server pid ${server.pid} in the target, ${server.helper})` : '';
+  return {
+    ...report,
+    layers: withLayers(report.layers, ['subreaper']),
+    blindSpots: [
+      ...(report.blindSpots ?? []).flatMap((s) =>
+        s === ENV_TAG_BLIND_SPOT
+          ? [IN_CALL_BLIND_SPOT]
+          : s === HELPER_SWEEP_ANSWER_BLIND_SPOT
+            ? [RESIDENT_KEY_BLIND_SPOT]
+            : [s],
+      ),
+    ],
+    notes: [
+      ...report.notes,
+      `the command and the session's sweep ran in one call of the resident helper${where}: the call's child was the command's subreaper, and swept the session once the command had ended (what the command orphaned was found as its child); its answer verified under the server's key`,
+    ],
+  };
+}
 
 // The helpers this process's sessions had checked in place, by channel object and shell: a later
 // session through the same channel takes the helper from here, with no check exec of its own. Its

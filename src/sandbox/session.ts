@@ -13,7 +13,7 @@ import { type Registered, registerSession } from '../containment/live-session.js
 import { TetherError } from '../errors.js';
 import type { Ledger } from '../ledger/ledger.js';
 import { isPostgresUrl } from '../ledger/target.js';
-import { checkMs } from '../options.js';
+import { checkMs, DEFAULT_GRACE_MS, DEFAULT_KILL_AFTER_MS, DEFAULT_SCAN_INTERVAL_MS } from '../options.js';
 import { createTag, parseTag, type SessionTag } from '../proc/tag.js';
 import type { OutputOf } from '../session/collect.js';
 import { LEASE_MS } from '../session/record.js';
@@ -27,7 +27,14 @@ import {
 import type { SweepReport, SweepWarning } from '../sweep/report.js';
 import type { ExecChannel } from './channel.js';
 import { ClientNotStartedError, ExecStatusUnknownError, SandboxError } from './errors.js';
-import { execUnder, HelperUncheckedError, resendable, type SandboxExecOptions, SILENCE_MS } from './exec.js';
+import {
+  execUnder,
+  HelperUncheckedError,
+  InCallUnfitError,
+  resendable,
+  type SandboxExecOptions,
+  SILENCE_MS,
+} from './exec.js';
 import type { SandboxExecResult } from './exec-result.js';
 import type { HelperPush } from './helper-push.js';
 import type { HelperUse, TargetIdentity } from './helper-use.js';
@@ -37,9 +44,12 @@ import {
   SANDBOX_RUN_KEYS,
   SANDBOX_SESSION_KEYS,
 } from './known-options.js';
+import type { InCallSweep } from './resident.js';
+import { type ResidentServer, serverFor } from './resident-server.js';
 import { OUTPUT_CAP_MS, within } from './run.js';
-import { knownHelper, pushForSession, reportUnder } from './session-helper.js';
+import { inCallReport, knownHelper, pushForSession, reportUnder } from './session-helper.js';
 import { checkShell, type SandboxSweepOptions, sweepUnder } from './sweep.js';
+import { parseSweepOutput } from './sweep-output.js';
 
 /** Options of `sandbox.session`. Durations in milliseconds. */
 export interface SandboxSessionOptions {
@@ -121,6 +131,17 @@ export interface SandboxRunOptions extends SandboxSessionOptions, SandboxCommand
    * (and `error`). A session that could not be swept rejects whatever this says.
    */
   reject?: boolean;
+  /**
+   * Run the command and the session's sweep in one exec, through the resident helper
+   * (docs/sandbox.md, "One exec per sandbox.run"): the call's child is the command's subreaper,
+   * and once the command has ended it sweeps the session itself — what the command orphaned, an
+   * `env -i` double fork included, is found as its child — and answers under the key the server
+   * agreed with this process. No check exec, no wrapper, no sweep exec of their own. Where no
+   * server can be had, for a command whose stdin is a stream or whose script goes through a temp
+   * file, and when the sweep's answer is not whole, `sandbox.run` runs as without this option
+   * (and `report.notes` says why). Default false.
+   */
+  resident?: boolean;
 }
 
 /**
@@ -134,6 +155,10 @@ export interface SandboxRunOptions extends SandboxSessionOptions, SandboxCommand
 export interface SandboxRunResult<T extends string | Buffer = string> extends SandboxExitResult<T> {
   report: SweepReport;
 }
+
+// The sessions `sandbox.run` made with `resident`: their one command goes as a `session` call of
+// the resident helper (SandboxSession.runInCall).
+const oneCall = new WeakSet<SandboxSession>();
 
 /**
  * One session inside the target of a channel: `spawn(argv)` runs commands under its tag,
@@ -193,6 +218,12 @@ export class SandboxSession {
    * running too): members of the session's sweep.
    */
   private readonly announced: TargetIdentity[] = [];
+  /** The in-call sweep's answer, when its call verified and the answer came whole. */
+  private inCallAnswer: { answer: Buffer; nonce: string; startedAt: Date } | undefined;
+  /** Why the command did not go as a `session` call (the report's notes). */
+  private inCallNotes: string[] = [];
+  /** The server the command went to, as a `session` call. */
+  private inCallServer: ResidentServer | undefined;
 
   /** Throws `INVALID_OPTION` (`INVALID_TAG` for a bad tag) before anything starts. */
   constructor(channel: ExecChannel, options: SandboxSessionOptions = {}) {
@@ -303,9 +334,9 @@ export class SandboxSession {
     };
     // A command that cannot be sent again never runs on a helper this session has not checked:
     // its wrapper could only fall back, on the env tag alone.
-    const call = this.recorded(command)
-      .then(() => (resendable(options) ? this.pushed() : this.rechecked()))
-      .then((helper) =>
+    const underWrapper = () => (resendable(options) ? this.pushed() : this.rechecked());
+    const wrapped = () =>
+      underWrapper().then((helper) =>
         runUnder(helper).catch((error: unknown) => {
           // Nothing ran: the earlier session's helper is gone or changed. Checked, then run once
           // more — on the word of the wrapper, a dumpable shell: see rechecked.
@@ -316,11 +347,14 @@ export class SandboxSession {
           return this.rechecked().then(runUnder);
         }),
       );
+    const call: Promise<SandboxExitResult<OutputOf<O>>> = this.recorded(command)
+      .then(() => this.runInCall(command, options))
+      .then((inCall) => inCall ?? (wrapped() as Promise<SandboxExitResult<OutputOf<O>>>));
     const empty = (options.encoding === 'buffer' ? Buffer.alloc(0) : '') as OutputOf<O>;
     const exited = call.then(
       (result) => {
         if (result.report) this.sweeps.push(result.report);
-        return this.noted(this.marked(result as SandboxExitResult<OutputOf<O>>));
+        return this.noted(this.marked(result));
       },
       (error: TetherError) => {
         if (error.report) this.sweeps.push(error.report);
@@ -379,6 +413,101 @@ export class SandboxSession {
     void this.end();
   }
 
+  // The session's first command as a `session` call of the resident helper (with `resident`, from
+  // `sandbox.run`): its result, or undefined when it was not sent — no server to be had, a stdin
+  // that cannot be sent twice (a server found gone is never sent a call twice, see exec.ts), a
+  // request past the helper's bound — and the command then runs as without `resident`.
+  private async runInCall<O extends SandboxCommandOptions>(
+    command: string[],
+    options: O,
+  ): Promise<SandboxExitResult<OutputOf<O>> | undefined> {
+    if (!oneCall.has(this) || !this.underHelper || this.spawned !== 1) return undefined;
+    if (!resendable(options)) {
+      this.inCallNotes.push(
+        'the command did not run under the resident helper (resident): its stdin is a stream or its script goes through a temp file',
+      );
+      return undefined;
+    }
+    const server = await serverFor(this.channel, this.shell);
+    if ('unavailable' in server) {
+      this.inCallNotes.push(
+        `the command did not run under the resident helper (resident): ${server.unavailable}`,
+      );
+      return undefined;
+    }
+    if (this.ending)
+      throw new TetherError(
+        'SESSION_ENDED',
+        `session ${this.tag} ended before ${JSON.stringify(command[0])} started`,
+      );
+    const startedAt = new Date();
+    try {
+      const result = await execUnder(
+        this.channel,
+        command,
+        {
+          ...options,
+          tag: this.tagVariable,
+          shell: this.shell,
+          sweep: this.sweepOptions,
+          signal: this.stops.signal,
+          reject: false,
+        },
+        () => {},
+        undefined,
+        false,
+        {
+          server,
+          sweep: this.inCallSweep(),
+          swept: (answer, nonce) => {
+            this.inCallAnswer = { answer, nonce, startedAt };
+          },
+        },
+      );
+      this.inCallServer = server;
+      return result as SandboxExitResult<OutputOf<O>>;
+    } catch (error) {
+      if (!(error instanceof InCallUnfitError)) throw error;
+      this.inCallNotes.push(`the command did not run under the resident helper (resident): ${error.message}`);
+      return undefined;
+    }
+  }
+
+  // The phases of the in-call sweep: the session's sweep options'.
+  private inCallSweep(): InCallSweep {
+    const o = this.sweepOptions;
+    return {
+      graceMs: checkMs('graceMs', o.graceMs ?? DEFAULT_GRACE_MS),
+      killAfterMs: checkMs('killAfterMs', o.killAfterMs ?? DEFAULT_KILL_AFTER_MS),
+      intervalMs: checkMs('intervalMs', o.intervalMs ?? DEFAULT_SCAN_INTERVAL_MS, 1),
+    };
+  }
+
+  // The in-call sweep's answer, parsed: its report when it finished, else undefined.
+  private inCallSwept(): SweepReport | undefined {
+    const said = this.inCallAnswer;
+    if (!said) return undefined;
+    const parsed = parseSweepOutput(said.answer.toString('utf8'), this.tag, said.nonce, said.startedAt);
+    return parsed.finished ? parsed.report : undefined;
+  }
+
+  // The in-call sweep's report stands for the session's when the one command's end was proven,
+  // nothing stopped it (a stop's own sweep ran beside it), and that sweep settled everything.
+  private inCallSettled(): SweepReport | undefined {
+    const end = this.ends[0];
+    if (
+      !oneCall.has(this) ||
+      this.spawned !== 1 ||
+      this.ends.length !== 1 ||
+      !end ||
+      end.error ||
+      end.stoppedBy
+    )
+      return undefined;
+    const report = this.inCallSwept();
+    return report?.complete ? report : undefined;
+  }
+
   // The end, in its order: the sweep while the clients run, 2 s for the commands, exec's stop.
   private async finish(): Promise<SweepReport> {
     clearTimeout(this.timer);
@@ -396,48 +525,58 @@ export class SandboxSession {
     // sweep found the channel unreachable (its whole budget already spent on retries: this sweep
     // only confirms it); the caller's abort during a plain end cuts it.
     const budget = this.reason || this.channelDown ? AbortSignal.abort() : this.signal;
-    let report: SweepReport | undefined;
+    let report: SweepReport | undefined = this.inCallSettled();
+    const inOneCall = report !== undefined;
     let failure: unknown;
-    try {
-      // After clients that could not start — every command's, not only one of them: a later
-      // client failure says nothing of what earlier commands left — a sweep whose client fails the
-      // same way is not retried.
-      const failed =
-        this.ends.length > 0 && this.ends.every((e) => e.error instanceof ClientNotStartedError)
-          ? this.clientFailedWith
-          : undefined;
-      report = await sweepUnder(
-        this.channel,
-        this.tagVariable,
-        {
-          ...this.sweepOptions,
-          ...(budget ? { signal: budget } : {}),
-          ...(failed === undefined ? {} : { clientFailedWith: failed }),
-        },
-        { members: this.helperMembers(), ...this.provingHelpers(), ...this.answeringHelper() },
-      );
-      // A sweep that ran but could not look everywhere — no /proc of the target's PID namespace
-      // (a channel that does not enter it), a scan that failed, processes still appearing at the
-      // end of the KILL phase — settled nothing: what the commands started may still run.
-      if (!report.complete)
-        failure = new SandboxError(
-          'AMBIGUOUS_EFFECT',
-          `its sweep could not settle it (${report.warnings.map((w) => `${w.code}: ${w.message}`).join('; ') || 'incomplete'})`,
-          { report, tag: this.tag },
+    if (!inOneCall)
+      try {
+        // After clients that could not start — every command's, not only one of them: a later
+        // client failure says nothing of what earlier commands left — a sweep whose client fails the
+        // same way is not retried.
+        const failed =
+          this.ends.length > 0 && this.ends.every((e) => e.error instanceof ClientNotStartedError)
+            ? this.clientFailedWith
+            : undefined;
+        report = await sweepUnder(
+          this.channel,
+          this.tagVariable,
+          {
+            ...this.sweepOptions,
+            ...(budget ? { signal: budget } : {}),
+            ...(failed === undefined ? {} : { clientFailedWith: failed }),
+          },
+          { members: this.helperMembers(), ...this.provingHelpers(), ...this.answeringHelper() },
         );
-    } catch (error) {
-      failure = error;
-    }
+        // A sweep that ran but could not look everywhere — no /proc of the target's PID namespace
+        // (a channel that does not enter it), a scan that failed, processes still appearing at the
+        // end of the KILL phase — settled nothing: what the commands started may still run.
+        if (!report.complete)
+          failure = new SandboxError(
+            'AMBIGUOUS_EFFECT',
+            `its sweep could not settle it (${report.warnings.map((w) => `${w.code}: ${w.message}`).join('; ') || 'incomplete'})`,
+            { report, tag: this.tag },
+          );
+      } catch (error) {
+        failure = error;
+      }
     await within(Promise.all(running), OUTPUT_CAP_MS);
     this.stops.abort();
     await Promise.all(running);
     this.registration?.remove();
+    // An in-call sweep that ran beside the session's (a stop, a timeout): one of its sweeps.
+    const alsoSwept = inOneCall ? undefined : this.inCallSwept();
+    if (alsoSwept) this.sweeps.push(alsoSwept);
     if (failure !== undefined) {
       const error = this.unswept(failure);
       await this.settleRow(error.report, error);
       throw error;
     }
-    const under = reportUnder(this.merged(report as SweepReport), this.helperPush, this.uses);
+    const under = inOneCall
+      ? inCallReport(this.merged(report as SweepReport), this.inCallServer)
+      : withNotes(
+          reportUnder(this.merged(report as SweepReport), this.helperPush, this.uses),
+          this.inCallNotes,
+        );
     const merged = this.recheckNotes.length
       ? { ...under, notes: [...under.notes, ...this.recheckNotes] }
       : under;
@@ -701,13 +840,33 @@ export async function run<O extends SandboxRunOptions = {}>(
   options: O = {} as O,
 ): Promise<SandboxRunResult<OutputOf<O>>> {
   checkSandboxKeys(options, SANDBOX_RUN_KEYS); // before the session: a `timout` must not run with no deadline
-  const { tag, shell, signal, timeout, sweep: sweepOptions, reject, ledger, helper, ...command } = options;
-  if (reject !== undefined && typeof reject !== 'boolean')
+  const {
+    tag,
+    shell,
+    signal,
+    timeout,
+    sweep: sweepOptions,
+    reject,
+    ledger,
+    helper,
+    resident,
+    ...command
+  } = options;
+  for (const [key, value] of [
+    ['reject', reject],
+    ['resident', resident],
+  ] as const)
+    if (value !== undefined && typeof value !== 'boolean')
+      throw new TetherError(
+        'INVALID_OPTION',
+        `invalid ${key}: ${String(value).slice(0, 60)} (expected true or false)`,
+      );
+  checkArgv(argv); // before the session: a refused argv costs no sweep
+  if (resident === true && helper === false)
     throw new TetherError(
       'INVALID_OPTION',
-      `invalid reject: ${String(reject).slice(0, 60)} (expected true or false)`,
+      'invalid options: `resident` runs the command under the helper, which `helper: false` leaves out of the target; give one',
     );
-  checkArgv(argv); // before the session: a refused argv costs no sweep
   const s = new SandboxSession(channel, {
     ...(tag === undefined ? {} : { tag }),
     ...(shell === undefined ? {} : { shell }),
@@ -717,6 +876,7 @@ export async function run<O extends SandboxRunOptions = {}>(
     ...(ledger === undefined ? {} : { ledger }),
     ...(helper === undefined ? {} : { helper }),
   });
+  if (resident === true) oneCall.add(s);
   let exit: SandboxExitResult<OutputOf<O>>;
   try {
     exit = (await s.spawn(argv, command as SandboxCommandOptions).exited) as SandboxExitResult<OutputOf<O>>;
@@ -839,6 +999,11 @@ function checkArgv(argv: unknown): void {
       'INVALID_OPTION',
       `invalid command ${JSON.stringify(argv)}: expected a non-empty argv whose first element names a program`,
     );
+}
+
+// `report` with `notes` after its own.
+function withNotes(report: SweepReport, notes: readonly string[]): SweepReport {
+  return notes.length ? { ...report, notes: [...report.notes, ...notes] } : report;
 }
 
 function unique<T>(list: T[], key: (item: T) => string): T[] {
