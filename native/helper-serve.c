@@ -495,6 +495,32 @@ static int call_relay(pid_t pid, int to, unsigned long long *taken, unsigned cha
   return wstatus;
 }
 
+// A `session` call's cgroup (docs/sandbox.md, "One exec per sandbox.run"), as the wrapper's
+// helper_cgroup makes one (programs/wrap.sh): below this child's own cgroup, named
+// tether-helper.TAG.PID.START (this child's pid and start time: a name no other call had), where
+// the container's cgroup v2 can be written — this cgroup's cgroup.procs and the new one's; out
+// empty otherwise (read-only, no cgroup2 mount, another uid's), and the command runs without one.
+// A command that kills this child leaves what it started there, where every sweep of the session
+// finds it (helper-sweep.c, each_session_cgroup), an env-cleared one too.
+static void in_call_cgroup(const char *tag, char *out, size_t size) {
+  unsigned long long start = 0;
+  own_cgroup();
+  char procs[4200];
+  if (!sw.own_cg[0] || read_stat(getpid(), NULL, NULL, &start) < 0 || start == 0) return;
+  snprintf(procs, sizeof procs, "%s/cgroup.procs", sw.own_cg);
+  if (access(procs, W_OK) < 0) return;
+  int n = snprintf(out, size, "%s/tether-helper.%s.%d.%llu", sw.own_cg, tag, (int)getpid(), start);
+  if (n < 0 || (size_t)n >= size || mkdir(out, 0755) < 0) {
+    out[0] = '\0';
+    return;
+  }
+  snprintf(procs, sizeof procs, "%s/cgroup.procs", out);
+  if (access(procs, W_OK) < 0) {
+    rmdir(out);
+    out[0] = '\0';
+  }
+}
+
 // A `session` call's end (sweep_in_call): the end line, which says how long the sweep's answer
 // is and its SHA-256 (` swept LEN SHA256`, under the MAC), then the answer, in one write.
 static struct {
@@ -595,6 +621,9 @@ static void call_serve(int conn) {
     // session, and is found as this child's child by the sweep below (sweep_in_call).
     if (prctl(PR_SET_CHILD_SUBREAPER, 1) < 0) call_refuse(conn, "it cannot be a subreaper");
   }
+  static char cgdir[4200];
+  cgdir[0] = '\0';
+  if (session) in_call_cgroup(tag, cgdir, sizeof cgdir);
   char var[64];
   snprintf(var, sizeof var, "TETHER_SESSION_%s", tag);
   if (!limits_kept()) call_refuse(conn, "the server's limits were changed since its start");
@@ -611,6 +640,8 @@ static void call_serve(int conn) {
     signal(SIGPIPE, SIG_DFL);
     signal(SIGCHLD, SIG_DFL);
     setsid();
+    // Into the call's cgroup before the exec: nothing the command starts is ever outside it.
+    if (cgdir[0]) (void)write_file(cgdir, "cgroup.procs", "0");
     setenv(var, "1", 1);
     execvp(cmd[0], cmd);
     int err = errno;

@@ -74,7 +74,8 @@ describe.skipIf(!serves)(`sandbox.run with resident: one exec${serves ? '' : ` (
     expect(found, 'the double fork is gone once run resolved').toBeUndefined();
     const stopped = result.report.stopped.find((p) => p.cmdline === `sleep ${s}`);
     expect(stopped, JSON.stringify(result.report)).toBeDefined();
-    expect(stopped?.foundBy).toBe('descendant');
+    // In the call's cgroup (where the container's cgroup v2 is writable) and the call child's child.
+    expect(['cgroup', 'descendant']).toContain(stopped?.foundBy);
     expect(result.report.ok).toBe(true);
     expect(result.report.complete).toBe(true);
     expect(result.report.layers).toContain('subreaper');
@@ -151,6 +152,22 @@ describe.skipIf(!serves)(`sandbox.run with resident: one exec${serves ? '' : ` (
       /did not run under the resident helper \(resident\): its stdin is a stream/,
     );
     expect(sleepersIn(box, s)).toEqual([]);
+  });
+
+  it("a command that KILLs its call's child: an unknown end, and the double fork it left is found in the call's cgroup", async () => {
+    const s = uniqueSecs();
+    const result = await sandbox.run(
+      box.channel,
+      ['sh', '-c', `env -i sh -c 'sleep ${s} </dev/null >/dev/null 2>&1 &'; sleep 0.2; kill -KILL $PPID`],
+      { resident: true, reject: false },
+    );
+    expect(result.error?.code).toBe('EXEC_STATUS_UNKNOWN');
+    // Ground truth: the env-cleared leftover, whose subreaper was killed, is gone.
+    expect(sleepersIn(box, s)).toEqual([]);
+    const found = result.report.stopped.find((p) => p.cmdline === `sleep ${s}`);
+    expect(found, JSON.stringify(result.report)).toBeDefined();
+    expect(found?.foundBy).toBe('cgroup');
+    expect(result.report.ok).toBe(true);
   });
 
   it('refuses a resident that is not a boolean, and resident with helper: false', async () => {
