@@ -2,9 +2,11 @@
 // checked once (helper-push.ts), started through the check at exec (programs/serve.sh) with a key
 // agreed over the exec's streams (resident.ts), then kept for every later call through the same
 // channel object — pinged first when it may have idled out or a call got no line from it, and
-// replaced when it does not answer.
+// replaced when it does not answer. A start that failed is kept too: for good when no retry can
+// change its cause, else for a backoff (1 s, doubling, at most 60 s) after which a call starts anew.
 import { randomBytes } from 'node:crypto';
 import { posix } from 'node:path';
+import { TetherError } from '../errors.js';
 import type { ExecChannel } from './channel.js';
 import { createNonce } from './completion.js';
 import { pushHelper } from './helper-push.js';
@@ -39,14 +41,37 @@ export interface ResidentUnavailable {
   readonly unavailable: string;
 }
 
-const servers = new WeakMap<ExecChannel, Promise<ResidentServer | ResidentUnavailable>>();
+/**
+ * How long a start that failed for a cause a retry may change is kept before a call through the
+ * same channel object starts anew, ms: this after the first such failure in a row, doubled after
+ * each next one, at most `RESIDENT_RETRY_MAX_MS`.
+ */
+export const RESIDENT_RETRY_FIRST_MS = 1_000;
+/** The longest a failed start is kept before the next is tried, ms (`RESIDENT_RETRY_FIRST_MS`). */
+export const RESIDENT_RETRY_MAX_MS = 60_000;
+
+// One start through a channel object: its outcome, and once that settled unavailable, `failed`:
+// how many starts in a row through the object failed (this one included), and from when
+// (performance.now() ms) the next call starts anew — Infinity for a cause no retry changes.
+interface Start {
+  readonly outcome: Promise<ResidentServer | ResidentUnavailable>;
+  failed?: { readonly count: number; readonly retryAt: number };
+}
+
+const servers = new WeakMap<ExecChannel, Start>();
 
 /**
  * The server for `channel` (this channel object's, started once and kept), or why none can be
- * had — also kept: the helper for the target's architecture built without libsodium, a `/tmp`
- * where it cannot be pushed, a check at exec that refused, a start that timed out (this channel
- * object then stays under the wrapper). `gone`: a server that did not answer a ping (serverFor): a
- * new one is started, unless another call already did.
+ * had. A failure is kept too, for every call through this channel object (which then goes under
+ * the wrapper): for the object's life when no retry can change it — the package has no helper for
+ * the target's architecture (`no-prebuilt`), or that helper was built without libsodium
+ * (`--serve` answered `unsupported`) —, else until its backoff has passed (`RESIDENT_RETRY_FIRST_MS`
+ * after the first failure in a row, doubled after each next, at most `RESIDENT_RETRY_MAX_MS`,
+ * counted from when the failed start settled): a `/tmp` where the helper cannot be pushed, a check
+ * at exec that refused, a start that timed out or whose channel was down; the first call after it
+ * starts anew. Calls at once share one start, a retry's too: never two servers started at once
+ * through one channel object. `gone`: a server that did not answer a ping (serverFor): a new one
+ * is started, unless another call already did.
  * `shell`: the target's POSIX shell for the check and the start, as argv.
  */
 export async function residentServer(
@@ -55,21 +80,58 @@ export async function residentServer(
   gone?: ResidentServer,
 ): Promise<ResidentServer | ResidentUnavailable> {
   const known = servers.get(channel);
+  let failed = 0;
   if (known) {
-    const server = await known;
-    if (gone === undefined || server !== gone) return server;
+    const server = await known.outcome;
+    // Decided with no await from here to the set below: one caller starts, the others find its start.
     const now = servers.get(channel);
-    if (now !== known && now !== undefined) return now;
+    if ('unavailable' in server) {
+      if (now !== known) return now === undefined ? server : now.outcome;
+      if (known.failed === undefined || performance.now() < known.failed.retryAt) return server;
+      failed = known.failed.count;
+    } else {
+      if (gone === undefined || server !== gone) return server;
+      if (now !== known && now !== undefined) return now.outcome;
+    }
   }
-  const started = start(channel, shell);
-  servers.set(channel, started);
-  return started;
+  const begun: Start = {
+    outcome: start(channel, shell)
+      .catch((error: unknown): StartFailed => {
+        // A caller's mistake (an invalid shell) stays an error; a channel whose exec threw is a
+        // start that failed, as one whose client could not be started.
+        if (error instanceof TetherError) throw error;
+        const why = error instanceof Error ? error.message : String(error);
+        return {
+          unavailable: `the resident helper did not start (its channel threw: ${why})`,
+          permanent: false,
+        };
+      })
+      .then((outcome) => {
+        if (!('unavailable' in outcome)) return outcome;
+        const count = failed + 1;
+        const wait = Math.min(RESIDENT_RETRY_FIRST_MS * 2 ** (count - 1), RESIDENT_RETRY_MAX_MS);
+        begun.failed = { count, retryAt: outcome.permanent ? Infinity : performance.now() + wait };
+        return {
+          unavailable: outcome.permanent
+            ? outcome.unavailable
+            : `${outcome.unavailable} (the next call through this channel object starts anew after ${wait / 1000} s)`,
+        };
+      }),
+  };
+  servers.set(channel, begun);
+  return begun.outcome;
 }
 
-async function start(channel: ExecChannel, shell: string[]): Promise<ResidentServer | ResidentUnavailable> {
+// Why a start failed, and whether no retry can change it (`permanent`).
+interface StartFailed extends ResidentUnavailable {
+  readonly permanent: boolean;
+}
+
+async function start(channel: ExecChannel, shell: string[]): Promise<ResidentServer | StartFailed> {
   const deadline = performance.now() + SERVE_START_MS;
   const pushed = await pushHelper(channel, { shell, timeoutMs: SERVE_START_MS });
-  if ('unavailable' in pushed) return { unavailable: pushed.unavailable };
+  if ('unavailable' in pushed)
+    return { unavailable: pushed.unavailable, permanent: pushed.code === 'no-prebuilt' };
   const dir = `${posix.dirname(pushed.path)}/serve.${randomBytes(8).toString('hex')}`;
   const agreement = newAgreement();
   const argv = [...shell, '-c', program('serve'), 'tether-serve', pushed.path, dir, String(SERVE_IDLE_MS)];
@@ -84,14 +146,17 @@ async function start(channel: ExecChannel, shell: string[]): Promise<ResidentSer
   if (line === 'tether-serve unsupported')
     return {
       unavailable: `the helper for ${pushed.machine} was built without its resident mode (no libsodium)`,
+      permanent: true,
     };
   // Only an exec that ran to its end, checked, proves the line came from the bytes hashed.
   if (run.timedOut || run.exit.status !== 0 || line === undefined)
     return {
       unavailable: `the resident helper did not start (${run.timedOut ? 'timed out' : describeExit(run.exit, run.stderr)})`,
+      permanent: false,
     };
   const server = acceptServer(agreement, line);
-  if (!server) return { unavailable: 'the resident helper answered with a line that does not verify' };
+  if (!server)
+    return { unavailable: 'the resident helper answered with a line that does not verify', permanent: false };
   return { ...server, helper: pushed.path, dir };
 }
 
@@ -139,7 +204,7 @@ export async function stopResident(channel: ExecChannel): Promise<boolean> {
   const known = servers.get(channel);
   if (!known) return false;
   servers.delete(channel);
-  const server = await known.catch(() => undefined);
+  const server = await known.outcome.catch(() => undefined);
   if (!server || 'unavailable' in server) return false;
   return ask(channel, server, stopRequest, 'tether-stopped').catch(() => false);
 }
