@@ -1,6 +1,8 @@
 // tether sandbox exec|run|sweep --via 'PREFIX' …: a command, an agent session or a sweep inside a
 // container, through an exec channel given as a command prefix (docs/sandbox.md).
 
+import { fstatSync, readFileSync } from 'node:fs';
+import type { Readable } from 'node:stream';
 import type { Command } from 'commander';
 import { TetherError } from '../errors.js';
 import { Ledger } from '../ledger/ledger.js';
@@ -16,6 +18,7 @@ import {
   type SandboxRunResult,
   sweep,
 } from '../sandbox/index.js';
+import { shareRecorded } from '../sandbox/resident-server.js';
 import { splitWords } from '../sandbox/words.js';
 import type { SweepReport } from '../sweep/report.js';
 import {
@@ -84,6 +87,10 @@ export function addSandboxCommands(program: Command): void {
       '--sweep',
       "sweep the command's session in the container at every end, a proven one too (as sandbox run, with these statuses); 121 when it cannot be swept",
     )
+    .option(
+      '--resident',
+      'run through the resident helper in the container, kept across tether processes on this machine (docs/sandbox.md, "One server across processes"): a call is one exec; with a stdin that is a pipe, under the wrapper as without it',
+    )
     .argument('<command...>', 'the command and its arguments (after --)')
     .passThroughOptions()
     .action(sandboxExecCommand);
@@ -113,6 +120,10 @@ export function addSandboxCommands(program: Command): void {
     .option(
       '--ledger <path|url>',
       'record the session in this ledger (a SQLite file or a postgres:// URL) before the command starts; tether recover ends it if tether is killed',
+    )
+    .option(
+      '--resident',
+      'run through the resident helper in the container, kept across tether processes on this machine (docs/sandbox.md, "One server across processes"): a call is one exec; with a stdin that is a pipe, under the wrapper as without it',
     )
     .argument('<command...>', 'the command and its arguments (after --)')
     .passThroughOptions()
@@ -259,14 +270,15 @@ function watchCall(): {
  */
 export async function sandboxExecCommand(
   argv: string[],
-  flags: SandboxFlags & { tag?: string; silence: string; sweep?: boolean },
+  flags: SandboxFlags & { tag?: string; silence: string; sweep?: boolean; resident?: boolean },
 ): Promise<void> {
   const channel = commandChannel(splitWords('--via', flags.via));
+  if (flags.resident) shareRecorded(channel);
   const sweepOpts = sweepOptions(flags);
   const silenceMs = parseDuration('--silence', flags.silence);
   const tag = flags.tag === undefined ? createTag() : parseTag(flags.tag);
   const call = watchCall();
-  const stdin = process.stdin.isTTY ? undefined : process.stdin;
+  const stdin = commandInput(flags.resident === true);
   const notes: string[] = [];
   let json: Record<string, unknown> = {};
   // A proven end that was cancelled, said once the status is final; the session's report to print.
@@ -286,6 +298,7 @@ export async function sandboxExecCommand(
       // The exit status is the command's: a failed end is rendered, not thrown.
       reject: false,
       sweep: { graceMs: sweepOpts.graceMs, killAfterMs: sweepOpts.killAfterMs, budgetMs: sweepOpts.budgetMs },
+      ...(flags.resident ? { resident: true } : {}),
     };
     // --sweep: an agent session of one command (sandbox.run), swept at every end; its unproven
     // end is thrown as exec's is, to the same statuses.
@@ -329,8 +342,10 @@ export async function sandboxExecCommand(
       error.cause instanceof TetherError && flags.sweep ? EXIT_AMBIGUOUS_EFFECT : errorStatus(error);
   } finally {
     call.detach();
-    stdin?.unpipe();
-    stdin?.destroy();
+    if (stdin && !Buffer.isBuffer(stdin)) {
+      stdin.unpipe();
+      stdin.destroy();
+    }
   }
   if (call.outputClosed() && process.exitCode !== EXIT_AMBIGUOUS_EFFECT) {
     notes.push('stdout was closed by its reader (EPIPE): the command was stopped and its session swept');
@@ -370,9 +385,11 @@ export async function sandboxRunCommand(
     timeout?: string;
     reportFile?: string;
     ledger?: string;
+    resident?: boolean;
   },
 ): Promise<void> {
   const channel = commandChannel(splitWords('--via', flags.via));
+  if (flags.resident) shareRecorded(channel);
   const sweepOpts = sweepOptions(flags);
   const silenceMs = parseDuration('--silence', flags.silence);
   const timeout =
@@ -395,7 +412,7 @@ export async function sandboxRunCommand(
       return;
     }
   const call = watchCall();
-  const stdin = process.stdin.isTTY ? undefined : process.stdin;
+  const stdin = commandInput(flags.resident === true);
   try {
     const r = await run(channel, argv, {
       tag,
@@ -411,6 +428,7 @@ export async function sandboxRunCommand(
       ...(ledger ? { ledger } : {}),
       // An agent session: its command under the pushed helper, where it can be had.
       helper: true,
+      ...(flags.resident ? { resident: true } : {}),
     });
     writeReportFile(reportFile, r.report);
     const notes: string[] = [];
@@ -433,8 +451,10 @@ export async function sandboxRunCommand(
     process.exitCode = printRunFailure(error, flags, channel.describe, tag.name);
   } finally {
     call.detach();
-    stdin?.unpipe();
-    stdin?.destroy();
+    if (stdin && !Buffer.isBuffer(stdin)) {
+      stdin.unpipe();
+      stdin.destroy();
+    }
     reportFile?.close();
     await ledger?.close().catch(() => {});
   }
@@ -517,6 +537,30 @@ function printFailure(error: TetherError, flags: SandboxFlags, channel: string):
 }
 
 // `sandbox exec --sweep`: sandbox.run's result, its unproven end thrown as exec throws it.
+/** The largest stdin read whole for `--resident` (a regular file), bytes; a larger one is streamed. */
+export const RESIDENT_INPUT_MAX = 16 * 1024 * 1024;
+
+// The command's stdin: none from a terminal; else this process's stdin as a stream — but with
+// `--resident`, where it can be sent as bytes (a call of the resident helper takes no stream: its
+// end line says which bytes the command was given), /dev/null as none and a regular file up to
+// RESIDENT_INPUT_MAX read whole (from where its offset is). A pipe stays a stream (the call goes
+// under the wrapper, and the report's notes say why).
+function commandInput(resident: boolean): Buffer | Readable | undefined {
+  if (process.stdin.isTTY) return undefined;
+  if (resident)
+    try {
+      const stat = fstatSync(0);
+      if (stat.isCharacterDevice() && stat.rdev === DEV_NULL) return Buffer.alloc(0);
+      if (stat.isFile() && stat.size <= RESIDENT_INPUT_MAX) return readFileSync(0);
+    } catch {
+      // not to be read here: a stream, as without --resident
+    }
+  return process.stdin;
+}
+
+// /dev/null's device number (major 1, minor 3), as fstat(2) gives it.
+const DEV_NULL = (1 << 8) | 3;
+
 async function sweptExec(
   channel: ReturnType<typeof commandChannel>,
   argv: string[],

@@ -20,6 +20,7 @@ import {
   stopRequest,
   verifies,
 } from './resident.js';
+import { dropRecord, readRecord, writeRecord } from './resident-record.js';
 import { runOnce } from './run.js';
 import { describeExit } from './sweep.js';
 
@@ -55,6 +56,8 @@ export const RESIDENT_RETRY_MAX_MS = 60_000;
 // (performance.now() ms) the next call starts anew — Infinity for a cause no retry changes.
 interface Start {
   readonly outcome: Promise<ResidentServer | ResidentUnavailable>;
+  /** The target's shell it was started (or recorded) with: its record's name holds it. */
+  readonly shell: string[];
   failed?: { readonly count: number; readonly retryAt: number };
 }
 
@@ -81,6 +84,14 @@ export async function residentServer(
 ): Promise<ResidentServer | ResidentUnavailable> {
   const known = servers.get(channel);
   let failed = 0;
+  // A server another process started through the same channel and recorded: pinged before its
+  // first call here (suspect), replaced when it does not answer (serverFor).
+  const recorded = known === undefined && gone === undefined ? fromRecord(channel, shell) : undefined;
+  if (recorded) {
+    state.set(recorded, { lastAnswered: 0, suspect: true });
+    servers.set(channel, { outcome: Promise.resolve(recorded), shell });
+    return recorded;
+  }
   if (known) {
     const server = await known.outcome;
     // Decided with no await from here to the set below: one caller starts, the others find its start.
@@ -95,6 +106,7 @@ export async function residentServer(
     }
   }
   const begun: Start = {
+    shell,
     outcome: start(channel, shell)
       .catch((error: unknown): StartFailed => {
         // A caller's mistake (an invalid shell) stays an error; a channel whose exec threw is a
@@ -157,7 +169,29 @@ async function start(channel: ExecChannel, shell: string[]): Promise<ResidentSer
   const server = acceptServer(agreement, line);
   if (!server)
     return { unavailable: 'the resident helper answered with a line that does not verify', permanent: false };
-  return { ...server, helper: pushed.path, dir };
+  const started = { ...server, helper: pushed.path, dir };
+  if (Array.isArray(channel.argv)) writeRecord(channel.argv, shell, started);
+  return started;
+}
+
+// The channel objects whose calls may take a server another process recorded (shareRecorded).
+const sharing = new WeakSet<ExecChannel>();
+
+/**
+ * Lets calls through `channel` (a `commandChannel`: its argv names the record) take the server
+ * another process started through the same argv and shell and recorded on this machine
+ * (resident-record.ts), pinged before its first call here: a short-lived process — the CLI — then
+ * pays a ping, not a start, and leaves no server of its own behind. Every server started is
+ * recorded; only such channels read the records. Internal: the CLI's.
+ */
+export function shareRecorded(channel: ExecChannel): void {
+  sharing.add(channel);
+}
+
+// The server recorded for `channel`'s argv and `shell` (resident-record.ts), or undefined: a
+// channel that does not share (shareRecorded), or without argv (an ExecChannel of the caller's own).
+function fromRecord(channel: ExecChannel, shell: string[]): ResidentServer | undefined {
+  return sharing.has(channel) && Array.isArray(channel.argv) ? readRecord(channel.argv, shell) : undefined;
 }
 
 /** The bound on a ping of a server, ms. */
@@ -204,6 +238,8 @@ export async function stopResident(channel: ExecChannel): Promise<boolean> {
   const known = servers.get(channel);
   if (!known) return false;
   servers.delete(channel);
+  const argv = channel.argv;
+  if (Array.isArray(argv)) dropRecord(argv, known.shell);
   const server = await known.outcome.catch(() => undefined);
   if (!server || 'unavailable' in server) return false;
   return ask(channel, server, stopRequest, 'tether-stopped').catch(() => false);
@@ -236,6 +272,7 @@ export async function serverFor(
     state.set(server, { lastAnswered: performance.now(), suspect: false });
     return server;
   }
+  if (sharing.has(channel) && Array.isArray(channel.argv)) dropRecord(channel.argv, shell);
   const next = await residentServer(channel, shell, server);
   if (!('unavailable' in next)) state.set(next, { lastAnswered: performance.now(), suspect: false });
   return next;

@@ -1,0 +1,142 @@
+// `tether sandbox run --resident` (docs/sandbox.md, "One server across processes"): each tether
+// process is new, and the resident helper's server one of them started is recorded on this
+// machine, so that the next process pings it and makes its call, not a server of its own. Real
+// container, the built CLI; ground truth is the host's /proc (the leftovers gone) and the server's
+// identity in the container's /proc.
+import { execFileSync, spawn } from 'node:child_process';
+import { existsSync } from 'node:fs';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { prebuiltCandidates } from '../../src/containment/prebuilt.js';
+import { ROOT } from '../support/paths.js';
+import { missing } from '../support/tools.js';
+import { type Container, privateTmp, sleepersIn, startContainer } from './container.js';
+
+const TETHER = join(ROOT, 'bin/tether.cjs');
+const local = prebuiltCandidates(process.arch).find((p) => existsSync(p));
+const why = local ? missing('libsodium.a') : 'no prebuilt helper built here';
+const serves = why === '';
+
+let secs = 1900 + Math.floor(Math.random() * 200) * 10;
+const uniqueSecs = () => (secs += 1);
+
+function tether(
+  args: string[],
+  stdin: 'ignore' | 'pipe' = 'ignore',
+): Promise<{ status: number | null; stdout: string; stderr: string }> {
+  return new Promise((resolve) => {
+    const child = spawn(process.execPath, [TETHER, ...args], { stdio: [stdin, 'pipe', 'pipe'] });
+    if (stdin === 'pipe') child.stdin?.end('piped\n');
+    let stdout = '';
+    let stderr = '';
+    child.stdout?.on('data', (d) => (stdout += d));
+    child.stderr?.on('data', (d) => (stderr += d));
+    const timer = setTimeout(() => child.kill('SIGKILL'), 60_000);
+    child.on('close', (status) => {
+      clearTimeout(timer);
+      resolve({ status, stdout, stderr });
+    });
+  });
+}
+
+// The --json end line's notes (stderr's last JSON line).
+function notesOf(stderr: string): string[] {
+  const line = stderr
+    .trim()
+    .split('\n')
+    .reverse()
+    .find((l) => l.startsWith('{'));
+  return (JSON.parse(line ?? '{}') as { notes?: string[] }).notes ?? [];
+}
+
+const serverPid = (notes: string[]) =>
+  notes.join('\n').match(/one call of the resident helper \(the server pid (\d+) in the target/)?.[1];
+
+describe.skipIf(!serves)(`tether sandbox run --resident${serves ? '' : ` (skipped: ${why})`}`, () => {
+  let box: Container;
+  let via: string;
+  beforeAll(async () => {
+    box = await startContainer(240);
+    privateTmp(box, `tether-cli-resident-${process.pid}`);
+    via = box.prefix.join(' ');
+  });
+  afterAll(async () => {
+    // The server the CLI processes shared: stopped through a channel that takes the record.
+    await box?.stop();
+  });
+
+  it('a second tether process takes the server the first one started, and each ends its env -i double fork', async () => {
+    const pids: (string | undefined)[] = [];
+    for (let i = 0; i < 2; i++) {
+      const s = uniqueSecs();
+      const r = await tether([
+        'sandbox',
+        'run',
+        '--resident',
+        '--json',
+        '--via',
+        via,
+        '--',
+        'sh',
+        '-c',
+        `env -i sh -c 'sleep ${s} </dev/null >/dev/null 2>&1 &'; echo hi`,
+      ]);
+      expect(r.status, r.stderr).toBe(0);
+      expect(r.stdout).toBe('hi\n');
+      expect(sleepersIn(box, s), 'the double fork is gone when tether exits').toEqual([]);
+      pids.push(serverPid(notesOf(r.stderr)));
+    }
+    expect(pids[0], 'the first ran in one call').toMatch(/^\d+$/);
+    expect(pids[1], 'the second took the same server').toBe(pids[0]);
+  });
+
+  it('a piped stdin runs as without --resident, and the notes say why', async () => {
+    const s = uniqueSecs();
+    const r = await tether(
+      [
+        'sandbox',
+        'run',
+        '--resident',
+        '--json',
+        '--via',
+        via,
+        '--',
+        'sh',
+        '-c',
+        `cat; sh -c 'sleep ${s} </dev/null >/dev/null 2>&1 &'`,
+      ],
+      'pipe',
+    );
+    expect(r.status, r.stderr).toBe(0);
+    expect(r.stdout).toBe('piped\n');
+    expect(notesOf(r.stderr).join('\n')).toMatch(
+      /did not run under the resident helper \(resident\): its stdin is a stream/,
+    );
+    expect(sleepersIn(box, s)).toEqual([]);
+  });
+
+  it('a recorded server that is gone is replaced, not called: the next process starts another', async () => {
+    const first = await tether(['sandbox', 'run', '--resident', '--json', '--via', via, '--', 'true']);
+    const pid = serverPid(notesOf(first.stderr));
+    expect(pid).toMatch(/^\d+$/);
+    // Killed (TERM: it removes its socket) with its record left: the next process pings it, gets
+    // no answer, and starts another.
+    execFileSync(box.prefix[0] as string, [...box.prefix.slice(1), 'kill', '-TERM', String(pid)]);
+    const next = await tether([
+      'sandbox',
+      'run',
+      '--resident',
+      '--json',
+      '--via',
+      via,
+      '--',
+      'echo',
+      'again',
+    ]);
+    expect(next.status, next.stderr).toBe(0);
+    expect(next.stdout).toBe('again\n');
+    const again = serverPid(notesOf(next.stderr));
+    expect(again).toMatch(/^\d+$/);
+    expect(again).not.toBe(pid);
+  });
+});
