@@ -97,6 +97,12 @@ export interface SessionRegistration {
  */
 export interface Registered {
   path: string;
+  /**
+   * Takes away now the stale files `remove()` would (never throws): for a caller with a moment
+   * to spare while its session runs (sandbox.exec, once its command's stdin is sent), so that its
+   * end does not pay for them. Once per registration: `remove()` then does not look again.
+   */
+  prune(): void;
   remove(): void;
 }
 
@@ -107,6 +113,22 @@ const VERSION = '1';
 // under one tag in one process each have their own); a temp file's starts with `.`.
 const NAME = /^([0-9a-f]{32})\.(\d+)\.(\d+)\.(\d+)$/;
 let written = 0;
+
+// This process's pid + start time and this boot's id and PID namespace, read once per
+// `procRoot` (each registration read them again: three reads of /proc, about a fifth of its
+// cost). None of them changes while this process lives: its pid and start time are its own, it
+// outlives no boot, and a process never changes PID namespace (setns and unshare move its
+// children) nor time namespace (its start time is on the clock of the one it started in). A read
+// that failed is not kept: the next registration tries again.
+const selfIds = new Map<string, { self: ProcStat; ids: ReturnType<typeof hostIds> }>();
+function ownIds(procRoot: string): { self: ProcStat | undefined; ids: ReturnType<typeof hostIds> } {
+  const known = selfIds.get(procRoot);
+  if (known) return known;
+  const self = statByFile(procRoot, process.pid);
+  const ids = hostIds(procRoot);
+  if (self && ids.bootId && ids.pidNamespace !== undefined) selfIds.set(procRoot, { self, ids });
+  return { self, ids };
+}
 
 // This boot's id and PID namespace, read as src/ledger/supervisor.ts reads them (from files:
 // the native library is not loaded for them).
@@ -136,14 +158,13 @@ const madeDirs = new Set<string>();
  * pid + start time, the boot id and the PID namespace. `remove()` takes it away at the session's
  * end, and with it stale files of the same boot and PID namespace whose supervisor is gone (a
  * SIGKILLed supervisor never removes its own; at most 32 checked, from a random one on: the end,
- * not the start, pays for it). Throws what the filesystem throws (EACCES, EROFS, ENOSPC…): the
+ * or `prune()` while the session runs, not the start, pays for it). Throws what the filesystem throws (EACCES, EROFS, ENOSPC…): the
  * caller says so.
  */
 export function registerSession(tag: string, dir = sessionsDir(), procRoot = '/proc'): Registered {
   if (!TAG_NAME_PATTERN.test(tag)) throw new Error(`not a session tag name: ${JSON.stringify(tag)}`);
-  const self = statByFile(procRoot, process.pid);
+  const { self, ids } = ownIds(procRoot);
   if (!self) throw new Error(`cannot read ${procRoot}/${process.pid}/stat: is /proc mounted?`);
-  const ids = hostIds(procRoot);
   if (!madeDirs.has(dir)) {
     mkdirSync(dir, { recursive: true, mode: 0o700 });
     checkPrivate(dir);
@@ -174,14 +195,21 @@ export function registerSession(tag: string, dir = sessionsDir(), procRoot = '/p
     throw error;
   }
   let removed = false;
+  let pruned = false;
+  const prune = () => {
+    if (pruned) return;
+    pruned = true;
+    pruneStale(dir, ids, procRoot, self);
+  };
   return {
     path,
+    prune,
     remove() {
       if (removed) return;
       removed = true;
       closeQuietly(fd);
       removeQuietly(path);
-      pruneStale(dir, ids, procRoot);
+      prune();
     },
   };
 }
@@ -230,11 +258,12 @@ function removeQuietly(path: string): void {
 const PRUNE_MAX_FILES = 32;
 
 // Removes registrations of this boot and PID namespace whose supervisor is gone, judged first by
-// the pid + start time in the file's name (one stat read each), the file read only then. Best
-// effort and bounded (PRUNE_MAX_FILES a call): another namespace's, another boot's or an
-// unreadable file is left as it is.
-function pruneStale(dir: string, ids: ReturnType<typeof hostIds>, procRoot: string): void {
+// the pid + start time in the file's name (one stat read each, none for this process's own),
+// the file read only then. Best effort and bounded (PRUNE_MAX_FILES a call): another
+// namespace's, another boot's or an unreadable file is left as it is.
+function pruneStale(dir: string, ids: ReturnType<typeof hostIds>, procRoot: string, self: ProcStat): void {
   if (ids.pidNamespace === undefined) return;
+  const own = `${self.pid}.${self.startTime}`;
   let names: string[];
   try {
     names = readdirSync(dir);
@@ -246,6 +275,7 @@ function pruneStale(dir: string, ids: ReturnType<typeof hostIds>, procRoot: stri
   for (const name of picked) {
     const m = NAME.exec(name);
     if (!m) continue;
+    if (`${m[2]}.${m[3]}` === own) continue; // this process's, alive: no read of its stat
     const stat = statByFile(procRoot, Number(m[2]));
     if (stat && stat.startTime === Number(m[3])) continue; // alive, or a zombie: kept
 
