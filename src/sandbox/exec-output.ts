@@ -43,6 +43,7 @@ export class CallOutput implements Activity {
   private readonly targets: Writable[];
   private lineTimer: NodeJS.Timeout | undefined;
   private helperTold = false;
+  private streamsEnded = false;
 
   // `onHelper` is told the helper's identity once, as soon as its start line has come. `key`: the
   // call went to the resident helper, whose end line carries a MAC under it (resident.ts); its
@@ -78,13 +79,15 @@ export class CallOutput implements Activity {
         },
         () => this.wrapperSaid.end(),
       ),
-    ]);
+    ]).then(() => {
+      this.streamsEnded = true;
+    });
   }
 
   // Past the client's exit: waits for both streams, 2 s at most (a leftover may hold them), ends
   // the client, and gives what the completion line said (undefined: no line, an unknown end).
   async settle(): Promise<Completion | undefined> {
-    await within(this.closed, OUTPUT_CAP_MS);
+    if (!this.streamsEnded) await within(this.closed, OUTPUT_CAP_MS); // no 2 s timer when they have
     clearTimeout(this.lineTimer);
     this.client.kill();
     this.detach();

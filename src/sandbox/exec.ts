@@ -292,27 +292,34 @@ async function run(
   // so nothing has run): the same moment for `tether recover`, less time before the exec.
   const registration = registerQuietly(plan.tag.name);
   client.stdin.on('error', () => {}); // a wrapper that refused reads no more: not a crash
-  const stops = new CallStops(channel, plan.tag, plan.sweepOptions);
-  const collect = {
-    buffer: options.buffer !== false,
-    maxBuffer: effectiveMaxBuffer(options.maxBuffer ?? DEFAULT_MAX_BUFFER, options.encoding ?? 'utf8'),
-  };
-  const output = new CallOutput(
-    client,
-    plan.nonce,
-    options,
-    (why) => stops.stop(why),
-    collect,
-    announced,
-    plan.call?.key,
-  );
-  // Every sweep of this call takes the helper its start line named as a member (exec-stops.ts).
-  stops.helper = () => output.started.helper;
-  stops.awaiting = () => output.started.awaiting;
-  if (typeof options.helper === 'string') stops.helperPath = options.helper;
+  let stops: CallStops | undefined;
+  let output: CallOutput | undefined;
   try {
+    // Registered, so sent at once: the client is starting and waits for this line. What follows
+    // is set up while it runs — its output is read from the next tick on, no byte of it lost.
     handOver(client.stdin, plan); // the nonce line, then the command's stdin
+    const callStops = new CallStops(channel, plan.tag, plan.sweepOptions);
+    stops = callStops;
+    const collect = {
+      buffer: options.buffer !== false,
+      maxBuffer: effectiveMaxBuffer(options.maxBuffer ?? DEFAULT_MAX_BUFFER, options.encoding ?? 'utf8'),
+    };
+    const callOutput = new CallOutput(
+      client,
+      plan.nonce,
+      options,
+      (why) => callStops.stop(why),
+      collect,
+      announced,
+      plan.call?.key,
+    );
+    output = callOutput;
+    // Every sweep of this call takes the helper its start line named as a member (exec-stops.ts).
+    stops.helper = () => callOutput.started.helper;
+    stops.awaiting = () => callOutput.started.awaiting;
+    if (typeof options.helper === 'string') stops.helperPath = options.helper;
     stops.arm(plan.silenceMs, output, options.signal); // the silence bound, the caller's cancel
+    registration?.prune(); // while the command runs: the end does not pay for it
     const race = await stops.race(client); // the client's exit, or a stop's sweep first
     const { exit } = race;
     let completion = await output.settle(); // the rest of the output, 2 s at most; the line
@@ -362,8 +369,8 @@ async function run(
     })) as SandboxExecResult;
   } finally {
     // On every path, a throw too: nothing of this call stays on the caller's signal or streams.
-    stops.disarm();
-    output.detach();
+    stops?.disarm();
+    output?.detach();
     client.kill();
     registration?.remove();
   }
