@@ -286,6 +286,7 @@ static int call_take_streams(int conn) {
 // directory removed (a `stop` request sends it).
 static pid_t serve_pid;
 static volatile sig_atomic_t serve_stop;
+static void on_child(int sig) { (void)sig; }
 static void on_stop(int sig) {
   (void)sig;
   serve_stop = 1;
@@ -521,6 +522,23 @@ static void in_call_cgroup(const char *tag, char *out, size_t size) {
   }
 }
 
+// put_line's retries for `len` bytes that need not end in a NUL: 0, or -1.
+static int put_bytes(const char *bytes, size_t len) {
+  for (int tries = 0; len > 0 && tries < 1200;) {
+    ssize_t n = write(out_fd, bytes, len);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && errno != EAGAIN) return -1;
+    if (n > 0) {
+      bytes += n;
+      len -= (size_t)n;
+      continue;
+    }
+    tries++;
+    sleep_ms(SCAN_INTERVAL_MS);
+  }
+  return len > 0 ? -1 : 0;
+}
+
 // A `session` call's end (sweep_in_call): the end line, which says how long the sweep's answer
 // is and its SHA-256 (` swept LEN SHA256`, under the MAC), then the answer, in one write.
 static struct {
@@ -538,15 +556,12 @@ static void in_call_done(void) {
   int n = snprintf(text, sizeof text, "%s swept %zu %s", in_call.text, sw.nanswer, sha_hex);
   serve_mac(text, (size_t)n, mac);
   explicit_bzero(serve_key, sizeof serve_key);
-  size_t len = (size_t)n + 66 + sw.nanswer;
-  char *all = malloc(len + 1);
+  // The line, then the answer: no allocation here (a lowered RLIMIT_AS must not cost the status).
+  // Bytes a leftover writes between them change the answer's hash: it is then not taken.
+  char line[480];
+  snprintf(line, sizeof line, "%s %s\n", text, mac);
   out_fd = 1;
-  if (all) {
-    snprintf(all, len + 1, "%s %s\n", text, mac);
-    if (sw.nanswer) memcpy(all + n + 66, sw.answer, sw.nanswer);
-    all[len] = '\0';
-    (void)put_line(all);
-  }
+  if (put_line(line) == 0 && sw.nanswer) (void)put_bytes(sw.answer, sw.nanswer);
   (void)write_all(in_call.conn, (const char *)&in_call.status, 1);
   _exit(0);
 }
@@ -578,6 +593,15 @@ static void sweep_in_call(int conn, const char *text, unsigned char status, cons
   sw.collect = 1;
   sw.done = in_call_done;
   if (!sw.given || !sw.proof || !sw.ended) in_call_done(); // an empty answer: no sweep, said so
+  // Limits a process of the uid lowered on this child (prlimit(2) on the command's parent): as many
+  // fds as its hard limit allows; and where they are not what the server started with, the answer
+  // is not whole, whatever the scans find (a break attempt's RLIMIT_NOFILE 4 and RLIMIT_AS).
+  sw.limits_changed = !limits_kept();
+  struct rlimit files;
+  if (getrlimit(RLIMIT_NOFILE, &files) == 0 && files.rlim_cur < files.rlim_max) {
+    files.rlim_cur = files.rlim_max;
+    (void)setrlimit(RLIMIT_NOFILE, &files);
+  }
   sweep_rounds(durations[0], durations[1], durations[2]);
 }
 
@@ -672,7 +696,17 @@ static void serve_loop(int lfd, const char *path, const struct stat *own, long i
   for (;;) {
     if (serve_stop) return;
     pid_t done;
-    while ((done = waitpid(-1, NULL, WNOHANG)) > 0) running--;
+    int st;
+    // A call's child stopped by a process of the uid (SIGSTOP: a command on its parent, or a
+    // leftover on the child sweeping it) is continued: it would hold its call, and a session's
+    // end, for good (a break attempt's). Only this server's own children, by waitpid(2).
+    while ((done = waitpid(-1, &st, WNOHANG | WUNTRACED)) > 0) {
+      if (WIFSTOPPED(st)) {
+        kill(done, SIGCONT);
+        continue;
+      }
+      running--;
+    }
     if (running) last = now_ms();
     struct stat now;
     if (stat(path, &now) < 0 || now.st_ino != own->st_ino || now.st_dev != own->st_dev) return;
@@ -694,6 +728,7 @@ static void serve_loop(int lfd, const char *path, const struct stat *own, long i
     if (pid == 0) {
       close(lfd);
       signal(SIGTERM, SIG_DFL);
+      signal(SIGCHLD, SIG_DFL);
       prctl(PR_SET_NAME, "tether-call");
       call_serve(conn);
     }
@@ -764,6 +799,9 @@ static int serve_main(int argc, char **argv) {
     serve_pid = getpid();
     struct sigaction term = {.sa_handler = on_stop}; // no SA_RESTART: poll(2) returns EINTR
     sigaction(SIGTERM, &term, NULL);
+    // A child's stop or end wakes the loop at once (poll(2) returns EINTR), not within its second.
+    struct sigaction chld = {.sa_handler = on_child};
+    sigaction(SIGCHLD, &chld, NULL);
     int null = open("/dev/null", O_RDWR | O_CLOEXEC);
     for (int fd = 0; fd < 3 && null >= 0; fd++) dup2(null, fd);
     if (null > 2) close(null);

@@ -85,6 +85,8 @@ static struct {
   char *answer;
   size_t nanswer, capanswer;
   int collect, lost;
+  int limits_changed; // a session call's child whose limits a process of the uid changed
+  int no_room; // an environ could not be opened for want of fds or memory: this scan failed
   void (*done)(void);
 } sw;
 
@@ -158,6 +160,7 @@ static ssize_t proc_read(pid_t pid, const char *file, char *buf, size_t size) {
 static int sw_stat(pid_t pid, struct sw_member *m, char *comm, size_t commsize) {
   struct proc_stat s;
   if (read_proc_stat(pid, &s) < 0) return -1;
+  errno = ESRCH;
   if (s.state == 'Z' && s.threads <= 1) return -1;
   m->pid = pid;
   m->ppid = s.ppid;
@@ -193,6 +196,7 @@ static long sw_uid(pid_t pid) {
 // exited leader, or an empty environ), 0 when it was read and holds no such record.
 static int environ_holds(const char *path) {
   int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0 && (errno == EMFILE || errno == ENFILE || errno == ENOMEM || errno == ENOBUFS)) sw.no_room = 1;
   if (fd < 0) return -1;
   static char buf[65536];
   size_t len = strlen(sw.entry), at = 0; // at: bytes of the record matched so far; len+1 = no match
@@ -256,6 +260,9 @@ static int named_ok(pid_t pid) {
   return r == 1;
 }
 
+// An errno that says this process is out of fds or memory: it could not look.
+static int out_of_room(int err) { return err == EMFILE || err == ENFILE || err == ENOMEM || err == ENOBUFS; }
+
 static int sw_excluded(pid_t pid) {
   for (size_t i = 0; i < sw.nexcluded; i++)
     if (sw.excluded[i] == pid) return 1;
@@ -273,7 +280,17 @@ static int snapshot(void) {
     long pid = strtol(e->d_name, &end, 10);
     if (*end || pid <= 1 || pid > INT32_MAX || sw_excluded((pid_t)pid)) continue;
     struct sw_member m;
-    if (sw_stat((pid_t)pid, &m, NULL, 0) < 0) continue;
+    if (sw_stat((pid_t)pid, &m, NULL, 0) < 0) {
+      // Gone, or a stat that says nothing: skipped. Out of fds or memory (a limit a process of the
+      // uid lowered: prlimit(2) on this one), this process cannot look: the scan failed — never
+      // "gone", which would end a phase on two empty scans while the session runs (a break
+      // attempt's: RLIMIT_NOFILE 4 on a call's child).
+      if (out_of_room(errno)) {
+        closedir(d);
+        return -1;
+      }
+      continue;
+    }
     if (m.pid == sw.holder.pid && m.start == sw.holder.start) continue; // by identity, not pid
     if (sw.ntable == sw.captable) {
       size_t cap = sw.captable ? sw.captable * 2 : 1024;
@@ -582,6 +599,7 @@ static int take_descendants(void) {
 
 // scan: the members of this round, in the order found. -1 when the process table cannot be read.
 static int scan(void) {
+  sw.no_room = 0;
   if (snapshot() < 0) return -1;
   sw.scans++;
   sw.seen = 0;
@@ -603,6 +621,10 @@ static int scan(void) {
   if (sw.root > 0)
     for (size_t i = 0; i < sw.ntable; i++)
       if (!sw.is_member[i] && sw.table[i].ppid == sw.root) take(i, "descendant", sw.root);
+  if (sw.no_room) {
+    errno = EMFILE;
+    return -1;
+  }
   return take_descendants();
 }
 
@@ -866,6 +888,10 @@ static void sweep_rounds(long grace, long kill_after, long interval) {
   sw.t0 = now_ms();
   sw.complete = 1;
   answer_line("reader helper");
+  if (sw.limits_changed) {
+    sw.complete = 0;
+    answer_line("warning SCAN_FAILED the resource limits of the call's child were changed while its command ran (a process of the session's uid can): its sweep may not see everything");
+  }
   // This process and its ancestors are never members (nor the shell's holder: snapshot).
   int listed_all = 1;
   for (pid_t p = getpid(); p > 1 && listed_all;) {
@@ -908,6 +934,10 @@ static void sweep_rounds(long grace, long kill_after, long interval) {
         finish();
       }
       empty = sw.seen == 0 ? empty + 1 : 0;
+      // A session call's child that still has a child no scan found (a fork-and-exit chain faster
+      // than the scans: a break attempt's): two empty scans prove nothing against the kernel's word;
+      // the rounds go on, and only its childlessness ends them before the budget.
+      if (empty >= 2 && sw.root > 0 && has_children() != 0) empty = 0;
       if (empty >= 2) {
         phase_done(sig, started, rounds, "two-empty-scans");
         finish();
@@ -924,7 +954,7 @@ static void sweep_rounds(long grace, long kill_after, long interval) {
         phase_done(SIGKILL, started, rounds, "scan-failed");
         finish();
       }
-      if (sw.alive == 0 && sw.seen > 0) {
+      if (sw.alive == 0 && (sw.seen > 0 || (sw.root > 0 && has_children() != 0))) {
         sw.complete = 0;
         answer_line("warning UNSETTLED processes of the session were still appearing when the KILL phase ended: some may still run");
       } else if (sw.alive == 0) {

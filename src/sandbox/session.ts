@@ -222,6 +222,8 @@ export class SandboxSession {
   private inCallAnswer: { answer: Buffer; nonce: string; startedAt: Date } | undefined;
   /** Why the command did not go as a `session` call (the report's notes). */
   private inCallNotes: string[] = [];
+  /** The command went as a `session` call (its request sent, or about to be). */
+  private inCallSent = false;
   /** The server the command went to, as a `session` call. */
   private inCallServer: ResidentServer | undefined;
 
@@ -441,6 +443,7 @@ export class SandboxSession {
         `session ${this.tag} ended before ${JSON.stringify(command[0])} started`,
       );
     const startedAt = new Date();
+    this.inCallSent = true;
     try {
       const result = await execUnder(
         this.channel,
@@ -468,9 +471,17 @@ export class SandboxSession {
       return result as SandboxExitResult<OutputOf<O>>;
     } catch (error) {
       if (!(error instanceof InCallUnfitError)) throw error;
+      this.inCallSent = false;
       this.inCallNotes.push(`the command did not run under the resident helper (resident): ${error.message}`);
       return undefined;
     }
+  }
+
+  // How long a `session` call's answer is waited for once the session's own sweep has run: its
+  // phases and 3 s (its exec, its last scan, its output).
+  private inCallBudget(): number {
+    const o = this.inCallSweep();
+    return o.graceMs + o.killAfterMs + 3_000;
   }
 
   // The phases of the in-call sweep: the session's sweep options'.
@@ -559,13 +570,45 @@ export class SandboxSession {
       } catch (error) {
         failure = error;
       }
-    await within(Promise.all(running), OUTPUT_CAP_MS);
+    // A `session` call still under way (the session's timeout or abort came first) sweeps once its
+    // command has ended: its answer is waited for as long as its phases may take.
+    const inFlight = !inOneCall && this.inCallSent && this.inCallAnswer === undefined;
+    await within(Promise.all(running), inFlight ? this.inCallBudget() : OUTPUT_CAP_MS);
     this.stops.abort();
     await Promise.all(running);
     this.registration?.remove();
     // An in-call sweep that ran beside the session's (a stop, a timeout): one of its sweeps.
     const alsoSwept = inOneCall ? undefined : this.inCallSwept();
     if (alsoSwept) this.sweeps.push(alsoSwept);
+    // The command's subreaper was the call's child, and no answer of its sweep came (it was
+    // killed, or stopped past the wait, or out of room: a session member can do each): what the
+    // command orphaned with a cleared environment is below no one, and the tag's sweep cannot
+    // see it. The session is not settled, whatever that sweep found (break attempts: RLIMIT_AS,
+    // RLIMIT_NOFILE 3, a KILL of the call's child, all said ok and complete with leftovers on).
+    if (failure === undefined && !inOneCall && this.inCallSent && !alsoSwept?.complete && report) {
+      const all = this.merged(report);
+      const lost: SweepReport = {
+        ...all,
+        complete: false,
+        ok: false,
+        warnings: [
+          ...all.warnings,
+          {
+            code: 'UNSETTLED',
+            message: `the command ran under the resident helper's call, whose child was its subreaper, and that child's sweep ${alsoSwept ? 'could not settle the session' : 'never answered'} (killed, stopped or out of resources, which any process of the session's uid can make it): what the command orphaned with a cleared environment (env -i) is found by no sweep of the tag, and may still run`,
+          },
+        ],
+      };
+      report = lost;
+      failure = new SandboxError(
+        'AMBIGUOUS_EFFECT',
+        `its sweep could not settle it (${lost.warnings.at(-1)?.message})`,
+        {
+          report: lost,
+          tag: this.tag,
+        },
+      );
+    }
     if (failure !== undefined) {
       const error = this.unswept(failure);
       await this.settleRow(error.report, error);
