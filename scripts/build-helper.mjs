@@ -243,7 +243,13 @@ async function build(arch) {
         chosen,
         built: [cc, ...extra].join(' '),
         libc: await libcOf(cc),
-        serve: with_ ? `libsodium ${with_.lib}` : 'none (no libsodium.a)',
+        // libsodium found but its build failed (a compile error in the resident mode's code) is
+        // said as such: 'no libsodium.a' would hide it, and every resident test would then fail.
+        serve: with_
+          ? `libsodium ${with_.lib}`
+          : sodium
+            ? `none (the build with ${sodium.lib} failed: ${failures.get(`${cc} with libsodium`) ?? 'unknown'})`
+            : 'none (no libsodium.a)',
       };
       writeRecord(out, built);
       // Only the preferred musl-gcc may fail before another succeeds: said once, as the record
