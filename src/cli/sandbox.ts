@@ -89,7 +89,7 @@ export function addSandboxCommands(program: Command): void {
     )
     .option(
       '--resident',
-      'run through the resident helper in the container, kept across tether processes on this machine (docs/sandbox.md, "One server across processes"): a call is one exec; with a stdin that is a pipe, under the wrapper as without it',
+      'run through the resident helper in the container, kept across tether processes on this machine (docs/sandbox.md, "One server across processes"): a call is one exec',
     )
     .argument('<command...>', 'the command and its arguments (after --)')
     .passThroughOptions()
@@ -123,7 +123,7 @@ export function addSandboxCommands(program: Command): void {
     )
     .option(
       '--resident',
-      'run through the resident helper in the container, kept across tether processes on this machine (docs/sandbox.md, "One server across processes"): a call is one exec; with a stdin that is a pipe, under the wrapper as without it',
+      'run through the resident helper in the container, kept across tether processes on this machine (docs/sandbox.md, "One server across processes"): a call is one exec',
     )
     .argument('<command...>', 'the command and its arguments (after --)')
     .passThroughOptions()
@@ -541,10 +541,9 @@ function printFailure(error: TetherError, flags: SandboxFlags, channel: string):
 export const RESIDENT_INPUT_MAX = 16 * 1024 * 1024;
 
 // The command's stdin: none from a terminal; else this process's stdin as a stream — but with
-// `--resident`, where it can be sent as bytes (a call of the resident helper takes no stream: its
-// end line says which bytes the command was given), /dev/null as none and a regular file up to
-// RESIDENT_INPUT_MAX read whole (from where its offset is). A pipe stays a stream (the call goes
-// under the wrapper, and the report's notes say why).
+// `--resident`, where it can be sent as bytes (cheaper than a stream, whose every byte is hashed
+// and whose first 16 MiB are kept), /dev/null as none and a regular file up to RESIDENT_INPUT_MAX
+// read whole (from where its offset is).
 function commandInput(resident: boolean): Buffer | Readable | undefined {
   if (process.stdin.isTTY) return undefined;
   if (resident)

@@ -31,7 +31,7 @@ import { CallStops } from './exec-stops.js';
 import { type HelperUse, helperUseOf, type TargetIdentity } from './helper-use.js';
 import { checkSandboxKeys, SANDBOX_EXEC_KEYS } from './known-options.js';
 import { program } from './programs.js';
-import { callRequest, type InCallSweep, type InputTaken, tookSent } from './resident.js';
+import { callRequest, type InCallSweep, type InputTaken, StreamSent, tookSent } from './resident.js';
 import { type ResidentServer, serverFor, settled } from './resident-server.js';
 import { checkShell, type SandboxSweepOptions } from './sweep.js';
 
@@ -109,8 +109,9 @@ export interface SandboxExecOptions extends OutputOptions {
    * sent. A call is never sent twice: one whose server is gone is an unknown end, and the server,
    * suspect, is pinged before the next call and replaced when it does not answer. Where no server
    * can be had (the helper for the target's architecture built without libsodium, a `/tmp` where it
-   * cannot be pushed), and for a command whose stdin is a stream or whose script goes through a
-   * temp file, the call runs under the completion wrapper, as without this option. Default false.
+   * cannot be pushed), and for a command whose script goes through a temp file, the call runs
+   * under the completion wrapper, as without this option. A stdin stream is hashed as it is sent
+   * (its first 16 MiB kept, for a command that ends before its input does). Default false.
    */
   resident?: boolean;
 }
@@ -150,7 +151,7 @@ async function runAny(
   options: SandboxExecOptions,
   plan: CallPlan,
 ): Promise<SandboxExecResult> {
-  if (options.resident !== true || !resendable(options)) return run(channel, argv, options, plan);
+  if (options.resident !== true || !residentFits(options)) return run(channel, argv, options, plan);
   const server = await serverFor(channel, plan.sweepOptions.shell ?? ['sh']);
   const call = 'unavailable' in server ? undefined : residentPlan(plan, server, argv, options);
   return run(channel, argv, options, call ?? plan);
@@ -175,7 +176,12 @@ function residentPlan(
   } catch {
     return undefined;
   }
-  return { ...plan, argv: [server.helper, '--call', server.dir], call: { server, key: server.key, request } };
+  const streamed = plan.input !== undefined && !Buffer.isBuffer(plan.input) ? new StreamSent() : undefined;
+  return {
+    ...plan,
+    argv: [server.helper, '--call', server.dir],
+    call: { server, key: server.key, request, ...(streamed ? { streamed } : {}) },
+  };
 }
 
 /**
@@ -204,9 +210,20 @@ export class InCallUnfitError extends Error {
 // A line that said nothing of the stdin (none of the resident helper's does): taken as nothing.
 const NOTHING_TAKEN: InputTaken = { bytes: -1, sha256: '', ended: false };
 
-// The bytes a resident call sent after its request: its input (never a stream: resendable).
-function sentInput(plan: CallPlan): Buffer {
-  return Buffer.isBuffer(plan.input) ? plan.input : Buffer.alloc(0);
+// Whether the command was given what a resident call sent after its request: its input's bytes,
+// or what of its stream went (StreamSent).
+function tookInput(plan: CallPlan, taken: InputTaken): boolean {
+  if (plan.call?.streamed) return plan.call.streamed.took(taken);
+  return tookSent(taken, Buffer.isBuffer(plan.input) ? plan.input : Buffer.alloc(0));
+}
+
+/**
+ * Whether a call can go to the resident helper: any stdin (a stream is hashed as it is sent, its
+ * first 16 MiB kept for a command that ends before it: StreamSent), but not a script that goes
+ * through a temp file (script mode reads it before anything is checked).
+ */
+export function residentFits(options: Pick<SandboxExecOptions, 'script'>): boolean {
+  return options.script === undefined || Buffer.byteLength(options.script) <= SCRIPT_ARG_MAX;
 }
 
 // `exec` for a session's command (session.ts, not exported from the package): with `helper`,
@@ -327,7 +344,7 @@ async function run(
     // one sent (a request taken off the client's stdin and run with streams of a leftover's) is
     // no end of this call's command. A call without a line it takes leaves its server suspect.
     if (plan.call) {
-      if (completion?.kind === 'exit' && !tookSent(completion.input ?? NOTHING_TAKEN, sentInput(plan)))
+      if (completion?.kind === 'exit' && !tookInput(plan, completion.input ?? NOTHING_TAKEN))
         completion = undefined;
       settled(plan.call.server, completion !== undefined);
       if (completion?.kind === 'exit' && completion.swept?.whole)
@@ -399,7 +416,7 @@ interface CallPlan {
   /** The wrapper was told `--unchecked` (execUnder). */
   unchecked: boolean;
   /** A call to the resident helper: its server, the agreed key, the request stdin starts with. */
-  call?: { server: ResidentServer; key: Buffer; request: string };
+  call?: { server: ResidentServer; key: Buffer; request: string; streamed?: StreamSent };
 }
 
 // Checks every option before anything starts (INVALID_OPTION, INVALID_TAG) and builds the argv.
@@ -500,6 +517,12 @@ function handOver(stdin: Writable, plan: CallPlan): void {
   else if (Buffer.isBuffer(input)) stdin.end(Buffer.concat([nonceLine, input]));
   else {
     stdin.write(nonceLine);
+    // A resident call's stream: every byte hashed as it goes (tookInput checks the end line's word).
+    const streamed = plan.call?.streamed;
+    if (streamed) {
+      input.on('data', (chunk: Buffer | string) => streamed.push(Buffer.from(chunk)));
+      input.once('end', () => streamed.end());
+    }
     input.pipe(stdin);
   }
 }

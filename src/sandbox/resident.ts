@@ -177,6 +177,51 @@ export function endLine(
   return `${text} ${mac(key, text)}`;
 }
 
+/** The most of a streamed stdin kept to check a prefix the command took, bytes (`StreamSent`). */
+export const STREAM_PREFIX_MAX = 16 * 1024 * 1024;
+
+/**
+ * What tether sent of a stdin stream to a resident call: every byte hashed as it goes, its count,
+ * whether the stream ended, and its first `STREAM_PREFIX_MAX` bytes kept — a command that ended
+ * before its input did says how much of it it took, and only that prefix's hash can say it was
+ * tether's. `took` is `tookSent` for a stream: all of it with `eof` (the stream ended here, its
+ * hash and count the line's), its first BYTES without (checked when they were kept; past
+ * STREAM_PREFIX_MAX it cannot be checked, and is not taken).
+ */
+export class StreamSent {
+  private readonly hash = createHash('sha256');
+  private readonly kept: Buffer[] = [];
+  private keptBytes = 0;
+  bytes = 0;
+  ended = false;
+  private digest: string | undefined;
+
+  push(chunk: Buffer): void {
+    this.hash.update(chunk);
+    this.bytes += chunk.length;
+    if (this.keptBytes < STREAM_PREFIX_MAX) {
+      const part = chunk.subarray(0, STREAM_PREFIX_MAX - this.keptBytes);
+      this.kept.push(Buffer.from(part));
+      this.keptBytes += part.length;
+    }
+  }
+
+  end(): void {
+    this.ended = true;
+  }
+
+  took(taken: InputTaken): boolean {
+    if (!Number.isSafeInteger(taken.bytes) || taken.bytes < 0 || taken.bytes > this.bytes) return false;
+    if (taken.ended) {
+      if (!this.ended || taken.bytes !== this.bytes) return false;
+      this.digest ??= this.hash.digest('hex');
+      return this.digest === taken.sha256;
+    }
+    if (taken.bytes > this.keptBytes) return false;
+    return sha256(Buffer.concat(this.kept).subarray(0, taken.bytes)) === taken.sha256;
+  }
+}
+
 /** The sha256 of `bytes`, hex. */
 export function sha256(bytes: Buffer): string {
   return createHash('sha256').update(bytes).digest('hex');

@@ -32,6 +32,7 @@ import {
   HelperUncheckedError,
   InCallUnfitError,
   resendable,
+  residentFits,
   type SandboxExecOptions,
   SILENCE_MS,
 } from './exec.js';
@@ -137,9 +138,9 @@ export interface SandboxRunOptions extends SandboxSessionOptions, SandboxCommand
    * and once the command has ended it sweeps the session itself — what the command orphaned, an
    * `env -i` double fork included, is found as its child — and answers under the key the server
    * agreed with this process. No check exec, no wrapper, no sweep exec of their own. Where no
-   * server can be had, for a command whose stdin is a stream or whose script goes through a temp
-   * file, and when the sweep's answer is not whole, `sandbox.run` runs as without this option
-   * (and `report.notes` says why). Default false.
+   * server can be had, or for a command whose script goes through a temp file, `sandbox.run` runs
+   * as without this option (and `report.notes` says why); a call whose sweep never answered, or
+   * answered not whole, leaves the session unsettled (`AMBIGUOUS_EFFECT`). Default false.
    */
   resident?: boolean;
 }
@@ -424,9 +425,9 @@ export class SandboxSession {
     options: O,
   ): Promise<SandboxExitResult<OutputOf<O>> | undefined> {
     if (!oneCall.has(this) || !this.underHelper || this.spawned !== 1) return undefined;
-    if (!resendable(options)) {
+    if (!residentFits(options)) {
       this.inCallNotes.push(
-        'the command did not run under the resident helper (resident): its stdin is a stream or its script goes through a temp file',
+        'the command did not run under the resident helper (resident): its script goes through a temp file (over 100 KB)',
       );
       return undefined;
     }

@@ -141,16 +141,27 @@ describe.skipIf(!serves)(`sandbox.run with resident: one exec${serves ? '' : ` (
     expect(sleepersIn(box, s)).toEqual([]);
   });
 
-  it('a stdin stream goes under the wrapper, as without resident, and the report says why', async () => {
+  it('a stdin stream goes in the call too, hashed as it is sent; a script through a temp file goes under the wrapper, and the report says why', async () => {
+    const chunks = Array.from({ length: 64 }, (_, i) => Buffer.from(`chunk ${i} ${'x'.repeat(4000)}\n`));
+    const streamed = await sandbox.run(box.channel, ['sh', '-c', 'wc -c'], {
+      resident: true,
+      input: Readable.from(chunks),
+    });
+    expect(streamed.stdout.trim()).toBe(String(Buffer.concat(chunks).length));
+    expect(streamed.report.notes.join('\n')).toMatch(/one call of the resident helper/);
+    // A command that ends before its stream: the prefix it took is checked against what was kept.
+    const early = await sandbox.run(box.channel, ['sh', '-c', 'head -c 10 >/dev/null; echo took'], {
+      resident: true,
+      input: Readable.from(chunks),
+    });
+    expect(early.stdout).toBe('took\n');
+    expect(early.error).toBeUndefined();
     const s = uniqueSecs();
-    const result = await sandbox.run(
-      box.channel,
-      ['sh', '-c', `cat >/dev/null; sh -c 'sleep ${s} </dev/null >/dev/null 2>&1 &'; echo ok`],
-      { resident: true, input: Readable.from([Buffer.from('x')]) },
-    );
+    const script = `sh -c 'sleep ${s} </dev/null >/dev/null 2>&1 &'; echo ok # ${'y'.repeat(110 * 1024)}`;
+    const result = await sandbox.run(box.channel, ['sh'], { resident: true, script });
     expect(result.stdout).toBe('ok\n');
     expect(result.report.notes.join('\n')).toMatch(
-      /did not run under the resident helper \(resident\): its stdin is a stream/,
+      /did not run under the resident helper \(resident\): its script goes through a temp file/,
     );
     expect(sleepersIn(box, s)).toEqual([]);
   });
