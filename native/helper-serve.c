@@ -545,6 +545,7 @@ static struct {
   int conn;
   unsigned char status;
   char text[256];
+  int cgroup; // the command was born in a cgroup of its own (in_call_cgroup)
 } in_call;
 
 static void in_call_done(void) __attribute__((noreturn));
@@ -553,7 +554,8 @@ static void in_call_done(void) {
   char sha_hex[65], text[400], mac[65];
   crypto_hash_sha256(sha, (const unsigned char *)(sw.answer ? sw.answer : ""), sw.nanswer);
   to_hex(sha, sizeof sha, sha_hex);
-  int n = snprintf(text, sizeof text, "%s swept %zu %s", in_call.text, sw.nanswer, sha_hex);
+  int n = snprintf(text, sizeof text, "%s swept %zu %s%s", in_call.text, sw.nanswer, sha_hex,
+                   in_call.cgroup ? " cgroup" : "");
   serve_mac(text, (size_t)n, mac);
   explicit_bzero(serve_key, sizeof serve_key);
   // The line, then the answer: no allocation here (a lowered RLIMIT_AS must not cost the status).
@@ -689,6 +691,7 @@ static void call_serve(int conn) {
       WIFEXITED(wstatus) ? (unsigned char)WEXITSTATUS(wstatus) : (unsigned char)(128 + WTERMSIG(wstatus));
   snprintf(text, sizeof text, "tether-end %s exit %u in %llu %s %s", nonce, status, taken, sha_hex,
            eof ? "eof" : "open");
+  in_call.cgroup = cgdir[0] != '\0' && moved;
   if (session) sweep_in_call(conn, text, status, nonce, tag, durations);
   call_end(conn, text, status);
 }

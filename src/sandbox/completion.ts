@@ -25,9 +25,10 @@ export type Completion =
       input?: { bytes: number; sha256: string; ended: boolean };
       /**
        * A `session` call's sweep (native/helper-serve.c, sweep_in_call): its answer, the bytes
-       * that followed the line, once all of them came and hash to what the line said (`whole`).
+       * that followed the line, once all of them came and hash to what the line said (`whole`);
+       * `cgroup`: the line said the command was born in a cgroup of its own.
        */
-      swept?: { answer: Buffer; whole: boolean };
+      swept?: { answer: Buffer; whole: boolean; cgroup: boolean };
     }
   | { kind: 'refused'; received: number; expected: number };
 
@@ -48,7 +49,7 @@ const TAIL = /^(?:exit (\d{1,3})( childless)?|refused (\d{1,20}) (\d{1,20}))$/;
 // after the request (bytes, sha256), and the MAC over the line before it.
 // A `session` call's adds ` swept LEN SHA256`: the sweep's answer, which follows the line.
 const KEYED_TAIL =
-  /^exit (\d{1,3}) in (\d{1,15}) ([0-9a-f]{64}) (eof|open)(?: swept (\d{1,9}) ([0-9a-f]{64}))? [0-9a-f]{64}$/;
+  /^exit (\d{1,3}) in (\d{1,15}) ([0-9a-f]{64}) (eof|open)(?: swept (\d{1,9}) ([0-9a-f]{64})( cgroup)?)? [0-9a-f]{64}$/;
 
 function parseTail(text: string): Completion | undefined {
   const m = TAIL.exec(text);
@@ -84,12 +85,12 @@ export class CompletionStripper {
     private readonly key?: Buffer,
   ) {
     this.marker = Buffer.from(`tether-end ${nonce} `);
-    this.maxTail = key ? MAX_TAIL + 16 + 65 + 5 + 7 + 10 + 65 + 65 : MAX_TAIL;
+    this.maxTail = key ? MAX_TAIL + 16 + 65 + 5 + 7 + 10 + 65 + 7 + 65 : MAX_TAIL;
   }
 
   // A `session` call's answer, being taken after its line: how many bytes are still to come,
   // what came, and the hash the line gave.
-  private answer: { left: number; chunks: Buffer[]; sha256: string } | undefined;
+  private answer: { left: number; chunks: Buffer[]; sha256: string; cgroup: boolean } | undefined;
 
   // Takes what of `chunk` belongs to the answer; returns the rest (a leftover's bytes).
   private takeAnswer(chunk: Buffer): Buffer {
@@ -101,7 +102,7 @@ export class CompletionStripper {
     answer.left -= part.length;
     if (answer.left === 0) {
       const whole = Buffer.concat(answer.chunks);
-      completion.swept = { answer: whole, whole: sha256(whole) === answer.sha256 };
+      completion.swept = { answer: whole, whole: sha256(whole) === answer.sha256, cgroup: answer.cgroup };
     }
     return chunk.subarray(part.length);
   }
@@ -117,8 +118,13 @@ export class CompletionStripper {
     };
     if (m[5] !== undefined) {
       const left = Number(m[5]);
-      this.answer = { left, chunks: [], sha256: String(m[6]) };
-      completion.swept = { answer: Buffer.alloc(0), whole: left === 0 && sha256(Buffer.alloc(0)) === m[6] };
+      const cgroup = m[7] !== undefined;
+      this.answer = { left, chunks: [], sha256: String(m[6]), cgroup };
+      completion.swept = {
+        answer: Buffer.alloc(0),
+        whole: left === 0 && sha256(Buffer.alloc(0)) === m[6],
+        cgroup,
+      };
     }
     return completion;
   }

@@ -193,7 +193,7 @@ function residentPlan(
 export interface InCall {
   server: ResidentServer;
   sweep: InCallSweep;
-  swept: (answer: Buffer, nonce: string) => void;
+  swept: (answer: Buffer, nonce: string, cgroup: boolean) => void;
 }
 
 /**
@@ -348,7 +348,7 @@ async function run(
         completion = undefined;
       settled(plan.call.server, completion !== undefined);
       if (completion?.kind === 'exit' && completion.swept?.whole)
-        swept?.(completion.swept.answer, plan.nonce);
+        swept?.(completion.swept.answer, plan.nonce, completion.swept.cgroup);
     }
     const refused = completion === undefined ? uncheckedRefusal(plan, exit, output, race.stopped) : undefined;
     if (refused !== undefined) throw new HelperUncheckedError(refused);
@@ -475,6 +475,11 @@ function helperSwitch(sweep: Omit<SandboxSweepOptions, 'signal'>): string[] {
 function checkCommand(argv: string[], options: SandboxExecOptions): void {
   checkSandboxKeys(options, SANDBOX_EXEC_KEYS);
   checkOutputOptions(options);
+  if (options.helper !== undefined && typeof options.helper !== 'string')
+    throw new TetherError(
+      'INVALID_OPTION',
+      `invalid helper: ${typeof options.helper} ${String(options.helper).slice(0, 60)} (sandbox.exec's helper is the path of a helper pushHelper checked, which sandbox.run sets; leave it out — sandbox.run and sandbox.session take helper: true | false)`,
+    );
   for (const key of ['reject', 'resident'] as const) {
     const value: unknown = options[key];
     if (value !== undefined && typeof value !== 'boolean')

@@ -170,7 +170,7 @@ async function start(channel: ExecChannel, shell: string[]): Promise<ResidentSer
   if (!server)
     return { unavailable: 'the resident helper answered with a line that does not verify', permanent: false };
   const started = { ...server, helper: pushed.path, dir };
-  if (Array.isArray(channel.argv)) writeRecord(channel.argv, shell, started);
+  if (sharing.has(channel) && Array.isArray(channel.argv)) writeRecord(channel.argv, shell, started);
   return started;
 }
 
@@ -181,8 +181,9 @@ const sharing = new WeakSet<ExecChannel>();
  * Lets calls through `channel` (a `commandChannel`: its argv names the record) take the server
  * another process started through the same argv and shell and recorded on this machine
  * (resident-record.ts), pinged before its first call here: a short-lived process — the CLI — then
- * pays a ping, not a start, and leaves no server of its own behind. Every server started is
- * recorded; only such channels read the records. Internal: the CLI's.
+ * pays a ping, not a start, and leaves no server of its own behind. Only such channels read,
+ * write and remove records: a library process's servers are its own, and never replace or remove
+ * the CLI's record (found by a fresh user's trial). Internal: the CLI's.
  */
 export function shareRecorded(channel: ExecChannel): void {
   sharing.add(channel);
@@ -239,7 +240,7 @@ export async function stopResident(channel: ExecChannel): Promise<boolean> {
   if (!known) return false;
   servers.delete(channel);
   const argv = channel.argv;
-  if (Array.isArray(argv)) dropRecord(argv, known.shell);
+  if (sharing.has(channel) && Array.isArray(argv)) dropRecord(argv, known.shell);
   const server = await known.outcome.catch(() => undefined);
   if (!server || 'unavailable' in server) return false;
   return ask(channel, server, stopRequest, 'tether-stopped').catch(() => false);

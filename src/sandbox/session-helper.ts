@@ -45,16 +45,21 @@ export const IN_CALL_BLIND_SPOT =
 /**
  * The session's report when its one command ran as a `session` call of the resident helper and
  * that call's own sweep settled it (session.ts, `inCallSettled`): the call's child was the
- * command's subreaper (`layers` gains `subreaper`), the env tag's blind spot narrows to
+ * command's subreaper (`layers` gains `subreaper`, and `cgroup` when the end line said the command
+ * was born in a cgroup of its own), the env tag's blind spot narrows to
  * `IN_CALL_BLIND_SPOT`, and the answer rests on the key the server agreed with this process
  * (`RESIDENT_KEY_BLIND_SPOT`), not on a sweep shell (no `HELPER_SWEEP_ANSWER_BLIND_SPOT`). A note
  * says so, and where the server runs.
  */
-export function inCallReport(report: SweepReport, server: ResidentServer | undefined): SweepReport {
+export function inCallReport(
+  report: SweepReport,
+  server: ResidentServer | undefined,
+  cgroup = false,
+): SweepReport {
   const where = server ? ` (the server pid ${server.pid} in the target, ${server.helper})` : '';
   return {
     ...report,
-    layers: withLayers(report.layers, ['subreaper']),
+    layers: withLayers(report.layers, ['subreaper', ...(cgroup ? ['cgroup'] : [])]),
     blindSpots: [
       ...(report.blindSpots ?? []).flatMap((s) =>
         s === ENV_TAG_BLIND_SPOT
@@ -66,7 +71,7 @@ export function inCallReport(report: SweepReport, server: ResidentServer | undef
     ],
     notes: [
       ...report.notes,
-      `the command and the session's sweep ran in one call of the resident helper${where}: the call's child was the command's subreaper, and swept the session once the command had ended (what the command orphaned was found as its child); its answer verified under the server's key`,
+      `the command and the session's sweep ran in one call of the resident helper${where}: the call's child was the command's subreaper${cgroup ? ', the command born in a cgroup of its own,' : ''} and swept the session once the command had ended (what the command orphaned was found as its child); its answer verified under the server's key`,
     ],
   };
 }

@@ -220,7 +220,7 @@ export class SandboxSession {
    */
   private readonly announced: TargetIdentity[] = [];
   /** The in-call sweep's answer, when its call verified and the answer came whole. */
-  private inCallAnswer: { answer: Buffer; nonce: string; startedAt: Date } | undefined;
+  private inCallAnswer: { answer: Buffer; nonce: string; startedAt: Date; cgroup: boolean } | undefined;
   /** Why the command did not go as a `session` call (the report's notes). */
   private inCallNotes: string[] = [];
   /** The command went as a `session` call (its request sent, or about to be). */
@@ -445,6 +445,7 @@ export class SandboxSession {
       );
     const startedAt = new Date();
     this.inCallSent = true;
+    this.inCallServer = server;
     try {
       const result = await execUnder(
         this.channel,
@@ -463,12 +464,11 @@ export class SandboxSession {
         {
           server,
           sweep: this.inCallSweep(),
-          swept: (answer, nonce) => {
-            this.inCallAnswer = { answer, nonce, startedAt };
+          swept: (answer, nonce, cgroup) => {
+            this.inCallAnswer = { answer, nonce, startedAt, cgroup };
           },
         },
       );
-      this.inCallServer = server;
       return result as SandboxExitResult<OutputOf<O>>;
     } catch (error) {
       if (!(error instanceof InCallUnfitError)) throw error;
@@ -581,6 +581,10 @@ export class SandboxSession {
     // An in-call sweep that ran beside the session's (a stop, a timeout): one of its sweeps.
     const alsoSwept = inOneCall ? undefined : this.inCallSwept();
     if (alsoSwept) this.sweeps.push(alsoSwept);
+    if (!inOneCall && this.inCallSent)
+      this.inCallNotes.push(
+        `the command ran as a call of the resident helper${this.inCallServer ? ` (the server pid ${this.inCallServer.pid} in the target)` : ''}, whose child was its subreaper; the session's own sweep ran too (${this.reason ? `its ${this.reason}` : 'the call did not settle the session'}), and the call's sweep ${alsoSwept ? `answered${alsoSwept.complete ? '' : ' not whole'}: merged in` : 'never answered'}`,
+      );
     // The command's subreaper was the call's child, and no answer of its sweep came (it was
     // killed, or stopped past the wait, or out of room: a session member can do each): what the
     // command orphaned with a cleared environment is below no one, and the tag's sweep cannot
@@ -590,6 +594,7 @@ export class SandboxSession {
       const all = this.merged(report);
       const lost: SweepReport = {
         ...all,
+        notes: [...all.notes, ...this.inCallNotes],
         complete: false,
         ok: false,
         warnings: [
@@ -616,7 +621,11 @@ export class SandboxSession {
       throw error;
     }
     const under = inOneCall
-      ? inCallReport(this.merged(report as SweepReport), this.inCallServer)
+      ? inCallReport(
+          this.merged(report as SweepReport),
+          this.inCallServer,
+          this.inCallAnswer?.cgroup === true,
+        )
       : withNotes(
           reportUnder(this.merged(report as SweepReport), this.helperPush, this.uses),
           this.inCallNotes,

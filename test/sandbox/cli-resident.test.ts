@@ -8,6 +8,8 @@ import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { prebuiltCandidates } from '../../src/containment/prebuilt.js';
+import { sandbox } from '../../src/index.js';
+import { readRecord } from '../../src/sandbox/resident-record.js';
 import { ROOT } from '../support/paths.js';
 import { missing } from '../support/tools.js';
 import { type Container, privateTmp, sleepersIn, startContainer } from './container.js';
@@ -88,6 +90,16 @@ describe.skipIf(!serves)(`tether sandbox run --resident${serves ? '' : ` (skippe
     }
     expect(pids[0], 'the first ran in one call').toMatch(/^\d+$/);
     expect(pids[1], 'the second took the same server').toBe(pids[0]);
+    // A library process through the same argv keeps its server to itself: it neither replaces
+    // nor removes the CLI's record (a fresh user's trial saw both).
+    const recorded = () => readRecord(box.prefix, ['sh'])?.pid;
+    expect(recorded()).toBe(Number(pids[0]));
+    const channel = sandbox.commandChannel(box.prefix);
+    const own = await sandbox.run(channel, ['true'], { resident: true });
+    expect(own.report.notes.join('\n')).toMatch(/one call of the resident helper/);
+    expect(recorded()).toBe(Number(pids[0]));
+    expect(await sandbox.stopResident(channel)).toBe(true);
+    expect(recorded()).toBe(Number(pids[0]));
   });
 
   it('a piped stdin goes in the call too, hashed as it is sent', async () => {

@@ -80,6 +80,8 @@ describe.skipIf(!serves)(`sandbox.run with resident: one exec${serves ? '' : ` (
     expect(result.report.ok).toBe(true);
     expect(result.report.complete).toBe(true);
     expect(result.report.layers).toContain('subreaper');
+    // Born in a cgroup of its own where the container's cgroup v2 can be written (root here).
+    expect(result.report.layers).toContain('cgroup');
     expect(result.report.blindSpots).toContain(IN_CALL_BLIND_SPOT);
     expect(result.report.blindSpots).toContain(RESIDENT_KEY_BLIND_SPOT);
     expect(result.report.blindSpots).not.toContain(ENV_TAG_BLIND_SPOT);
@@ -136,6 +138,9 @@ describe.skipIf(!serves)(`sandbox.run with resident: one exec${serves ? '' : ` (
       { resident: true, timeout: 1000, reject: false },
     );
     expect(result.timedOut).toBe(true);
+    expect(result.report.notes.join('\n')).toMatch(
+      /the command ran as a call of the resident helper .*its timeout/,
+    );
     // The in-call sweep runs once the command has ended (the session's sweep ended it).
     for (let i = 0; i < 250 && sleepersIn(box, s).length > 0; i++) await sleep(20);
     expect(sleepersIn(box, s)).toEqual([]);
@@ -192,6 +197,13 @@ describe.skipIf(!serves)(`sandbox.run with resident: one exec${serves ? '' : ` (
     await expect(
       sandbox.run(box.channel, ['true'], { resident: 'yes' as unknown as boolean }),
     ).rejects.toMatchObject({ code: 'INVALID_OPTION', message: expect.stringMatching(/invalid resident/) });
+    // sandbox.exec's helper is a path sandbox.run sets: a boolean there is a caller's mistake.
+    await expect(
+      sandbox.exec(box.channel, ['true'], { resident: true, helper: false as unknown as string }),
+    ).rejects.toMatchObject({
+      code: 'INVALID_OPTION',
+      message: expect.stringMatching(/invalid helper: boolean false/),
+    });
     await expect(sandbox.run(box.channel, ['true'], { resident: true, helper: false })).rejects.toMatchObject(
       {
         code: 'INVALID_OPTION',
