@@ -18,7 +18,7 @@ import {
   type SandboxRunResult,
   sweep,
 } from '../sandbox/index.js';
-import { shareRecorded } from '../sandbox/resident-server.js';
+import { shareRecorded, stopRecorded } from '../sandbox/resident-server.js';
 import { splitWords } from '../sandbox/words.js';
 import type { SweepReport } from '../sweep/report.js';
 import {
@@ -134,6 +134,17 @@ export function addSandboxCommands(program: Command): void {
     .requiredOption('--tag <name>', 'TETHER_SESSION_<32 hex digits>')
     .option('--json', 'print the report as JSON on stdout')
     .action(sandboxSweepCommand);
+  sandbox
+    .command('stop-resident')
+    .description(
+      "end the resident helper's server that tether processes of this machine share through --via (--resident): exit 0 when it said it stops, 1 when none was recorded or it did not answer",
+    )
+    .option('--via <prefix>', "the exec channel as a command prefix: 'docker exec -i ID' (required)")
+    .option('--shell <argv>', "the container's POSIX shell", 'sh')
+    .hook('preAction', (self) => {
+      if (self.opts().via === undefined) self.error("error: required option '--via <prefix>' not specified");
+    })
+    .action(sandboxStopResidentCommand);
   program
     .command('script')
     .description('print a sandbox program (sweep, wrap or write) for callers in other languages')
@@ -619,6 +630,22 @@ function writeReportFile(file: OutputFile | undefined, report: unknown): void {
   const failed = file?.write(`${JSON.stringify(report, null, 2)}\n`);
   if (failed)
     process.stderr.write(`tether: could not write the report to ${file?.path}: ${failed.message}\n`);
+}
+
+/**
+ * `tether sandbox stop-resident`: ends the server recorded for --via and --shell (stopRecorded);
+ * exit 0 when it said it stops, 1 otherwise (none recorded, or it did not answer), a line on
+ * stderr saying which.
+ */
+export async function sandboxStopResidentCommand(flags: { via: string; shell: string }): Promise<void> {
+  const channel = commandChannel(splitWords('--via', flags.via));
+  const stopped = await stopRecorded(channel, splitWords('--shell', flags.shell));
+  process.stderr.write(
+    stopped
+      ? `tether: the resident helper's server in ${channel.describe} stopped\n`
+      : `tether: no resident helper's server recorded for ${channel.describe} answered (none, or gone): nothing to stop\n`,
+  );
+  process.exitCode = stopped ? 0 : 1;
 }
 
 /**

@@ -189,6 +189,22 @@ export function shareRecorded(channel: ExecChannel): void {
   sharing.add(channel);
 }
 
+/**
+ * Ends the server recorded on this machine for `channel`'s argv and `shell` (the CLI's, shared by
+ * its processes: `tether sandbox stop-resident`), as `stopResident` ends one of this process's:
+ * `true` when it said it stops (and its record is removed), `false` when there is no record or
+ * the server did not answer (its record is then removed too: the next call starts another).
+ * Never rejects; starts nothing.
+ */
+export async function stopRecorded(channel: ExecChannel, shell: string[]): Promise<boolean> {
+  if (!Array.isArray(channel.argv)) return false;
+  const recorded = readRecord(channel.argv, shell);
+  if (!recorded) return false;
+  sharing.add(channel);
+  servers.set(channel, { outcome: Promise.resolve(recorded), shell });
+  return stopResident(channel);
+}
+
 // The server recorded for `channel`'s argv and `shell` (resident-record.ts), or undefined: a
 // channel that does not share (shareRecorded), or without argv (an ExecChannel of the caller's own).
 function fromRecord(channel: ExecChannel, shell: string[]): ResidentServer | undefined {

@@ -4,7 +4,7 @@
 // container, the built CLI; ground truth is the host's /proc (the leftovers gone) and the server's
 // identity in the container's /proc.
 import { execFileSync, spawn } from 'node:child_process';
-import { existsSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { prebuiltCandidates } from '../../src/containment/prebuilt.js';
@@ -148,5 +148,22 @@ describe.skipIf(!serves)(`tether sandbox run --resident${serves ? '' : ` (skippe
     const again = serverPid(notesOf(next.stderr));
     expect(again).toMatch(/^\d+$/);
     expect(again).not.toBe(pid);
+  });
+
+  it('tether sandbox stop-resident ends the recorded server: exit 0, gone from the container, its record removed; then 1', async () => {
+    const run = await tether(['sandbox', 'run', '--resident', '--json', '--via', via, '--', 'true']);
+    const pid = serverPid(notesOf(run.stderr));
+    expect(pid).toMatch(/^\d+$/);
+    const inBox = `/proc/${box.init}/root/proc/${pid}/comm`;
+    expect(readFileSync(inBox, 'utf8').trim()).toBe('tether-serve');
+    const stop = await tether(['sandbox', 'stop-resident', '--via', via]);
+    expect(stop.status, stop.stderr).toBe(0);
+    expect(stop.stderr).toMatch(/stopped/);
+    for (let i = 0; i < 100 && existsSync(inBox); i++) await new Promise((r) => setTimeout(r, 20));
+    expect(existsSync(inBox), 'the server is gone').toBe(false);
+    expect(readRecord(box.prefix, ['sh'])).toBeUndefined();
+    const again = await tether(['sandbox', 'stop-resident', '--via', via]);
+    expect(again.status).toBe(1);
+    expect(again.stderr).toMatch(/nothing to stop/);
   });
 });
