@@ -90,6 +90,22 @@ static struct {
   void (*done)(void);
 } sw;
 
+// Grows *items (`size` bytes each) to hold `need`, its capacity doubled from `first`: 0, or -1
+// (ENOMEM) with *items and *cap as they were. The sweep's tables all grow so.
+static int grow(void **items, size_t *cap, size_t need, size_t first, size_t size) {
+  if (need <= *cap) return 0;
+  size_t n = *cap ? *cap : first;
+  while (n < need) n *= 2;
+  void *more = realloc(*items, n * size);
+  if (!more) {
+    errno = ENOMEM;
+    return -1;
+  }
+  *items = more;
+  *cap = n;
+  return 0;
+}
+
 // One record of the answer, counted: one write(2) per line (atomic on a pipe). A failed write
 // (the stream gone) has nowhere to go: the sweep goes on, and tether, without the `done` line,
 // reads it as cut.
@@ -105,16 +121,9 @@ static void answer_line(const char *fmt, ...) {
   line[n++] = '\n';
   sw.lines++;
   if (sw.collect) {
-    if (sw.nanswer + (size_t)n > sw.capanswer) {
-      size_t cap = sw.capanswer ? sw.capanswer * 2 : 16384;
-      while (cap < sw.nanswer + (size_t)n) cap *= 2;
-      char *a = realloc(sw.answer, cap);
-      if (!a) {
-        sw.lost = 1; // the count in `done` no longer matches: the answer is refused as cut
-        return;
-      }
-      sw.answer = a;
-      sw.capanswer = cap;
+    if (grow((void **)&sw.answer, &sw.capanswer, sw.nanswer + (size_t)n, 16384, 1) < 0) {
+      sw.lost = 1; // the count in `done` no longer matches: the answer is refused as cut
+      return;
     }
     memcpy(sw.answer + sw.nanswer, line, (size_t)n);
     sw.nanswer += (size_t)n;
@@ -292,19 +301,14 @@ static int snapshot(void) {
       continue;
     }
     if (m.pid == sw.holder.pid && m.start == sw.holder.start) continue; // by identity, not pid
-    if (sw.ntable == sw.captable) {
-      size_t cap = sw.captable ? sw.captable * 2 : 1024;
-      struct sw_member *t = realloc(sw.table, cap * sizeof *t);
-      unsigned char *mm = realloc(sw.is_member, cap);
-      if (t) sw.table = t;
-      if (mm) sw.is_member = mm;
-      if (!t || !mm) {
-        closedir(d);
-        errno = ENOMEM;
-        return -1;
-      }
-      sw.captable = cap;
+    // The table and its is_member row grow together: one capacity, kept until both have it.
+    size_t rows = sw.captable, flags = sw.captable;
+    if (grow((void **)&sw.table, &rows, sw.ntable + 1, 1024, sizeof *sw.table) < 0 ||
+        grow((void **)&sw.is_member, &flags, sw.ntable + 1, 1024, 1) < 0) {
+      closedir(d);
+      return -1;
     }
+    sw.captable = rows;
     sw.table[sw.ntable++] = m;
   }
   closedir(d);
@@ -319,20 +323,16 @@ static struct sw_tracked *tracked_of(pid_t pid, unsigned long long start) {
 
 // First sight of a member: found, comm and cmdline records.
 static void track(const struct sw_member *m, const char *found_by, pid_t via) {
-  if (sw.ntracked == sw.captracked) {
-    size_t cap = sw.captracked ? sw.captracked * 2 : 64;
-    struct sw_tracked *t = realloc(sw.tracked, cap * sizeof *t);
-    unsigned char *a = realloc(sw.alive_row, cap);
-    if (t) sw.tracked = t;
-    if (a) sw.alive_row = a;
-    if (!t || !a) {
-      // Out of memory: this member is signalled this round but its fate is never said, and the
-      // answer says the sweep was not whole.
-      sw.complete = 0;
-      return;
-    }
-    sw.captracked = cap;
+  // The tracked entries and their alive_row grow together, as the table does.
+  size_t rows = sw.captracked, flags = sw.captracked;
+  if (grow((void **)&sw.tracked, &rows, sw.ntracked + 1, 64, sizeof *sw.tracked) < 0 ||
+      grow((void **)&sw.alive_row, &flags, sw.ntracked + 1, 64, 1) < 0) {
+    // Out of memory: this member is signalled this round but its fate is never said, and the
+    // answer says the sweep was not whole.
+    sw.complete = 0;
+    return;
   }
+  sw.captracked = rows;
   sw.tracked[sw.ntracked++] = (struct sw_tracked){.pid = m->pid, .start = m->start};
   long uid = sw_uid(m->pid);
   char uidtext[24] = "-", viatext[24] = "-";
@@ -798,13 +798,7 @@ static int sweep_hold(void) {
 
 // Adds pid to the processes never signalled; -1 (ENOMEM) when it cannot.
 static int exclude(pid_t pid) {
-  if (sw.nexcluded == sw.capexcluded) {
-    size_t cap = sw.capexcluded ? sw.capexcluded * 2 : 64;
-    pid_t *e = realloc(sw.excluded, cap * sizeof *e);
-    if (!e) return -1;
-    sw.excluded = e;
-    sw.capexcluded = cap;
-  }
+  if (grow((void **)&sw.excluded, &sw.capexcluded, sw.nexcluded + 1, 64, sizeof *sw.excluded) < 0) return -1;
   sw.excluded[sw.nexcluded++] = pid;
   return 0;
 }
