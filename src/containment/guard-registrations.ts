@@ -8,10 +8,23 @@
 // allow-all or kill-all. The guard's reading side (bounded, with a deadline) stays in src/guard/.
 
 import { randomBytes } from 'node:crypto';
-import { linkSync, mkdirSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import {
+  existsSync,
+  lstatSync,
+  mkdirSync,
+  readdirSync,
+  readlinkSync,
+  renameSync,
+  rmdirSync,
+  rmSync,
+  type Stats,
+  unlinkSync,
+  utimesSync,
+  writeFileSync,
+} from 'node:fs';
 import { join } from 'node:path';
 import { TetherError } from '../errors.js';
-import type { Identity } from '../proc/identity.js';
+import { type Identity, isAlive, selfIdentity } from '../proc/identity.js';
 import { readUntrustedFile, type UntrustedRefusal } from '../proc/untrusted-file.js';
 import { keptAt } from '../sweep/keep.js';
 
@@ -102,14 +115,30 @@ export function writeRegistrations(
   added: readonly Registration[],
   now = Date.now(),
 ): string {
+  return replaceRegistrations(dir, old, added, now, () => true) as string;
+}
+
+// `writeRegistrations`, with `held` asked just before the rename: when it says no, the temporary
+// file is removed, nothing is replaced, and the result is undefined.
+function replaceRegistrations(
+  dir: string,
+  old: readonly Registration[],
+  added: readonly Registration[],
+  now: number,
+  held: () => boolean,
+): string | undefined {
   mkdirSync(dir, { recursive: true, mode: 0o700 });
   const path = registrationsPath(dir);
   const key = (r: Identity) => `${r.pid}:${r.startTime}`;
   const fresh = new Set(added.map(key));
   const kept = keptAt(old, now).filter((r) => !fresh.has(key(r)));
   const body = [...kept, ...added].map((r) => `${r.pid} ${r.startTime} ${r.expiresAt}\n`).join('');
-  const tmp = `${path}.${process.pid}.${now}.tmp`;
+  const tmp = `${path}.${process.pid}.${now}.${randomBytes(4).toString('hex')}.tmp`;
   writeFileSync(tmp, HEADER + body, { mode: 0o600, flag: 'wx' });
+  if (!held()) {
+    rmSync(tmp, { force: true });
+    return undefined;
+  }
   renameSync(tmp, path);
   return path;
 }
@@ -156,7 +185,8 @@ function refusedBecause(file: UntrustedRefusal): string {
  * Adds `added` to the registrations of `dir`, synchronously: under `lockRegistrations`,
  * `readRegistrationsSync`, then `writeRegistrations`. Returns the file written. Throws `TetherError` `INVALID_OPTION` when the
  * file there cannot be read (it is not replaced: its registrations would be lost), the lock's
- * `EBUSY`, and the fs error when the directory or file cannot be written.
+ * `EBUSY` (also when the lock was taken from it as stale `LOCK_ATTEMPTS` times: it then wrote
+ * nothing), and the fs error when the directory or file cannot be written.
  */
 export function addRegistrationsSync(dir: string, added: readonly Registration[], now = Date.now()): string {
   for (let attempt = 1; ; attempt++) {
@@ -169,9 +199,21 @@ export function addRegistrationsSync(dir: string, added: readonly Registration[]
           `cannot add to the registrations file ${registrationsPath(dir)}: ${old.why}`,
         );
       }
-      const path = writeRegistrations(dir, old.entries, added, now);
-      // Broken as stale while it wrote: another writer may have replaced the file meanwhile.
-      if (lock.held() || attempt >= LOCK_ATTEMPTS) return path;
+      // The lock is checked once more just before the rename: a writer whose lock was taken
+      // from it (only ever as stale: see `lockRegistrations`) renames nothing over the file and
+      // writes again under a new lock.
+      const path = replaceRegistrations(dir, old.entries, added, now, lock.held);
+      // Taken from it between that check and the rename (two syscalls apart): another writer may
+      // have written meanwhile, and this write is done again.
+      if (path !== undefined && lock.held()) return path;
+      if (attempt >= LOCK_ATTEMPTS) {
+        throw Object.assign(
+          new Error(
+            `${registrationsPath(dir)}.lock was broken as stale while this writer held it, ${attempt} times`,
+          ),
+          { code: 'EBUSY' },
+        );
+      }
     } finally {
       lock();
     }
@@ -184,14 +226,6 @@ export const LOCK_ATTEMPTS = 3;
 // A 4-byte cell for Atomics.wait: the one synchronous sleep Node has.
 const PAUSE = new Int32Array(new SharedArrayBuffer(4));
 
-/**
- * Takes the writers' lock of `dir` (created, mode 0700, when missing): `guard-allow.lock`, made
- * with O_EXCL. Each writer reads the file, merges and renames a new one over it, so two at once
- * would each drop what the other added (16 writers started in the same millisecond kept 6 to 14
- * of their 16 entries without it). Waits up to `LOCK_WAIT_MS`, breaking a lock older than
- * `LOCK_STALE_MS`. Returns the release. Throws an error with `code` `EBUSY` when the lock stays
- * taken, and the fs error when the directory or lock cannot be made.
- */
 /** A writer's hold on the lock: `release` removes the lock only while it is this writer's. */
 export interface RegistrationsLock {
   (): void;
@@ -199,58 +233,162 @@ export interface RegistrationsLock {
   held(): boolean;
 }
 
+/**
+ * Takes the writers' lock of `dir` (created, mode 0700, when missing): the directory
+ * `guard-allow.lock`, holding one file `owner.<token>` named by its writer. Each writer reads the
+ * file, merges and renames a new one over it, so two at once would each drop what the other added
+ * (16 writers started in the same millisecond kept 6 to 14 of their 16 entries without it). Waits
+ * up to `LOCK_WAIT_MS`, breaking a lock older than `LOCK_STALE_MS` whose writer is not alive.
+ * Returns the release. Throws an error with `code` `EBUSY` when the lock stays taken, and the fs
+ * error when the directory or lock cannot be made.
+ *
+ * Why a directory. The lock was a file made with O_EXCL, broken when stale by renaming it aside,
+ * and that lost entries two ways (test/containment/guard-registrations, whole-suite runs on 2
+ * cores):
+ * - a rename moves whatever is at the name: writers B and A both judged the dead writer's lock
+ *   stale, A moved it aside, C took the lock afresh, and B's rename moved C's lock; B put it back
+ *   with link(2) unless D had taken the empty name first, and then C and D both wrote, each
+ *   renaming its own merge over the other's (e9265b0 added the put-back; it narrowed the window,
+ *   it did not close it). No rename, unlink or link of the name is conditional on which lock is
+ *   there, so a breaker judging one lock could always act on another.
+ * - a writer descheduled for over `LOCK_STALE_MS` between its read and its rename (a loaded
+ *   machine; the suite's 169 files on 2 cores) had its live lock broken; another writer added
+ *   its entry, then the late one's rename put back the file it had read, without it.
+ * Now every step another writer takes on a lock is conditional on the one it judged:
+ * - taking: a directory of the writer's own (`guard-allow.lock.<token>`, its owner file inside) is
+ *   renamed to `guard-allow.lock`; rename(2) replaces an empty directory (a lock released) and
+ *   fails on one that is not empty (a lock held): no lock is ever taken over another.
+ * - breaking: the breaker unlinks `guard-allow.lock/owner.<token>`, the token it read and judged;
+ *   when that writer released it meanwhile and a new one took the lock, that name is not there
+ *   (tokens are unique) and the unlink fails: a fresh lock is never broken for a stale one, and
+ *   of two breakers of one stale lock only one unlinks.
+ * - judging: stale means older than `LOCK_STALE_MS` **and** its writer gone: the token names its
+ *   pid, start time and pid namespace, and a writer of this namespace that is alive keeps its lock
+ *   however slow it is (waiters then fail `EBUSY`, writing nothing). Only a writer of another pid
+ *   namespace (or one whose /proc could not be read) is judged by age alone; for it the lock is
+ *   checked again just before its rename (`addRegistrationsSync`).
+ * - releasing: the writer unlinks its own owner file (a broken lock's is gone already: nothing
+ *   else is removed) and then rmdir(2)s the lock, which fails when another writer took it
+ *   meanwhile (not empty).
+ * A lock file left by an older tether (a regular file) is broken when older than `LOCK_STALE_MS`
+ * by unlink(2), which fails on a directory: never on a lock of this kind.
+ */
 export function lockRegistrations(dir: string): RegistrationsLock {
   mkdirSync(dir, { recursive: true, mode: 0o700 });
   const path = `${registrationsPath(dir)}.lock`;
-  const token = `${process.pid}.${randomBytes(8).toString('hex')}\n`;
+  const me = selfToken();
+  const token = `${me.ns}.${me.pid}.${me.startTime}.${randomBytes(8).toString('hex')}`;
+  const owner = `owner.${token}`;
+  const mine = `${path}.${token}`;
+  mkdirSync(mine, { mode: 0o700 });
   const deadline = Date.now() + LOCK_WAIT_MS;
-  const held = () => {
+  const drop = () => {
+    rmSync(join(mine, owner), { force: true });
     try {
-      return readFileSync(path, 'latin1') === token;
+      rmdirSync(mine);
     } catch {
-      return false;
+      // not made
     }
   };
-  for (;;) {
-    try {
-      writeFileSync(path, token, { flag: 'wx', mode: 0o600 });
-      const release = () => {
-        if (held()) rmSync(path, { force: true });
-      };
-      return Object.assign(release, { held });
-    } catch (error) {
-      if ((error as NodeJS.ErrnoException).code !== 'EEXIST') throw error;
-    }
-    // A stale lock is moved aside under a name of this writer's, then removed: never another
-    // writer's lock removed by name. A fresh one moved by a race is its writer's to notice
-    // (`held`), and its write is done again.
-    if (ageMs(path) > LOCK_STALE_MS) {
-      const aside = `${path}.${token.trim()}`;
+  try {
+    writeFileSync(join(mine, owner), `${process.pid}\n`, { flag: 'wx', mode: 0o600 });
+    for (;;) {
+      // Its age starts when it is taken, not when this writer began to wait.
+      const t = new Date();
+      utimesSync(join(mine, owner), t, t);
       try {
-        renameSync(path, aside);
-        // Two writers may both see the stale lock: one breaks it, a third takes the lock afresh,
-        // and the second's rename moves that fresh lock aside. One not stale is put back
-        // (link(2) fails when a lock is there again: its writer then notices, `held`, and writes
-        // again), never removed: taken from its writer three times, a write ran unlocked and lost
-        // another's entries (test/containment/guard-registrations, 2 of 3 whole-suite runs).
-        if (ageMs(aside) <= LOCK_STALE_MS) linkSync(aside, path);
-      } catch {
-        // gone already: released, or broken by another writer; or a lock is there again
+        renameSync(mine, path);
+        const held = () => existsSync(join(path, owner));
+        const release = () => {
+          rmSync(join(path, owner), { force: true });
+          try {
+            rmdirSync(path);
+          } catch {
+            // taken by another writer already (not empty), or removed by one that released it
+          }
+        };
+        return Object.assign(release, { held });
+      } catch (error) {
+        const code = (error as NodeJS.ErrnoException).code;
+        // ENOTEMPTY/EEXIST: held; ENOTDIR: a lock file of an older tether.
+        if (code !== 'ENOTEMPTY' && code !== 'EEXIST' && code !== 'ENOTDIR') throw error;
       }
-      rmSync(aside, { force: true });
-    } else if (Date.now() > deadline) {
-      throw Object.assign(new Error(`${path} is held by another writer (waited ${LOCK_WAIT_MS} ms)`), {
-        code: 'EBUSY',
-      });
-    } else Atomics.wait(PAUSE, 0, 0, 5);
+      if (breakStale(path, me)) continue;
+      if (Date.now() > deadline) {
+        throw Object.assign(new Error(`${path} is held by another writer (waited ${LOCK_WAIT_MS} ms)`), {
+          code: 'EBUSY',
+        });
+      }
+      Atomics.wait(PAUSE, 0, 0, 5);
+    }
+  } catch (error) {
+    drop();
+    throw error;
   }
 }
 
-// The age of a file by its mtime, ms (0 when it is gone: it was just released).
-function ageMs(path: string): number {
+// This writer, as its lock's token names it: pid namespace (the inode of /proc/self/ns/pid),
+// pid and start time; 0 for what cannot be read (its lock is then judged by age alone).
+function selfToken(): { ns: string; pid: number; startTime: number } {
+  let ns = '0';
+  let startTime = 0;
   try {
-    return Date.now() - statSync(path).mtimeMs;
+    ns = /^pid:\[(\d+)\]$/.exec(readlinkSync('/proc/self/ns/pid'))?.[1] ?? '0';
+    startTime = selfIdentity().startTime;
   } catch {
-    return 0;
+    ns = '0';
   }
+  return { ns, pid: process.pid, startTime };
+}
+
+// Breaks the lock at `path` when it is stale (see `lockRegistrations`): true when it was broken or
+// is gone or free (try again at once), false when it is held.
+function breakStale(path: string, me: { ns: string }): boolean {
+  let st: Stats;
+  try {
+    st = lstatSync(path);
+  } catch {
+    return true; // released meanwhile
+  }
+  if (!st.isDirectory()) {
+    // An older tether's lock file: unlink(2) fails (EISDIR) on a lock of this kind.
+    if (Date.now() - st.mtimeMs <= LOCK_STALE_MS) return false;
+    try {
+      unlinkSync(path);
+    } catch {
+      // removed by another writer, or a lock of this kind is there now
+    }
+    return true;
+  }
+  let names: string[];
+  try {
+    names = readdirSync(path);
+  } catch {
+    return true; // released meanwhile
+  }
+  if (names.length === 0) return true; // released: free to take
+  const name = names.find((n) => n.startsWith('owner.'));
+  if (names.length !== 1 || name === undefined) return false; // not one of ours: never removed
+  const owner = join(path, name);
+  let age: number;
+  try {
+    age = Date.now() - lstatSync(owner).mtimeMs;
+  } catch {
+    return true; // released or broken meanwhile
+  }
+  if (age <= LOCK_STALE_MS) return false;
+  const [ns, pid, startTime] = name.slice('owner.'.length).split('.');
+  if (ns !== '0' && ns === me.ns && Number(startTime) > 0) {
+    try {
+      if (isAlive({ pid: Number(pid), startTime: Number(startTime) })) return false;
+    } catch {
+      // /proc unreadable: judged by age
+    }
+  }
+  try {
+    unlinkSync(owner); // that writer's lock only: gone (ENOENT) when it is not there any more
+  } catch {
+    // released, or broken by another writer
+  }
+  return true;
 }
