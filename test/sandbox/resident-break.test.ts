@@ -262,11 +262,17 @@ os._exit(5)`;
   it('connections that pass a pipe as stdin and its own write end as stdout hold a child of the server only until CALL_FDS_WAIT_MS: the server still idles out, and calls run once they are gone (before: held for good, every call refused)', async () => {
     const helper = (await serverOf()).helper;
     const dir = `/tmp/.tether/idle-${hex(4)}`;
+    // A connection past SERVE_CALLS_MAX is closed by the server as soon as it is accepted: one
+    // that a loaded machine let it accept before this sent its fds gets EPIPE (the whole suite saw
+    // it once), which is the server's answer, not the client's failure.
     const code = `import socket,os,sys,time
 n=int(sys.argv[2])
 for i in range(n):
     s=socket.socket(socket.AF_UNIX); s.connect(sys.argv[1]+'/sock')
-    r,w=os.pipe(); socket.send_fds(s,[b'c'],[r,w,w]); os.close(r); os.close(w); s.close()
+    r,w=os.pipe()
+    try: socket.send_fds(s,[b'c'],[r,w,w])
+    except (BrokenPipeError, ConnectionResetError): pass
+    os.close(r); os.close(w); s.close()
 print('sent', n)`;
     // A server of its own with a 2 s idle bound (its key agreed with no one: none is needed here).
     const start = await sandbox.exec(channel, [
