@@ -9,7 +9,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { prebuiltCandidates } from '../../src/containment/prebuilt.js';
 import { sandbox } from '../../src/index.js';
-import { readRecord } from '../../src/sandbox/resident-record.js';
+import { dropRecord, readRecord } from '../../src/sandbox/resident-record.js';
 import { ROOT } from '../support/paths.js';
 import { missing } from '../support/tools.js';
 import { type Container, privateTmp, sleepersIn, startContainer } from './container.js';
@@ -63,7 +63,9 @@ describe.skipIf(!serves)(`tether sandbox run --resident${serves ? '' : ` (skippe
     via = box.prefix.join(' ');
   });
   afterAll(async () => {
-    // The server the CLI processes shared: stopped through a channel that takes the record.
+    // The container ends its servers; the record of the last one goes with it (never another's:
+    // its name holds this container's init pid).
+    if (box) dropRecord(box.prefix, ['sh']);
     await box?.stop();
   });
 
