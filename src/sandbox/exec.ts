@@ -254,8 +254,8 @@ export async function execUnder<O extends SandboxExecOptions>(
 /**
  * Whether a call can be sent again as it was: not a stream's stdin (read once), not a script
  * streamed to a temp file (script mode reads it before the helper is pinned). Only such a call's
- * wrapper is told `--unchecked`; only such a call goes to the resident helper, whose end line's
- * `in BYTES SHA256` is checked against the bytes sent (never sent twice there).
+ * wrapper is told `--unchecked`. (The resident helper takes a stream too — it never sends a call
+ * twice: `residentFits`.)
  */
 export function resendable(options: Pick<SandboxExecOptions, 'input' | 'script'>): boolean {
   const streamed = typeof (options.input as Readable | undefined)?.pipe === 'function';
