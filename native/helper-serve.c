@@ -522,25 +522,8 @@ static void in_call_cgroup(const char *tag, char *out, size_t size) {
   }
 }
 
-// put_line's retries for `len` bytes that need not end in a NUL: 0, or -1.
-static int put_bytes(const char *bytes, size_t len) {
-  for (int tries = 0; len > 0 && tries < 1200;) {
-    ssize_t n = write(out_fd, bytes, len);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0 && errno != EAGAIN) return -1;
-    if (n > 0) {
-      bytes += n;
-      len -= (size_t)n;
-      continue;
-    }
-    tries++;
-    sleep_ms(SCAN_INTERVAL_MS);
-  }
-  return len > 0 ? -1 : 0;
-}
-
 // A `session` call's end (sweep_in_call): the end line, which says how long the sweep's answer
-// is and its SHA-256 (` swept LEN SHA256`, under the MAC), then the answer, in one write.
+// is and its SHA-256 (` swept LEN SHA256[ cgroup]`, under the MAC), then the answer.
 static struct {
   int conn;
   unsigned char status;

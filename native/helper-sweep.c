@@ -199,13 +199,16 @@ static long sw_uid(pid_t pid) {
   return at ? atol(at + 5) : -1;
 }
 
+// An errno that says this process is out of fds or memory: it could not look.
+static int out_of_room(int err) { return err == EMFILE || err == ENFILE || err == ENOMEM || err == ENOBUFS; }
+
 // 1 when the environ in the file at `path` holds the record TAG=1 exactly (between NULs), read
 // as a stream: an environ of any size, one 64 KiB buffer. -1 when it could not be opened (errno
 // says why: another uid's, a non-dumpable process's, or gone), -2 when it read as nothing (an
 // exited leader, or an empty environ), 0 when it was read and holds no such record.
 static int environ_holds(const char *path) {
   int fd = open(path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0 && (errno == EMFILE || errno == ENFILE || errno == ENOMEM || errno == ENOBUFS)) sw.no_room = 1;
+  if (fd < 0 && out_of_room(errno)) sw.no_room = 1;
   if (fd < 0) return -1;
   static char buf[65536];
   size_t len = strlen(sw.entry), at = 0; // at: bytes of the record matched so far; len+1 = no match
@@ -268,9 +271,6 @@ static int named_ok(pid_t pid) {
   // Read, it must hold the tag: an empty one (env -i) holds none.
   return r == 1;
 }
-
-// An errno that says this process is out of fds or memory: it could not look.
-static int out_of_room(int err) { return err == EMFILE || err == ENFILE || err == ENOMEM || err == ENOBUFS; }
 
 static int sw_excluded(pid_t pid) {
   for (size_t i = 0; i < sw.nexcluded; i++)

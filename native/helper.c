@@ -359,11 +359,9 @@ static int traced(void) {
   return atol(at + strlen("\nTracerPid:")) != 0;
 }
 
-// Writes one completion line on the stream as one write(2) (atomic on a pipe), retried every
-// 50 ms, up to 60 s, while a stdout the command left non-blocking is full (EAGAIN). 0, or -1
-// with errno (EPIPE: the stream is gone).
-static int put_line(const char *text) {
-  size_t len = strlen(text);
+// Writes `len` bytes on the stream, retried every 50 ms, up to 60 s, while a stdout the command
+// left non-blocking is full (EAGAIN). 0, or -1 with errno (EPIPE: the stream is gone).
+static int put_bytes(const char *text, size_t len) {
   for (int tries = 0; len > 0 && tries < 1200;) {
     ssize_t n = write(out_fd, text, len);
     if (n < 0 && errno == EINTR) continue;
@@ -379,6 +377,9 @@ static int put_line(const char *text) {
   if (len > 0) errno = EAGAIN;
   return len > 0 ? -1 : 0;
 }
+
+// Writes one completion line on the stream as one write(2) (atomic on a pipe), as put_bytes.
+static int put_line(const char *text) { return put_bytes(text, strlen(text)); }
 
 // Before the payload starts, in wrap mode: waits for the shell's `checked` on the control pipe
 // (it hashed the inode this process runs, after the exec: the bytes are the pushed helper's),
