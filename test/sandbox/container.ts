@@ -101,6 +101,19 @@ export async function doubleForked(box: Container, s: number): Promise<{ pid: nu
   throw new Error(`premise broken: the double fork sleep ${s} never ran in the container:\n${tree}`);
 }
 
+// The cgroup2 mount the container sees (it shares the host's cgroup namespace): its mount point and
+// whether the container's root may write it. Empty when there is none.
+export function cgroup2Of(box: Container): { mount: string; writable: boolean } | undefined {
+  const info = readFileSync(`/proc/${box.init}/mountinfo`, 'utf8');
+  for (const line of info.split('\n')) {
+    const [before, after] = line.split(' - ');
+    if (!after?.startsWith('cgroup2 ')) continue;
+    const fields = (before ?? '').split(' ');
+    return { mount: fields[4] ?? '', writable: (fields[5] ?? '').split(',').includes('rw') };
+  }
+  return undefined;
+}
+
 export function sleep(ms: number): Promise<void> {
   return new Promise((r) => setTimeout(r, ms));
 }

@@ -15,23 +15,10 @@ import { helperUseOf } from '../../src/sandbox/helper-use.js';
 import { reportUnder } from '../../src/sandbox/session-helper.js';
 import type { SweepReport } from '../../src/sweep/report.js';
 import { cmdlineOf, identityOf, pids } from '../support/proc.js';
-import { aliveOnHost, type Container, sleep, startContainer, taggedOnHost } from './container.js';
+import { aliveOnHost, type Container, cgroup2Of, sleep, startContainer, taggedOnHost } from './container.js';
 
 const SWEEP = { graceMs: 1000, killAfterMs: 1000 };
 let next = 7_500 + (process.pid % 400);
-
-// The cgroup2 mount the container sees (it shares the host's cgroup namespace): its mount point and
-// whether the container's root may write it. Empty when there is none.
-function cgroup2Of(box: Container): { mount: string; writable: boolean } | undefined {
-  const info = readFileSync(`/proc/${box.init}/mountinfo`, 'utf8');
-  for (const line of info.split('\n')) {
-    const [before, after] = line.split(' - ');
-    if (!after?.startsWith('cgroup2 ')) continue;
-    const fields = (before ?? '').split(' ');
-    return { mount: fields[4] ?? '', writable: (fields[5] ?? '').split(',').includes('rw') };
-  }
-  return undefined;
-}
 
 // The leftover's cgroup path (the `0::` line of /proc/PID/cgroup, as the host sees it).
 function cgroupOf(pid: number): string {
