@@ -93,7 +93,7 @@ describe.skipIf(!serves)(
       expect(serveExecs()).toBe(1);
     });
 
-    it('a start whose client was killed is kept for 1 s: a call within it goes under the wrapper and starts nothing; the one after it gets a server', async () => {
+    it('a start whose client was killed is kept for 1 s: a call within it goes under the wrapper and starts nothing; the one after it gets a server', async (ctx) => {
       const { channel, execs, serveExecs } = counting(box.channel, 1);
       stops.push(channel);
       const began = performance.now();
@@ -106,8 +106,12 @@ describe.skipIf(!serves)(
       execs.length = 0;
       const within = await sandbox.exec(channel, ['sh', '-c', 'echo within'], { resident: true });
       // The start settled after `began`: a call that ended within 1 s of it was made in the backoff.
-      if (performance.now() - began >= RESIDENT_RETRY_FIRST_MS)
-        throw new Error('premise broken: the call within the backoff came after it (a machine this slow)');
+      // A machine too slow to make it within 1 s cannot give the premise: skipped, with its figure.
+      const tookMs = Math.round(performance.now() - began);
+      if (tookMs >= RESIDENT_RETRY_FIRST_MS)
+        return ctx.skip(
+          `the call within the backoff ended ${tookMs} ms after the start began (a machine this slow)`,
+        );
       expect(within.stdout).toBe('within\n');
       expect(wrapped(within), within.blindSpots.join('\n')).toBe(true);
       expect(execs.filter((argv) => argv.includes('tether-serve'))).toEqual([]);
@@ -120,7 +124,7 @@ describe.skipIf(!serves)(
       expect(serveExecs(), 'one start, the retry').toBe(1);
     });
 
-    it('calls at once share one start, and one retry; a second failure in a row is kept for 2 s', async () => {
+    it('calls at once share one start, and one retry; a second failure in a row is kept for 2 s', async (ctx) => {
       const { channel, serveExecs } = counting(box.channel, 2);
       stops.push(channel);
       const calls = (word: string) =>
@@ -145,9 +149,10 @@ describe.skipIf(!serves)(
       // The second failure in a row: kept for 2 s from its settling (after `began`).
       await sleep(Math.max(0, failedBy + RESIDENT_RETRY_FIRST_MS + 100 - performance.now()));
       const third = await calls('third');
-      if (performance.now() - began >= 2 * RESIDENT_RETRY_FIRST_MS)
-        throw new Error(
-          'premise broken: the calls within the 2 s backoff came after it (a machine this slow)',
+      const tookMs = Math.round(performance.now() - began);
+      if (tookMs >= 2 * RESIDENT_RETRY_FIRST_MS)
+        return ctx.skip(
+          `the calls within the 2 s backoff ended ${tookMs} ms after it began (a machine this slow)`,
         );
       expect(third.every(wrapped)).toBe(true);
       expect(serveExecs(), '1 s after the second failure: no start').toBe(2);
