@@ -70,4 +70,7 @@ export type * from './sweep/events.js';
 export type { KeepRule } from './sweep/keep.js';
 export { sweep, sweepSync } from './sweep/loop.js';
 export type * from './sweep/report.js';
+// Its constants as values too (`export type *` gave them as types alone: a caller could not
+// compare a report's `blindSpots` against them).
+export { ENV_TAG_BLIND_SPOT, PRIVILEGED_BLIND_SPOT, REPORT_VERSION } from './sweep/report.js';
 export type { SweepOptions, SweepProgress } from './sweep/sweep-options.js';
