@@ -33,10 +33,11 @@ class LongestFirst extends BaseSequencer {
 }
 
 // What every file gets: its own forked worker, made a child subreaper that reaps the test's
-// orphans (test/support/reaper.ts), and a minute per test or hook.
+// orphans (test/support/reaper.ts), its temp dirs removed after it (test/support/temp-cleanup.ts),
+// and a minute per test or hook.
 const common = {
   pool: 'forks' as const,
-  setupFiles: ['test/support/reaper.ts'],
+  setupFiles: ['test/support/reaper.ts', 'test/support/temp-cleanup.ts'],
   testTimeout: 60_000,
   hookTimeout: 60_000,
 };

@@ -1,11 +1,11 @@
 import { spawn } from 'node:child_process';
-import { mkdtempSync, readFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { createTag, type Identity } from '../../src/index.js';
 import { BIN, RECORD, readFileSafe, recordedIds, tether } from '../support/cli.js';
 import { identityOf, isAlive } from '../support/proc.js';
+import { testDir } from '../support/temp.js';
 
 // Decoys and strays this file started; killed after each test if still alive.
 const started: Identity[] = [];
@@ -41,7 +41,7 @@ echo "sweep exited $?, still here"`;
   });
 
   it('stops a setsid+nohup server the command left and passes the exit status through', async () => {
-    const dir = mkdtempSync(join(tmpdir(), 'tether-cli-'));
+    const dir = testDir('tether-cli-');
     const pidFile = join(dir, 'pids');
     const script = `nohup setsid sleep 1000 >/dev/null 2>&1 & ${RECORD} > ${pidFile}; sleep 0.2; exit 7`;
     const ran = await tether([
@@ -82,7 +82,7 @@ echo "sweep exited $?, still here"`;
   });
 
   it('forwards SIGTERM to the command, then sweeps what it started', async () => {
-    const dir = mkdtempSync(join(tmpdir(), 'tether-cli-'));
+    const dir = testDir('tether-cli-');
     const pidFile = join(dir, 'pids');
     const script = `setsid sleep 1000 & ${RECORD} > ${pidFile}; exec sleep 1001`;
     let tetherPid = 0;

@@ -1,14 +1,14 @@
 // Every exit status of `tether run` (docs/cli.md#exit-status), each from a real invocation; where
 // the payload leaves a process behind, ground truth says it is gone (pid + start time).
-import { chmodSync, existsSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { chmodSync, existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { RECORD, recordedIds, tether } from '../support/cli.js';
 import { ROOT } from '../support/paths.js';
 import { isAlive, type ProcessId } from '../support/proc.js';
+import { testDir } from '../support/temp.js';
 
-const dir = mkdtempSync(join(tmpdir(), 'tether-exit-'));
+const dir = testDir('tether-exit-');
 const notExecutable = join(dir, 'not-executable');
 writeFileSync(notExecutable, '#!/bin/sh\nexit 0\n');
 chmodSync(notExecutable, 0o644);

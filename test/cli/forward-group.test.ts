@@ -5,12 +5,12 @@
 // worker's too, and a decoy the test started in that group must not be signalled.
 import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { mkdtempSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { readFileSafe, tether, waitFor } from '../support/cli.js';
 import { cmdlineOf, identityOf, isAlive, type ProcessId, pids, readStat } from '../support/proc.js';
+import { testDir } from '../support/temp.js';
 
 const started: ProcessId[] = [];
 afterEach(() => {
@@ -33,7 +33,7 @@ async function findByArgv(argv: string[]): Promise<ProcessId | undefined> {
 
 describe('a signal forwarded to tether run', () => {
   it('reaches the sleep sh -c waits for: 130 at once, and nothing outside the session', async () => {
-    const dir = mkdtempSync(join(tmpdir(), 'tether-group-'));
+    const dir = testDir('tether-group-');
     const decoyLog = join(dir, 'decoy');
     // The decoy: in the test worker's process group, which tether and its command share.
     const decoy = spawn('sh', [
@@ -82,7 +82,7 @@ describe('a signal forwarded to tether run', () => {
 
   for (const containment of ['env-tag', 'auto'])
     it(`reaches an orphan of the command in its group (--containment ${containment}) while the command goes on`, async () => {
-      const dir = mkdtempSync(join(tmpdir(), 'tether-group-'));
+      const dir = testDir('tether-group-');
       const log = join(dir, 'log');
       const orphan = `30.${randomBytes(3).readUIntBE(0, 3)}`;
       // The command handles TERM and runs on; its subshell leaves a sleep orphaned (reparented to
@@ -115,7 +115,7 @@ while [ ! -e ${dir}/stop ]; do sleep 0.05; done`;
     });
 
   it('never reaches a process --keep keeps, though it is in the group', async () => {
-    const dir = mkdtempSync(join(tmpdir(), 'tether-group-'));
+    const dir = testDir('tether-group-');
     const log = join(dir, 'log');
     const kept = `31.${randomBytes(3).readUIntBE(0, 3)}`;
     const script = `trap 'echo TERM >> ${log}' TERM; sleep ${kept} >/dev/null 2>&1 & echo ready >> ${log}

@@ -4,12 +4,12 @@
 // begun) and tether waited out the whole -k (20.6 s for -k 20s, the signals at 2.5 and 3 s).
 // Ground truth: the leftover's pid + start time, recorded by the payload.
 import { randomBytes } from 'node:crypto';
-import { existsSync, mkdtempSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { RECORD, recordedIds, tether, waitFor } from '../support/cli.js';
 import { isAlive, type ProcessId } from '../support/proc.js';
+import { testDir } from '../support/temp.js';
 
 const started: ProcessId[] = [];
 afterEach(() => {
@@ -21,7 +21,7 @@ const GRACE_S = 15;
 describe('a second Ctrl-C while the end sweeps a TERM-ignoring leftover', () => {
   it('ends the grace at once: KILL follows, the leftover is gone well before -k runs out', async () => {
     const sleep = `300.${randomBytes(3).readUIntBE(0, 3)}`;
-    const up = join(mkdtempSync(join(tmpdir(), 'tether-hurry-')), 'up');
+    const up = join(testDir('tether-hurry-'), 'up');
     // The command exits at once; its leftover ignores TERM (inherited across exec).
     const payload = `setsid sh -c 'trap "" TERM; exec sleep ${sleep}' >/dev/null 2>&1 & ${RECORD}; : > ${up}`;
     let pid = 0;

@@ -4,15 +4,15 @@
 // found by a new user's trial: it was a plain text line; so is a --ledger that cannot be opened
 // or refuses the begin. Ground truth that nothing ran: the --via client, a script that leaves a
 // mark when it is run, never left one.
-import { chmodSync, existsSync, mkdtempSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { chmodSync, existsSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { createTag } from '../../src/index.js';
 import { Ledger } from '../../src/ledger/ledger.js';
 import { tether } from '../support/cli.js';
+import { testDir } from '../support/temp.js';
 
-const dir = mkdtempSync(join(tmpdir(), 'tether-json-usage-'));
+const dir = testDir('tether-json-usage-');
 const mark = join(dir, 'ran');
 const via = join(dir, 'client');
 writeFileSync(via, `#!/bin/sh\n: > ${mark}\nexec "$@"\n`);

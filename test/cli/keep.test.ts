@@ -1,11 +1,12 @@
 // `tether run --keep GLOB=TTL`: end to end through the CLI, ground truth from /proc.
-import { mkdtempSync, readFileSync } from 'node:fs';
-import { hostname, tmpdir, userInfo } from 'node:os';
+import { readFileSync } from 'node:fs';
+import { hostname, userInfo } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import type { Identity, SweepReport } from '../../src/index.js';
 import { tether } from '../support/cli.js';
 import { isAlive } from '../support/proc.js';
+import { testDir } from '../support/temp.js';
 
 // What this file started (the kept processes are ours to end); killed after each test.
 const started: Identity[] = [];
@@ -27,7 +28,7 @@ function idOf(stdout: string, label: string): Identity {
 describe('tether run --keep', () => {
   it('leaves the matching server running, stops the rest, and reports it as kept', async () => {
     const marker = Math.random().toString(16).slice(2);
-    const dir = mkdtempSync(join(tmpdir(), 'tether-keep-'));
+    const dir = testDir('tether-keep-');
     const reportFile = join(dir, 'report.json');
     const script = [
       `setsid sh -c 'sleep 1000; : keepme-${marker}' </dev/null >/dev/null 2>&1 &`,
@@ -108,7 +109,7 @@ describe('tether run --keep', () => {
     ['*=1h', /invalid keep\[0\]\.match: "\*"/],
     ['redis[=1h', /invalid keep\[0\]\.match/],
   ])('refuses --keep %j before the command runs (exit 125)', async (value, message) => {
-    const dir = mkdtempSync(join(tmpdir(), 'tether-keep-'));
+    const dir = testDir('tether-keep-');
     const ran = await tether(['run', '--keep', value, '--', 'sh', '-c', `touch ${join(dir, 'ran')}`]);
     expect(ran.code).toBe(125);
     expect(ran.stderr).toMatch(message);
@@ -118,7 +119,7 @@ describe('tether run --keep', () => {
   it.each([[['--keep', 'redis-server *=1h', '--keep-owner', '']], [['--keep-owner', ' ']]])(
     "refuses an empty --keep-owner by its flag's name before the command runs (%j)",
     async (flags) => {
-      const dir = mkdtempSync(join(tmpdir(), 'tether-keep-'));
+      const dir = testDir('tether-keep-');
       const ran = await tether(['run', ...flags, '--', 'sh', '-c', `touch ${join(dir, 'ran')}`]);
       expect(ran.code).toBe(125);
       expect(ran.stderr).toMatch(/invalid --keep-owner "\s*": expected a name/);

@@ -2,13 +2,13 @@
 // and end the session; USR1, USR2, WINCH, ALRM are forwarded only. The payload is a shell whose
 // traps record every signal it gets; its leftover's pid + start time are the ground truth.
 import { execFile } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { passedSignals } from '../../src/cli/signals.js';
 import { BIN, type Ran, RECORD, readFileSafe, recordedIds, tether, waitFor } from '../support/cli.js';
 import { isAlive, type ProcessId } from '../support/proc.js';
+import { testDir } from '../support/temp.js';
 
 const started: ProcessId[] = [];
 afterEach(() => {
@@ -23,7 +23,7 @@ const TRAPPED = ['INT', 'TERM', 'HUP', 'QUIT', 'USR1', 'USR2', 'WINCH', 'ALRM'];
  * `ready`, then runs until `log.stop` exists and exits 6.
  */
 async function startPayload(args: string[]) {
-  const log = join(mkdtempSync(join(tmpdir(), 'tether-sig-')), 'log');
+  const log = join(testDir('tether-sig-'), 'log');
   const traps = TRAPPED.map((s) => `trap 'echo ${s} >> ${log}' ${s}`).join('; ');
   const script = `${traps}
 setsid sleep 1000 >/dev/null 2>&1 & ${RECORD} >> ${log}
@@ -86,7 +86,7 @@ describe('signals to tether run', () => {
   );
 
   it("an INT handler that exits runs to its end: tether exits with the payload's status", async () => {
-    const log = join(mkdtempSync(join(tmpdir(), 'tether-sig-')), 'log');
+    const log = join(testDir('tether-sig-'), 'log');
     const script = `trap 'echo cleaned >> ${log}; exit 4' INT
 setsid sleep 1000 >/dev/null 2>&1 & ${RECORD} >> ${log}
 echo ready >> ${log}
@@ -107,7 +107,7 @@ while :; do sleep 0.05; done`;
     // A payload that ignores TERM and INT, as its children do (an ignored signal is inherited):
     // one child in its process group (it gets the first signal too) and one setsid'd out of it.
     // With -k 8s the first signal alone leaves them 8 s; the second must not wait that out.
-    const log = join(mkdtempSync(join(tmpdir(), 'tether-sig-')), 'log');
+    const log = join(testDir('tether-sig-'), 'log');
     const script = `trap '' TERM INT
 setsid sleep 1000 >/dev/null 2>&1 & ${RECORD} >> ${log}
 sleep 1001 & ${RECORD} >> ${log}
@@ -144,7 +144,7 @@ wait`;
     // node --cpu-prof samples by sending this process SIGPROF every 1 ms. Caught, each tick
     // reached the payload, and removing the listener at the end reset SIGPROF to its default
     // action: tether died of SIGPROF (status 155) with the payload's 3 lost.
-    const dir = mkdtempSync(join(tmpdir(), 'tether-sigprof-'));
+    const dir = testDir('tether-sigprof-');
     const log = join(dir, 'log');
     const script = `trap 'echo PROF >> ${log}' PROF; sleep 0.3; sleep 0.3; echo done >> ${log}; exit 3`;
     const ran = await new Promise<{ code: number | null; signal: string | null; stderr: string }>(

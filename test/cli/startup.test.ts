@@ -16,15 +16,15 @@ import {
   symlinkSync,
   writeFileSync,
 } from 'node:fs';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, describe, expect, it } from 'vitest';
 import { BIN } from '../support/cli.js';
+import { testDir } from '../support/temp.js';
 
 const execFileP = promisify(execFile);
 const ROOT = join(import.meta.dirname, '../..');
-const dir = mkdtempSync(join(tmpdir(), 'tether-startup-'));
+const dir = testDir('tether-startup-');
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
 const PROBE = join(dir, 'probe.cjs');

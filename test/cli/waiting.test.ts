@@ -4,13 +4,12 @@
 // one grace from the timeout's signal (docs/cli.md#tether-run): the sweep waits only for what is
 // left of it. Ground truth: the TERM-ignoring leftover, recorded by pid + start time, is gone
 // either way.
-import { mkdtempSync } from 'node:fs';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { waitingFor } from '../../src/cli/progress.js';
 import { RECORD, readFileSafe, recordedIds, tether } from '../support/cli.js';
 import { isAlive, type ProcessId } from '../support/proc.js';
+import { testDir } from '../support/temp.js';
 
 const started: ProcessId[] = [];
 afterEach(() => {
@@ -21,7 +20,7 @@ afterEach(() => {
 // inherits the ignored disposition), records the sleep's identity in a log, then runs `tail`
 // (default: waits for the sleep, so -k has to end it); `k` is tether's -k.
 async function ignoringTerm(args: string[], tail = 'wait', k = '2s') {
-  const log = join(mkdtempSync(join(tmpdir(), 'tether-waiting-')), 'log');
+  const log = join(testDir('tether-waiting-'), 'log');
   const unique = `30.${process.pid}${Math.floor(Math.random() * 1e6)}`;
   const ran = await tether([
     'run',

@@ -1,7 +1,6 @@
 // The cgroup layer's readers and the session cgroup's creation (src/proc/cgroup.ts), on
 // captured text and real files.
-import { mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import {
@@ -11,10 +10,11 @@ import {
   findSessionCgroup,
   ownCgroup,
 } from '../../src/proc/cgroup.js';
+import { testDir } from '../support/temp.js';
 
 // A directory that stands in for /proc: self/mountinfo and self/cgroup with the given text.
 function fakeProc(mountinfo: string, cgroup = '0::/\n'): string {
-  const root = mkdtempSync(join(tmpdir(), 'tether-fakeproc-'));
+  const root = testDir('tether-fakeproc-');
   mkdirSync(join(root, 'self'));
   writeFileSync(join(root, 'self/mountinfo'), mountinfo);
   writeFileSync(join(root, 'self/cgroup'), cgroup);
@@ -55,7 +55,7 @@ describe('ownCgroup and the session cgroup', () => {
     expect(cgroupName(`TETHER_SESSION_${'ab'.repeat(16)}`)).toBe(`tether-${'ab'.repeat(16)}`);
   });
   it('gives a note, not an error, where the v2 directory is not a cgroupfs or not there', () => {
-    const mount = mkdtempSync(join(tmpdir(), 'tether-notcg-'));
+    const mount = testDir('tether-notcg-');
     const made = createSessionCgroup(
       `TETHER_SESSION_${'cd'.repeat(16)}`,
       fakeProc(`31 30 0:27 / ${mount} rw - cgroup2 cgroup2 rw\n`),

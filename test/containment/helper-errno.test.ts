@@ -3,14 +3,14 @@
 // The test is the helper's supervisor itself where it must watch the wire (fds 3-5, see the
 // table in docs/containment.md); ground truth is /proc.
 import { type ChildProcess, execFileSync, spawn as spawnChild } from 'node:child_process';
-import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Readable, Writable } from 'node:stream';
 import { setTimeout as delay } from 'node:timers/promises';
 import { afterEach, describe, expect, it } from 'vitest';
 import { type Identity, session } from '../../src/index.js';
 import { childrenOf, cmdlineOf, identityOf, isAlive } from '../support/proc.js';
+import { testDir } from '../support/temp.js';
 import { HELPER_EXE } from './support.js';
 
 const started: Identity[] = [];
@@ -208,7 +208,7 @@ describe("the helper's errnos", () => {
   it('a cgroup.kill the kernel refuses (EISDIR) is said once, and the per-process KILLs still end the subtree', async () => {
     // A stand-in for the session's cgroup: cgroup.procs a plain file the child "joins", and
     // cgroup.kill a directory, which open(2) for writing refuses with EISDIR.
-    const dir = mkdtempSync(join(tmpdir(), 'tether-fakecg-'));
+    const dir = testDir('tether-fakecg-');
     dirs.push(dir);
     writeFileSync(join(dir, 'cgroup.procs'), '');
     mkdirSync(join(dir, 'cgroup.kill'));

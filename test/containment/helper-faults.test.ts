@@ -6,19 +6,18 @@ import {
   closeSync,
   copyFileSync,
   existsSync,
-  mkdtempSync,
   openSync,
   readFileSync,
   rmSync,
   writeFileSync,
 } from 'node:fs';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { type Identity, session, spawn } from '../../src/index.js';
 import { counted, sample } from '../support/full.js';
 import { ROOT } from '../support/paths.js';
 import { childrenOf, identityOf, isAlive } from '../support/proc.js';
+import { testDir } from '../support/temp.js';
 import { HELPER_EXE } from './support.js';
 
 const started: Identity[] = [];
@@ -67,7 +66,7 @@ describe('a TETHER_HELPER that names processes outside its subtree', () => {
   // before its go, that the payload's parent is the helper it spawned (docs/containment.md).
   for (const forged of ['payload', 'helper'] as const) {
     it(`a "started" line naming a bystander${forged === 'helper' ? '\'s child, under a "helper" line naming the bystander,' : ''} is refused: CONTAINMENT_UNAVAILABLE when asked for, NO_HELPER under auto, the bystander never signalled`, async () => {
-      const dir = mkdtempSync(join(tmpdir(), 'tether-forge-'));
+      const dir = testDir('tether-forge-');
       dirs.push(dir);
       const got = join(dir, 'got-term');
       const kidFile = join(dir, 'kid');
@@ -152,7 +151,7 @@ describe('a helper file the kernel refuses at spawn (Node throws)', () => {
   ];
   for (const { errno, make } of cases) {
     it(`${errno}: CONTAINMENT_UNAVAILABLE when the subreaper layer is listed (the command never runs), NO_HELPER naming ${errno} under auto`, async () => {
-      const dir = mkdtempSync(join(tmpdir(), 'tether-refused-'));
+      const dir = testDir('tether-refused-');
       dirs.push(dir);
       const { file, done } = make(dir);
       const marker = join(dir, 'ran');
@@ -208,7 +207,7 @@ describe('the helper under faults', () => {
   it("a helper killed by its payload ends spawn()'s session at once: the command is swept, its status is unknown (HELPER_LOST)", async () => {
     // Nothing reaps the command's subtree once its helper is gone, and its status cannot be
     // known: spawn() ends the session (docs/sessions.md), it does not wait for the command.
-    const dir = mkdtempSync(join(tmpdir(), 'tether-lost-'));
+    const dir = testDir('tether-lost-');
     const marker = join(dir, 'done');
     const sub = spawn(
       'sh',
@@ -277,7 +276,7 @@ describe('the helper under faults', () => {
   });
 
   it('a Node program that never ends its session exits, and its exit hook sweeps the leftover', () => {
-    const dir = mkdtempSync(join(tmpdir(), 'tether-noend-'));
+    const dir = testDir('tether-noend-');
     const pidfile = join(dir, 'pid');
     const program = `import { session } from ${JSON.stringify(join(ROOT, 'dist/index.js'))};
 const s = session({ graceMs: 300 });

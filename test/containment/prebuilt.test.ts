@@ -4,17 +4,7 @@
 // check that refuses a binary that cannot exec here before exec; the build's warnings and
 // prepack's refusal. Ground truth from /proc.
 import { execFileSync, spawnSync } from 'node:child_process';
-import {
-  chmodSync,
-  existsSync,
-  mkdirSync,
-  mkdtempSync,
-  readFileSync,
-  statSync,
-  utimesSync,
-  writeFileSync,
-} from 'node:fs';
-import { tmpdir } from 'node:os';
+import { chmodSync, existsSync, mkdirSync, readFileSync, statSync, utimesSync, writeFileSync } from 'node:fs';
 import { delimiter, join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { readElf } from '../../src/containment/elf.js';
@@ -23,6 +13,7 @@ import { helperFile, PREBUILT_ARCHES } from '../../src/containment/prebuilt.js';
 import type { Identity } from '../../src/index.js';
 import { BUILD, FIXTURES, ROOT } from '../support/paths.js';
 import { identityOf, isAlive, ppidOf, stateOf } from '../support/proc.js';
+import { testDir } from '../support/temp.js';
 import { CROSS as CROSS_TOOLS, missing, QEMU, skipNote } from '../support/tools.js';
 
 const BIN = join(ROOT, 'bin/tether.cjs');
@@ -108,7 +99,7 @@ function helperFor(arch: string): { path: string; how: string } {
   const shipped = premiseBuilt(arch);
   if (arch === process.arch) return { path: shipped, how: 'natively' };
   const qemu = which(QEMU[arch] as string) as string;
-  const dir = mkdtempSync(join(tmpdir(), `tether-qemu-${arch}-`));
+  const dir = testDir(`tether-qemu-${arch}-`);
   const wrap = (name: string, exec: string) => {
     const path = join(dir, name);
     writeFileSync(path, `#!/bin/sh\nexec ${exec} "$@"\n`);
@@ -157,7 +148,7 @@ describe('each prebuilt helper starts a payload, reports it, and reaps the orpha
   for (const arch of PREBUILT_ARCHES) {
     it.skipIf(missing(...runWith(arch)) !== '')(`linux-${arch}${skipNote(...runWith(arch))}`, async () => {
       const { path, how } = helperFor(arch);
-      const dir = mkdtempSync(join(tmpdir(), 'tether-prebuilt-'));
+      const dir = testDir('tether-prebuilt-');
       const orphanFile = join(dir, 'orphan');
       const helper = startHelper(path, {
         command: 'sh',
@@ -248,7 +239,7 @@ describe('a helper that cannot exec here is refused before exec, naming why', ()
   );
 
   it('an executable that is neither ELF nor a #! script: NO_HELPER says so, and no shell runs it', () => {
-    const dir = mkdtempSync(join(tmpdir(), 'tether-not-elf-'));
+    const dir = testDir('tether-not-elf-');
     const fake = join(dir, 'tether-helper');
     writeFileSync(fake, 'echo the-file-ran-through-sh >&2\n');
     chmodSync(fake, 0o755);
@@ -290,7 +281,7 @@ describe('the build: each architecture it can, and prepack refuses a package wit
   const noCross = { [`CC_${foreign}`]: `/nonexistent/${CROSS[OTHER_ARCH]}` };
 
   it(`without linux-${OTHER_ARCH}'s compiler: a warning naming it, this machine's helper still built, exit 0`, () => {
-    const out = mkdtempSync(join(tmpdir(), 'tether-build-'));
+    const out = testDir('tether-build-');
     const ran = buildInto(out, [], noCross);
     expect(ran.status, ran.stderr).toBe(0);
     expect(ran.stderr).toContain(
@@ -304,7 +295,7 @@ describe('the build: each architecture it can, and prepack refuses a package wit
   it.skipIf(missing(...builtWith(OTHER_ARCH)) !== '')(
     `a helper older than its source that cannot be rebuilt is removed, not kept${skipNote(...builtWith(OTHER_ARCH))}`,
     () => {
-      const out = mkdtempSync(join(tmpdir(), 'tether-build-'));
+      const out = testDir('tether-build-');
       const stale = join(out, `linux-${OTHER_ARCH}/tether-helper`);
       mkdirSync(join(out, `linux-${OTHER_ARCH}`));
       execFileSync('cp', [premiseBuilt(OTHER_ARCH), stale]);
@@ -316,7 +307,7 @@ describe('the build: each architecture it can, and prepack refuses a package wit
   );
 
   it(`--require-all (prepack) refuses when linux-${OTHER_ARCH} is missing, naming it`, () => {
-    const out = mkdtempSync(join(tmpdir(), 'tether-build-'));
+    const out = testDir('tether-build-');
     const ran = buildInto(out, ['--require-all'], noCross);
     expect(ran.status).toBe(1);
     expect(ran.stderr).toContain(
@@ -335,7 +326,7 @@ describe('the build: each architecture it can, and prepack refuses a package wit
   );
 
   it("--host (the fallback the NO_HELPER warning names) builds this machine's helper only", () => {
-    const out = mkdtempSync(join(tmpdir(), 'tether-build-'));
+    const out = testDir('tether-build-');
     const ran = buildInto(out, ['--host'], {});
     expect(ran.status, ran.stderr).toBe(0);
     // Nothing but the line that says what was built, and with what.
@@ -348,7 +339,7 @@ describe('the build: each architecture it can, and prepack refuses a package wit
   });
 
   it('an unknown argument is refused, naming the accepted ones', () => {
-    const ran = buildInto(mkdtempSync(join(tmpdir(), 'tether-build-')), ['--arch'], {});
+    const ran = buildInto(testDir('tether-build-'), ['--arch'], {});
     expect(ran.status).toBe(2);
     expect(ran.stderr).toContain('unknown argument --arch (accepted: --host, --require-all, --out DIR)');
   });

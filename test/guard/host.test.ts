@@ -5,12 +5,12 @@
 // that would stop are in a PID namespace of the test's, joined to the hierarchy's root cgroup,
 // beside an orphan of the test's that must survive the refused guard (ground truth: /proc).
 import { type ChildProcess, execFile, spawn } from 'node:child_process';
-import { existsSync, mkdtempSync, readFileSync, readlinkSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { existsSync, readFileSync, readlinkSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import type { TickResult } from '../../src/guard/guard.js';
 import { environOf, isAlive, type ProcessId, pids, readStat } from '../support/proc.js';
+import { testDir } from '../support/temp.js';
 import { allGone, canRun, cgroupMount, inPidNamespace, TETHER, until } from './support.js';
 
 function tether(
@@ -40,7 +40,7 @@ async function inRootCgroupNamespace(
   args: string[],
 ): Promise<{ out: string; orphan: ProcessId[]; rc: string }> {
   const run = `${process.pid}-${Date.now()}-${Math.random().toString(16).slice(2, 8)}`;
-  const out = mkdtempSync(join(tmpdir(), 'tether-guard-host-'));
+  const out = testDir('tether-guard-host-');
   const script = `
     env GUARD_MARK="orphan.$RUN" setsid sh -c 'sleep 396 & exit 0'
     sleep 1

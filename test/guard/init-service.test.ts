@@ -13,18 +13,17 @@ import {
   chmodSync,
   copyFileSync,
   existsSync,
-  mkdtempSync,
   readFileSync,
   readlinkSync,
   realpathSync,
   rmSync,
 } from 'node:fs';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it, onTestFinished } from 'vitest';
 import type { TickResult } from '../../src/guard/guard.js';
 import { INIT_SYNTAX, parseInitArgv, runsCommand } from '../../src/guard/init-service.js';
 import { childrenOf, cmdlineOf, isAlive, type ProcessId, pids, ppidOf, readStat } from '../support/proc.js';
+import { testDir } from '../support/temp.js';
 import { allGone, canRun, type Scenario, startScenario, TETHER, until } from './support.js';
 
 const TINI = '/usr/bin/tini';
@@ -203,7 +202,7 @@ describe.skipIf(!canRun || !haveInits)(
 
     it('a renamed init is not known (its service would be stopped); --protect PID spares it and its descendants', async () => {
       // tini copied under another name: its executable and comm no longer say tini.
-      const dir = mkdtempSync(join(tmpdir(), 'tether-init-'));
+      const dir = testDir('tether-init-');
       onTestFinished(() => rmSync(dir, { recursive: true, force: true }));
       const renamed = join(dir, 'myinit');
       copyFileSync(TINI, renamed);

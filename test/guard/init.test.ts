@@ -9,8 +9,7 @@
 // (until the test releases it), so that what is gone by then was ended by the init, not by the
 // namespace's end.
 import { type ChildProcess, spawn } from 'node:child_process';
-import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { existsSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { createTag } from '../../src/proc/tag.js';
@@ -24,6 +23,7 @@ import {
   readStat,
   type Stat,
 } from '../support/proc.js';
+import { testDir } from '../support/temp.js';
 import { inPidNamespace } from './support.js';
 
 const RUNNER = join(FIXTURES, 'node/guard-init.mjs');
@@ -138,7 +138,7 @@ function leftIn(run: Run): string[] {
  * once the init is seen.
  */
 async function startRun(script: string, options: Record<string, number>, namespace = true): Promise<Run> {
-  const dir = mkdtempSync(join(tmpdir(), 'tether-guard-init-'));
+  const dir = testDir('tether-guard-init-');
   const pidfile = join(dir, 'pids');
   const runner = [RUNNER, join(dir, 'result.json'), '--', 'sh', '-c', script, 'sh', pidfile];
   // --kill-child: if unshare is killed (the cleanup), the kernel kills the init, and with it the namespace.
@@ -499,7 +499,7 @@ describe('guard as init, PID 1 of a PID namespace', () => {
   });
 
   it('exits 127 when the command cannot be found, with nothing started', async () => {
-    const dir = mkdtempSync(join(tmpdir(), 'tether-guard-init-'));
+    const dir = testDir('tether-guard-init-');
     try {
       const child = spawn(
         'unshare',

@@ -5,13 +5,13 @@
 // the orphan's pid + start time gone, the spared processes alive). `tether guard allow` and the
 // guard find the registrations file the same way, whatever XDG_RUNTIME_DIR each has.
 import { execFile } from 'node:child_process';
-import { mkdirSync, mkdtempSync, rmdirSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { mkdirSync, rmdirSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import type { TickResult } from '../../src/guard/guard.js';
 import { INPUT_MAX_BYTES, readInputFile } from '../../src/guard/input-file.js';
 import { isAlive } from '../support/proc.js';
+import { testDir } from '../support/temp.js';
 import { allGone, canRun, cgroupMount, type Scenario, startScenario, TETHER, until } from './support.js';
 
 let scenario: Scenario | undefined;
@@ -22,7 +22,7 @@ beforeEach(() => {
   // An empty cgroup of the test's: an explicit target, so that the start checks are what refuses.
   cgroup = join(cgroupMount() as string, `tether-guard-inputs-${process.pid}-${Date.now()}`);
   mkdirSync(cgroup);
-  dir = mkdtempSync(join(tmpdir(), 'tether-guard-inputs-'));
+  dir = testDir('tether-guard-inputs-');
 });
 afterEach(async () => {
   await scenario?.end();
@@ -178,7 +178,7 @@ describe.skipIf(!canRun)('the guard’s input files', () => {
 
 describe('tether guard --cgroup', () => {
   it('refuses a path that is no cgroup v2 directory by its flag, --cgroup, before anything runs (125)', async () => {
-    const missing = join(mkdtempSync(join(tmpdir(), 'tether-guard-cgroup-')), 'no-such-cgroup');
+    const missing = join(testDir('tether-guard-cgroup-'), 'no-such-cgroup');
     const ran = await tether(['guard', '--once', '--dry-run', '--cgroup', missing]);
     expect(ran.code, ran.stderr).toBe(125);
     expect(ran.stderr).toContain(`invalid --cgroup ${JSON.stringify(missing)}: not a cgroup v2 directory`);
@@ -187,7 +187,7 @@ describe('tether guard --cgroup', () => {
 
 describe('readInputFile', () => {
   it('reads a regular file up to 1 MiB; refuses a FIFO, a device and a bigger file without blocking; says missing', async () => {
-    const d = mkdtempSync(join(tmpdir(), 'tether-input-'));
+    const d = testDir('tether-input-');
     try {
       const ok = join(d, 'ok');
       writeFileSync(ok, 'a\nb\n');

@@ -13,13 +13,13 @@
 // At the end the cgroup is killed as a whole (cgroup.kill) and removed, and the namespace's init
 // killed: nothing the test started is left.
 import { type ChildProcess, spawn } from 'node:child_process';
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmdirSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { existsSync, mkdirSync, readFileSync, rmdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { TickResult } from '../../src/guard/guard.js';
 import { findCgroup2Mount } from '../../src/proc/cgroup.js';
 import { ROOT } from '../support/paths.js';
 import { environOf, isAlive, type ProcessId, pids, readStat } from '../support/proc.js';
+import { testDir } from '../support/temp.js';
 
 export const TETHER = join(ROOT, 'bin/tether.cjs');
 export const DIST = join(ROOT, 'dist/index.js');
@@ -87,7 +87,7 @@ export async function startScenario(
   { init: initArgv = [] as string[] } = {},
 ): Promise<Scenario> {
   const run = `${process.pid}-${Date.now()}-${Math.random().toString(16).slice(2, 8)}`;
-  const out = mkdtempSync(join(tmpdir(), 'tether-guard-'));
+  const out = testDir('tether-guard-');
   const cgroup = join(cgroupMount() as string, `tether-guard-test-${run}`);
   mkdirSync(cgroup);
   const init = spawn(...inPidNamespace([...initArgv, 'sh', '-c', PRELUDE + dedent(script)]), {

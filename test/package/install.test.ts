@@ -5,7 +5,6 @@ import { execFileSync, spawn } from 'node:child_process';
 import {
   cpSync,
   mkdirSync,
-  mkdtempSync,
   readdirSync,
   readFileSync,
   realpathSync,
@@ -13,7 +12,6 @@ import {
   symlinkSync,
   writeFileSync,
 } from 'node:fs';
-import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { readElf } from '../../src/containment/elf.js';
@@ -22,6 +20,7 @@ import type { Identity } from '../../src/index.js';
 import type { SweepReport } from '../../src/sweep/report.js';
 import { ROOT } from '../support/paths.js';
 import { isAlive } from '../support/proc.js';
+import { testDir } from '../support/temp.js';
 
 interface Packed {
   filename: string;
@@ -52,7 +51,7 @@ function npm(args: string[], opts: { cwd: string; env?: NodeJS.ProcessEnv }): st
 // A copy of what the package is built from, in a fresh directory, node_modules linked: prepack
 // rebuilds dist/ there, never under the files the tests beside this one run.
 function packageSources(): string {
-  const dir = mkdtempSync(join(tmpdir(), 'tether-pack-'));
+  const dir = testDir('tether-pack-');
   for (const entry of [
     'package.json',
     'tsconfig.json',
@@ -108,7 +107,7 @@ describe('the package', () => {
   }, 180_000); // a whole build (tsc, both helpers, the bundle and its cache): 20 s alone, more beside other files
 
   it('installed from its tarball with --ignore-scripts and no C compiler on PATH, `npx tether run` stops a detached sleep through the packaged helper', async () => {
-    const work = mkdtempSync(join(tmpdir(), 'tether-consumer-'));
+    const work = testDir('tether-consumer-');
     // The tarball from what globalSetup built (prepack's checks are the test above).
     const packed = JSON.parse(
       npm(['pack', '--ignore-scripts', '--json', '--pack-destination', work], { cwd: ROOT }),

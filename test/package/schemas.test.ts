@@ -4,14 +4,14 @@
 // exited, delegate_background, swept, end), and the ledger's record as `tether show --json`
 // prints it. Objects admit no field their type does not name, so a field added to a type whose
 // schema was not rebuilt fails here.
-import { mkdtempSync, readFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { RECORD, readFileSafe, recordedIds, tether } from '../support/cli.js';
 import { ROOT } from '../support/paths.js';
 import { isAlive, type ProcessId } from '../support/proc.js';
 import { invalid, schema } from '../support/schemas.js';
+import { testDir } from '../support/temp.js';
 
 const started: ProcessId[] = [];
 afterEach(() => {
@@ -27,7 +27,7 @@ describe('the exported schemas', () => {
   });
 
   it('hold the report, every event line and the ledger record of a run that timed out over a leftover', async () => {
-    const dir = mkdtempSync(join(tmpdir(), 'tether-schemas-'));
+    const dir = testDir('tether-schemas-');
     const [events, report, ledger, log] = ['events', 'report.json', 'ledger.db', 'log'].map((f) =>
       join(dir, f),
     );

@@ -1,13 +1,13 @@
 // parseStat (src/proc/stat.ts) on captured /proc/<pid>/stat lines, and readStat
 // (src/proc/identity.ts) against the tests' own reader on a live process.
 import { spawn } from 'node:child_process';
-import { mkdtempSync, realpathSync, symlinkSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { realpathSync, symlinkSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { readStat } from '../../src/proc/identity.js';
 import { isKernelThread, parseStat } from '../../src/proc/stat.js';
 import * as truth from '../support/proc.js';
+import { testDir } from '../support/temp.js';
 import { waitFor } from '../support/zoo.js';
 
 // Captured from a real /proc/<pid>/stat, with a comm holding spaces and parentheses.
@@ -36,7 +36,7 @@ describe('parseStat', () => {
 describe('readStat on a live process', () => {
   it("agrees field by field with the tests' reader when the comm holds spaces and parentheses", async () => {
     // The kernel names a process after the file it executed: a symlink to sleep called "a) b (c".
-    const exe = join(mkdtempSync(join(tmpdir(), 'tether-comm-')), 'a) b (c');
+    const exe = join(testDir('tether-comm-'), 'a) b (c');
     symlinkSync(realpathSync('/bin/sleep'), exe);
     const child = spawn(exe, ['30'], { stdio: 'ignore' });
     try {

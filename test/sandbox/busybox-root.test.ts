@@ -1,7 +1,6 @@
 // A second container whose root holds busybox alone: the programs must get by with its applets
 // (no coreutils, no GNU grep). Channel: nsenter into its namespaces and its root.
-import { mkdtempSync, readFileSync, rmSync, statSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { readFileSync, rmSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { createTag, sandbox } from '../../src/index.js';
@@ -9,6 +8,7 @@ import { Ledger } from '../../src/ledger/index.js';
 import { recoverCli } from '../recover/support.js';
 import { childrenOf, cmdlineOf, identityOf, isAlive, type ProcessId } from '../support/proc.js';
 import { suiteResource } from '../support/suite-resource.js';
+import { testDir } from '../support/temp.js';
 import { startTether } from '../support/tether-child.js';
 import { missing, tool } from '../support/tools.js';
 import {
@@ -87,7 +87,7 @@ describe.skipIf(noBusybox !== '')(
     });
 
     it("tether sandbox run --ledger: its supervisor and exec client SIGKILLed, tether recover ends the setsid'd and double-forked leftovers", async () => {
-      const dir = mkdtempSync(join(tmpdir(), 'tether-busybox-ledger-'));
+      const dir = testDir('tether-busybox-ledger-');
       const path = join(dir, 'ledger.db');
       const tag = createTag();
       const {

@@ -4,17 +4,16 @@ import {
   chmodSync,
   existsSync,
   mkdirSync,
-  mkdtempSync,
   readdirSync,
   readFileSync,
   symlinkSync,
   writeFileSync,
 } from 'node:fs';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTag } from '../../src/index.js';
 import { ROOT } from '../support/paths.js';
+import { testDir } from '../support/temp.js';
 import { aliveOnHost, type Container, startContainer, taggedOnHost } from './container.js';
 
 const TETHER = join(ROOT, 'bin/tether.cjs');
@@ -50,7 +49,7 @@ beforeAll(async () => {
   via = box.prefix.join(' ');
   // A channel that loses the command's stream after 5 bytes and exits 0, as client-go does;
   // the sweep's exec goes through untouched.
-  lossy = join(mkdtempSync(join(tmpdir(), 'tether-cli-')), 'lossy-exec');
+  lossy = join(testDir('tether-cli-'), 'lossy-exec');
   writeFileSync(
     lossy,
     `#!/bin/sh\ncase "$*" in *tether-wrap*) ${via} "$@" | head -c 5; exit 0 ;; esac\nexec ${via} "$@"\n`,
@@ -177,7 +176,7 @@ describe('tether sandbox exec', () => {
 
   it("keeps a command's kill 0 off the script that called tether (no setsid in the container)", async () => {
     // A container PATH with a shell and env but no setsid: the command shares the wrapper's group.
-    const bare = join(mkdtempSync(join(tmpdir(), 'tether-nosetsid-')), 'bin');
+    const bare = join(testDir('tether-nosetsid-'), 'bin');
     mkdirSync(bare);
     symlinkSync('/bin/dash', join(bare, 'sh'));
     symlinkSync('/usr/bin/env', join(bare, 'env'));
@@ -325,7 +324,7 @@ describe('tether sandbox exec', () => {
   it('a client without stdin (docker exec without -i): the command did not run, and the fix is named', async () => {
     // A client that gives its command /dev/null as stdin: the wrapper and the sweep read no nonce.
     const noStdin = `sh -c 'exec "$@" </dev/null' client ${via}`;
-    const dir = mkdtempSync(join(tmpdir(), 'tether-nostdin-'));
+    const dir = testDir('tether-nostdin-');
     for (const sub of ['exec', 'run']) {
       const mark = join(dir, `ran-${sub}`);
       const r = await tether(['sandbox', sub, '--via', noStdin, '--', 'sh', '-c', `echo ran > ${mark}`]);
@@ -343,7 +342,7 @@ describe('tether sandbox exec', () => {
   });
 
   it('a --shell the container lacks is named as --shell, not blamed on the --via client', async () => {
-    const dir = mkdtempSync(join(tmpdir(), 'tether-noshell-'));
+    const dir = testDir('tether-noshell-');
     for (const sub of ['exec', 'run']) {
       const mark = join(dir, `ran-${sub}`);
       const r = await tether([

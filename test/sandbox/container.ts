@@ -7,7 +7,6 @@ import {
   copyFileSync,
   existsSync,
   mkdirSync,
-  mkdtempSync,
   readdirSync,
   readFileSync,
   readlinkSync,
@@ -15,7 +14,6 @@ import {
   symlinkSync,
   writeFileSync,
 } from 'node:fs';
-import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { PassThrough } from 'node:stream';
 import { afterAll, beforeAll } from 'vitest';
@@ -36,6 +34,7 @@ import {
   pids,
   readStat,
 } from '../support/proc.js';
+import { testDir } from '../support/temp.js';
 
 export interface Container {
   /** The host pid of the container's init. */
@@ -125,7 +124,7 @@ export function sleep(ms: number): Promise<void> {
  * Returns the root's directory.
  */
 export function busyboxRoot(busybox: string): string {
-  const root = mkdtempSync(join(tmpdir(), 'tether-busybox-root-'));
+  const root = testDir('tether-busybox-root-');
   for (const d of ['bin', 'proc', 'tmp']) mkdirSync(join(root, d), { recursive: true });
   copyFileSync(busybox, join(root, 'bin/busybox'));
   chmodSync(join(root, 'bin/busybox'), 0o755);

@@ -2,8 +2,7 @@
 // for a typo, before anything runs (src/sandbox/known-options.ts): a key accepted and ignored ran
 // the command without what the caller asked — `sandbox.run(ch, argv, { timout: 500 })` ran with
 // no deadline at all. Ground truth: a marker file the command would write on this machine.
-import { existsSync, mkdtempSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, expectTypeOf, it } from 'vitest';
 import { createTag, sandbox, type TetherError } from '../../src/index.js';
@@ -22,9 +21,10 @@ import type {
   SandboxSessionOptions,
 } from '../../src/sandbox/session.js';
 import type { SandboxSweepOptions } from '../../src/sandbox/sweep.js';
+import { testDir } from '../support/temp.js';
 
 const channel = sandbox.commandChannel(['env']);
-const dir = mkdtempSync(join(tmpdir(), 'tether-sbx-keys-'));
+const dir = testDir('tether-sbx-keys-');
 const FAST = { graceMs: 200, killAfterMs: 500 };
 
 async function refusal(call: () => unknown): Promise<TetherError> {

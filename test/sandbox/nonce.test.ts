@@ -1,13 +1,13 @@
 // The completion nonce travels on the wrapper's stdin, read before the command starts: a command
 // that reads every cmdline and environ it can see (its parent's, its own) and its stdin cannot
 // find it, and so cannot forge its own success.
-import { chmodSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { chmodSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { PassThrough } from 'node:stream';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTag, sandbox } from '../../src/index.js';
 import { SCRIPT_ARG_MAX } from '../../src/sandbox/exec.js';
+import { testDir } from '../support/temp.js';
 import { missing } from '../support/tools.js';
 import { aliveOnHost, type Container, SHELLS, startContainer, taggedOnHost } from './container.js';
 
@@ -152,7 +152,7 @@ describe('the completion nonce', () => {
     it.skipIf(no !== '')(
       `under ${name}, the nonces of a large script and of a file write are in no argv: the programs', their external commands'${skipped}`,
       async () => {
-        const dir = mkdtempSync(join(tmpdir(), 'tether-nonce-argv-'));
+        const dir = testDir('tether-nonce-argv-');
         try {
           const spy = join(dir, 'bin');
           writeFileSync(join(dir, 'printf.log'), '');

@@ -5,9 +5,8 @@
 // `docker exec` is dockerd's: argv and stdio over a unix socket, so it works from any PID
 // namespace (nsenter cannot enter a sibling PID namespace: setns gives EINVAL).
 import { type ChildProcess, execFile, spawn } from 'node:child_process';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { rmSync, writeFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:net';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import pg from 'pg';
@@ -17,6 +16,7 @@ import { Ledger } from '../../src/ledger/index.js';
 import { ROOT } from '../support/paths.js';
 import { postgresSkip, startPostgres } from '../support/postgres.js';
 import { childrenOf, cmdlineOf, identityOf, isAlive, type ProcessId } from '../support/proc.js';
+import { testDir } from '../support/temp.js';
 import { startTether } from '../support/tether-child.js';
 import { type Container, dropRegistrations, sleep, startContainer, taggedOnHost } from './container.js';
 
@@ -101,7 +101,7 @@ describe.skipIf(noPostgres !== '')(
     beforeAll(async () => {
       server = startPostgres();
       box = await startContainer(300);
-      dir = mkdtempSync(join(tmpdir(), 'tether-recover-pg-'));
+      dir = testDir('tether-recover-pg-');
       daemon = execDaemon(box, join(dir, 'exec.sock'));
       writeFileSync(join(dir, 'client.mjs'), CLIENT);
       // A database of its own: recover sees this file's sessions only.

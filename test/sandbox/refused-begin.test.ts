@@ -2,13 +2,13 @@
 // container, as a ledger that cannot be opened stops `tether run` with 125 before its command:
 // no command started, no sweep run for nothing, an error naming the ledger. The channel is a
 // script that logs every exec before it enters the container: the log is the ground truth.
-import { chmodSync, existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { chmodSync, existsSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTag, sandbox } from '../../src/index.js';
 import { Ledger } from '../../src/ledger/index.js';
 import { suiteResource } from '../support/suite-resource.js';
+import { testDir } from '../support/temp.js';
 import { tetherToEnd } from '../support/tether-child.js';
 import { startContainer, taggedOnHost } from './container.js';
 
@@ -17,7 +17,7 @@ const SWEEP = { graceMs: 1000, killAfterMs: 1000 };
 const box = suiteResource(() => startContainer(120));
 let dir: string;
 beforeAll(() => {
-  dir = mkdtempSync(join(tmpdir(), 'tether-refused-begin-'));
+  dir = testDir('tether-refused-begin-');
 });
 afterAll(() => {
   if (dir) rmSync(dir, { recursive: true, force: true });

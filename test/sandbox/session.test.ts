@@ -3,16 +3,7 @@
 // clean exit, a failure, the caller's abort, a timeout, the exec client dying — and the report
 // names them. Ground truth: the host's /proc (pid + start time gone).
 import { type ChildProcess, spawn } from 'node:child_process';
-import {
-  chmodSync,
-  mkdtempSync,
-  readdirSync,
-  readFileSync,
-  rmSync,
-  unlinkSync,
-  writeFileSync,
-} from 'node:fs';
-import { tmpdir } from 'node:os';
+import { chmodSync, readdirSync, readFileSync, rmSync, unlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { sessionsDir } from '../../src/containment/live-session.js';
@@ -23,6 +14,7 @@ import { recoverCli } from '../recover/support.js';
 import { ROOT } from '../support/paths.js';
 import { postgresSkip, startPostgres } from '../support/postgres.js';
 import { suiteResource } from '../support/suite-resource.js';
+import { testDir } from '../support/temp.js';
 import { tetherToEnd } from '../support/tether-child.js';
 import { missing, tool } from '../support/tools.js';
 import {
@@ -341,7 +333,7 @@ describe('tether sandbox run', () => {
 
   it("a failure: the command's status, the report file and --json name the leftovers, all gone", async () => {
     const tag = createTag();
-    const dir = mkdtempSync(join(tmpdir(), 'tether-sandbox-run-'));
+    const dir = testDir('tether-sandbox-run-');
     try {
       const watch = leftovers(tag.name, 71);
       const via = box.prefix.join(' ');
@@ -402,7 +394,7 @@ describe('tether sandbox run', () => {
 
   it('a session whose sweep cannot reach the container: 121 and the error, never nothing found', async () => {
     const tag = createTag();
-    const dir = mkdtempSync(join(tmpdir(), 'tether-sandbox-run-'));
+    const dir = testDir('tether-sandbox-run-');
     try {
       // The command goes through; every sweep's exec fails without a byte.
       const via = join(dir, 'drop-sweeps');
@@ -557,7 +549,7 @@ describe.skipIf(postgresSkip !== '')(
 
 describe('a recorded agent session', () => {
   it('is one row: running before its command, then its end with the session report', async () => {
-    const dir = mkdtempSync(join(tmpdir(), 'tether-sandbox-ledger-'));
+    const dir = testDir('tether-sandbox-ledger-');
     const ledger = await Ledger.open(join(dir, 'ledger.db'));
     const tag = createTag();
     const tag2 = createTag();
@@ -603,7 +595,7 @@ describe('a recorded agent session', () => {
   });
 
   it('its supervisor SIGKILLed mid-command: tether recover sweeps the container through the recorded channel', async () => {
-    const dir = mkdtempSync(join(tmpdir(), 'tether-sandbox-ledger-'));
+    const dir = testDir('tether-sandbox-ledger-');
     const path = join(dir, 'ledger.db');
     const tag = createTag();
     // The supervisor: a Node process holding the session, killed while its command runs.
@@ -646,7 +638,7 @@ describe('a recorded agent session', () => {
 
 describe('tether sandbox run --ledger', () => {
   it('records the session; SIGKILLed mid-command, tether recover ends it in the container', async () => {
-    const dir = mkdtempSync(join(tmpdir(), 'tether-sandbox-ledger-'));
+    const dir = testDir('tether-sandbox-ledger-');
     const path = join(dir, 'ledger.db');
     const tag = createTag();
     const tag2 = createTag();
@@ -725,7 +717,7 @@ describe('tether sandbox run --ledger', () => {
 
   it('a ledger that cannot be opened: 125, nothing started', async () => {
     const tag = createTag();
-    const dir = mkdtempSync(join(tmpdir(), 'tether-sandbox-ledger-'));
+    const dir = testDir('tether-sandbox-ledger-');
     const notADir = join(dir, 'file');
     writeFileSync(notADir, ''); // a ledger below a regular file: ENOTDIR
     const r = await tether([

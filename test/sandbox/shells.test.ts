@@ -5,18 +5,17 @@ import {
   chmodSync,
   existsSync,
   mkdirSync,
-  mkdtempSync,
   readdirSync,
   readFileSync,
   statSync,
   writeFileSync,
 } from 'node:fs';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTag, sandbox } from '../../src/index.js';
 import type { ExecChannel } from '../../src/sandbox/index.js';
 import { readStat } from '../support/proc.js';
+import { testDir } from '../support/temp.js';
 import { missing, tool } from '../support/tools.js';
 import {
   aliveOnHost,
@@ -32,7 +31,7 @@ let box: Container;
 let dir: string;
 beforeAll(async () => {
   box = await startContainer(300);
-  dir = mkdtempSync(join(tmpdir(), 'tether-sandbox-'));
+  dir = testDir('tether-sandbox-');
   // A grep that cannot read NUL records (as some busybox builds and BSD greps): the tr path.
   mkdirSync(join(dir, 'nozgrep'));
   writeFileSync(
@@ -112,7 +111,7 @@ for (const [name, shell] of SHELLS) {
       const tag = createTag();
       // The command runs until the test has sent its signals (the file `go` appears; at most
       // 10 s): a command of fixed length could end first on a loaded machine.
-      const go = join(mkdtempSync(join(tmpdir(), 'tether-go-')), 'go');
+      const go = join(testDir('tether-go-'), 'go');
       const waitForGo = `i=0; while [ ! -e ${go} ] && [ $i -lt 200 ]; do sleep 0.05; i=$((i+1)); done; echo finished`;
       const call = sandbox.exec(box.channel, ['sh', '-c', waitForGo], { shell, tag });
       // The wrapper sets its traps before it starts the command: signal it once the command runs

@@ -2,18 +2,18 @@
 // silent client; and what the sweep of an unknown end needs: the command's shell, a /proc.
 
 import { getEventListeners } from 'node:events';
-import { chmodSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { chmodSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTag, sandbox } from '../../src/index.js';
+import { testDir } from '../support/temp.js';
 import { aliveOnHost, type Container, lossyChannel, startContainer, taggedOnHost } from './container.js';
 
 let box: Container;
 let dir: string;
 beforeAll(async () => {
   box = await startContainer(300);
-  dir = mkdtempSync(join(tmpdir(), 'tether-stops-'));
+  dir = testDir('tether-stops-');
   // A container whose `sh` cannot run (as one without sh): dash is there, sh is not.
   mkdirSync(join(dir, 'nosh'));
   writeFileSync(join(dir, 'nosh/sh'), '#!/bin/dash\necho "sh: not found" >&2\nexit 127\n');

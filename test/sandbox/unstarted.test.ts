@@ -1,13 +1,13 @@
 // A --via client that fails before the completion wrapper announced itself, and the same way for
 // the sweep, never started the command: the call ends at once, not after the sweep's retries.
 import { spawn } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { createTag, sandbox } from '../../src/index.js';
 import { Ledger } from '../../src/ledger/index.js';
 import { ROOT } from '../support/paths.js';
+import { testDir } from '../support/temp.js';
 
 const TETHER = join(ROOT, 'bin/tether.cjs');
 
@@ -81,7 +81,7 @@ describe('a client that cannot start', () => {
   });
 
   it('with --ledger: the row is ambiguous, never failed: a lost announcement cannot be told from none, so nothing says the command never ran', async () => {
-    const dir = mkdtempSync(join(tmpdir(), 'tether-unstarted-ledger-'));
+    const dir = testDir('tether-unstarted-ledger-');
     const path = join(dir, 'ledger.db');
     const tag = createTag().name;
     try {

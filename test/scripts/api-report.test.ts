@@ -2,11 +2,11 @@
 // the tree with one export added to src/index.ts and etc/ left as it was, it fails naming the
 // added line. The real src/ is never edited.
 import { spawnSync } from 'node:child_process';
-import { cpSync, existsSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { cpSync, existsSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, describe, expect, it } from 'vitest';
+import { testDir } from '../support/temp.js';
 
 const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
 const SCRIPT = join(ROOT, 'scripts/api-report.mjs');
@@ -26,7 +26,7 @@ function check(root: string) {
 // What the check reads, copied: the sources, the configs, the reports, and build/api/ when the
 // real tree has one (its incremental state then re-emits only the file the test changes).
 function copyOfTree(): string {
-  const dir = mkdtempSync(join(tmpdir(), 'tether-api-report-'));
+  const dir = testDir('tether-api-report-');
   made.push(dir);
   for (const path of ['package.json', 'tsconfig.json', 'api-extractor.json', 'src', 'etc', 'build/api']) {
     if (existsSync(join(ROOT, path))) cpSync(join(ROOT, path), join(dir, path), { recursive: true });

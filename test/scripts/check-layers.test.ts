@@ -1,11 +1,11 @@
 // scripts/check-layers.mjs, run as `npm run lint` runs it: on a small tree made for the test,
 // and on the real src/.
 import { spawnSync } from 'node:child_process';
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { mkdirSync, rmSync, writeFileSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterEach, describe, expect, it } from 'vitest';
+import { testDir } from '../support/temp.js';
 
 const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
 const SCRIPT = join(ROOT, 'scripts/check-layers.mjs');
@@ -17,7 +17,7 @@ afterEach(() => {
 
 // A src/ tree in a fresh directory: path → text. Returns the directory (the script's cwd).
 function tree(files: Record<string, string>): string {
-  const dir = mkdtempSync(join(tmpdir(), 'tether-layers-'));
+  const dir = testDir('tether-layers-');
   made.push(dir);
   for (const [path, text] of Object.entries(files)) {
     mkdirSync(dirname(join(dir, 'src', path)), { recursive: true });

@@ -1,11 +1,11 @@
 // scripts/shape.mjs on a small tree made for the test (its circles, functions and files are
 // known), and `--check` on the real src/ as `npm run lint` runs it.
 import { spawnSync } from 'node:child_process';
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { mkdirSync, rmSync, writeFileSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterEach, describe, expect, it } from 'vitest';
+import { testDir } from '../support/temp.js';
 
 const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
 const SCRIPT = join(ROOT, 'scripts/shape.mjs');
@@ -17,7 +17,7 @@ afterEach(() => {
 
 // A checkout in a fresh directory: path → text (a package.json with no exports beside it).
 function tree(files: Record<string, string>): string {
-  const dir = mkdtempSync(join(tmpdir(), 'tether-shape-'));
+  const dir = testDir('tether-shape-');
   made.push(dir);
   writeFileSync(join(dir, 'package.json'), '{"name":"x"}\n');
   for (const [path, text] of Object.entries(files)) {

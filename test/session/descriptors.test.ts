@@ -3,11 +3,11 @@
 // leftover is gone or named as alive, and nothing is named a survivor that was not alive after
 // its KILL. Ground truth: each leftover's pid + start time read from /proc, found by its argv.
 import { spawn as spawnChild, spawnSync } from 'node:child_process';
-import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { readdirSync, readFileSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { ROOT } from '../support/paths.js';
+import { testDir } from '../support/temp.js';
 
 const DIST = join(ROOT, 'dist/index.js');
 const BIN = join(ROOT, 'bin/tether.cjs');
@@ -190,7 +190,7 @@ describe('tether run under ulimit -n', () => {
       }).stdout.trim(),
     );
     expect(base, 'premise broken: a bare node holds no fd').toBeGreaterThan(3);
-    const dir = mkdtempSync(join(tmpdir(), 'tether-fds-'));
+    const dir = testDir('tether-fds-');
     const problems: string[] = [];
     let ran = 0;
     let refused = 0;

@@ -3,19 +3,19 @@
 // the old code did (`input` ignored: cat waited on stdin for good; `shell: true` SPAWN_FAILED;
 // the final newline kept; `all` absent; `killSignal` and `cancelSignal` ignored).
 import { execFileSync } from 'node:child_process';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { Readable } from 'node:stream';
 import { pathToFileURL } from 'node:url';
 import { afterAll, describe, expect, it } from 'vitest';
 import { type SpawnOptions, spawn, TetherError } from '../../src/index.js';
 import { ROOT } from '../support/paths.js';
+import { testDir } from '../support/temp.js';
 
 const FAST = { graceMs: 300, killAfterMs: 1000 };
 // Long enough on a busy 2-core machine; a hang (the old `input`) fails as TIMED_OUT within it.
 const BOUND = { ...FAST, timeout: 10_000 };
-const dir = mkdtempSync(join(tmpdir(), 'tether-execa-options-'));
+const dir = testDir('tether-execa-options-');
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
 // The INVALID_OPTION `call` threw synchronously.

@@ -2,8 +2,7 @@
 // signals to the helper, fd exhaustion at the start and at the end, notes that must not lie.
 // Ground truth: a leftover's pid + start time gone from /proc, the cgroup directory gone.
 import { execFileSync, spawn as spawnChild } from 'node:child_process';
-import { existsSync, mkdtempSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { existsSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { setTimeout as delay } from 'node:timers/promises';
 import { afterEach, describe, expect, it } from 'vitest';
@@ -13,6 +12,7 @@ import { createSessionCgroup } from '../../src/proc/cgroup.js';
 import { liveSessionCount } from '../../src/session/session.js';
 import { ROOT } from '../support/paths.js';
 import { identityOf, isAlive } from '../support/proc.js';
+import { testDir } from '../support/temp.js';
 import { kernelKeepsExitStatus } from '../support/wait-status.js';
 
 const FAST = { graceMs: 300, killAfterMs: 1000, outputCapMs: 300 };
@@ -347,7 +347,7 @@ console.log(JSON.stringify({ pid, startTime, report }));`;
 
 describe('notes tell the truth', () => {
   it('without a procfs the cgroup note says mountinfo cannot be read, not that no cgroup v2 is mounted', async () => {
-    const empty = mkdtempSync(join(tmpdir(), 'tether-noproc-'));
+    const empty = testDir('tether-noproc-');
     const s = session({ ...FAST, procRoot: empty });
     await s.spawn('true', [], { stdio: 'ignore' });
     const report = await s.end();
@@ -364,7 +364,7 @@ describe('notes tell the truth', () => {
       ?.split(' ')[4];
     if (!mount) throw new Error('premise broken: no cgroup v2 mount on this machine');
     expect(createSessionCgroup, 'premise').toBeTypeOf('function');
-    const dir = mkdtempSync(join(tmpdir(), 'tether-ro-'));
+    const dir = testDir('tether-ro-');
     const script = join(dir, 'ro.sh');
     writeFileSync(
       script,
@@ -427,7 +427,7 @@ async function expectNoHelper(path: string, why: RegExp): Promise<void> {
 describe('every option is checked before anything starts', () => {
   it('a signal that is not an AbortSignal, a non-function onEvent or onProgress, a sparse args array and an env whose getter throws are INVALID_OPTION, and nothing ran', async () => {
     const mark = `tether-unstarted-${process.pid}-${Date.now()}`;
-    const dir = mkdtempSync(join(tmpdir(), 'tether-unstarted-'));
+    const dir = testDir('tether-unstarted-');
     const marker = join(dir, 'ran');
     const script = ['-c', `echo ran > ${marker}; sleep 30`, mark];
     const throwingEnv = Object.defineProperty({}, 'A', {
@@ -511,7 +511,7 @@ describe('every option is checked before anything starts', () => {
 
   it('a signal that throws once the command has started: the command is swept before the error reaches the caller, no session is left', async () => {
     const mark = `tether-thrown-${process.pid}-${Date.now()}`;
-    const dir = mkdtempSync(join(tmpdir(), 'tether-thrown-'));
+    const dir = testDir('tether-thrown-');
     const marker = join(dir, 'ran');
     const hostile = new AbortController().signal;
     Object.defineProperty(hostile, 'addEventListener', {
@@ -601,7 +601,7 @@ describe('kill() takes every signal of signal(7)', () => {
 
 describe('a helper that does not answer', () => {
   it('a helper that never writes its started line holds the start for a bounded time, is killed, and the command runs without it (NO_HELPER names the bound)', async () => {
-    const dir = mkdtempSync(join(tmpdir(), 'tether-mute-'));
+    const dir = testDir('tether-mute-');
     const mute = join(dir, 'mute-helper');
     writeFileSync(mute, '#!/bin/sh\nsleep 20\n', { mode: 0o755 });
     const mark = `tether-mute-${process.pid}-${Date.now()}`;
@@ -626,7 +626,7 @@ describe('a helper that does not answer', () => {
   });
 
   it('a truncated helper is refused before it runs (execvp would hand it to /bin/sh); a helper that exits before any line is named by its signal', async () => {
-    const dir = mkdtempSync(join(tmpdir(), 'tether-truncated-'));
+    const dir = testDir('tether-truncated-');
     const real = helperPath();
     if (!('path' in real)) throw new Error(`premise broken: no helper (${real.reason})`);
     const truncated = join(dir, 'truncated-helper');
@@ -642,7 +642,7 @@ describe('a helper that does not answer', () => {
   });
 
   it('an ELF file the kernel would refuse (an object file, a core dump, bad program headers) is refused before it runs', async () => {
-    const dir = mkdtempSync(join(tmpdir(), 'tether-badelf-'));
+    const dir = testDir('tether-badelf-');
     const real = helperPath();
     if (!('path' in real)) throw new Error(`premise broken: no helper (${real.reason})`);
     const helper = readFileSync(real.path);

@@ -1,9 +1,9 @@
-import { mkdtempSync, readFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { type Identity, spawn } from '../../src/index.js';
 import { isAlive } from '../support/proc.js';
+import { testDir } from '../support/temp.js';
 import { missing } from '../support/tools.js';
 
 // The payload is a real shell of each family an agent may run: each starts a setsid'd and a
@@ -31,7 +31,7 @@ describe('leftovers started by real shells', () => {
     it.skipIf(skip !== '')(
       `are stopped when ${name} returns${skip ? ` (skipped: ${skip})` : ''}`,
       async () => {
-        const pids = join(mkdtempSync(join(tmpdir(), 'tether-shell-')), 'pids');
+        const pids = join(testDir('tether-shell-'), 'pids');
         const record = `echo "$! $(cut -d' ' -f22 /proc/$!/stat)" >> ${pids}`;
         const script = [
           `setsid sleep 1000 </dev/null >/dev/null 2>&1 & ${record}`,

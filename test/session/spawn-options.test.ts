@@ -1,8 +1,7 @@
 // spawn()'s option keys: each one it does not take is refused by name before anything starts —
 // an execa option tether does not implement says so, a typo names the nearest key; and
 // `timeout: 0` is no timeout. Real processes: a refused call must leave no trace of its command.
-import { existsSync, mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { existsSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { setTimeout as delay } from 'node:timers/promises';
 import { afterAll, describe, expect, expectTypeOf, it } from 'vitest';
@@ -16,9 +15,10 @@ import {
 } from '../../src/session/known-options.js';
 import type { CommandOptions, SessionOptions } from '../../src/session/options.js';
 import { Session } from '../../src/session/session.js';
+import { testDir } from '../support/temp.js';
 
 const FAST = { graceMs: 300, killAfterMs: 1000 };
-const dir = mkdtempSync(join(tmpdir(), 'tether-spawn-options-'));
+const dir = testDir('tether-spawn-options-');
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
 // The error `call` threw synchronously, or a failure saying it did not throw.

@@ -2,14 +2,14 @@
 // counts the session cgroups of the tags this run registered, and never another tether
 // session's — the old guard took every session cgroup made since the run began for its own, so
 // a suite beside another tether session on the machine went red.
-import { mkdirSync, mkdtempSync, rmdirSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { mkdirSync, rmdirSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { session } from '../../src/index.js';
 import { cgroup2Mount } from '../../src/proc/cgroup.js';
 import { TAG_PREFIX } from '../../src/proc/tag.js';
 import { ourSessionCgroups, watchRegistrations } from '../support/leak-guard.js';
+import { testDir } from '../support/temp.js';
 
 const mount = cgroup2Mount();
 const skip = process.getuid?.() !== 0 ? 'not root' : mount === undefined ? 'no cgroup v2 mount' : undefined;
@@ -40,7 +40,7 @@ async function until(cond: () => boolean, ms = 2000): Promise<void> {
 
 describe.skipIf(skip !== undefined)(`the suite's leak guard${skip ? ` (skipped: ${skip})` : ''}`, () => {
   it("counts a left cgroup of a session this run registered, never another tether session's", async () => {
-    const dir = mkdtempSync(join(tmpdir(), 'tether-leak-guard-'));
+    const dir = testDir('tether-leak-guard-');
     made.push(dir);
     const ours = new Set<string>();
     const watcher = watchRegistrations(dir, ours);

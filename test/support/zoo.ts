@@ -1,12 +1,12 @@
 // Helpers of the leak zoo: run a fixture as a session, take ground truth, start decoys.
 import { type ChildProcess, spawn as spawnChild } from 'node:child_process';
-import { chmodSync, mkdtempSync, readFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { chmodSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { type Identity, type Result, type SpawnOptions, spawn } from '../../src/index.js';
 import type { ProcessRecord } from '../../src/sweep/report.js';
 import { BUILD, FIXTURES } from './paths.js';
 import { cmdlineOf, environOf, hasEntry, identityOf, isAlive } from './proc.js';
+import { testDir } from './temp.js';
 
 export type FoundBy = ProcessRecord['foundBy'];
 
@@ -22,7 +22,7 @@ export function sleep(ms: number): Promise<void> {
 }
 
 export function tempDir(mode?: number): string {
-  const dir = mkdtempSync(join(tmpdir(), 'tether-zoo-'));
+  const dir = testDir('tether-zoo-');
   if (mode !== undefined) chmodSync(dir, mode);
   return dir;
 }
