@@ -3,9 +3,13 @@
 // fixtures into build/ and of the library into dist/ (the child Node programs import
 // dist/index.js; test/support/stale.ts); at the end, the suite guard fails the run if any
 // process this run started carrying a TETHER_SESSION_ tag is still alive (zombies excluded), or
-// any session cgroup of this run's sessions still exists, listing them.
+// any session cgroup of this run's sessions still exists, listing them; and the temp check
+// fails it if a directory this run made through testDir (test/support/temp.ts) is still in the
+// temp directory (it is named, then removed), and names — a warning only — the other `tether-*`
+// entries that appeared there during the run (on a shared machine they may be another process's,
+// so they are never removed).
 import { execFileSync } from 'node:child_process';
-import { mkdirSync, mkdtempSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readdirSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { TestProject } from 'vitest/node';
@@ -13,12 +17,60 @@ import { ourSessionCgroups, watchRegistrations } from './leak-guard.js';
 import { BUILD, ROOT } from './paths.js';
 import { cmdlineOf, environOfAnyThread, hasEntry, isDeadZombie, pids, readStat } from './proc.js';
 import { recordLibraryBuild, staleBuilds } from './stale.js';
+import { loggedTestDirs, removeTestDirs, TEMPS_LOG_VAR } from './temp.js';
 import { describeTools, onPath, probeTools } from './tools.js';
 
 /** Exported to everything this run starts, so that the guard looks only at this run's processes. */
 const RUN_VAR = 'TETHER_ZOO_RUN';
 const runId = `${process.pid}-${Date.now()}`;
 const TAG = /(?:^|\0)(TETHER_SESSION_[0-9a-f]{32})=1(?=\0|$)/g;
+
+/** The `tether-*` entries of the temp directory now. */
+function tetherEntries(): Set<string> {
+  try {
+    return new Set(readdirSync(tmpdir()).filter((n) => n.startsWith('tether-')));
+  } catch {
+    return new Set();
+  }
+}
+
+/**
+ * The temp check: `made` are the suite directories the global setup made itself, `log` the file
+ * every testDir of the run is appended to, `before` the `tether-*` entries at the start. Removes
+ * `made`, and the logged directories a test file left (its after-hook removes them: one still
+ * here is a file whose cleanup did not run or failed); returns the problems (fail the run) and
+ * the warnings (entries not made by this run as far as the suite can tell).
+ */
+function checkTemps(
+  made: string[],
+  log: string,
+  before: Set<string>,
+): { problems: string[]; warnings: string[] } {
+  const logged = loggedTestDirs(log);
+  const left = logged.filter((dir) => existsSync(dir));
+  const notRemoved = removeTestDirs(left);
+  const notRemovedSuite = removeTestDirs(made);
+  const ours = new Set([...logged, ...made].map((p) => p.slice(tmpdir().length + 1)));
+  const foreign = [...tetherEntries()].filter((n) => !before.has(n) && !ours.has(n)).sort();
+  const problems = [
+    ...(left.length
+      ? [
+          `${left.length} temp dir(s) a test file made through testDir were left after it (removed now unless named below):`,
+          ...left,
+        ]
+      : []),
+    ...(notRemoved.length || notRemovedSuite.length
+      ? ['temp dir(s) of this run that could not be removed:', ...notRemoved, ...notRemovedSuite]
+      : []),
+  ];
+  const warnings = foreign.length
+    ? [
+        `${foreign.length} tether-* entr(y/ies) appeared in ${tmpdir()} during the run, not made through testDir (another process on this machine, tether itself, or a test that made its own; left as they are):`,
+        ...foreign.map((n) => join(tmpdir(), n)),
+      ]
+    : [];
+  return { problems, warnings };
+}
 
 function taggedAlive(ignore: Set<string>): string[] {
   const found: string[] = [];
@@ -59,16 +111,6 @@ export default function setup(project: TestProject) {
     throw new Error('gcc is not installed: the C fixtures need it (apt-get install gcc libc6-dev)');
   }
   process.env[RUN_VAR] = runId;
-  // `tether run` records in a ledger by default: this run's in a temp file, never the user's.
-  // (Tests of the default path set XDG_STATE_HOME and clear TETHER_LEDGER themselves.)
-  process.env.TETHER_LEDGER ??= join(mkdtempSync(join(tmpdir(), 'tether-suite-ledger-')), 'ledger.db');
-  // Live-session registrations (src/containment/live-session.ts) in this run's own directory,
-  // never the machine's /run/tether/sessions.
-  process.env.TETHER_SESSIONS_DIR ??= mkdtempSync(join(tmpdir(), 'tether-suite-sessions-'));
-  const sessions = process.env.TETHER_SESSIONS_DIR;
-  // Guard registrations (a session that keeps a service writes one: src/session/keep-registrations.ts)
-  // in this run's own state directory, never the machine's /run/tether.
-  process.env.TETHER_GUARD_STATE ??= mkdtempSync(join(tmpdir(), 'tether-suite-guard-state-'));
   mkdirSync(BUILD, { recursive: true });
   const stale = staleBuilds();
   for (const { source, out } of stale.fixtures) {
@@ -104,6 +146,27 @@ export default function setup(project: TestProject) {
       stdio: 'inherit',
     });
   }
+  // After the builds (a setup that throws gets no teardown to remove these).
+  const tempsBefore = tetherEntries();
+  // The suite's own directories: removed at the end (those given in the environment are not ours).
+  const suiteDirs: string[] = [];
+  const suiteDir = (prefix: string) => {
+    const dir = mkdtempSync(join(tmpdir(), prefix));
+    suiteDirs.push(dir);
+    return dir;
+  };
+  const tempsLog = join(suiteDir('tether-suite-temps-'), 'made');
+  process.env[TEMPS_LOG_VAR] = tempsLog;
+  // `tether run` records in a ledger by default: this run's in a temp file, never the user's.
+  // (Tests of the default path set XDG_STATE_HOME and clear TETHER_LEDGER themselves.)
+  process.env.TETHER_LEDGER ??= join(suiteDir('tether-suite-ledger-'), 'ledger.db');
+  // Live-session registrations (src/containment/live-session.ts) in this run's own directory,
+  // never the machine's /run/tether/sessions.
+  process.env.TETHER_SESSIONS_DIR ??= suiteDir('tether-suite-sessions-');
+  const sessions = process.env.TETHER_SESSIONS_DIR;
+  // Guard registrations (a session that keeps a service writes one: src/session/keep-registrations.ts)
+  // in this run's own state directory, never the machine's /run/tether.
+  process.env.TETHER_GUARD_STATE ??= suiteDir('tether-suite-guard-state-');
   mkdirSync(sessions, { recursive: true, mode: 0o700 });
   const ours = new Set<string>();
   const watcher = watchRegistrations(sessions, ours);
@@ -115,21 +178,22 @@ export default function setup(project: TestProject) {
     for (let i = 0; i < 20; i++) {
       left = taggedAlive(own);
       cgroups = ourSessionCgroups(ours);
-      if (left.length === 0 && cgroups.length === 0) {
-        watcher.close();
-        return;
-      }
+      if (left.length === 0 && cgroups.length === 0) break;
       await new Promise((r) => setTimeout(r, 100));
     }
     watcher.close();
-    // A teardown's exception is only logged by vitest: set the exit code too.
-    process.exitCode = 1;
+    const temps = checkTemps(suiteDirs, tempsLog, tempsBefore);
+    if (temps.warnings.length) console.warn(`suite temp check (warning): ${temps.warnings.join('\n  ')}`);
     const problems = [
       ...(left.length ? [`${left.length} tagged process(es) still alive after the tests:`, ...left] : []),
       ...(cgroups.length
         ? [`${cgroups.length} session cgroup(s) this run made still exist:`, ...cgroups]
         : []),
+      ...temps.problems,
     ];
+    if (problems.length === 0) return;
+    // A teardown's exception is only logged by vitest: set the exit code too.
+    process.exitCode = 1;
     throw new Error(`suite guard: ${problems.join('\n  ')}`);
   };
 }
