@@ -385,9 +385,10 @@ export class SandboxSession {
    * the commands themselves and what they left), then each command is given 2 s to end, then
    * what still runs is stopped by its call's own stop (another sweep, then its client is ended).
    * Resolves with one `SweepReport` of every sweep the session ran (`stopped`: everything they
-   * stopped). Rejects with `SandboxError` `CHANNEL_UNREACHABLE` or `SWEEP_CUT` (`report` partial,
-   * `complete: false`; `unsettled`) when the session's sweep could not run or was cut — never
-   * "nothing found" — and, without a sweep, with the ledger's refusal of the begin (its `LEDGER_*`
+   * stopped). Rejects with `SandboxError` `AMBIGUOUS_EFFECT` (`cause` the sweep's own error,
+   * `CHANNEL_UNREACHABLE` or `SWEEP_CUT`; `report` partial, `complete: false`; `unsettled`) when
+   * the session's sweep could not run or was cut — never "nothing found"; `CHANNEL_UNREACHABLE`
+   * only where every command's client and the sweep's failed at once: nothing ran — and, without a sweep, with the ledger's refusal of the begin (its `LEDGER_*`
    * or `INVALID_TAG` code, naming the ledger) when nothing was started. Idempotent: later calls
    * return the same promise.
    */
@@ -838,17 +839,28 @@ export class SandboxSession {
     };
   }
 
-  // The session's sweep could not run or was cut: its own code, the session named, never "nothing found".
+  // The session's sweep could not run or was cut: what its commands started may still run — an
+  // ambiguous effect (decisions.md D15: an end the sweep could not settle), whatever stopped the
+  // sweep (its own code is the cause's: CHANNEL_UNREACHABLE, SWEEP_CUT, …), the session named,
+  // never "nothing found". It was the sweep's code (CHANNEL_UNREACHABLE), which
+  // `isAmbiguousEffect` does not take for one — a caller deciding on it would retry — while the
+  // ledger's row said `ambiguous` and the CLI exited 121. Only a sweep whose client failed as
+  // every command's had, at once (ClientNotStartedError: nothing ran), keeps CHANNEL_UNREACHABLE.
+  // A command that ran as a `session` call of the resident helper says so (its notes: in the
+  // report, or the message when the sweep left none).
   private unswept(failure: unknown): SandboxError {
     const e = failure as SandboxError;
-    const code = e instanceof TetherError ? e.code : 'CHANNEL_UNREACHABLE';
+    const code = failure instanceof ClientNotStartedError ? 'CHANNEL_UNREACHABLE' : 'AMBIGUOUS_EFFECT';
     const what = this.reason ? ` (ended by its ${this.reason})` : '';
+    const notes = this.inCallSent ? this.inCallNotes : [];
+    const report = e?.report ? withNotes({ ...e.report, complete: false, ok: false }, notes) : undefined;
+    const said = !report && notes.length ? `; ${notes.join('; ')}` : '';
     return new SandboxError(
       code,
-      `the session ${this.tag} in ${this.channel.describe}${what} could not be swept: ${e?.message ?? String(failure)}; what it started may still run`,
+      `the session ${this.tag} in ${this.channel.describe}${what} could not be swept: ${e?.message ?? String(failure)}; what it started may still run${said}`,
       {
         cause: failure,
-        ...(e?.report ? { report: { ...e.report, complete: false, ok: false } } : {}),
+        ...(report ? { report } : {}),
         unsettled: e?.unsettled ?? [],
         tag: this.tag,
       },
@@ -883,8 +895,8 @@ export function session(channel: ExecChannel, options: SandboxSessionOptions = {
  * (`COMMAND_FAILED`, `TIMED_OUT` for `timeout` or the silence bound, `CANCELLED` for `signal`,
  * `MAX_BUFFER`, carrying the result's `stoppedBy`) for a failed proven end, with the command's `EXEC_STATUS_UNKNOWN` /
  * `AMBIGUOUS_EFFECT` / `CHANNEL_UNREACHABLE` / `INPUT_CUT` for an unproven one — unless
- * `reject: false` — and always with `SandboxError` `SWEEP_CUT` / `CHANNEL_UNREACHABLE` when
- * the session's sweep could not run.
+ * `reject: false` — and always with `SandboxError` `AMBIGUOUS_EFFECT` (its cause the sweep's
+ * `SWEEP_CUT` / `CHANNEL_UNREACHABLE`) when the session's sweep could not run.
  */
 // biome-ignore lint/complexity/noBannedTypes: no options, the default encoding.
 export async function run<O extends SandboxRunOptions = {}>(

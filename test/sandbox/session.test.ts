@@ -162,7 +162,7 @@ describe('sandbox.session', () => {
     }
   });
 
-  it("the session's sweep that cannot reach the container is CHANNEL_UNREACHABLE, never nothing found", async () => {
+  it("the session's sweep that cannot reach the container is an ambiguous effect (its cause CHANNEL_UNREACHABLE), never nothing found", async () => {
     const tag = createTag();
     try {
       // The commands go through; every sweep's exec fails (a client that exits 1 without a byte).
@@ -178,7 +178,11 @@ describe('sandbox.session', () => {
         (e: Error) => e,
       );
       expect(error, 'the end resolved').toBeInstanceOf(sandbox.SandboxError);
-      expect((error as { code?: string }).code).toBe('CHANNEL_UNREACHABLE');
+      // What it started may still run: never retried (it was CHANNEL_UNREACHABLE, which
+      // isAmbiguousEffect does not take for one), the sweep's code its cause's.
+      expect((error as { code?: string }).code).toBe('AMBIGUOUS_EFFECT');
+      expect(sandbox.isAmbiguousEffect(error)).toBe(true);
+      expect(((error as Error).cause as { code?: string }).code).toBe('CHANNEL_UNREACHABLE');
       expect((error as Error).message).toContain(tag.name);
       expect((error as { tag?: string }).tag).toBe(tag.name);
       // Truthful: the leftover does run on.
@@ -210,7 +214,8 @@ describe('sandbox.run', () => {
       .run(gone, ['true'], { sweep: { ...SWEEP, budgetMs: 4000, cancelBudgetMs: 300 } })
       .catch((e: Error) => e);
     const took = performance.now() - started;
-    expect((error as { code?: string }).code, (error as Error).message).toBe('CHANNEL_UNREACHABLE');
+    expect((error as { code?: string }).code, (error as Error).message).toBe('AMBIGUOUS_EFFECT');
+    expect(((error as Error).cause as { code?: string }).code).toBe('CHANNEL_UNREACHABLE');
     expect((error as Error).message).toContain('could not be swept');
     // The command's own sweep spent its budget: it retried after 250, 500 and 1000 ms and stops
     // when the next wait (2 s) no longer fits the 4 s, so at 1.75 s and more depending on how long
@@ -421,7 +426,7 @@ describe('tether sandbox run', () => {
       ]);
       expect(r.status, r.stderr).toBe(121);
       const end = JSON.parse(r.stderr.trim().split('\n').at(-1) as string);
-      expect([end.code, end.tag]).toEqual(['CHANNEL_UNREACHABLE', tag.name]);
+      expect([end.code, end.cause, end.tag]).toEqual(['AMBIGUOUS_EFFECT', 'CHANNEL_UNREACHABLE', tag.name]);
       expect(taggedOnHost(tag.name).map((p) => p.cmdline)).toContain('sleep 77'); // truthful: it runs on
     } finally {
       rmSync(dir, { recursive: true, force: true });
