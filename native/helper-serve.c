@@ -21,9 +21,14 @@
 // --call: what each later call execs directly, no shell and no hash: it passes its own stdin,
 // stdout and stderr to the server over DIR/sock (SCM_RIGHTS) and exits with the status the server
 // sends back. It is never trusted — it holds no key — and bytes swapped in for it can drop, stall
-// or misroute the streams, never write a line that verifies. The server forks a child per call,
-// which reads the request from the passed stdin in two reads, within CALL_FDS_WAIT_MS (the
-// command's stdin starts right after it):
+// or misroute the streams, never write a line that verifies. Each call has a child of the server,
+// forked ahead of it (idle_wait): the one child that waits on DIR/sock takes the connection,
+// clears the PR_SET_PDEATHSIG(SIGKILL) it waited under, tells the server (a byte on a socketpair:
+// the server forks the next one) and is the call's; where none could be forked the server accepts
+// and forks per connection. A server's end, KILL included, ends its waiting child; the window left
+// is that child's accept4(2) to its prctl(2), where the connection it took is cut before anything
+// ran. The call's child reads the request from the passed stdin in two reads, within
+// CALL_FDS_WAIT_MS (the command's stdin starts right after it):
 //
 //   tether-call LEN KIND NONCE TAG ARG0 ARG1 … MAC\n
 //
@@ -311,20 +316,26 @@ static void limits_record(void) {
   at_start.cpus_ok = sched_getaffinity(0, sizeof at_start.cpus, &at_start.cpus) == 0;
 }
 
-// 1 when every limit, the nice value and the affinity are as limits_record found them.
-static int limits_kept(void) {
+// 1 when every limit, the nice value and the affinity of process `pid` (0: this one) are as
+// limits_record found them in the server; 0 too when they cannot be read (prlimit(2) with no new
+// limit, getpriority(2) and sched_getaffinity(2) of another process of the uid: no dumpable check).
+static int limits_kept_of(pid_t pid) {
   for (int r = 0; r < RLIM_NLIMITS; r++) {
     struct rlimit now;
-    if (getrlimit(r, &now) < 0 || now.rlim_cur != at_start.rl[r].rlim_cur || now.rlim_max != at_start.rl[r].rlim_max)
+    if (prlimit(pid, r, NULL, &now) < 0 || now.rlim_cur != at_start.rl[r].rlim_cur ||
+        now.rlim_max != at_start.rl[r].rlim_max)
       return 0;
   }
   errno = 0;
-  if (getpriority(PRIO_PROCESS, 0) != at_start.nice) return 0;
+  int nice = getpriority(PRIO_PROCESS, (id_t)pid);
+  if (nice != at_start.nice || (nice == -1 && errno)) return 0;
   cpu_set_t cpus;
-  if (at_start.cpus_ok && (sched_getaffinity(0, sizeof cpus, &cpus) < 0 || !CPU_EQUAL(&cpus, &at_start.cpus)))
+  if (at_start.cpus_ok && (sched_getaffinity(pid, sizeof cpus, &cpus) < 0 || !CPU_EQUAL(&cpus, &at_start.cpus)))
     return 0;
   return 1;
 }
+
+static int limits_kept(void) { return limits_kept_of(0); }
 
 // read(2) of exactly n bytes, EINTR asked again, each read after a poll(2) that waits no later
 // than `deadline` (now_ms): 0, or -1 at EOF, on an error, or past the deadline — a connection
@@ -595,6 +606,7 @@ static void sweep_in_call(int conn, const char *text, unsigned char status, cons
 // MAC`); `run`: the command, its stdin relayed and hashed,
 // then `tether-end NONCE exit STATUS in BYTES SHA256 eof|open MAC` after everything it wrote, and STATUS to
 // the client. Never returns.
+static void call_serve(int conn) __attribute__((noreturn));
 static void call_serve(int conn) {
   if (call_take_streams(conn) < 0) _exit(0);
   char *line = NULL, *kind, *nonce, *tag, **cmd;
@@ -679,36 +691,204 @@ static void call_serve(int conn) {
   call_end(conn, text, status);
 }
 
-// The server's loop: a child per connection; ends after idle_ms without a call running or
-// waiting, or once DIR/sock is no longer the socket it bound (removed, replaced).
+// The pre-forked call child: forked by the server ahead of the next call, so that no fork is
+// between a connection and its call (one of a tiny static process is about 130 µs here). It waits
+// in poll(2) on the listening socket and on its end of a socketpair with the server, and is then
+// the only process that accepts: the server polls the pair, not the socket. On a connection it
+// accepts, clears its parent-death signal, writes one byte on the pair (the server forks the next
+// one) and is that call's child. EOF on the pair is its server's word to go (a server that ends
+// shuts its end down; one that is gone closed it), and PR_SET_PDEATHSIG(SIGKILL) with the getppid(2)
+// check after it ends it with a server KILLed: idle, it never outlives its server. Once it took a
+// call it has none, as a call's child forked by the server had none: the call goes on whatever
+// becomes of the server. What is left is the window from accept4(2) to the prctl(2) that clears
+// it, two system calls long, where a server's end kills it holding a connection whose request it
+// has not read: nothing ran, and the client says no status came (an unknown end), as a server
+// ending with that connection in its backlog would have cut it.
+#define IDLE_OUT_OF_ROOM 3 // its exit status: accept4(2) failed (out of fds or memory)
+#define IDLE_TAKEN 't'
+
+static struct {
+  pid_t pid; // 0: none waits
+  int sv;    // the server's end of the pair, non-blocking
+} idle = {0, -1};
+
+static void idle_wait(int lfd, int sv) __attribute__((noreturn));
+static void idle_wait(int lfd, int sv) {
+  signal(SIGTERM, SIG_DFL);
+  signal(SIGCHLD, SIG_DFL);
+  prctl(PR_SET_NAME, "tether-call");
+  // A server gone between the fork and the prctl sent no signal: its child is another's by then.
+  if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0 || getppid() != serve_pid) _exit(0);
+  int conn;
+  for (;;) {
+    struct pollfd p[2] = {{.fd = lfd, .events = POLLIN}, {.fd = sv, .events = POLLIN}};
+    if (poll(p, 2, -1) < 0) {
+      if (errno == EINTR) continue;
+      _exit(0);
+    }
+    if (p[1].revents) _exit(0); // the server ends (EOF) or is gone: nothing else comes on the pair
+    if (!p[0].revents) continue;
+    conn = accept4(lfd, NULL, NULL, SOCK_CLOEXEC); // the listening socket is non-blocking
+    if (conn >= 0) break;
+    // Out of fds or memory (its RLIMIT_NOFILE lowered), or any error but a connection gone before
+    // it was taken: the server ends instead of forking again (a pending connection keeps poll
+    // ready, as it kept the server's own before).
+    if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR && errno != ECONNABORTED) _exit(IDLE_OUT_OF_ROOM);
+  }
+  prctl(PR_SET_PDEATHSIG, 0);
+  char taken = IDLE_TAKEN;
+  (void)write_all(sv, &taken, 1); // a server gone meanwhile reads nothing: the call goes on
+  close(sv);
+  close(lfd);
+  // The server's own limits, as the server checked them before each accept4 when it accepted:
+  // prlimit(2) on the server (a command may) after this child's fork is not in this child's own,
+  // which call_serve checks; a server whose limits changed drops the connection (nothing ran) and
+  // ends at its next look. A server no longer its parent is not asked: its calls go on.
+  if (getppid() == serve_pid && !limits_kept_of(serve_pid)) _exit(0);
+  call_serve(conn);
+}
+
+// Forks the next pre-forked child: 0, or -1 (no pair or no fork: the server accepts itself).
+static int idle_fork(int lfd) {
+  int sv[2];
+  if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0) return -1;
+  pid_t pid = fork();
+  if (pid == 0) {
+    close(sv[0]);
+    idle_wait(lfd, sv[1]);
+  }
+  close(sv[1]);
+  if (pid < 0 || fcntl(sv[0], F_SETFL, O_NONBLOCK) < 0) {
+    close(sv[0]);
+    if (pid > 0) { // cannot be: its EOF ends it, reaped as any child that ran no call
+      idle.pid = pid;
+      idle.sv = -1;
+    }
+    return -1;
+  }
+  idle.pid = pid;
+  idle.sv = sv[0];
+  return 0;
+}
+
+// The pre-forked child, reaped (wait status st) by the server: 1 when it took a call (its byte is
+// there: it wrote it before anything of the call), else 0 — and *room 0 when it ended out of fds
+// or memory. Either way none waits now.
+static int idle_reaped(int st, int *room) {
+  char b = 0;
+  int took = idle.sv >= 0 && read(idle.sv, &b, 1) == 1 && b == IDLE_TAKEN;
+  if (!took && WIFEXITED(st) && WEXITSTATUS(st) == IDLE_OUT_OF_ROOM) *room = 0;
+  if (idle.sv >= 0) close(idle.sv);
+  idle.pid = 0;
+  idle.sv = -1;
+  return took;
+}
+
+// At the server's end, by any path: the pre-forked child is told to go (its end of the pair reads
+// EOF) and reaped — unless it took a call first (its byte), which goes on as any call does. One
+// that does not go within a second (stopped) is ended by its PR_SET_PDEATHSIG at the server's exit.
+static void idle_end(void) {
+  if (idle.pid <= 0) return;
+  if (idle.sv < 0) { // its pair failed at its fork: it went at once
+    while (waitpid(idle.pid, NULL, 0) < 0 && errno == EINTR) {
+    }
+    idle.pid = 0;
+    return;
+  }
+  shutdown(idle.sv, SHUT_WR);
+  long deadline = now_ms() + 1000;
+  for (;;) {
+    struct pollfd p = {.fd = idle.sv, .events = POLLIN};
+    long left = deadline - now_ms();
+    if (left <= 0) break;
+    int ready = poll(&p, 1, (int)left);
+    if (ready < 0 && errno == EINTR) continue;
+    if (ready <= 0) break;
+    char b;
+    ssize_t n = read(idle.sv, &b, 1);
+    if (n < 0 && (errno == EINTR || errno == EAGAIN)) continue;
+    if (n == 0) // it went: its pair's end closed at its exit
+      while (waitpid(idle.pid, NULL, 0) < 0 && errno == EINTR) {
+      }
+    break;
+  }
+  close(idle.sv);
+  idle.pid = 0;
+  idle.sv = -1;
+}
+
+// The server's loop: a pre-forked child waits for each next connection (idle_wait), the server
+// forking the next one when it takes one; where none could be forked, the server accepts and forks
+// per connection itself. Ends after idle_ms without a call running or waiting, once DIR/sock is no
+// longer the socket it bound (removed, replaced), or once its limits are not those of its start.
 static void serve_loop(int lfd, const char *path, const struct stat *own, long idle_ms) {
   long last = now_ms();
-  int running = 0;
+  int running = 0, room = 1;
+  // Non-blocking: an acceptor woken by poll(2) whose connection went meanwhile polls again.
+  fcntl(lfd, F_SETFL, fcntl(lfd, F_GETFL) | O_NONBLOCK);
   for (;;) {
-    if (serve_stop) return;
+    if (serve_stop) break;
     pid_t done;
     int st;
     // A call's child stopped by a process of the uid (SIGSTOP: a command on its parent, or a
     // leftover on the child sweeping it) is continued: it would hold its call, and a session's
-    // end, for good (a break attempt's). Only this server's own children, by waitpid(2).
+    // end, for good (a break attempt's); the pre-forked child too. Only this server's own
+    // children, by waitpid(2).
     while ((done = waitpid(-1, &st, WNOHANG | WUNTRACED)) > 0) {
       if (WIFSTOPPED(st)) {
         kill(done, SIGCONT);
         continue;
       }
+      if (done == idle.pid) {
+        if (idle_reaped(st, &room)) last = now_ms(); // took a call and ended it before its byte was read
+        continue;
+      }
       running--;
     }
+    if (!room) break;
     if (running) last = now_ms();
     struct stat now;
-    if (stat(path, &now) < 0 || now.st_ino != own->st_ino || now.st_dev != own->st_dev) return;
-    if (now_ms() - last >= idle_ms) return;
+    if (stat(path, &now) < 0 || now.st_ino != own->st_ino || now.st_dev != own->st_dev) break;
+    if (now_ms() - last >= idle_ms) break;
+    // At every wake, not only at a connection: the next pre-forked child inherits them.
+    if (!limits_kept()) break;
+    if (!idle.pid && running < SERVE_CALLS_MAX) (void)idle_fork(lfd);
+    if (idle.pid) {
+      if (idle.sv < 0) { // went at once (idle_fork): reaped above at its SIGCHLD
+        struct pollfd none = {.fd = -1};
+        (void)poll(&none, 1, 20);
+        continue;
+      }
+      struct pollfd p = {.fd = idle.sv, .events = POLLIN};
+      if (poll(&p, 1, 1000) <= 0) continue;
+      char b;
+      ssize_t n = read(idle.sv, &b, 1);
+      if (n == 1 && b == IDLE_TAKEN) { // a call: the child is that call's now
+        close(idle.sv);
+        idle.pid = 0;
+        idle.sv = -1;
+        running++;
+        last = now_ms();
+      } else if (n == 0) { // it ended without a call (killed, or out of room): reaped, its status read
+        while ((done = waitpid(idle.pid, &st, 0)) < 0 && errno == EINTR) {
+        }
+        if (done == idle.pid) {
+          (void)idle_reaped(st, &room);
+        } else {
+          close(idle.sv);
+          idle.pid = 0;
+          idle.sv = -1;
+        }
+      }
+      continue;
+    }
+    // No pre-forked child: none could be forked, or SERVE_CALLS_MAX calls run. The server accepts.
     struct pollfd p = {.fd = lfd, .events = POLLIN};
     if (poll(&p, 1, 1000) <= 0) continue;
-    if (!limits_kept()) return;
     int conn = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
     // Out of fds or memory (a lowered RLIMIT_NOFILE), a pending connection keeps poll ready: the
     // server ends instead of spinning, and the next call's ping starts another.
-    if (conn < 0 && (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM)) return;
+    if (conn < 0 && (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM)) break;
     if (conn < 0) continue;
     last = now_ms();
     if (running >= SERVE_CALLS_MAX) {
@@ -726,6 +906,7 @@ static void serve_loop(int lfd, const char *path, const struct stat *own, long i
     if (pid > 0) running++;
     close(conn);
   }
+  idle_end();
 }
 
 // Closes every fd but 0-2 and `keep`: what the start exec's shell left open (the helper's own

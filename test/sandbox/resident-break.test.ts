@@ -5,7 +5,7 @@
 // /proc/<init>/root. The leftover that swaps its listener in is test/fixtures/c/resident-mitm.c.
 import { execFileSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { chmodSync, copyFileSync, existsSync } from 'node:fs';
+import { chmodSync, copyFileSync, existsSync, readdirSync, readlinkSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { prebuiltCandidates } from '../../src/containment/prebuilt.js';
@@ -153,6 +153,26 @@ describe.skipIf(!serves)(`the resident helper under attack${serves ? '' : ` (ski
   };
   const kidsOf = (pid: number) =>
     read(`/proc/${pid}/task/${pid}/children`).trim().split(' ').filter(Boolean).map(Number);
+  // The sockets a process holds (socket:[INODE]), none once it is gone.
+  const socketsOf = (pid: number) => {
+    const out = new Set<string>();
+    try {
+      for (const fd of readdirSync(inBox(`/proc/${pid}/fd`))) {
+        try {
+          const link = readlinkSync(inBox(`/proc/${pid}/fd/${fd}`));
+          if (link.startsWith('socket:')) out.add(link);
+        } catch {}
+      }
+    } catch {}
+    return out;
+  };
+  // The server's children but its pre-forked one (native/helper-serve.c, idle_wait: it waits for the
+  // next call on the server's listening socket, which a call's child closes at once): the children
+  // of calls.
+  const callKidsOf = (pid: number) => {
+    const own = socketsOf(pid);
+    return kidsOf(pid).filter((k) => ![...socketsOf(k)].some((l) => own.has(l)));
+  };
   const fdsOf = (pid: number) =>
     execFileSync('ls', [inBox(`/proc/${pid}/fd`)])
       .toString()
@@ -171,7 +191,7 @@ describe.skipIf(!serves)(`the resident helper under attack${serves ? '' : ` (ski
     const ms = performance.now() - t0;
     await sleep(1500);
     const fd1 = fdsOf(server.pid);
-    const kids = kidsOf(server.pid).map((k) =>
+    const kids = callKidsOf(server.pid).map((k) =>
       read(`/proc/${k}/stat`)
         .replace(/^.*\) /, '')
         .slice(0, 1),
@@ -256,7 +276,7 @@ os._exit(5)`;
     const [cmd0, ...rest] = box.prefix;
     for (const k of kidsOf(server.pid)) execFileSync(String(cmd0), [...rest, 'kill', '-KILL', String(k)]);
     await sleep(1200);
-    expect(kidsOf(server.pid)).toEqual([]);
+    expect(callKidsOf(server.pid)).toEqual([]);
   }, 60_000);
 
   it('connections that pass a pipe as stdin and its own write end as stdout hold a child of the server only until CALL_FDS_WAIT_MS: the server still idles out, and calls run once they are gone (before: held for good, every call refused)', async () => {
@@ -297,9 +317,9 @@ print('sent', n)`;
       const stat = read(`/proc/${idlePid}/stat`);
       return stat === '' || /\) Z /.test(stat);
     };
-    for (let i = 0; i < 250 && !(idleGone() && kidsOf(server.pid).length === 0); i++) await sleep(100);
+    for (let i = 0; i < 250 && !(idleGone() && callKidsOf(server.pid).length === 0); i++) await sleep(100);
     expect(idleGone(), 'the idle server ended').toBe(true);
-    expect(kidsOf(server.pid)).toEqual([]);
+    expect(callKidsOf(server.pid)).toEqual([]);
     const mark = `/tmp/ran-${hex(4)}`;
     const r = await sandbox.exec(channel, ['sh', '-c', `echo ran > ${mark}`], { resident: true });
     expect(r.ok).toBe(true);

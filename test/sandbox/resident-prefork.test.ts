@@ -1,0 +1,264 @@
+// The resident server's pre-forked call child (native/helper-serve.c, idle_wait): the server keeps
+// one child forked ahead of the next call, waiting on its listening socket, and forks the next one
+// when it takes a call. Ground truth from the host's /proc: the server's children (pid, start
+// time, state, the sockets each holds), the command's parent, and what is left after each end —
+// a SIGKILL of the server (the test started it), a `stop` request (sandbox.stopResident) and the
+// idle bound.
+import { randomBytes } from 'node:crypto';
+import { existsSync, readdirSync, readFileSync, readlinkSync } from 'node:fs';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { prebuiltCandidates } from '../../src/containment/prebuilt.js';
+import { sandbox } from '../../src/index.js';
+import type { ExecChannel } from '../../src/sandbox/channel.js';
+import { pushHelper } from '../../src/sandbox/helper-push.js';
+import {
+  acceptServer,
+  callRequest,
+  endLine,
+  newAgreement,
+  type Server,
+  serveRequest,
+  verifies,
+} from '../../src/sandbox/resident.js';
+import { residentServer } from '../../src/sandbox/resident-server.js';
+import { childrenOf, isAlive, isDeadZombie, type ProcessId, pids, readStat } from '../support/proc.js';
+import { missing } from '../support/tools.js';
+import { type Container, privateTmp, sleep, startContainer } from './container.js';
+
+const local = prebuiltCandidates(process.arch).find((p) => existsSync(p));
+// A helper built without libsodium answers `--serve` with `unsupported`: nothing here applies.
+const why = local ? missing('libsodium.a') : 'no prebuilt helper built here';
+const serves = why === '';
+
+interface Ran {
+  stdout: string;
+  stderr: string;
+  status: number | null;
+}
+
+async function execOnce(channel: ExecChannel, argv: string[], input: string): Promise<Ran> {
+  const client = channel.exec(argv);
+  const out: Buffer[] = [];
+  const err: Buffer[] = [];
+  client.stdout.on('data', (b: Buffer) => out.push(b));
+  client.stderr.on('data', (b: Buffer) => err.push(b));
+  const closed = Promise.all([
+    new Promise((r) => client.stdout.once('close', r)),
+    new Promise((r) => client.stderr.once('close', r)),
+  ]);
+  client.stdin.end(input);
+  const exit = await client.exited;
+  await closed;
+  return {
+    stdout: Buffer.concat(out).toString('latin1'),
+    stderr: Buffer.concat(err).toString(),
+    status: exit.status,
+  };
+}
+
+const hex = (n: number) => randomBytes(n).toString('hex');
+
+describe.skipIf(!serves)(
+  `the resident server's pre-forked call child${serves ? '' : ` (skipped: ${why})`}`,
+  () => {
+    let box: Container;
+    let helper: string;
+    let ns: string;
+    beforeAll(async () => {
+      box = await startContainer(240);
+      privateTmp(box, `tether-prefork-${process.pid}-${hex(4)}`);
+      const pushed = await pushHelper(box.channel);
+      if (!('path' in pushed)) throw new Error(`no helper: ${pushed.unavailable}`);
+      helper = pushed.path;
+      ns = readlinkSync(`/proc/${box.init}/ns/pid`);
+    });
+    afterAll(async () => {
+      await box?.stop();
+    });
+
+    // The host pids of the container's processes, each with its pid in the container (NSpid's last).
+    function inBox(): { pid: number; nsPid: number }[] {
+      const found = [];
+      for (const pid of pids()) {
+        try {
+          if (readlinkSync(`/proc/${pid}/ns/pid`) !== ns) continue;
+          const ids = /^NSpid:\s+(.*)$/m
+            .exec(readFileSync(`/proc/${pid}/status`, 'latin1'))?.[1]
+            ?.trim()
+            .split(/\s+/);
+          if (ids) found.push({ pid, nsPid: Number(ids[ids.length - 1]) });
+        } catch {
+          // gone meanwhile
+        }
+      }
+      return found;
+    }
+    const hostPidOf = (nsPid: number) => inBox().find((p) => p.nsPid === nsPid)?.pid;
+    const nsPidOf = (pid: number) => inBox().find((p) => p.pid === pid)?.nsPid;
+    // Live processes of the container named tether-call or tether-serve (comm).
+    const helpersInBox = () =>
+      inBox().filter((p) => {
+        const stat = readStat(p.pid);
+        return stat && !isDeadZombie(stat) && (stat.comm === 'tether-call' || stat.comm === 'tether-serve');
+      });
+    const socketsOf = (pid: number) => {
+      const out = new Set<string>();
+      try {
+        for (const fd of readdirSync(`/proc/${pid}/fd`)) {
+          try {
+            const link = readlinkSync(`/proc/${pid}/fd/${fd}`);
+            if (link.startsWith('socket:')) out.add(link);
+          } catch {
+            // closed meanwhile
+          }
+        }
+      } catch {
+        // gone
+      }
+      return out;
+    };
+    // The server's live children, each with what the test asserts of it: its comm and state, and
+    // whether it holds a socket the server holds too (the listening socket: a call's child closes it
+    // at once, the pre-forked one waits on it).
+    function childrenOfServer(server: number) {
+      const own = socketsOf(server);
+      return childrenOf(server)
+        .filter((s) => !isDeadZombie(s))
+        .map((s) => ({
+          id: { pid: s.pid, startTime: s.startTime } as ProcessId,
+          comm: s.comm,
+          state: s.state,
+          listens: [...socketsOf(s.pid)].some((l) => own.has(l)),
+        }));
+    }
+    // Polled (a call's child ends a moment after its client has its status; the next pre-forked
+    // child is forked as a call is taken): exactly one child, waiting.
+    async function theIdleChild(server: number) {
+      let kids = childrenOfServer(server);
+      for (let i = 0; i < 150 && !(kids.length === 1 && kids[0]?.state === 'S' && kids[0]?.listens); i++) {
+        await sleep(20);
+        kids = childrenOfServer(server);
+      }
+      expect(
+        kids.map((k) => ({ comm: k.comm, state: k.state, listens: k.listens })),
+        'one idle call child between calls',
+      ).toEqual([{ comm: 'tether-call', state: 'S', listens: true }]);
+      return (kids[0] as { id: ProcessId }).id;
+    }
+    async function gone(ids: ProcessId[], ms = 5000) {
+      for (let i = 0; i < ms / 20 && ids.some(isAlive); i++) await sleep(20);
+      return ids.filter(isAlive);
+    }
+
+    async function start(dir: string, idleMs = 60_000): Promise<Server & { host: number }> {
+      const agreement = newAgreement();
+      const ran = await execOnce(
+        box.channel,
+        [helper, '--serve', dir, '--idle', String(idleMs)],
+        serveRequest(agreement),
+      );
+      expect(ran.status, ran.stderr).toBe(0);
+      const server = acceptServer(agreement, ran.stdout.replace(/\n$/, ''));
+      if (!server) throw new Error(`no server line that verifies: ${JSON.stringify(ran.stdout)}`);
+      const host = hostPidOf(server.pid);
+      if (!host) throw new Error(`premise broken: the server ${server.pid} is not in the container's /proc`);
+      return { ...server, host };
+    }
+
+    // One call of `sh -c SCRIPT`: its status, its output before the end line, and whether the end
+    // line verifies.
+    async function call(server: Server, dir: string, script: string) {
+      const nonce = hex(16);
+      const ran = await execOnce(
+        box.channel,
+        [helper, '--call', dir],
+        callRequest(server.key, nonce, hex(16), ['sh', '-c', script]),
+      );
+      const at = ran.stdout.lastIndexOf(`tether-end ${nonce} `);
+      const line = at >= 0 ? ran.stdout.slice(at).replace(/\n$/, '') : '';
+      return {
+        status: ran.status,
+        out: at >= 0 ? ran.stdout.slice(0, at) : ran.stdout,
+        // Its empty stdin taken to its end, or not yet when the command ended first.
+        verified:
+          at >= 0 &&
+          verifies(server.key, line) &&
+          [true, false].some(
+            (ended) => line === endLine(server.key, nonce, ran.status ?? -1, Buffer.alloc(0), ended),
+          ),
+      };
+    }
+
+    it('one idle call child waits between calls and takes the next one (the command is its child); two calls at once both complete; a SIGKILLed server takes its idle child with it', async () => {
+      const dir = `/tmp/tether-prefork-${hex(8)}`;
+      const server = await start(dir);
+      // Before any call: the server forked its first one.
+      const first = await theIdleChild(server.host);
+      const firstNs = nsPidOf(first.pid);
+      const a = await call(server, dir, 'echo $PPID');
+      expect(a).toEqual({ status: 0, out: `${firstNs}\n`, verified: true });
+      // The child that waited took the call and ended with it; another waits now.
+      expect(await gone([first])).toEqual([]);
+      const second = await theIdleChild(server.host);
+      expect(second.pid).not.toBe(first.pid);
+      const secondNs = nsPidOf(second.pid);
+      expect(await call(server, dir, 'echo $PPID; exit 3')).toEqual({
+        status: 3,
+        out: `${secondNs}\n`,
+        verified: true,
+      });
+
+      // Two calls at once: each holds its call child while the other is taken.
+      const [c, d] = await Promise.all([
+        call(server, dir, 'sleep 0.5; echo c'),
+        call(server, dir, 'sleep 0.5; echo d'),
+      ]);
+      expect([c, d]).toEqual([
+        { status: 0, out: 'c\n', verified: true },
+        { status: 0, out: 'd\n', verified: true },
+      ]);
+      const idle = await theIdleChild(server.host);
+
+      // The server KILLed (the test started it): its idle child goes with it (PR_SET_PDEATHSIG).
+      const serverId = { pid: server.host, startTime: readStat(server.host)?.startTime ?? -1 };
+      process.kill(server.host, 'SIGKILL');
+      expect(await gone([serverId, idle]), 'the server and its idle child are gone').toEqual([]);
+      expect(helpersInBox(), 'no tether-call or tether-serve left in the container').toEqual([]);
+    }, 60_000);
+
+    it('sandbox.stopResident: the server ends, its idle child reaped, nothing left', async () => {
+      expect((await sandbox.exec(box.channel, ['true'], { resident: true })).ok).toBe(true);
+      const server = await residentServer(box.channel, ['sh']);
+      if (!('pid' in server)) throw new Error('no server');
+      const host = hostPidOf(server.pid);
+      if (!host) throw new Error('premise broken: the server is not in the container');
+      const serverId = { pid: host, startTime: readStat(host)?.startTime ?? -1 };
+      const idle = await theIdleChild(host);
+      expect((await sandbox.exec(box.channel, ['sh', '-c', 'echo again'], { resident: true })).stdout).toBe(
+        'again\n',
+      );
+      const next = await theIdleChild(host);
+      expect(await sandbox.stopResident(box.channel)).toBe(true);
+      expect(await gone([serverId, idle, next]), 'the server and its idle children are gone').toEqual([]);
+      expect(helpersInBox(), 'no tether-call or tether-serve left in the container').toEqual([]);
+    }, 60_000);
+
+    it('the idle bound: a call resets it; at its end the server reaps its idle child, nothing left', async () => {
+      const dir = `/tmp/tether-prefork-${hex(8)}`;
+      const server = await start(dir, 3000);
+      const serverId = { pid: server.host, startTime: readStat(server.host)?.startTime ?? -1 };
+      await sleep(2000);
+      expect(await call(server, dir, 'echo reset')).toEqual({ status: 0, out: 'reset\n', verified: true });
+      const t0 = Date.now();
+      const idle = await theIdleChild(server.host);
+      await sleep(1500);
+      // 3.5 s after its start, 1.5 s after the call: the call reset its bound.
+      expect(isAlive(serverId), 'the server still runs: the call reset its idle bound').toBe(true);
+      expect(await gone([serverId, idle], 8000), 'ended after its idle bound, its idle child too').toEqual(
+        [],
+      );
+      expect(Date.now() - t0).toBeGreaterThan(2500);
+      expect(helpersInBox(), 'no tether-call or tether-serve left in the container').toEqual([]);
+    }, 60_000);
+  },
+);
