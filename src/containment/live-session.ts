@@ -157,9 +157,10 @@ const madeDirs = new Set<string>();
  * write, code `ENOTPRIVATE`): one 0600 file, by write-then-rename, naming the tag, this process's
  * pid + start time, the boot id and the PID namespace. `remove()` takes it away at the session's
  * end, and with it stale files of the same boot and PID namespace whose supervisor is gone (a
- * SIGKILLed supervisor never removes its own; at most 32 checked, from a random one on: the end,
- * or `prune()` while the session runs, not the start, pays for it). Throws what the filesystem throws (EACCES, EROFS, ENOSPC…): the
- * caller says so.
+ * SIGKILLed supervisor never removes its own; at most 32 checked, from a random one on, and at
+ * most once per `PRUNE_INTERVAL_MS` in a directory by this process: the end, or `prune()` while
+ * the session runs, not the start, pays for it). Throws what the filesystem throws (EACCES,
+ * EROFS, ENOSPC…): the caller says so.
  */
 export function registerSession(tag: string, dir = sessionsDir(), procRoot = '/proc'): Registered {
   if (!TAG_NAME_PATTERN.test(tag)) throw new Error(`not a session tag name: ${JSON.stringify(tag)}`);
@@ -257,12 +258,26 @@ function removeQuietly(path: string): void {
 /** Registration files a `remove()` checks for a gone supervisor, at most (from a random one on). */
 const PRUNE_MAX_FILES = 32;
 
+/**
+ * The least time between two looks for stale files in one directory by one process, ms: a
+ * process making many short calls (an agent's tool commands, each a registration) read the
+ * directory and up to 32 supervisors' stat files at every call's end. A stale file is harmless
+ * meanwhile: a reader counts a registration only while the process it names holds it open.
+ */
+export const PRUNE_INTERVAL_MS = 5_000;
+const prunedAt = new Map<string, number>();
+
 // Removes registrations of this boot and PID namespace whose supervisor is gone, judged first by
 // the pid + start time in the file's name (one stat read each, none for this process's own),
-// the file read only then. Best effort and bounded (PRUNE_MAX_FILES a call): another
-// namespace's, another boot's or an unreadable file is left as it is.
+// the file read only then. Best effort and bounded (PRUNE_MAX_FILES a call, one call a
+// PRUNE_INTERVAL_MS per directory): another namespace's, another boot's or an unreadable file is
+// left as it is.
 function pruneStale(dir: string, ids: ReturnType<typeof hostIds>, procRoot: string, self: ProcStat): void {
   if (ids.pidNamespace === undefined) return;
+  const now = performance.now();
+  const last = prunedAt.get(dir);
+  if (last !== undefined && now - last < PRUNE_INTERVAL_MS) return;
+  prunedAt.set(dir, now);
   const own = `${self.pid}.${self.startTime}`;
   let names: string[];
   try {

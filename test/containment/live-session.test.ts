@@ -19,6 +19,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import {
   holdsOpen,
   liveSupervisors,
+  PRUNE_INTERVAL_MS,
   readSessionRegistrations,
   registerSession,
   sessionsDir,
@@ -264,6 +265,28 @@ taker?.kill('SIGKILL');
     expect(existsSync(stale), 'a gone supervisor’s file was kept').toBe(false);
     expect(existsSync(live), 'a live supervisor’s file was removed').toBe(true);
     expect(existsSync(own.path), 'a live supervisor’s file was removed').toBe(true);
+    own.remove();
+  });
+
+  it('is looked for stale files once per PRUNE_INTERVAL_MS in a directory by one process', async () => {
+    const dir = join(tempDir(), 'sessions');
+    mkdirSync(dir);
+    const first = registerSession(createTag().name, dir);
+    first.remove(); // the first look in this directory
+    const goneId = await goneIdentity();
+    const other = registerSession(createTag().name, dir);
+    const stale = forge(other.path, createTag().name, goneId);
+    other.remove(); // within the interval: no second look (a tool command's end each time)
+    expect(existsSync(stale), 'looked again within the interval').toBe(true);
+    expect(PRUNE_INTERVAL_MS).toBeGreaterThan(0);
+    // Another directory is its own: its first end looks.
+    const elsewhere = join(tempDir(), 'sessions');
+    mkdirSync(elsewhere);
+    const own = registerSession(createTag().name, elsewhere);
+    const staleThere = forge(own.path, createTag().name, goneId);
+    const next = registerSession(createTag().name, elsewhere);
+    next.remove();
+    expect(existsSync(staleThere), 'a gone supervisor’s file was kept').toBe(false);
     own.remove();
   });
 
