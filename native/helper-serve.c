@@ -15,8 +15,9 @@
 // (SPK its public key, PID and START the server's identity, MAC = HMAC-SHA-256 under the key of
 // everything before its space, in hex) and leaves the exec: the server is a child in a POSIX
 // session of its own, its stdio /dev/null, which ends itself after --idle MS (default 600000)
-// without a call, once DIR/sock is no longer its socket, or once its limits, nice value or CPU
-// affinity are not what they were at its start (limits_kept), or on SIGTERM (a `stop` request's).
+// without a call, once DIR/sock is no longer its socket, or once its limits, nice value, CPU
+// affinity, scheduling attributes or I/O priority are not what they were at its start
+// (limits_kept), or on SIGTERM (a `stop` request's).
 //
 // --call: what each later call execs directly, no shell and no hash: it passes its own stdin,
 // stdout and stderr to the server over DIR/sock (SCM_RIGHTS) and exits with the status the server
@@ -298,27 +299,60 @@ static void on_stop(int sig) {
 }
 
 // What the server's commands inherit from it, as it was at its start: every resource limit, its
-// nice value and its CPU affinity. A process of the uid may change them (prlimit(2),
-// setpriority(2), sched_setaffinity(2) ask no more than the uid), and every later call's command
-// would inherit them — another session's too: the server ends instead, and a call's child that
-// finds them changed runs nothing.
+// nice value, its CPU affinity, its scheduling policy and attributes (sched_getattr(2): the policy,
+// its priority and flags — SCHED_IDLE, SCHED_BATCH, reset-on-fork — and the utilization clamps)
+// and its I/O priority. A process of the uid may change them (prlimit(2), setpriority(2),
+// sched_setaffinity(2), sched_setscheduler(2) and sched_setattr(2), ioprio_set(2) ask no more than
+// the uid; none needs the target dumpable), and every later call's command would inherit them —
+// another session's too: the server ends instead, and a call's child that finds them changed runs
+// nothing. (The scheduling policy and the I/O class were found missing by a break attempt:
+// SCHED_IDLE and the idle I/O class set on the pre-forked child were the next call's command's.)
+struct sched_attr_v1 { // struct sched_attr of <linux/sched/types.h>, SCHED_ATTR_SIZE_VER1
+  uint32_t size, policy;
+  uint64_t flags;
+  int32_t nice;
+  uint32_t priority;
+  uint64_t runtime, deadline, period;
+  uint32_t util_min, util_max;
+};
+
+#define IOPRIO_WHO_PROCESS 1
+
 static struct {
   struct rlimit rl[RLIM_NLIMITS];
   int nice;
   cpu_set_t cpus;
   int cpus_ok;
+  struct sched_attr_v1 sched;
+  int sched_ok; // sched_getattr(2) answered (Linux 3.14 on); else the policy and priority alone
+  int policy;
+  struct sched_param param;
+  long ioprio; // -1: ioprio_get(2) did not answer (not compared)
 } at_start;
+
+// The scheduling attributes of `pid` (0: this process), as sched_getattr(2) gives them: 0, or -1.
+static int sched_of(pid_t pid, struct sched_attr_v1 *out) {
+  memset(out, 0, sizeof *out);
+  if (syscall(SYS_sched_getattr, pid, out, sizeof *out, 0) < 0) return -1;
+  out->size = 0; // the kernel's size, not an attribute
+  return 0;
+}
 
 static void limits_record(void) {
   for (int r = 0; r < RLIM_NLIMITS; r++) getrlimit(r, &at_start.rl[r]);
   errno = 0;
   at_start.nice = getpriority(PRIO_PROCESS, 0);
   at_start.cpus_ok = sched_getaffinity(0, sizeof at_start.cpus, &at_start.cpus) == 0;
+  at_start.sched_ok = sched_of(0, &at_start.sched) == 0;
+  at_start.policy = sched_getscheduler(0);
+  if (sched_getparam(0, &at_start.param) < 0) memset(&at_start.param, 0, sizeof at_start.param);
+  at_start.ioprio = syscall(SYS_ioprio_get, IOPRIO_WHO_PROCESS, 0);
 }
 
-// 1 when every limit, the nice value and the affinity of process `pid` (0: this one) are as
-// limits_record found them in the server; 0 too when they cannot be read (prlimit(2) with no new
-// limit, getpriority(2) and sched_getaffinity(2) of another process of the uid: no dumpable check).
+// 1 when every limit, the nice value, the affinity, the scheduling attributes and the I/O priority
+// of process `pid` (0: this one) are as limits_record found them in the server; 0 too when they
+// cannot be read (prlimit(2) with no new limit, getpriority(2), sched_getaffinity(2),
+// sched_getattr(2) and ioprio_get(2) of another process of the uid: no dumpable check).
 static int limits_kept_of(pid_t pid) {
   for (int r = 0; r < RLIM_NLIMITS; r++) {
     struct rlimit now;
@@ -332,6 +366,16 @@ static int limits_kept_of(pid_t pid) {
   cpu_set_t cpus;
   if (at_start.cpus_ok && (sched_getaffinity(pid, sizeof cpus, &cpus) < 0 || !CPU_EQUAL(&cpus, &at_start.cpus)))
     return 0;
+  if (at_start.sched_ok) {
+    struct sched_attr_v1 now;
+    if (sched_of(pid, &now) < 0 || memcmp(&now, &at_start.sched, sizeof now) != 0) return 0;
+  } else {
+    struct sched_param param;
+    if (sched_getscheduler(pid) != at_start.policy || sched_getparam(pid, &param) < 0 ||
+        param.sched_priority != at_start.param.sched_priority)
+      return 0;
+  }
+  if (at_start.ioprio >= 0 && syscall(SYS_ioprio_get, IOPRIO_WHO_PROCESS, pid) != at_start.ioprio) return 0;
   return 1;
 }
 
