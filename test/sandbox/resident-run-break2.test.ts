@@ -444,7 +444,11 @@ describe.skipIf(cgWhy !== '')(
           `setsid sleep ${s} </dev/null >/dev/null 2>&1 & echo $!`,
         ]);
         const pid = started.stdout.trim();
-        const [host] = sleepersIn(box, s);
+        // The exec ends as its shell does: the setsid'd child may not have exec'd sleep yet (a
+        // loaded machine's whole run found it not yet there).
+        let [host] = sleepersIn(box, s);
+        for (const until = Date.now() + 5000; !host && Date.now() < until; await sleep(20))
+          [host] = sleepersIn(box, s);
         const r = await said(
           sandbox.run(
             channel,
