@@ -2,6 +2,7 @@
 // `unshare --pid --mount --fork --mount-proc`, whose init is a bounded sleep loop (it reaps the
 // orphans reparented to it), entered through `nsenter -t INIT -a` — a real exec channel.
 import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
 import {
   chmodSync,
   copyFileSync,
@@ -25,6 +26,7 @@ import {
   type ExecChannel,
   type ExecClient,
 } from '../../src/sandbox/index.js';
+import { callRequest, endLine, verifies } from '../../src/sandbox/resident.js';
 import {
   cmdlineOf,
   environOfAnyThread,
@@ -552,3 +554,64 @@ def script_after_first_hash(shell, end):
     os.close(hold)
     time.sleep(30)
 `;
+
+/** What one exec through a channel gave: its stdout's bytes, its stderr, the client's status. */
+export interface ExecRan {
+  stdout: Buffer;
+  stderr: string;
+  status: number | null;
+}
+
+/** One exec of `argv` through `channel`, `input` on its stdin, to its exit and its streams' close. */
+export async function execOnce(
+  channel: ExecChannel,
+  argv: string[],
+  input: string | Buffer,
+): Promise<ExecRan> {
+  const client = channel.exec(argv);
+  const out: Buffer[] = [];
+  const err: Buffer[] = [];
+  client.stdout.on('data', (b: Buffer) => out.push(b));
+  client.stderr.on('data', (b: Buffer) => err.push(b));
+  const closed = Promise.all([
+    new Promise((r) => client.stdout.once('close', r)),
+    new Promise((r) => client.stderr.once('close', r)),
+  ]);
+  client.stdin.end(input);
+  const exit = await client.exited;
+  await closed;
+  return { stdout: Buffer.concat(out), stderr: Buffer.concat(err).toString(), status: exit.status };
+}
+
+/**
+ * One `run` call of `sh -c SCRIPT` straight to a resident server (`HELPER --call DIR`, the request
+ * under `key`, an empty stdin): the client's status, the output before the end line, and whether
+ * that line verifies and is the server's for this call (its empty stdin taken to its end, or not
+ * yet when the command ended first).
+ */
+export async function residentCall(
+  channel: ExecChannel,
+  server: { key: Buffer; helper: string; dir: string },
+  script: string,
+): Promise<{ status: number | null; out: string; verified: boolean }> {
+  const nonce = randomBytes(16).toString('hex');
+  const tag = randomBytes(16).toString('hex');
+  const ran = await execOnce(
+    channel,
+    [server.helper, '--call', server.dir],
+    callRequest(server.key, nonce, tag, ['sh', '-c', script]),
+  );
+  const stdout = ran.stdout.toString('latin1');
+  const at = stdout.lastIndexOf(`tether-end ${nonce} `);
+  const line = at >= 0 ? stdout.slice(at).replace(/\n$/, '') : '';
+  return {
+    status: ran.status,
+    out: at >= 0 ? stdout.slice(0, at) : stdout,
+    verified:
+      at >= 0 &&
+      verifies(server.key, line) &&
+      [true, false].some(
+        (ended) => line === endLine(server.key, nonce, ran.status ?? -1, Buffer.alloc(0), ended),
+      ),
+  };
+}

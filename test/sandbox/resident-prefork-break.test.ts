@@ -13,11 +13,11 @@ import { describe, expect, it } from 'vitest';
 import { prebuiltCandidates } from '../../src/containment/prebuilt.js';
 import { sandbox } from '../../src/index.js';
 import type { ExecChannel } from '../../src/sandbox/index.js';
-import { callRequest, endLine, type Server, verifies } from '../../src/sandbox/resident.js';
+import type { Server } from '../../src/sandbox/resident.js';
 import { type ResidentServer, residentServer } from '../../src/sandbox/resident-server.js';
 import { childrenOf, isAlive, isDeadZombie, type ProcessId, pids, readStat } from '../support/proc.js';
 import { missing, onPath } from '../support/tools.js';
-import { AS_NOBODY, asNobodyIn, type Container, sleep } from './container.js';
+import { AS_NOBODY, asNobodyIn, type Container, residentCall, sleep } from './container.js';
 
 const local = prebuiltCandidates(process.arch).find((p) => existsSync(p));
 const PY = '/usr/bin/python3';
@@ -28,32 +28,6 @@ const serves = why === '';
 const strace = onPath('strace');
 const noStrace = strace ? '' : 'strace is not installed (apt-get install strace)';
 const hex = (n: number) => randomBytes(n).toString('hex');
-
-interface Ran {
-  stdout: string;
-  stderr: string;
-  status: number | null;
-}
-
-async function execOnce(channel: ExecChannel, argv: string[], input: string): Promise<Ran> {
-  const client = channel.exec(argv);
-  const out: Buffer[] = [];
-  const err: Buffer[] = [];
-  client.stdout.on('data', (b: Buffer) => out.push(b));
-  client.stderr.on('data', (b: Buffer) => err.push(b));
-  const closed = Promise.all([
-    new Promise((r) => client.stdout.once('close', r)),
-    new Promise((r) => client.stderr.once('close', r)),
-  ]);
-  client.stdin.end(input);
-  const exit = await client.exited;
-  await closed;
-  return {
-    stdout: Buffer.concat(out).toString('latin1'),
-    stderr: Buffer.concat(err).toString(),
-    status: exit.status,
-  };
-}
 
 describe.skipIf(!serves)(
   `the resident server's pre-forked call child under attack${serves ? '' : ` (skipped: ${why})`}`,
@@ -157,27 +131,9 @@ describe.skipIf(!serves)(
       });
     }
     // One low-level call of `sh -c SCRIPT` on a server (no ping before it): its status, its output
-    // before the end line, whether that line verifies.
-    async function rawCall(s: Server & { helper: string; dir: string }, script: string) {
-      const nonce = hex(16);
-      const ran = await execOnce(
-        channel,
-        [s.helper, '--call', s.dir],
-        callRequest(s.key, nonce, hex(16), ['sh', '-c', script]),
-      );
-      const at = ran.stdout.lastIndexOf(`tether-end ${nonce} `);
-      const line = at >= 0 ? ran.stdout.slice(at).replace(/\n$/, '') : '';
-      return {
-        status: ran.status,
-        out: at >= 0 ? ran.stdout.slice(0, at) : ran.stdout,
-        verified:
-          at >= 0 &&
-          verifies(s.key, line) &&
-          [true, false].some(
-            (ended) => line === endLine(s.key, nonce, ran.status ?? -1, Buffer.alloc(0), ended),
-          ),
-      };
-    }
+    // before the end line, whether that line verifies (container.ts, residentCall).
+    const rawCall = (s: Server & { helper: string; dir: string }, script: string) =>
+      residentCall(channel, s, script);
     // A strace of the test's own (root, on the host) attached to `pid`, its output in memory.
     function traceOf(pid: number, args: string[]): { proc: ChildProcess; out: () => string } {
       let text = '';

@@ -9,52 +9,17 @@ import { existsSync, readdirSync, readFileSync, readlinkSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { prebuiltCandidates } from '../../src/containment/prebuilt.js';
 import { sandbox } from '../../src/index.js';
-import type { ExecChannel } from '../../src/sandbox/channel.js';
 import { pushHelper } from '../../src/sandbox/helper-push.js';
-import {
-  acceptServer,
-  callRequest,
-  endLine,
-  newAgreement,
-  type Server,
-  serveRequest,
-  verifies,
-} from '../../src/sandbox/resident.js';
+import { acceptServer, newAgreement, type Server, serveRequest } from '../../src/sandbox/resident.js';
 import { residentServer } from '../../src/sandbox/resident-server.js';
 import { childrenOf, isAlive, isDeadZombie, type ProcessId, pids, readStat } from '../support/proc.js';
 import { missing } from '../support/tools.js';
-import { type Container, privateTmp, sleep, startContainer } from './container.js';
+import { type Container, execOnce, privateTmp, residentCall, sleep, startContainer } from './container.js';
 
 const local = prebuiltCandidates(process.arch).find((p) => existsSync(p));
 // A helper built without libsodium answers `--serve` with `unsupported`: nothing here applies.
 const why = local ? missing('libsodium.a') : 'no prebuilt helper built here';
 const serves = why === '';
-
-interface Ran {
-  stdout: string;
-  stderr: string;
-  status: number | null;
-}
-
-async function execOnce(channel: ExecChannel, argv: string[], input: string): Promise<Ran> {
-  const client = channel.exec(argv);
-  const out: Buffer[] = [];
-  const err: Buffer[] = [];
-  client.stdout.on('data', (b: Buffer) => out.push(b));
-  client.stderr.on('data', (b: Buffer) => err.push(b));
-  const closed = Promise.all([
-    new Promise((r) => client.stdout.once('close', r)),
-    new Promise((r) => client.stderr.once('close', r)),
-  ]);
-  client.stdin.end(input);
-  const exit = await client.exited;
-  await closed;
-  return {
-    stdout: Buffer.concat(out).toString('latin1'),
-    stderr: Buffer.concat(err).toString(),
-    status: exit.status,
-  };
-}
 
 const hex = (n: number) => randomBytes(n).toString('hex');
 
@@ -158,36 +123,17 @@ describe.skipIf(!serves)(
         serveRequest(agreement),
       );
       expect(ran.status, ran.stderr).toBe(0);
-      const server = acceptServer(agreement, ran.stdout.replace(/\n$/, ''));
-      if (!server) throw new Error(`no server line that verifies: ${JSON.stringify(ran.stdout)}`);
+      const server = acceptServer(agreement, ran.stdout.toString('latin1').replace(/\n$/, ''));
+      if (!server)
+        throw new Error(`no server line that verifies: ${JSON.stringify(ran.stdout.toString('latin1'))}`);
       const host = hostPidOf(server.pid);
       if (!host) throw new Error(`premise broken: the server ${server.pid} is not in the container's /proc`);
       return { ...server, host };
     }
 
-    // One call of `sh -c SCRIPT`: its status, its output before the end line, and whether the end
-    // line verifies.
-    async function call(server: Server, dir: string, script: string) {
-      const nonce = hex(16);
-      const ran = await execOnce(
-        box.channel,
-        [helper, '--call', dir],
-        callRequest(server.key, nonce, hex(16), ['sh', '-c', script]),
-      );
-      const at = ran.stdout.lastIndexOf(`tether-end ${nonce} `);
-      const line = at >= 0 ? ran.stdout.slice(at).replace(/\n$/, '') : '';
-      return {
-        status: ran.status,
-        out: at >= 0 ? ran.stdout.slice(0, at) : ran.stdout,
-        // Its empty stdin taken to its end, or not yet when the command ended first.
-        verified:
-          at >= 0 &&
-          verifies(server.key, line) &&
-          [true, false].some(
-            (ended) => line === endLine(server.key, nonce, ran.status ?? -1, Buffer.alloc(0), ended),
-          ),
-      };
-    }
+    // One call of `sh -c SCRIPT` straight to the server in `dir` (container.ts, residentCall).
+    const call = (server: Server, dir: string, script: string) =>
+      residentCall(box.channel, { key: server.key, helper, dir }, script);
 
     it('one idle call child waits between calls and takes the next one (the command is its child); two calls at once both complete; a SIGKILLed server takes its idle child with it', async () => {
       const dir = `/tmp/tether-prefork-${hex(8)}`;

@@ -26,34 +26,12 @@ import {
 import { residentServer } from '../../src/sandbox/resident-server.js';
 import { END_LINE_BLIND_SPOT, RESIDENT_KEY_BLIND_SPOT } from '../../src/sandbox/sweep-output.js';
 import { missing } from '../support/tools.js';
-import { type Container, privateTmp, sleep, startContainer } from './container.js';
+import { type Container, execOnce, privateTmp, sleep, startContainer } from './container.js';
 
 const local = prebuiltCandidates(process.arch).find((p) => existsSync(p));
 // A helper built without libsodium answers `--serve` with `unsupported`: nothing here applies.
 const why = local ? missing('libsodium.a') : 'no prebuilt helper built here';
 const serves = why === '';
-
-interface Ran {
-  stdout: Buffer;
-  stderr: string;
-  status: number | null;
-}
-
-async function execOnce(channel: ExecChannel, argv: string[], input: string | Buffer): Promise<Ran> {
-  const client = channel.exec(argv);
-  const out: Buffer[] = [];
-  const err: Buffer[] = [];
-  client.stdout.on('data', (b: Buffer) => out.push(b));
-  client.stderr.on('data', (b: Buffer) => err.push(b));
-  const closed = Promise.all([
-    new Promise((r) => client.stdout.once('close', r)),
-    new Promise((r) => client.stderr.once('close', r)),
-  ]);
-  client.stdin.end(input);
-  const exit = await client.exited;
-  await closed;
-  return { stdout: Buffer.concat(out), stderr: Buffer.concat(err).toString(), status: exit.status };
-}
 
 const hex = (n: number) => randomBytes(n).toString('hex');
 
