@@ -137,7 +137,13 @@ describe.skipIf(!serves)(`the resident helper${serves ? '' : ` (skipped: ${why})
     );
     expect(ran.status).toBe(4);
     const lines = ran.stdout.toString('latin1').trimEnd().split('\n');
-    expect(lines).toEqual([forged, endLine(server.key, nonce, 4)]);
+    // Its empty stdin had ended by the command's end (`eof`), or not yet (`open`: the command ended
+    // before the call's child saw the client's EOF — a loaded run's, 1 in about 15).
+    expect(lines[0]).toBe(forged);
+    expect([endLine(server.key, nonce, 4), endLine(server.key, nonce, 4, Buffer.alloc(0), false)]).toContain(
+      lines[1],
+    );
+    expect(lines.length).toBe(2);
     expect(verifies(server.key, lines[0] as string)).toBe(false);
     expect(verifies(server.key, lines[1] as string)).toBe(true);
   });
