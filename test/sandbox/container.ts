@@ -615,3 +615,31 @@ export async function residentCall(
       ),
   };
 }
+
+/**
+ * The host pids of the processes in the PID namespace of the container whose init is `init` (host
+ * pid), each with its pid in the container (the last of its status's NSpid); none once `init` is
+ * gone. Processes that end during the walk are left out.
+ */
+export function processesIn(init: number): { pid: number; nsPid: number }[] {
+  let ns: string;
+  try {
+    ns = readlinkSync(`/proc/${init}/ns/pid`);
+  } catch {
+    return [];
+  }
+  const found: { pid: number; nsPid: number }[] = [];
+  for (const pid of pids()) {
+    try {
+      if (readlinkSync(`/proc/${pid}/ns/pid`) !== ns) continue;
+      const ids = /^NSpid:\s+(.*)$/m
+        .exec(readFileSync(`/proc/${pid}/status`, 'latin1'))?.[1]
+        ?.trim()
+        .split(/\s+/);
+      if (ids) found.push({ pid, nsPid: Number(ids[ids.length - 1]) });
+    } catch {
+      // gone meanwhile
+    }
+  }
+  return found;
+}

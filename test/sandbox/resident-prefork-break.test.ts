@@ -15,9 +15,9 @@ import { sandbox } from '../../src/index.js';
 import type { ExecChannel } from '../../src/sandbox/index.js';
 import type { Server } from '../../src/sandbox/resident.js';
 import { type ResidentServer, residentServer } from '../../src/sandbox/resident-server.js';
-import { childrenOf, isAlive, isDeadZombie, type ProcessId, pids, readStat } from '../support/proc.js';
+import { childrenOf, isAlive, isDeadZombie, type ProcessId, readStat } from '../support/proc.js';
 import { missing, onPath } from '../support/tools.js';
-import { AS_NOBODY, asNobodyIn, type Container, residentCall, sleep } from './container.js';
+import { AS_NOBODY, asNobodyIn, type Container, processesIn, residentCall, sleep } from './container.js';
 
 const local = prebuiltCandidates(process.arch).find((p) => existsSync(p));
 const PY = '/usr/bin/python3';
@@ -38,7 +38,7 @@ describe.skipIf(!serves)(
       box = b;
       channel = c;
     });
-    const ns = () => readlinkSync(`/proc/${box.init}/ns/pid`);
+    const _ns = () => readlinkSync(`/proc/${box.init}/ns/pid`);
     const outcome = (p: Promise<{ ok: boolean; exitCode: number | null; stdout: unknown }>) =>
       p.then(
         (r) => ({ ok: r.ok, exitCode: r.exitCode, stdout: String(r.stdout) }),
@@ -46,23 +46,7 @@ describe.skipIf(!serves)(
       );
 
     // The container's processes as the host sees them, each with its pid in the container.
-    function inBox(): { pid: number; nsPid: number }[] {
-      const want = ns();
-      const found = [];
-      for (const pid of pids()) {
-        try {
-          if (readlinkSync(`/proc/${pid}/ns/pid`) !== want) continue;
-          const ids = /^NSpid:\s+(.*)$/m
-            .exec(readFileSync(`/proc/${pid}/status`, 'latin1'))?.[1]
-            ?.trim()
-            .split(/\s+/);
-          if (ids) found.push({ pid, nsPid: Number(ids[ids.length - 1]) });
-        } catch {
-          // gone meanwhile
-        }
-      }
-      return found;
-    }
+    const inBox = () => processesIn(box.init);
     const hostPidOf = (nsPid: number) => inBox().find((p) => p.nsPid === nsPid)?.pid;
     const nsPidOf = (pid: number) => inBox().find((p) => p.pid === pid)?.nsPid;
     const helpersInBox = () =>

@@ -5,16 +5,24 @@
 // a SIGKILL of the server (the test started it), a `stop` request (sandbox.stopResident) and the
 // idle bound.
 import { randomBytes } from 'node:crypto';
-import { existsSync, readdirSync, readFileSync, readlinkSync } from 'node:fs';
+import { existsSync, readdirSync, readlinkSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { prebuiltCandidates } from '../../src/containment/prebuilt.js';
 import { sandbox } from '../../src/index.js';
 import { pushHelper } from '../../src/sandbox/helper-push.js';
 import { acceptServer, newAgreement, type Server, serveRequest } from '../../src/sandbox/resident.js';
 import { residentServer } from '../../src/sandbox/resident-server.js';
-import { childrenOf, isAlive, isDeadZombie, type ProcessId, pids, readStat } from '../support/proc.js';
+import { childrenOf, isAlive, isDeadZombie, type ProcessId, readStat } from '../support/proc.js';
 import { missing } from '../support/tools.js';
-import { type Container, execOnce, privateTmp, residentCall, sleep, startContainer } from './container.js';
+import {
+  type Container,
+  execOnce,
+  privateTmp,
+  processesIn,
+  residentCall,
+  sleep,
+  startContainer,
+} from './container.js';
 
 const local = prebuiltCandidates(process.arch).find((p) => existsSync(p));
 // A helper built without libsodium answers `--serve` with `unsupported`: nothing here applies.
@@ -28,36 +36,19 @@ describe.skipIf(!serves)(
   () => {
     let box: Container;
     let helper: string;
-    let ns: string;
     beforeAll(async () => {
       box = await startContainer(240);
       privateTmp(box, `tether-prefork-${process.pid}-${hex(4)}`);
       const pushed = await pushHelper(box.channel);
       if (!('path' in pushed)) throw new Error(`no helper: ${pushed.unavailable}`);
       helper = pushed.path;
-      ns = readlinkSync(`/proc/${box.init}/ns/pid`);
     });
     afterAll(async () => {
       await box?.stop();
     });
 
-    // The host pids of the container's processes, each with its pid in the container (NSpid's last).
-    function inBox(): { pid: number; nsPid: number }[] {
-      const found = [];
-      for (const pid of pids()) {
-        try {
-          if (readlinkSync(`/proc/${pid}/ns/pid`) !== ns) continue;
-          const ids = /^NSpid:\s+(.*)$/m
-            .exec(readFileSync(`/proc/${pid}/status`, 'latin1'))?.[1]
-            ?.trim()
-            .split(/\s+/);
-          if (ids) found.push({ pid, nsPid: Number(ids[ids.length - 1]) });
-        } catch {
-          // gone meanwhile
-        }
-      }
-      return found;
-    }
+    // The container's processes as the host sees them, each with its pid in the container.
+    const inBox = () => processesIn(box.init);
     const hostPidOf = (nsPid: number) => inBox().find((p) => p.nsPid === nsPid)?.pid;
     const nsPidOf = (pid: number) => inBox().find((p) => p.pid === pid)?.nsPid;
     // Live processes of the container named tether-call or tether-serve (comm).
