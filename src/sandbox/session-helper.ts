@@ -57,6 +57,23 @@ export function inCallReport(
   cgroup = false,
 ): SweepReport {
   const where = server ? ` (the server pid ${server.pid} in the target, ${server.helper})` : '';
+  const shaped = inCallSweep(report, cgroup);
+  return {
+    ...shaped,
+    notes: [
+      ...report.notes,
+      `the command and the session's sweep ran in one call of the resident helper${where}: the call's child was the command's subreaper${cgroup ? ', the command born in a cgroup of its own,' : ''} and swept the session once the command had ended (what the command orphaned was found as its child); its answer verified under the server's key`,
+    ],
+  };
+}
+
+/**
+ * The sweep a `session` call's child ran, as the session's reports take it (inCallReport's, and a
+ * session's that merged it beside its own sweep after a timeout or a stop): its layers gain
+ * `subreaper` (and `cgroup` when the command was born in one), and its blind spots are the call's
+ * (`IN_CALL_BLIND_SPOT` for the env tag's, `RESIDENT_KEY_BLIND_SPOT` for the helper's answer's).
+ */
+export function inCallSweep(report: SweepReport, cgroup: boolean): SweepReport {
   return {
     ...report,
     layers: withLayers(report.layers, ['subreaper', ...(cgroup ? ['cgroup'] : [])]),
@@ -68,10 +85,6 @@ export function inCallReport(
             ? [RESIDENT_KEY_BLIND_SPOT]
             : [s],
       ),
-    ],
-    notes: [
-      ...report.notes,
-      `the command and the session's sweep ran in one call of the resident helper${where}: the call's child was the command's subreaper${cgroup ? ', the command born in a cgroup of its own,' : ''} and swept the session once the command had ended (what the command orphaned was found as its child); its answer verified under the server's key`,
     ],
   };
 }

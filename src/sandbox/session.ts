@@ -48,7 +48,7 @@ import {
 import type { InCallSweep } from './resident.js';
 import { type ResidentServer, serverFor } from './resident-server.js';
 import { OUTPUT_CAP_MS, within } from './run.js';
-import { inCallReport, knownHelper, pushForSession, reportUnder } from './session-helper.js';
+import { inCallReport, inCallSweep, knownHelper, pushForSession, reportUnder } from './session-helper.js';
 import { checkShell, type SandboxSweepOptions, sweepUnder } from './sweep.js';
 import { parseSweepOutput } from './sweep-output.js';
 
@@ -581,7 +581,7 @@ export class SandboxSession {
     this.registration?.remove();
     // An in-call sweep that ran beside the session's (a stop, a timeout): one of its sweeps.
     const alsoSwept = inOneCall ? undefined : this.inCallSwept();
-    if (alsoSwept) this.sweeps.push(alsoSwept);
+    if (alsoSwept) this.sweeps.push(inCallSweep(alsoSwept, this.inCallAnswer?.cgroup === true));
     if (!inOneCall && this.inCallSent)
       this.inCallNotes.push(
         `the command ran as a call of the resident helper${this.inCallServer ? ` (the server pid ${this.inCallServer.pid} in the target)` : ''}, whose child was its subreaper; the session's own sweep ran too (${this.reason ? `its ${this.reason}` : 'the call did not settle the session'}), and the call's sweep ${alsoSwept ? `answered${alsoSwept.complete ? '' : ' not whole'}: merged in` : 'never answered'}`,
@@ -823,6 +823,13 @@ export class SandboxSession {
       all.flatMap((r) => r.blindSpots ?? []),
       (s) => s,
     );
+    // Every sweep's layers, the last's first: what a merged sweep found by its cgroup or as a
+    // subreaper's child is named by those layers (a fresh user's trial: a resident call's sweep,
+    // merged after a timeout, stopped a process `cgroup` found under `layers: [env-tag, sandbox]`).
+    const layers = unique(
+      [last, ...this.sweeps].flatMap((r) => r.layers),
+      (l) => l,
+    );
     const notes = [...last.notes];
     if (all.length > 1)
       notes.push(
@@ -835,6 +842,7 @@ export class SandboxSession {
       survivors,
       warnings,
       blindSpots,
+      layers,
       notes,
     };
   }

@@ -145,8 +145,13 @@ describe.skipIf(!serves)(`sandbox.run with resident: one exec${serves ? '' : ` (
     );
     expect(result.timedOut).toBe(true);
     expect(result.report.notes.join('\n')).toMatch(
-      /the command ran as a call of the resident helper .*its timeout/,
+      /the command ran as a call of the resident helper .*its timeout.*the call's sweep answered/,
     );
+    // The call's sweep, merged beside the session's own, brings its layers and blind spots (a
+    // fresh user's trial: `layers` said env-tag, sandbox while `stopped` held what cgroup found).
+    expect(result.report.layers).toContain('subreaper');
+    if (!noCgroup) expect(result.report.layers).toContain('cgroup');
+    expect(result.report.blindSpots).toContain(sandbox.IN_CALL_BLIND_SPOT);
     // The in-call sweep runs once the command has ended (the session's sweep ended it).
     for (let i = 0; i < 250 && sleepersIn(box, s).length > 0; i++) await sleep(20);
     expect(sleepersIn(box, s)).toEqual([]);
