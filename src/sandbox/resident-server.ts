@@ -220,27 +220,41 @@ const PING_MS = 10_000;
  * out): it only decides whether the next call goes to a new server.
  */
 export async function serverAnswers(channel: ExecChannel, server: ResidentServer): Promise<boolean> {
-  return ask(channel, server, pingRequest, 'tether-pong');
+  return (await ask(channel, server, pingRequest, 'tether-pong')) === 'answered';
 }
 
-// Sends `server` one request made by `make` and whether a `WORD NONCE MAC` line that verifies
-// came back, within PING_MS.
+/**
+ * How a request to a server went: `answered` (a line that verifies came back), `silent` (the
+ * client ran in the target and no such line came: the server is gone, crowded out or stopped), or
+ * `unreached` (the channel's client failed by itself: it exited ≠ 0 with no output of the helper's
+ * client — whose own failures are 125 with a `tether-call:` line — and within the bound). Only
+ * which of these it was decides whether a record is dropped; nothing is trusted on it.
+ */
+type Asked = 'answered' | 'silent' | 'unreached';
+
+// Sends `server` one request made by `make` and how it went (Asked), within PING_MS.
 async function ask(
   channel: ExecChannel,
   server: ResidentServer,
   make: (key: Buffer, nonce: string, tag: string) => string,
   word: string,
-): Promise<boolean> {
+): Promise<Asked> {
   const nonce = createNonce();
   const deadline = performance.now() + PING_MS;
   const run = await runOnce(channel, [server.helper, '--call', server.dir], {
     input: Buffer.from(make(server.key, nonce, createNonce())),
     deadline: () => deadline,
   });
-  return run.stdout
-    .toString('latin1')
-    .split('\n')
-    .some((line) => line.startsWith(`${word} ${nonce} `) && verifies(server.key, line));
+  const out = run.stdout.toString('latin1');
+  if (out.split('\n').some((line) => line.startsWith(`${word} ${nonce} `) && verifies(server.key, line)))
+    return 'answered';
+  const { status, signal, error } = run.exit;
+  const clientFailed =
+    !run.timedOut &&
+    out === '' &&
+    !run.stderr.toString('latin1').includes('tether-call:') &&
+    (error !== undefined || (signal === null && status !== null && status !== 0 && status !== 125));
+  return clientFailed ? 'unreached' : 'silent';
 }
 
 /**
@@ -256,10 +270,18 @@ export async function stopResident(channel: ExecChannel): Promise<boolean> {
   if (!known) return false;
   servers.delete(channel);
   const argv = channel.argv;
-  if (sharing.has(channel) && Array.isArray(argv)) dropRecord(argv, known.shell);
+  const recorded = sharing.has(channel) && Array.isArray(argv) ? argv : undefined;
   const server = await known.outcome.catch(() => undefined);
-  if (!server || 'unavailable' in server) return false;
-  return ask(channel, server, stopRequest, 'tether-stopped').catch(() => false);
+  if (!server || 'unavailable' in server) {
+    if (recorded) dropRecord(recorded, known.shell);
+    return false;
+  }
+  const asked = await ask(channel, server, stopRequest, 'tether-stopped').catch((): Asked => 'silent');
+  // A channel that did not reach the target leaves the record: the server may run on, and the
+  // next `stop-resident` (or call) through a channel that works finds it (a fresh user's trial:
+  // a record dropped while the channel was down left a server no command could stop).
+  if (recorded && asked !== 'unreached') dropRecord(recorded, known.shell);
+  return asked === 'answered';
 }
 
 // Per server: when a call last got a line from it (performance.now() ms), and whether a call since
@@ -285,11 +307,15 @@ export async function serverFor(
     return server;
   }
   if (!seen.suspect && performance.now() - seen.lastAnswered < SERVE_IDLE_MS / 2) return server;
-  if (await serverAnswers(channel, server)) {
+  const asked = await ask(channel, server, pingRequest, 'tether-pong');
+  if (asked === 'answered') {
     state.set(server, { lastAnswered: performance.now(), suspect: false });
     return server;
   }
-  if (sharing.has(channel) && Array.isArray(channel.argv)) dropRecord(channel.argv, shell);
+  // Dropped only when the ping reached the target: a channel that was down says nothing of the
+  // server, which the next process through a channel that works pings again (a fresh user's
+  // trial: the record dropped, `stop-resident` then found none while the server ran on).
+  if (asked === 'silent' && sharing.has(channel) && Array.isArray(channel.argv)) dropRecord(channel.argv, shell);
   const next = await residentServer(channel, shell, server);
   if (!('unavailable' in next)) state.set(next, { lastAnswered: performance.now(), suspect: false });
   return next;
