@@ -315,7 +315,8 @@ export async function serverFor(
   // Dropped only when the ping reached the target: a channel that was down says nothing of the
   // server, which the next process through a channel that works pings again (a fresh user's
   // trial: the record dropped, `stop-resident` then found none while the server ran on).
-  if (asked === 'silent' && sharing.has(channel) && Array.isArray(channel.argv)) dropRecord(channel.argv, shell);
+  if (asked === 'silent' && sharing.has(channel) && Array.isArray(channel.argv))
+    dropRecord(channel.argv, shell);
   const next = await residentServer(channel, shell, server);
   if (!('unavailable' in next)) state.set(next, { lastAnswered: performance.now(), suspect: false });
   return next;
