@@ -333,7 +333,12 @@ function buildReport(
     tag: state.tag,
     complete,
     ok: complete && survivors.length === 0 && unsettled.length === 0,
-    layers: ['env-tag', 'sandbox'],
+    // `cgroup` where the program found a member in one of the session's cgroups (a helper's, a
+    // resident call's): what it stopped there is named by the layer that found it (a fresh user's
+    // trial: an env-cleared process found by cgroup under layers [env-tag, sandbox]).
+    layers: [...state.entries.values()].some(({ record }) => record.foundBy === 'cgroup')
+      ? ['env-tag', 'sandbox', 'cgroup']
+      : ['env-tag', 'sandbox'],
     notes: [],
     cgroup: null,
     signalling: 'start-time-recheck',

@@ -437,6 +437,9 @@ describe('the helpers named as members: argv and records', () => {
     // A helper's cgroup's members (cgroup:DIR, test/sandbox/cgroup-members.test.ts).
     const cgroup = parseSweepOutput(answer('cgroup'), TAG, NONCE);
     expect(cgroup.report.stopped.map((p) => [p.pid, p.foundBy])).toEqual([[40, 'cgroup']]);
+    // The layer that found it is named (it was not: layers said env-tag, sandbox).
+    expect(cgroup.report.layers).toEqual(['env-tag', 'sandbox', 'cgroup']);
+    expect(given.report.layers).toEqual(['env-tag', 'sandbox']);
     for (const by of ['helper', 'subreaper', 'Cgroup', 'Given', '']) {
       const p = parseSweepOutput(answer(by), TAG, NONCE);
       expect([by, p.finished, p.report.stopped]).toEqual([by, false, []]);
