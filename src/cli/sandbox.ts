@@ -643,7 +643,7 @@ export async function sandboxStopResidentCommand(flags: { via: string; shell: st
   process.stderr.write(
     stopped
       ? `tether: the resident helper's server in ${channel.describe} stopped\n`
-      : `tether: no resident helper's server recorded for ${channel.describe} answered (none, or gone): nothing to stop\n`,
+      : `tether: no resident helper's server answered in ${channel.describe} (none was recorded, it was gone, or the channel did not reach it — its record then kept): nothing to stop\n`,
   );
   process.exitCode = stopped ? 0 : 1;
 }
