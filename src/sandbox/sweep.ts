@@ -275,7 +275,7 @@ function finalFailure(
     // It may have signalled processes no later scan can find again: final (decisions.md D12).
     return new SandboxError(
       'SWEEP_CUT',
-      `the sweep program in ${channel.describe} stopped before its last line (${run.timedOut ? 'its budget ran out' : said})${parsed.problems.length ? `; malformed output ${parsed.problems.slice(0, 3).join(', ')}` : ''}: ${parsed.unsettled.length ? `signalled and not seen gone: ${nameProcesses(parsed.unsettled)}` : 'what it found is not known'}`,
+      `the sweep program in ${channel.describe} stopped before its last line (${run.timedOut ? 'its budget ran out' : said})${parsed.problems.length ? `; malformed output ${parsed.problems.slice(0, 3).join(', ')}` : ''}: ${parsed.unsettled.length ? `found and not seen gone (signalled or not yet: each record's \`signals\` says): ${nameProcesses(parsed.unsettled)}` : 'what it found is not known'}`,
       { report: parsed.report, unsettled: parsed.unsettled },
     );
   }
