@@ -21,7 +21,7 @@ import {
   type OutputOf,
   type OutputOptions,
 } from '../session/collect.js';
-import type { ClientExit, ExecChannel } from './channel.js';
+import type { ClientExit, ExecChannel, ExecClient } from './channel.js';
 import { createNonce } from './completion.js';
 import { decide } from './exec-outcome.js';
 import { CallOutput } from './exec-output.js';
@@ -31,7 +31,14 @@ import { CallStops } from './exec-stops.js';
 import { type HelperUse, helperUseOf, type TargetIdentity } from './helper-use.js';
 import { checkSandboxKeys, SANDBOX_EXEC_KEYS } from './known-options.js';
 import { program } from './programs.js';
-import { callRequest, type InCallSweep, type InputTaken, StreamSent, tookSent } from './resident.js';
+import {
+  callFits,
+  callRequest,
+  type InCallSweep,
+  type InputTaken,
+  StreamSent,
+  tookSent,
+} from './resident.js';
 import { type ResidentServer, serverFor, settled } from './resident-server.js';
 import { checkShell, type SandboxSweepOptions } from './sweep.js';
 
@@ -134,10 +141,43 @@ export async function exec<O extends SandboxExecOptions = {}>(
   argv: string[],
   options: O = {} as O,
 ): Promise<SandboxExecResult<OutputOf<O>>> {
-  const plan = prepare(argv, options); // every option checked before anything starts
-  if (!options.ledger) return (await runAny(channel, argv, options, plan)) as SandboxExecResult<OutputOf<O>>;
+  const checked = checkCall(argv, options); // every option checked before anything starts
+  if (!options.ledger) {
+    if (options.resident === true && residentFits(options))
+      return (await runResident(channel, argv, options, checked)) as SandboxExecResult<OutputOf<O>>;
+    return (await run(channel, argv, options, drawPlan(checked))) as SandboxExecResult<OutputOf<O>>;
+  }
+  const plan = drawPlan(checked);
   const record = await beginSandboxRecord(options.ledger, channel, plan.tag.name, argv);
   return (await record.settle(runAny(channel, argv, options, plan))) as SandboxExecResult<OutputOf<O>>;
+}
+
+// A resident call with no ledger row to write first: its client is started as soon as its server
+// is known — the client's argv holds neither the tag nor the nonce — and the call's plan is drawn
+// while it starts, before its first byte of stdin (the request) is written. A process that forks
+// takes a page fault at its next write to each of its pages, and this one forks per call: what it
+// wrote before the spawn delayed the call (about 1 ms of 15 here, docs/benchmarks.md §13), what it
+// writes after runs while the client starts.
+async function runResident(
+  channel: ExecChannel,
+  argv: string[],
+  options: SandboxExecOptions,
+  checked: CheckedCall,
+): Promise<SandboxExecResult> {
+  const server = await serverFor(channel, checked.sweepOptions.shell);
+  if ('unavailable' in server || !callFits(commandWords(argv, options)))
+    return run(channel, argv, options, drawPlan(checked));
+  const started = performance.now();
+  const client = channel.exec(clientArgv(server));
+  let plan: CallPlan | undefined;
+  try {
+    plan = residentPlan(drawPlan(checked), server, argv, options);
+  } finally {
+    // Unreachable (callFits took the command): nothing was sent, the client is ended.
+    if (plan === undefined) client.kill();
+  }
+  if (plan === undefined) throw new Error('the resident request was refused after callFits took it');
+  return run(channel, argv, options, plan, undefined, undefined, undefined, { client, started });
 }
 
 // The call under the resident helper where it was asked for and can be had, else under the
@@ -167,21 +207,29 @@ function residentPlan(
   options: SandboxExecOptions,
   sweep?: InCallSweep,
 ): CallPlan | undefined {
-  const words =
-    options.script === undefined ? argv : [...argv, '-c', Buffer.from(options.script).toString('utf8')];
   const tagHex = plan.tag.name.slice('TETHER_SESSION_'.length);
   let request: string;
   try {
-    request = callRequest(server.key, plan.nonce, tagHex, words, sweep);
+    request = callRequest(server.key, plan.nonce, tagHex, commandWords(argv, options), sweep);
   } catch {
     return undefined;
   }
   const streamed = plan.input !== undefined && !Buffer.isBuffer(plan.input) ? new StreamSent() : undefined;
   return {
     ...plan,
-    argv: [server.helper, '--call', server.dir],
+    argv: clientArgv(server),
     call: { server, key: server.key, request, ...(streamed ? { streamed } : {}) },
   };
+}
+
+// The command's words as a resident call sends them: a script as `-c SCRIPT` after its argv.
+function commandWords(argv: string[], options: SandboxExecOptions): string[] {
+  return options.script === undefined ? argv : [...argv, '-c', Buffer.from(options.script).toString('utf8')];
+}
+
+// The argv of a call's client: the server's helper told `--call` and the server's directory.
+function clientArgv(server: ResidentServer): string[] {
+  return [server.helper, '--call', server.dir];
 }
 
 /**
@@ -299,12 +347,14 @@ async function run(
   seen?: (use: HelperUse) => void,
   announced?: (helper: TargetIdentity) => void,
   swept?: InCall['swept'],
+  spawned?: { client: ExecClient; started: number },
 ): Promise<SandboxExecResult> {
-  const started = performance.now();
+  const started = spawned?.started ?? performance.now();
   // This process supervises the tag while the call runs: its registration is what tells
   // `tether recover` on this machine that a row naming the tag is a live session's
   // (src/containment/live-session.ts). Best effort: without it, the row is judged as recorded.
-  const client = channel.exec(plan.argv); // the wrapper, over the channel
+  // A resident call's client may have been started already (runResident), its stdin untouched.
+  const client = spawned?.client ?? channel.exec(plan.argv); // the wrapper, over the channel
   // Registered while the client starts (its spawn has returned; no byte of stdin is written yet,
   // so nothing has run): the same moment for `tether recover`, less time before the exec.
   const registration = registerQuietly(plan.tag.name);
@@ -421,10 +471,30 @@ interface CallPlan {
 
 // Checks every option before anything starts (INVALID_OPTION, INVALID_TAG) and builds the argv.
 function prepare(argv: string[], options: SandboxExecOptions, uncheckedHelper = false): CallPlan {
+  return drawPlan(checkCall(argv, options, uncheckedHelper));
+}
+
+/** A call's options, every one checked (`checkCall`): what its plan is drawn from (`drawPlan`). */
+interface CheckedCall {
+  argv: string[];
+  /** The tag given, checked; undefined: drawn with the plan. */
+  tag: SessionTag | undefined;
+  shell: string[];
+  silenceMs: number;
+  sweepOptions: Omit<SandboxSweepOptions, 'signal'> & { shell: string[] };
+  /** The pushed helper's path and its dead man's switch (`--switch GRACE KILL`), when given. */
+  helper: { path: string; switchArgs: string[] } | undefined;
+  unchecked: boolean;
+  script: Buffer | undefined;
+  input: Buffer | Readable | undefined;
+}
+
+// Every option checked (INVALID_OPTION, INVALID_TAG); nothing drawn, nothing started.
+function checkCall(argv: string[], options: SandboxExecOptions, uncheckedHelper = false): CheckedCall {
   checkCommand(argv, options);
   const tag =
     options.tag === undefined
-      ? createTag()
+      ? undefined
       : typeof options.tag === 'string'
         ? parseTag(options.tag)
         : options.tag;
@@ -432,24 +502,29 @@ function prepare(argv: string[], options: SandboxExecOptions, uncheckedHelper = 
   const silenceMs = checkMs('silenceMs', options.silenceMs ?? SILENCE_MS);
   // A container without `sh` has no other shell than the command's for its sweep.
   const sweepOptions = { shell, ...options.sweep };
+  const helper =
+    typeof options.helper === 'string'
+      ? { path: options.helper, switchArgs: helperSwitch(sweepOptions) }
+      : undefined;
+  // `--unchecked` only where the session can send the command again (resendable).
+  const unchecked = helper !== undefined && uncheckedHelper && resendable(options);
+  const script = options.script === undefined ? undefined : Buffer.from(options.script);
+  const input = typeof options.input === 'string' ? Buffer.from(options.input) : options.input;
+  return { argv, tag, shell, silenceMs, sweepOptions, helper, unchecked, script, input };
+}
+
+// The call's plan from its checked options: its tag (the one given, or a fresh one), its nonce,
+// the wrapper's argv.
+function drawPlan(checked: CheckedCall): CallPlan {
+  const { argv, shell, silenceMs, sweepOptions, helper, unchecked, script, input } = checked;
+  const tag = checked.tag ?? createTag();
   // The tag's hex names the command's cgroup, where one can be made (wrap.sh, helper_cgroup): the
   // session's sweep finds its cgroups by it.
-  const under =
-    typeof options.helper === 'string'
-      ? [
-          '--helper',
-          options.helper,
-          '--tag',
-          tag.name.slice('TETHER_SESSION_'.length),
-          ...helperSwitch(sweepOptions),
-        ]
-      : [];
-  // `--unchecked` only where the session can send the command again (resendable).
-  const script = options.script === undefined ? undefined : Buffer.from(options.script);
-  const unchecked = under.length > 0 && uncheckedHelper && resendable(options);
+  const under = helper
+    ? ['--helper', helper.path, '--tag', tag.name.slice('TETHER_SESSION_'.length), ...helper.switchArgs]
+    : [];
   if (unchecked) under.push('--unchecked');
   const wrapper = ['env', tag.entry, ...shell, '-c', program('wrap'), 'tether-wrap', ...under];
-  const input = typeof options.input === 'string' ? Buffer.from(options.input) : options.input;
   const plan = { tag, silenceMs, sweepOptions, nonce: createNonce(), input, scriptMode: false, unchecked };
   if (script === undefined) return { ...plan, argv: [...wrapper, 'run', ...argv] };
   if (script.length <= SCRIPT_ARG_MAX) {

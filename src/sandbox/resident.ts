@@ -113,13 +113,33 @@ export function callRequest(
   argv: readonly string[],
   sweep?: InCallSweep,
 ): string {
+  const { kind, words } = callWords(argv, sweep);
+  return request(key, kind, nonce, tag, words);
+}
+
+/**
+ * Whether `callRequest` takes this command (`argv`, and `sweep` for a `session` call), whatever
+ * its nonce and tag (32 hex digits each): no word holds NUL, the sweep's phases are in bounds, the
+ * request is within CALL_LINE_MAX. Nothing is built: a caller asks before it starts the call.
+ */
+export function callFits(argv: readonly string[], sweep?: InCallSweep): boolean {
+  try {
+    const { kind, words } = callWords(argv, sweep);
+    return requestLength(kind, words) <= CALL_LINE_MAX;
+  } catch {
+    return false;
+  }
+}
+
+// A call's kind and words (a `session` call's sweep phases first); throws as callRequest does.
+function callWords(argv: readonly string[], sweep?: InCallSweep): { kind: string; words: readonly string[] } {
   if (argv.length === 0 || argv.some((word) => word.includes('\0')))
     throw new Error('a command is one or more words without NUL');
-  if (!sweep) return request(key, 'run', nonce, tag, argv);
+  if (!sweep) return { kind: 'run', words: argv };
   const ms = [sweep.graceMs, sweep.killAfterMs, sweep.intervalMs].map((n) => Math.round(n));
   if (ms.some((n) => !Number.isSafeInteger(n) || n < 0 || n > 999_999_999) || (ms[2] as number) < 1)
     throw new Error('the sweep phases are 0 to 999999999 ms, the interval at least 1');
-  return request(key, 'session', nonce, tag, [...ms.map(String), ...argv]);
+  return { kind: 'session', words: [...ms.map(String), ...argv] };
 }
 
 /**
@@ -142,12 +162,20 @@ export function stopRequest(key: Buffer, nonce: string, tag: string): string {
   return request(key, 'stop', nonce, tag, []);
 }
 
+// The bytes of a request after its head `tether-call LEN `: `KIND NONCE TAG`, ` HEX` per word
+// (two digits a byte), ` MAC`, the newline.
+function requestLength(kind: string, argv: readonly string[]): number {
+  let words = 0;
+  for (const word of argv) words += 1 + 2 * Buffer.byteLength(word);
+  return kind.length + 2 * (1 + 32) + words + 1 + 64 + 1;
+}
+
 function request(key: Buffer, kind: string, nonce: string, tag: string, argv: readonly string[]): string {
   if (!HEX32.test(nonce) || !HEX32.test(tag)) throw new Error('a nonce and a tag are 32 hex digits');
+  const len = requestLength(kind, argv);
+  if (len > CALL_LINE_MAX) throw new Error(`a request of ${len} bytes is past ${CALL_LINE_MAX}`);
   const words = argv.map((w) => ` ${Buffer.from(w).toString('hex')}`).join('');
   const body = `${kind} ${nonce} ${tag}${words}`;
-  const len = Buffer.byteLength(body) + 1 + 64 + 1; // the body, ` MAC`, the newline
-  if (len > CALL_LINE_MAX) throw new Error(`a request of ${len} bytes is past ${CALL_LINE_MAX}`);
   const text = `tether-call ${String(len).padStart(8, '0')} ${body}`;
   return `${text} ${mac(key, text)}\n`;
 }
