@@ -141,6 +141,7 @@ export function addSandboxCommands(program: Command): void {
     )
     .option('--via <prefix>', "the exec channel as a command prefix: 'docker exec -i ID' (required)")
     .option('--shell <argv>', "the container's POSIX shell", 'sh')
+    .option('--json', 'print the outcome as one JSON object on stdout: { stopped, channel, message }')
     .hook('preAction', (self) => {
       if (self.opts().via === undefined) self.error("error: required option '--via <prefix>' not specified");
     })
@@ -153,17 +154,17 @@ export function addSandboxCommands(program: Command): void {
 }
 
 /**
- * Where a `tether sandbox exec|run|sweep --json` writes its errors as one JSON object
+ * Where a `tether sandbox exec|run|sweep|stop-resident --json` writes its errors as one JSON object
  * (`errorJson`), a usage error's too (an unknown option, a bad value): stderr, stdout for
- * `sweep` (its report's stream). Undefined for any other command line, or one without `--json`
+ * `sweep` and `stop-resident` (the stream of their own JSON). Undefined for any other command line, or one without `--json`
  * before its first `--` (after it, the words are the command's).
  */
 export function jsonErrorsTo(args: readonly string[]): NodeJS.WritableStream | undefined {
   const [group, name] = args;
-  if (group !== 'sandbox' || (name !== 'exec' && name !== 'run' && name !== 'sweep')) return;
+  if (group !== 'sandbox' || !['exec', 'run', 'sweep', 'stop-resident'].includes(name ?? '')) return;
   const own = args.indexOf('--') < 0 ? args : args.slice(0, args.indexOf('--'));
   if (!own.includes('--json')) return;
-  return name === 'sweep' ? process.stdout : process.stderr;
+  return name === 'sweep' || name === 'stop-resident' ? process.stdout : process.stderr;
 }
 
 /** Options shared by both subcommands (durations as typed). */
@@ -635,16 +636,21 @@ function writeReportFile(file: OutputFile | undefined, report: unknown): void {
 /**
  * `tether sandbox stop-resident`: ends the server recorded for --via and --shell (stopRecorded);
  * exit 0 when it said it stops, 1 otherwise (none recorded, or it did not answer), a line on
- * stderr saying which.
+ * stderr saying which — with --json, `{ stopped, channel, message }` on stdout instead.
  */
-export async function sandboxStopResidentCommand(flags: { via: string; shell: string }): Promise<void> {
+export async function sandboxStopResidentCommand(flags: {
+  via: string;
+  shell: string;
+  json?: boolean;
+}): Promise<void> {
   const channel = commandChannel(splitWords('--via', flags.via));
   const stopped = await stopRecorded(channel, splitWords('--shell', flags.shell));
-  process.stderr.write(
-    stopped
-      ? `tether: the resident helper's server in ${channel.describe} stopped\n`
-      : `tether: no resident helper's server answered in ${channel.describe} (none was recorded, it was gone, or the channel did not reach it — its record then kept): nothing to stop\n`,
-  );
+  const message = stopped
+    ? `the resident helper's server in ${channel.describe} stopped`
+    : `no resident helper's server answered in ${channel.describe} (none was recorded, it was gone, or the channel did not reach it — its record then kept): nothing to stop`;
+  if (flags.json)
+    process.stdout.write(`${JSON.stringify({ stopped, channel: channel.describe, message })}\n`);
+  else process.stderr.write(`tether: ${message}\n`);
   process.exitCode = stopped ? 0 : 1;
 }
 

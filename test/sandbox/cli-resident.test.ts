@@ -168,4 +168,28 @@ describe.skipIf(!serves)(`tether sandbox run --resident${serves ? '' : ` (skippe
     expect(again.status).toBe(1);
     expect(again.stderr).toMatch(/nothing to stop/);
   });
+
+  it('tether sandbox stop-resident --json: one object on stdout, { stopped, channel, message }, the same exits; its errors as JSON there too', async () => {
+    const run = await tether(['sandbox', 'run', '--resident', '--json', '--via', via, '--', 'true']);
+    const pid = serverPid(notesOf(run.stderr));
+    expect(pid).toMatch(/^\d+$/);
+    const inBox = `/proc/${box.init}/root/proc/${pid}/comm`;
+    const stop = await tether(['sandbox', 'stop-resident', '--json', '--via', via]);
+    expect(stop.status, stop.stderr).toBe(0);
+    expect(JSON.parse(stop.stdout)).toEqual({
+      stopped: true,
+      channel: via,
+      message: `the resident helper's server in ${via} stopped`,
+    });
+    expect(stop.stderr).toBe('');
+    for (let i = 0; i < 100 && existsSync(inBox); i++) await new Promise((r) => setTimeout(r, 20));
+    expect(existsSync(inBox), 'the server is gone').toBe(false);
+    const again = await tether(['sandbox', 'stop-resident', '--json', '--via', via]);
+    expect(again.status).toBe(1);
+    expect(JSON.parse(again.stdout)).toMatchObject({ stopped: false, channel: via });
+    expect(JSON.parse(again.stdout).message).toMatch(/nothing to stop/);
+    const bad = await tether(['sandbox', 'stop-resident', '--json', '--via', '']);
+    expect(bad.status).not.toBe(0);
+    expect(JSON.parse(bad.stdout)).toMatchObject({ code: 'INVALID_OPTION' });
+  });
 });
