@@ -165,19 +165,41 @@ async function runResident(
   checked: CheckedCall,
 ): Promise<SandboxExecResult> {
   const server = await serverFor(channel, checked.sweepOptions.shell);
-  if ('unavailable' in server || !callFits(commandWords(argv, options)))
-    return run(channel, argv, options, drawPlan(checked));
+  const call = 'unavailable' in server ? undefined : startCall(channel, argv, options, checked, server);
+  if (call === undefined) return run(channel, argv, options, drawPlan(checked));
+  return run(channel, argv, options, call.plan, undefined, undefined, undefined, call.spawned);
+}
+
+/** A call's exec client, started before its plan was drawn, and when (`performance.now()`). */
+interface Spawned {
+  client: ExecClient;
+  started: number;
+}
+
+// A resident call's client started as soon as the command is known to fit (callFits: its argv
+// holds neither the tag nor the nonce), its plan drawn while it starts — before the request, its
+// first byte of stdin, is written. Undefined, nothing started, for a command past the helper's
+// bound or holding a NUL (it goes under the wrapper, or the session runs it so).
+function startCall(
+  channel: ExecChannel,
+  argv: string[],
+  options: SandboxExecOptions,
+  checked: CheckedCall,
+  server: ResidentServer,
+  sweep?: InCallSweep,
+): { plan: CallPlan; spawned: Spawned } | undefined {
+  if (!callFits(commandWords(argv, options), sweep)) return undefined;
   const started = performance.now();
   const client = channel.exec(clientArgv(server));
   let plan: CallPlan | undefined;
   try {
-    plan = residentPlan(drawPlan(checked), server, argv, options);
+    plan = residentPlan(drawPlan(checked), server, argv, options, sweep);
   } finally {
     // Unreachable (callFits took the command): nothing was sent, the client is ended.
     if (plan === undefined) client.kill();
   }
   if (plan === undefined) throw new Error('the resident request was refused after callFits took it');
-  return run(channel, argv, options, plan, undefined, undefined, undefined, { client, started });
+  return { plan, spawned: { client, started } };
 }
 
 // The call under the resident helper where it was asked for and can be had, else under the
@@ -292,11 +314,23 @@ export async function execUnder<O extends SandboxExecOptions>(
   unchecked = false,
   inCall?: InCall,
 ): Promise<SandboxExecResult<OutputOf<O>>> {
-  const prepared = prepare(argv, options, unchecked);
-  const plan = inCall ? residentPlan(prepared, inCall.server, argv, options, inCall.sweep) : prepared;
-  if (plan === undefined) throw new InCallUnfitError();
-  const swept = inCall?.swept;
-  return (await run(channel, argv, options, plan, seen, announced, swept)) as SandboxExecResult<OutputOf<O>>;
+  const checked = checkCall(argv, options, unchecked);
+  if (!inCall)
+    return (await run(channel, argv, options, drawPlan(checked), seen, announced)) as SandboxExecResult<
+      OutputOf<O>
+    >;
+  const call = startCall(channel, argv, options, checked, inCall.server, inCall.sweep);
+  if (call === undefined) throw new InCallUnfitError();
+  return (await run(
+    channel,
+    argv,
+    options,
+    call.plan,
+    seen,
+    announced,
+    inCall.swept,
+    call.spawned,
+  )) as SandboxExecResult<OutputOf<O>>;
 }
 
 /**
@@ -347,7 +381,7 @@ async function run(
   seen?: (use: HelperUse) => void,
   announced?: (helper: TargetIdentity) => void,
   swept?: InCall['swept'],
-  spawned?: { client: ExecClient; started: number },
+  spawned?: Spawned,
 ): Promise<SandboxExecResult> {
   const started = spawned?.started ?? performance.now();
   // This process supervises the tag while the call runs: its registration is what tells
@@ -467,11 +501,6 @@ interface CallPlan {
   unchecked: boolean;
   /** A call to the resident helper: its server, the agreed key, the request stdin starts with. */
   call?: { server: ResidentServer; key: Buffer; request: string; streamed?: StreamSent };
-}
-
-// Checks every option before anything starts (INVALID_OPTION, INVALID_TAG) and builds the argv.
-function prepare(argv: string[], options: SandboxExecOptions, uncheckedHelper = false): CallPlan {
-  return drawPlan(checkCall(argv, options, uncheckedHelper));
 }
 
 /** A call's options, every one checked (`checkCall`): what its plan is drawn from (`drawPlan`). */
