@@ -76,7 +76,7 @@ export function addSandboxCommands(program: Command): void {
     )
     .option(
       '--silence <duration>',
-      'stop the call when the exec client has said nothing for this long (0: never)',
+      'stop the call when the exec client has said nothing for this long; exit 124 (0: never)',
       '30m',
     )
     .option(
@@ -323,13 +323,17 @@ export async function sandboxExecCommand(
         "a process the command left still held its output 2 s after its end: the exec client was ended (the status is the command's)",
       );
     }
-    if (r.exitCode === 0 && !r.ok) {
+    if (r.stoppedBy === 'silence') {
+      // As `sandbox run` and timeout(1): 124 for a time bound — the sweep's TERM ended the command
+      // and its line arrived (143 before, where `sandbox run` said 124) — 137 when it had to be KILLed.
+      process.exitCode = r.exitCode === 137 ? 137 : EXIT_TIMED_OUT;
+      notes.push(silenceNote(silenceMs, flags.silence, 'the call'));
+    } else if (r.exitCode === 0 && !r.ok) {
       notes.push(`the command exited with 0 but the exec client ${clientEnd(r)}`);
       process.exitCode = EXIT_CLIENT_FAILED;
     } else {
       process.exitCode = r.exitCode;
     }
-    if (r.stoppedBy === 'silence') notes.push(silenceNote(silenceMs, flags.silence, 'the call'));
     json = {
       tag: r.tag,
       failed: r.failed,

@@ -421,6 +421,45 @@ describe('tether sandbox exec', () => {
     expect(execHelp.stdout.replace(/\s+/g, ' ')).toMatch(/--silence <duration> .*\(default: "30m"\)/);
   });
 
+  it('sandbox exec: a call stopped by --silence exits 124 as sandbox run does (before: 143, the sweep’s TERM), the command gone', async () => {
+    const tag = createTag();
+    const s = 37_000 + Math.floor(Math.random() * 1000);
+    const r = await tether([
+      'sandbox',
+      'exec',
+      '--via',
+      via,
+      '--tag',
+      tag.name,
+      '--silence',
+      '1s',
+      '--',
+      'sleep',
+      String(s),
+    ]);
+    expect(r.status, r.stderr).toBe(124);
+    expect(r.stderr).toContain('the exec client was silent for the --silence bound: the call was stopped');
+    expect(taggedOnHost(tag.name)).toEqual([]);
+    const j = await tether([
+      'sandbox',
+      'exec',
+      '--json',
+      '--via',
+      via,
+      '--silence',
+      '1s',
+      '--',
+      'sleep',
+      String(s + 1),
+    ]);
+    expect(j.status, j.stderr).toBe(124);
+    // The command's own status stays in the JSON: the sweep's TERM ended it.
+    expect(JSON.parse(j.stderr.trim().split('\n').at(-1) as string)).toMatchObject({
+      stoppedBy: 'silence',
+      exitCode: 143,
+    });
+  });
+
   it('refuses an unbalanced --via, naming it', async () => {
     const r = await tether(['sandbox', 'exec', '--via', "docker exec -i 'x", '--', 'true']);
     expect(r.status).toBe(125);
