@@ -28,13 +28,16 @@ import {
 } from '../../src/sandbox/index.js';
 import { callRequest, endLine, verifies } from '../../src/sandbox/resident.js';
 import {
+  childrenOf,
   cmdlineOf,
   environOfAnyThread,
   hasEntry,
   isAlive,
   isDeadZombie,
+  type ProcessId,
   pids,
   readStat,
+  type Stat,
 } from '../support/proc.js';
 import { testDir } from '../support/temp.js';
 
@@ -642,4 +645,75 @@ export function processesIn(init: number): { pid: number; nsPid: number }[] {
     }
   }
   return found;
+}
+
+/** The host pid of the process whose pid is `nsPid` in the container whose init is `init` (`processesIn`). */
+export function hostPidOf(init: number, nsPid: number): number | undefined {
+  return processesIn(init).find((p) => p.nsPid === nsPid)?.pid;
+}
+
+/** The pid in the container whose init is `init` of the host's process `pid` (`processesIn`). */
+export function nsPidOf(init: number, pid: number): number | undefined {
+  return processesIn(init).find((p) => p.pid === pid)?.nsPid;
+}
+
+/**
+ * The live resident helpers of the container whose init is `init`: its processes (`processesIn`)
+ * whose comm is tether-call or tether-serve, each with its stat. What the resident tests expect to
+ * be empty once a server has ended.
+ */
+export function helpersIn(init: number): { pid: number; nsPid: number; stat: Stat }[] {
+  const found: { pid: number; nsPid: number; stat: Stat }[] = [];
+  for (const p of processesIn(init)) {
+    const stat = readStat(p.pid);
+    if (stat && !isDeadZombie(stat) && /^tether-(call|serve)$/.test(stat.comm)) found.push({ ...p, stat });
+  }
+  return found;
+}
+
+/**
+ * The sockets a host process holds: the links of its /proc/PID/fd that read `socket:[INODE]`. Empty
+ * once it is gone; an fd closed during the walk is left out.
+ */
+export function socketsOf(pid: number): Set<string> {
+  const out = new Set<string>();
+  try {
+    for (const fd of readdirSync(`/proc/${pid}/fd`)) {
+      try {
+        const link = readlinkSync(`/proc/${pid}/fd/${fd}`);
+        if (link.startsWith('socket:')) out.add(link);
+      } catch {
+        // closed meanwhile
+      }
+    }
+  } catch {
+    // gone
+  }
+  return out;
+}
+
+/**
+ * The live children of a resident server (`server`, its host pid), each with its identity, comm and
+ * state, and whether it holds a socket the server holds too: the listening socket, which the
+ * pre-forked call child waits on and a call's child closes at once (native/helper-serve.c,
+ * idle_wait). The server's sockets are read once per call.
+ */
+export function childrenOfServer(
+  server: number,
+): { id: ProcessId; comm: string; state: string; listens: boolean }[] {
+  const own = socketsOf(server);
+  return childrenOf(server)
+    .filter((s) => !isDeadZombie(s))
+    .map((s) => ({
+      id: { pid: s.pid, startTime: s.startTime },
+      comm: s.comm,
+      state: s.state,
+      listens: [...socketsOf(s.pid)].some((l) => own.has(l)),
+    }));
+}
+
+/** Polls every 20 ms, for up to `ms`, until none of `ids` is alive; returns those still alive ([] when all ended). */
+export async function gone(ids: ProcessId[], ms = 5000): Promise<ProcessId[]> {
+  for (let i = 0; i < ms / 20 && ids.some(isAlive); i++) await sleep(20);
+  return ids.filter(isAlive);
 }

@@ -8,7 +8,7 @@
 // container's /tmp, and what is left after each end.
 import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { existsSync, readdirSync, readFileSync, readlinkSync } from 'node:fs';
+import { existsSync, readFileSync, readlinkSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { prebuiltCandidates } from '../../src/containment/prebuilt.js';
 import { sandbox } from '../../src/index.js';
@@ -17,7 +17,19 @@ import type { Server } from '../../src/sandbox/resident.js';
 import { type ResidentServer, residentServer } from '../../src/sandbox/resident-server.js';
 import { childrenOf, isAlive, isDeadZombie, type ProcessId, readStat } from '../support/proc.js';
 import { missing, onPath } from '../support/tools.js';
-import { AS_NOBODY, asNobodyIn, type Container, processesIn, residentCall, sleep } from './container.js';
+import {
+  AS_NOBODY,
+  asNobodyIn,
+  type Container,
+  childrenOfServer,
+  gone,
+  helpersIn,
+  hostPidOf,
+  nsPidOf,
+  residentCall,
+  sleep,
+  socketsOf,
+} from './container.js';
 
 const local = prebuiltCandidates(process.arch).find((p) => existsSync(p));
 const PY = '/usr/bin/python3';
@@ -45,53 +57,31 @@ describe.skipIf(!serves)(
         (e: Error & { code?: string }) => ({ code: e.code }),
       );
 
-    // The container's processes as the host sees them, each with its pid in the container.
-    const inBox = () => processesIn(box.init);
-    const hostPidOf = (nsPid: number) => inBox().find((p) => p.nsPid === nsPid)?.pid;
-    const nsPidOf = (pid: number) => inBox().find((p) => p.pid === pid)?.nsPid;
+    // Live tether-call or tether-serve processes of the container (container.ts, helpersIn), as lines.
     const helpersInBox = () =>
-      inBox()
-        .map((p) => ({ ...p, stat: readStat(p.pid) }))
-        .filter((p) => p.stat && !isDeadZombie(p.stat) && /^tether-(call|serve)$/.test(p.stat.comm))
-        .map((p) => `${p.stat?.comm} ${p.nsPid} ppid ${p.stat?.ppid} ${p.stat?.state}`);
-    const socketsOf = (pid: number) => {
-      const out = new Set<string>();
-      try {
-        for (const fd of readdirSync(`/proc/${pid}/fd`)) {
-          try {
-            const link = readlinkSync(`/proc/${pid}/fd/${fd}`);
-            if (link.startsWith('socket:')) out.add(link);
-          } catch {
-            // closed meanwhile
-          }
-        }
-      } catch {
-        // gone
+      helpersIn(box.init).map((p) => `${p.stat.comm} ${p.nsPid} ppid ${p.stat.ppid} ${p.stat.state}`);
+    // Polled for up to 3 s: the helpers still in the container (helpersInBox), [] once all ended.
+    async function helpersLeft() {
+      let left = helpersInBox();
+      for (let i = 0; i < 150 && left.length; i++) {
+        await sleep(20);
+        left = helpersInBox();
       }
-      return out;
-    };
+      return left;
+    }
     // The one child of the server waiting on its listening socket (polled: it is forked as a call
     // is taken), host pid and start time, and its pid in the container.
     async function idleChild(server: number): Promise<ProcessId & { nsPid: number }> {
       for (let i = 0; i < 250; i++) {
-        const own = socketsOf(server);
-        const kids = childrenOf(server).filter(
-          (s) =>
-            !isDeadZombie(s) &&
-            s.comm === 'tether-call' &&
-            s.state === 'S' &&
-            [...socketsOf(s.pid)].some((l) => own.has(l)),
+        const kids = childrenOfServer(server).filter(
+          (k) => k.comm === 'tether-call' && k.state === 'S' && k.listens,
         );
         const kid = kids[0];
-        const nsPid = kid && kids.length === 1 ? nsPidOf(kid.pid) : undefined;
-        if (kid && nsPid) return { pid: kid.pid, startTime: kid.startTime, nsPid };
+        const nsPid = kid && kids.length === 1 ? nsPidOf(box.init, kid.id.pid) : undefined;
+        if (kid && nsPid) return { pid: kid.id.pid, startTime: kid.id.startTime, nsPid };
         await sleep(20);
       }
       throw new Error(`premise broken: no idle child of the server ${server}`);
-    }
-    async function gone(ids: ProcessId[], ms = 5000) {
-      for (let i = 0; i < ms / 20 && ids.some(isAlive); i++) await sleep(20);
-      return ids.filter(isAlive);
     }
     // The channel's server: its container pid, host pid and identity.
     // A call first (the first one after a server died unseen is an unknown end, by design).
@@ -102,7 +92,7 @@ describe.skipIf(!serves)(
       }
       const s = await residentServer(channel, ['sh']);
       if (!('pid' in s)) throw new Error(`no server: ${s.unavailable}`);
-      const host = hostPidOf(s.pid);
+      const host = hostPidOf(box.init, s.pid);
       if (!host) throw new Error(`premise broken: the server ${s.pid} is not in the container`);
       return { ...s, host, id: { pid: host, startTime: readStat(host)?.startTime ?? -1 } };
     }
@@ -128,6 +118,15 @@ describe.skipIf(!serves)(
         text += b.toString();
       });
       return { proc, out: () => text };
+    }
+    // Polled for up to 2 s: until the status of `pid` names a tracer (the strace of traceOf attached).
+    async function traced(pid: number) {
+      for (
+        let i = 0;
+        i < 100 && !readFileSync(`/proc/${pid}/status`, 'latin1').match(/^TracerPid:\s+[1-9]/m);
+        i++
+      )
+        await sleep(20);
     }
     async function stopTrace(t: { proc: ChildProcess }) {
       if (t.proc.exitCode === null && t.proc.signalCode === null) {
@@ -371,12 +370,7 @@ log.write('stops %d\\n'%n)`;
           expect(lines).toContain(`c${i}`);
         }
       await sandbox.stopResident(channel); // false when the racing stop ended the last server
-      let left = helpersInBox();
-      for (let i = 0; i < 150 && left.length; i++) {
-        await sleep(20);
-        left = helpersInBox();
-      }
-      expect(left).toEqual([]);
+      expect(await helpersLeft()).toEqual([]);
     }, 90_000);
 
     it.skipIf(noStrace !== '')(
@@ -387,12 +381,7 @@ log.write('stops %d\\n'%n)`;
         // Every prctl of the waiting child held 3 s at its entry: the first is the one after accept4.
         const t = traceOf(idle.pid, ['-e', 'trace=prctl', '-e', 'inject=prctl:delay_enter=3s']);
         try {
-          for (
-            let i = 0;
-            i < 100 && !readFileSync(`/proc/${idle.pid}/status`, 'latin1').match(/^TracerPid:\s+[1-9]/m);
-            i++
-          )
-            await sleep(20);
+          await traced(idle.pid);
           const before = socketsOf(idle.pid).size;
           const mark = `/tmp/window-${hex(4)}`;
           const pending = rawCall(s, `echo ran > ${mark}`);
@@ -449,21 +438,13 @@ log.write('stops %d\\n'%n)`;
           'inject=fork,vfork,clone,clone3:error=EAGAIN:when=1',
         ]);
         try {
-          for (
-            let i = 0;
-            i < 100 && !readFileSync(`/proc/${s.host}/status`, 'latin1').match(/^TracerPid:\s+[1-9]/m);
-            i++
-          )
-            await sleep(20);
+          await traced(s.host);
           // A long call takes the waiting child; the server's fork of the next one fails.
           const first = rawCall(s, 'sleep 2; echo first');
           let waiting = 1;
           for (let i = 0; i < 50 && waiting; i++) {
             await sleep(20);
-            const own = socketsOf(s.host);
-            waiting = childrenOf(s.host).filter(
-              (k) => !isDeadZombie(k) && [...socketsOf(k.pid)].some((l) => own.has(l)),
-            ).length;
+            waiting = childrenOfServer(s.host).filter((k) => k.listens).length;
           }
           // So the server accepts the next call itself (its fork, the second, succeeds).
           const second = await rawCall(s, 'echo second');
@@ -485,12 +466,7 @@ log.write('stops %d\\n'%n)`;
 
     it('the end: stopResident leaves no tether-call or tether-serve in the container', async () => {
       await sandbox.stopResident(channel);
-      let left = helpersInBox();
-      for (let i = 0; i < 150 && left.length; i++) {
-        await sleep(20);
-        left = helpersInBox();
-      }
-      expect(left).toEqual([]);
+      expect(await helpersLeft()).toEqual([]);
     }, 30_000);
   },
 );

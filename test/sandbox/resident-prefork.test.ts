@@ -5,20 +5,24 @@
 // a SIGKILL of the server (the test started it), a `stop` request (sandbox.stopResident) and the
 // idle bound.
 import { randomBytes } from 'node:crypto';
-import { existsSync, readdirSync, readlinkSync } from 'node:fs';
+import { existsSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { prebuiltCandidates } from '../../src/containment/prebuilt.js';
 import { sandbox } from '../../src/index.js';
 import { pushHelper } from '../../src/sandbox/helper-push.js';
 import { acceptServer, newAgreement, type Server, serveRequest } from '../../src/sandbox/resident.js';
 import { residentServer } from '../../src/sandbox/resident-server.js';
-import { childrenOf, isAlive, isDeadZombie, type ProcessId, readStat } from '../support/proc.js';
+import { isAlive, type ProcessId, readStat } from '../support/proc.js';
 import { missing } from '../support/tools.js';
 import {
   type Container,
+  childrenOfServer,
   execOnce,
+  gone,
+  helpersIn,
+  hostPidOf,
+  nsPidOf,
   privateTmp,
-  processesIn,
   residentCall,
   sleep,
   startContainer,
@@ -47,48 +51,10 @@ describe.skipIf(!serves)(
       await box?.stop();
     });
 
-    // The container's processes as the host sees them, each with its pid in the container.
-    const inBox = () => processesIn(box.init);
-    const hostPidOf = (nsPid: number) => inBox().find((p) => p.nsPid === nsPid)?.pid;
-    const nsPidOf = (pid: number) => inBox().find((p) => p.pid === pid)?.nsPid;
     // Live processes of the container named tether-call or tether-serve (comm).
-    const helpersInBox = () =>
-      inBox().filter((p) => {
-        const stat = readStat(p.pid);
-        return stat && !isDeadZombie(stat) && (stat.comm === 'tether-call' || stat.comm === 'tether-serve');
-      });
-    const socketsOf = (pid: number) => {
-      const out = new Set<string>();
-      try {
-        for (const fd of readdirSync(`/proc/${pid}/fd`)) {
-          try {
-            const link = readlinkSync(`/proc/${pid}/fd/${fd}`);
-            if (link.startsWith('socket:')) out.add(link);
-          } catch {
-            // closed meanwhile
-          }
-        }
-      } catch {
-        // gone
-      }
-      return out;
-    };
-    // The server's live children, each with what the test asserts of it: its comm and state, and
-    // whether it holds a socket the server holds too (the listening socket: a call's child closes it
-    // at once, the pre-forked one waits on it).
-    function childrenOfServer(server: number) {
-      const own = socketsOf(server);
-      return childrenOf(server)
-        .filter((s) => !isDeadZombie(s))
-        .map((s) => ({
-          id: { pid: s.pid, startTime: s.startTime } as ProcessId,
-          comm: s.comm,
-          state: s.state,
-          listens: [...socketsOf(s.pid)].some((l) => own.has(l)),
-        }));
-    }
+    const helpersInBox = () => helpersIn(box.init).map(({ pid, nsPid }) => ({ pid, nsPid }));
     // Polled (a call's child ends a moment after its client has its status; the next pre-forked
-    // child is forked as a call is taken): exactly one child, waiting.
+    // child is forked as a call is taken): exactly one child, waiting (container.ts, childrenOfServer).
     async function theIdleChild(server: number) {
       let kids = childrenOfServer(server);
       for (let i = 0; i < 150 && !(kids.length === 1 && kids[0]?.state === 'S' && kids[0]?.listens); i++) {
@@ -100,10 +66,6 @@ describe.skipIf(!serves)(
         'one idle call child between calls',
       ).toEqual([{ comm: 'tether-call', state: 'S', listens: true }]);
       return (kids[0] as { id: ProcessId }).id;
-    }
-    async function gone(ids: ProcessId[], ms = 5000) {
-      for (let i = 0; i < ms / 20 && ids.some(isAlive); i++) await sleep(20);
-      return ids.filter(isAlive);
     }
 
     async function start(dir: string, idleMs = 60_000): Promise<Server & { host: number }> {
@@ -117,7 +79,7 @@ describe.skipIf(!serves)(
       const server = acceptServer(agreement, ran.stdout.toString('latin1').replace(/\n$/, ''));
       if (!server)
         throw new Error(`no server line that verifies: ${JSON.stringify(ran.stdout.toString('latin1'))}`);
-      const host = hostPidOf(server.pid);
+      const host = hostPidOf(box.init, server.pid);
       if (!host) throw new Error(`premise broken: the server ${server.pid} is not in the container's /proc`);
       return { ...server, host };
     }
@@ -131,14 +93,14 @@ describe.skipIf(!serves)(
       const server = await start(dir);
       // Before any call: the server forked its first one.
       const first = await theIdleChild(server.host);
-      const firstNs = nsPidOf(first.pid);
+      const firstNs = nsPidOf(box.init, first.pid);
       const a = await call(server, dir, 'echo $PPID');
       expect(a).toEqual({ status: 0, out: `${firstNs}\n`, verified: true });
       // The child that waited took the call and ended with it; another waits now.
       expect(await gone([first])).toEqual([]);
       const second = await theIdleChild(server.host);
       expect(second.pid).not.toBe(first.pid);
-      const secondNs = nsPidOf(second.pid);
+      const secondNs = nsPidOf(box.init, second.pid);
       expect(await call(server, dir, 'echo $PPID; exit 3')).toEqual({
         status: 3,
         out: `${secondNs}\n`,
@@ -167,7 +129,7 @@ describe.skipIf(!serves)(
       expect((await sandbox.exec(box.channel, ['true'], { resident: true })).ok).toBe(true);
       const server = await residentServer(box.channel, ['sh']);
       if (!('pid' in server)) throw new Error('no server');
-      const host = hostPidOf(server.pid);
+      const host = hostPidOf(box.init, server.pid);
       if (!host) throw new Error('premise broken: the server is not in the container');
       const serverId = { pid: host, startTime: readStat(host)?.startTime ?? -1 };
       const idle = await theIdleChild(host);
