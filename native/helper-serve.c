@@ -299,6 +299,28 @@ static void on_stop(int sig) {
   serve_stop = 1;
 }
 
+// While the server loops, SIGTERM and SIGCHLD are blocked but inside its waits (serve_wait: ppoll(2)
+// takes the mask without them, atomically): one that came between the loop's look at serve_stop
+// and its children and its wait was not seen until the wait's 1 s timeout — a stop's exit up to
+// 1 s late (a fresh user's trial: 2 of 16). `serve_mask_open` is the mask without them, which each
+// child of the server takes back first (serve_unblock): its command must not start with them
+// blocked.
+static sigset_t serve_mask_open;
+static void serve_block(void) {
+  sigset_t both;
+  sigemptyset(&both);
+  sigaddset(&both, SIGTERM);
+  sigaddset(&both, SIGCHLD);
+  sigprocmask(SIG_BLOCK, &both, &serve_mask_open);
+  sigdelset(&serve_mask_open, SIGTERM);
+  sigdelset(&serve_mask_open, SIGCHLD);
+}
+static void serve_unblock(void) { sigprocmask(SIG_SETMASK, &serve_mask_open, NULL); }
+static int serve_wait(struct pollfd *fds, nfds_t n, int ms) {
+  struct timespec t = {.tv_sec = ms / 1000, .tv_nsec = (long)(ms % 1000) * 1000000L};
+  return ppoll(fds, n, &t, &serve_mask_open);
+}
+
 // What the server's commands inherit from it, as it was at its start: every resource limit, its
 // nice value, its CPU affinity, its scheduling policy and attributes (sched_getattr(2): the policy,
 // its priority and flags — SCHED_IDLE, SCHED_BATCH, reset-on-fork — and the utilization clamps)
@@ -854,6 +876,7 @@ static struct {
 
 static void idle_wait(int lfd, int sv) __attribute__((noreturn));
 static void idle_wait(int lfd, int sv) {
+  serve_unblock();
   signal(SIGTERM, SIG_DFL);
   signal(SIGCHLD, SIG_DFL);
   prctl(PR_SET_NAME, "tether-call");
@@ -966,6 +989,7 @@ static void serve_loop(int lfd, const char *path, const struct stat *own, long i
   int running = 0, room = 1;
   // Non-blocking: an acceptor woken by poll(2) whose connection went meanwhile polls again.
   fcntl(lfd, F_SETFL, fcntl(lfd, F_GETFL) | O_NONBLOCK);
+  serve_block();
   for (;;) {
     if (serve_stop) break;
     pid_t done;
@@ -996,11 +1020,11 @@ static void serve_loop(int lfd, const char *path, const struct stat *own, long i
     if (idle.pid) {
       if (idle.sv < 0) { // went at once (idle_fork): reaped above at its SIGCHLD
         struct pollfd none = {.fd = -1};
-        (void)poll(&none, 1, 20);
+        (void)serve_wait(&none, 1, 20);
         continue;
       }
       struct pollfd p = {.fd = idle.sv, .events = POLLIN};
-      if (poll(&p, 1, 1000) <= 0) continue;
+      if (serve_wait(&p, 1, 1000) <= 0) continue;
       char b;
       ssize_t n = read(idle.sv, &b, 1);
       if (n == 1 && b == IDLE_TAKEN) { // a call: the child is that call's now
@@ -1024,7 +1048,7 @@ static void serve_loop(int lfd, const char *path, const struct stat *own, long i
     }
     // No pre-forked child: none could be forked, or SERVE_CALLS_MAX calls run. The server accepts.
     struct pollfd p = {.fd = lfd, .events = POLLIN};
-    if (poll(&p, 1, 1000) <= 0) continue;
+    if (serve_wait(&p, 1, 1000) <= 0) continue;
     int conn = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
     // Out of fds or memory (a lowered RLIMIT_NOFILE), a pending connection keeps poll ready: the
     // server ends instead of spinning, and the next call's ping starts another.
@@ -1037,6 +1061,7 @@ static void serve_loop(int lfd, const char *path, const struct stat *own, long i
     }
     pid_t pid = fork();
     if (pid == 0) {
+      serve_unblock();
       close(lfd);
       signal(SIGTERM, SIG_DFL);
       signal(SIGCHLD, SIG_DFL);
