@@ -137,7 +137,7 @@ export function addSandboxCommands(program: Command): void {
   sandbox
     .command('stop-resident')
     .description(
-      "end the resident helper's server that tether processes of this machine share through --via (--resident): exit 0 when it said it stops, 1 when none was recorded or it did not answer",
+      "end the resident helper's server that tether processes of this machine share through --via (--resident): exit 0 when it said it stops, 1 when none was recorded or it did not answer, 125 on invalid usage",
     )
     .option('--via <prefix>', "the exec channel as a command prefix: 'docker exec -i ID' (required)")
     .option('--shell <argv>', "the container's POSIX shell", 'sh')
