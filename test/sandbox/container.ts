@@ -17,9 +17,10 @@ import {
 } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { PassThrough } from 'node:stream';
-import { afterAll, beforeAll } from 'vitest';
+import { afterAll, beforeAll, expect } from 'vitest';
 import { readElf } from '../../src/containment/elf.js';
 import { sessionsDir } from '../../src/containment/live-session.js';
+import { sandbox } from '../../src/index.js';
 import {
   type ClientExit,
   commandChannel,
@@ -27,6 +28,8 @@ import {
   type ExecClient,
 } from '../../src/sandbox/index.js';
 import { callRequest, endLine, verifies } from '../../src/sandbox/resident.js';
+import { IN_CALL_BLIND_SPOT } from '../../src/sandbox/session-helper.js';
+import { ENV_TAG_BLIND_SPOT } from '../../src/sweep/report.js';
 import {
   childrenOf,
   cmdlineOf,
@@ -716,4 +719,130 @@ export function childrenOfServer(
 export async function gone(ids: ProcessId[], ms = 5000): Promise<ProcessId[]> {
   for (let i = 0; i < ms / 20 && ids.some(isAlive); i++) await sleep(20);
   return ids.filter(isAlive);
+}
+
+/**
+ * What tether said of a run under attack (resident-run-break*.test.ts): the result's report (and
+ * whether it names IN_CALL_BLIND_SPOT, ENV_TAG_BLIND_SPOT), or the error's code and its report, when
+ * it has one.
+ */
+export interface Said {
+  ok?: boolean;
+  complete?: boolean;
+  proof?: string;
+  exitCode?: number | null;
+  stdout?: string;
+  stopped?: number;
+  code?: string;
+  warnings?: string[];
+  inCall?: boolean;
+  envTagBlind?: boolean;
+  failed?: boolean;
+  timedOut?: boolean;
+}
+
+/** The fields of a sweep report `said` reads. */
+interface SaidReport {
+  ok: boolean;
+  complete: boolean;
+  proof: string;
+  stopped: unknown[];
+  warnings: { code: string }[];
+  blindSpots?: string[];
+}
+
+/** What tether said of a run (`Said`): it resolves either way. */
+export async function said(
+  p: Promise<{
+    exitCode: number | null;
+    stdout?: unknown;
+    failed?: boolean;
+    timedOut?: boolean;
+    report: SaidReport;
+  }>,
+): Promise<Said> {
+  try {
+    const r = await p;
+    return {
+      failed: r.failed,
+      timedOut: r.timedOut,
+      inCall: (r.report.blindSpots ?? []).includes(IN_CALL_BLIND_SPOT),
+      envTagBlind: (r.report.blindSpots ?? []).includes(ENV_TAG_BLIND_SPOT),
+      ok: r.report.ok,
+      complete: r.report.complete,
+      proof: r.report.proof,
+      exitCode: r.exitCode,
+      stdout: String(r.stdout),
+      stopped: r.report.stopped.length,
+      warnings: r.report.warnings.map((w) => w.code),
+    };
+  } catch (e) {
+    const err = e as Error & { code?: string; report?: SaidReport };
+    return {
+      code: err.code ?? err.message,
+      ...(err.report
+        ? {
+            ok: err.report.ok,
+            complete: err.report.complete,
+            proof: err.report.proof,
+            warnings: err.report.warnings.map((w) => w.code),
+          }
+        : {}),
+    };
+  }
+}
+
+/** A success tether vouches for: resolved, the report ok and complete. */
+export const vouched = (s: Said) => s.code === undefined && s.ok === true && s.complete === true;
+
+/**
+ * `said` of one `sandbox.run` of `sh -c SCRIPT` through `channel` as a resident call that resolves
+ * whatever the command's status (`reject: false`), with `options` (a timeout, the sweep's bounds).
+ */
+export function saidOfRun(
+  channel: ExecChannel,
+  script: string,
+  options: { timeout?: number; sweep: { graceMs: number; killAfterMs: number } },
+): Promise<Said> {
+  return said(sandbox.run(channel, ['sh', '-c', script], { resident: true, reject: false, ...options }));
+}
+
+/** Runs `argv` in the container as root (its prefix), to its end: for the test's own processes only. */
+export function inRoot(box: Container, argv: string[]): string {
+  const [cmd0, ...rest] = box.prefix;
+  return execFileSync(String(cmd0), [...rest, ...argv], { encoding: 'utf8', timeout: 20_000 });
+}
+
+/**
+ * KILLs the test's own leftovers `sleep S` in the container from the host, by identity
+ * (`sleepersIn`: never by name), and waits up to 2 s for them to be gone.
+ */
+export async function killSleepersIn(box: Container, s: number): Promise<void> {
+  for (const p of sleepersIn(box, s)) {
+    try {
+      process.kill(p.pid, 'SIGKILL');
+    } catch {
+      // gone
+    }
+  }
+  for (let i = 0; i < 100 && sleepersIn(box, s).length > 0; i++) await sleep(20);
+}
+
+/**
+ * The end of a break attempt that left `sleep S` leftovers: counts those still running, logs them
+ * under `label` with what tether said (`r`) and `more`, KILLs them (`killSleepersIn`), and, when
+ * tether vouched for the run, expects that none ran: a report is truthful when it never says ok and
+ * complete while something the command started still runs.
+ */
+export async function checkLeftovers(
+  box: Container,
+  s: number,
+  label: string,
+  r: Said,
+  more: Record<string, unknown> = {},
+): Promise<void> {
+  const alive = sleepersIn(box, s).length;
+  console.log(label, JSON.stringify({ r, alive, ...more }));
+  await killSleepersIn(box, s);
+  if (vouched(r)) expect(alive).toBe(0);
 }

@@ -35,17 +35,21 @@ import { prebuiltCandidates } from '../../src/containment/prebuilt.js';
 import { sandbox } from '../../src/index.js';
 import { commandChannel, type ExecChannel } from '../../src/sandbox/index.js';
 import { recordPath, recordsDir } from '../../src/sandbox/resident-record.js';
-import { IN_CALL_BLIND_SPOT } from '../../src/sandbox/session-helper.js';
 import { BUILD, ROOT } from '../support/paths.js';
 import { missing } from '../support/tools.js';
 import {
   AS_NOBODY,
   asNobodyIn,
   type Container,
+  checkLeftovers,
+  inRoot,
+  killSleepersIn,
   privateTmp,
+  saidOfRun,
   sleep,
   sleepersIn,
   startContainer,
+  vouched,
 } from './container.js';
 
 const local = prebuiltCandidates(process.arch).find((p) => existsSync(p));
@@ -63,90 +67,6 @@ const python = existsSync('/usr/bin/python3') ? '/usr/bin/python3' : undefined;
 
 let secs = 3300 + Math.floor(Math.random() * 300) * 10;
 const uniqueSecs = () => (secs += 1);
-
-interface Said {
-  ok?: boolean;
-  complete?: boolean;
-  proof?: string;
-  exitCode?: number | null;
-  stdout?: string;
-  stopped?: number;
-  code?: string;
-  warnings?: string[];
-  inCall?: boolean;
-  failed?: boolean;
-  timedOut?: boolean;
-}
-
-type Report = {
-  ok: boolean;
-  complete: boolean;
-  proof: string;
-  stopped: unknown[];
-  warnings: { code: string }[];
-  blindSpots?: string[];
-};
-
-// What tether said of a run: the result's report, or the error's code (and its report, when it has one).
-async function said(
-  p: Promise<{
-    exitCode: number | null;
-    stdout?: unknown;
-    failed?: boolean;
-    timedOut?: boolean;
-    report: Report;
-  }>,
-): Promise<Said> {
-  try {
-    const r = await p;
-    return {
-      failed: r.failed,
-      timedOut: r.timedOut,
-      inCall: (r.report.blindSpots ?? []).includes(IN_CALL_BLIND_SPOT),
-      ok: r.report.ok,
-      complete: r.report.complete,
-      proof: r.report.proof,
-      exitCode: r.exitCode,
-      stdout: String(r.stdout),
-      stopped: r.report.stopped.length,
-      warnings: r.report.warnings.map((w) => w.code),
-    };
-  } catch (e) {
-    const err = e as Error & { code?: string; report?: Report };
-    return {
-      code: err.code ?? err.message,
-      ...(err.report
-        ? {
-            ok: err.report.ok,
-            complete: err.report.complete,
-            proof: err.report.proof,
-            warnings: err.report.warnings.map((w) => w.code),
-          }
-        : {}),
-    };
-  }
-}
-
-// A success tether vouches for: resolved, the report ok and complete.
-const vouched = (s: Said) => s.code === undefined && s.ok === true && s.complete === true;
-
-// Runs a command in the container as root (its prefix): the test's own processes only.
-const inRoot = (box: Container, argv: string[]) => {
-  const [cmd0, ...rest] = box.prefix;
-  return execFileSync(String(cmd0), [...rest, ...argv], { encoding: 'utf8', timeout: 20_000 });
-};
-
-// The test's own leftovers `sleep S`, KILLed from the host by identity (never by name).
-async function killOwn(box: Container, s: number): Promise<void> {
-  for (const p of sleepersIn(box, s)) {
-    try {
-      process.kill(p.pid, 'SIGKILL');
-    } catch {
-      // gone
-    }
-  }
-  for (let i = 0; i < 100 && sleepersIn(box, s).length > 0; i++) await sleep(20);
-}
 
 describe.skipIf(!serves)(
   `sandbox.run resident, one exec, second attack${serves ? '' : ` (skipped: ${why})`}`,
@@ -172,21 +92,12 @@ describe.skipIf(!serves)(
       const s = uniqueSecs();
       copyFileSync(SUBREAPER, inBox('/tmp/subreaper'));
       chmodSync(inBox('/tmp/subreaper'), 0o755);
-      const r = await said(
-        sandbox.run(
-          channel,
-          [
-            'sh',
-            '-c',
-            `env -i setsid /tmp/subreaper sh -c 'trap "" TERM; sh -c "sleep ${s} &"; sh -c "(env -i sleep ${s} &) &"; while :; do sleep 1; done' </dev/null >/dev/null 2>&1 & sleep 0.4; echo up`,
-          ],
-          { resident: true, reject: false, sweep: { graceMs: 600, killAfterMs: 1500 } },
-        ),
+      const r = await saidOfRun(
+        channel,
+        `env -i setsid /tmp/subreaper sh -c 'trap "" TERM; sh -c "sleep ${s} &"; sh -c "(env -i sleep ${s} &) &"; while :; do sleep 1; done' </dev/null >/dev/null 2>&1 & sleep 0.4; echo up`,
+        { sweep: { graceMs: 600, killAfterMs: 1500 } },
       );
-      const alive = sleepersIn(box, s).length;
-      console.log('subreaper leftover', JSON.stringify({ r, alive }));
-      await killOwn(box, s);
-      if (vouched(r)) expect(alive).toBe(0);
+      await checkLeftovers(box, s, 'subreaper leftover', r);
       expect(r.stopped ?? 0).toBeGreaterThanOrEqual(3);
     }, 60_000);
 
@@ -194,26 +105,18 @@ describe.skipIf(!serves)(
       const a = uniqueSecs();
       const b = uniqueSecs();
       const [ra, rb] = await Promise.all([
-        said(
-          sandbox.run(
-            channel,
-            ['sh', '-c', `env -i setsid sleep ${a} </dev/null >/dev/null 2>&1 & sleep 0.2; echo a`],
-            { resident: true, reject: false, sweep: { graceMs: 500, killAfterMs: 1000 } },
-          ),
-        ),
-        said(
-          sandbox.run(channel, ['sh', '-c', `sleep 2.5; env -i sleep ${b} & sleep 0.2; echo b`], {
-            resident: true,
-            reject: false,
-            sweep: { graceMs: 500, killAfterMs: 1000 },
-          }),
-        ),
+        saidOfRun(channel, `env -i setsid sleep ${a} </dev/null >/dev/null 2>&1 & sleep 0.2; echo a`, {
+          sweep: { graceMs: 500, killAfterMs: 1000 },
+        }),
+        saidOfRun(channel, `sleep 2.5; env -i sleep ${b} & sleep 0.2; echo b`, {
+          sweep: { graceMs: 500, killAfterMs: 1000 },
+        }),
       ]);
       const aliveA = sleepersIn(box, a).length;
       const aliveB = sleepersIn(box, b).length;
       console.log('two sessions', JSON.stringify({ ra, rb, aliveA, aliveB }));
-      await killOwn(box, a);
-      await killOwn(box, b);
+      await killSleepersIn(box, a);
+      await killSleepersIn(box, b);
       expect(rb.exitCode, 'the second command ran to its own end').toBe(0);
       expect(rb.stdout).toBe('b\n');
       expect(vouched(ra) && vouched(rb)).toBe(true);
@@ -235,33 +138,21 @@ describe.skipIf(!serves)(
         const b = uniqueSecs();
         const ready = `/tmp/victim-ready-${b}`;
         const [ra, rb] = await Promise.all([
-          said(
-            sandbox.run(
-              channel,
-              [
-                'sh',
-                '-c',
-                `for i in $(seq 200); do [ -s ${ready} ] && break; sleep 0.05; done; victim=$(cut -d' ' -f4 /proc/$(cat ${ready})/stat); ${move}; echo "a $victim $?"`,
-              ],
-              { resident: true, reject: false, sweep: { graceMs: 500, killAfterMs: 1000 } },
-            ),
+          saidOfRun(
+            channel,
+            `for i in $(seq 200); do [ -s ${ready} ] && break; sleep 0.05; done; victim=$(cut -d' ' -f4 /proc/$(cat ${ready})/stat); ${move}; echo "a $victim $?"`,
+            { sweep: { graceMs: 500, killAfterMs: 1000 } },
           ),
-          said(
-            sandbox.run(
-              channel,
-              [
-                'sh',
-                '-c',
-                `env -i setsid sleep ${b} </dev/null >/dev/null 2>&1 & echo $$ > ${ready}; sleep 1.5; echo b`,
-              ],
-              { resident: true, reject: false, sweep: { graceMs: 500, killAfterMs: 1000 } },
-            ),
+          saidOfRun(
+            channel,
+            `env -i setsid sleep ${b} </dev/null >/dev/null 2>&1 & echo $$ > ${ready}; sleep 1.5; echo b`,
+            { sweep: { graceMs: 500, killAfterMs: 1000 } },
           ),
         ]);
         const aliveB = sleepersIn(box, b).length;
         console.log(`sibling ${name}`, JSON.stringify({ ra, rb, aliveB }));
-        await killOwn(box, a);
-        await killOwn(box, b);
+        await killSleepersIn(box, a);
+        await killSleepersIn(box, b);
         expect(ra.stdout ?? '', 'the attack reached its premise').toMatch(/^a \d+ 0\n$/);
         if (vouched(rb)) expect(aliveB).toBe(0);
       }, 60_000);
@@ -269,16 +160,10 @@ describe.skipIf(!serves)(
     it("a TERM-ignoring leftover that STOPs its parent (the sweeping call child) in a tight loop: the server's SIGCONT races it, and the report never says ok and complete while it runs", async () => {
       const s = uniqueSecs();
       const t0 = Date.now();
-      const r = await said(
-        sandbox.run(
-          channel,
-          [
-            'sh',
-            '-c',
-            `env -i setsid perl -e '$SIG{TERM}="IGNORE"; system("sleep ${s} &"); while (1) { my $p = getppid(); open(my $f, "<", "/proc/$p/comm") or next; my $c = <$f>; close $f; kill("STOP", $p) if $c eq "tether-call\\n"; }' </dev/null >/dev/null 2>&1 & sleep 0.3; echo up`,
-          ],
-          { resident: true, reject: false, timeout: 15_000, sweep: { graceMs: 500, killAfterMs: 1500 } },
-        ),
+      const r = await saidOfRun(
+        channel,
+        `env -i setsid perl -e '$SIG{TERM}="IGNORE"; system("sleep ${s} &"); while (1) { my $p = getppid(); open(my $f, "<", "/proc/$p/comm") or next; my $c = <$f>; close $f; kill("STOP", $p) if $c eq "tether-call\\n"; }' </dev/null >/dev/null 2>&1 & sleep 0.3; echo up`,
+        { timeout: 15_000, sweep: { graceMs: 500, killAfterMs: 1500 } },
       );
       await sleep(300);
       const alive = sleepersIn(box, s).length;
@@ -291,25 +176,20 @@ describe.skipIf(!serves)(
         }
       }
       console.log('stop storm', JSON.stringify({ r, alive, perl, ms: Date.now() - t0 }));
-      await killOwn(box, s);
+      await killSleepersIn(box, s);
       if (vouched(r)) expect(alive + perl).toBe(0);
     }, 60_000);
 
     it("a command that execs itself with a cleared environment (env -i), TERM/HUP/INT ignored, outlives the session's timeout: tether never vouches while it runs on", async () => {
       const s = uniqueSecs();
       const t0 = Date.now();
-      const r = await said(
-        sandbox.run(
-          channel,
-          ['sh', '-c', `echo up; exec env -i sh -c 'trap "" TERM HUP INT; exec sleep ${s}'`],
-          { resident: true, reject: false, timeout: 1000, sweep: { graceMs: 500, killAfterMs: 500 } },
-        ),
+      const r = await saidOfRun(
+        channel,
+        `echo up; exec env -i sh -c 'trap "" TERM HUP INT; exec sleep ${s}'`,
+        { timeout: 1000, sweep: { graceMs: 500, killAfterMs: 500 } },
       );
       const ms = Date.now() - t0;
-      const alive = sleepersIn(box, s).length;
-      console.log('env-cleared command past timeout', JSON.stringify({ r, alive, ms }));
-      await killOwn(box, s);
-      if (vouched(r)) expect(alive).toBe(0);
+      await checkLeftovers(box, s, 'env-cleared command past timeout', r, { ms });
     }, 60_000);
 
     // The server's SIGCONT of a stopped call child (the first break attempt's mend) is the
@@ -319,16 +199,10 @@ describe.skipIf(!serves)(
       const s = uniqueSecs();
       const file = `/tmp/server-of-${s}`;
       const t0 = Date.now();
-      const r = await said(
-        sandbox.run(
-          channel,
-          [
-            'sh',
-            '-c',
-            `srv=$(cut -d' ' -f4 /proc/$PPID/stat); echo $srv > ${file}; env -i setsid sleep ${s} </dev/null >/dev/null 2>&1 & sleep 0.1; kill -STOP $srv; kill -STOP $PPID; exit 0`,
-          ],
-          { resident: true, reject: false, timeout: 3000, sweep: { graceMs: 500, killAfterMs: 1000 } },
-        ),
+      const r = await saidOfRun(
+        channel,
+        `srv=$(cut -d' ' -f4 /proc/$PPID/stat); echo $srv > ${file}; env -i setsid sleep ${s} </dev/null >/dev/null 2>&1 & sleep 0.1; kill -STOP $srv; kill -STOP $PPID; exit 0`,
+        { timeout: 3000, sweep: { graceMs: 500, killAfterMs: 1000 } },
       );
       const ms = Date.now() - t0;
       const alive = sleepersIn(box, s).length;
@@ -338,7 +212,7 @@ describe.skipIf(!serves)(
       // The test's own server: continued (it then continues its call child, whose sweep ends the leftover).
       if (/^\d+$/.test(server)) inRoot(box, ['kill', '-CONT', server]);
       for (let i = 0; i < 150 && sleepersIn(box, s).length > 0; i++) await sleep(20);
-      await killOwn(box, s);
+      await killSleepersIn(box, s);
       expect(state, 'the server was stopped by the command').toMatch(/^[Tt]$/);
       if (vouched(r)) expect(alive).toBe(0);
       // The next call still gets the server (pinged: it answers again), or a new one.
@@ -405,24 +279,12 @@ describe.skipIf(cgWhy !== '')(
     it("a leftover moved out of the command's cgroup (to the delegated parent: the uid may), its call child then KILLed: never ok and complete while it runs", async () => {
       for (const killChild of [false, true]) {
         const s = uniqueSecs();
-        const r = await said(
-          sandbox.run(
-            channel,
-            [
-              'sh',
-              '-c',
-              `env -i setsid sleep ${s} </dev/null >/dev/null 2>&1 & p=$!; sleep 0.1; echo $p > ${cg}/cgroup.procs && echo moved $(grep ^0:: /proc/$p/cgroup)${killChild ? '; kill -KILL $PPID' : ''}`,
-            ],
-            { resident: true, reject: false, sweep: { graceMs: 500, killAfterMs: 1000 } },
-          ),
+        const r = await saidOfRun(
+          channel,
+          `env -i setsid sleep ${s} </dev/null >/dev/null 2>&1 & p=$!; sleep 0.1; echo $p > ${cg}/cgroup.procs && echo moved $(grep ^0:: /proc/$p/cgroup)${killChild ? '; kill -KILL $PPID' : ''}`,
+          { sweep: { graceMs: 500, killAfterMs: 1000 } },
         );
-        const alive = sleepersIn(box, s).length;
-        console.log(
-          `cgroup escape, call child ${killChild ? 'killed' : 'kept'}`,
-          JSON.stringify({ r, alive }),
-        );
-        await killOwn(box, s);
-        if (vouched(r)) expect(alive).toBe(0);
+        await checkLeftovers(box, s, `cgroup escape, call child ${killChild ? 'killed' : 'kept'}`, r);
         if (!killChild)
           expect(r.stdout ?? '', 'the leftover left the cgroup').toMatch(
             /^moved 0::\/tether-run-break2-\d+\n$/,
@@ -449,21 +311,15 @@ describe.skipIf(cgWhy !== '')(
         let [host] = sleepersIn(box, s);
         for (const until = Date.now() + 5000; !host && Date.now() < until; await sleep(20))
           [host] = sleepersIn(box, s);
-        const r = await said(
-          sandbox.run(
-            channel,
-            [
-              'sh',
-              '-c',
-              `echo ${pid} > $(grep ^0:: /proc/self/cgroup | cut -d: -f3 | sed 's|^|${unified}|')/cgroup.procs; echo $?`,
-            ],
-            { resident: true, reject: false, sweep: { graceMs: 500, killAfterMs: 1000 } },
-          ),
+        const r = await saidOfRun(
+          channel,
+          `echo ${pid} > $(grep ^0:: /proc/self/cgroup | cut -d: -f3 | sed 's|^|${unified}|')/cgroup.procs; echo $?`,
+          { sweep: { graceMs: 500, killAfterMs: 1000 } },
         );
         await sleep(200);
         const alive = sleepersIn(box, s).length;
         outcomes[who] = { r, alive, pid, moved: r.stdout };
-        await killOwn(box, s);
+        await killSleepersIn(box, s);
         if (who === 'root') {
           expect(host, 'premise: the root bystander ran').toBeDefined();
           expect(alive, 'a root process is never signalled by the uid 65534 sweep').toBe(1);
@@ -496,6 +352,10 @@ function tether(
     });
   });
 }
+
+// `tether sandbox run --resident --json --via VIA -- ARGV` (stdin and bound as `tether`'s).
+const tetherVia = (via: string, argv: string[], stdin?: 'ignore' | 'pipe' | number, ms?: number) =>
+  tether(['sandbox', 'run', '--resident', '--json', '--via', via, '--', ...argv], stdin, ms);
 
 function notesOf(stderr: string): string[] {
   const line = stderr
@@ -555,7 +415,7 @@ describe.skipIf(cliWhy !== '')(
     });
 
     it('a record that is a symlink, a FIFO, 0644, another owner, past 16 KiB, garbage, or another channel’s: never taken, never hangs, a server of its own started', async () => {
-      const first = await tether(['sandbox', 'run', '--resident', '--json', '--via', via, '--', 'true']);
+      const first = await tetherVia(via, ['true']);
       expect(first.status, first.stderr).toBe(0);
       const rec = recordFor(via.split(' '));
       expect(rec, 'the first process recorded its server').toBeDefined();
@@ -591,11 +451,7 @@ describe.skipIf(cliWhy !== '')(
       for (const [name, place] of variants) {
         rmSync(rec.path, { force: true });
         place(rec.path);
-        const r = await tether(
-          ['sandbox', 'run', '--resident', '--json', '--via', via, '--', 'echo', name],
-          'ignore',
-          40_000,
-        );
+        const r = await tetherVia(via, ['echo', name], 'ignore', 40_000);
         const pid = serverPid(r.stderr);
         outcomes[name] = { status: r.status, pid, ms: r.ms };
         expect(r.status, `${name}: ${r.stderr}`).toBe(0);
@@ -607,17 +463,7 @@ describe.skipIf(cliWhy !== '')(
       expect(readFileSync(elsewhere, 'utf8')).toBe(good);
       // Another channel's record (valid, 0600, ours) at this channel's path: its argv says whose.
       writeFileSync(otherPath, good, { mode: 0o600 });
-      const other = await tether([
-        'sandbox',
-        'run',
-        '--resident',
-        '--json',
-        '--via',
-        `${via} env`,
-        '--',
-        'echo',
-        'other',
-      ]);
+      const other = await tetherVia(`${via} env`, ['echo', 'other']);
       outcomes.other = { status: other.status, pid: serverPid(other.stderr) };
       console.log('bad records', JSON.stringify(outcomes));
       expect(other.status, other.stderr).toBe(0);
@@ -628,16 +474,7 @@ describe.skipIf(cliWhy !== '')(
     it.skipIf(!python)(
       "a fake server a container process of the server's uid listens with at the recorded directory once the server is gone: its pong does not verify, and the call goes to a new server with the command's own output",
       async () => {
-        const first = await tether([
-          'sandbox',
-          'run',
-          '--resident',
-          '--json',
-          '--via',
-          nobodyVia,
-          '--',
-          'true',
-        ]);
+        const first = await tetherVia(nobodyVia, ['true']);
         expect(first.status, first.stderr).toBe(0);
         const rec = recordFor(nobodyVia.split(' '));
         expect(rec).toBeDefined();
@@ -679,14 +516,7 @@ while True:
         };
         for (let i = 0; i < 200 && !logText().includes('listening'); i++) await sleep(20);
         const s = uniqueSecs();
-        const r = await tether([
-          'sandbox',
-          'run',
-          '--resident',
-          '--json',
-          '--via',
-          nobodyVia,
-          '--',
+        const r = await tetherVia(nobodyVia, [
           'sh',
           '-c',
           `env -i sh -c 'sleep ${s} </dev/null >/dev/null 2>&1 &'; echo real`,
@@ -704,7 +534,7 @@ while True:
           }),
         );
         server.kill('SIGKILL'); // the test's own (nsenter; its python child ends on its 40 s accept bound)
-        await killOwn(box, s);
+        await killSleepersIn(box, s);
         expect(logText(), 'premise: the fake took the ping').toMatch(/got ping/);
         expect(r.status, r.stderr).toBe(0);
         expect(r.stdout).toBe('real\n');
@@ -727,31 +557,12 @@ while True:
           privateTmp(b, `tether-run-break2-b-${process.pid}`);
           writeFileSync(`/proc/${b.init}/root/tmp/marker`, 'in b\n');
           writeFileSync(target, String(other.init));
-          const first = await tether([
-            'sandbox',
-            'run',
-            '--resident',
-            '--json',
-            '--via',
-            `sh ${script}`,
-            '--',
-            'true',
-          ]);
+          const first = await tetherVia(`sh ${script}`, ['true']);
           expect(first.status, first.stderr).toBe(0);
           const was = serverPid(first.stderr);
           await other.stop();
           writeFileSync(target, String(b.init));
-          const r = await tether([
-            'sandbox',
-            'run',
-            '--resident',
-            '--json',
-            '--via',
-            `sh ${script}`,
-            '--',
-            'cat',
-            '/tmp/marker',
-          ]);
+          const r = await tetherVia(`sh ${script}`, ['cat', '/tmp/marker']);
           console.log(
             'switched target',
             JSON.stringify({ status: r.status, stdout: r.stdout, was, now: serverPid(r.stderr), ms: r.ms }),
@@ -774,18 +585,7 @@ while True:
       const ss = [uniqueSecs(), uniqueSecs(), uniqueSecs()];
       const rs = await Promise.all(
         ss.map((s, i) =>
-          tether([
-            'sandbox',
-            'run',
-            '--resident',
-            '--json',
-            '--via',
-            v,
-            '--',
-            'sh',
-            '-c',
-            `env -i sh -c 'sleep ${s} </dev/null >/dev/null 2>&1 &'; echo ${i}`,
-          ]),
+          tetherVia(v, ['sh', '-c', `env -i sh -c 'sleep ${s} </dev/null >/dev/null 2>&1 &'; echo ${i}`]),
         ),
       );
       const alive = ss.map((s) => sleepersIn(box, s).length);
@@ -793,14 +593,14 @@ while True:
         'three at once',
         JSON.stringify({ rs: rs.map((r) => ({ status: r.status, pid: serverPid(r.stderr) })), alive }),
       );
-      for (const s of ss) await killOwn(box, s);
+      for (const s of ss) await killSleepersIn(box, s);
       rs.forEach((r, i) => {
         expect(r.status, r.stderr).toBe(0);
         expect(r.stdout).toBe(`${i}\n`);
       });
       expect(alive).toEqual([0, 0, 0]);
       // The next one takes a recorded server (one of the three's).
-      const next = await tether(['sandbox', 'run', '--resident', '--json', '--via', v, '--', 'true']);
+      const next = await tetherVia(v, ['true']);
       expect(rs.map((r) => serverPid(r.stderr))).toContain(serverPid(next.stderr));
     }, 120_000);
 
