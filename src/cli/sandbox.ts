@@ -137,11 +137,14 @@ export function addSandboxCommands(program: Command): void {
   sandbox
     .command('stop-resident')
     .description(
-      "end the resident helper's server that tether processes of this machine share through --via (--resident): exit 0 when it said it stops, 1 when none was recorded or it did not answer, 125 on invalid usage",
+      "end the resident helper's server that tether processes of this machine share through --via (--resident): exit 0 when it said it stops, 1 when none was recorded or it did not answer, 122 when the channel did not reach the container (the record kept), 125 on invalid usage",
     )
     .option('--via <prefix>', "the exec channel as a command prefix: 'docker exec -i ID' (required)")
     .option('--shell <argv>', "the container's POSIX shell", 'sh')
-    .option('--json', 'print the outcome as one JSON object on stdout: { stopped, channel, message }')
+    .option(
+      '--json',
+      'print the outcome as one JSON object on stdout: { stopped, outcome, channel, shell, message }',
+    )
     .hook('preAction', (self) => {
       if (self.opts().via === undefined) self.error("error: required option '--via <prefix>' not specified");
     })
@@ -639,8 +642,10 @@ function writeReportFile(file: OutputFile | undefined, report: unknown): void {
 
 /**
  * `tether sandbox stop-resident`: ends the server recorded for --via and --shell (stopRecorded);
- * exit 0 when it said it stops, 1 otherwise (none recorded, or it did not answer), a line on
- * stderr saying which — with --json, `{ stopped, channel, message }` on stdout instead.
+ * exit 0 when it said it stops, 1 when none was recorded or it did not answer (its record then
+ * removed), 122 when the channel did not reach the container (its record kept: the server may
+ * run on), a line on stderr saying which — with --json, `{ stopped, outcome, channel, shell,
+ * message }` on stdout instead.
  */
 export async function sandboxStopResidentCommand(flags: {
   via: string;
@@ -648,14 +653,21 @@ export async function sandboxStopResidentCommand(flags: {
   json?: boolean;
 }): Promise<void> {
   const channel = commandChannel(splitWords('--via', flags.via));
-  const stopped = await stopRecorded(channel, splitWords('--shell', flags.shell));
-  const message = stopped
-    ? `the resident helper's server in ${channel.describe} stopped`
-    : `no resident helper's server answered in ${channel.describe} (none was recorded, it was gone, or the channel did not reach it — its record then kept): nothing to stop`;
+  const shell = splitWords('--shell', flags.shell);
+  const outcome = await stopRecorded(channel, shell);
+  const where = `${channel.describe} (--shell ${shell.join(' ')})`;
+  const message = {
+    stopped: `the resident helper's server in ${where} stopped`,
+    none: `no resident helper's server is recorded for ${where}: nothing to stop`,
+    silent: `the resident helper's server recorded for ${where} did not answer (gone, or crowded out): its record removed, nothing stopped`,
+    unreached: `the channel ${channel.describe} did not reach the container: the server recorded for it may still run, its record is kept — try again once the channel works`,
+  }[outcome];
   if (flags.json)
-    process.stdout.write(`${JSON.stringify({ stopped, channel: channel.describe, message })}\n`);
+    process.stdout.write(
+      `${JSON.stringify({ stopped: outcome === 'stopped', outcome, channel: channel.describe, shell, message })}\n`,
+    );
   else process.stderr.write(`tether: ${message}\n`);
-  process.exitCode = stopped ? 0 : 1;
+  process.exitCode = outcome === 'stopped' ? 0 : outcome === 'unreached' ? EXIT_CLIENT_NOT_STARTED : 1;
 }
 
 /**

@@ -196,14 +196,22 @@ export function shareRecorded(channel: ExecChannel): void {
  * the server did not answer (its record is then removed too: the next call starts another).
  * Never rejects; starts nothing.
  */
-export async function stopRecorded(channel: ExecChannel, shell: string[]): Promise<boolean> {
-  if (!Array.isArray(channel.argv)) return false;
+export async function stopRecorded(channel: ExecChannel, shell: string[]): Promise<StopOutcome> {
+  if (!Array.isArray(channel.argv)) return 'none';
   const recorded = readRecord(channel.argv, shell);
-  if (!recorded) return false;
+  if (!recorded) return 'none';
   sharing.add(channel);
   servers.set(channel, { outcome: Promise.resolve(recorded), shell });
-  return stopResident(channel);
+  return stopAsked(channel);
 }
+
+/**
+ * How a stop went (stopRecorded): `stopped` (the server said it stops), `none` (no server was
+ * recorded or started for the channel), `silent` (the channel reached the target and no line that
+ * verifies came back: the server was gone, or crowded out — its record removed), `unreached` (the
+ * channel's client failed by itself: the server may run on, its record kept).
+ */
+export type StopOutcome = 'stopped' | 'none' | 'silent' | 'unreached';
 
 // The server recorded for `channel`'s argv and `shell` (resident-record.ts), or undefined: a
 // channel that does not share (shareRecorded), or without argv (an ExecChannel of the caller's own).
@@ -266,22 +274,27 @@ async function ask(
  * ends after its idle bound, 10 minutes). Never rejects.
  */
 export async function stopResident(channel: ExecChannel): Promise<boolean> {
+  return (await stopAsked(channel)) === 'stopped';
+}
+
+// stopResident's work, saying how it went (StopOutcome).
+async function stopAsked(channel: ExecChannel): Promise<StopOutcome> {
   const known = servers.get(channel);
-  if (!known) return false;
+  if (!known) return 'none';
   servers.delete(channel);
   const argv = channel.argv;
   const recorded = sharing.has(channel) && Array.isArray(argv) ? argv : undefined;
   const server = await known.outcome.catch(() => undefined);
   if (!server || 'unavailable' in server) {
     if (recorded) dropRecord(recorded, known.shell);
-    return false;
+    return 'none';
   }
   const asked = await ask(channel, server, stopRequest, 'tether-stopped').catch((): Asked => 'silent');
   // A channel that did not reach the target leaves the record: the server may run on, and the
   // next `stop-resident` (or call) through a channel that works finds it (a fresh user's trial:
   // a record dropped while the channel was down left a server no command could stop).
   if (recorded && asked !== 'unreached') dropRecord(recorded, known.shell);
-  return asked === 'answered';
+  return asked === 'answered' ? 'stopped' : asked;
 }
 
 // Per server: when a call last got a line from it (performance.now() ms), and whether a call since

@@ -4,13 +4,14 @@
 // container, the built CLI; ground truth is the host's /proc (the leftovers gone) and the server's
 // identity in the container's /proc.
 import { execFileSync, spawn } from 'node:child_process';
-import { existsSync, readFileSync } from 'node:fs';
+import { chmodSync, existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { prebuiltCandidates } from '../../src/containment/prebuilt.js';
 import { sandbox } from '../../src/index.js';
 import { dropRecord, readRecord } from '../../src/sandbox/resident-record.js';
 import { ROOT } from '../support/paths.js';
+import { testDir } from '../support/temp.js';
 import { missing } from '../support/tools.js';
 import { type Container, privateTmp, sleepersIn, startContainer } from './container.js';
 
@@ -169,7 +170,7 @@ describe.skipIf(!serves)(`tether sandbox run --resident${serves ? '' : ` (skippe
     expect(again.stderr).toMatch(/nothing to stop/);
   });
 
-  it('tether sandbox stop-resident --json: one object on stdout, { stopped, channel, message }, the same exits; its errors as JSON there too', async () => {
+  it('tether sandbox stop-resident --json: one object on stdout, { stopped, outcome, channel, shell, message }, the same exits; its errors as JSON there too', async () => {
     const run = await tether(['sandbox', 'run', '--resident', '--json', '--via', via, '--', 'true']);
     const pid = serverPid(notesOf(run.stderr));
     expect(pid).toMatch(/^\d+$/);
@@ -178,18 +179,51 @@ describe.skipIf(!serves)(`tether sandbox run --resident${serves ? '' : ` (skippe
     expect(stop.status, stop.stderr).toBe(0);
     expect(JSON.parse(stop.stdout)).toEqual({
       stopped: true,
+      outcome: 'stopped',
       channel: via,
-      message: `the resident helper's server in ${via} stopped`,
+      shell: ['sh'],
+      message: `the resident helper's server in ${via} (--shell sh) stopped`,
     });
     expect(stop.stderr).toBe('');
     for (let i = 0; i < 100 && existsSync(inBox); i++) await new Promise((r) => setTimeout(r, 20));
     expect(existsSync(inBox), 'the server is gone').toBe(false);
     const again = await tether(['sandbox', 'stop-resident', '--json', '--via', via]);
     expect(again.status).toBe(1);
-    expect(JSON.parse(again.stdout)).toMatchObject({ stopped: false, channel: via });
+    expect(JSON.parse(again.stdout)).toMatchObject({ stopped: false, outcome: 'none', channel: via });
     expect(JSON.parse(again.stdout).message).toMatch(/nothing to stop/);
     const bad = await tether(['sandbox', 'stop-resident', '--json', '--via', '']);
     expect(bad.status).not.toBe(0);
     expect(JSON.parse(bad.stdout)).toMatchObject({ code: 'INVALID_OPTION' });
+  });
+
+  it('tether sandbox stop-resident tells its outcomes apart: a server gone is silent (1, record removed), a channel down is unreached (122, record kept), then stopped', async () => {
+    // A server this test started through tether, KILLed by the test: the record names it still.
+    const run = await tether(['sandbox', 'run', '--resident', '--json', '--via', via, '--', 'true']);
+    const pid = serverPid(notesOf(run.stderr));
+    expect(pid).toMatch(/^\d+$/);
+    const [cmd0, ...rest] = box.prefix;
+    execFileSync(String(cmd0), [...rest, 'kill', '-KILL', String(pid)]); // the test's own
+    const silent = await tether(['sandbox', 'stop-resident', '--json', '--via', via]);
+    expect(silent.status).toBe(1);
+    expect(JSON.parse(silent.stdout)).toMatchObject({ stopped: false, outcome: 'silent' });
+    expect(readRecord(box.prefix, ['sh'])).toBeUndefined();
+    // A channel of its own (a script around the real one): the record is keyed by its argv.
+    const script = join(testDir('tether-cli-resident-'), 'via');
+    const works = `#!/bin/sh\nexec ${via} "$@"\n`;
+    writeFileSync(script, works);
+    chmodSync(script, 0o755);
+    const up = await tether(['sandbox', 'exec', '--resident', '--via', script, '--', 'true']);
+    expect(up.status, up.stderr).toBe(0);
+    expect(readRecord([script], ['sh'])).toBeDefined();
+    writeFileSync(script, '#!/bin/sh\necho "channel down" >&2\nexit 1\n');
+    const down = await tether(['sandbox', 'stop-resident', '--json', '--via', script]);
+    expect(down.status).toBe(122);
+    expect(JSON.parse(down.stdout)).toMatchObject({ stopped: false, outcome: 'unreached' });
+    expect(readRecord([script], ['sh']), 'the record kept').toBeDefined();
+    writeFileSync(script, works);
+    const stopped = await tether(['sandbox', 'stop-resident', '--via', script]);
+    expect(stopped.status, stopped.stderr).toBe(0);
+    expect(stopped.stderr).toMatch(/stopped/);
+    expect(readRecord([script], ['sh'])).toBeUndefined();
   });
 });
