@@ -41,7 +41,7 @@ describe.skipIf(!serves)(
     });
     afterAll(async () => {
       rmSync(down, { force: true });
-      await stopRecorded(sandbox.commandChannel([via]), ['sh']).catch(() => false);
+      await stopRecorded(sandbox.commandChannel([via]), ['sh']).catch(() => 'none');
       await box?.stop();
     });
 
@@ -75,7 +75,7 @@ describe.skipIf(!serves)(
 
       // The channel works again: stop-resident finds the server and ends it.
       rmSync(down);
-      expect(await stopRecorded(sandbox.commandChannel([via]), ['sh'])).toBe(true);
+      expect(await stopRecorded(sandbox.commandChannel([via]), ['sh'])).toBe('stopped');
       expect(readRecord([via], ['sh'])).toBeUndefined();
       for (let i = 0; i < 100 && serversInBox().length > 0; i++) await sleep(20);
       expect(serversInBox()).toEqual([]);
