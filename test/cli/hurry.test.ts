@@ -21,9 +21,13 @@ const GRACE_S = 15;
 describe('a second Ctrl-C while the end sweeps a TERM-ignoring leftover', () => {
   it('ends the grace at once: KILL follows, the leftover is gone well before -k runs out', async () => {
     const sleep = `300.${randomBytes(3).readUIntBE(0, 3)}`;
-    const up = join(testDir('tether-hurry-'), 'up');
-    // The command exits at once; its leftover ignores TERM (inherited across exec).
-    const payload = `setsid sh -c 'trap "" TERM; exec sleep ${sleep}' >/dev/null 2>&1 & ${RECORD}; : > ${up}`;
+    const dir = testDir('tether-hurry-');
+    const up = join(dir, 'up');
+    const ignoring = join(dir, 'ignoring');
+    // The command exits once its leftover ignores TERM (inherited across exec): before, it exited
+    // at once, and on a loaded machine the end's sweep could TERM the leftover's shell before its
+    // trap ran — tether then ended at once and the test's SIGINT found no process (CI: ESRCH).
+    const payload = `setsid sh -c 'trap "" TERM; : > ${ignoring}; exec sleep ${sleep}' >/dev/null 2>&1 & ${RECORD}; while [ ! -e ${ignoring} ]; do sleep 0.01; done; : > ${up}`;
     let pid = 0;
     const began = performance.now();
     const running = tether(['run', '--no-ledger', '-k', `${GRACE_S}s`, '--', 'sh', '-c', payload], {
