@@ -161,8 +161,10 @@ export default function setup(project: TestProject) {
   // (Tests of the default path set XDG_STATE_HOME and clear TETHER_LEDGER themselves.)
   process.env.TETHER_LEDGER ??= join(suiteDir('tether-suite-ledger-'), 'ledger.db');
   // Live-session registrations (src/containment/live-session.ts) in this run's own directory,
-  // never the machine's /run/tether/sessions.
-  process.env.TETHER_SESSIONS_DIR ??= suiteDir('tether-suite-sessions-');
+  // never the machine's /run/tether/sessions — one level down, as the default is: the resident
+  // helper's records go beside it (src/sandbox/resident-record.ts: its parent's `resident`), in
+  // this run's directory too, not in a `/tmp/resident` every run shares and none removes.
+  process.env.TETHER_SESSIONS_DIR ??= join(suiteDir('tether-suite-sessions-'), 'sessions');
   const sessions = process.env.TETHER_SESSIONS_DIR;
   // Guard registrations (a session that keeps a service writes one: src/session/keep-registrations.ts)
   // in this run's own state directory, never the machine's /run/tether.
