@@ -191,10 +191,10 @@ export function shareRecorded(channel: ExecChannel): void {
 
 /**
  * Ends the server recorded on this machine for `channel`'s argv and `shell` (the CLI's, shared by
- * its processes: `tether sandbox stop-resident`), as `stopResident` ends one of this process's:
- * `true` when it said it stops (and its record is removed), `false` when there is no record or
- * the server did not answer (its record is then removed too: the next call starts another).
- * Never rejects; starts nothing.
+ * its processes: `tether sandbox stop-resident`), as `stopResident` ends one of this process's,
+ * saying how it went (StopOutcome): `stopped` (its record removed), `none` (no record), `silent`
+ * (the server did not answer: its record removed too, the next call starts another), `unreached`
+ * (the channel's client failed: the record kept). Never rejects; starts nothing.
  */
 export async function stopRecorded(channel: ExecChannel, shell: string[]): Promise<StopOutcome> {
   if (!Array.isArray(channel.argv)) return 'none';

@@ -12,7 +12,7 @@ import { prebuiltCandidates } from '../../src/containment/prebuilt.js';
 import { sandbox } from '../../src/index.js';
 import { createTag } from '../../src/proc/tag.js';
 import { commandChannel, type ExecChannel } from '../../src/sandbox/index.js';
-import { CALL_LINE_MAX } from '../../src/sandbox/resident.js';
+import { CALL_LINE_MAX, callFits, callRequest } from '../../src/sandbox/resident.js';
 import { missing } from '../support/tools.js';
 import { type Container, execOnce, privateTmp, startContainer } from './container.js';
 
@@ -26,11 +26,10 @@ function outcome(r: { ok: boolean; exitCode: number | null; stoppedBy: unknown; 
   return { ok: r.ok, exitCode: r.exitCode, stoppedBy: r.stoppedBy, stdout: r.stdout };
 }
 
-// The same bytes a resident call sends (resident.ts, requestLength): for the boundary case.
+// The bytes after its head of the request callRequest builds for `argv` (its LEN field): for the
+// boundary case, from the code that sends it.
 function requestLength(argv: string[]): number {
-  let words = 0;
-  for (const word of argv) words += 1 + 2 * Buffer.byteLength(word);
-  return 'run'.length + 2 * (1 + 32) + words + 1 + 64 + 1;
+  return Number(callRequest(Buffer.alloc(32), '0'.repeat(32), '0'.repeat(32), argv).split(' ')[1]);
 }
 
 describe.skipIf(!serves)(`a resident call's command, spawned${serves ? '' : ` (skipped: ${why})`}`, () => {
@@ -267,7 +266,7 @@ describe.skipIf(!serves)(`a resident call's command, spawned${serves ? '' : ` (s
     const fits = 'w'.repeat(Math.floor((CALL_LINE_MAX - base) / 2));
     expect(requestLength([...head, fits])).toBeLessThanOrEqual(CALL_LINE_MAX);
     const past = `${fits}w`;
-    expect(requestLength([...head, past])).toBeGreaterThan(CALL_LINE_MAX);
+    expect(callFits([...head, past]), 'one byte more is past the bound').toBe(false);
     const a = await sandbox.exec(box.channel, [...head, fits], { resident: true });
     expect(a.stdout).toBe(`${fits.length} tether-call\n`);
     const b = await sandbox.exec(box.channel, [...head, past], { resident: true });
