@@ -276,6 +276,8 @@ export function aliveOnHost(id: { pid: number; startTime: number }): boolean {
 export interface Cut {
   ms?: number;
   after?: string;
+  /** Deliver the completion line whole (through its newline), then lose the stream before the client's exit. */
+  afterEnd?: true;
   /** Forward at most this many stdin bytes, then close stdin and lose the stream. */
   stdinBytes?: number;
 }
@@ -317,12 +319,15 @@ export function lossyChannel(inner: ExecChannel, cut: Cut): ExecChannel & { cutA
       const timer = cut.ms === undefined ? undefined : setTimeout(lose, cut.ms);
       real.stdout.on('data', (c: Buffer) => {
         if (lost) return;
-        if (cut.after !== undefined) {
+        if (cut.after !== undefined || cut.afterEnd) {
           seen += c.toString('latin1');
-          const at = seen.indexOf(cut.after);
+          const line = seen.indexOf('tether-end ');
+          const at =
+            cut.after !== undefined ? seen.indexOf(cut.after) : line < 0 ? -1 : seen.indexOf('\n', line);
+          const marker = cut.after !== undefined ? cut.after.length : 1;
           if (at >= 0) {
-            // Deliver up to the marker's end, then lose the rest (the completion line).
-            const keep = c.length - (seen.length - (at + cut.after.length));
+            // Deliver up to the marker's end, then lose the rest (the completion line, or after it).
+            const keep = c.length - (seen.length - (at + marker));
             if (keep > 0) stdout.write(c.subarray(0, keep));
             lose();
             return;

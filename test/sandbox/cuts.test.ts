@@ -1,7 +1,7 @@
-// Lost streams (decisions.md D13): the exec client is killed at 110 points — 80 random ones and
+// Lost streams (decisions.md D13): the exec client is killed at 120 points — 80 random ones and
 // 10 each before the command starts, after its first line, after its last byte but before the
-// completion line. By default a deterministic sample of them runs (every kind, the random ones
-// spread over their whole range); TETHER_TEST_FULL=1 (`npm run stress`) runs all 110.
+// completion line, and after the completion line but before the client's exit. By default a deterministic sample of them runs (every kind, the random ones
+// spread over their whole range); TETHER_TEST_FULL=1 (`npm run stress`) runs all 120.
 // Each call is either a proven end carrying the whole output, or an ExecStatusUnknownError after
 // a sweep; and the command's processes are gone, by ground truth read from the host's /proc.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -75,12 +75,12 @@ async function one(cut: Cut, label: string): Promise<Outcome> {
 }
 
 // The full set: 80 random cut points in 0–600 ms, and 10 of each fixed kind.
-const ALL = 110;
+const ALL = 120;
 // The sample: 12 of the random ones spread over their range (sorted: early, mid-output, late),
 // 2 of each fixed kind.
 const RANDOM = sample(12, 80);
 const EACH = sample(2, 10);
-const RAN = RANDOM + 3 * EACH;
+const RAN = RANDOM + 4 * EACH;
 
 describe('a lost exec stream', () => {
   it(`is never a success with partial output, and the command is gone, over ${counted(RAN, ALL, 'cut points')}`, {
@@ -97,6 +97,9 @@ describe('a lost exec stream', () => {
     for (let i = 0; i < EACH; i++) {
       cuts.push([{ after: `line ${LINES - 1}\n` }, 'cut after the last line, before the completion line']);
     }
+    // The random cuts come after the line only where the call ends within 600 ms, which a loaded
+    // machine does not promise: these do on any machine.
+    for (let i = 0; i < EACH; i++) cuts.push([{ afterEnd: true }, 'cut after the completion line']);
     expect(cuts.length).toBe(RAN);
     const outcomes: Outcome[] = [];
     // Two at a time: each has its own tag, and the sweeps find only their own.
@@ -110,12 +113,14 @@ describe('a lost exec stream', () => {
       lastLine.every((o) => o.kind === 'unknown'),
       'premise broken: a cut before the line was a proven end',
     ).toBe(true);
-    // The premise's floors (30 unknown, 5 proven of 110) in proportion to the cut points run.
-    expect(unknown.length, 'premise broken: no cut point lost the line').toBeGreaterThan((30 * RAN) / ALL);
+    const afterEnd = outcomes.filter((o) => o.cut === 'cut after the completion line');
     expect(
-      outcomes.length - unknown.length,
-      'premise broken: no cut point came after the line',
-    ).toBeGreaterThan((5 * RAN) / ALL);
+      afterEnd.every((o) => o.kind === 'proven'),
+      'a cut after the completion line was not a proven end',
+    ).toBe(true);
+    // The premise's floor (30 unknown of 120) in proportion to the cut
+    // points run; the proven ends are at least the cuts after the line, asserted above.
+    expect(unknown.length, 'premise broken: no cut point lost the line').toBeGreaterThan((30 * RAN) / ALL);
     // The leftover (setsid sleep 40) started in every run that got past its first line.
     expect(
       unknown.some((o) => o.stopped > 0),
