@@ -197,11 +197,24 @@ describe('sandbox.session', () => {
 describe('sandbox.run', () => {
   it('a client that cannot start: CHANNEL_UNREACHABLE whatever reject says, nothing ran', async () => {
     const started = performance.now();
-    const missingClient = sandbox.commandChannel(['/nonexistent/tether-test-client']);
+    const missing = sandbox.commandChannel(['/nonexistent/tether-test-client']);
+    const execs: string[][] = [];
+    const missingClient: sandbox.ExecChannel = {
+      ...missing,
+      describe: missing.describe,
+      exec(argv) {
+        execs.push(argv);
+        return missing.exec(argv);
+      },
+    };
     const error = await sandbox.run(missingClient, ['true'], { reject: false }).catch((e: Error) => e);
     expect((error as { code?: string }).code).toBe('CHANNEL_UNREACHABLE');
     expect((error as Error).message).toContain('was not run');
-    expect(performance.now() - started).toBeLessThan(2000);
+    // No retry, counted rather than timed (the time alone was bounded by 2 s, and the test took
+    // 957 ms on a loaded machine): the command's exec once, the session's sweep once.
+    const programs = (name: string) => execs.filter((argv) => argv.includes(name)).length;
+    expect([programs('tether-wrap'), programs('tether-sweep')], JSON.stringify(execs)).toEqual([1, 1]);
+    expect(performance.now() - started).toBeLessThan(10_000);
   });
 
   it('a channel that never reaches the target: the session confirms it on the cancel budget, not a second whole budget', async () => {
@@ -462,12 +475,15 @@ describe('tether sandbox run', () => {
     }
   });
 
-  it('a --via client that cannot start: 122 within 2 s', async () => {
+  it('a --via client that cannot start: 122 at once', async () => {
     const started = performance.now();
     const r = await tether(['sandbox', 'run', '--via', '/nonexistent/tether-test-client', '--', 'true']);
     expect(r.status, r.stderr).toBe(122);
     expect(r.stderr).toContain('was not run');
-    expect(performance.now() - started).toBeLessThan(4000); // Node's start included
+    // Node's start included: 0.3 s quiet, 3.4 s on a loaded machine (the bound was 4 s). Retries
+    // (counted in sandbox.run's test above) would go on for the sweep's budget (180 s by default);
+    // 10 s, as unstarted.test.ts bounds its CLI calls.
+    expect(performance.now() - started).toBeLessThan(10_000);
   });
 
   it.each(['SIGTERM', 'SIGINT'] as const)(
