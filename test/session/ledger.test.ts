@@ -13,10 +13,22 @@ import { spawn } from '../../src/session/spawn.js';
 import type { TetherEvent } from '../../src/sweep/events.js';
 import type { SweepReport } from '../../src/sweep/report.js';
 import { ROOT } from '../support/paths.js';
-import { identityOf, isAlive } from '../support/proc.js';
-import { cleanup, started, tempDir } from '../support/zoo.js';
+import { cmdlineOf, identityOf, isAlive, pids } from '../support/proc.js';
+import { cleanup, started, tempDir, waitFor } from '../support/zoo.js';
 
 afterEach(() => cleanup());
+
+// `sh -c 'sleep ARG & wait'` with an ARG of its own, and the wait until that sleep runs: waited
+// for, not a fixed 200 ms (a loaded machine may take longer to get there), since a sweep before
+// the exec finds sh where the test looks for the sleep it stopped.
+let sleeps = 0;
+function sleepAndWait(): { argv: string[]; running: () => Promise<void> } {
+  const sleep = `sleep 600.${process.pid}${++sleeps}`;
+  return {
+    argv: ['-c', `${sleep} & wait`],
+    running: () => waitFor(`${sleep} to run`, () => pids().some((pid) => cmdlineOf(pid) === sleep)),
+  };
+}
 
 async function open(): Promise<{ ledger: Ledger; path: string }> {
   const path = join(tempDir(), 'ledger.db');
@@ -94,8 +106,9 @@ describe('a session with a ledger', () => {
   it('a ledger that refuses the end after the payload started still ends and sweeps: a LEDGER_WRITE_FAILED warning names it', async () => {
     const { ledger, path } = await open();
     const s = new Session({ ledger });
-    const proc = s.spawn('sh', ['-c', 'sleep 600 & wait']);
-    await new Promise((r) => setTimeout(r, 200));
+    const payload = sleepAndWait();
+    const proc = s.spawn('sh', payload.argv);
+    await payload.running();
     // The ledger is closed under the running session: its end's write fails.
     await ledger.close();
     const report = await s.end();
@@ -112,9 +125,10 @@ describe('a session with a ledger', () => {
       await ledger.close(); // every write fails: the session's begin does
       const events: TetherEvent[] = [];
       const s = new Session({ ledger, onEvent: (e) => events.push(e) });
-      const proc = s.spawn('sh', ['-c', 'sleep 600 & wait']);
+      const payload = sleepAndWait();
+      const proc = s.spawn('sh', payload.argv);
       // The begin's failure lands while the command runs.
-      await new Promise((r) => setTimeout(r, 200));
+      await payload.running();
       const report = ending === 'end' ? await s.end() : s.endSync();
       const said = report.warnings.filter((w) => w.code === 'LEDGER_WRITE_FAILED');
       expect(said, `${ending}: ${JSON.stringify(report.warnings)}`).toHaveLength(1);
