@@ -20,8 +20,10 @@
 // (limits_kept), or on SIGTERM (a `stop` request's).
 //
 // --call: what each later call execs directly, no shell and no hash: it passes its own stdin,
-// stdout and stderr to the server over DIR/sock (SCM_RIGHTS) and exits with the status the server
-// sends back. It is never trusted — it holds no key — and bytes swapped in for it can drop, stall
+// stdout and stderr to the server over DIR/sock (SCM_RIGHTS) and exits with the byte the server's
+// child sends back: 0 once that child has taken the whole of its stdin (call_release: the exec
+// ends while the command runs, its streams the child's and the command's), else the command's
+// status. It is never trusted — it holds no key — and bytes swapped in for it can drop, stall
 // or misroute the streams, never write a line that verifies. Each call has a child of the server,
 // forked ahead of it (idle_wait): the one child that waits on DIR/sock takes the connection,
 // clears the PR_SET_PDEATHSIG(SIGKILL) it waited under, tells the server (a byte on a socketpair:
@@ -47,7 +49,7 @@
 //
 // (STATUS 0-255, 128+N for a signal N; BYTES and SHA256 what it took off the stdin after the
 // request, `eof` when that stdin had ended by the command's end) and sends STATUS to the client
-// as one byte.
+// as one byte, if the client is still there (call_release).
 // Exit statuses of --call for its own failures: 125, with one `tether-call: …` line on stderr.
 
 #include <spawn.h>
@@ -167,7 +169,7 @@ static int call_main(int argc, char **argv) {
     fprintf(stderr, "tether-call: the server ended the call without its status\n");
     return 125;
   }
-  return status;
+  return status; // 0 when released while the command runs (call_release)
 }
 
 #ifndef TETHER_SODIUM
@@ -485,6 +487,27 @@ static int call_parse(char *line, char **kind, char **nonce, char **tag, char **
   return 0;
 }
 
+// The client was let go (call_release): its connection is closed, no status goes to it.
+static int call_released;
+
+// Lets the client go once the command's stdin has ended here: it exits (0) and its exec with it,
+// while the command runs. The exec's streams are this child's and the command's then, so tether
+// reads the call's end from its stdout (the end line, then the streams' close), never from the
+// client's exit, and the end pays no client's and no exec's exit. Not before that stdin has ended:
+// a runtime may stop carrying the stdin of an exec whose process has exited.
+static void call_release(int conn) {
+  if (call_released) return;
+  unsigned char zero = 0;
+  (void)write_all(conn, (const char *)&zero, 1);
+  close(conn);
+  call_released = 1;
+}
+
+// Sends `status` to the client, unless it was let go.
+static void call_status(int conn, unsigned char status) {
+  if (!call_released) (void)write_all(conn, (const char *)&status, 1);
+}
+
 // Writes `text` and ` MAC\n` (the MAC under the key of text) on the stream as one line, then
 // sends `status` to the client, and ends this child.
 static void call_end(int conn, const char *text, unsigned char status) __attribute__((noreturn));
@@ -495,16 +518,15 @@ static void call_end(int conn, const char *text, unsigned char status) {
   explicit_bzero(serve_key, sizeof serve_key);
   out_fd = 1;
   (void)put_line(line);
-  (void)write_all(conn, (const char *)&status, 1);
+  call_status(conn, status);
   _exit(0);
 }
 
 // Refuses the call: nothing ran. One `tether-call: refused: …` line on stderr, 125 to the client.
 static void call_refuse(int conn, const char *why) __attribute__((noreturn));
 static void call_refuse(int conn, const char *why) {
-  unsigned char status = 125;
   fprintf(stderr, "tether-call: refused: %s: nothing ran\n", why);
-  (void)write_all(conn, (const char *)&status, 1);
+  call_status(conn, 125);
   _exit(0);
 }
 
@@ -512,25 +534,58 @@ static void call_refuse(int conn, const char *why) {
 // hashed, then written to the command's own socket, until the command ends (or the client's stdin
 // does). So the end line says which of tether's bytes the command was given — a request taken off
 // the client's stdin and run with another stdin ends in a line tether does not take. Bytes the
-// command no longer reads (it closed its stdin) are still taken and hashed, and dropped. Returns
-// the command's wait status; *taken and sha (32 bytes) what was taken, *eof 1 when the client's
-// stdin had ended by then (all of it was taken), else 0 (the command ended first). tether takes a
-// short stdin only from a command that ended first: given the end of its input early (a request
-// run with no stdin after it), a command can end as it would never end on tether's.
-static int call_relay(pid_t pid, int to, unsigned long long *taken, unsigned char sha[32], int *eof) {
+// command no longer reads (it closed its stdin) are still taken and hashed, and dropped. tether
+// takes a short stdin only from a command that ended first: given the end of its input early (a
+// request run with no stdin after it), a command can end as it would never end on tether's. At
+// that stdin's end the client is let go (call_release).
+static struct {
   crypto_hash_sha256_state h;
-  crypto_hash_sha256_init(&h);
+  unsigned long long taken;
+  char buf[65536];
+  size_t have, off; // bytes taken and not yet given to the command, from buf + off
+  int eof;          // the client's stdin has ended: all of it was taken
+} relay;
+
+// One read of the client's stdin into the relay's buffer (empty before it), hashed; at its end the
+// client is let go.
+static void relay_take(int conn) {
+  ssize_t r = read(0, relay.buf, sizeof relay.buf);
+  if (r > 0) {
+    crypto_hash_sha256_update(&relay.h, (const unsigned char *)relay.buf, (unsigned long long)r);
+    relay.taken += (unsigned long long)r;
+    relay.have = (size_t)r;
+    relay.off = 0;
+  } else if (r == 0 || (errno != EINTR && errno != EAGAIN)) {
+    relay.eof = 1;
+    call_release(conn);
+  }
+}
+
+// Before the command starts: what the client's stdin holds already, one read that does not wait.
+// A call with no stdin after its request has it ended by now, and its client is let go while the
+// command starts.
+static void relay_begin(int conn) {
+  crypto_hash_sha256_init(&relay.h);
+  struct pollfd p = {.fd = 0, .events = POLLIN};
+  if (poll(&p, 1, 0) == 1 && p.revents) relay_take(conn);
+}
+
+// Relays until the command `pid` ends (relay_begin first); `to` is its stdin's socket. Returns
+// its wait status; relay.taken and sha (32 bytes) what was taken, relay.eof 1 when the client's
+// stdin had ended by then, else 0 (the command ended first).
+static int call_relay(int conn, pid_t pid, int to, unsigned char sha[32]) {
   fcntl(to, F_SETFL, fcntl(to, F_GETFL) | O_NONBLOCK);
-  int pfd = pidfd_open_(pid), wstatus = 0, in_eof = 0;
-  static char buf[65536];
-  size_t have = 0, off = 0;
-  *taken = 0;
+  int pfd = pidfd_open_(pid), wstatus = 0;
   for (;;) {
+    if (relay.eof && relay.have == 0 && to >= 0) {
+      close(to);
+      to = -1;
+    }
     struct pollfd p[3];
     nfds_t n = 0;
     int at_in = -1, at_to = -1;
-    if (!in_eof && have == 0) at_in = (int)n, p[n++] = (struct pollfd){.fd = 0, .events = POLLIN};
-    if (have > 0 && to >= 0) at_to = (int)n, p[n++] = (struct pollfd){.fd = to, .events = POLLOUT};
+    if (!relay.eof && relay.have == 0) at_in = (int)n, p[n++] = (struct pollfd){.fd = 0, .events = POLLIN};
+    if (relay.have > 0 && to >= 0) at_to = (int)n, p[n++] = (struct pollfd){.fd = to, .events = POLLOUT};
     if (pfd >= 0) p[n++] = (struct pollfd){.fd = pfd, .events = POLLIN};
     // Without a pidfd (before Linux 5.3) the command's end is looked for every 20 ms.
     int ready = poll(p, n, pfd >= 0 ? -1 : 20);
@@ -538,39 +593,25 @@ static int call_relay(pid_t pid, int to, unsigned long long *taken, unsigned cha
     pid_t got = waitpid(pid, &wstatus, WNOHANG);
     if (got == pid || (got < 0 && errno == ECHILD)) break;
     if (ready <= 0) continue;
-    if (at_in >= 0 && p[at_in].revents) {
-      ssize_t r = read(0, buf, sizeof buf);
-      if (r > 0) {
-        crypto_hash_sha256_update(&h, (const unsigned char *)buf, (unsigned long long)r);
-        *taken += (unsigned long long)r;
-        have = to >= 0 ? (size_t)r : 0;
-        off = 0;
-      } else if (r == 0 || (errno != EINTR && errno != EAGAIN)) {
-        in_eof = 1;
-      }
-    }
+    if (at_in >= 0 && p[at_in].revents) relay_take(conn);
+    if (to < 0) relay.have = 0; // the command closed its stdin: what it was given stays counted
     if (at_to >= 0 && p[at_to].revents) {
-      ssize_t w = write(to, buf + off, have);
+      ssize_t w = write(to, relay.buf + relay.off, relay.have);
       if (w > 0) {
-        off += (size_t)w;
-        have -= (size_t)w;
+        relay.off += (size_t)w;
+        relay.have -= (size_t)w;
       } else if (w < 0 && errno != EINTR && errno != EAGAIN) {
         close(to); // EPIPE: the command closed its stdin; what it was given stays counted
         to = -1;
-        have = 0;
+        relay.have = 0;
       }
-    }
-    if (in_eof && have == 0 && to >= 0) {
-      close(to);
-      to = -1;
     }
   }
   if (to >= 0) close(to);
   while (waitpid(pid, &wstatus, 0) < 0 && errno == EINTR) {
   }
   if (pfd >= 0) close(pfd);
-  crypto_hash_sha256_final(&h, sha);
-  *eof = in_eof;
+  crypto_hash_sha256_final(&relay.h, sha);
   return wstatus;
 }
 
@@ -625,7 +666,7 @@ static void in_call_done(void) {
   snprintf(line, sizeof line, "%s %s\n", text, mac);
   out_fd = 1;
   if (put_line(line) == 0 && sw.nanswer) (void)put_bytes(sw.answer, sw.nanswer);
-  (void)write_all(in_call.conn, (const char *)&in_call.status, 1);
+  call_status(in_call.conn, in_call.status);
   _exit(0);
 }
 
@@ -812,6 +853,7 @@ static void call_serve(int conn) {
   // break attempt did — the relay would still count them; a socket cannot be opened so (ENXIO).
   int in[2];
   if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, in) < 0) call_refuse(conn, "no socket for the command's stdin");
+  relay_begin(conn); // the client may go while the command starts
   // Into the call's cgroup at its birth (clone3 CLONE_INTO_CGROUP): nothing the command starts is
   // ever outside it, and no process is moved — a move (a write to cgroup.procs) waits for the
   // kernel's threadgroup lock, about 15 ms of each call here; where clone3 cannot, a fork moves
@@ -838,16 +880,14 @@ static void call_serve(int conn) {
   close(in[0]);
   if (cg >= 0) close(cg);
   if (pid < 0) call_refuse(conn, "fork failed");
-  unsigned long long taken;
   unsigned char sha[32];
   char sha_hex[65];
-  int eof;
-  int wstatus = call_relay(pid, in[1], &taken, sha, &eof);
+  int wstatus = call_relay(conn, pid, in[1], sha);
   to_hex(sha, sizeof sha, sha_hex);
   unsigned char status =
       WIFEXITED(wstatus) ? (unsigned char)WEXITSTATUS(wstatus) : (unsigned char)(128 + WTERMSIG(wstatus));
-  snprintf(text, sizeof text, "tether-end %s exit %u in %llu %s %s", nonce, status, taken, sha_hex,
-           eof ? "eof" : "open");
+  snprintf(text, sizeof text, "tether-end %s exit %u in %llu %s %s", nonce, status, relay.taken, sha_hex,
+           relay.eof ? "eof" : "open");
   in_call.cgroup = cgdir[0] != '\0' && moved;
   if (session) sweep_in_call(conn, text, status, nonce, tag, durations);
   call_end(conn, text, status);

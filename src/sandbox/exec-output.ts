@@ -44,6 +44,14 @@ export class CallOutput implements Activity {
   private lineTimer: NodeJS.Timeout | undefined;
   private helperTold = false;
   private streamsEnded = false;
+  private lineOrEnd: () => void = () => {};
+  /**
+   * Settles once the completion line has come or both streams have ended: a resident call's end
+   * as its stdout tells it (its client is let go while the command runs: `released`, exec.ts).
+   */
+  readonly lineOrStreamsEnded = new Promise<void>((resolve) => {
+    this.lineOrEnd = resolve;
+  });
 
   // `onHelper` is told the helper's identity once, as soon as its start line has come. `key`: the
   // call went to the resident helper, whose end line carries a MAC under it (resident.ts); its
@@ -81,6 +89,7 @@ export class CallOutput implements Activity {
       ),
     ]).then(() => {
       this.streamsEnded = true;
+      this.lineOrEnd();
     });
   }
 
@@ -152,6 +161,7 @@ export class CallOutput implements Activity {
       if (this.start.awaiting) this.onHelper?.(this.start.awaiting);
     }
     if (this.stripper.completion && !this.lineTimer) {
+      this.lineOrEnd();
       this.lineTimer = setTimeout(() => {
         this.endedAfterLine = true;
         this.client.kill();

@@ -421,7 +421,9 @@ async function run(
     if (typeof options.helper === 'string') stops.helperPath = options.helper;
     stops.arm(plan.silenceMs, output, options.signal); // the silence bound, the caller's cancel
     registration?.prune(); // while the command runs: the end does not pay for it
-    const race = await stops.race(client); // the client's exit, or a stop's sweep first
+    // The client's exit, or a stop's sweep first; a resident call's client is let go while its
+    // command runs, and its end is its stdout's.
+    const race = await stops.race(plan.call ? released(client, callOutput) : client);
     const { exit } = race;
     let completion = await output.settle(); // the rest of the output, 2 s at most; the line
     // The resident helper's line says what its child took off the stdin: another stdin than the
@@ -475,6 +477,20 @@ async function run(
     client.kill();
     registration?.remove();
   }
+}
+
+// A resident call's client as its end is awaited: its server's child lets it go (exit 0) once it
+// has taken the whole of its stdin, while the command runs (native/helper-serve.c, call_release),
+// so its exit says nothing of the command's end. That end is the line (the streams then close, or
+// are ended 2 s after it: a leftover may hold them), or, without one, the streams' close.
+function released(client: ExecClient, output: CallOutput): ExecClient {
+  return {
+    stdin: client.stdin,
+    stdout: client.stdout,
+    stderr: client.stderr,
+    exited: Promise.all([client.exited, output.lineOrStreamsEnded]).then(([exit]) => exit),
+    kill: () => client.kill(),
+  };
 }
 
 // `registerSession` in the default directory, or undefined when it cannot be written.

@@ -596,7 +596,7 @@ export async function execOnce(
 
 /**
  * One `run` call of `sh -c SCRIPT` straight to a resident server (`HELPER --call DIR`, the request
- * under `key`, an empty stdin): the client's status, the output before the end line, and whether
+ * under `key`, an empty stdin): the command's status (the line's; the client's without one), the output before the end line, and whether
  * that line verifies and is the server's for this call (its empty stdin taken to its end, or not
  * yet when the command ended first).
  */
@@ -615,14 +615,18 @@ export async function residentCall(
   const stdout = ran.stdout.toString('latin1');
   const at = stdout.lastIndexOf(`tether-end ${nonce} `);
   const line = at >= 0 ? stdout.slice(at).replace(/\n$/, '') : '';
+  // The command's status is the line's: the client is let go (exit 0) once its stdin has ended,
+  // while the command runs (native/helper-serve.c, call_release). Without a line, the client's.
+  const said = /^tether-end [0-9a-f]{32} exit (\d{1,3}) /.exec(line);
+  const status = said ? Number(said[1]) : ran.status;
   return {
-    status: ran.status,
+    status,
     out: at >= 0 ? stdout.slice(0, at) : stdout,
     verified:
       at >= 0 &&
       verifies(server.key, line) &&
       [true, false].some(
-        (ended) => line === endLine(server.key, nonce, ran.status ?? -1, Buffer.alloc(0), ended),
+        (ended) => line === endLine(server.key, nonce, status ?? -1, Buffer.alloc(0), ended),
       ),
   };
 }
