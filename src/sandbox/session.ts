@@ -954,8 +954,16 @@ export async function run<O extends SandboxRunOptions = {}>(
   try {
     exit = (await s.spawn(argv, command as SandboxCommandOptions).exited) as SandboxExitResult<OutputOf<O>>;
   } catch (error) {
-    await s.end().catch(() => {}); // SESSION_ENDED: the signal was already aborted, nothing ran
-    throw error;
+    // An already aborted signal ended the session before the command could be sent: nothing ran.
+    if (!endedBeforeStart(error, s.stoppedBy)) {
+      await s.end().catch(() => {});
+      throw error;
+    }
+    const empty = (command.encoding === 'buffer' ? Buffer.alloc(0) : '') as OutputOf<O>;
+    exit = stoppedBeforeStart(
+      failedExit(argv, s.tag, error as TetherError, empty, performance.now()),
+      s.stoppedBy,
+    );
   }
   if (notStarted(exit.error) || s.beginFailed) {
     // The client never started: the argv never left this machine, nothing ran. As a local
@@ -968,8 +976,13 @@ export async function run<O extends SandboxRunOptions = {}>(
   // that ignored the TERM: the sweep KILLed it and its helper before the helper could write the
   // line), and the session's sweep settled everything: a timeout or a cancel, as a local
   // session's, not an unknown end (found by a new user's trial: EXEC_STATUS_UNKNOWN, 125).
+  // So too a command the session's timeout or signal ended before it was sent (while its helper
+  // was checked): nothing ran (it rejected with the session's own SESSION_ENDED, which the CLI
+  // exited 1 for: a fresh user's trial).
   const settledStop =
-    exit.error instanceof ExecStatusUnknownError && (exit.timedOut || exit.isCanceled) && report.ok;
+    (exit.error instanceof ExecStatusUnknownError || endedBeforeStart(exit.error, s.stoppedBy)) &&
+    (exit.timedOut || exit.isCanceled) &&
+    report.ok;
   const result: SandboxRunResult<OutputOf<O>> = settledStop
     ? stoppedEnd({ ...exit, report }, timeout)
     : { ...exit, report };
@@ -1028,6 +1041,22 @@ function refusedBegin(tag: string, location: string, error: unknown): TetherErro
     `cannot record the session ${tag} in the ledger ${location}: ${said}; nothing was started in the target`,
     { cause: error, tag },
   );
+}
+
+// The session's own stop (`reason`) came before the command was sent: `spawn` refused it, or the
+// session ended while its helper was checked (SESSION_ENDED either way). Nothing ran.
+function endedBeforeStart(error: unknown, reason: 'timeout' | 'cancel' | undefined): boolean {
+  return reason !== undefined && error instanceof TetherError && error.code === 'SESSION_ENDED';
+}
+
+// `result` (failedExit's) as the session's stop left it, as `marked` marks a command it stopped.
+function stoppedBeforeStart<T extends string | Buffer>(
+  result: SandboxExitResult<T>,
+  reason: 'timeout' | 'cancel' | undefined,
+): SandboxExitResult<T> {
+  const timedOut = reason === 'timeout';
+  const isCanceled = reason === 'cancel';
+  return { ...result, failed: true, timedOut, isCanceled, cancelled: isCanceled, stoppedBy: reason ?? null };
 }
 
 // The result of a command whose end is not proven: the error says why.
