@@ -481,14 +481,20 @@ async function run(
 
 // A resident call's client as its end is awaited: its server's child lets it go (exit 0) once it
 // has taken the whole of its stdin, while the command runs (native/helper-serve.c, call_release),
-// so its exit says nothing of the command's end. That end is the line (the streams then close, or
-// are ended 2 s after it: a leftover may hold them), or, without one, the streams' close.
+// so an exit 0 says nothing of the command's end. That end is then the line (the streams then
+// close, or are ended 2 s after it: a leftover may hold them), or, without one, the streams'
+// close. Any other exit is no release (125: the client saw its server's child end without a
+// status) and ends the call as a client's exit always has.
 function released(client: ExecClient, output: CallOutput): ExecClient {
   return {
     stdin: client.stdin,
     stdout: client.stdout,
     stderr: client.stderr,
-    exited: Promise.all([client.exited, output.lineOrStreamsEnded]).then(([exit]) => exit),
+    exited: client.exited.then((exit) =>
+      exit.status === 0 && exit.signal === null && !exit.error
+        ? output.lineOrStreamsEnded.then(() => exit)
+        : exit,
+    ),
     kill: () => client.kill(),
   };
 }

@@ -108,4 +108,30 @@ describe.skipIf(!serves)(`a resident call's client let go${serves ? '' : ` (skip
       await killSleepersIn(box, s);
     }
   }, 30_000);
+
+  it('a command that KILLs its call’s child while its client stays (its stdin never ended), a leftover holding stdout: an unknown end 2 s after the client said so, not at the silence bound', async () => {
+    const channel = timing(box.channel);
+    await sandbox.exec(channel, ['true'], { resident: true });
+    const s = uniqueSecs();
+    const input = new Readable({ read() {} });
+    input.push('x\n'); // never ended: the client is never let go
+    try {
+      const t0 = performance.now();
+      const call = sandbox.exec(channel, ['sh', '-c', `sleep ${s} & sleep 0.3; kill -KILL $PPID; exit 0`], {
+        resident: true,
+        input,
+        silenceMs: 20_000,
+        sweep: { graceMs: 500, killAfterMs: 500 },
+      });
+      // The client saw its server's child end without a status (125): the call ends as a client's
+      // exit always ended it — its output awaited 2 s, then swept (a break attempt: 8.5 s, at the
+      // silence bound, after the client was first let go).
+      await expect(call).rejects.toMatchObject({ code: 'EXEC_STATUS_UNKNOWN', clientStatus: 125 });
+      expect(performance.now() - t0, 'ended long before the 20 s silence bound').toBeLessThan(12_000);
+      expect(sleepersIn(box, s), `the leftover sleep ${s} is gone`).toEqual([]);
+    } finally {
+      input.destroy();
+      await killSleepersIn(box, s);
+    }
+  }, 60_000);
 });
