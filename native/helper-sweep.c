@@ -725,23 +725,58 @@ static void deliver(int sig, const struct sw_member *m) {
   sw.alive_row[row] = 1;
 }
 
-// round: scan, then signal every member not yet sent `sig`, the last found first (a helper after
-// what it holds). *proven when the helpers' word holds. -1 when the scan failed.
+// A member of this scan that the caller named (a helper, the wrapper's --await process, an ended
+// helper): tether's own machinery.
+static int named(size_t i) { return listed(sw.given, sw.ngiven, sw.table[i].pid, sw.table[i].start); }
+
+// Whether row i's parent is a member of this scan, not named, and not yet signalled this round
+// (is_member 1; 2 once delivered, set back at the round's end).
+static int parent_waits(size_t i) {
+  for (size_t j = 0; j < sw.ntable; j++)
+    if (sw.is_member[j] == 1 && j != i && sw.table[j].pid == sw.table[i].ppid && !named(j)) return 1;
+  return 0;
+}
+
+// round: scan, then signal every member not yet sent `sig`: each before what it started, the
+// named ones last, the last found first (a helper after what it holds: TERMed first it ends some
+// of them itself, and the report said they `exited`). A process before its children: TERMed
+// after its child, a shell whose TERM is not handled ran its next step in between — a cancelled
+// `sh -c 'sleep 3; echo done'` exited 0, `done` printed (a fresh user's trial: 3 of 6 cancels of
+// a resident `sandbox run`). *proven when the helpers' word holds. -1 when the scan failed.
 static int round_(int sig, int *proven) {
   if (sw.root > 0) reap(); // a session call's child: what it adopted and has ended
   if (scan() < 0) return -1;
   *proven = helpers_childless() || root_childless();
   sw.alive = 0;
   memset(sw.alive_row, 0, sw.ntracked);
-  // The members in the order they were first found (tracked), then backwards.
+  // The session's own processes, a generation at a time: those whose parent is no member waiting
+  // for this round's signal, then their children. A parent loop (pids reused) ends the passes;
+  // what is left is signalled as found.
+  for (int progress = 1; progress;) {
+    progress = 0;
+    for (size_t i = 0; i < sw.ntable; i++) {
+      if (sw.is_member[i] != 1 || named(i) || parent_waits(i)) continue;
+      deliver(sig, &sw.table[i]);
+      sw.is_member[i] = 2;
+      progress = 1;
+    }
+  }
+  for (size_t i = 0; i < sw.ntable; i++)
+    if (sw.is_member[i] == 1 && !named(i)) {
+      deliver(sig, &sw.table[i]);
+      sw.is_member[i] = 2;
+    }
+  // The named ones, in the order they were first found (tracked), backwards.
   for (size_t k = sw.ntracked; k-- > 0;) {
     for (size_t i = 0; i < sw.ntable; i++) {
-      if (!sw.is_member[i] || sw.table[i].pid != sw.tracked[k].pid || sw.table[i].start != sw.tracked[k].start)
+      if (sw.is_member[i] != 1 || sw.table[i].pid != sw.tracked[k].pid || sw.table[i].start != sw.tracked[k].start)
         continue;
       deliver(sig, &sw.table[i]);
       break;
     }
   }
+  for (size_t i = 0; i < sw.ntable; i++)
+    if (sw.is_member[i] == 2) sw.is_member[i] = 1;
   return 0;
 }
 

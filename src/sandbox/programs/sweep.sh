@@ -463,11 +463,19 @@ round() {
   helpers_childless && proven=1
   alive=0
   alive_ids=' '
-  # Last found first: a descendant is signalled before the member it was found below, and a
-  # helper (a carrier, found among the first) after what it holds — TERMed first it ended some
-  # of them itself, and the report said they `exited` (found by a new user's trial).
+  # The session's own processes first found first (a member before those found below it: a
+  # shell TERMed after its child ran its next step in between — a cancelled `sh -c 'sleep 3; echo
+  # done'` exited 0, found by a new user's trial), then the named ones (helpers, the wrapper's
+  # --await) last found first: a helper after what it holds — TERMed first it ended some of them
+  # itself, and the report said they `exited` (an earlier trial's).
   backwards=
-  for m in $members; do backwards="$m $backwards"; done
+  for m in $members; do
+    pid=${m%%:*} rest=${m#*:}
+    case $given in
+      *" $pid:${rest%%:*} "*) backwards="$m $backwards" ;;
+      *) deliver "$1" "$pid" "${rest%%:*}" "${rest#*:}" ;;
+    esac
+  done
   for m in $backwards; do
     pid=${m%%:*} rest=${m#*:}
     deliver "$1" "$pid" "${rest%%:*}" "${rest#*:}"
