@@ -1372,6 +1372,11 @@ int main(int argc, char **argv) {
   fcntl(CONTROL_FD, F_SETFD, FD_CLOEXEC);
   fcntl(ANSWER_FD, F_SETFD, FD_CLOEXEC); // optional: EBADF when the supervisor asks nothing
   signal(SIGPIPE, SIG_IGN);
+  // Wrap mode starts with SIGUSR1 ignored: the wrapper shell ignores it while it holds this file
+  // (programs/prelude.sh, hold_pinned until end_hold), and the command would inherit that — a
+  // `kill -USR1 $$` then said `survived` where the wrapper's own commands end 138 (a fresh user's
+  // trial; the resident server resets it the same way).
+  if (wrap) signal(SIGUSR1, SIG_DFL);
 
   // Wrap mode: the one setup step that fails where it cannot work (EINVAL under qemu-user, or
   // before Linux 3.4) comes before the first line, so that the shell, which has not given the
