@@ -1,5 +1,7 @@
 // What the sandbox CLI says about an end the library's message leaves unclear to a user: a
 // cancel of `sandbox exec`, a client without stdin, a --shell the target lacks.
+
+import { Writable } from 'node:stream';
 import { TetherError } from '../errors.js';
 import { ClientNotStartedError, type SandboxExecResult } from '../sandbox/index.js';
 import { EXIT_NOT_FOUND } from './exit-codes.js';
@@ -57,4 +59,30 @@ export function missingShellLine(
   const name = shell[0] as string;
   if (!notFoundSaid(name).test(error.message)) return;
   return `--shell ${flag}: the shell "${name}" was not found in ${channel} (the command's exec and the sweep's both exited with status 127, and the client said it was not found): nothing ran; give --shell a POSIX shell the container has (sh, bash, 'busybox sh')`;
+}
+
+/**
+ * The caller's stderr as the command's stderr goes to it: each chunk written through, and
+ * whether the last one ended mid-line — tether's own lines then start on a line of their own
+ * (`endLine`), so that the tag stays the last line and `--json` one line of its own (a fresh
+ * user's trial: `printf partial >&2` gave `partialtether: session --tag …`).
+ */
+export class CommandStderr extends Writable {
+  private midLine = false;
+
+  constructor(private readonly to: NodeJS.WritableStream = process.stderr) {
+    super();
+  }
+
+  override _write(chunk: Buffer, _encoding: BufferEncoding, done: (error?: Error | null) => void): void {
+    if (chunk.length > 0) this.midLine = chunk[chunk.length - 1] !== 0x0a;
+    this.to.write(chunk, (error) => done(error ?? null));
+  }
+
+  /** Ends the command's last line with a newline when it had none: tether's lines follow. */
+  endLine(): void {
+    if (!this.midLine) return;
+    this.midLine = false;
+    this.to.write('\n');
+  }
 }

@@ -35,7 +35,13 @@ import {
 import { type OutputFile, openOutputFile } from './output-file.js';
 import { type PhaseFlags, phaseBudgets, phaseOptions } from './phases.js';
 import { notSeenLines, renderReport, seconds } from './render.js';
-import { cancelNote, missingShellLine, noNonceLines, sweepGotNoNonce } from './sandbox-ends.js';
+import {
+  CommandStderr,
+  cancelNote,
+  missingShellLine,
+  noNonceLines,
+  sweepGotNoNonce,
+} from './sandbox-ends.js';
 import { scriptCommand } from './script.js';
 
 export { splitWords } from '../sandbox/words.js';
@@ -294,6 +300,7 @@ export async function sandboxExecCommand(
   const tag = flags.tag === undefined ? createTag() : parseTag(flags.tag);
   const call = watchCall();
   const stdin = commandInput(flags.resident === true);
+  const commandStderr = new CommandStderr();
   const notes: string[] = [];
   let json: Record<string, unknown> = {};
   // A proven end that was cancelled, said once the status is final; the session's report to print.
@@ -307,7 +314,7 @@ export async function sandboxExecCommand(
       shell: sweepOpts.shell,
       ...(stdin ? { input: stdin } : {}),
       stdout: process.stdout,
-      stderr: process.stderr,
+      stderr: commandStderr,
       signal: call.signal,
       silenceMs,
       // The exit status is the command's: a failed end is rendered, not thrown.
@@ -318,6 +325,7 @@ export async function sandboxExecCommand(
     // --sweep: an agent session of one command (sandbox.run), swept at every end; its unproven
     // end is thrown as exec's is, to the same statuses.
     const r = flags.sweep ? await sweptExec(channel, argv, options) : await exec(channel, argv, options);
+    commandStderr.endLine();
     // The session's sweep, --sweep's or a cancel's: said as sandbox run says it.
     if (flags.sweep || r.isCanceled) report = r.report;
     if (r.isCanceled) cancelled = r;
@@ -353,6 +361,7 @@ export async function sandboxExecCommand(
     };
     ended = r;
   } catch (error) {
+    commandStderr.endLine();
     if (!(error instanceof ExecStatusUnknownError) && !(error instanceof SandboxError)) throw error;
     if (flags.json) process.stderr.write(errorJson(error, tag.name));
     else printFailure(error, flags, channel.describe);
@@ -432,13 +441,14 @@ export async function sandboxRunCommand(
     }
   const call = watchCall();
   const stdin = commandInput(flags.resident === true);
+  const commandStderr = new CommandStderr();
   try {
     const r = await run(channel, argv, {
       tag,
       shell: sweepOpts.shell,
       ...(stdin ? { input: stdin } : {}),
       stdout: process.stdout,
-      stderr: process.stderr,
+      stderr: commandStderr,
       signal: call.signal,
       silenceMs,
       ...(Number.isFinite(timeout) && timeout > 0 ? { timeout } : {}),
@@ -449,6 +459,7 @@ export async function sandboxRunCommand(
       helper: true,
       ...(flags.resident ? { resident: true } : {}),
     });
+    commandStderr.endLine();
     writeReportFile(reportFile, r.report);
     const notes: string[] = [];
     process.exitCode = runStatus(r, notes, silenceNote(silenceMs, flags.silence, 'the command'));
@@ -458,6 +469,7 @@ export async function sandboxRunCommand(
     }
     printRunResult(r, notes, flags.json === true, ledger);
   } catch (error) {
+    commandStderr.endLine();
     // The ledger's own errors (a tag already recorded is INVALID_TAG: ours was parsed above).
     const code = (error as TetherError).code;
     if (ledger && (code?.startsWith('LEDGER_') || code === 'INVALID_TAG')) {

@@ -88,6 +88,41 @@ describe('tether sandbox exec', () => {
     expect(mine.stderr).toBe(`tether: session --tag ${chosen}\n`);
   });
 
+  // A fresh user's trial: `printf partial >&2` gave `partialtether: session --tag …` and
+  // `partial{"tag":…}` — the tag no longer the last line, the JSON no line of its own.
+  it("a command's stderr without a final newline: tether's lines still start on their own, the tag the last line, --json one line", async () => {
+    for (const verb of ['exec', 'run']) {
+      const plain = await tether([
+        'sandbox',
+        verb,
+        '--via',
+        via,
+        '--',
+        'sh',
+        '-c',
+        'printf partial >&2; exit 3',
+      ]);
+      expect(plain.status, plain.stderr).toBe(3);
+      const lines = plain.stderr.split('\n');
+      expect(lines[0], `${verb}: the command's own bytes`).toBe('partial');
+      expect(lines.at(-2), verb).toMatch(/^tether: session --tag TETHER_SESSION_[0-9a-f]{32}$/);
+      const json = await tether([
+        'sandbox',
+        verb,
+        '--via',
+        via,
+        '--json',
+        '--',
+        'sh',
+        '-c',
+        'printf partial >&2',
+      ]);
+      expect(json.status, json.stderr).toBe(0);
+      expect(json.stderr.split('\n')[0]).toBe('partial');
+      expect(JSON.parse(json.stderr.trim().split('\n').at(-1) as string).exitCode, verb).toBe(0);
+    }
+  });
+
   it("a proven end whose leftover holds stdout exits with the command's status; the printed tag sweeps the leftover", async () => {
     // A client that waits for EOF on the command's stdout (as some exec clients do).
     const holding = `sh -c '"$@" | cat' client ${via}`;
