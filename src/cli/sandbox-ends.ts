@@ -3,7 +3,7 @@
 
 import { Writable } from 'node:stream';
 import { TetherError } from '../errors.js';
-import { ClientNotStartedError, type SandboxExecResult } from '../sandbox/index.js';
+import { ClientNotStartedError, type SandboxExecResult, type SandboxRunResult } from '../sandbox/index.js';
 import { EXIT_NOT_FOUND } from './exit-codes.js';
 
 // The cancel of a proven `sandbox exec` end, as `sandbox run` says it: the signal tether got,
@@ -14,6 +14,14 @@ export function cancelNote(signal: string | undefined, r: SandboxExecResult, sta
     ? 'the session was swept in the container'
     : "the session's sweep did not finish (no report): what the command started may still run";
   return `cancelled${signal ? ` by ${signal}` : ''}: ${swept}; exit status ${status}, the command's own (its completion line arrived)`;
+}
+
+// The cancel of a `sandbox run` by a signal to tether (`signal`): what ended the command — its
+// line arrived (its own status), or not (the session's sweep settled it: `error` CANCELLED) —
+// and that the session was swept (a run's result always carries the session's report).
+export function runCancelNote(signal: string, r: SandboxRunResult, status: number): string {
+  const how = r.exitCode === null ? 'its line never came' : `the command's own (its completion line arrived)`;
+  return `cancelled by ${signal}: the session was swept in the container; exit status ${status}, ${how}`;
 }
 
 // The sweep program's refusal without a nonce (src/sandbox/sweep.ts, `noNonce`): the library

@@ -40,6 +40,7 @@ import {
   cancelNote,
   missingShellLine,
   noNonceLines,
+  runCancelNote,
   sweepGotNoNonce,
 } from './sandbox-ends.js';
 import { scriptCommand } from './script.js';
@@ -467,6 +468,10 @@ export async function sandboxRunCommand(
       notes.push('stdout was closed by its reader (EPIPE): the command was stopped and its session swept');
       process.exitCode = EXIT_OUTPUT_CLOSED;
     }
+    // A signal to tether: said as `sandbox exec` says it (it printed no word of the cancel: a
+    // fresh user's trial).
+    const by = call.cancelledBy();
+    if (r.isCanceled && by) notes.unshift(runCancelNote(by, r, Number(process.exitCode)));
     printRunResult(r, notes, flags.json === true, ledger);
   } catch (error) {
     commandStderr.endLine();

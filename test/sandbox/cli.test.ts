@@ -344,6 +344,41 @@ describe('tether sandbox exec', () => {
     expect(sleeper.filter((p) => cmdline(p) === 'sleep 31')).toEqual([]);
   });
 
+  // A fresh user's trial: `sandbox run` printed no word of the cancel (`sandbox exec` did).
+  it('sandbox run: SIGTERM cancels, 143, and says so as sandbox exec does; the command gone', async () => {
+    const child = spawn(
+      process.execPath,
+      [TETHER, 'sandbox', 'run', '--via', via, '--', 'sh', '-c', 'echo up; sleep 33'],
+      {
+        stdio: ['ignore', 'pipe', 'pipe'],
+      },
+    );
+    let out = '';
+    let err = '';
+    child.stderr.on('data', (d) => (err += d));
+    const status = new Promise<number | null>((resolve) => child.on('close', resolve));
+    await new Promise<void>((resolve) =>
+      child.stdout.on('data', (d) => {
+        out += d;
+        if (out.includes('up\n')) resolve();
+      }),
+    );
+    let sleeper: string[] = [];
+    for (let i = 0; i < 100 && sleeper.length === 0; i++) {
+      await new Promise((r) => setTimeout(r, 10));
+      sleeper = readdirSync('/proc').filter((p) => /^\d+$/.test(p) && cmdline(p) === 'sleep 33');
+    }
+    expect(sleeper.length, 'premise broken: the command is not running').toBe(1);
+    child.kill('SIGTERM');
+    const timer = setTimeout(() => child.kill('SIGKILL'), 15_000);
+    expect(await status, err).toBe(143);
+    clearTimeout(timer);
+    expect(err).toMatch(
+      /^tether: cancelled by SIGTERM: the session was swept in the container; exit status 143/m,
+    );
+    expect(sleeper.filter((p) => cmdline(p) === 'sleep 33')).toEqual([]);
+  });
+
   it('names a misspelt option before --via, not --via as missing; a missing --via is still named', async () => {
     const typo = await tether(['sandbox', 'run', '--timout', '5s', '--via', 'nsenter -t 1 -a', '--', 'true']);
     expect(typo.status).toBe(125);
