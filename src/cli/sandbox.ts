@@ -330,6 +330,19 @@ export async function sandboxExecCommand(
     // The session's sweep, --sweep's or a cancel's: said as sandbox run says it.
     if (flags.sweep || r.isCanceled) report = r.report;
     if (r.isCanceled) cancelled = r;
+    // A signal after the command's end (while a leftover held its output, the 2 s after its
+    // line) reached no call: the session is swept now, as every cancel sweeps it, and the status
+    // stays the command's (a fresh user's trial: ignored, its `sleep 30 &` left running).
+    const late = call.cancelledBy();
+    if (late && !r.isCanceled && !flags.sweep) {
+      report = await sweep(channel, tag, {
+        shell: sweepOpts.shell,
+        graceMs: sweepOpts.graceMs,
+        killAfterMs: sweepOpts.killAfterMs,
+        budgetMs: sweepOpts.budgetMs,
+      });
+      notes.push(`${late} came after the command's end: the session was swept in the container`);
+    }
     if (r.streamHeld) {
       notes.push(
         "a process the command left still held its output 2 s after its end: the exec client was ended (the status is the command's)",

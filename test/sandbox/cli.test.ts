@@ -379,6 +379,43 @@ describe('tether sandbox exec', () => {
     expect(sleeper.filter((p) => cmdline(p) === 'sleep 33')).toEqual([]);
   });
 
+  // A fresh user's trial: a SIGTERM while a leftover held the output after the command's line
+  // reached no call — ignored, exit 0, the leftover running on.
+  it('sandbox exec: a SIGTERM after the command ended (its leftover holding the output) still sweeps the session', async () => {
+    const child = spawn(
+      process.execPath,
+      [TETHER, 'sandbox', 'exec', '--via', via, '--', 'sh', '-c', 'sleep 34 & echo x'],
+      {
+        stdio: ['ignore', 'pipe', 'pipe'],
+      },
+    );
+    let out = '';
+    let err = '';
+    child.stderr.on('data', (d) => (err += d));
+    const status = new Promise<number | null>((resolve) => child.on('close', resolve));
+    await new Promise<void>((resolve) =>
+      child.stdout.on('data', (d) => {
+        out += d;
+        if (out.includes('x\n')) resolve();
+      }),
+    );
+    await new Promise((r) => setTimeout(r, 300)); // the line follows the command's end at once
+    const leftover = readdirSync('/proc').filter((p) => /^\d+$/.test(p) && cmdline(p) === 'sleep 34');
+    expect(leftover.length, 'premise broken: the leftover is not running').toBe(1);
+    child.kill('SIGTERM');
+    const timer = setTimeout(() => child.kill('SIGKILL'), 15_000);
+    const code = await status;
+    clearTimeout(timer);
+    // After the line (the usual case): the command's 0 and a sweep; a loaded machine's line may
+    // come after the signal: then a cancel of the call, 143.
+    expect([0, 143], err).toContain(code);
+    expect(err).toMatch(/SIGTERM came after the command's end: the session was swept|cancelled by SIGTERM/);
+    expect(
+      leftover.filter((p) => cmdline(p) === 'sleep 34'),
+      'the leftover survived',
+    ).toEqual([]);
+  });
+
   it('names a misspelt option before --via, not --via as missing; a missing --via is still named', async () => {
     const typo = await tether(['sandbox', 'run', '--timout', '5s', '--via', 'nsenter -t 1 -a', '--', 'true']);
     expect(typo.status).toBe(125);
