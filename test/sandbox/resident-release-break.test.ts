@@ -364,7 +364,7 @@ describe.skipIf(!serves)(
       });
       expect(got.status).toBe(3);
       expect(got.out).toBe('abc');
-      expect(got.err).toMatch(/^def(tether: [^\n]*\n)*$/);
+      expect(got.err).toMatch(/^def\n(tether: [^\n]*\n)*$/);
     }, 60_000);
 
     // Tried (last: it leaves its server stopped): the command SIGSTOPs the server, then its call's
