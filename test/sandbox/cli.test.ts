@@ -41,6 +41,45 @@ function tether(args: string[]): Promise<{ status: number | null; stdout: string
   });
 }
 
+/**
+ * tether started with `args`, resolved once its stdout holds `line`: its output so far, and
+ * `stop(signal)`, which sends it the signal and resolves with its exit status (KILLed after 15 s).
+ */
+async function tetherUntil(args: string[], line: string) {
+  const child = spawn(process.execPath, [TETHER, ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
+  let out = '';
+  let err = '';
+  child.stderr.on('data', (d) => (err += d));
+  const status = new Promise<number | null>((resolve) => child.on('close', resolve));
+  await new Promise<void>((resolve) =>
+    child.stdout.on('data', (d) => {
+      out += d;
+      if (out.includes(line)) resolve();
+    }),
+  );
+  return {
+    out: () => out,
+    err: () => err,
+    async stop(signal: NodeJS.Signals) {
+      child.kill(signal);
+      const timer = setTimeout(() => child.kill('SIGKILL'), 15_000);
+      const code = await status;
+      clearTimeout(timer);
+      return code;
+    },
+  };
+}
+
+// The host pids whose cmdline is `command`, looked for up to 1 s.
+async function runningAs(command: string): Promise<string[]> {
+  let found: string[] = [];
+  for (let i = 0; i < 100 && found.length === 0; i++) {
+    await new Promise((r) => setTimeout(r, 10));
+    found = readdirSync('/proc').filter((p) => /^\d+$/.test(p) && cmdline(p) === command);
+  }
+  return found;
+}
+
 let box: Container;
 let via: string;
 let lossy: string;
@@ -314,66 +353,27 @@ describe('tether sandbox exec', () => {
   });
 
   it('SIGTERM cancels: the session is swept in the container and the command ends proven, 143', async () => {
-    const child = spawn(
-      process.execPath,
-      [TETHER, 'sandbox', 'exec', '--via', via, '--', 'sh', '-c', 'echo up; sleep 31'],
-      {
-        stdio: ['ignore', 'pipe', 'pipe'],
-      },
+    const t = await tetherUntil(
+      ['sandbox', 'exec', '--via', via, '--', 'sh', '-c', 'echo up; sleep 31'],
+      'up\n',
     );
-    let out = '';
-    const status = new Promise<number | null>((resolve) => child.on('close', resolve));
-    await new Promise<void>((resolve) =>
-      child.stdout.on('data', (d) => {
-        out += d;
-        // A complete line passes at once (a newline cannot begin the completion line).
-        if (out.includes('up\n')) resolve();
-      }),
-    );
-    let sleeper: string[] = [];
-    for (let i = 0; i < 100 && sleeper.length === 0; i++) {
-      await new Promise((r) => setTimeout(r, 10));
-      sleeper = readdirSync('/proc').filter((p) => /^\d+$/.test(p) && cmdline(p) === 'sleep 31');
-    }
+    const sleeper = await runningAs('sleep 31');
     expect(sleeper.length, 'premise broken: the command is not running').toBe(1);
-    child.kill('SIGTERM');
-    const timer = setTimeout(() => child.kill('SIGKILL'), 15_000);
-    expect(await status).toBe(143);
-    clearTimeout(timer);
-    expect(out).toBe('up\n');
+    expect(await t.stop('SIGTERM')).toBe(143);
+    expect(t.out()).toBe('up\n');
     expect(sleeper.filter((p) => cmdline(p) === 'sleep 31')).toEqual([]);
   });
 
   // A fresh user's trial: `sandbox run` printed no word of the cancel (`sandbox exec` did).
   it('sandbox run: SIGTERM cancels, 143, and says so as sandbox exec does; the command gone', async () => {
-    const child = spawn(
-      process.execPath,
-      [TETHER, 'sandbox', 'run', '--via', via, '--', 'sh', '-c', 'echo up; sleep 33'],
-      {
-        stdio: ['ignore', 'pipe', 'pipe'],
-      },
+    const t = await tetherUntil(
+      ['sandbox', 'run', '--via', via, '--', 'sh', '-c', 'echo up; sleep 33'],
+      'up\n',
     );
-    let out = '';
-    let err = '';
-    child.stderr.on('data', (d) => (err += d));
-    const status = new Promise<number | null>((resolve) => child.on('close', resolve));
-    await new Promise<void>((resolve) =>
-      child.stdout.on('data', (d) => {
-        out += d;
-        if (out.includes('up\n')) resolve();
-      }),
-    );
-    let sleeper: string[] = [];
-    for (let i = 0; i < 100 && sleeper.length === 0; i++) {
-      await new Promise((r) => setTimeout(r, 10));
-      sleeper = readdirSync('/proc').filter((p) => /^\d+$/.test(p) && cmdline(p) === 'sleep 33');
-    }
+    const sleeper = await runningAs('sleep 33');
     expect(sleeper.length, 'premise broken: the command is not running').toBe(1);
-    child.kill('SIGTERM');
-    const timer = setTimeout(() => child.kill('SIGKILL'), 15_000);
-    expect(await status, err).toBe(143);
-    clearTimeout(timer);
-    expect(err).toMatch(
+    expect(await t.stop('SIGTERM'), t.err()).toBe(143);
+    expect(t.err()).toMatch(
       /^tether: cancelled by SIGTERM: the session was swept in the container; exit status 143/m,
     );
     expect(sleeper.filter((p) => cmdline(p) === 'sleep 33')).toEqual([]);
@@ -382,34 +382,20 @@ describe('tether sandbox exec', () => {
   // A fresh user's trial: a SIGTERM while a leftover held the output after the command's line
   // reached no call — ignored, exit 0, the leftover running on.
   it('sandbox exec: a SIGTERM after the command ended (its leftover holding the output) still sweeps the session', async () => {
-    const child = spawn(
-      process.execPath,
-      [TETHER, 'sandbox', 'exec', '--via', via, '--', 'sh', '-c', 'sleep 34 & echo x'],
-      {
-        stdio: ['ignore', 'pipe', 'pipe'],
-      },
-    );
-    let out = '';
-    let err = '';
-    child.stderr.on('data', (d) => (err += d));
-    const status = new Promise<number | null>((resolve) => child.on('close', resolve));
-    await new Promise<void>((resolve) =>
-      child.stdout.on('data', (d) => {
-        out += d;
-        if (out.includes('x\n')) resolve();
-      }),
+    const t = await tetherUntil(
+      ['sandbox', 'exec', '--via', via, '--', 'sh', '-c', 'sleep 34 & echo x'],
+      'x\n',
     );
     await new Promise((r) => setTimeout(r, 300)); // the line follows the command's end at once
-    const leftover = readdirSync('/proc').filter((p) => /^\d+$/.test(p) && cmdline(p) === 'sleep 34');
+    const leftover = await runningAs('sleep 34');
     expect(leftover.length, 'premise broken: the leftover is not running').toBe(1);
-    child.kill('SIGTERM');
-    const timer = setTimeout(() => child.kill('SIGKILL'), 15_000);
-    const code = await status;
-    clearTimeout(timer);
+    const code = await t.stop('SIGTERM');
     // After the line (the usual case): the command's 0 and a sweep; a loaded machine's line may
     // come after the signal: then a cancel of the call, 143.
-    expect([0, 143], err).toContain(code);
-    expect(err).toMatch(/SIGTERM came after the command's end: the session was swept|cancelled by SIGTERM/);
+    expect([0, 143], t.err()).toContain(code);
+    expect(t.err()).toMatch(
+      /SIGTERM came after the command's end: the session was swept|cancelled by SIGTERM/,
+    );
     expect(
       leftover.filter((p) => cmdline(p) === 'sleep 34'),
       'the leftover survived',
