@@ -34,10 +34,10 @@ class LongestFirst extends BaseSequencer {
 
 // What every file gets: its own forked worker, made a child subreaper that reaps the test's
 // orphans (test/support/reaper.ts), its temp dirs removed after it (test/support/temp-cleanup.ts),
-// and a minute per test or hook.
+// its path exported to what it starts (test/support/file-mark.ts), and a minute per test or hook.
 const common = {
   pool: 'forks' as const,
-  setupFiles: ['test/support/reaper.ts', 'test/support/temp-cleanup.ts'],
+  setupFiles: ['test/support/reaper.ts', 'test/support/temp-cleanup.ts', 'test/support/file-mark.ts'],
   testTimeout: 60_000,
   hookTimeout: 60_000,
 };

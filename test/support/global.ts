@@ -13,9 +13,9 @@ import { existsSync, mkdirSync, mkdtempSync, readdirSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { TestProject } from 'vitest/node';
-import { ourSessionCgroups, watchRegistrations } from './leak-guard.js';
+import { FILE_VAR, ourSessionCgroups, watchRegistrations } from './leak-guard.js';
 import { BUILD, ROOT } from './paths.js';
-import { cmdlineOf, environOfAnyThread, hasEntry, isDeadZombie, pids, readStat } from './proc.js';
+import { cmdlineOf, entryOf, environOfAnyThread, hasEntry, isDeadZombie, pids, readStat } from './proc.js';
 import { recordLibraryBuild, staleBuilds } from './stale.js';
 import { loggedTestDirs, removeTestDirs, TEMPS_LOG_VAR } from './temp.js';
 import { describeTools, onPath, probeTools } from './tools.js';
@@ -82,7 +82,11 @@ function taggedAlive(ignore: Set<string>): string[] {
     if (!hasEntry(environ, `${RUN_VAR}=${runId}`)) continue; // not started by this run
     const tags = [...environ.matchAll(TAG)].map((m) => m[1] as string).filter((t) => !ignore.has(t));
     if (tags.length === 0) continue;
-    found.push(`pid ${pid} state ${stat.state} ppid ${stat.ppid} (${cmdlineOf(pid)}) tags ${tags.join(',')}`);
+    const file = entryOf(environ, FILE_VAR) ?? '(no test file in its environment)';
+    const pool = entryOf(environ, 'VITEST_POOL_ID') ?? '?';
+    found.push(
+      `pid ${pid} state ${stat.state} ppid ${stat.ppid} (${cmdlineOf(pid)}) tags ${tags.join(',')}; started from ${file} (worker ${pool})`,
+    );
   }
   return found;
 }

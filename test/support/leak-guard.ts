@@ -6,6 +6,12 @@ import { type FSWatcher, readdirSync, watch } from 'node:fs';
 import { join } from 'node:path';
 import { cgroup2Mount } from '../../src/proc/cgroup.js';
 
+/**
+ * The environment variable that names, relative to the repository, the test file a process was
+ * started from (test/support/file-mark.ts sets it in each file's worker).
+ */
+export const FILE_VAR = 'TETHER_TEST_FILE';
+
 // The session cgroups (`tether-<hex>` under `<cgroup2 mount>/tether`, nested ones included) whose
 // hex is one of `ours`: a session of this run whose cgroup nothing removed. Another tether
 // session on the machine (a developer's, a CI runner that itself runs under tether) has a tag

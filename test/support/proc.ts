@@ -150,6 +150,12 @@ export function environOfAnyThread(pid: number): string {
   return '';
 }
 
+/** The value of `name` in the NUL-separated `environ` (its first record), or undefined. */
+export function entryOf(environ: string, name: string): string | undefined {
+  const record = environ.split('\0').find((e) => e.startsWith(`${name}=`));
+  return record === undefined ? undefined : record.slice(name.length + 1);
+}
+
 /** True when the NUL-separated `environ` holds exactly the record `entry` (`NAME=value`). */
 export function hasEntry(environ: string, entry: string): boolean {
   return environ.split('\0').includes(entry);

@@ -274,8 +274,11 @@ export function problemsOf(run: ShapeRun, extraDecoys: Decoy[] = []): string[] {
   for (const r of run.recorded) {
     const rec = report.stopped.find((s) => s.pid === r.identity.pid && s.startTime === r.identity.startTime);
     if (!rec) {
+      // What the sweep did see, to tell a process it never found from one listed under another
+      // identity (the report's own ends, its phases and warnings).
+      const seen = report.stopped.map((s) => `${s.pid}:${s.startTime}<${s.ppid} ${s.comm} ${s.foundBy}`);
       problems.push(
-        `${at} ${r.label} ${describeProcess(r.identity, r.cmdline)} is not listed in report.stopped`,
+        `${at} ${r.label} ${describeProcess(r.identity, r.cmdline)} is not listed in report.stopped (${isAlive(r.identity) ? 'alive' : 'gone'} now; stopped: [${seen.join(', ')}]; phases: ${JSON.stringify(report.phases)}; warnings: ${JSON.stringify(report.warnings)})`,
       );
       continue;
     }
