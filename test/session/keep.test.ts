@@ -189,16 +189,19 @@ describe('keep', () => {
           complete: report.complete,
           proof: report.proof,
           warnings: report.warnings,
+          survivors: report.survivors,
+          phases: report.phases,
         });
         expect(isAlive(server), 'the kept server was ended').toBe(true);
         expect(keptEntry(report.kept, server), said).toBeDefined();
         if (running) {
           expect(report.proof, `the loop runs on in ${cg.dir}, yet: ${said}`).toBe('none');
           expect(report.ok, said).toBe(false);
-          expect(
-            report.warnings.map((w) => w.code),
-            said,
-          ).toContain('UNSETTLED');
+          // Why, in the report: processes still appearing at the KILL phase's last look
+          // (`UNSETTLED`), or a generation that look found and KILLed listed as a survivor (a
+          // quiet machine's scan can reach one before it forks and exits).
+          const why = report.warnings.some((w) => w.code === 'UNSETTLED') || report.survivors.length > 0;
+          expect(why, `neither UNSETTLED nor a survivor: ${said}`).toBe(true);
         } else {
           // The sweep ended the loop: its first scan found nothing and the session cgroup was
           // empty, but the helper's word (the loop is its child) kept the phase going.
