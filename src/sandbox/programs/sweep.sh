@@ -342,6 +342,7 @@ take_listed() {
     [ "$1" != given ] || named_ok "$pid" || continue
     ids="$ids$pid "
     members="$members$pid:$start:$state "
+    parents="$parents$pid:$ppid "
     case $tracked in *" $pid:$start "*) ;; *)
       read_stat "$pid" && st_comm_of=$st_comm || st_comm_of=
       track "$pid" "$start" "$ppid" "$1" - ;;
@@ -364,17 +365,19 @@ track() {
   say "cmdline $1 $2 $cmd"
 }
 
-# scan: sets members (" PID:START:STATE ... ") and seen (how many): the earlier finds, the
-# carriers, the named helpers, and the descendants of any of them.
+# scan: sets members (" PID:START:STATE ... "), parents (" PID:PPID ... ", each member's parent
+# as the snapshot read it) and seen (how many): the earlier finds, the carriers, the named
+# helpers, and the descendants of any of them.
 scan() {
   snapshot || return 1
   scans=$((scans + 1))
   members=' '
   ids=' '
+  parents=' '
   # Earlier finds still alive with the same identity.
   while read -r pid ppid start state; do
     [ -n "$pid" ] || continue
-    case $tracked in *" $pid:$start "*) members="$members$pid:$start:$state " ids="$ids$pid " ;; esac
+    case $tracked in *" $pid:$start "*) members="$members$pid:$start:$state " ids="$ids$pid " parents="$parents$pid:$ppid " ;; esac
   done <<EOF
 $table
 EOF
@@ -387,6 +390,7 @@ EOF
       [ "$p2" = "$pid" ] || continue
       ids="$ids$pid "
       members="$members$pid:$start:$state "
+      parents="$parents$pid:$ppid "
       case $tracked in *" $pid:$start "*) ;; *)
         read_stat "$pid" && st_comm_of=$st_comm || st_comm_of=
         track "$pid" "$start" "$ppid" carrier - ;;
@@ -418,6 +422,7 @@ EOF
       case $ids in *" $ppid "*) ;; *) continue ;; esac
       ids="$ids$pid "
       members="$members$pid:$start:$state "
+      parents="$parents$pid:$ppid "
       grew=1
       case $tracked in *" $pid:$start "*) ;; *)
         read_stat "$pid" && st_comm_of=$st_comm || st_comm_of=
@@ -463,18 +468,44 @@ round() {
   helpers_childless && proven=1
   alive=0
   alive_ids=' '
-  # The session's own processes first found first (a member before those found below it: a
-  # shell TERMed after its child ran its next step in between — a cancelled `sh -c 'sleep 3; echo
-  # done'` exited 0, found by a new user's trial), then the named ones (helpers, the wrapper's
-  # --await) last found first: a helper after what it holds — TERMed first it ended some of them
-  # itself, and the report said they `exited` (an earlier trial's).
-  backwards=
+  # The session's own processes a generation at a time, as helper-sweep.c's round_: first those
+  # whose parent is no member waiting for this round's signal, then their children, and so on — a
+  # process before what it started. TERMed after its child, a shell whose TERM is not handled ran
+  # its next step in between (a cancelled `sh -c 'sleep 3; echo done'` exited 0, found by a new
+  # user's trial), and the order found (/proc's, pid order for a fresh tree) is not parent-first
+  # once the pids wrap (test/sandbox/sweep-order). A parent loop (pids reused) ends the passes:
+  # what is left is signalled as found, never dropped. Then the named ones (helpers, the
+  # wrapper's --await) last found first: a helper after what it holds — TERMed first it ended
+  # some of them itself, and the report said they `exited` (an earlier trial's).
+  own= waiting=' ' backwards=
   for m in $members; do
     pid=${m%%:*} rest=${m#*:}
     case $given in
       *" $pid:${rest%%:*} "*) backwards="$m $backwards" ;;
-      *) deliver "$1" "$pid" "${rest%%:*}" "${rest#*:}" ;;
+      *) own="$own $m" waiting="$waiting$pid " ;;
     esac
+  done
+  while [ -n "$own" ]; do
+    generation= later=
+    for m in $own; do
+      pid=${m%%:*}
+      ppid=${parents#*" $pid:"}
+      ppid=${ppid%% *}
+      case $waiting in
+        *" $ppid "*) [ "$ppid" = "$pid" ] || { later="$later $m"; continue; } ;;
+      esac
+      generation="$generation $m"
+    done
+    [ -n "$generation" ] || { generation=$own later=; }
+    for m in $generation; do
+      pid=${m%%:*}
+      waiting=${waiting%%" $pid "*}" "${waiting#*" $pid "}
+    done
+    for m in $generation; do
+      pid=${m%%:*} rest=${m#*:}
+      deliver "$1" "$pid" "${rest%%:*}" "${rest#*:}"
+    done
+    own=$later
   done
   for m in $backwards; do
     pid=${m%%:*} rest=${m#*:}
