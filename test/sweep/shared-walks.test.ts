@@ -8,7 +8,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { createTag, type SweepProgress, sweep } from '../../src/index.js';
 import type { Identity } from '../../src/proc/identity.js';
 import { snapshotCount } from '../../src/proc/snapshot.js';
-import { identityOf, isAlive } from '../support/proc.js';
+import { environOf, hasEntry, identityOf, isAlive } from '../support/proc.js';
 
 const started: Identity[] = [];
 
@@ -28,6 +28,7 @@ describe('shared process-table walks', () => {
     const firstRound = await new Promise<{
       progress: SweepProgress;
       child: Identity;
+      said: string;
       other: Promise<unknown>;
     }>((resolve, reject) => {
       // Check phase of iteration i: another sweep walks the table (its walk would be kept
@@ -45,6 +46,7 @@ describe('shared process-table walks', () => {
           if (!id) return reject(new Error('sleep did not start'));
           started.push(id);
           let first: SweepProgress | undefined;
+          const walksBefore = snapshotCount();
           const done = sweep({
             tag,
             graceMs: 2000,
@@ -53,12 +55,16 @@ describe('shared process-table walks', () => {
             },
           });
           if (!first) return reject(new Error('the first round did not run at once'));
-          resolve({ progress: first, child: id, other: Promise.all([done, other]) });
+          // What a miss would need told apart: a walk reused (no new one) or the sleep's environ.
+          const said = `walks by the first round: ${snapshotCount() - walksBefore}; the sleep's environ holds the tag: ${hasEntry(environOf(id.pid), `${tag.name}=1`)}`;
+          resolve({ progress: first, child: id, said, other: Promise.all([done, other]) });
         }, 1);
         spin(3); // the timer above has expired before this iteration's check phase ends
       });
     });
-    expect(firstRound.progress.waiting, 'the first round found the tagged process').toBe(1);
+    expect(firstRound.progress.waiting, `the first round found the tagged process (${firstRound.said})`).toBe(
+      1,
+    );
     await firstRound.other;
     expect(isAlive(firstRound.child), 'the tagged process is gone').toBe(false);
   });
