@@ -47,12 +47,13 @@ function* steps(
     }
     if (signal === 'SIGKILL') {
       // A process first found in the last round got its KILL a moment ago: look once more
-      // before naming anything a survivor.
+      // before naming anything a survivor — and what that look KILLs is watched die too.
       run.dueAt = yield intervalMs;
       const scan = run.scan(phase);
       const left = scan ? run.signalNew(scan, signal) : FAILED;
       if (left === 0 && run.seen > 0) run.unsettled();
       else if (left === 0) return run.end(phase, 'verified-empty');
+      else if (left > 0) run.settleLastLook();
     }
     run.phaseDone(phase, 'budget');
   }

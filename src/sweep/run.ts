@@ -92,6 +92,8 @@ export class SweepRun {
   scanMs = 0;
   /** Members the last scan saw alive in its snapshot, even if gone by the time of their signal. */
   seen = 0;
+  /** Members the last round signalled that no earlier round had found. */
+  foundInRound = 0;
   /** The last scan's kernel proof of emptiness, if any (see `PhaseEnd`). */
   kernelProof: 'populated-0' | 'helper-childless' | undefined;
   /** The last scan found nothing and a helper did not answer: no end it reaches is proven. */
@@ -334,6 +336,18 @@ export class SweepRun {
   }
 
   /**
+   * The KILL phase's last look left members alive, each sent its KILL (in that look, or before
+   * it): those held by a pidfd are watched die for up to `SETTLE_MS` (`settleTracked`) — one
+   * seen exited is stopped, never named a survivor for a KILL sent a moment before the report.
+   * When that look found members no round had found before, the session's processes were still
+   * appearing: unsettled.
+   */
+  settleLastLook(): void {
+    this.settleTracked();
+    if (this.foundInRound > 0) this.unsettled();
+  }
+
+  /**
    * After a failed scan (no fd left…), what this sweep already tracks is settled without one:
    * each process last seen alive that it holds by pidfd gets SIGKILL through the pidfd (no new
    * fd) and is watched by poll(2) for up to `SETTLE_MS` — one seen exited is stopped, one still
@@ -529,9 +543,14 @@ export class SweepRun {
     const alive = new Set<string>();
     // This round's socket tables, read once and only if a new member is to be looked at.
     const sockets = this.opts.collectPorts ? new SocketTables(this.ctx.procRoot) : undefined;
+    this.foundInRound = 0;
     for (const member of scan.members) {
       const key = identityKey(member.identity);
-      const t = this.tracked.get(key) ?? this.track(key, member, sockets);
+      let t = this.tracked.get(key);
+      if (!t) {
+        t = this.track(key, member, sockets);
+        this.foundInRound++;
+      }
       if (this.deliver(t, member, signal)) alive.add(key);
     }
     return alive;
