@@ -9,8 +9,12 @@
 // deliveries after its child's, time enough for it to run its next step). Ground truth: the
 // shell's next step (`echo done > FILE`) never ran, under every shell the program runs under. The
 // program that signalled in found order failed all four: the step ran in 11 of 12 sweeps.
+// A chain DEPTH deep, each child of a lower pid than its parent, is all gone and no shell of it
+// ran its next step: the program finds each member's generation in one walk up its parents (a
+// pass per generation over every member held one round of dash 90 s on a chain of 300:
+// docs/benchmarks.md); this asserts the order and the end, never a time.
 import { execFileSync } from 'node:child_process';
-import { existsSync } from 'node:fs';
+import { existsSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTag, sandbox } from '../../src/index.js';
@@ -20,6 +24,7 @@ import { type Container, nsPidOf, SHELLS, sleep, startContainer, taggedOnHost } 
 
 const TRIES = 3;
 const OTHERS = 20;
+const DEPTH = 120;
 
 let box: Container;
 let dir: string;
@@ -49,6 +54,32 @@ async function startTree(tag: string, step: string): Promise<{ shell: number; ch
     if (shell && child && tagged.length === OTHERS + 2) return { shell: shell.pid, child: child.pid };
   }
   throw new Error(`premise broken: the session's ${OTHERS + 2} processes did not start`);
+}
+
+// Starts, in the container, the session `tag`'s chain DEPTH deep: `sh CHAIN N` starts `sh CHAIN
+// N-1` and waits for it, then writes N to STEP (its next step); `sh CHAIN 0` is `sleep 32`. Each
+// level sets ns_last_pid first, so that every child has a lower pid than its parent (12000 + N*10
+// and up): found order is the deepest first. Resolves once all DEPTH + 1 run.
+async function startChain(tag: string, step: string): Promise<void> {
+  const chain = join(dir, `chain-${tag}`);
+  writeFileSync(
+    chain,
+    [
+      'n=$1',
+      `if [ "$n" -gt 0 ]; then echo $((12000 + n * 10)) > /proc/sys/kernel/ns_last_pid; sh ${chain} $((n - 1)) </dev/null >/dev/null 2>&1 & wait; echo "$n" >> ${step}; else exec sleep 32; fi`,
+      '',
+    ].join('\n'),
+  );
+  const script = [
+    `echo ${12000 + (DEPTH + 1) * 10} > /proc/sys/kernel/ns_last_pid`,
+    `env ${tag}=1 sh ${chain} ${DEPTH} </dev/null >/dev/null 2>&1 &`,
+  ].join('\n');
+  execFileSync(box.prefix[0] as string, [...box.prefix.slice(1), 'sh', '-c', script], { stdio: 'ignore' });
+  for (const until = performance.now() + 20_000; performance.now() < until; await sleep(50)) {
+    const tagged = taggedOnHost(tag);
+    if (tagged.length === DEPTH + 1 && tagged.some((p) => p.cmdline === 'sleep 32')) return;
+  }
+  throw new Error(`premise broken: the session's chain of ${DEPTH + 1} did not start`);
 }
 
 for (const [name, shell] of SHELLS) {
@@ -83,6 +114,24 @@ for (const [name, shell] of SHELLS) {
           seen,
           'every sweep: all stopped, the shell TERMed before its child, its next step never run',
         ).toEqual(Array.from({ length: TRIES }, () => `true ${OTHERS + 2} `));
+      }, 120_000);
+      it(`TERMs a chain ${DEPTH} deep each child of a lower pid than its parent: every one gone, no next step run`, async () => {
+        const tag = createTag();
+        const step = join(dir, `chain-step-${shell[0]}`);
+        await startChain(tag.name, step);
+        const report = await sandbox.sweep(box.channel, tag, { graceMs: 2000, killAfterMs: 1000, shell });
+        await sleep(100); // a next step that did run has written its file by now
+        // The premise, in the container's pids: each of the DEPTH children below its parent.
+        const pids = new Set(report.stopped.map((p) => p.pid));
+        const below = report.stopped.filter((p) => pids.has(p.ppid) && p.pid < p.ppid).length;
+        expect(below, 'premise broken: not every child of the chain has a lower pid than its parent').toBe(
+          DEPTH,
+        );
+        expect(taggedOnHost(tag.name), 'survived the sweep').toEqual([]);
+        expect(
+          [report.ok, report.stopped.length, existsSync(step) ? 'STEP RAN' : ''],
+          'all stopped, each shell TERMed before its child, no next step run',
+        ).toEqual([true, DEPTH + 1, '']);
       }, 120_000);
     },
   );

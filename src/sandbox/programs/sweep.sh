@@ -473,39 +473,72 @@ round() {
   # process before what it started. TERMed after its child, a shell whose TERM is not handled ran
   # its next step in between (a cancelled `sh -c 'sleep 3; echo done'` exited 0, found by a new
   # user's trial), and the order found (/proc's, pid order for a fresh tree) is not parent-first
-  # once the pids wrap (test/sandbox/sweep-order). A parent loop (pids reused) ends the passes:
-  # what is left is signalled as found, never dropped. Then the named ones (helpers, the
-  # wrapper's --await) last found first: a helper after what it holds — TERMed first it ended
-  # some of them itself, and the report said they `exited` (an earlier trial's).
-  own= waiting=' ' backwards=
+  # once the pids wrap (test/sandbox/sweep-order). Within a generation, the order found. A
+  # member whose parents loop (pids reused), or that descends from such a loop, goes after every
+  # generation, as found, never dropped. Then the named ones (helpers, the wrapper's --await)
+  # last found first: a helper after what it holds — TERMed first it ended some of them itself,
+  # and the report said they `exited` (an earlier trial's).
+  # Each member's generation comes from one walk up its parents, remembered in sw_gen_PID
+  # (sw_own_PID marks a member waiting for this round's signal, sw_ppid_PID its parent), and the
+  # members go into sw_by_gen_G (sw_by_gen_L for a loop) in one pass: no pass per generation over
+  # every member — a chain D deep of N members then cost N*D string matches on strings of N
+  # members each, and a session's chain of 300 held one round of dash for 90 s
+  # (docs/benchmarks.md). Evals, no fork: PID and PPID are digits.
+  backwards= own= gens=-1
   for m in $members; do
     pid=${m%%:*} rest=${m#*:}
     case $given in
       *" $pid:${rest%%:*} "*) backwards="$m $backwards" ;;
-      *) own="$own $m" waiting="$waiting$pid " ;;
+      *) own="$own $m"; eval "sw_own_$pid=1" ;;
     esac
   done
-  while [ -n "$own" ]; do
-    generation= later=
-    for m in $own; do
-      pid=${m%%:*}
-      ppid=${parents#*" $pid:"}
-      ppid=${ppid%% *}
-      case $waiting in
-        *" $ppid "*) [ "$ppid" = "$pid" ] || { later="$later $m"; continue; } ;;
-      esac
-      generation="$generation $m"
+  for e in $parents; do
+    pid=${e%%:*} ppid=${e#*:}
+    case $ppid in '' | *[!0-9]*) ppid=$pid ;; esac
+    eval "sw_ppid_$pid=\$ppid"
+  done
+  for m in $own; do
+    pid=${m%%:*}
+    eval "gen=\${sw_gen_$pid-}"
+    [ -z "$gen" ] || continue
+    # Up from pid until a member whose generation is known, one whose parent is no member waiting
+    # (or itself), or one already on this walk (a loop: W); then down the walk, numbering.
+    walk= p=$pid
+    while :; do
+      eval "gen=\${sw_gen_$p-} q=\${sw_ppid_$p-}"
+      [ -z "$gen" ] || break
+      eval "sw_gen_$p=W"
+      walk="$p $walk"
+      eval "own_q=\${sw_own_$q-}"
+      if [ "$q" = "$p" ] || [ -z "$own_q" ]; then gen=-1; break; fi
+      p=$q
     done
-    [ -n "$generation" ] || { generation=$own later=; }
-    for m in $generation; do
-      pid=${m%%:*}
-      waiting=${waiting%%" $pid "*}" "${waiting#*" $pid "}
+    case $gen in W | L) gen=L ;; esac
+    for p in $walk; do
+      [ "$gen" = L ] || gen=$((gen + 1))
+      eval "sw_gen_$p=\$gen"
     done
+  done
+  for m in $own; do
+    pid=${m%%:*}
+    eval "gen=\$sw_gen_$pid"
+    [ "$gen" = L ] || [ "$gen" -le "$gens" ] || gens=$gen
+    eval "sw_by_gen_$gen=\"\${sw_by_gen_$gen-} \$m\""
+  done
+  gen=0
+  while :; do
+    eval "generation=\${sw_by_gen_$gen-}"
+    unset "sw_by_gen_$gen"
     for m in $generation; do
       pid=${m%%:*} rest=${m#*:}
       deliver "$1" "$pid" "${rest%%:*}" "${rest#*:}"
     done
-    own=$later
+    [ "$gen" != L ] || break
+    if [ "$gen" -lt "$gens" ]; then gen=$((gen + 1)); else gen=L; fi
+  done
+  for e in $parents; do
+    pid=${e%%:*}
+    unset "sw_own_$pid" "sw_ppid_$pid" "sw_gen_$pid"
   done
   for m in $backwards; do
     pid=${m%%:*} rest=${m#*:}
