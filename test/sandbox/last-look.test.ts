@@ -1,18 +1,20 @@
-// The KILL phase's last look in the container: the helper's sweep (native/helper-sweep.c
-// `settle_last_look`), as test/sweep/last-look for the local one. A process that takes the tag
-// from outside the session (an untagged loop in the container that starts a tagged sleep again
-// as soon as the last one ends) keeps one appearing in every round, and the last look KILLs one a
-// moment before the answer. It is watched die: never named a survivor while it is already gone,
+// The KILL phase's last look in the container's sweeps — the sweep program (programs/sweep.sh)
+// under each shell, the helper's (native/helper-sweep.c) — both `settle_last_look`, as
+// test/sweep/last-look for the local one. A process that takes the tag from outside the session
+// (an untagged loop in the container that starts a tagged sleep again as soon as the last one
+// ends) keeps one appearing in every round, and the last look KILLs one a moment before the
+// answer. It is watched die: never named a survivor while it is already gone,
 // and the answer says the session's processes were still appearing (`UNSETTLED`). Ground truth:
-// each survivor's pid + start time, looked up from the host. The helper that named them survivors
-// (`end PID START survived-kill`, `complete 1`) failed 3 of 3.
+// each survivor's pid + start time, looked up from the host. The helper and the program that
+// named them survivors (`end PID START survived-kill`, `complete 1`) failed every run.
 import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createTag, type SweepReport, sandbox } from '../../src/index.js';
+import { createTag, type SessionTag, type SweepReport, sandbox } from '../../src/index.js';
 import { pushHelper } from '../../src/sandbox/helper-push.js';
 import { sweepUnder } from '../../src/sandbox/sweep.js';
 import { isAlive } from '../support/proc.js';
-import { type Container, hostPidOf, sleep, startContainer, taggedOnHost } from './container.js';
+import { missing } from '../support/tools.js';
+import { type Container, hostPidOf, SHELLS, sleep, startContainer, taggedOnHost } from './container.js';
 
 const SWEEP = { graceMs: 150, killAfterMs: 300, intervalMs: 40 };
 
@@ -72,32 +74,46 @@ function check(report: SweepReport): void {
   ).toContain('UNSETTLED');
 }
 
+// Sweeps (`sweepOf`) a session whose tag the spawner keeps giving, until one sweep reaches its
+// KILL phase's last look (a loaded machine's loop can be slower than two scans: the phase then
+// ends on two empty scans first; up to five sweeps), and checks its answer.
+async function lastLook(sweepOf: (tag: SessionTag) => Promise<SweepReport>): Promise<void> {
+  const ends: string[] = [];
+  for (let attempt = 0; attempt < 5; attempt++) {
+    const tag = createTag();
+    const spawner = await startSpawner(tag.name);
+    let report: SweepReport;
+    try {
+      report = await sweepOf(tag);
+    } finally {
+      await stopSpawner(spawner, tag.name);
+    }
+    expect(taggedOnHost(tag.name)).toEqual([]);
+    const last = report.phases.at(-1);
+    ends.push(`${last?.signal} ${last?.endedBy}`);
+    if (last?.signal !== 'SIGKILL' || last.endedBy !== 'budget') continue;
+    check(report);
+    return;
+  }
+  throw new Error(`premise broken: no sweep of 5 reached its KILL phase's last look: ${ends.join(', ')}`);
+}
+
 describe("the container sweeps' last look", () => {
+  for (const [name, shell] of SHELLS) {
+    const noShell = missing(shell[0] as string);
+    it.skipIf(noShell !== '')(
+      `the sweep program under ${name}: names no process a survivor that its KILL ended${noShell ? ` (skipped: ${noShell})` : ''}`,
+      () => lastLook((tag) => sandbox.sweep(box.channel, tag, { ...SWEEP, shell })),
+      120_000,
+    );
+  }
+
   it("the helper's sweep: names no process a survivor that its KILL ended", async () => {
     // The helper answers the sweep (sweepUnder with its path), given no helper's word to end a
     // phase on: the KILL phase runs to its budget and its last look, as the program's does.
     const pushed = await pushHelper(box.channel);
     if (!('path' in pushed))
       throw new Error(`premise broken: no helper in the container: ${JSON.stringify(pushed)}`);
-    // The premise, a sleep in every round: a loaded machine's loop can be slower than two scans
-    // (the phase then ends on two empty scans, before its last look); up to five sweeps.
-    const ends: string[] = [];
-    for (let attempt = 0; attempt < 5; attempt++) {
-      const tag = createTag();
-      const spawner = await startSpawner(tag.name);
-      let report: SweepReport;
-      try {
-        report = await sweepUnder(box.channel, tag, SWEEP, { path: pushed.path });
-      } finally {
-        await stopSpawner(spawner, tag.name);
-      }
-      expect(taggedOnHost(tag.name)).toEqual([]);
-      const last = report.phases.at(-1);
-      ends.push(`${last?.signal} ${last?.endedBy}`);
-      if (last?.signal !== 'SIGKILL' || last.endedBy !== 'budget') continue;
-      check(report);
-      return;
-    }
-    throw new Error(`premise broken: no sweep of 5 reached its KILL phase's last look: ${ends.join(', ')}`);
+    await lastLook((tag) => sweepUnder(box.channel, tag, SWEEP, { path: pushed.path }));
   }, 120_000);
 });
