@@ -197,11 +197,14 @@ describe('keep', () => {
         if (running) {
           expect(report.proof, `the loop runs on in ${cg.dir}, yet: ${said}`).toBe('none');
           expect(report.ok, said).toBe(false);
-          // Why, in the report: processes still appearing at the KILL phase's last look
-          // (`UNSETTLED`), or a generation that look found and KILLed listed as a survivor (a
-          // quiet machine's scan can reach one before it forks and exits).
-          const why = report.warnings.some((w) => w.code === 'UNSETTLED') || report.survivors.length > 0;
-          expect(why, `neither UNSETTLED nor a survivor: ${said}`).toBe(true);
+          // Why, in the report: processes still appearing at the KILL phase's last look — one
+          // that vanished before its signal, or one found only there, KILLed and watched die
+          // (src/sweep/run.ts settleLastLook; before it, that one was named a survivor and no
+          // UNSETTLED said: the whole suite at 777c8e7, once).
+          expect(
+            report.warnings.map((w) => w.code),
+            said,
+          ).toContain('UNSETTLED');
         } else {
           // The sweep ended the loop: its first scan found nothing and the session cgroup was
           // empty, but the helper's word (the loop is its child) kept the phase going.
