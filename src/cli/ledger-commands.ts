@@ -27,7 +27,7 @@ import { splitWords } from '../sandbox/words.js';
 import { stillKept } from '../sweep/keep.js';
 import { EXIT_NO_SUCH_SESSION, EXIT_UNSETTLED } from './exit-codes.js';
 import { type PhaseFlags, phaseBudgets, phaseOptions } from './phases.js';
-import { clip, renderReport } from './render.js';
+import { clip, printable, renderReport } from './render.js';
 import {
   lastSession,
   MIN_PREFIX_DIGITS,
@@ -191,13 +191,14 @@ async function recoverCommand(
             ...(s.wouldStop.length === 0
               ? ['  would stop no process: none is running now']
               : s.wouldStop.map(
-                  (p) => `  would stop pid ${p.pid} (start ${p.startTime}, ${p.why}): ${clip(p.cmdline, 70)}`,
+                  (p) =>
+                    `  would stop pid ${p.pid} (start ${p.startTime}, ${p.why}): ${clip(printable(p.cmdline), 70)}`,
                 )),
           );
       }
       for (const k of result.kept)
         lines.push(
-          `${k.tag}  kept pid ${k.pid} (${k.cmdline.slice(0, 60)}, owner ${k.owner}): ${k.outcome}${k.reason ? ` (${k.reason})` : ''}`,
+          `${k.tag}  kept pid ${k.pid} (${printable(k.cmdline).slice(0, 60)}, owner ${k.owner}): ${k.outcome}${k.reason ? ` (${k.reason})` : ''}`,
         );
       for (const c of result.corrupt) lines.push(unreadableLine(ledger.location, c));
       lines.push(...result.cgroups.map(cgroupLine));
@@ -290,7 +291,7 @@ async function showCommand(
   if (record.outcome) lines.push(`  outcome:    ${outcomeText(record.outcome)}`);
   for (const k of record.kept)
     lines.push(
-      `  kept:       pid ${k.pid} ${k.cmdline.slice(0, 60)} (owner ${k.owner}, until ${new Date(k.expiresAt).toISOString()})`,
+      `  kept:       pid ${k.pid} ${printable(k.cmdline).slice(0, 60)} (owner ${k.owner}, until ${new Date(k.expiresAt).toISOString()})`,
     );
   record.reports.forEach((report, i) => {
     lines.push(`  report ${i + 1}:`, ...renderReport(report).map((l) => `    ${l}`));

@@ -18,8 +18,29 @@ export function clip(text: string, max: number): string {
   return text.length > max ? `${text.slice(0, max - 1)}…` : text;
 }
 
+// C0 and C1 controls, DEL, and the line separators and bidirectional overrides a terminal or a
+// reader lays out other than as written.
+// biome-ignore lint/suspicious/noControlCharactersInRegex: the control characters are what it finds
+const UNPRINTABLE = /[\u0000-\u001f\u007f-\u009f\u2028\u2029\u202a-\u202e\u2066-\u2069]/g;
+const NAMED: Record<string, string> = { '\n': '\\n', '\r': '\\r', '\t': '\\t' };
+
+/**
+ * `text` with each control character written as an escape (`\n`, `\t`, `\x1b`, `\u202e`…): a
+ * process's command line or name, or a message that quotes one, can hold newlines and terminal
+ * escapes, and printed raw they would start a line of their own (a forged `tether:` line) or
+ * drive the reader's terminal. `ps` writes such characters as `?`.
+ */
+export function printable(text: string): string {
+  return text.replace(UNPRINTABLE, (c) => {
+    const code = c.charCodeAt(0);
+    return (
+      NAMED[c] ?? (code < 0x100 ? `\\x${code.toString(16).padStart(2, '0')}` : `\\u${code.toString(16)}`)
+    );
+  });
+}
+
 function command(p: { cmdline: string; comm: string }): string {
-  return clip(p.cmdline || `[${p.comm}]`, MAX_COMMAND);
+  return clip(printable(p.cmdline || `[${p.comm}]`), MAX_COMMAND);
 }
 
 // Every FoundBy named (no default): a layer added there and not here is a compile error.
@@ -149,8 +170,8 @@ export function renderReport(report: SweepReport): string[] {
       `tether: left running, environ unreadable (may belong to the session): ${report.unreadable.map((p) => `${p.pid} ${command(p)} (${p.reason})`).join('; ')}`,
     );
   }
-  for (const w of report.warnings) lines.push(`tether: warning: ${w.message}`);
-  for (const note of report.notes) lines.push(`tether: note: ${note}`);
+  for (const w of report.warnings) lines.push(`tether: warning: ${printable(w.message)}`);
+  for (const note of report.notes) lines.push(`tether: note: ${printable(note)}`);
   lines.push(
     `tether: sweep ${report.complete ? 'finished' : 'did not finish'} in ${ms(report.timings.durationMs)} (${report.timings.scans} scan${report.timings.scans === 1 ? '' : 's'}, ${PROOF[report.proof]}; layers: ${report.layers.join(', ')})`,
   );
