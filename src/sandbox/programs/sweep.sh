@@ -332,31 +332,61 @@ cgroup_members() {
   done
 }
 
+# A scan reads the snapshot's rows into variables keyed by pid (evals, no fork: PID, PPID and
+# START are digits): sc_row_PID ("POS PPID START STATE", POS its place in the snapshot),
+# sc_id_PID (a member of this scan) and sc_pass_PID (the descendants'); sw_tk_PID_START marks a
+# process tracked (found before). No pass over the snapshot and no match on a string of every
+# member per process found: the first scan of a session of 1000 took 37-76 s that way
+# (docs/benchmarks.md §13).
+
+# take PID PPID START STATE FOUNDBY VIA: the snapshot's process PID becomes a member; tracked
+# (said) at its first sight.
+take() {
+  eval "sc_id_$1=1 sc_tk=\${sw_tk_$1_$3-}"
+  members="$members$1:$3:$4 "
+  parents="$parents$1:$2 "
+  if [ -z "$sc_tk" ]; then
+    read_stat "$1" && st_comm_of=$st_comm || st_comm_of=
+    track "$1" "$3" "$2" "$5" "$6"
+  fi
+}
+
 # take_listed FOUNDBY LIST identity|pid: every process of the snapshot in LIST (" PID:START …" by
-# identity, " PID …" by pid) that is no member yet becomes one, found FOUNDBY.
+# identity, " PID …" by pid) that is no member yet becomes one, found FOUNDBY, in the snapshot's
+# order. LIST's words are marked in sc_l_PID_START (sc_l_PID_PID by pid) for the one pass.
+sc_listed() {
+  case $sc_how:$1 in
+    identity:[0-9]*:[0-9]*) case $1 in *[!0-9:]* | *:*:*) return 1 ;; esac; sc_name=sc_l_${1%:*}_${1#*:} ;;
+    pid:[0-9]*) case $1 in *[!0-9]*) return 1 ;; esac; sc_name=sc_l_$1_$1 ;;
+    *) return 1 ;;
+  esac
+}
 take_listed() {
-  while read -r pid ppid start state; do
-    [ -n "$pid" ] || continue
-    case $3 in identity) key=" $pid:$start " ;; *) key=" $pid " ;; esac
-    case $2 in *"$key"*) ;; *) continue ;; esac
-    case $ids in *" $pid "*) continue ;; esac
-    [ "$1" != given ] || named_ok "$pid" || continue
-    ids="$ids$pid "
-    members="$members$pid:$start:$state "
-    parents="$parents$pid:$ppid "
-    case $tracked in *" $pid:$start "*) ;; *)
-      read_stat "$pid" && st_comm_of=$st_comm || st_comm_of=
-      track "$pid" "$start" "$ppid" "$1" - ;;
-    esac
-  done <<EOF
-$table
-EOF
+  sc_by=$1 sc_list=$2 sc_how=$3
+  for sc_key in $sc_list; do
+    sc_listed "$sc_key" && eval "$sc_name=1"
+  done
+  IFS=$nl
+  for sc_r in $table; do
+    unset IFS
+    set -- $sc_r
+    if [ "$sc_how" = identity ]; then eval "sc_hit=\${sc_l_$1_$3-}"; else eval "sc_hit=\${sc_l_$1_$1-}"; fi
+    eval "sc_in=\${sc_id_$1-}"
+    [ -n "$sc_hit" ] && [ -z "$sc_in" ] || continue
+    [ "$sc_by" != given ] || named_ok "$1" || continue
+    take "$1" "$2" "$3" "$4" "$sc_by" -
+  done
+  unset IFS
+  for sc_key in $sc_list; do
+    sc_listed "$sc_key" && unset "$sc_name"
+  done
 }
 
 # track PID START PPID FOUNDBY VIA: first sight of a member (FOUNDBY carrier, given, cgroup or
 # descendant); says so with its details.
 track() {
   tracked="$tracked$1:$2 "
+  eval "sw_tk_$1_$2=1"
   ntracked=$((ntracked + 1))
   uid_of "$1"
   say "found $1 $2 $3 $uid $4 $5"
@@ -374,32 +404,27 @@ scan() {
   snapshot || return 1
   scans=$((scans + 1))
   members=' '
-  ids=' '
   parents=' '
-  # Earlier finds still alive with the same identity.
-  while read -r pid ppid start state; do
-    [ -n "$pid" ] || continue
-    case $tracked in *" $pid:$start "*) members="$members$pid:$start:$state " ids="$ids$pid " parents="$parents$pid:$ppid " ;; esac
-  done <<EOF
-$table
-EOF
+  # Every row once, by pid; the earlier finds still alive with the same identity.
+  sc_pos=0
+  IFS=$nl
+  for sc_r in $table; do
+    unset IFS
+    set -- $sc_r
+    sc_pos=$((sc_pos + 1))
+    eval "sc_row_$1=\"\$sc_pos \$2 \$3 \$4\" sc_tk=\${sw_tk_$1_$3-}"
+    [ -z "$sc_tk" ] || { members="$members$1:$3:$4 " parents="$parents$1:$2 "; eval "sc_id_$1=1"; }
+  done
+  unset IFS
   # Carriers.
   for f in $(carrier_files); do
     pid=${f#/proc/}
     pid=${pid%%/*}
-    case $ids in *" $pid "*) continue ;; esac
-    while read -r p2 ppid start state; do
-      [ "$p2" = "$pid" ] || continue
-      ids="$ids$pid "
-      members="$members$pid:$start:$state "
-      parents="$parents$pid:$ppid "
-      case $tracked in *" $pid:$start "*) ;; *)
-        read_stat "$pid" && st_comm_of=$st_comm || st_comm_of=
-        track "$pid" "$start" "$ppid" carrier - ;;
-      esac
-    done <<EOF
-$table
-EOF
+    case $pid in '' | *[!0-9]*) continue ;; esac
+    eval "sc_in=\${sc_id_$pid-} sc_r=\${sc_row_$pid-}"
+    [ -z "$sc_in" ] && [ -n "$sc_r" ] || continue
+    set -- $sc_r
+    take "$pid" "$2" "$3" "$4" carrier -
   done
   # The helpers tether named, by identity: the process of that pid with that start time, of this
   # uid, whose environ holds the tag or cannot be read (named_ok; a pid now another process's is
@@ -414,26 +439,68 @@ EOF
     for cg in $cgroups; do cgroup_members "$cg"; done
     take_listed cgroup "$cgpids" pid
   fi
-  # Descendants of any member, by parent, until a pass adds nothing.
-  grew=1
-  while [ $grew = 1 ]; do
-    grew=0
-    while read -r pid ppid start state; do
-      [ -n "$pid" ] || continue
-      case $ids in *" $pid "*) continue ;; esac
-      case $ids in *" $ppid "*) ;; *) continue ;; esac
-      ids="$ids$pid "
-      members="$members$pid:$start:$state "
-      parents="$parents$pid:$ppid "
-      grew=1
-      case $tracked in *" $pid:$start "*) ;; *)
-        read_stat "$pid" && st_comm_of=$st_comm || st_comm_of=
-        track "$pid" "$start" "$ppid" descendant "$ppid" ;;
-      esac
-    done <<EOF
-$table
-EOF
+  # Descendants of any member, by parent: what passes over the snapshot in its order, each
+  # taking a process whose parent is a member by then, until one adds nothing, would take, in
+  # the same order — without those passes. Pass 1 takes a process whose parent was a member
+  # before; a process whose parent the passes took takes that parent's pass when it comes after
+  # it in the snapshot, the next one when before (sc_pass_PID, from one walk up its parents,
+  # remembered: W while on the walk, N for none — a loop, or a parent out of the snapshot). Each
+  # pass's processes go into sc_bk_PASS in the snapshot's order, then are taken pass by pass.
+  sc_passes=0
+  IFS=$nl
+  for sc_r in $table; do
+    unset IFS
+    sc_pid=${sc_r%% *}
+    eval "sc_in=\${sc_id_$sc_pid-} sc_pass=\${sc_pass_$sc_pid-}"
+    [ -z "$sc_in" ] || continue
+    if [ -z "$sc_pass" ]; then
+      sc_walk= p=$sc_pid
+      while :; do
+        eval "sc_pass_$p=W"
+        sc_walk="$p $sc_walk"
+        eval "set -- \$sc_row_$p"
+        q=$2
+        case $q in '' | *[!0-9]*) sc_pass=N; break ;; esac
+        eval "sc_in=\${sc_id_$q-} sc_pass=\${sc_pass_$q-} sc_qr=\${sc_row_$q-}"
+        if [ -n "$sc_in" ]; then sc_pass=1 sc_ppos=0; break; fi
+        if [ -z "$sc_qr" ]; then sc_pass=N; break; fi
+        if [ -n "$sc_pass" ]; then sc_ppos=${sc_qr%% *}; break; fi
+        p=$q
+      done
+      case $sc_pass in W | N) sc_pass=N ;; esac
+      for p in $sc_walk; do
+        if [ "$sc_pass" != N ]; then
+          eval "sc_pos=\${sc_row_$p%% *}"
+          [ "$sc_ppos" -lt "$sc_pos" ] || sc_pass=$((sc_pass + 1))
+          sc_ppos=$sc_pos
+        fi
+        eval "sc_pass_$p=\$sc_pass"
+      done
+      eval "sc_pass=\$sc_pass_$sc_pid"
+    fi
+    [ "$sc_pass" != N ] || continue
+    [ "$sc_pass" -le "$sc_passes" ] || sc_passes=$sc_pass
+    eval "sc_bk_$sc_pass=\"\${sc_bk_$sc_pass-} \$sc_pid\""
   done
+  unset IFS
+  sc_pass=1
+  while [ "$sc_pass" -le "$sc_passes" ]; do
+    eval "sc_bk=\${sc_bk_$sc_pass-}"
+    unset "sc_bk_$sc_pass"
+    for pid in $sc_bk; do
+      eval "set -- \$sc_row_$pid"
+      take "$pid" "$2" "$3" "$4" descendant "$2"
+    done
+    sc_pass=$((sc_pass + 1))
+  done
+  # The rows' variables go with the scan.
+  IFS=$nl
+  for sc_r in $table; do
+    unset IFS
+    sc_pid=${sc_r%% *}
+    unset "sc_row_$sc_pid" "sc_id_$sc_pid" "sc_pass_$sc_pid"
+  done
+  unset IFS
   set -- $members
   seen=$#
 }
