@@ -709,51 +709,6 @@ static void sweep_in_call(int conn, const char *text, unsigned char status, cons
   sweep_rounds(durations[0], durations[1], durations[2]);
 }
 
-// execvp(3) as POSIX has it, in the forked child: `cmd[0]` searched on PATH (musl's default
-// where it is unset) unless it holds a `/`, and a file the kernel will not exec as it is (ENOEXEC:
-// an executable without `#!`) run by /bin/sh, as glibc's execvp and the wrapper's commands run it
-// — musl's stops there with ENOEXEC (a break attempt: 126 where the wrapper ran the file). A file
-// found but not executable is passed over, its EACCES kept for the end. Returns only on failure,
-// errno set.
-static void exec_search(char **cmd) {
-  extern char **environ;
-  size_t argc = 0;
-  while (cmd[argc]) argc++;
-  const char *path = strchr(cmd[0], '/') ? "" : getenv("PATH");
-  if (!path) path = "/usr/local/bin:/bin:/usr/bin";
-  int seen_eacces = 0;
-  char file[4096];
-  for (const char *p = path;;) {
-    const char *colon = strchr(p, ':');
-    size_t len = colon ? (size_t)(colon - p) : strlen(p);
-    const char *name = cmd[0];
-    if (!strchr(cmd[0], '/')) {
-      int n = snprintf(file, sizeof file, "%.*s%s%s", (int)len, p, len ? "/" : "", cmd[0]);
-      if (n < 0 || (size_t)n >= sizeof file) {
-        errno = ENAMETOOLONG;
-        goto next;
-      }
-      name = file;
-    }
-    execve(name, cmd, environ);
-    if (errno == ENOEXEC) {
-      char **sh = calloc(argc + 2, sizeof *sh);
-      if (!sh) return;
-      sh[0] = "sh";
-      sh[1] = (char *)name;
-      for (size_t i = 1; i < argc; i++) sh[i + 1] = cmd[i];
-      execve("/bin/sh", sh, environ);
-      return;
-    }
-    if (errno == EACCES) seen_eacces = 1;
-    else if (errno != ENOENT && errno != ENOTDIR) return;
-  next:
-    if (strchr(cmd[0], '/') || !colon) break;
-    p = colon + 1;
-  }
-  if (seen_eacces) errno = EACCES;
-}
-
 // A call's command started by posix_spawnp(3) — libc's clone(CLONE_VM | CLONE_VFORK), where a
 // fork would copy this child's page tables and both processes would then take a fault on each page
 // they write before the exec (fork + exec + wait of `true` from a small static process: 2.1 ms,

@@ -761,6 +761,56 @@ static pid_t fork_into(int cgroup_fd, int *joined) {
   return fork();
 }
 
+// execvp(3) as POSIX has it, in the forked child (the payload's here, a resident call's in
+// helper-serve.c): `cmd[0]` searched on PATH (musl's default where it is unset) unless it holds a
+// `/`, and a file the kernel will not exec as it is (ENOEXEC: an executable without `#!`) run as
+// `sh FILE ARGS…` by /bin/sh, as glibc's execvp, timeout(1) and a shell run it — musl's stops
+// there with ENOEXEC (a break attempt: 126 where the wrapper ran the file; `tether run -- ./f`
+// said `spawn ./f ENOEXEC`). A file found but not executable is passed over, its EACCES kept for
+// the end; an empty name is ENOENT, as execvp says. Returns only on failure, errno set.
+static void exec_search(char **cmd) {
+  extern char **environ;
+  size_t argc = 0;
+  while (cmd[argc]) argc++;
+  if (!cmd[0][0]) {
+    errno = ENOENT;
+    return;
+  }
+  const char *path = strchr(cmd[0], '/') ? "" : getenv("PATH");
+  if (!path) path = "/usr/local/bin:/bin:/usr/bin";
+  int seen_eacces = 0;
+  char file[4096];
+  for (const char *p = path;;) {
+    const char *colon = strchr(p, ':');
+    size_t len = colon ? (size_t)(colon - p) : strlen(p);
+    const char *name = cmd[0];
+    if (!strchr(cmd[0], '/')) {
+      int n = snprintf(file, sizeof file, "%.*s%s%s", (int)len, p, len ? "/" : "", cmd[0]);
+      if (n < 0 || (size_t)n >= sizeof file) {
+        errno = ENAMETOOLONG;
+        goto next;
+      }
+      name = file;
+    }
+    execve(name, cmd, environ);
+    if (errno == ENOEXEC) {
+      char **sh = calloc(argc + 2, sizeof *sh);
+      if (!sh) return;
+      sh[0] = "sh";
+      sh[1] = (char *)name;
+      for (size_t i = 1; i < argc; i++) sh[i + 1] = cmd[i];
+      execve("/bin/sh", sh, environ);
+      return;
+    }
+    if (errno == EACCES) seen_eacces = 1;
+    else if (errno != ENOENT && errno != ENOTDIR) return;
+  next:
+    if (strchr(cmd[0], '/') || !colon) break;
+    p = colon + 1;
+  }
+  if (seen_eacces) errno = EACCES;
+}
+
 // In the child, before exec: join the session's cgroup (so no early fork escapes it), restore
 // the signal mask and dispositions the helper changed, wait for the go byte, exec. The go byte
 // comes once the helper has reported "started" and the supervisor has answered "go" (it holds
@@ -782,7 +832,7 @@ static void exec_payload(char **argv, int procs_fd, int err_fd, int go_fd) {
   if (n != 1) _exit(125); // EOF: the helper never wrote it (died, or the supervisor said no)
   close(go_fd);
   stage = 2;
-  execvp(argv[0], argv);
+  exec_search(argv);
 fail:;
   int msg[2] = {stage, errno};
   (void)write_all(err_fd, (const char *)msg, sizeof msg); // EPIPE: the helper is gone too
