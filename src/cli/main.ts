@@ -127,12 +127,14 @@ function packageVersion(): string {
  * Called by bin/tether.cjs, from the bundle dist/cli/tether.cjs or from this module.
  */
 export async function main(argv: readonly string[]): Promise<void> {
-  // A reader of our output that went away (`tether sweep --json | head`) is not a crash.
-  for (const stream of [process.stdout, process.stderr]) {
-    stream.on('error', (error: NodeJS.ErrnoException) => {
-      if (error.code !== 'EPIPE') throw error;
-    });
-  }
+  // A reader of our output that went away (`tether sweep --json | head`) is not a crash; nor is
+  // a stderr that cannot be written (a full disk, `2>/dev/full`: ENOSPC): tether's lines there
+  // are lost, and the status stays what it says (the command's, under `run`) — it was exit 1, an
+  // uncaught error (a fresh user's trial; test/cli/stderr-unwritable.test.ts).
+  process.stdout.on('error', (error: NodeJS.ErrnoException) => {
+    if (error.code !== 'EPIPE') throw error;
+  });
+  process.stderr.on('error', () => undefined);
   // An argument Node decoded with losses would reach CMD (or name a file, a tag) changed.
   const undecodable = argv === process.argv ? undecodableArgument(argv) : undefined;
   if (undecodable) {
