@@ -4,7 +4,9 @@
 // follows -k/--kill-after later if it still runs, and the session ends with it. A second ending
 // signal is "now". Other signals are the payload's alone. Read as: the stop, the timeout, the
 // forwarding, the end.
+import { constants as osConstants } from 'node:os';
 import { signalName } from '../libc.js';
+import type { Identity } from '../proc/identity.js';
 import type { StopReason } from '../session/record.js';
 import type { Session } from '../session/session.js';
 import { type CommandGroup, signalCommandGroup } from '../sweep/command-group.js';
@@ -125,14 +127,21 @@ export class RunStops {
     clearInterval(this.waitTicker);
   }
 
-  // The first stop: the payload, then its process group; SIGKILL after the grace.
+  // The first stop: the payload, then its process group, then SIGCONT to each of them (as
+  // timeout(1) sends it after its signal: a stopped command gets its TERM instead of waiting for
+  // the SIGKILL — `sh -c 'kill -STOP $$'` under --timeout 1 gave 137 after the whole -k, not
+  // 124); SIGKILL after the grace.
   private stop(signal: number | NodeJS.Signals): boolean {
     const { proc, events, progress, graceMs } = this.c;
     const delivered = proc.kill(signal);
     if (delivered && this.killTimer === undefined) {
       const sentAt = performance.now();
       this.stoppedAt = sentAt;
-      this.signalGroup(signal);
+      const group = this.signalGroup(signal);
+      if (!isKillOrCont(signal)) {
+        proc.kill('SIGCONT');
+        this.resume(group);
+      }
       const name = typeof signal === 'number' ? (signalName(signal) ?? `signal ${signal}`) : signal;
       const what = `${this.c.command} (pid ${proc.pid})`;
       this.waitTicker = setInterval(() => {
@@ -154,15 +163,31 @@ export class RunStops {
   // kill(0, sig) gives it: the payload keeps tether's group, so never the group itself — each
   // descendant of the payload or its helper in that group, identity-checked. Before, `sh -c
   // 'sleep 30'` ignored a forwarded SIGINT while its sleep ran: 137 after -k, not 130 at once.
-  private signalGroup(signal: number | NodeJS.Signals): void {
+  // Returns the identities it reached.
+  private signalGroup(signal: number | NodeJS.Signals): Identity[] {
     const { group, proc } = this.c;
-    if (!group) return;
+    if (!group) return [];
     // Node has not reaped the helper while it reports no exit: its pid is still its own.
     const helperRunning = proc.child.exitCode === null && proc.child.signalCode === null;
     try {
-      signalCommandGroup(group, signal, this.signaller, helperRunning);
+      return signalCommandGroup(group, signal, this.signaller, helperRunning);
     } catch {
       // No process table (NoProcError): the sweep says so in its report, and ends the rest.
+      return [];
     }
   }
+
+  // SIGCONT to exactly the processes of the group the stop signal reached, each through its
+  // pidfd with its start time re-checked, as the stop signal went: never the group itself.
+  private resume(reached: readonly Identity[]): void {
+    const { group } = this.c;
+    if (!group) return;
+    for (const id of reached) this.signaller.send(group.procRoot, id, 'SIGCONT');
+  }
+}
+
+// SIGKILL needs no SIGCONT (it ends a stopped process), and SIGCONT is one already.
+function isKillOrCont(signal: number | NodeJS.Signals): boolean {
+  const n = typeof signal === 'number' ? signal : osConstants.signals[signal];
+  return n === osConstants.signals.SIGKILL || n === osConstants.signals.SIGCONT;
 }
