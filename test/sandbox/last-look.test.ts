@@ -26,10 +26,12 @@ afterAll(async () => {
   await box?.stop();
 });
 
-// Starts, in the container and without the tag itself, a loop that runs `env TAG=1 sleep 1000`
-// again as soon as the last one ends: one always runs, a new one after each the sweep ends.
+// Starts, in the container and without the tag itself, loops that each run `env TAG=1 sleep
+// 1000` again as soon as the last one ends: one always runs, a new one after each the sweep ends.
 async function startSpawner(tag: string): Promise<ChildProcess> {
-  const loop = `while :; do env ${tag}=1 sleep 1000 </dev/null >/dev/null 2>&1; done`;
+  // Three such loops: on a loaded machine one alone can take longer than two scans to start
+  // its next sleep (the phase then ends on two empty scans, before its last look).
+  const loop = `for i in 1 2 3; do (while :; do env ${tag}=1 sleep 1000 </dev/null >/dev/null 2>&1; done) & done; wait`;
   const spawner = spawn(box.prefix[0] as string, [...box.prefix.slice(1), 'sh', '-c', loop], {
     stdio: 'ignore',
   });
@@ -43,7 +45,7 @@ async function startSpawner(tag: string): Promise<ChildProcess> {
 async function stopSpawner(spawner: ChildProcess, tag: string): Promise<void> {
   spawner.kill('SIGKILL');
   const [cmd0, ...rest] = box.prefix;
-  execFileSync(String(cmd0), [...rest, 'pkill', '-KILL', '-f', `while :; do env ${tag}=1`], {
+  execFileSync(String(cmd0), [...rest, 'pkill', '-KILL', '-f', `do env ${tag}=1 sleep 1000`], {
     stdio: 'ignore',
   });
   if (taggedOnHost(tag).length) await sandbox.sweep(box.channel, tag, { graceMs: 100, killAfterMs: 1000 });
