@@ -87,7 +87,12 @@ function booleanOf(given: boolean | undefined, flag: string): boolean {
 function graceOf(flags: GuardFlags): number {
   const killAfter = flagValue(flags.killAfter, '--kill-after');
   const grace = flagValue(flags.grace, '--grace');
-  if (killAfter && grace && killAfter.value !== grace.value)
+  // The same budget spelled twice (`--grace 3 -k 3000ms`) is one value; two values are refused.
+  if (
+    killAfter &&
+    grace &&
+    parseDuration(killAfter.name, killAfter.value) !== parseDuration(grace.name, grace.value)
+  )
     throw new TetherError(
       'INVALID_OPTION',
       `invalid ${grace.name} ${JSON.stringify(grace.value)} with ${killAfter.name} ${JSON.stringify(killAfter.value)}: they name one budget (the TERM phase); give one of them (the KILL phase budget is --kill-budget)`,

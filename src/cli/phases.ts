@@ -31,21 +31,20 @@ export function phaseOptions(command: Command): Command {
  * The sweep options of the phase flags, in ms: `graceMs` (the TERM phase) from `-k/--kill-after`
  * or `--grace`, `killAfterMs` (the KILL phase budget) from `--kill-budget`. Throws `TetherError`
  * `INVALID_OPTION` naming the flag for a bad duration, and for `--grace` and `--kill-after`
- * given two different values.
+ * given two different durations (the same one spelled twice is taken).
  */
 export function phaseBudgets(flags: PhaseFlags): { graceMs: number; killAfterMs: number } {
-  if (flags.killAfter !== undefined && flags.grace !== undefined && flags.killAfter !== flags.grace) {
+  const killAfter =
+    flags.killAfter === undefined ? undefined : parseDuration('--kill-after', flags.killAfter);
+  const alias = flags.grace === undefined ? undefined : parseDuration('--grace', flags.grace);
+  // The same budget spelled twice (`--grace 3 -k 3000ms`) is one value; two values are refused.
+  if (killAfter !== undefined && alias !== undefined && killAfter !== alias) {
     throw new TetherError(
       'INVALID_OPTION',
       `invalid --grace ${JSON.stringify(flags.grace)} with --kill-after ${JSON.stringify(flags.killAfter)}: they name one budget (the TERM phase); give one of them`,
     );
   }
-  const grace =
-    flags.killAfter !== undefined
-      ? parseDuration('--kill-after', flags.killAfter)
-      : flags.grace !== undefined
-        ? parseDuration('--grace', flags.grace)
-        : DEFAULT_GRACE_MS;
+  const grace = killAfter ?? alias ?? DEFAULT_GRACE_MS;
   const budget =
     flags.killBudget !== undefined ? parseDuration('--kill-budget', flags.killBudget) : DEFAULT_KILL_AFTER_MS;
   return { graceMs: grace, killAfterMs: budget };
