@@ -5,12 +5,11 @@
 // directly (`env-tag`: Node's libuv calls glibc's execvp, which already did). Before, the helper's
 // path said `cannot start ./script: spawn ./script ENOEXEC` and exited 126. What the script
 // leaves running is stopped as any command's leftover (ground truth: its pid + start time gone).
-import { spawn as spawnChild } from 'node:child_process';
 import { chmodSync, mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { spawn } from '../../src/index.js';
-import { BIN, RECORD, recordedIds } from '../support/cli.js';
+import { type Ran, RECORD, recordedIds, tether } from '../support/cli.js';
 import { isAlive, type ProcessId } from '../support/proc.js';
 import { testDir } from '../support/temp.js';
 
@@ -36,31 +35,9 @@ afterAll(() => {
   for (const id of seen) if (isAlive(id)) process.kill(id.pid, 'SIGKILL');
 });
 
-interface Ran {
-  code: number | null;
-  stdout: string;
-  stderr: string;
-}
-
-// `tether ARGS…` with its cwd in the test's directory and PATH starting with its bin/; SIGKILLed
-// (and failed) after 20 s.
+// `tether ARGS…` with its cwd in the test's directory and PATH starting with its bin/.
 function tetherIn(args: string[]): Promise<Ran> {
-  return new Promise((resolve, reject) => {
-    const env = { ...process.env, PATH: `${bin}:${process.env.PATH}` };
-    const child = spawnChild(process.execPath, [BIN, ...args], { cwd: dir, env });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.on('data', (d) => (stdout += d));
-    child.stderr.on('data', (d) => (stderr += d));
-    const timer = setTimeout(() => {
-      child.kill('SIGKILL');
-      reject(new Error(`tether ${args.join(' ')} did not end within 20 s; stderr: ${stderr}`));
-    }, 20_000);
-    child.on('close', (code) => {
-      clearTimeout(timer);
-      resolve({ code, stdout, stderr });
-    });
-  });
+  return tether(args, { cwd: dir, env: { ...process.env, PATH: `${bin}:${process.env.PATH}` } });
 }
 
 // The leftover the script recorded, now gone (its pid + start time).

@@ -15,15 +15,15 @@ export interface Ran {
 }
 
 /**
- * Runs `tether ARGS…`; a run that has not ended in 20 s is SIGKILLed and fails the test instead
- * of hanging the suite. `onStart` gets tether's pid (to signal it).
+ * Runs `tether ARGS…` (in `cwd`, with `env`); a run that has not ended in 20 s is SIGKILLed and
+ * fails the test instead of hanging the suite. `onStart` gets tether's pid (to signal it).
  */
 export function tether(
   args: string[],
-  opts: { env?: NodeJS.ProcessEnv; onStart?: (pid: number) => void } = {},
+  opts: { env?: NodeJS.ProcessEnv; cwd?: string; onStart?: (pid: number) => void } = {},
 ): Promise<Ran> {
   return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [BIN, ...args], { env: opts.env ?? process.env });
+    const child = spawn(process.execPath, [BIN, ...args], { env: opts.env ?? process.env, cwd: opts.cwd });
     let stdout = '';
     let stderr = '';
     child.stdout.on('data', (d) => (stdout += d));
