@@ -14,13 +14,22 @@ import { pushHelper } from '../../src/sandbox/helper-push.js';
 import { sweepUnder } from '../../src/sandbox/sweep.js';
 import { isAlive } from '../support/proc.js';
 import { missing } from '../support/tools.js';
-import { type Container, hostPidOf, SHELLS, sleep, startContainer, taggedOnHost } from './container.js';
+import {
+  type Container,
+  hostPidOf,
+  privateTmp,
+  SHELLS,
+  sleep,
+  startContainer,
+  taggedOnHost,
+} from './container.js';
 
 const SWEEP = { graceMs: 150, killAfterMs: 300, intervalMs: 40 };
 
 let box: Container;
 beforeAll(async () => {
   box = await startContainer(240);
+  privateTmp(box, 'tether-last-look'); // the helper it pushes stays in the container's /tmp
 });
 afterAll(async () => {
   await box?.stop();
