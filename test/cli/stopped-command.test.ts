@@ -63,7 +63,6 @@ describe('a command that stopped itself (SIGSTOP)', () => {
       log.filter((e) => e.type === 'kill'),
       `the command was SIGKILLed: ${JSON.stringify(log)}`,
     ).toEqual([]);
-    expect(ran.stderr, 'a wait for SIGKILL was shown').not.toMatch(/SIGKILL in/);
     expect(ran.stdout, 'the shell ran on without its SIGTERM').not.toContain('resumed');
     expect(isAlive(shell), `the shell (pid ${shell.pid}, start ${shell.startTime}) survived`).toBe(false);
   });
@@ -98,7 +97,6 @@ describe('a command that stopped itself (SIGSTOP)', () => {
       log.filter((e) => e.type === 'kill'),
       `the command was SIGKILLed: ${JSON.stringify(log)}`,
     ).toEqual([]);
-    expect(ran.stderr, 'a wait for SIGKILL was shown').not.toMatch(/SIGKILL in/);
     expect(readFileSafe(out), 'the shell ran on without its SIGTERM').not.toContain('resumed');
     expect(isAlive(shell), `the shell (pid ${shell.pid}, start ${shell.startTime}) survived`).toBe(false);
   });
